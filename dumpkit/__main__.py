@@ -1,0 +1,3 @@
+from dumpkit.cli import main
+
+main()

@@ -1,0 +1,60 @@
+"""CPU context records (Windows CONTEXT) as found in minidumps.
+
+x64 CONTEXT is 1232 bytes; writers that save XSAVE/CET state append a CONTEXT_EX and the
+extended area (1407 and 1663 bytes are seen in real dumps), but the first 1232 bytes keep
+the plain layout, so only those are read here. x86 CONTEXT is 716 bytes.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Optional, Tuple
+
+from dumpkit.target import GPR_NAMES, Registers
+
+X64_CONTEXT_SIZE = 0x4D0
+X86_CONTEXT_SIZE = 0x2CC
+
+_X64_GPR_OFFSET = 0x78  # Rax; the 16 GPRs follow in GPR_NAMES order, then Rip
+_X64_SEGS = ("cs", "ds", "es", "fs", "gs", "ss")
+
+_X86_REGS = (  # name, offset
+    ("gs", 0x8C), ("fs", 0x90), ("es", 0x94), ("ds", 0x98), ("edi", 0x9C), ("esi", 0xA0),
+    ("ebx", 0xA4), ("edx", 0xA8), ("ecx", 0xAC), ("eax", 0xB0), ("ebp", 0xB4),
+    ("eip", 0xB8), ("cs", 0xBC), ("eflags", 0xC0), ("esp", 0xC4), ("ss", 0xC8),
+)
+
+
+def parse_x64(raw: bytes) -> Registers:
+    flags, mxcsr = struct.unpack_from("<II", raw, 0x30)
+    segs = struct.unpack_from("<6H", raw, 0x38)
+    (eflags,) = struct.unpack_from("<I", raw, 0x44)
+    gprs = struct.unpack_from("<17Q", raw, _X64_GPR_OFFSET)
+    values = dict(zip(GPR_NAMES, gprs[:16]))
+    values["rip"] = gprs[16]
+    values["eflags"] = eflags
+    values["mxcsr"] = mxcsr
+    values.update(zip(_X64_SEGS, segs))
+    return Registers(values, flags, len(raw))
+
+
+def parse_x86(raw: bytes) -> Registers:
+    (flags,) = struct.unpack_from("<I", raw, 0)
+    values = {name: struct.unpack_from("<I", raw, off)[0] for name, off in _X86_REGS}
+    return Registers(values, flags, len(raw))
+
+
+def parse_context(raw: bytes, arch: Optional[int]) -> Tuple[Optional[Registers], Optional[str]]:
+    """Registers from a context record, or (None, why not). `arch` is the SystemInfo
+    processor architecture (9 AMD64, 0 x86) or None when unknown (then guessed by size)."""
+    n = len(raw)
+    if arch is None:
+        arch = 9 if n >= X64_CONTEXT_SIZE else 0 if n >= X86_CONTEXT_SIZE else -1
+    if arch == 9:
+        if n < X64_CONTEXT_SIZE:
+            return None, f"x64 context is {n} bytes, need {X64_CONTEXT_SIZE}"
+        return parse_x64(raw), None
+    if arch == 0:
+        if n < X86_CONTEXT_SIZE:
+            return None, f"x86 context is {n} bytes, need {X86_CONTEXT_SIZE}"
+        return parse_x86(raw), None
+    return None, f"context of {n} bytes for processor architecture {arch} is not supported"

@@ -1,0 +1,533 @@
+"""Target over a .dmp file.
+
+The file is mapped read-only and never written. The stream directory, bounds checks and
+memory lookup are ours; fixed-layout records (MINIDUMP_MODULE, MINIDUMP_THREAD,
+MINIDUMP_MEMORY_INFO) and stream names come from the `minidump` package, always fed a
+slice we have already bounds-checked. The package alone raises on stream types it does
+not know and on reads that cross memory ranges; here an unknown stream is listed and
+skipped, and damage in one stream is a soft error that leaves the others readable.
+"""
+from __future__ import annotations
+
+import bisect
+import io
+import mmap
+import os
+import struct
+from typing import Callable, Dict, List, Optional, Tuple
+
+from minidump.constants import MINIDUMP_STREAM_TYPE
+from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
+from minidump.streams.ModuleListStream import MINIDUMP_MODULE
+from minidump.streams.ThreadListStream import MINIDUMP_THREAD
+
+from dumpkit.context import parse_context
+from dumpkit.target import (
+    CodeViewRecord,
+    DumpError,
+    DumpInfo,
+    ExceptionInfo,
+    MemoryNotInDump,
+    MemoryRegion,
+    Module,
+    ModuleMap,
+    ProcessInfo,
+    Registers,
+    SoftErrors,
+    StreamEntry,
+    SystemInfo,
+    Thread,
+    UnloadedModule,
+)
+
+MDMP_SIGNATURE = 0x504D444D  # "MDMP"
+MDMP_VERSION = 0xA793
+
+# Streams that other writers add; named so a listing is readable. Not an error to meet.
+EXTRA_STREAM_NAMES = {
+    0x18: "ThreadNamesStream",
+    0xFFF0: "WineHostLibraries",
+    0x43500001: "CrashpadInfo",
+    0x47670001: "BreakpadInfo",
+    0x47670002: "BreakpadAssertionInfo",
+    0x47670003: "LinuxCpuInfo",
+    0x4D7A0001: "MozLinuxLimits",
+    0x53740001: "SentryEvent",
+}
+
+MAX_RECORDS = 1 << 20  # per list stream; anything beyond is reported and skipped
+MAX_STRING_BYTES = 64 * 1024
+
+
+def stream_name(stream_type: int) -> Tuple[str, bool]:
+    try:
+        return MINIDUMP_STREAM_TYPE(stream_type).name, True
+    except ValueError:
+        pass
+    if stream_type in EXTRA_STREAM_NAMES:
+        return EXTRA_STREAM_NAMES[stream_type], stream_type == 0x18
+    return f"Unknown({stream_type:#x})", False
+
+
+def _fmt_version(ms: int, ls: int) -> str:
+    return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+
+
+def _guid(raw: bytes) -> str:
+    d1, d2, d3 = struct.unpack_from("<IHH", raw)
+    d4 = raw[8:16].hex().upper()
+    return f"{d1:08X}-{d2:04X}-{d3:04X}-{d4[:4]}-{d4[4:]}"
+
+
+class _Memory:
+    """Captured memory ranges: O(log n) lookup, reads may span adjacent ranges."""
+
+    def __init__(self, data: mmap.mmap, ranges: List[Tuple[int, int, int]], errors: SoftErrors):
+        ranges.sort()
+        starts: List[int] = []
+        ends: List[int] = []
+        offs: List[int] = []
+        overlaps = 0
+        for start, size, off in ranges:
+            end = start + size
+            if starts and start < ends[-1]:
+                if end <= ends[-1]:
+                    continue  # wholly inside the previous range: writers often repeat stacks
+                overlaps += 1
+                off += ends[-1] - start  # keep only the new tail
+                start = ends[-1]
+            starts.append(start)
+            ends.append(end)
+            offs.append(off)
+        if overlaps:
+            errors.add(f"memory lists: {overlaps} overlapping range(s); the first copy of each byte is used")
+        self._data = data
+        self.starts = starts
+        self.ends = ends
+        self.offsets = offs
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def read_available(self, address: int, size: int) -> bytes:
+        if size <= 0 or address < 0:
+            return b""
+        i = bisect.bisect_right(self.starts, address) - 1
+        if i < 0 or address >= self.ends[i]:
+            return b""
+        out = []
+        want = size
+        cur = address
+        n = len(self.starts)
+        while want > 0 and i < n and self.starts[i] <= cur < self.ends[i]:
+            take = min(want, self.ends[i] - cur)
+            off = self.offsets[i] + (cur - self.starts[i])
+            out.append(self._data[off:off + take])
+            cur += take
+            want -= take
+            i += 1
+        return b"".join(out)
+
+    def read(self, address: int, size: int) -> bytes:
+        got = self.read_available(address, size)
+        if len(got) != size:
+            raise MemoryNotInDump(address, size)
+        return got
+
+
+class MinidumpTarget:
+    """A crash dump file as a `dumpkit.target.Target`."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.soft_errors = SoftErrors()
+        self.system: Optional[SystemInfo] = None
+        self.process: Optional[ProcessInfo] = None
+        self.threads: List[Thread] = []
+        self.modules: List[Module] = []
+        self.unloaded_modules: List[UnloadedModule] = []
+        self.exception: Optional[ExceptionInfo] = None
+        self.memory_regions: List[MemoryRegion] = []
+        self.function_tables: List[Tuple[int, int, int, int]] = []
+        self.build_string: Optional[str] = None
+        self.xstate_enabled_features: Optional[int] = None
+        self._thread_names: Dict[int, str] = {}
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except OSError as e:
+            raise DumpError(f"cannot open: {e.strerror or e}") from None
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise DumpError("file is empty, not a minidump")
+            try:
+                self._data = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError) as e:
+                raise DumpError(f"cannot map file: {e}") from None
+        finally:
+            os.close(fd)
+        self._size = size
+        self._parse()
+
+    # -- Target API ---------------------------------------------------------------------
+    def read(self, address: int, size: int) -> bytes:
+        return self._memory.read(address, size)
+
+    def read_available(self, address: int, size: int) -> bytes:
+        return self._memory.read_available(address, size)
+
+    def module_at(self, address: int) -> Optional[Module]:
+        return self._module_map.find(address)
+
+    def symbol_at(self, address: int) -> Optional[str]:
+        return None  # a dump file carries no symbols; names come from PE exports
+
+    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
+        return self.function_tables
+
+    def close(self) -> None:
+        try:
+            self._data.close()
+        except (BufferError, ValueError):
+            pass
+
+    def __enter__(self) -> "MinidumpTarget":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def memory_range_count(self) -> int:
+        return len(self._memory)
+
+    def memory_ranges(self) -> List[Tuple[int, int]]:
+        return list(zip(self._memory.starts, self._memory.ends))
+
+    # -- parsing ------------------------------------------------------------------------
+    def _slice(self, offset: int, size: int, what: str) -> bytes:
+        """Bytes of the file, clipped to its end; clipping is a soft error."""
+        if offset >= self._size:
+            self.soft_errors.add(f"{what}: points past the end of the file (offset {offset:#x})")
+            return b""
+        end = offset + size
+        if end > self._size:
+            self.soft_errors.add(f"{what}: truncated ({end - self._size} of {size} bytes missing)")
+            end = self._size
+        return self._data[offset:end]
+
+    def _string(self, rva: int, what: str) -> Optional[str]:
+        if rva == 0 or rva + 4 > self._size:
+            if rva:
+                self.soft_errors.add(f"{what}: name points past the end of the file")
+            return None
+        (length,) = struct.unpack_from("<I", self._data, rva)
+        if length > MAX_STRING_BYTES:
+            self.soft_errors.add(f"{what}: name of {length} bytes truncated to {MAX_STRING_BYTES}")
+            length = MAX_STRING_BYTES
+        raw = self._data[rva + 4:min(rva + 4 + length, self._size)]
+        return raw.decode("utf-16-le", errors="replace")
+
+    def _parse(self) -> None:
+        if self._size < 32:
+            raise DumpError(f"file is {self._size} bytes, too small for a minidump header")
+        sig, ver, nstreams, dir_rva, _cksum, stamp, flags = struct.unpack_from("<IIIIIIQ", self._data, 0)
+        if sig != MDMP_SIGNATURE:
+            if self._data[:4] in (b"PAGE", b"PAGEDU64"[:4]):
+                raise DumpError("this is a kernel (PAGEDUMP) crash dump, not a user-mode minidump")
+            raise DumpError(f"not a minidump (signature {self._data[:4]!r}, expected b'MDMP')")
+        if ver & 0xFFFF != MDMP_VERSION:
+            self.soft_errors.add(f"header: unexpected version {ver & 0xFFFF:#x} (expected {MDMP_VERSION:#x})")
+        fit = max(0, (self._size - dir_rva) // 12) if dir_rva < self._size else 0
+        if nstreams > fit:
+            if fit == 0:
+                raise DumpError(
+                    f"stream directory at {dir_rva:#x} lies outside the {self._size}-byte file"
+                )
+            self.soft_errors.add(f"header: claims {nstreams} streams but only {fit} fit in the file")
+            nstreams = fit
+        entries: List[StreamEntry] = []
+        for i in range(nstreams):
+            stype, dsize, rva = struct.unpack_from("<III", self._data, dir_rva + 12 * i)
+            name, known = stream_name(stype)
+            entries.append(StreamEntry(i, stype, name, rva, dsize, known))
+        self.dump = DumpInfo(self.path, self._size, ver, flags, stamp, tuple(entries))
+
+        by_type: Dict[int, StreamEntry] = {}
+        for e in entries:
+            if e.type == 0:
+                continue
+            if e.type in by_type:
+                self.soft_errors.add(f"stream directory: duplicate {e.name}; the first is used")
+                continue
+            by_type[e.type] = e
+
+        handlers: List[Tuple[int, Callable[[bytes], None]]] = [
+            (7, self._parse_system_info),  # first: the context layout depends on the CPU
+            (15, self._parse_misc_info),
+            (5, self._parse_memory_list),
+            (9, self._parse_memory64_list),
+            (24, self._parse_thread_names),
+            (3, self._parse_thread_list),
+            (4, self._parse_module_list),
+            (14, self._parse_unloaded_modules),
+            (6, self._parse_exception),
+            (16, self._parse_memory_info),
+            (13, self._parse_function_table),
+        ]
+        self._mem_ranges: List[Tuple[int, int, int]] = []
+        self._stack_ranges: List[Tuple[int, int, int]] = []
+        for stype, handler in handlers:
+            entry = by_type.get(stype)
+            if entry is None:
+                continue
+            data = self._slice(entry.offset, entry.size, entry.name)
+            try:
+                handler(data)
+            except (struct.error, ValueError, IndexError, OverflowError) as e:
+                self.soft_errors.add(f"{entry.name}: unreadable ({e})")
+        self._memory = _Memory(self._data, self._mem_ranges, self.soft_errors)
+        # Some writers put a thread's stack only in its thread record, not the memory list.
+        missing = [r for r in self._stack_ranges if not self._memory.read_available(r[0], 1)]
+        if missing:
+            for start, size, rva in missing:
+                self._add_range(start, size, rva, "thread stack")
+            self._memory = _Memory(self._data, self._mem_ranges, SoftErrors())
+        self._module_map = ModuleMap(self.modules)
+        # Unknown streams are listed (DumpInfo.streams, `known=False`) but are no error:
+        # Wine, Breakpad and Crashpad all add streams of their own.
+        if 3 not in by_type:
+            self.soft_errors.add("dump has no thread list")
+        if 4 not in by_type:
+            self.soft_errors.add("dump has no module list")
+
+    def _records(self, data: bytes, header: int, count: int, size: int, what: str) -> int:
+        """How many `size`-byte records after `header` bytes are really present."""
+        fit = max(0, (len(data) - header) // size) if size else 0
+        if count > fit:
+            self.soft_errors.add(f"{what}: claims {count} entries but holds only {fit}")
+            count = fit
+        if count > MAX_RECORDS:
+            self.soft_errors.add(f"{what}: {count} entries; only the first {MAX_RECORDS} are read")
+            count = MAX_RECORDS
+        return count
+
+    def _parse_system_info(self, data: bytes) -> None:
+        if len(data) < 32:
+            raise ValueError(f"{len(data)} bytes, need at least 32")
+        arch, level, rev, nproc, ptype, major, minor, build, platform, csd_rva, _suite, _r2 = (
+            struct.unpack_from("<HHHBBIIIIIHH", data, 0)
+        )
+        vendor = None
+        ver_info = feat = amd = 0
+        pf = (0, 0)
+        if len(data) >= 56:
+            raw_vendor = data[32:44]
+            pf = struct.unpack_from("<QQ", data, 32)
+            if arch in (0, 9) and all(0x20 <= b < 0x7F for b in raw_vendor):
+                vendor = raw_vendor.decode("ascii")
+                ver_info, feat, amd = struct.unpack_from("<III", data, 44)
+        wine = self._wine_marker()
+        csd = self._string(csd_rva, "SystemInfo CSD version") or ""
+        self.system = SystemInfo(
+            processor_architecture=arch, processor_level=level, processor_revision=rev,
+            number_of_processors=nproc, product_type=ptype, os_major=major, os_minor=minor,
+            os_build=build, platform_id=platform, csd_version=csd, cpu_vendor=vendor,
+            cpuid_version=ver_info, cpuid_features=feat, amd_extended_features=amd,
+            processor_features=pf, wine_version=wine,
+        )
+
+    def _wine_marker(self) -> Optional[str]:
+        """Wine writes "WINE", four u32s and NUL-separated strings (Wine version, host OS,
+        host release) right after the 56-byte SystemInfo record, outside the stream."""
+        entry = next((e for e in self.dump.streams if e.type == 7), None)
+        if entry is None:
+            return None
+        at = entry.offset + entry.size
+        tail = self._data[at:min(at + 256, self._size)]
+        if tail[:4] != b"WINE":
+            return None
+        parts = [p.decode("ascii", "replace") for p in tail[20:].split(b"\0")[:3] if p]
+        return " / ".join(parts) if parts else "unknown Wine"
+
+    def _parse_misc_info(self, data: bytes) -> None:
+        if len(data) < 24:
+            raise ValueError(f"{len(data)} bytes, need at least 24")
+        size, flags1, pid, ctime, utime, ktime = struct.unpack_from("<6I", data, 0)
+        max_mhz = cur_mhz = None
+        if len(data) >= 44 and flags1 & 0x4:
+            max_mhz, cur_mhz = struct.unpack_from("<II", data, 24)
+        self.process = ProcessInfo(
+            pid=pid if flags1 & 1 else None,
+            create_time=ctime if flags1 & 2 else None,
+            user_time=utime if flags1 & 2 else None,
+            kernel_time=ktime if flags1 & 2 else None,
+            processor_max_mhz=max_mhz,
+            processor_current_mhz=cur_mhz,
+        )
+        if len(data) >= 832 and flags1 & 0x100:
+            raw = data[232:232 + 520]
+            self.build_string = raw.decode("utf-16-le", "replace").split("\0", 1)[0] or None
+        if len(data) >= 848:
+            xsize, _ctx_size, enabled = struct.unpack_from("<IIQ", data, 832)
+            if xsize:
+                self.xstate_enabled_features = enabled
+
+    def _parse_memory_list(self, data: bytes) -> None:
+        (count,) = struct.unpack_from("<I", data, 0)
+        count = self._records(data, 4, count, 16, "MemoryList")
+        for i in range(count):
+            start, dsize, rva = struct.unpack_from("<QII", data, 4 + 16 * i)
+            self._add_range(start, dsize, rva, "MemoryList")
+
+    def _parse_memory64_list(self, data: bytes) -> None:
+        count, base_rva = struct.unpack_from("<QQ", data, 0)
+        count = self._records(data, 16, count, 16, "Memory64List")
+        off = base_rva
+        for i in range(count):
+            start, dsize = struct.unpack_from("<QQ", data, 16 + 16 * i)
+            self._add_range(start, dsize, off, "Memory64List")
+            off += dsize
+
+    def _add_range(self, start: int, size: int, offset: int, what: str) -> None:
+        if size == 0:
+            return
+        if offset >= self._size:
+            self.soft_errors.add(f"{what}: range at {start:#x} points past the end of the file")
+            return
+        if offset + size > self._size:
+            self.soft_errors.add(f"{what}: range at {start:#x} truncated by the end of the file")
+            size = self._size - offset
+        if start + size > 1 << 64:
+            self.soft_errors.add(f"{what}: range at {start:#x} wraps the address space")
+            return
+        self._mem_ranges.append((start, size, offset))
+
+    def _parse_thread_names(self, data: bytes) -> None:
+        (count,) = struct.unpack_from("<I", data, 0)
+        count = self._records(data, 4, count, 12, "ThreadNamesStream")
+        for i in range(count):
+            tid, rva = struct.unpack_from("<IQ", data, 4 + 12 * i)
+            name = self._string(rva, f"thread {tid}")
+            if name:
+                self._thread_names[tid] = name
+
+    def _context(self, size: int, rva: int, what: str) -> Optional[Registers]:
+        if size == 0:
+            self.soft_errors.add(f"{what}: no register context")
+            return None
+        raw = self._slice(rva, size, f"{what} context")
+        arch = self.system.processor_architecture if self.system else None
+        regs, problem = parse_context(raw, arch)
+        if problem:
+            self.soft_errors.add(f"{what}: {problem}")
+        return regs
+
+    def _parse_thread_list(self, data: bytes) -> None:
+        (count,) = struct.unpack_from("<I", data, 0)
+        count = self._records(data, 4, count, 48, "ThreadList")
+        for i in range(count):
+            t = MINIDUMP_THREAD.parse(io.BytesIO(data[4 + 48 * i:4 + 48 * (i + 1)]))
+            stack = t.Stack
+            mem = stack.MemoryLocation
+            ctx = self._context(t.ThreadContext.DataSize, t.ThreadContext.Rva, f"thread {t.ThreadId}")
+            self.threads.append(Thread(
+                tid=t.ThreadId, context=ctx,
+                stack_start=stack.StartOfMemoryRange, stack_size=mem.DataSize,
+                teb=t.Teb, name=self._thread_names.get(t.ThreadId),
+                suspend_count=t.SuspendCount, priority=t.Priority,
+            ))
+            if mem.DataSize:
+                self._stack_ranges.append((stack.StartOfMemoryRange, mem.DataSize, mem.Rva))
+
+    def _parse_module_list(self, data: bytes) -> None:
+        (count,) = struct.unpack_from("<I", data, 0)
+        count = self._records(data, 4, count, 108, "ModuleList")
+        for i in range(count):
+            m = MINIDUMP_MODULE.parse(io.BytesIO(data[4 + 108 * i:4 + 108 * (i + 1)]))
+            path = self._string(m.ModuleNameRva, f"module {i}") or f"<module {i}>"
+            name = path.replace("/", "\\").rsplit("\\", 1)[-1]
+            vi = m.VersionInfo
+            fv = pv = None
+            if vi.dwSignature == 0xFEEF04BD:
+                fv = _fmt_version(vi.dwFileVersionMS, vi.dwFileVersionLS)
+                pv = _fmt_version(vi.dwProductVersionMS, vi.dwProductVersionLS)
+            cv = self._codeview(m.CvRecord.DataSize, m.CvRecord.Rva, name)
+            self.modules.append(Module(
+                name=name, path=path, base=m.BaseOfImage, size=m.SizeOfImage,
+                timestamp=m.TimeDateStamp, checksum=m.CheckSum,
+                file_version=fv, product_version=pv, cv_record=cv,
+            ))
+
+    def _codeview(self, size: int, rva: int, what: str) -> Optional[CodeViewRecord]:
+        if size < 24 or size > 4096:
+            return None
+        raw = self._slice(rva, size, f"module {what} CodeView record")
+        if raw[:4] == b"RSDS" and len(raw) >= 24:
+            name = raw[24:].split(b"\0", 1)[0].decode("utf-8", "replace")
+            return CodeViewRecord(name, _guid(raw[4:20]), struct.unpack_from("<I", raw, 20)[0])
+        if raw[:4] == b"NB10" and len(raw) >= 16:
+            sig, age = struct.unpack_from("<II", raw, 8)
+            name = raw[16:].split(b"\0", 1)[0].decode("utf-8", "replace")
+            return CodeViewRecord(name, f"{sig:08X}", age)
+        return None
+
+    def _parse_unloaded_modules(self, data: bytes) -> None:
+        hsize, esize, count = struct.unpack_from("<III", data, 0)
+        if esize < 24:
+            raise ValueError(f"entry size {esize} too small")
+        count = self._records(data, hsize, count, esize, "UnloadedModuleList")
+        for i in range(count):
+            base, size, _ck, stamp, name_rva = struct.unpack_from("<QIIII", data, hsize + esize * i)
+            path = self._string(name_rva, f"unloaded module {i}") or ""
+            self.unloaded_modules.append(UnloadedModule(path.replace("/", "\\").rsplit("\\", 1)[-1], base, size, stamp))
+
+    def _parse_exception(self, data: bytes) -> None:
+        if len(data) < 168:
+            raise ValueError(f"{len(data)} bytes, need 168")
+        tid, _align, code, flags, record, address, nparams, _u = struct.unpack_from("<IIIIQQII", data, 0)
+        params = struct.unpack_from("<15Q", data, 40)
+        if nparams > 15:
+            self.soft_errors.add(f"ExceptionStream: claims {nparams} parameters; at most 15 exist")
+            nparams = 15
+        csize, crva = struct.unpack_from("<II", data, 160)
+        ctx = self._context(csize, crva, "exception")
+        self.exception = ExceptionInfo(code, flags, address, tuple(params[:nparams]), tid, ctx, record != 0)
+
+    def _parse_memory_info(self, data: bytes) -> None:
+        hsize, esize, count = struct.unpack_from("<IIQ", data, 0)
+        if esize < 48:
+            raise ValueError(f"entry size {esize} too small")
+        count = self._records(data, hsize, count, esize, "MemoryInfoList")
+        for i in range(count):
+            off = hsize + esize * i
+            mi = MINIDUMP_MEMORY_INFO.parse(io.BytesIO(data[off:off + 48]))
+            state, protect, mtype = struct.unpack_from("<III", data, off + 32)
+            self.memory_regions.append(MemoryRegion(
+                mi.BaseAddress, mi.AllocationBase, mi.AllocationProtect, mi.RegionSize,
+                state, protect, mtype,
+            ))
+        self.memory_regions.sort(key=lambda r: r.base)
+
+    def _parse_function_table(self, data: bytes) -> None:
+        hsize, dsize, nsize, fsize, ndesc, pad = struct.unpack_from("<6I", data, 0)
+        if dsize < 32 or fsize < 12:
+            raise ValueError(f"descriptor size {dsize} / entry size {fsize} too small")
+        off = hsize + pad  # the header is followed by its own alignment padding
+        for _ in range(min(ndesc, 4096)):
+            if off + dsize > len(data):
+                self.soft_errors.add("FunctionTableStream: truncated descriptor")
+                break
+            _min, _max, base, count, align = struct.unpack_from("<QQQII", data, off)
+            off += dsize + nsize
+            count = self._records(data, off, count, fsize, "FunctionTableStream")
+            for j in range(count):
+                b, e, u = struct.unpack_from("<III", data, off + fsize * j)
+                self.function_tables.append((base + b, base + e, base + (u & ~1), base))
+            off += count * fsize + align
+        self.function_tables.sort()
+
+
+def open_dump(path: str) -> MinidumpTarget:
+    """Open a minidump read-only. Raises DumpError (one line) when it cannot be used."""
+    return MinidumpTarget(path)

@@ -1,0 +1,288 @@
+"""The one seam between where bytes come from (a .dmp file, a live WinDbg session) and
+everything that analyses them.
+
+Everything below this module (unwinding, analysis, reports) sees only a `Target` and the
+plain data classes defined here. Sources (`dumpkit.sources.minidump`,
+`dumpkit.sources.pykd`) build them; nothing else knows which source is in use.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+
+
+class DumpError(Exception):
+    """The input cannot be used at all (not a minidump, unreadable header...).
+
+    The message is one line naming what is wrong; the CLI prefixes the file name."""
+
+
+class MemoryNotInDump(Exception):
+    """A read touched an address whose bytes the source does not have."""
+
+    def __init__(self, address: int, size: int):
+        super().__init__(f"memory at {address:#x} (+{size:#x}) is not in the dump")
+        self.address = address
+        self.size = size
+
+
+# x64 general-purpose registers in CONTEXT order; also the unwinder's register numbering
+# (UNWIND_CODE register numbers 0..15 index this tuple).
+GPR_NAMES: Tuple[str, ...] = (
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+)
+
+
+@dataclass(frozen=True)
+class Registers:
+    """A thread's register state. `values` maps lowercase dbgeng names (rip, rsp, rax...,
+    eflags, cs...) to integers; registers the source did not supply are absent."""
+
+    values: Dict[str, int]
+    context_flags: int = 0
+    context_size: int = 0
+
+    @property
+    def ip(self) -> int:
+        return self.values.get("rip", self.values.get("eip", 0))
+
+    @property
+    def sp(self) -> int:
+        return self.values.get("rsp", self.values.get("esp", 0))
+
+    def get(self, name: str, default: Optional[int] = None) -> Optional[int]:
+        return self.values.get(name, default)
+
+
+@dataclass(frozen=True)
+class CodeViewRecord:
+    """Which PDB a module was linked with (RSDS record), as symbol servers key it."""
+
+    pdb_name: str
+    guid: str
+    age: int
+
+    @property
+    def symbol_id(self) -> str:
+        return f"{self.guid.replace('-', '').upper()}{self.age:X}"
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # file name only, e.g. "opkernels.dll"
+    path: str  # full path as the dump recorded it
+    base: int
+    size: int
+    timestamp: int = 0
+    checksum: int = 0
+    file_version: Optional[str] = None  # from VS_FIXEDFILEINFO, "a.b.c.d"
+    product_version: Optional[str] = None
+    cv_record: Optional[CodeViewRecord] = None
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+    def contains(self, address: int) -> bool:
+        return self.base <= address < self.base + self.size
+
+
+@dataclass(frozen=True)
+class UnloadedModule:
+    name: str
+    base: int
+    size: int
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class Thread:
+    tid: int
+    context: Optional[Registers]
+    stack_start: int = 0  # lowest captured stack address
+    stack_size: int = 0  # bytes captured
+    teb: int = 0
+    name: Optional[str] = None
+    suspend_count: int = 0
+    priority: int = 0
+
+    @property
+    def stack_end(self) -> int:
+        return self.stack_start + self.stack_size
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    code: int
+    flags: int
+    address: int
+    parameters: Tuple[int, ...]
+    thread_id: int
+    context: Optional[Registers]
+    nested: bool = False  # ExceptionRecord pointer was non-null
+
+
+@dataclass(frozen=True)
+class SystemInfo:
+    processor_architecture: int  # 9 = AMD64, 0 = x86, 12 = ARM64
+    processor_level: int = 0
+    processor_revision: int = 0
+    number_of_processors: int = 0
+    product_type: int = 0
+    os_major: int = 0
+    os_minor: int = 0
+    os_build: int = 0
+    platform_id: int = 0
+    csd_version: str = ""
+    cpu_vendor: Optional[str] = None  # "GenuineIntel", "AuthenticAMD" (x86/x64 dumps only)
+    cpuid_version: int = 0  # CPUID leaf 1 EAX
+    cpuid_features: int = 0  # CPUID leaf 1 EDX
+    amd_extended_features: int = 0
+    processor_features: Tuple[int, int] = (0, 0)  # non-x86 layout, as recorded
+    wine_version: Optional[str] = None  # Wine writes its own marker after the struct
+
+    @property
+    def is_x64(self) -> bool:
+        return self.processor_architecture == 9
+
+    @property
+    def arch_name(self) -> str:
+        return {0: "x86", 5: "ARM", 6: "IA64", 9: "AMD64", 12: "ARM64"}.get(
+            self.processor_architecture, f"arch {self.processor_architecture}"
+        )
+
+    @property
+    def cpu_family(self) -> int:
+        v = self.cpuid_version
+        fam = (v >> 8) & 0xF
+        return fam + ((v >> 20) & 0xFF) if fam == 0xF else fam
+
+    @property
+    def cpu_model(self) -> int:
+        v = self.cpuid_version
+        model = (v >> 4) & 0xF
+        fam = (v >> 8) & 0xF
+        return model | (((v >> 16) & 0xF) << 4) if fam in (6, 0xF) else model
+
+    @property
+    def cpu_stepping(self) -> int:
+        return self.cpuid_version & 0xF
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    """MINIDUMP_MISC_INFO: who the process was and when."""
+
+    pid: Optional[int] = None
+    create_time: Optional[int] = None  # seconds since the Unix epoch
+    user_time: Optional[int] = None
+    kernel_time: Optional[int] = None
+    processor_max_mhz: Optional[int] = None
+    processor_current_mhz: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class MemoryRegion:
+    """One MINIDUMP_MEMORY_INFO entry: the process's address-space map, not captured bytes."""
+
+    base: int
+    allocation_base: int
+    allocation_protect: int
+    size: int
+    state: int  # 0x1000 commit, 0x2000 reserve, 0x10000 free
+    protect: int
+    type: int
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+@dataclass(frozen=True)
+class StreamEntry:
+    index: int
+    type: int
+    name: str
+    offset: int
+    size: int
+    known: bool
+
+
+@dataclass(frozen=True)
+class DumpInfo:
+    path: str
+    file_size: int
+    version: int = 0
+    flags: int = 0
+    timestamp: int = 0
+    streams: Tuple[StreamEntry, ...] = ()
+
+
+@dataclass
+class SoftErrors:
+    """Non-fatal problems, collected as the source reads; every entry is one line."""
+
+    items: List[str] = field(default_factory=list)
+    limit: int = 200
+
+    def add(self, message: str) -> None:
+        if len(self.items) < self.limit:
+            self.items.append(message)
+        elif len(self.items) == self.limit:
+            self.items.append("further problems not listed")
+
+
+class ModuleMap:
+    """Address -> module by binary search over sorted bases (modules never overlap in a
+    sane dump; on overlap, the highest base at or below the address wins)."""
+
+    def __init__(self, modules: Sequence[Module]):
+        self._mods = sorted(modules, key=lambda m: m.base)
+        self._bases = [m.base for m in self._mods]
+
+    def find(self, address: int) -> Optional[Module]:
+        i = bisect.bisect_right(self._bases, address) - 1
+        if i >= 0 and self._mods[i].contains(address):
+            return self._mods[i]
+        return None
+
+    def by_name(self, name: str) -> Optional[Module]:
+        low = name.lower()
+        for m in self._mods:
+            if m.name.lower() == low:
+                return m
+        return None
+
+
+@runtime_checkable
+class Target(Protocol):
+    """What every analysis may ask of a crashed (or live) process.
+
+    Reads are by virtual address. `read` raises MemoryNotInDump when any byte is missing;
+    `read_available` returns the longest readable prefix (possibly empty)."""
+
+    dump: DumpInfo
+    system: Optional[SystemInfo]
+    process: Optional[ProcessInfo]
+    threads: List[Thread]
+    modules: List[Module]
+    unloaded_modules: List[UnloadedModule]
+    exception: Optional[ExceptionInfo]
+    memory_regions: List[MemoryRegion]
+    soft_errors: SoftErrors
+
+    def read(self, address: int, size: int) -> bytes: ...
+
+    def read_available(self, address: int, size: int) -> bytes: ...
+
+    def module_at(self, address: int) -> Optional[Module]: ...
+
+    def symbol_at(self, address: int) -> Optional[str]:
+        """A name from the source's own symbols (the debugger's), if it has one."""
+        ...
+
+    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
+        """Dynamic function tables (FunctionTable stream): (begin, end, unwind_va, base)."""
+        ...
