@@ -1,0 +1,322 @@
+"""Where each module's PE image (and so its unwind data) comes from.
+
+Order, as in DESIGN.md "Where unwind data comes from":
+1. the dump's own memory, if the PE header at the module's base is readable and its
+   exception directory is readable (a header without a readable .pdata is kept as a
+   fallback and used only when nothing below matches);
+2. the file at the path the dump recorded, if it exists on this machine and its
+   TimeDateStamp and SizeOfImage match the module's;
+3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
+   directory, built on first use), matched by name + TimeDateStamp + SizeOfImage;
+4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`, local only.
+
+Nothing here writes anywhere. Results are cached per module; `close()` releases the files.
+"""
+from __future__ import annotations
+
+import ntpath
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from dumpkit.pe import PEError, PEImage, ReadVA
+from dumpkit.target import MemoryNotInDump, Module
+
+__all__ = ["LocatedImage", "ImageLocator", "parse_symbol_path", "windows_path_candidates"]
+
+SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store")
+
+_PDATA_PROBE_CHUNK = 1 << 20
+_MAX_INDEX_FILES = 2_000_000  # per --image-path directory
+
+
+@dataclass
+class LocatedImage:
+    image: PEImage
+    source: str  # one of SOURCES
+    detail: str  # one line: which file / why it was accepted
+
+
+# ----------------------------------------------------------------------------- paths
+def parse_symbol_path(spec: str) -> List[str]:
+    """Local directories named by an `_NT_SYMBOL_PATH`-style string.
+
+    Elements are separated by ';'. `srv*DIR*URL`, `symsrv*symsrv.dll*DIR*URL` and
+    `cache*DIR` contribute their local directories; plain elements are directories.
+    URLs are skipped: HTTP download is not implemented.
+    TODO: fetch NAME/KEY/NAME from symbol servers over HTTP (into a user-chosen cache)."""
+    out: List[str] = []
+    for element in spec.split(";"):
+        element = element.strip()
+        if not element:
+            continue
+        parts = element.split("*")
+        head = parts[0].lower()
+        if head in ("srv", "symsrv", "cache") and len(parts) > 1:
+            rest = parts[1:]
+            if head == "symsrv" and rest and rest[0].lower().endswith(".dll"):
+                rest = rest[1:]
+            locals_ = [p for p in rest if p and not _is_url(p)]
+        else:
+            locals_ = [element] if not _is_url(element) else []
+        for p in locals_:
+            if p not in out:
+                out.append(p)
+    return out
+
+
+def _is_url(s: str) -> bool:
+    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", s))
+
+
+_DRIVE_RE = re.compile(r"^([a-zA-Z]):[\\/](.*)$")
+
+
+def windows_path_candidates(path: str) -> List[str]:
+    """Where a path recorded on Windows might be on this machine, best first.
+
+    The path itself; with `\\\\?\\` / `\\??\\` prefixes removed; on a POSIX host, a drive
+    path `X:\\rest` under Wine's layout ($WINEPREFIX or ~/.wine: `dosdevices/x:` and
+    `drive_x`), and `Z:\\rest` as `/rest` (Wine maps Z: to the root)."""
+    if not path:
+        return []
+    out: List[str] = []
+
+    def add(p: str) -> None:
+        if p and p not in out:
+            out.append(p)
+
+    p = path
+    for prefix in ("\\\\?\\", "\\??\\", "//?/"):
+        if p.startswith(prefix):
+            p = p[len(prefix):]
+    add(path)
+    add(p)
+    if os.sep == "/":
+        m = _DRIVE_RE.match(p)
+        if m:
+            drive, rest = m.group(1).lower(), m.group(2).replace("\\", "/")
+            prefixes = []
+            env = os.environ.get("WINEPREFIX")
+            if env:
+                prefixes.append(env)
+            prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
+            for pre in prefixes:
+                add(os.path.join(pre, "dosdevices", f"{drive}:", rest))
+                add(os.path.join(pre, f"drive_{drive}", rest))
+            if drive == "z":
+                add("/" + rest)
+        elif "\\" in p:
+            add(p.replace("\\", "/"))
+    return out
+
+
+def _resolve_case_insensitive(path: str) -> Optional[str]:
+    """`path` if it exists, else the existing path that equals it ignoring case in each
+    component (Windows paths are case-insensitive; POSIX file systems are not)."""
+    if os.path.exists(path):
+        return path
+    if not os.path.isabs(path):
+        return None
+    parts = [c for c in path.split("/") if c]
+    cur = "/"
+    for comp in parts:
+        nxt = os.path.join(cur, comp)
+        if os.path.exists(nxt):
+            cur = nxt
+            continue
+        try:
+            entries = os.listdir(cur)
+        except OSError:
+            return None
+        low = comp.lower()
+        match = next((e for e in entries if e.lower() == low), None)
+        if match is None:
+            return None
+        cur = os.path.join(cur, match)
+    return cur if os.path.exists(cur) else None
+
+
+def _module_file_name(module: Module) -> str:
+    if module.name:
+        return ntpath.basename(module.name.replace("/", "\\"))
+    return ntpath.basename(module.path.replace("/", "\\")) if module.path else ""
+
+
+# ----------------------------------------------------------------------------- locator
+class ImageLocator:
+    def __init__(self, image_paths: Sequence[str] = (), symbol_paths: Sequence[str] = (),
+                 use_recorded_path: bool = True):
+        self.image_paths = list(image_paths)
+        self.symbol_dirs: List[str] = []
+        for sp in symbol_paths:
+            for d in parse_symbol_path(sp):
+                if d not in self.symbol_dirs:
+                    self.symbol_dirs.append(d)
+        self.use_recorded_path = use_recorded_path
+        self._cache: Dict[Tuple, Optional[LocatedImage]] = {}
+        self._indexes: Dict[str, Dict[str, List[str]]] = {}
+        self._opened: List[PEImage] = []
+        self.index_builds = 0  # how many directory indexes were built (for tests/diagnostics)
+
+    def close(self) -> None:
+        for img in self._opened:
+            img.close()
+        self._opened.clear()
+        self._cache.clear()
+
+    def __enter__(self) -> "ImageLocator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @staticmethod
+    def _key(module: Module) -> Tuple:
+        return (module.name.lower(), module.path.lower(), module.base, module.size, module.timestamp)
+
+    def locate(self, module: Module, read_va: Optional[ReadVA]) -> Optional[LocatedImage]:
+        key = self._key(module)
+        if key in self._cache:
+            return self._cache[key]
+        found = self._locate(module, read_va)
+        self._cache[key] = found
+        return found
+
+    # ---------------------------------------------------------------- the search
+    def _locate(self, module: Module, read_va: Optional[ReadVA]) -> Optional[LocatedImage]:
+        fallback: Optional[LocatedImage] = None
+        if read_va is not None:
+            mem, why = self._from_memory(module, read_va)
+            if mem is not None and why is None:
+                return self._keep(mem)
+            if mem is not None:
+                fallback = mem
+        for found in (self._from_recorded_path(module), self._from_image_paths(module),
+                      self._from_symbol_store(module)):
+            if found is not None:
+                if fallback is not None:
+                    fallback.image.close()
+                return self._keep(found)
+        if fallback is not None:
+            return self._keep(fallback)
+        return None
+
+    def _keep(self, found: LocatedImage) -> LocatedImage:
+        self._opened.append(found.image)
+        return found
+
+    def _from_memory(self, module: Module, read_va: ReadVA) -> Tuple[Optional[LocatedImage], Optional[str]]:
+        """(image, None) when usable; (image, reason) when only the header is there."""
+        try:
+            img = PEImage.from_memory(read_va, module.base)
+        except (PEError, MemoryNotInDump):
+            return None, "no header"
+        reason = _pdata_unreadable(img)
+        if reason is None:
+            detail = f"PE header and exception directory ({img.pdata_count} entries) at {module.base:#x}"
+            return LocatedImage(img, "dump-memory", detail), None
+        return LocatedImage(img, "dump-memory", f"PE header at {module.base:#x}; {reason}"), reason
+
+    def _verify(self, img: PEImage, module: Module) -> Tuple[bool, str]:
+        if not module.timestamp or not module.size:
+            return True, "not verified: the dump records no TimeDateStamp/SizeOfImage for this module"
+        if img.timestamp == module.timestamp and img.size_of_image == module.size:
+            return True, f"TimeDateStamp {img.timestamp:#010x} and SizeOfImage {img.size_of_image:#x} match"
+        return False, (f"mismatch: file has TimeDateStamp {img.timestamp:#010x} SizeOfImage "
+                       f"{img.size_of_image:#x}, dump has {module.timestamp:#010x} {module.size:#x}")
+
+    def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
+        try:
+            img = PEImage.from_file(path)
+        except PEError:
+            return None
+        ok, why = self._verify(img, module)
+        if not ok:
+            img.close()
+            return None
+        return LocatedImage(img, source, f"{path} ({why})")
+
+    def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
+        if not self.use_recorded_path or not module.path:
+            return None
+        for cand in windows_path_candidates(module.path):
+            real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+            if real and os.path.isfile(real):
+                found = self._try_file(real, module, "recorded-path")
+                if found is not None:
+                    return found
+        return None
+
+    def _index(self, directory: str) -> Dict[str, List[str]]:
+        idx = self._indexes.get(directory)
+        if idx is None:
+            idx = {}
+            self.index_builds += 1
+            count = 0
+            for root, dirs, files in os.walk(directory, followlinks=False):
+                dirs.sort()
+                for f in sorted(files):
+                    idx.setdefault(f.lower(), []).append(os.path.join(root, f))
+                    count += 1
+                if count > _MAX_INDEX_FILES:
+                    break
+            self._indexes[directory] = idx
+        return idx
+
+    def _from_image_paths(self, module: Module) -> Optional[LocatedImage]:
+        name = _module_file_name(module).lower()
+        if not name:
+            return None
+        for d in self.image_paths:
+            for path in self._index(d).get(name, ()):
+                found = self._try_file(path, module, "image-path")
+                if found is not None:
+                    return found
+        return None
+
+    def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
+        name = _module_file_name(module)
+        if not name or not module.timestamp or not module.size:
+            return None  # the store key needs both
+        key = f"{module.timestamp:08X}{module.size:x}"
+        for d in self.symbol_dirs:
+            for base in windows_path_candidates(d) if os.sep == "/" else [d]:
+                for path in _store_candidates(base, name, key):
+                    found = self._try_file(path, module, "symbol-store")
+                    if found is not None:
+                        return found
+        return None
+
+
+def _store_candidates(base: str, name: str, key: str) -> Iterator[str]:
+    """NAME/KEY/NAME under `base`, tolerating case differences in NAME and KEY (stores
+    written on Windows differ in case; POSIX file systems care)."""
+    direct = os.path.join(base, name, key, name)
+    if os.path.isfile(direct):
+        yield direct
+        return
+    real = _resolve_case_insensitive(os.path.abspath(direct)) if os.sep == "/" else None
+    if real and os.path.isfile(real):
+        yield real
+
+
+def _pdata_unreadable(img: PEImage) -> Optional[str]:
+    """None when the whole exception directory reads from memory, else why not."""
+    if not img.pdata_count:
+        exc = img.directory(3)
+        if exc is None:
+            return "no exception directory"
+        return "exception directory not usable for this machine"
+    total = img.pdata_count * 12
+    rva = img.directory(3).rva  # type: ignore[union-attr]
+    pos = 0
+    while pos < total:
+        n = min(_PDATA_PROBE_CHUNK, total - pos)
+        try:
+            img.read_rva(rva + pos, n)
+        except (MemoryNotInDump, PEError):
+            return f"exception directory not in the dump (from RVA {rva + pos:#x})"
+        pos += n
+    return None

@@ -1,0 +1,274 @@
+"""dumpkit.images: which image a module's unwind data comes from, in DESIGN.md's order."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from dumpkit.images import ImageLocator, parse_symbol_path, windows_path_candidates
+from dumpkit.pe import PEImage
+from dumpkit.target import MemoryNotInDump, Module
+
+from synth_pe import make_sample_image
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_BIN = REPO / "sample_dumps" / "bin"
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return make_sample_image()
+
+
+@pytest.fixture(scope="module")
+def other_build():
+    return make_sample_image(timestamp=0x11111111)  # same name and size, different build
+
+
+def module_for(s, path="C:\\Program Files\\app\\synth.dll", **kw) -> Module:
+    args = dict(name="synth.dll", path=path, base=s.image_base, size=s.size_of_image,
+                timestamp=s.timestamp)
+    args.update(kw)
+    return Module(**args)
+
+
+def no_memory(address, size):
+    raise MemoryNotInDump(address, size)
+
+
+def snapshot(root: Path):
+    return sorted((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+# ----------------------------------------------------------------------------- 1. memory
+def test_dump_memory_first_when_pdata_readable(synth, tmp_path):
+    loc = ImageLocator(image_paths=[str(tmp_path)])
+    found = loc.locate(module_for(synth), synth.reader())
+    assert found.source == "dump-memory"
+    assert found.image.source == "memory"
+    assert found.image.lookup_function(synth.info["f1"]).unwind_rva == synth.info["u1"]
+    assert "7 entries" in found.detail
+    loc.close()
+
+
+def test_memory_without_pdata_is_only_a_fallback(synth, other_build, tmp_path):
+    p = synth.info["pdata"]
+    partial = synth.reader(missing=[(p + 12, p + 24)])  # one entry missing is enough
+    # no other source: the header-only memory image is still returned, and says why
+    loc = ImageLocator()
+    found = loc.locate(module_for(synth), partial)
+    assert found.source == "dump-memory"
+    assert "not in the dump" in found.detail
+    # a file at the recorded path that matches wins over it
+    good = synth.write(tmp_path / "synth.dll")
+    loc = ImageLocator()
+    found = loc.locate(module_for(synth, path=good), partial)
+    assert (found.source, found.image.path) == ("recorded-path", good)
+    assert found.image.lookup_function(synth.info["f1"] + 2) is not None
+    # ... but not a different build of the same DLL
+    (tmp_path / "b").mkdir()
+    wrong = other_build.write(tmp_path / "b" / "synth.dll")
+    loc = ImageLocator()
+    found = loc.locate(module_for(synth, path=wrong), partial)
+    assert found.source == "dump-memory"
+
+
+# ----------------------------------------------------------------------------- 2. recorded path
+def test_recorded_path_windows_forms(synth, tmp_path, monkeypatch):
+    if os.sep != "/":
+        pytest.skip("POSIX path mapping")
+    real = synth.write(tmp_path / "synth.dll")
+    # Wine maps Z: to the root; Windows names are case-insensitive
+    zpath = "Z:" + str(tmp_path).replace("/", "\\") + "\\SYNTH.DLL"
+    found = ImageLocator().locate(module_for(synth, path=zpath), no_memory)
+    assert found.source == "recorded-path"
+    assert os.path.samefile(found.image.path, real)
+    # C: under $WINEPREFIX/drive_c, with \\?\ prefix
+    prefix = tmp_path / "wineprefix"
+    (prefix / "drive_c" / "Python311" / "DLLs").mkdir(parents=True)
+    synth.write(prefix / "drive_c" / "Python311" / "DLLs" / "synth.dll")
+    monkeypatch.setenv("WINEPREFIX", str(prefix))
+    found = ImageLocator().locate(module_for(synth, path="\\\\?\\C:\\python311\\dlls\\synth.dll"), None)
+    assert found.source == "recorded-path"
+    assert "drive_c" in found.image.path
+    # switched off
+    assert ImageLocator(use_recorded_path=False).locate(module_for(synth, path=zpath), no_memory) is None
+
+
+def test_windows_path_candidates():
+    c = windows_path_candidates("\\??\\Z:\\opt\\x.dll")
+    if os.sep == "/":
+        assert "/opt/x.dll" in c
+    assert c[0] == "\\??\\Z:\\opt\\x.dll"
+    assert windows_path_candidates("") == []
+
+
+# ----------------------------------------------------------------------------- 3. image paths
+def test_image_path_recursive_match_by_name_timestamp_size(synth, other_build, tmp_path):
+    root = tmp_path / "images"
+    (root / "a" / "old").mkdir(parents=True)
+    (root / "z" / "deep" / "er").mkdir(parents=True)
+    other_build.write(root / "a" / "old" / "synth.dll")  # sorted first; wrong timestamp
+    good = synth.write(root / "z" / "deep" / "er" / "SYNTH.DLL")  # case differs
+    (root / "z" / "notes.txt").write_text("not a PE")
+    before = snapshot(tmp_path)
+    loc = ImageLocator(image_paths=[str(root)])
+    found = loc.locate(module_for(synth), no_memory)
+    assert found.source == "image-path"
+    assert found.image.path == good
+    assert "match" in found.detail
+    # a second module and a second lookup reuse the index and the cached answer
+    assert loc.locate(module_for(synth), no_memory) is found
+    assert loc.locate(module_for(synth, name="other.dll", base=0x7FF000000000), no_memory) is None
+    assert loc.index_builds == 1
+    loc.close()
+    assert snapshot(tmp_path) == before  # nothing written anywhere
+
+
+def test_image_path_unverifiable_module_accepted_on_name(other_build, tmp_path):
+    other_build.write(tmp_path / "synth.dll")
+    found = ImageLocator(image_paths=[str(tmp_path)]).locate(
+        module_for(other_build, timestamp=0), no_memory)
+    assert found.source == "image-path"
+    assert "not verified" in found.detail
+
+
+def test_image_path_rejects_non_pe_and_mismatch(synth, other_build, tmp_path):
+    (tmp_path / "synth.dll").write_bytes(b"MZ garbage")
+    (tmp_path / "x").mkdir()
+    other_build.write(tmp_path / "x" / "synth.dll")
+    assert ImageLocator(image_paths=[str(tmp_path)]).locate(module_for(synth), no_memory) is None
+
+
+# ----------------------------------------------------------------------------- 4. symbol store
+def test_symbol_store_layout(synth, tmp_path):
+    store = tmp_path / "symcache"
+    key = f"{synth.timestamp:08X}{synth.size_of_image:x}"
+    assert key == "5EADBEEF7000"
+    d = store / "synth.dll" / key
+    d.mkdir(parents=True)
+    good = synth.write(d / "synth.dll")
+    spec = f"srv*{store}*https://msdl.microsoft.com/download/symbols"
+    loc = ImageLocator(symbol_paths=[spec])
+    assert loc.symbol_dirs == [str(store)]
+    found = loc.locate(module_for(synth, path="C:\\nowhere\\synth.dll"), no_memory)
+    assert (found.source, found.image.path) == ("symbol-store", good)
+    # the key needs both values from the dump
+    assert ImageLocator(symbol_paths=[str(store)]).locate(module_for(synth, size=0), no_memory) is None
+
+
+def test_symbol_store_tolerates_case(synth, tmp_path):
+    d = tmp_path / "SYNTH.DLL" / "5eadbeef7000"
+    d.mkdir(parents=True)
+    synth.write(d / "Synth.dll")
+    found = ImageLocator(symbol_paths=[f"cache*{tmp_path}"]).locate(module_for(synth), no_memory)
+    if os.sep == "/":
+        assert found is not None and found.source == "symbol-store"
+
+
+def test_parse_symbol_path():
+    assert parse_symbol_path("srv*C:\\cache*https://msdl.microsoft.com/download/symbols") == ["C:\\cache"]
+    assert parse_symbol_path("cache*/var/sym;srv*/srv/store*http://host/x;/plain/dir") == [
+        "/var/sym", "/srv/store", "/plain/dir"]
+    assert parse_symbol_path("symsrv*symsrv.dll*D:\\s*https://x") == ["D:\\s"]
+    assert parse_symbol_path("srv*https://only.example/symbols") == []
+    assert parse_symbol_path(";;") == []
+
+
+# ----------------------------------------------------------------------------- order & cache
+def test_order_memory_beats_files(synth, tmp_path):
+    synth.write(tmp_path / "synth.dll")
+    found = ImageLocator(image_paths=[str(tmp_path)]).locate(
+        module_for(synth, path=str(tmp_path / "synth.dll")), synth.reader())
+    assert found.source == "dump-memory"
+
+
+def test_recorded_path_beats_image_path(synth, tmp_path):
+    (tmp_path / "rec").mkdir()
+    (tmp_path / "ip").mkdir()
+    rec = synth.write(tmp_path / "rec" / "synth.dll")
+    synth.write(tmp_path / "ip" / "synth.dll")
+    found = ImageLocator(image_paths=[str(tmp_path / "ip")]).locate(module_for(synth, path=rec), no_memory)
+    assert (found.source, found.image.path) == ("recorded-path", rec)
+
+
+def test_nothing_found_is_none_and_cached(synth):
+    calls = []
+
+    def read_va(address, size):
+        calls.append(address)
+        raise MemoryNotInDump(address, size)
+
+    loc = ImageLocator()
+    m = module_for(synth, path="C:\\gone\\synth.dll")
+    assert loc.locate(m, read_va) is None
+    n = len(calls)
+    assert loc.locate(m, read_va) is None
+    assert len(calls) == n
+
+
+# ----------------------------------------------------------------------------- real binaries
+SAMPLE_FILES = sorted(SAMPLE_BIN.glob("*.dll")) + sorted(SAMPLE_BIN.glob("*.exe")) if SAMPLE_BIN.is_dir() else []
+
+
+@pytest.mark.skipif(not SAMPLE_FILES, reason="sample_dumps/bin has no binaries yet")
+@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
+def test_sample_binary_found_by_image_path(path):
+    with PEImage.from_file(str(path)) as img:
+        m = Module(name=path.name.upper(), path="C:\\build\\" + path.name, base=0x7FF800000000,
+                   size=img.size_of_image, timestamp=img.timestamp)
+    with ImageLocator(image_paths=[str(SAMPLE_BIN.parent)], use_recorded_path=False) as loc:
+        found = loc.locate(m, no_memory)
+        assert found is not None and found.source == "image-path"
+        assert Path(found.image.path).name.lower() == path.name.lower()
+        assert found.image.pdata_count > 0
+
+
+# ----------------------------------------------------------------------------- real dumps
+WINE_PE_DIR = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
+REAL_DUMP = REPO / "sample_dumps" / "recursion_one.dmp"
+
+
+def _open_real_dump():
+    if not REAL_DUMP.is_file():
+        pytest.skip("sample dump not built yet")
+    try:
+        from dumpkit.sources.minidump import open_dump
+    except ImportError:
+        pytest.skip("dumpkit.sources.minidump not available")
+    return open_dump(str(REAL_DUMP))
+
+
+def test_real_dump_modules_found_at_recorded_wine_paths():
+    """The sample dumps were written under Wine, which records Z:\\work\\main\\... paths."""
+    target = _open_real_dump()
+    try:
+        mods = {m.name.lower(): m for m in target.modules}
+        if "opkernels.dll" not in mods or not mods["opkernels.dll"].path.upper().startswith("Z:\\"):
+            pytest.skip("dump does not record a Z: path for opkernels.dll")
+        with ImageLocator() as loc:
+            found = loc.locate(mods["opkernels.dll"], target.read)
+            assert found is not None and found.source in ("dump-memory", "recorded-path")
+            assert found.image.timestamp == mods["opkernels.dll"].timestamp
+            assert "visit" in {n for _, n in found.image.exports()}
+    finally:
+        target.close()
+
+
+@pytest.mark.skipif(not WINE_PE_DIR.is_dir(), reason="Wine's PE builtin DLLs not installed")
+def test_real_dump_wine_system_dlls_via_image_path():
+    target = _open_real_dump()
+    try:
+        ntdll = next((m for m in target.modules if m.name.lower() == "ntdll.dll"), None)
+        if ntdll is None or not (WINE_PE_DIR / "ntdll.dll").is_file():
+            pytest.skip("no ntdll in the dump or in Wine's directory")
+        with PEImage.from_file(str(WINE_PE_DIR / "ntdll.dll")) as probe:
+            if (probe.timestamp, probe.size_of_image) != (ntdll.timestamp, ntdll.size):
+                pytest.skip("this Wine is not the one that wrote the dump")
+        with ImageLocator(image_paths=[str(WINE_PE_DIR)]) as loc:
+            found = loc.locate(ntdll, target.read)
+            assert found is not None and found.source in ("dump-memory", "image-path")
+            assert found.image.pdata_count > 100
+    finally:
+        target.close()
