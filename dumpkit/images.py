@@ -229,7 +229,10 @@ class ImageLocator:
 
     def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
         try:
-            img = PEImage.from_file(path)
+            if path.lower().endswith(".xz"):
+                img = PEImage.from_bytes(_read_xz(path), path)
+            else:
+                img = PEImage.from_file(path)
         except PEError:
             return None
         ok, why = self._verify(img, module)
@@ -258,7 +261,10 @@ class ImageLocator:
             for root, dirs, files in os.walk(directory, followlinks=False):
                 dirs.sort()
                 for f in sorted(files):
-                    idx.setdefault(f.lower(), []).append(os.path.join(root, f))
+                    low = f.lower()
+                    # NAME.dll.xz serves NAME.dll: images can be kept compressed.
+                    key = low[:-3] if low.endswith(".xz") else low
+                    idx.setdefault(key, []).append(os.path.join(root, f))
                     count += 1
                 if count > _MAX_INDEX_FILES:
                     break
@@ -288,6 +294,23 @@ class ImageLocator:
                     if found is not None:
                         return found
         return None
+
+
+MAX_XZ_IMAGE = 1 << 30
+
+
+def _read_xz(path: str) -> bytes:
+    """Decompress an xz-compressed image into memory (bounded; nothing is written)."""
+    import lzma
+
+    try:
+        with lzma.open(path, "rb") as f:
+            data = f.read(MAX_XZ_IMAGE + 1)
+    except (OSError, lzma.LZMAError, EOFError) as e:
+        raise PEError(f"{path}: cannot decompress ({e})") from None
+    if len(data) > MAX_XZ_IMAGE:
+        raise PEError(f"{path}: decompressed image larger than {MAX_XZ_IMAGE} bytes")
+    return data
 
 
 def _store_candidates(base: str, name: str, key: str) -> Iterator[str]:

@@ -122,6 +122,8 @@ MAX_VERSION_BLOCKS = 4096
 MAX_VERSION_STRING = 4096  # UTF-16 code units
 MAX_DEBUG_ENTRIES = 64
 MAX_PDB_NAME = 1024
+MAX_COFF_SYMBOLS = 1 << 21
+MAX_COFF_STRINGS = 64 << 20
 MAX_CHAIN = 32  # chained unwind infos followed by unwind_chain()
 MAX_INDIRECT = 4  # RUNTIME_FUNCTION -> RUNTIME_FUNCTION hops
 PDATA_ENTRY = 12
@@ -266,6 +268,24 @@ def _format_guid(raw: bytes) -> str:
 
 
 # ----------------------------------------------------------------------------- readers
+class _BytesBacking:
+    """An image file already in memory (e.g. decompressed from NAME.dll.xz)."""
+
+    def __init__(self, data: bytes):
+        if not data:
+            raise PEError("image is empty")
+        self._data = data
+        self.size = len(data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self.size:
+            raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        return self._data[offset:offset + size]
+
+    def close(self) -> None:
+        self._data = b""
+
+
 class _FileBacking:
     """A read-only mmap of a file; offsets are file offsets."""
 
@@ -341,6 +361,8 @@ class PEImage:
         self._codeview: Optional[CodeViewRecord] = None
         self._codeview_done = False
         self._unwind_cache: Dict[int, UnwindInfo] = {}
+        self._coff: Optional[List[Tuple[int, str]]] = None
+        self._coff_rvas: List[int] = []
         self._parse_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
         exc = self.directory(DIR_EXCEPTION)
@@ -370,6 +392,17 @@ class PEImage:
             backing.close()
             raise
         img.path = path
+        return img
+
+    @classmethod
+    def from_bytes(cls, data: bytes, name: str = "<bytes>") -> "PEImage":
+        """An image file held in memory; laid out and read like `from_file`."""
+        backing = _BytesBacking(data)
+        try:
+            img = cls(backing.read, source="file", file=backing)  # type: ignore[arg-type]
+        except PEError as e:
+            raise PEError(f"{name}: {e}") from None
+        img.path = name
         return img
 
     @classmethod
@@ -465,6 +498,7 @@ class PEImage:
             )
             name = name_b.split(b"\0", 1)[0].decode("latin-1")
             sections.append(Section(name, vaddr, vsize, roff, rsize, chars))
+        self._file_order_sections = tuple(sections)  # COFF section numbers index this
         sections.sort(key=lambda s: s.rva)
         if self._file is not None:
             sections = [self._long_section_name(s) for s in sections]
@@ -746,6 +780,69 @@ class PEImage:
             for n in names.get(idx, (f"#{ordinal_base + idx}",)):
                 out.append((frva, n))
         return out
+
+    # ---------------------------------------------------------------- COFF symbols
+    def coff_functions(self) -> List[Tuple[int, str]]:
+        """(rva, name) of function symbols in the COFF symbol table, sorted.
+
+        MSVC images carry none (names live in the PDB), but mingw-w64 keeps the table
+        unless stripped, and it names static functions the export table cannot (libgcc's
+        ___chkstk_ms, a host exe's internals). Files only: the table is not mapped."""
+        if self._coff is None:
+            try:
+                self._coff = self._parse_coff()
+            except (PEError, MemoryNotInDump, struct.error) as e:
+                self.problems.append(f"COFF symbol table: {e}")
+                self._coff = []
+            self._coff_rvas = [r for r, _ in self._coff]
+        return self._coff
+
+    def _parse_coff(self) -> List[Tuple[int, str]]:
+        if self._file is None or not self._symtab_ptr or not self._nsymbols:
+            return []
+        count = min(self._nsymbols, MAX_COFF_SYMBOLS)
+        if count < self._nsymbols:
+            self.problems.append(f"COFF symbol table claims {self._nsymbols} symbols; reading {count}")
+        table = self.read_file_offset(self._symtab_ptr, 18 * count)
+        count = len(table) // 18
+        strtab_at = self._symtab_ptr + 18 * self._nsymbols
+        strsize_raw = self.read_file_offset(strtab_at, 4)
+        strsize = _u32(strsize_raw, 0) if len(strsize_raw) == 4 else 0
+        strtab = self.read_file_offset(strtab_at, min(strsize, MAX_COFF_STRINGS)) if strsize > 4 else b""
+        by_number = {i + 1: sec for i, sec in enumerate(self._file_order_sections)}
+        out: List[Tuple[int, str]] = []
+        i = 0
+        while i < count:
+            name_raw, value, secnum, typ, storage, naux = struct.unpack_from("<8sIhHBB", table, 18 * i)
+            i += 1 + naux
+            # Functions: DT_FUNCTION (high nibble of Type) with external (2) or static (3)
+            # storage; assembly labels have no type, so take external ones in code.
+            if secnum <= 0 or storage not in (2, 3):
+                continue
+            sec = by_number.get(secnum)
+            if sec is None or not sec.is_executable:
+                continue
+            if (typ >> 4) != 2 and storage != 2:
+                continue
+            if name_raw[:4] == b"\0\0\0\0":
+                off = struct.unpack_from("<I", name_raw, 4)[0]
+                end = strtab.find(b"\0", off, off + MAX_EXPORT_NAME) if off < len(strtab) else -1
+                if end < 0:
+                    continue
+                name = strtab[off:end].decode("utf-8", "replace")
+            else:
+                name = name_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+            out.append((sec.rva + value, name))
+        out.sort()
+        return out
+
+    def nearest_function_symbol(self, rva: int) -> Optional[Tuple[str, int]]:
+        """(name, rva) of the nearest COFF function symbol at or below `rva`."""
+        syms = self.coff_functions()
+        i = bisect.bisect_right(self._coff_rvas, rva) - 1
+        if i < 0:
+            return None
+        return syms[i][1], syms[i][0]
 
     def nearest_export(self, rva: int) -> Optional[Tuple[str, int]]:
         """(name, export rva) of the nearest export at or below `rva`."""
