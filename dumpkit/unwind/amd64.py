@@ -1,0 +1,424 @@
+"""x64 stack walking, strategies tried in a fixed order for each frame:
+
+1. PE unwind data (.pdata/.xdata, or the dump's FunctionTable stream), as Windows'
+   RtlVirtualUnwind applies it, including an IP inside an epilogue (frame 0 only: caller
+   frames sit at a call site, never mid-epilogue);
+2. for code with no unwind entry (libgcc's ___chkstk_ms, hand-written code): follow the
+   code forward to its RET with capstone, or, where the image says the function has no
+   entry, the leaf rule (return address at [rsp]), each checked at the call site;
+3. stack scanning: the first word above SP that points into module code, preferring
+   ones that follow a CALL instruction (validated when the code bytes are available).
+
+Iterative, bounded by a frame limit and by SP strictly increasing inside the stack; the
+per-function unwind recipe is compiled once, so a million identical recursive frames
+cost one dictionary lookup and a few reads each.
+"""
+from __future__ import annotations
+
+import bisect
+import struct
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from dumpkit.pe import PEError, PEImage, RuntimeFunction, UnwindInfo
+from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
+from dumpkit.unwind.disasm import call_ends_at, simulate_to_return
+from dumpkit.unwind.frames import Frame, StackWalk
+
+DEFAULT_MAX_FRAMES = 2_000_000
+DEFAULT_SCAN_WORDS = 1024  # how far (in 8-byte words) to scan for a caller
+
+UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
+UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
+
+VOLATILE = ("rax", "rcx", "rdx", "r8", "r9", "r10", "r11")
+MAX_ADDRESS = (1 << 64) - 1
+
+# Compiled unwind steps. One tuple per step: (kind, a, b)
+_FRAME, _POP, _ADD, _SETFP, _LOAD, _MACH = range(6)
+
+
+class ImageProvider:
+    """Which PE image serves each module (cached); `None` when none can be found."""
+
+    def __init__(self, target: Target, locator=None):
+        self._target = target
+        self._locator = locator
+        self._cache: Dict[int, object] = {}
+
+    def located(self, module: Module):
+        if module.base not in self._cache:
+            found = None
+            if self._locator is not None:
+                try:
+                    found = self._locator.locate(module, self._target.read)
+                except (PEError, OSError, ValueError, MemoryNotInDump) as e:
+                    self._target.soft_errors.add(f"{module.name}: image unusable ({e})")
+            self._cache[module.base] = found
+        return self._cache[module.base]
+
+    def image(self, module: Module) -> Optional[PEImage]:
+        found = self.located(module)
+        return found.image if found is not None else None
+
+    def sources(self) -> Dict[str, str]:
+        """module name -> where its image came from (for the report)."""
+        out = {}
+        for m in self._target.modules:
+            if m.base in self._cache:
+                found = self._cache[m.base]
+                out[m.name] = f"{found.source}: {found.detail}" if found else "not found"
+        return out
+
+
+@dataclass
+class _Place:
+    """Everything about one instruction pointer that does not depend on the stack."""
+
+    module: Optional[Module]
+    rva: Optional[int]
+    image: Optional[PEImage]
+    function: Optional[RuntimeFunction]  # covering .pdata entry (image-relative)
+    dynamic: Optional[Tuple[int, int, int, int]]  # FunctionTable stream entry
+    symbol: Optional[str]
+
+
+class Walker:
+    """Walks threads of one target. Keep one per target: its caches are the speed."""
+
+    def __init__(self, target: Target, images: ImageProvider,
+                 max_frames: int = DEFAULT_MAX_FRAMES, scan_words: int = DEFAULT_SCAN_WORDS):
+        self.target = target
+        self.images = images
+        self.max_frames = max_frames
+        self.scan_words = scan_words
+        self._places: Dict[Tuple[int, bool], _Place] = {}
+        self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
+        self._code_cache: Dict[int, bytes] = {}
+        self._dynamic = sorted(target.function_table_entries() or [])
+        self._dynamic_starts = [d[0] for d in self._dynamic]
+
+    # -- memory --------------------------------------------------------------------------
+    def read_code(self, address: int, size: int) -> bytes:
+        """Code bytes from the module image when we have it, else from the dump."""
+        module = self.target.module_at(address)
+        if module is not None:
+            image = self.images.image(module)
+            if image is not None:
+                try:
+                    return image.read_rva(address - module.base, size)
+                except (PEError, MemoryNotInDump):
+                    pass
+        return self.target.read_available(address, size)
+
+    # -- places ---------------------------------------------------------------------------
+    def place(self, ip: int, is_return: bool = False) -> _Place:
+        """What is known about `ip`. For a return address (`is_return`), the function is
+        the one containing ip - 1: a call can be the last instruction of a function."""
+        key = (ip, is_return)
+        p = self._places.get(key)
+        if p is None:
+            p = self._places[key] = self._make_place(ip, ip - 1 if is_return else ip)
+        return p
+
+    def _make_place(self, ip: int, code_ip: int) -> _Place:
+        module = self.target.module_at(ip)
+        rva = image = function = dynamic = None
+        if module is not None:
+            rva = ip - module.base
+            image = self.images.image(module)
+            if image is not None:
+                try:
+                    function = image.lookup_function(code_ip - module.base)
+                except (PEError, MemoryNotInDump):
+                    function = None
+        if function is None and self._dynamic:
+            i = bisect.bisect_right(self._dynamic_starts, code_ip) - 1
+            if i >= 0 and self._dynamic[i][0] <= code_ip < self._dynamic[i][1]:
+                dynamic = self._dynamic[i]
+        symbol = self._symbol(ip, module, rva, image, function)
+        return _Place(module, rva, image, function, dynamic, symbol)
+
+    def _symbol(self, ip, module, rva, image, function) -> Optional[str]:
+        debugger = self.target.symbol_at(ip)
+        if debugger:
+            return debugger
+        if module is None:
+            return None
+        start = function.begin_rva if function is not None else None
+        if image is not None:
+            # Nearest-lower name from the COFF symbols (mingw keeps them) or the export
+            # table, but only if it is not below the function's own start: a name from
+            # an earlier function would mislabel this one.
+            for lookup in (image.nearest_function_symbol, image.nearest_export):
+                try:
+                    near = lookup(rva)
+                except (PEError, MemoryNotInDump):
+                    near = None
+                if near is not None and (start is None or near[1] >= start):
+                    name, at = near
+                    return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
+        if start is not None:
+            return f"{module.name}!func_{start:x}" + (f"+{rva - start:#x}" if rva != start else "")
+        return None
+
+    # -- unwind recipes -------------------------------------------------------------------
+    def _recipe(self, place: _Place, ip: int) -> Optional[tuple]:
+        """Compiled unwind steps for `ip` in its function, memoised by (unwind info,
+        prolog offset); None when the unwind data is unreadable."""
+        if place.function is not None:
+            image, base = place.image, place.module.base
+            begin, unwind_rva = place.function.begin_rva, place.function.unwind_rva
+        elif place.dynamic is not None:
+            image, base = None, place.dynamic[3]
+            begin, unwind_rva = place.dynamic[0] - base, place.dynamic[2] - base
+        else:
+            return None
+        offset = (ip - base) - begin
+        key = (base + unwind_rva, offset)
+        if key in self._recipes:
+            return self._recipes[key]
+        recipe = None
+        try:
+            chain = self._chain(image, base, unwind_rva)
+            recipe = _compile(chain, offset)
+        except (PEError, MemoryNotInDump, struct.error) as e:
+            self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
+        if len(self._recipes) > 200_000:
+            self._recipes.clear()
+        self._recipes[key] = recipe
+        return recipe
+
+    def _chain(self, image: Optional[PEImage], base: int, unwind_rva: int) -> List[UnwindInfo]:
+        if image is not None:
+            return image.unwind_chain(unwind_rva)
+        # Dynamic function table (JIT code): the unwind info lives in process memory.
+        from dumpkit import pe
+        if not hasattr(pe, "unwind_chain_in_memory"):
+            raise PEError("unwind info of dynamic function tables is not read yet")
+        return pe.unwind_chain_in_memory(self.target.read, base, unwind_rva)
+
+    # -- walking --------------------------------------------------------------------------
+    def walk(self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int,
+             max_frames: Optional[int] = None) -> StackWalk:
+        limit = self.max_frames if max_frames is None else max_frames
+        problems: List[str] = []
+        if stack_hi <= stack_lo:
+            stack_lo, stack_hi = context.sp, context.sp + 0x100000
+            problems.append("stack range unknown; assuming 1 MiB above SP")
+        stack = self.target.read_available(stack_lo, stack_hi - stack_lo)
+        s_lo, s_hi = stack_lo, stack_lo + len(stack)
+        unpack = struct.unpack_from
+
+        def read_u64(addr: int) -> Optional[int]:
+            if s_lo <= addr and addr + 8 <= s_hi:
+                return unpack("<Q", stack, addr - s_lo)[0]
+            try:
+                return unpack("<Q", self.target.read(addr, 8))[0]
+            except MemoryNotInDump:
+                return None
+
+        regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
+        ip, sp = context.ip, context.sp
+        frames: List[Frame] = []
+        trust = "context"
+        stop = "end of stack"
+        first = True
+        while True:
+            if len(frames) >= limit:
+                stop = f"frame limit ({limit}) reached"
+                break
+            place = self._places.get((ip, not first)) or self.place(ip, not first)
+            mod = place.module
+            frames.append(Frame(
+                len(frames), ip, sp, mod.name if mod else None, place.rva,
+                place.function.begin_rva if place.function is not None else None,
+                place.symbol, None, trust,
+            ))
+            nxt = self._caller(place, ip, sp, regs, read_u64, first, stack_hi)
+            first = False
+            if nxt is None:
+                stop = "no caller found (end of stack or unrecoverable)"
+                break
+            cip, csp, cregs, ctrust = nxt
+            if cip == 0:
+                stop = "end of stack (return address 0)"
+                break
+            if csp <= sp:
+                problems.append(f"frame {len(frames) - 1}: caller SP {csp:#x} not above {sp:#x}; stopped")
+                stop = "stack pointer did not increase"
+                break
+            if csp > stack_hi + 8:
+                stop = "end of stack"
+                break
+            frames[-1].size = csp - sp
+            ip, sp, regs, trust = cip, csp, cregs, ctrust
+        return StackWalk(thread_id, frames, stop, problems)
+
+    def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int],
+                read_u64, first: bool, stack_hi: int):
+        """(caller ip, caller sp, caller regs, trust) or None."""
+        recipe = self._recipe(place, ip if first else ip - 1) if (
+            place.function is not None or place.dynamic is not None) else None
+        if recipe is not None:
+            if first:
+                epi = self._epilogue(place, ip, sp, regs, read_u64)
+                if epi is not None:
+                    return epi
+            out = _run(recipe, sp, regs, read_u64)
+            if out is not None and self.target.module_at(out[0]) is not None:
+                return out[0], out[1], out[2], "unwind_info"
+            if out is not None and out[0] == 0:
+                return out[0], out[1], out[2], "unwind_info"
+        elif place.module is not None:
+            # No unwind entry. Follow the code to its RET (hand-written probes such as
+            # ___chkstk_ms push and pop around a loop), then the leaf rule.
+            path = simulate_to_return(self.read_code, read_u64, ip, sp, regs) if first else None
+            if path is not None:
+                ret = read_u64(path.rsp)
+                if ret is not None and self._plausible_return(ret) is not None:
+                    new = _volatile_cleared(regs, path.restored)
+                    return ret, path.rsp + 8, new, "prologue"
+            if place.image is not None and first:
+                ret = read_u64(sp)
+                if ret is not None and self._plausible_return(ret) == "scan_validated":
+                    return ret, sp + 8, _volatile_cleared(regs, {}), "prologue"
+        return self._scan(sp if first else sp, regs, read_u64, stack_hi)
+
+    def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
+        fn = place.function
+        if fn is None or place.module is None:
+            return None
+        base = place.module.base
+        try:
+            info = place.image.unwind_info(fn.unwind_rva)
+        except (PEError, MemoryNotInDump):
+            return None
+        if ip - base - fn.begin_rva < info.size_of_prolog:
+            return None
+        path = simulate_to_return(self.read_code, read_u64, ip, sp, regs, strict_epilogue=True,
+                                  function_range=(base + fn.begin_rva, base + fn.end_rva))
+        if path is None:
+            return None
+        ret = read_u64(path.rsp)
+        if ret is None:
+            return None
+        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), "unwind_info"
+
+    def _plausible_return(self, addr: int) -> Optional[str]:
+        """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
+        the code bytes are not available, None if it cannot be a return address."""
+        module = self.target.module_at(addr)
+        if module is None:
+            return None
+        image = self.images.image(module)
+        if image is not None and not image.is_code_rva(addr - module.base):
+            return None
+        before = self.read_code(addr - 7, 7)
+        if len(before) == 7:
+            return "scan_validated" if call_ends_at(before, addr) else None
+        return "scan" if image is None else None
+
+    def _scan(self, sp: int, regs, read_u64, stack_hi: int):
+        best_unvalidated = None
+        addr = sp
+        for _ in range(self.scan_words):
+            if addr + 8 > stack_hi:
+                break
+            val = read_u64(addr)
+            if val is None:
+                break
+            if val > 0x10000:
+                kind = self._plausible_return(val)
+                if kind == "scan_validated":
+                    return val, addr + 8, _volatile_cleared(regs, {}), kind
+                if kind == "scan" and best_unvalidated is None:
+                    best_unvalidated = (val, addr + 8, _volatile_cleared(regs, {}), kind)
+                    # Keep looking a little for a validated one? Peers take the first
+                    # in-module word; we do the same when nothing can be validated.
+                    return best_unvalidated
+            addr += 8
+        return best_unvalidated
+
+
+def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:
+    out = {k: v for k, v in regs.items() if k not in VOLATILE}
+    out.update(restored)
+    return out
+
+
+def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
+    """Unwind steps for an IP `offset` bytes into the primary function. Operations whose
+    prologue instruction has not run yet (code_offset > offset) are skipped in the
+    primary entry; chained entries describe a prologue that has fully run."""
+    steps = []
+    for depth, info in enumerate(chain):
+        applied = [op for op in info.ops if depth > 0 or op.code_offset <= offset]
+        uses_fp = info.frame_register != 0 and any(op.op == UWOP_SET_FPREG for op in applied)
+        steps.append((_FRAME, GPR_NAMES[info.frame_register] if uses_fp else None, info.frame_offset))
+        for op in applied:
+            if op.op == UWOP_PUSH_NONVOL:
+                steps.append((_POP, GPR_NAMES[op.op_info], 0))
+            elif op.op in (UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL):
+                steps.append((_ADD, op.operand, 0))
+            elif op.op == UWOP_SET_FPREG:
+                steps.append((_SETFP, 0, 0))
+            elif op.op in (UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR):
+                steps.append((_LOAD, GPR_NAMES[op.op_info], op.operand))
+            elif op.op == UWOP_PUSH_MACHFRAME:
+                steps.append((_MACH, 8 if op.op_info else 0, 0))
+            # XMM saves and v2 epilog descriptors do not move RSP or restore GPRs.
+    return tuple(steps)
+
+
+def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
+    """Apply compiled steps: (caller ip, caller rsp, caller regs) or None."""
+    new = {k: v for k, v in regs.items() if k not in VOLATILE}
+    frame = rsp
+    for kind, a, b in steps:
+        if kind == _ADD:
+            rsp += a
+        elif kind == _POP:
+            v = read_u64(rsp)
+            if v is None:
+                return None
+            new[a] = v
+            rsp += 8
+        elif kind == _FRAME:
+            if a is None:
+                frame = rsp
+            else:
+                base = new.get(a)
+                if base is None:
+                    return None
+                frame = base - b
+        elif kind == _SETFP:
+            rsp = frame
+        elif kind == _LOAD:
+            v = read_u64(frame + b)
+            if v is None:
+                return None
+            new[a] = v
+        elif kind == _MACH:
+            ip = read_u64(rsp + a)
+            nsp = read_u64(rsp + a + 24)
+            if ip is None or nsp is None:
+                return None
+            return ip, nsp, new
+    ip = read_u64(rsp)
+    if ip is None:
+        return None
+    return ip, rsp + 8, new
+
+
+def walk_thread(walker: Walker, thread: Thread, context: Optional[Registers] = None,
+                max_frames: Optional[int] = None) -> StackWalk:
+    ctx = context or thread.context
+    if ctx is None:
+        return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
+    lo, hi = thread.stack_start, thread.stack_end
+    if not (lo <= ctx.sp < hi) and hi > lo:
+        # Exception contexts can sit below the captured range (the writer's own frames
+        # were cut); read from SP up to the recorded top.
+        lo = min(lo, ctx.sp)
+    return walker.walk(thread.tid, ctx, lo, hi, max_frames)

@@ -1,0 +1,239 @@
+"""What the walker asks of x64 machine code, answered with capstone.
+
+- `call_ends_at`: does a CALL instruction end exactly at a candidate return address?
+  (validates scanned frames the way WinDbg and Breakpad do);
+- `simulate_to_return`: follow code forward from an instruction pointer to its RET,
+  tracking only what moves RSP; this unwinds an IP inside an epilogue and hand-written
+  functions without unwind data such as libgcc's `___chkstk_ms`;
+- `stack_allocation`: what a prologue asks of the stack (`sub rsp, N`, or
+  `mov eax, N` + call to the stack probe).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Dict, Optional, Tuple
+
+import capstone
+
+_IMM = re.compile(r"^(?:0x[0-9a-f]+|\d+)$")
+# 64-bit general-purpose registers only: anything else (pop of a 16-bit reg...) is not
+# something a prologue or epilogue does, and we give up.
+_GPR64 = {
+    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+}
+
+MAX_SIMULATED_INSTRUCTIONS = 200
+
+
+@lru_cache(maxsize=1)
+def _cs() -> "capstone.Cs":
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+    md.detail = False
+    return md
+
+
+def _imm(text: str) -> Optional[int]:
+    text = text.strip()
+    if not _IMM.match(text):
+        return None
+    return int(text, 16) if text.startswith("0x") else int(text)
+
+
+def decode_one(code: bytes, address: int) -> Optional[Tuple[int, str, str]]:
+    """(size, mnemonic, op_str) of the first instruction, or None if undecodable."""
+    for insn in _cs().disasm_lite(code[:16], address, 1):
+        return insn[1], insn[2], insn[3]
+    return None
+
+
+def call_ends_at(code_before: bytes, return_address: int) -> Optional[int]:
+    """If some CALL instruction ends exactly at `return_address`, return its length.
+
+    `code_before` holds the bytes just below the return address (up to 7 are enough for
+    every CALL form compilers emit: E8 rel32, FF /2 with register, memory, SIB and
+    displacement forms, with or without a REX prefix)."""
+    n = len(code_before)
+    for length in (5, 6, 2, 3, 7, 4):
+        if length > n:
+            continue
+        start = return_address - length
+        got = decode_one(code_before[n - length:], start)
+        if got and got[0] == length and got[1] == "call":
+            return length
+    return None
+
+
+def call_target(code_before: bytes, return_address: int) -> Optional[int]:
+    """Target of a direct `call rel32` ending at return_address, if that is what is there."""
+    if len(code_before) >= 5 and code_before[-5] == 0xE8:
+        rel = int.from_bytes(code_before[-4:], "little", signed=True)
+        return (return_address + rel) & 0xFFFFFFFFFFFFFFFF
+    return None
+
+
+@dataclass(frozen=True)
+class ReturnPath:
+    """The state at the RET (or tail-call JMP) reached by running forward from an IP."""
+
+    rsp: int  # RSP at the RET: the return address is at [rsp]
+    restored: Dict[str, int]  # registers popped (or reloaded) on the way
+    instructions: int
+    tail_jump: bool = False
+
+
+def simulate_to_return(
+    read_code: Callable[[int, int], bytes],
+    read_u64: Callable[[int], Optional[int]],
+    ip: int,
+    rsp: int,
+    regs: Dict[str, int],
+    strict_epilogue: bool = False,
+    function_range: Optional[Tuple[int, int]] = None,
+    max_instructions: int = MAX_SIMULATED_INSTRUCTIONS,
+) -> Optional[ReturnPath]:
+    """Follow code from `ip` to a RET with concrete RSP and registers; None if the path
+    cannot be followed.
+
+    Conditional branches fall through (a probe loop's exit is its fall-through) and
+    direct jumps are followed. An instruction that writes RSP in a way we do not model
+    ends the attempt. With `strict_epilogue`, only what an x64 epilogue may contain is
+    accepted (add/lea rsp, pops, leave, ret, a JMP leaving `function_range`): the IP is
+    inside an epilogue exactly when that succeeds from it."""
+    regs = dict(regs)
+    restored: Dict[str, int] = {}
+    seen = set()
+    pc = ip
+    buf = b""
+    buf_at = pc
+    for count in range(1, max_instructions + 1):
+        if pc in seen:
+            return None  # a loop with no exit on the fall-through path
+        seen.add(pc)
+        if not (buf_at <= pc and pc + 16 <= buf_at + len(buf)):
+            buf = read_code(pc, 64)
+            buf_at = pc
+            if not buf:
+                return None
+        got = decode_one(buf[pc - buf_at:], pc)
+        if got is None:
+            return None
+        size, mnem, ops = got
+        nxt = pc + size
+        ops = ops.replace(" ", "")
+        dest = ops.split(",", 1)[0]
+        if mnem in ("ret", "retn"):
+            return ReturnPath(rsp, restored, count)
+        if mnem == "pop":
+            if ops not in _GPR64 or ops == "rsp":
+                return None
+            val = read_u64(rsp)
+            if val is None:
+                return None
+            regs[ops] = restored[ops] = val
+            rsp += 8
+        elif mnem == "push" and not strict_epilogue:
+            rsp -= 8
+        elif mnem in ("add", "sub") and dest == "rsp":
+            val = _imm(ops[4:])
+            if val is None or (strict_epilogue and mnem == "sub"):
+                return None
+            rsp += val if mnem == "add" else -val
+        elif mnem == "lea" and dest == "rsp":
+            m = re.match(r"^rsp,(?:qword ptr )?\[(r[a-z0-9]+)([+-]0x[0-9a-f]+|[+-]\d+)?\]$", ops)
+            if not m or m.group(1) not in regs:
+                return None
+            rsp = regs[m.group(1)] + (int(m.group(2), 0) if m.group(2) else 0)
+        elif mnem == "leave":
+            if "rbp" not in regs:
+                return None
+            rsp = regs["rbp"]
+            val = read_u64(rsp)
+            if val is None:
+                return None
+            regs["rbp"] = restored["rbp"] = val
+            rsp += 8
+        elif mnem == "jmp":
+            target = _imm(ops)
+            inside = target is not None and function_range is not None and (
+                function_range[0] <= target < function_range[1])
+            if strict_epilogue:
+                if inside:
+                    return None  # a jump within the body: not an epilogue
+                return ReturnPath(rsp, restored, count, tail_jump=True)
+            if target is None:
+                return None
+            nxt = target
+        elif strict_epilogue:
+            return None
+        elif mnem == "mov" and dest == "rsp":
+            src = ops[4:]
+            if src not in regs:
+                return None
+            rsp = regs[src]
+        elif mnem.startswith("j") or mnem.startswith("loop"):
+            pass  # conditional: take the fall-through
+        elif mnem == "call":
+            pass  # returns to the next instruction with the stack as it was
+        elif dest in ("rsp", "esp", "sp") or mnem in ("enter", "pushfq", "popfq", "iretq"):
+            return None  # writes RSP in a way not modelled
+        elif mnem in ("int3", "ud2", "hlt") or mnem.startswith("int"):
+            return None
+        elif dest in _GPR64:
+            regs.pop(dest, None)  # value now unknown; a later lea/mov rsp from it fails
+        pc = nxt
+    return None
+
+
+@dataclass(frozen=True)
+class StackAllocation:
+    size: int  # bytes the prologue asks for (the immediate of sub rsp / mov eax before the probe)
+    via_probe: bool  # allocated through __chkstk / ___chkstk_ms
+    instruction_address: int
+    text: str  # the instruction(s), for evidence
+
+
+def stack_allocation(
+    read_code: Callable[[int, int], bytes],
+    function_start: int,
+    is_probe: Optional[Callable[[int], bool]] = None,
+    max_instructions: int = 32,
+) -> Optional[StackAllocation]:
+    """Read a prologue: the first `sub rsp, imm` (or `mov eax, imm` followed by a call,
+    the `__chkstk` pattern) before any branch. `is_probe(target)` may confirm that a
+    call's target is the stack probe; when it is None any call right after the mov counts."""
+    code = read_code(function_start, 256)
+    if not code:
+        return None
+    pending_eax: Optional[Tuple[int, int, str]] = None
+    for _, (addr, size, mnem, ops) in zip(range(max_instructions), _lite(code, function_start)):
+        ops_c = ops.replace(" ", "")
+        text = f"{mnem} {ops}".strip()
+        if mnem == "sub" and ops_c.startswith("rsp,"):
+            val = _imm(ops_c[4:])
+            if val is not None:
+                return StackAllocation(val, False, addr, text)
+            if ops_c == "rsp,rax" and pending_eax:
+                return StackAllocation(pending_eax[0], True, pending_eax[1], pending_eax[2])
+        if mnem == "mov" and (ops_c.startswith("eax,") or ops_c.startswith("rax,")):
+            val = _imm(ops_c[4:])
+            if val is not None:
+                pending_eax = (val, addr, text)
+                continue
+        if mnem == "call" and pending_eax:
+            target = _imm(ops_c)
+            if is_probe is None or (target is not None and is_probe(target)):
+                return StackAllocation(pending_eax[0], True, pending_eax[1],
+                                       f"{pending_eax[2]}; call {ops}")
+        if mnem in ("ret", "jmp") or (mnem.startswith("j") and mnem != "jmp"):
+            break
+    return None
+
+
+def _lite(code: bytes, address: int):
+    for addr, size, mnem, ops in _cs().disasm_lite(code, address):
+        yield addr, size, mnem, ops
+
+
