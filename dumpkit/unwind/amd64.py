@@ -34,6 +34,8 @@ UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
 VOLATILE = ("rax", "rcx", "rdx", "r8", "r9", "r10", "r11")
 MAX_ADDRESS = (1 << 64) - 1
 
+_MISSING = object()
+
 # Compiled unwind steps. One tuple per step: (kind, a, b)
 _FRAME, _POP, _ADD, _SETFP, _LOAD, _MACH = range(6)
 
@@ -94,7 +96,8 @@ class Walker:
         self.scan_words = scan_words
         self._places: Dict[Tuple[int, bool], _Place] = {}
         self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
-        self._code_cache: Dict[int, bytes] = {}
+        self._fast: Dict[int, Optional[tuple]] = {}
+        self._in_module: Dict[int, bool] = {}
         self._dynamic = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self._dynamic]
 
@@ -221,17 +224,52 @@ class Walker:
         regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
         ip, sp = context.ip, context.sp
         frames: List[Frame] = []
+        append = frames.append
+        fast_steps = self._fast
+        in_module = self._in_module
         trust = "context"
         stop = "end of stack"
         first = True
         while True:
-            if len(frames) >= limit:
+            n = len(frames)
+            if n >= limit:
                 stop = f"frame limit ({limit}) reached"
                 break
+            if not first:
+                # Fast path: a caller frame whose unwind is pure pushes and allocations
+                # (most compiled code): one cached tuple, a few reads.
+                fast = fast_steps.get(ip, _MISSING)
+                if fast is _MISSING:
+                    fast = self._fast_step(ip)
+                if fast is not None:
+                    place, delta, pops, modname, fstart = fast
+                    ra = sp + delta
+                    if s_lo <= ra and ra + 8 <= s_hi:
+                        cip = unpack("<Q", stack, ra - s_lo)[0]
+                    else:
+                        cip = read_u64(ra)
+                    ok = cip is not None and (cip == 0 or in_module.get(cip) or self._note_module(cip))
+                    if ok:
+                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
+                        append(frame)
+                        for reg, off in pops:
+                            v = read_u64(sp + off)
+                            if v is not None:
+                                regs[reg] = v
+                        if cip == 0:
+                            stop = "end of stack (return address 0)"
+                            break
+                        csp = ra + 8
+                        if csp > stack_hi + 8:
+                            stop = "end of stack"
+                            break
+                        frame.size = csp - sp
+                        ip, sp, trust = cip, csp, "unwind_info"
+                        continue
             place = self._places.get((ip, not first)) or self.place(ip, not first)
             mod = place.module
             frames.append(Frame(
-                len(frames), ip, sp, mod.name if mod else None, place.rva,
+                n, ip, sp, mod.name if mod else None, place.rva,
                 place.function.begin_rva if place.function is not None else None,
                 place.symbol, None, trust,
             ))
@@ -252,8 +290,39 @@ class Walker:
                 stop = "end of stack"
                 break
             frames[-1].size = csp - sp
-            ip, sp, regs, trust = cip, csp, cregs, ctrust
+            ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
         return StackWalk(thread_id, frames, stop, problems)
+
+    def _note_module(self, ip: int) -> bool:
+        ok = self.target.module_at(ip) is not None
+        if len(self._in_module) > 500_000:
+            self._in_module.clear()
+        self._in_module[ip] = ok
+        return ok
+
+    def _fast_step(self, ip: int):
+        """(place, offset of the return address, [(reg, offset)], module name, function
+        start) for a return address whose function's unwind is only pushes and
+        allocations; None when the general path is needed."""
+        place = self.place(ip, True)
+        result = None
+        if place.function is not None and place.module is not None:
+            recipe = self._recipe(place, ip - 1)
+            if recipe is not None and all(k in (_ADD, _POP) or (k == _FRAME and a is None)
+                                          for k, a, _ in recipe):
+                off = 0
+                pops = []
+                for kind, a, _ in recipe:
+                    if kind == _ADD:
+                        off += a
+                    elif kind == _POP:
+                        pops.append((a, off))
+                        off += 8
+                result = (place, off, tuple(pops), place.module.name, place.function.begin_rva)
+        if len(self._fast) > 500_000:
+            self._fast.clear()
+        self._fast[ip] = result
+        return result
 
     def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int],
                 read_u64, first: bool, stack_hi: int):
