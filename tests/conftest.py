@@ -41,3 +41,58 @@ def real_dumps():
     if not REAL_DUMPS.is_dir():
         return []
     return sorted(REAL_DUMPS.glob("*/*.dmp"))
+
+
+# --- walked crashing threads of the sample dumps (tests/analysis: recursion, frame sizes,
+# --- stack budget). One walk per dump per session.
+class CrashWalk:
+    """A sample dump opened and its crashing thread walked from the exception context."""
+
+    def __init__(self, target, walker, thread, walk, facts):
+        self.target = target
+        self.walker = walker
+        self.thread = thread
+        self.walk = walk
+        self.frames = walk.frames
+        self.exception = target.exception
+        self.facts = facts  # the dump's manifest.json entry ({} when there is no manifest)
+
+    def module_base(self, name):
+        low = name.lower()
+        for m in self.target.modules:
+            if m.name.lower() == low:
+                return m.base
+        return None
+
+
+def sample_facts(name: str) -> dict:
+    """The manifest.json entry of a sample dump; skips when the manifest or entry is missing."""
+    for d in sample_manifest():
+        if d.get("file") == name:
+            return d
+    pytest.skip(f"sample_dumps/manifest.json has no entry for {name}")
+
+
+@pytest.fixture(scope="session")
+def crash_walk():
+    """crash_walk("recursion_one.dmp") -> CrashWalk (cached); skips when the dump is absent."""
+    cache = {}
+
+    def get(name: str) -> CrashWalk:
+        if name not in cache:
+            path = sample_path(name)
+            from dumpkit.images import ImageLocator
+            from dumpkit.sources.minidump import open_dump
+            from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+
+            target = open_dump(str(path))
+            locator = ImageLocator(image_paths=[str(SAMPLE_BIN)] if SAMPLE_BIN.is_dir() else [])
+            walker = Walker(target, ImageProvider(target, locator))
+            ex = target.exception
+            thread = next(t for t in target.threads if t.tid == ex.thread_id)
+            walk = walk_thread(walker, thread, ex.context)
+            facts = next((d for d in sample_manifest() if d.get("file") == name), {})
+            cache[name] = CrashWalk(target, walker, thread, walk, facts)
+        return cache[name]
+
+    return get

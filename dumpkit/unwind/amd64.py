@@ -26,7 +26,9 @@ from dumpkit.unwind.disasm import call_ends_at, simulate_to_return
 from dumpkit.unwind.frames import Frame, StackWalk
 
 DEFAULT_MAX_FRAMES = 2_000_000
-DEFAULT_SCAN_WORDS = 1024  # how far (in 8-byte words) to scan for a caller
+# How far (in 8-byte words) to scan for a caller. Breakpad and rust-minidump use 40, which
+# cuts walks short at the first large frame; much further mostly finds stale addresses.
+DEFAULT_SCAN_WORDS = 256
 
 UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
 UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
@@ -378,8 +380,8 @@ class Walker:
         """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
         the code bytes are not available, None if it cannot be a return address."""
         module = self.target.module_at(addr)
-        if module is None:
-            return None
+        if module is None or addr - module.base < 0x1000:
+            return None  # the first page of an image is its headers, never code
         image = self.images.image(module)
         if image is not None and not image.is_code_rva(addr - module.base):
             return None

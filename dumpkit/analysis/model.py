@@ -1,0 +1,214 @@
+"""What the analyses produce. Renderers (text, JSON, Markdown, HTML, WinDbg) read these and
+nothing else. Every field that an analysis may fail to establish is Optional."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One checkable fact behind a finding: a sentence, optionally pinned to an address or
+    frame so a reviewer can look it up in the debugger."""
+
+    text: str
+    address: Optional[int] = None
+    frame_index: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "recursion", "oversized_frame", "fastfail", "access_violation", ...
+    severity: str  # "fatal" (explains the crash), "warning", "info"
+    title: str
+    evidence: Tuple[Evidence, ...] = ()
+    thread_id: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """A repeating run of frames on one stack (unbounded recursion).
+
+    `functions` are the member functions in stack order from the top (callee first);
+    frame indices are inclusive and refer to the thread's walked frames."""
+
+    functions: Tuple[str, ...]
+    period: int
+    repetitions: int  # complete repetitions
+    bytes_per_repetition: int
+    first_frame: int
+    last_frame: int
+    total_bytes: int
+    stack_share: Optional[float] = None  # of the thread's used stack, 0..1
+    entry_path: Tuple[str, ...] = ()  # the frames below the cycle, outermost last
+    frames_above: int = 0  # non-matching frames at the top (the faulting helper...)
+
+
+@dataclass(frozen=True)
+class FrameSize:
+    frame_index: int
+    function: str
+    size: int  # distance to the caller's frame (bytes)
+    requested: Optional[int] = None  # what the prologue asks for (sub rsp / __chkstk)
+    via_probe: bool = False
+    prologue_text: Optional[str] = None
+    not_yet_allocated: bool = False  # died in the probe before the frame existed
+    oversized: bool = False  # size or requested reaches the analysis threshold
+
+
+@dataclass(frozen=True)
+class StackBudget:
+    thread_id: int
+    base: Optional[int]  # highest address (stack grows down from here)
+    limit: Optional[int]  # lowest committed address the TEB reports
+    reserve_low: Optional[int]  # lowest reserved address (DeallocationStack)
+    reserve_size: Optional[int]
+    used: Optional[int]  # base - SP at the fault / in the dump
+    source: str  # "teb", "memory-info", "captured+image"
+    guard_hit: Optional[bool] = None  # fault address inside the guard region / below limit
+    note: Optional[str] = None
+
+    @property
+    def used_fraction(self) -> Optional[float]:
+        if self.used is None or not self.reserve_size:
+            return None
+        return self.used / self.reserve_size
+
+
+@dataclass(frozen=True)
+class CrashInfo:
+    code: int
+    code_name: str
+    summary: str
+    headline: str
+    thread_id: int
+    address: int
+    parameters: Tuple[int, ...]
+    fastfail_code: Optional[int] = None
+    fastfail_name: Optional[str] = None
+    access_kind: Optional[str] = None  # read / write / execute
+    access_address: Optional[int] = None
+    raised_by: Optional[str] = None  # function that raised a fail-fast / abort
+
+
+@dataclass(frozen=True)
+class FrameRecord:
+    """A frame as reports show it (the walker's Frame, flattened)."""
+
+    index: int
+    ip: int
+    sp: int
+    module: Optional[str]
+    rva: Optional[int]
+    function_start: Optional[int]
+    symbol: Optional[str]
+    size: Optional[int]
+    trust: str
+
+
+@dataclass(frozen=True)
+class ThreadReport:
+    tid: int
+    name: Optional[str]
+    is_crashing: bool
+    frame_count: int
+    frames: Tuple[FrameRecord, ...]  # possibly elided in the middle (see elided_frames)
+    elided_frames: int  # frames left out between the head and the tail
+    stop_reason: str
+    trust_counts: Dict[str, int]
+    cycles: Tuple[Cycle, ...] = ()
+    budget: Optional[StackBudget] = None
+    same_stack_as: Tuple[int, ...] = ()  # other thread ids with an identical stack
+
+
+@dataclass(frozen=True)
+class ModuleRecord:
+    name: str
+    path: str
+    base: int
+    size: int
+    timestamp: int
+    file_version: Optional[str]
+    product_version: Optional[str]
+    pdb: Optional[str]
+    image_source: Optional[str]  # where its PE image came from, if it was needed
+
+
+@dataclass(frozen=True)
+class CudaComponent:
+    name: str  # "CUDA runtime", "cuDNN", "cuBLAS", "NVIDIA driver"
+    module: str
+    version: Optional[str]
+    source: Optional[str] = None  # "module record", "image", "file name": where `version` came from
+    detail: Optional[str] = None  # the raw evidence, e.g. "FileVersion 6.14.11.11020 (CUDA 11.2)"
+
+
+@dataclass(frozen=True)
+class Environment:
+    os: Optional[str] = None
+    os_build: Optional[str] = None
+    wine: Optional[str] = None
+    cpu: Optional[str] = None
+    cpu_features: Dict[str, Optional[bool]] = field(default_factory=dict)  # AVX, AVX2, AVX512F
+    cpu_features_source: Optional[str] = None
+    python: Optional[str] = None
+    python_module: Optional[str] = None
+    tensorflow: Tuple[str, ...] = ()  # paths of TensorFlow modules
+    tensorflow_version: Optional[str] = None
+    cuda: Tuple[CudaComponent, ...] = ()
+    compatibility: Tuple[str, ...] = ()  # sentences: which TF versions fit the CUDA/cuDNN pair
+    cpu_feature_sources: Dict[str, str] = field(default_factory=dict)  # per feature: what showed it
+    python_executable: Optional[str] = None  # path of python.exe / pythonw.exe when loaded
+    tensorflow_version_source: Optional[str] = None  # "version resource", "path hint"...
+    notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # "recursion", "oversized_frame", "stack_overflow", "fastfail", "access_violation", ...
+    headline: str
+    confidence: str  # "high", "medium", "low"
+    evidence: Tuple[str, ...]
+    next_steps: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DumpSummary:
+    path: str
+    file_size: int
+    timestamp: int
+    streams: Tuple[str, ...]
+    skipped_streams: Tuple[str, ...]
+    thread_count: int
+    module_count: int
+    memory_ranges: int
+
+
+@dataclass(frozen=True)
+class SystemSummary:
+    arch: str
+    os_version: str
+    os_build: Optional[str]
+    cpu: str
+    processors: int
+    wine: Optional[str] = None
+    pid: Optional[int] = None
+    process_create_time: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Report:
+    schema_version: int
+    dumpkit_version: str
+    dump: DumpSummary
+    system: Optional[SystemSummary]
+    crash: Optional[CrashInfo]
+    verdict: Verdict
+    findings: Tuple[Finding, ...]
+    threads: Tuple[ThreadReport, ...]
+    frame_sizes: Tuple[FrameSize, ...]  # crashing thread, largest first
+    environment: Environment
+    modules: Tuple[ModuleRecord, ...]
+    soft_errors: Tuple[str, ...]

@@ -1,0 +1,201 @@
+"""Unbounded recursion: repeating cycles of frames on one stack.
+
+Frames are compared by FUNCTION identity (`Frame.function_key`), never by return
+address: a function that recurses from two call sites is still one function.
+
+How it stays linear in the number of frames (a stack can hold 10^6 frames):
+every function key is mapped to a small integer and the sequence is packed into
+bytes (1, 2 or 4 bytes per frame). For each candidate period p (1..max_period) the
+packed sequence is XORed with itself shifted by p frames, as one big integer; a run
+of zero elements in the result is a run of positions i with key[i] == key[i+p], i.e. a
+p-periodic stretch of the stack. The runs are found with `bytes.find` (a run of zero
+bytes at least as long as the repetitions asked for) and a regular-expression search for
+the run's end. Each period is therefore a handful of C-level passes over the bytes, and
+the Python work is proportional to the number of runs found, not to the number of frames.
+
+Nothing here recurses.
+"""
+from __future__ import annotations
+
+import heapq
+import re
+from array import array
+from collections import Counter
+from itertools import accumulate
+from typing import Dict, Hashable, List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import Cycle
+from dumpkit.unwind.frames import Frame
+
+__all__ = ["find_cycles", "function_codes"]
+
+_NONZERO = re.compile(b"[^\x00]")
+
+# candidates kept per period before the final selection (the longest ones)
+_KEEP_PER_PERIOD = 32
+
+
+def function_codes(frames: Sequence[Frame]) -> List[int]:
+    """Each frame's function identity as a small integer (first seen = 0).
+
+    Same identity as `Frame.function_key` ((module, function_start) when both are known),
+    built without formatting a string per frame."""
+    ids: Dict[Hashable, int] = {}
+    code_of = ids.setdefault
+    # len(ids) is evaluated before setdefault inserts: a new key gets the next code
+    return [
+        code_of((f.module, f.function_start)
+                if f.module is not None and f.function_start is not None else f.function_key,
+                len(ids))
+        for f in frames
+    ]
+
+
+def _pack(codes: List[int]) -> Tuple[bytes, int]:
+    distinct = (max(codes) + 1) if codes else 0
+    if distinct <= 0xFF:
+        return bytes(codes), 1
+    if distinct <= 0xFFFF:
+        return array("H", codes).tobytes(), 2
+    arr = array("I", codes)
+    if arr.itemsize != 4:  # pragma: no cover - exotic platforms
+        arr = array("L", codes)
+    return arr.tobytes(), arr.itemsize
+
+
+def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
+    """Maximal p-periodic segments (start, length) of at least `min_len` frames.
+
+    A segment [s, s+L) is p-periodic when key[i] == key[i+p] for s <= i < s+L-p."""
+    m = n - p  # number of comparisons key[i] vs key[i+p]
+    need = min_len - p  # equal comparisons needed in a row
+    if m <= 0 or need > m:
+        return
+    if need < 1:
+        need = 1
+    left = int.from_bytes(packed[: m * width], "little")
+    right = int.from_bytes(packed[p * width:], "little")
+    diff = (left ^ right).to_bytes(m * width, "little")
+    needle = b"\x00" * (need * width)
+    pos = 0
+    while True:
+        b = diff.find(needle, pos)  # fast skip over the non-matching stretches
+        if b < 0:
+            return
+        nz = _NONZERO.search(diff, b + len(needle))
+        e = nz.start() if nz else len(diff)
+        pos = e
+        js = -(-b // width)  # first element entirely inside the zero run
+        je = e // width
+        if je - js >= need:
+            yield js, je - js + p
+
+
+def _primitive_period(codes: List[int], start: int, period: int) -> int:
+    """Smallest d dividing `period` such that one repetition is itself d-periodic."""
+    rep = codes[start:start + period]
+    for d in range(1, period):
+        if period % d == 0 and all(rep[i] == rep[i + d] for i in range(period - d)):
+            return d
+    return period
+
+
+def _mode(values) -> int:
+    counts = Counter(values)
+    counts.pop(None, None)
+    if not counts:
+        return 0
+    return counts.most_common(1)[0][0]
+
+
+def find_cycles(
+    frames: Sequence[Frame],
+    *,
+    max_period: int = 64,
+    min_repetitions: int = 3,
+    max_top_noise: int = 8,
+    used_stack: Optional[int] = None,
+    secondary_min_repetitions: int = 10,
+    max_cycles: int = 4,
+    entry_path_length: int = 16,
+) -> List[Cycle]:
+    """Repeating cycles of functions on a walked stack (frame 0 = top), largest first.
+
+    - A cycle is a maximal stretch of frames whose function keys repeat with some
+      period p (1..max_period); the smallest period that explains the stretch is used,
+      so a one-function recursion is period 1, never 2.
+    - `repetitions` counts COMPLETE repetitions starting at the frame nearest the top
+      (`first_frame`); `last_frame` ends the last complete one. A partial repetition
+      below it is part of the entry path.
+    - `functions` are the members in stack order from `first_frame` (callee first).
+    - `bytes_per_repetition` sums, over one period, the most common `Frame.size` at each
+      position (so a partial frame 0, e.g. a fault inside a prologue, does not skew it);
+      `total_bytes` is the measured sum of the sizes of the frames in the cycle.
+    - A cycle starting within `max_top_noise` frames of the top (the faulting helper,
+      a probe...) needs `min_repetitions`; one deeper in the stack needs
+      `secondary_min_repetitions`. Overlapping candidates are dropped in favour of the
+      one covering more frames; at most `max_cycles` are returned.
+    """
+    n = len(frames)
+    if n == 0 or max_period < 1 or max_cycles < 1:
+        return []
+    min_repetitions = max(2, min_repetitions)
+    secondary_min_repetitions = max(min_repetitions, secondary_min_repetitions)
+    codes = function_codes(frames)
+    packed, width = _pack(codes)
+
+    candidates: List[Tuple[int, int, int]] = []  # (start, period, covered frames)
+    for p in range(1, min(max_period, n // min_repetitions) + 1):
+        best: List[Tuple[int, int, int]] = []  # min-heap (covered, -start, start), bounded
+        for start, length in _periodic_segments(packed, width, n, p, p * min_repetitions):
+            reps = length // p
+            if reps < min_repetitions:
+                continue
+            if start > max_top_noise and reps < secondary_min_repetitions:
+                continue
+            item = (reps * p, -start, start)
+            if len(best) < _KEEP_PER_PERIOD:
+                heapq.heappush(best, item)
+            elif item > best[0]:
+                heapq.heapreplace(best, item)
+        for covered, _neg, start in best:
+            candidates.append((start, p, covered))
+    if not candidates:
+        return []
+
+    # largest first; on equal coverage the smaller period, then the one nearer the top
+    candidates.sort(key=lambda c: (-c[2], c[1], c[0]))
+    chosen: List[Tuple[int, int, int]] = []
+    for start, p, covered in candidates:
+        end = start + covered
+        if any(min(end, s2 + c2) - max(start, s2) > covered // 2 for s2, _p2, c2 in chosen):
+            continue  # mostly the same frames as a cycle already taken (e.g. a multiple period)
+        chosen.append((start, p, covered))
+        if len(chosen) >= max_cycles:
+            break
+
+    sizes = [f.size for f in frames]
+    prefix = [0] + list(accumulate(s if s is not None else 0 for s in sizes))
+    out: List[Cycle] = []
+    for start, p, covered in chosen:
+        d = _primitive_period(codes, start, p)
+        if d != p:  # safety net: never report a multiple of the true period
+            p = d
+        reps = covered // p
+        end = start + reps * p  # exclusive
+        per_rep = sum(_mode(sizes[start + j:end:p]) for j in range(p))
+        total = prefix[end] - prefix[start]
+        below = frames[end:end + max(0, entry_path_length)]
+        out.append(Cycle(
+            functions=tuple(frames[start + j].function_name for j in range(p)),
+            period=p,
+            repetitions=reps,
+            bytes_per_repetition=per_rep,
+            first_frame=frames[start].index,
+            last_frame=frames[end - 1].index,
+            total_bytes=total,
+            stack_share=(total / used_stack) if used_stack else None,
+            entry_path=tuple(f.function_name for f in below),
+            frames_above=start,
+        ))
+    return out

@@ -1,0 +1,219 @@
+"""The verdict: one headline, a confidence, the evidence and what to do next.
+
+Pure over what the other analyses established; the only outside call is `read_code`, to
+show the faulting instruction."""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from dumpkit.analysis import codes
+from dumpkit.analysis.model import (
+    CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, ThreadReport, Verdict,
+)
+from dumpkit.unwind.disasm import decode_one
+from dumpkit.unwind.frames import StackWalk
+
+STACK_OVERFLOW = 0xC00000FD
+FAIL_FAST = 0xC0000409
+ACCESS_VIOLATION = 0xC0000005
+ILLEGAL_INSTRUCTION = 0xC000001D
+HEAP_CORRUPTION = 0xC0000374
+
+
+def human_bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "?"
+    if n >= 1 << 20:
+        v = n / (1 << 20)
+        return f"{v:.1f} MiB" if v % 1 else f"{int(v)} MiB"
+    if n >= 1 << 10:
+        v = n / (1 << 10)
+        return f"{v:.1f} KiB" if v % 1 else f"{int(v)} KiB"
+    return f"{n} bytes"
+
+
+def _cycle_text(c: Cycle) -> str:
+    # Show the cycle in call order (caller first), as people read recursion.
+    members = " -> ".join(reversed(c.functions)) if c.period > 1 else c.functions[0]
+    return members
+
+
+def _top_frames(walk: Optional[StackWalk], n: int = 3) -> Tuple[str, ...]:
+    if walk is None:
+        return ()
+    return tuple(f.symbol or f.function_name for f in walk.frames[:n])
+
+
+def _instruction(read_code, ip: int) -> Optional[str]:
+    if read_code is None:
+        return None
+    code = read_code(ip, 16)
+    if not code:
+        return None
+    got = decode_one(code, ip)
+    if got is None:
+        return None
+    return f"{got[1]} {got[2]}".strip()
+
+
+def _is_vector_instruction(text: str) -> Optional[str]:
+    t = text.lower()
+    if "zmm" in t or "{k" in t:
+        return "AVX-512"
+    if "ymm" in t:
+        return "AVX/AVX2"
+    if t.startswith("v"):
+        return "AVX (VEX-encoded)"
+    return None
+
+
+def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
+           walk: Optional[StackWalk], sizes: Sequence[FrameSize], env: Environment,
+           read_code: Optional[Callable[[int, int], bytes]] = None,
+           threshold: int = 64 * 1024) -> Tuple[Verdict, List[Finding]]:
+    findings: List[Finding] = []
+    if crash is None:
+        return Verdict(
+            "no_exception",
+            "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash",
+            "high", ("the dump has no Exception stream",),
+            ("Look at the threads' stacks for what each was waiting on.",),
+        ), findings
+
+    tid = crash.thread_id
+    where = _top_frames(walk, 1)
+    at = f" in {where[0]}" if where else ""
+    info = codes.lookup_status(crash.code)
+    evidence: List[str] = [f"exception {crash.code:#010x} {crash.code_name} on thread {tid}"
+                           + (f" at {crash.address:#x}" + at)]
+    steps: List[str] = list(info.next_steps)
+
+    if crash.code == STACK_OVERFLOW:
+        return _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold)
+
+    if crash.code == FAIL_FAST:
+        name = crash.fastfail_name or "unknown subcode"
+        sub = crash.fastfail_code
+        ff = codes.lookup_fastfail(sub) if sub is not None else None
+        raiser = crash.raised_by or (where[0] if where else "an unknown function")
+        if sub == 7:
+            what = "abort() was called (a failed CHECK / LOG(FATAL) / std::terminate in native code)"
+        elif sub == 2:
+            what = "a /GS stack cookie was found overwritten: a real stack buffer overrun"
+        elif sub == 5:
+            what = "the C runtime's invalid-parameter handler fired"
+        else:
+            what = ff.summary if ff else "the process ended itself with __fastfail"
+        headline = f"Fail-fast {name} ({sub}): {what}, raised by {raiser}"
+        evidence.append(f"parameter[0] = {sub}: {name}")
+        evidence.append(f"first frame outside the fail-fast machinery: {raiser}")
+        if sub == 2:
+            evidence.append(f"the function whose cookie check failed: {raiser}")
+            steps = [f"Look for writes past a local array in {raiser} (its /GS cookie was smashed).",
+                     "Rebuild with AddressSanitizer (/fsanitize=address) to catch the write itself."]
+        elif sub == 7:
+            steps = ["Read the process's stderr just before the crash: TensorFlow/absl print the failed CHECK or LOG(FATAL) message there.",
+                     f"The call that aborted is in {raiser}; check its inputs (shapes, dtypes, device placement)."]
+        else:
+            steps = [f"The fail-fast was raised in {raiser}; see what it checks before failing."]
+        if sub is not None:
+            steps.append(f"`dumpkit explain 0xC0000409/{sub}` explains this subcode and how to capture more.")
+        findings.append(Finding("fastfail", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("fastfail", headline, "high" if walk and walk.frames else "medium",
+                       tuple(evidence), tuple(steps)), findings
+
+    if crash.code == ACCESS_VIOLATION:
+        kind = crash.access_kind or "access"
+        addr = crash.access_address
+        dec = codes.describe_access_violation(crash.parameters)
+        short = codes.decode_exception(crash.code, crash.parameters).headline
+        headline = short.replace(f"{crash.code:#010X}".replace("0X", "0x"), "").strip() + at
+        headline = headline[0].upper() + headline[1:]
+        evidence.append(dec.sentence)
+        ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
+        if ins:
+            evidence.append(f"faulting instruction: {ins}")
+        if dec.null_page:
+            steps = [f"A null (or near-null) pointer was dereferenced{at}; check which argument or field was NULL."] + steps
+        findings.append(Finding("access_violation", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("access_violation", headline, "high", tuple(evidence), tuple(steps)), findings
+
+    if crash.code == ILLEGAL_INSTRUCTION:
+        ins = _instruction(read_code, crash.address) if read_code else None
+        vec = _is_vector_instruction(ins) if ins else None
+        feats = env.cpu_features or {}
+        if ins and ins.startswith("ud2"):
+            headline = f"Illegal instruction: ud2{at}, a deliberate trap (__builtin_trap / unreachable code), not a CPU feature problem"
+        elif vec:
+            known = {k: v for k, v in feats.items() if v is not None}
+            cpu_says = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in known.items()) or "the dump does not say which vector extensions the CPU has"
+            headline = f"Illegal instruction: {vec} instruction `{ins}`{at}; CPU: {cpu_says}"
+            steps = ["Prebuilt TensorFlow wheels need AVX (and newer ones AVX2); on a CPU without them use a build without those instructions."] + steps
+        else:
+            headline = f"Illegal instruction{at}" + (f": `{ins}`" if ins else "")
+        if ins:
+            evidence.append(f"faulting instruction: {ins}")
+        findings.append(Finding("illegal_instruction", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("illegal_instruction", headline, "high" if ins else "medium", tuple(evidence), tuple(steps)), findings
+
+    headline = f"{crash.headline}{at}"
+    kind = "heap_corruption" if crash.code == HEAP_CORRUPTION else "exception"
+    findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+    return Verdict(kind, headline, "medium", tuple(evidence), tuple(steps)), findings
+
+
+def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
+    tid = crash.thread_id
+    budget = thread.budget if thread else None
+    reserve = budget.reserve_size if budget else None
+    cycles = thread.cycles if thread else ()
+    probe_victim = next((s for s in sizes if s.not_yet_allocated), None)
+    oversized = [s for s in sizes if max(s.size, s.requested or 0) >= threshold]
+    if budget is not None and budget.used is not None:
+        evidence.append(f"stack used {human_bytes(budget.used)} of {human_bytes(reserve)} reserved ({budget.source})")
+    if walk is not None:
+        evidence.append(f"{len(walk.frames):,} frames on the crashing thread")
+
+    main = cycles[0] if cycles else None
+    if main is not None and (probe_victim is None or main.repetitions >= 8):
+        share = main.stack_share
+        share_txt = f" = {share:.0%} of" if share is not None else " on"
+        headline = (f"Stack overflow: unbounded recursion {_cycle_text(main)}, "
+                    f"{main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes"
+                    f"{share_txt} a {human_bytes(reserve)} stack")
+        evidence.append(f"cycle of period {main.period}: {' -> '.join(reversed(main.functions))} "
+                        f"(frames {main.first_frame}-{main.last_frame})")
+        if main.entry_path:
+            evidence.append("entered from: " + " <- ".join(main.entry_path[:5]))
+        steps = [
+            f"Find why the recursion in {main.functions[-1]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
+            "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
+            "If the frames are Python's own (python3X.dll!_PyEval_EvalFrameDefault), a raised sys.setrecursionlimit() let Python recurse past the 1 MiB main-thread stack of Windows.",
+        ]
+        findings.append(Finding("recursion", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("recursion", headline, "high", tuple(evidence), tuple(steps)), findings
+
+    big = probe_victim or (oversized[0] if oversized else None)
+    if big is not None:
+        asked = big.requested or big.size
+        how = f" ({big.prologue_text})" if big.prologue_text else ""
+        died = " and died in the stack probe before its frame existed" if big.not_yet_allocated else ""
+        headline = (f"Stack overflow: {big.function} asked for {human_bytes(asked)} of stack{how}"
+                    f"{died}, on a {human_bytes(reserve)} stack")
+        evidence.append(f"frame {big.frame_index}: {big.function} requests {asked:,} bytes"
+                        + (" via the stack probe" if big.via_probe else ""))
+        steps = [
+            f"Move the large local buffer in {big.function} to the heap (malloc/new/std::vector) or a static.",
+            "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
+        ]
+        findings.append(Finding("oversized_frame", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("oversized_frame", headline, "high", tuple(evidence), tuple(steps)), findings
+
+    headline = f"Stack overflow on thread {tid}: no repeating cycle and no oversized frame found"
+    if sizes:
+        top = sizes[0]
+        headline += f"; the largest frame is {top.function} ({human_bytes(max(top.size, top.requested or 0))})"
+    steps = ["The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
+             "Run the work on a thread with a bigger stack to confirm it is depth, not corruption."]
+    findings.append(Finding("stack_overflow", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+    return Verdict("stack_overflow", headline, "medium", tuple(evidence), tuple(steps)), findings

@@ -1,0 +1,233 @@
+"""`dumpkit` command line: parse arguments, call the engine, render. Nothing else.
+
+Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (listed);
+2 unusable input or arguments (one line on stderr, no traceback)."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from enum import Enum
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Say what killed a Windows Python/TensorFlow process, from its crash dump.")
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+def fail(message: str) -> "typer.Exit":
+    sys.stderr.write(f"dumpkit: error: {message}\n")
+    return typer.Exit(EXIT_UNUSABLE)
+
+
+def _open(path: str):
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.target import DumpError
+
+    if os.path.isdir(path):
+        raise fail(f"{path}: is a directory, not a dump file")
+    if not os.path.exists(path):
+        raise fail(f"{path}: no such file")
+    try:
+        return open_dump(path)
+    except DumpError as e:
+        raise fail(f"{path}: {e}")
+    except MemoryError:
+        raise fail(f"{path}: not enough memory to map the file")
+
+
+def write_output(text: str, output: Optional[str], dump_path: str) -> None:
+    """Print, or write atomically (temp file + rename) so a reader never sees half a report."""
+    if not output or output == "-":
+        sys.stdout.write(text)
+        return
+    if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
+        raise fail(f"{output}: refusing to overwrite the dump being read")
+    folder = os.path.dirname(os.path.abspath(output))
+    fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, output)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise fail(f"{output}: cannot write report ({e.strerror or e})")
+
+
+def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
+    paths = list(explicit or [])
+    env = os.environ.get("_NT_SYMBOL_PATH")
+    if env:
+        paths.append(env)
+    return paths
+
+
+ImagePathOpt = typer.Option(None, "--image-path", "-i", help="Folder searched (recursively) for module images (exe/dll/pyd), matched by name, timestamp and size. Repeatable.")
+SymbolPathOpt = typer.Option(None, "--symbol-path", help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_SYMBOL_PATH is read too.")
+
+
+@app.command()
+def analyze(
+    dump: str = typer.Argument(..., help="The .dmp file."),
+    image_path: Optional[List[str]] = ImagePathOpt,
+    symbol_path: Optional[List[str]] = SymbolPathOpt,
+    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report here (atomically) instead of stdout."),
+    max_frames: int = typer.Option(2_000_000, help="Most frames walked on the crashing thread."),
+    threshold: int = typer.Option(64 * 1024, help="Frames at least this many bytes are flagged as oversized."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."),
+) -> None:
+    """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
+    from dumpkit.engine import Options, analyze as run
+
+    target = _open(dump)
+    opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path),
+                   max_frames=max(1, max_frames), oversized_threshold=max(1, threshold))
+    result = run(target, opts)
+    report = result.report
+    if fmt is Format.json:
+        from dumpkit.report.json_report import render_json
+        text = render_json(report) + "\n"
+    elif fmt is Format.markdown:
+        from dumpkit.report.markdown import render_markdown
+        text = render_markdown(report)
+    elif fmt is Format.html:
+        from dumpkit.report.html import render_html
+        text = render_html(report)
+    else:
+        from dumpkit.report.text import render_text
+        use_color = sys.stdout.isatty() if color is None else color
+        text = render_text(report, color=use_color and not output)
+    write_output(text, output, dump)
+    if report.soft_errors and fmt is not Format.text:
+        for e in report.soft_errors[:20]:
+            sys.stderr.write(f"dumpkit: warning: {e}\n")
+    raise typer.Exit(EXIT_PROBLEMS if report.soft_errors else EXIT_OK)
+
+
+@app.command()
+def stack(
+    dump: str = typer.Argument(..., help="The .dmp file."),
+    thread: Optional[int] = typer.Option(None, "--thread", "-t", help="Thread id (default: the crashing thread)."),
+    all_threads: bool = typer.Option(False, "--all", help="Every thread."),
+    image_path: Optional[List[str]] = ImagePathOpt,
+    symbol_path: Optional[List[str]] = SymbolPathOpt,
+    max_frames: int = typer.Option(2_000_000, help="Most frames walked per thread."),
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
+) -> None:
+    """Print stack frames like WinDbg's `kf` (frame size, SP, return address, call site, how found)."""
+    from dumpkit.engine import Options, crashing_thread, make_walker
+    from dumpkit.unwind.amd64 import walk_thread
+
+    target = _open(dump)
+    if target.system is not None and not target.system.is_x64:
+        raise fail(f"{dump}: stack walking supports x64 dumps only (this one is {target.system.arch_name})")
+    opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path), max_frames=max(1, max_frames))
+    walker = make_walker(target, opts)
+    crash = crashing_thread(target)
+    if all_threads:
+        chosen = list(target.threads)
+    elif thread is not None:
+        chosen = [t for t in target.threads if t.tid == thread]
+        if not chosen:
+            raise fail(f"{dump}: no thread {thread} (threads: {', '.join(str(t.tid) for t in target.threads)})")
+    elif crash is not None:
+        chosen = [crash]
+    else:
+        chosen = list(target.threads[:1])
+    walks = []
+    for t in chosen:
+        ctx = target.exception.context if (crash is not None and t.tid == crash.tid and target.exception.context) else None
+        walks.append((t, walk_thread(walker, t, ctx, opts.max_frames)))
+    if json_out:
+        import json
+        doc = {"threads": [{
+            "tid": t.tid, "name": t.name, "stop_reason": w.stop_reason, "problems": w.problems,
+            "frames": [{"index": f.index, "ip": f"{f.ip:#x}", "sp": f"{f.sp:#x}", "module": f.module,
+                        "rva": f.rva, "function_start": f.function_start, "symbol": f.symbol,
+                        "size": f.size, "trust": f.trust} for f in w.frames]}
+            for t, w in walks], "image_sources": walker.images.sources(),
+            "soft_errors": list(target.soft_errors.items)}
+        write_output(json.dumps(doc, indent=1) + "\n", None, dump)
+    else:
+        from rich.console import Console
+        from rich.text import Text
+        from dumpkit.analysis.model import FrameRecord, ThreadReport
+        from dumpkit.report.escape import clean
+        from dumpkit.report.text import thread_table
+
+        console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
+        for t, w in walks:
+            recs = tuple(FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust) for f in w.frames)
+            tr = ThreadReport(t.tid, t.name, crash is not None and t.tid == crash.tid, len(w.frames), recs, 0,
+                              w.stop_reason, w.trust_counts)
+            console.print(Text(f"Thread {t.tid}" + (f" \"{clean(t.name, 80)}\"" if t.name else ""), style="bold")
+                          + Text(f"  {len(w.frames):,} frames; walk ended: {w.stop_reason}", style="dim"))
+            console.print(thread_table(tr, collapse_cycles=False))
+            console.print()
+        srcs = walker.images.sources()
+        if srcs:
+            console.print(Text("Module images", style="bold"))
+            for name, src in sorted(srcs.items()):
+                console.print(Text(f"  {clean(name)}: {clean(src)}"))
+        for e in target.soft_errors.items:
+            sys.stderr.write(f"dumpkit: warning: {e}\n")
+    raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
+
+
+@app.command()
+def info(
+    dump: str = typer.Argument(..., help="The .dmp file."),
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
+) -> None:
+    """What the dump holds: system, process, exception, threads, modules, streams."""
+    from dumpkit.info import info_dict, render_info
+
+    target = _open(dump)
+    if json_out:
+        import json
+        write_output(json.dumps(info_dict(target), indent=1) + "\n", None, dump)
+    else:
+        render_info(target)
+    raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
+
+
+# A negative exit code (-1073741571) looks like an option to click: take it as the code.
+@app.command(context_settings={"ignore_unknown_options": True})
+def explain(code: str = typer.Argument(..., help="An exit code or NTSTATUS: -1073741571, 3221225725, 0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7 ...")) -> None:
+    """Explain an exit code or exception code; no dump needed."""
+    from dumpkit.analysis.codes import parse_code
+    from dumpkit.analysis.explain import explain as run, render_explanation_text
+
+    try:
+        parsed = parse_code(code)
+    except ValueError as e:
+        raise fail(str(e))
+    sys.stdout.write(render_explanation_text(run(parsed)).rstrip("\n") + "\n")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.stderr.write("dumpkit: interrupted\n")
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

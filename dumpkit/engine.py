@@ -1,0 +1,290 @@
+"""One engine for every front door: Target in, Report out.
+
+`analyze(target, options)` walks the threads, runs every analysis and builds the Report
+the CLI, the renderers and `!tfstack` all show. It reads memory only through the Target.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from dumpkit import __version__
+from dumpkit.analysis import codes
+from dumpkit.analysis.budget import stack_budget
+from dumpkit.analysis.environment import describe_environment
+from dumpkit.analysis.framesizes import frame_sizes
+from dumpkit.analysis.model import (
+    SCHEMA_VERSION, CrashInfo, DumpSummary, Finding, FrameRecord, ModuleRecord, Report,
+    SystemSummary, ThreadReport,
+)
+from dumpkit.analysis.recursion import find_cycles
+from dumpkit.analysis.verdict import decide
+from dumpkit.images import ImageLocator
+from dumpkit.pe import PEError
+from dumpkit.target import MemoryNotInDump, Target, Thread
+from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.frames import Frame, StackWalk
+
+
+@dataclass
+class Options:
+    image_paths: Sequence[str] = ()
+    symbol_paths: Sequence[str] = ()
+    max_frames: int = 2_000_000  # crashing thread
+    other_thread_max_frames: int = 2_000
+    oversized_threshold: int = 64 * 1024
+    keep_frames: int = 200  # frames kept in the report per thread (head + tail)
+    all_threads: bool = True
+    thread_id: Optional[int] = None  # walk only this thread (plus the crashing one)
+    scan_words: int = 256
+
+
+@dataclass
+class Analysis:
+    """The engine's full result: the Report plus the raw walks, for front doors that want
+    every frame (`dumpkit stack`, `!tfstack`)."""
+
+    report: Report
+    walks: Dict[int, StackWalk]
+    image_sources: Dict[str, str]
+    seconds: float = 0.0
+
+
+def crashing_thread(target: Target) -> Optional[Thread]:
+    ex = target.exception
+    if ex is None:
+        return None
+    for t in target.threads:
+        if t.tid == ex.thread_id:
+            return t
+    return None
+
+
+def make_walker(target: Target, options: Options) -> Walker:
+    locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
+    return Walker(target, ImageProvider(target, locator), max_frames=options.max_frames,
+                  scan_words=options.scan_words)
+
+
+def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, StackWalk]:
+    """Walk the crashing thread from the exception context, others from their own."""
+    ex = target.exception
+    crash = crashing_thread(target)
+    walks: Dict[int, StackWalk] = {}
+    if crash is not None:
+        walks[crash.tid] = walk_thread(walker, crash, ex.context or crash.context, options.max_frames)
+    elif ex is not None and ex.context is not None:
+        target.soft_errors.add(f"exception thread {ex.thread_id} is not in the thread list")
+    for t in target.threads:
+        if t.tid in walks:
+            continue
+        if options.thread_id is not None and t.tid != options.thread_id:
+            continue
+        if not options.all_threads and options.thread_id is None:
+            continue
+        walks[t.tid] = walk_thread(walker, t, None, options.other_thread_max_frames)
+    return walks
+
+
+def _records(frames: Sequence[Frame], keep: int) -> Tuple[Tuple[FrameRecord, ...], int]:
+    """Head and tail of a long stack: the fault and the thread's entry both matter."""
+    def rec(f: Frame) -> FrameRecord:
+        return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust)
+    if len(frames) <= keep:
+        return tuple(rec(f) for f in frames), 0
+    head = keep * 3 // 4
+    tail = keep - head
+    kept = list(frames[:head]) + list(frames[-tail:])
+    return tuple(rec(f) for f in kept), len(frames) - keep
+
+
+def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
+    exe = next((m for m in target.modules if m.name.lower().endswith(".exe")), None)
+    if exe is None:
+        return None
+    image = images.image(exe)
+    return image.size_of_stack_reserve if image is not None else None
+
+
+def _crash_info(target: Target, walk: Optional[StackWalk]) -> Optional[CrashInfo]:
+    ex = target.exception
+    if ex is None:
+        return None
+    dec = codes.decode_exception(ex.code, ex.parameters)
+    ff = dec.fastfail
+    acc = dec.access
+    raised_by = None
+    if walk is not None and walk.frames and (ff is not None or ex.code in (0x40000015, 0xC000000D)):
+        raised_by = raising_function(walk.frames)
+    return CrashInfo(
+        code=ex.code, code_name=dec.code_info.name, summary=dec.code_info.summary,
+        headline=dec.headline, thread_id=ex.thread_id, address=ex.address,
+        parameters=tuple(ex.parameters),
+        fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,
+        access_kind=acc.kind if acc else None, access_address=acc.address if acc else None,
+        raised_by=raised_by,
+    )
+
+
+# Runtime modules whose frames are the mechanism of a fail-fast, not its cause.
+RUNTIME_MODULES = {
+    "ntdll.dll", "kernelbase.dll", "kernel32.dll", "ucrtbase.dll", "ucrtbased.dll",
+    "msvcrt.dll", "vcruntime140.dll", "vcruntime140_1.dll", "vcruntime140d.dll",
+    "msvcp140.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
+}
+RUNTIME_FUNCTIONS = ("abort", "__fastfail", "_invalid_parameter", "__report_gsfailure",
+                     "__security_check_cookie", "_invoke_watson", "terminate", "raise",
+                     "__report_rangecheckfailure", "_call_reportfault", "__crt_fast_fail")
+
+
+_RUNTIME_SHORT = {r.lstrip("_") for r in RUNTIME_FUNCTIONS}
+
+
+def raising_function(frames: Sequence[Frame]) -> Optional[str]:
+    """The first frame, from the top, that is not part of the fail-fast machinery."""
+    for f in frames[:32]:
+        name = f.function_name
+        short = name.split("!", 1)[-1].lstrip("_")
+        if f.module and f.module.lower() in RUNTIME_MODULES:
+            continue
+        if short in _RUNTIME_SHORT:
+            continue
+        return name
+    return frames[0].function_name if frames else None
+
+
+def _group_identical(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, ...]]:
+    groups: Dict[Tuple[int, ...], List[int]] = {}
+    for tid, w in walks.items():
+        if len(w.frames) > 10_000:
+            continue  # a runaway stack is its own story
+        key = tuple(f.ip for f in w.frames)
+        if key:
+            groups.setdefault(key, []).append(tid)
+    out: Dict[int, Tuple[int, ...]] = {}
+    for tids in groups.values():
+        if len(tids) > 1:
+            for t in tids:
+                out[t] = tuple(x for x in tids if x != t)
+    return out
+
+
+def _system(target: Target) -> Optional[SystemSummary]:
+    s = target.system
+    if s is None:
+        return None
+    cpu = s.cpu_vendor or s.arch_name
+    if s.cpuid_version:
+        cpu += f" family {s.cpu_family} model {s.cpu_model} stepping {s.cpu_stepping}"
+    else:
+        cpu += f" level {s.processor_level} revision {s.processor_revision:#x}"
+    build = getattr(target, "build_string", None)
+    proc = target.process
+    return SystemSummary(
+        arch=s.arch_name, os_version=f"{s.os_major}.{s.os_minor}.{s.os_build}"
+        + (f" {s.csd_version}" if s.csd_version else ""),
+        os_build=build, cpu=cpu, processors=s.number_of_processors, wine=s.wine_version,
+        pid=proc.pid if proc else None, process_create_time=proc.create_time if proc else None,
+    )
+
+
+def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
+    options = options or Options()
+    started = time.perf_counter()
+    walker = make_walker(target, options)
+    is_x64 = target.system is None or target.system.is_x64
+    walks = walk_all(target, walker, options) if is_x64 else {}
+    if not is_x64:
+        target.soft_errors.add(
+            f"stack walking supports x64 only; this dump is {target.system.arch_name}: "
+            "threads, modules and the exception are still reported")
+    crash_thread = crashing_thread(target)
+    crash_walk = walks.get(crash_thread.tid) if crash_thread else None
+    crash = _crash_info(target, crash_walk)
+    exe_reserve = _exe_stack_reserve(target, walker.images)
+    same = _group_identical(walks)
+
+    thread_reports: List[ThreadReport] = []
+    findings: List[Finding] = []
+    sizes = ()
+    for t in target.threads:
+        w = walks.get(t.tid)
+        is_crash = crash_thread is not None and t.tid == crash_thread.tid
+        cycles = ()
+        budget = None
+        if w is not None and w.frames:
+            sp0 = w.frames[0].sp
+            fault = None
+            if is_crash and target.exception and target.exception.code == 0xC00000FD and len(target.exception.parameters) >= 2:
+                fault = target.exception.parameters[1]
+            try:
+                budget = stack_budget(target, t, sp0, fault_address=fault, exe_stack_reserve=exe_reserve)
+            except (MemoryNotInDump, ValueError) as e:
+                target.soft_errors.add(f"thread {t.tid}: stack budget unavailable ({e})")
+            used = budget.used if budget is not None else None
+            if is_crash or len(w.frames) >= 64:
+                cycles = tuple(find_cycles(w.frames, used_stack=used))
+            if is_crash:
+                sizes = tuple(frame_sizes(
+                    w.frames, walker.read_code,
+                    module_base=lambda name: _module_base(target, name),
+                    threshold=options.oversized_threshold,
+                ))
+            for p in w.problems:
+                target.soft_errors.add(f"thread {t.tid}: {p}")
+        frames, elided = _records(w.frames, options.keep_frames) if w else ((), 0)
+        thread_reports.append(ThreadReport(
+            tid=t.tid, name=t.name, is_crashing=is_crash,
+            frame_count=len(w.frames) if w else 0, frames=frames, elided_frames=elided,
+            stop_reason=w.stop_reason if w else "not walked",
+            trust_counts=w.trust_counts if w else {}, cycles=cycles, budget=budget,
+            same_stack_as=same.get(t.tid, ()),
+        ))
+    # Crashing thread first, then by id: that is the order people read them in.
+    thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
+
+    def image_version(module):
+        image = walker.images.image(module)
+        if image is None:
+            return None
+        try:
+            return image.version_info()
+        except (PEError, MemoryNotInDump):
+            return None
+
+    env = describe_environment(target, image_version=image_version)
+    crash_report = next((r for r in thread_reports if r.is_crashing), None)
+    verdict, more = decide(target, crash, crash_report, crash_walk, sizes, env,
+                           read_code=walker.read_code, threshold=options.oversized_threshold)
+    findings.extend(more)
+
+    sources = walker.images.sources()
+    modules = tuple(
+        ModuleRecord(m.name, m.path, m.base, m.size, m.timestamp, m.file_version,
+                     m.product_version, m.cv_record.pdb_name if m.cv_record else None,
+                     sources.get(m.name))
+        for m in sorted(target.modules, key=lambda m: m.base)
+    )
+    d = target.dump
+    summary = DumpSummary(
+        path=d.path, file_size=d.file_size, timestamp=d.timestamp,
+        streams=tuple(s.name for s in d.streams if s.type != 0),
+        skipped_streams=tuple(s.name for s in d.streams if not s.known and s.type != 0),
+        thread_count=len(target.threads), module_count=len(target.modules),
+        memory_ranges=getattr(target, "memory_range_count", 0),
+    )
+    report = Report(
+        schema_version=SCHEMA_VERSION, dumpkit_version=__version__, dump=summary,
+        system=_system(target), crash=crash, verdict=verdict, findings=tuple(findings),
+        threads=tuple(thread_reports), frame_sizes=sizes, environment=env, modules=modules,
+        soft_errors=tuple(target.soft_errors.items),
+    )
+    return Analysis(report, walks, sources, time.perf_counter() - started)
+
+
+def _module_base(target: Target, name: str) -> Optional[int]:
+    for m in target.modules:
+        if m.name == name:
+            return m.base
+    return None

@@ -1,0 +1,1 @@
+"""Renderers: a Report in, text out. No analysis happens here."""

@@ -1,0 +1,90 @@
+"""A single self-contained HTML page (no scripts, no external resources). Every dump
+string is HTML-escaped."""
+from __future__ import annotations
+
+from typing import List
+
+from dumpkit.analysis.model import Report, ThreadReport
+from dumpkit.analysis.verdict import human_bytes
+from dumpkit.report.escape import html_text as h
+from dumpkit.report.text import collapse, frame_name
+
+_STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
+h1{font-size:1.3em} .verdict{font-size:1.15em;font-weight:bold;padding:.6em;background:#fdecea;border-left:4px solid #c62828}
+table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertical-align:top}
+.stack td{font-family:ui-monospace,monospace;font-size:.9em} .num{text-align:right}
+.scan{color:#777} .fold{color:#a06000;font-style:italic} .dim{color:#666}
+"""
+
+
+def _stack(t: ThreadReport) -> List[str]:
+    rows = ['<table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>']
+    for r in collapse(t.frames, t.cycles):
+        if isinstance(r, str):
+            rows.append(f'<tr><td colspan="6" class="fold">{h(r)}</td></tr>')
+            continue
+        cls = ' class="scan"' if r.trust.startswith("scan") else ""
+        size = f"{r.size:x}" if r.size is not None else ""
+        rows.append(f"<tr{cls}><td class=num>{r.index}</td><td class=num>{size}</td><td>{r.sp:016x}</td>"
+                    f"<td>{r.ip:016x}</td><td>{h(frame_name(r))}</td><td>{h(r.trust)}</td></tr>")
+    rows.append("</table>")
+    return rows
+
+
+def render_html(report: Report) -> str:
+    v = report.verdict
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>dumpkit: {h(v.headline, 200)}</title><style>{_STYLE}</style></head><body>",
+           f"<h1>Crash analysis of {h(report.dump.path)}</h1>",
+           f'<p class="verdict">{h(v.headline, 2000)}</p>', f'<p class="dim">confidence: {h(v.confidence)}</p>']
+    if v.evidence:
+        out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{h(e, 2000)}</li>" for e in v.evidence) + "</ul>")
+    if v.next_steps:
+        out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{h(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
+    out.append("<h2>Facts</h2><table>")
+    c = report.crash
+    if c is not None:
+        ex = f"{c.code:#010x} {h(c.code_name)}"
+        if c.fastfail_code is not None:
+            ex += f" / {h(c.fastfail_name)} ({c.fastfail_code})"
+        out.append(f"<tr><th>Exception</th><td>{ex} on thread {c.thread_id} at {c.address:#x}</td></tr>")
+    s = report.system
+    if s is not None:
+        out.append(f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)} {h(s.os_build or '')}"
+                   + (f", under {h(s.wine)}" if s.wine else "") + "</td></tr>")
+        out.append(f"<tr><th>CPU</th><td>{h(s.cpu)}, {s.processors} processors</td></tr>")
+    env = report.environment
+    for label, val in (("Python", env.python), ("TensorFlow", env.tensorflow_version)):
+        if val:
+            out.append(f"<tr><th>{label}</th><td>{h(val)}</td></tr>")
+    for comp in env.cuda:
+        out.append(f"<tr><th>{h(comp.name)}</th><td>{h(comp.version or '?')} ({h(comp.module)})</td></tr>")
+    out.append("</table>")
+    for sentence in env.compatibility:
+        out.append(f'<p class="dim">{h(sentence, 1000)}</p>')
+    crash_thread = next((t for t in report.threads if t.is_crashing), None)
+    if crash_thread is not None:
+        for cyc in crash_thread.cycles[:2]:
+            out.append(f"<h2>Recursion</h2><p>cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
+                       f"{cyc.bytes_per_repetition:,} bytes = {h(human_bytes(cyc.total_bytes))}</p><ul>"
+                       + "".join(f"<li><code>{h(fn)}</code></li>" for fn in cyc.functions) + "</ul>")
+        if report.frame_sizes:
+            out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th></tr>")
+            for fs in report.frame_sizes[:8]:
+                asks = f"{fs.requested:,}" if fs.requested is not None else ""
+                out.append(f"<tr><td class=num>{fs.frame_index}</td><td><code>{h(fs.function)}</code></td>"
+                           f"<td class=num>{fs.size:,}</td><td class=num>{asks}</td></tr>")
+            out.append("</table>")
+        out.append(f"<h2>Crashing thread {crash_thread.tid} ({crash_thread.frame_count:,} frames)</h2>")
+        out += _stack(crash_thread)
+    for t in report.threads:
+        if t.is_crashing or not t.frames:
+            continue
+        out.append(f"<details><summary>Thread {t.tid} {h(t.name or '')} ({t.frame_count} frames)</summary>")
+        out += _stack(t)
+        out.append("</details>")
+    if report.soft_errors:
+        out.append("<h2>Problems met while reading</h2><ul>" + "".join(f"<li>{h(e, 1000)}</li>" for e in report.soft_errors) + "</ul>")
+    out.append(f'<p class="dim">dumpkit {h(report.dumpkit_version)}, report schema {report.schema_version}</p></body></html>')
+    return "\n".join(out) + "\n"

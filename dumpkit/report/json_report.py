@@ -1,0 +1,34 @@
+"""JSON rendering. Schema: docs/report-schema.md (every field optional; addresses are
+"0x..." strings; non-fatal problems in `soft_errors`)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from dumpkit.analysis.model import Report
+
+# Fields holding addresses: rendered as hex strings, the way debuggers show them.
+ADDRESS_FIELDS = {
+    "ip", "sp", "base", "address", "access_address", "limit", "reserve_low",
+}
+
+
+def _convert(obj: Any, key: str = "") -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _convert(getattr(obj, f.name), f.name) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _convert(v, str(k)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_convert(v, key) for v in obj]
+    if isinstance(obj, int) and not isinstance(obj, bool) and key in ADDRESS_FIELDS:
+        return f"{obj:#x}"
+    return obj
+
+
+def report_dict(report: Report) -> dict:
+    return _convert(report)
+
+
+def render_json(report: Report, indent: int = 2) -> str:
+    return json.dumps(report_dict(report), indent=indent, ensure_ascii=True)

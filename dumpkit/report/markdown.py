@@ -1,0 +1,110 @@
+"""Markdown for GitHub issues and post-mortems: the verdict up top, full stacks folded in
+<details>. Dump strings are escaped (escape.markdown / markdown_code)."""
+from __future__ import annotations
+
+from typing import List
+
+from dumpkit.analysis.model import Report, ThreadReport
+from dumpkit.analysis.verdict import human_bytes
+from dumpkit.report.escape import clean, markdown as md, markdown_code as code
+from dumpkit.report.text import collapse, frame_name
+
+
+def _stack_block(t: ThreadReport) -> List[str]:
+    lines = ["```"]
+    last = -1
+    for r in collapse(t.frames, t.cycles):
+        if isinstance(r, str):
+            lines.append(f"      {r}")
+            continue
+        if t.elided_frames and last >= 0 and r.index != last + 1:
+            lines.append(f"      ... {r.index - last - 1:,} frames not kept in the report ...")
+        last = r.index
+        size = f"{r.size:x}" if r.size is not None else ""
+        # Inside a fence only a line starting with ``` could end it; strip backticks.
+        name = clean(frame_name(r)).replace("`", "'")
+        lines.append(f"{r.index:4d} {size:>8} {r.sp:016x} {r.ip:016x} {name}  [{r.trust}]")
+    lines.append("```")
+    return lines
+
+
+def render_markdown(report: Report) -> str:
+    v = report.verdict
+    out: List[str] = ["## Crash analysis (dumpkit)", "", f"**{md(v.headline, 2000)}**", "",
+                      f"Confidence: {v.confidence}", ""]
+    if v.evidence:
+        out.append("**Evidence**")
+        out += [f"- {md(e, 2000)}" for e in v.evidence]
+        out.append("")
+    if v.next_steps:
+        out.append("**Next steps**")
+        out += [f"{i}. {md(s, 2000)}" for i, s in enumerate(v.next_steps, 1)]
+        out.append("")
+
+    out += ["| | |", "|---|---|"]
+    c = report.crash
+    if c is not None:
+        ex = f"`{c.code:#010x}` {md(c.code_name)}"
+        if c.fastfail_code is not None:
+            ex += f" / {md(c.fastfail_name)} ({c.fastfail_code})"
+        out.append(f"| Exception | {ex} on thread {c.thread_id} at `{c.address:#x}` |")
+    s = report.system
+    if s is not None:
+        os_line = f"{md(s.arch)}, Windows {md(s.os_version)}" + (f" ({md(s.os_build)})" if s.os_build else "")
+        if s.wine:
+            os_line += f", under {md(s.wine)}"
+        out.append(f"| OS | {os_line} |")
+        out.append(f"| CPU | {md(s.cpu)}, {s.processors} processors |")
+    env = report.environment
+    if env.cpu_features:
+        feats = ", ".join(f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items())
+        out.append(f"| CPU features | {md(feats)} |")
+    if env.python:
+        out.append(f"| Python | {md(env.python)} |")
+    if env.tensorflow or env.tensorflow_version:
+        out.append(f"| TensorFlow | {md(env.tensorflow_version or 'version unknown')}"
+                   + (f" ({code(env.tensorflow[0])})" if env.tensorflow else "") + " |")
+    for comp in env.cuda:
+        out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({code(comp.module)}) |")
+    out.append("")
+    for sentence in env.compatibility:
+        out.append(f"> {md(sentence, 1000)}")
+    if env.compatibility:
+        out.append("")
+
+    crash_thread = next((t for t in report.threads if t.is_crashing), None)
+    if crash_thread is not None:
+        for cyc in crash_thread.cycles[:2]:
+            out.append(f"**Recursion**: cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
+                       f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
+                       + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""))
+            out += [f"- {code(fn)}" for fn in cyc.functions]
+            out.append("")
+        if report.frame_sizes:
+            out += ["**Largest frames**", "", "| # | function | frame bytes | prologue asks |", "|---:|---|---:|---:|"]
+            for fs in report.frame_sizes[:8]:
+                asks = f"{fs.requested:,}" if fs.requested is not None else ""
+                if fs.not_yet_allocated:
+                    asks += " (died in the stack probe)"
+                out.append(f"| {fs.frame_index} | {code(fs.function)} | {fs.size:,} | {asks} |")
+            out.append("")
+        b = crash_thread.budget
+        if b is not None:
+            out.append(f"Stack: used {human_bytes(b.used)} of {human_bytes(b.reserve_size)} ({md(b.source)})")
+            out.append("")
+        out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {crash_thread.frame_count:,} frames</summary>",
+                ""] + _stack_block(crash_thread) + ["", "</details>", ""]
+    others = [t for t in report.threads if not t.is_crashing and t.frames]
+    if others:
+        out += ["<details>", f"<summary>Other threads ({len(others)})</summary>", ""]
+        for t in others:
+            out.append(f"Thread {t.tid}" + (f" {code(t.name)}" if t.name else "") + ":")
+            out += _stack_block(t)
+            out.append("")
+        out += ["</details>", ""]
+    if report.soft_errors:
+        out += ["<details>", f"<summary>Problems met while reading ({len(report.soft_errors)})</summary>", ""]
+        out += [f"- {md(e, 1000)}" for e in report.soft_errors]
+        out += ["", "</details>", ""]
+    out.append(f"<sub>dumpkit {md(report.dumpkit_version)}, report schema {report.schema_version}</sub>")
+    return "\n".join(out) + "\n"

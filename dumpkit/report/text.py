@@ -1,0 +1,190 @@
+"""The terminal view (rich). Every dump-derived string goes through escape.clean and into
+rich Text objects, never into markup, so a hostile module name cannot style or inject."""
+from __future__ import annotations
+
+import io
+from typing import Iterable, List, Optional, Sequence
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dumpkit.analysis.model import Cycle, FrameRecord, Report, ThreadReport
+from dumpkit.analysis.verdict import human_bytes
+from dumpkit.report.escape import clean
+
+
+def frame_name(f: FrameRecord) -> str:
+    if f.symbol:
+        return f.symbol
+    if f.module is not None and f.rva is not None:
+        return f"{f.module}+{f.rva:#x}"
+    return f"{f.ip:#x}"
+
+
+def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1):
+    """Frames with each cycle's repetitions beyond the first `show_repeats` folded into one
+    marker row: yields FrameRecord or a string marker."""
+    spans = sorted(((c.first_frame, c.last_frame, c) for c in cycles), key=lambda s: s[0])
+    by_index = {f.index: f for f in frames}
+    out: List[object] = []
+    skip_until = -1
+    for f in frames:
+        if f.index <= skip_until:
+            continue
+        span = next((s for s in spans if s[0] <= f.index <= s[1]), None)
+        if span is not None:
+            first, last, c = span
+            keep_to = first + c.period * show_repeats - 1
+            if f.index > keep_to:
+                folded = last - keep_to
+                out.append(f"... {folded:,} more frames: the cycle above repeats "
+                           f"{c.repetitions - show_repeats:,} more times ({human_bytes(c.total_bytes)} in all) ...")
+                skip_until = last
+                continue
+        out.append(f)
+    return out
+
+
+def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True) -> Table:
+    table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+    table.add_column("#", justify="right")
+    table.add_column("Memory", justify="right")
+    table.add_column("Child-SP", justify="right")
+    table.add_column("RetAddr/IP", justify="right")
+    table.add_column("Call site")
+    table.add_column("Found by")
+    rows = collapse(t.frames, t.cycles) if collapse_cycles else list(t.frames)
+    shown = 0
+    last_index = -1
+    for r in rows:
+        if max_rows is not None and shown >= max_rows:
+            table.add_row("", "", "", "", Text("... (more frames: use `dumpkit stack`)", style="dim"), "")
+            break
+        if isinstance(r, str):
+            table.add_row("", "", "", "", Text(r, style="yellow"), "")
+            continue
+        if t.elided_frames and last_index >= 0 and r.index != last_index + 1:
+            table.add_row("", "", "", "", Text(f"... {r.index - last_index - 1:,} frames not kept in the report ...", style="dim"), "")
+        last_index = r.index
+        table.add_row(
+            f"{r.index:02x}" if r.index < 256 else f"{r.index:x}",
+            f"{r.size:x}" if r.size is not None else "",
+            f"{r.sp:016x}", f"{r.ip:016x}", Text(clean(frame_name(r))),
+            Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
+        )
+        shown += 1
+    return table
+
+
+def _lines(console: Console, title: str, items: Iterable[str], numbered: bool = False) -> None:
+    items = list(items)
+    if not items:
+        return
+    console.print(Text(title, style="bold"))
+    for i, it in enumerate(items, 1):
+        console.print(Text(f"  {i}. " if numbered else "  - ") + Text(clean(it, 2000)))
+
+
+def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, force_terminal=color, color_system="standard" if color else None,
+                      width=width, highlight=False, soft_wrap=False)
+    v = report.verdict
+    console.print(Text(f"dumpkit {report.dumpkit_version}: ", style="dim") + Text(clean(report.dump.path)))
+    console.print()
+    console.print(Text("VERDICT ", style="bold reverse") + Text(" ") + Text(clean(v.headline, 2000), style="bold"))
+    console.print(Text(f"confidence: {v.confidence}", style="dim"))
+    _lines(console, "Evidence", v.evidence)
+    _lines(console, "Next steps", v.next_steps, numbered=True)
+    console.print()
+
+    c = report.crash
+    if c is not None:
+        line = f"{c.code:#010x} {c.code_name}"
+        if c.fastfail_code is not None:
+            line += f" / {c.fastfail_name} ({c.fastfail_code})"
+        console.print(Text("Crash      ", style="bold") + Text(f"{line} on thread {c.thread_id} at {c.address:#x}"))
+        console.print(Text("           ") + Text(clean(c.summary, 1000), style="dim"))
+    s = report.system
+    if s is not None:
+        os_line = f"{s.arch}, Windows {s.os_version}" + (f" ({clean(s.os_build)})" if s.os_build else "")
+        if s.wine:
+            os_line += f", under {clean(s.wine)}"
+        console.print(Text("System     ", style="bold") + Text(os_line))
+        console.print(Text("CPU        ", style="bold") + Text(f"{clean(s.cpu)}, {s.processors} processors"))
+    env = report.environment
+    env_bits = []
+    if env.cpu_features:
+        feats = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else '?'}" for k, v in env.cpu_features.items())
+        env_bits.append(("CPU feats  ", feats + (f" (from {env.cpu_features_source})" if env.cpu_features_source else "")))
+    if env.python:
+        env_bits.append(("Python     ", env.python))
+    if env.tensorflow or env.tensorflow_version:
+        env_bits.append(("TensorFlow ", (env.tensorflow_version or "version unknown")
+                         + (f" ({clean(env.tensorflow[0])})" if env.tensorflow else "")))
+    for comp in env.cuda:
+        env_bits.append((f"{comp.name[:10]:<11}", f"{comp.version or '?'} ({clean(comp.module)})"))
+    for label, val in env_bits:
+        console.print(Text(label, style="bold") + Text(clean(val, 1000)))
+    for sentence in env.compatibility:
+        console.print(Text("           ") + Text(clean(sentence, 1000), style="dim"))
+    console.print()
+
+    crash_thread = next((t for t in report.threads if t.is_crashing), None)
+    for t in report.threads:
+        for cyc in t.cycles[:3]:
+            if not t.is_crashing and cyc.repetitions < 10:
+                continue
+            console.print(Text(f"Recursion on thread {t.tid}", style="bold"))
+            console.print(Text(f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
+                               f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
+                               + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else "")
+                               + f", frames {cyc.first_frame}-{cyc.last_frame}"))
+            for fn in cyc.functions:
+                console.print(Text("    ") + Text(clean(fn)))
+            if cyc.entry_path:
+                console.print(Text("  entered from: ") + Text(clean(" <- ".join(cyc.entry_path[:6]), 1000)))
+    if report.frame_sizes:
+        console.print(Text("Largest frames (crashing thread)", style="bold"))
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for col in ("#", "function", "frame", "prologue asks", "how"):
+            table.add_column(col, justify="right" if col in ("#", "frame", "prologue asks") else "left")
+        for fs in report.frame_sizes[:8]:
+            how = clean(fs.prologue_text or "")
+            if fs.not_yet_allocated:
+                how += " (died in the probe before the frame existed)"
+            table.add_row(str(fs.frame_index), Text(clean(fs.function)), f"{fs.size:,}",
+                          f"{fs.requested:,}" if fs.requested is not None else "", Text(how))
+        console.print(table)
+    if crash_thread is not None and crash_thread.budget is not None:
+        b = crash_thread.budget
+        frac = b.used_fraction
+        console.print(Text("Stack      ", style="bold") + Text(
+            f"used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
+            + (f" ({frac:.0%})" if frac is not None else "") + f", from {b.source}"
+            + (", fault in the guard region" if b.guard_hit else "")))
+    console.print()
+
+    if crash_thread is not None:
+        trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
+        console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
+                      + Text(f"  {crash_thread.frame_count:,} frames ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
+        console.print(thread_table(crash_thread, max_rows=max_frames))
+        console.print()
+    others = [t for t in report.threads if not t.is_crashing]
+    if others:
+        console.print(Text("Other threads", style="bold"))
+        seen = set()
+        for t in others:
+            if t.tid in seen:
+                continue
+            seen.update(t.same_stack_as)
+            top = frame_name(t.frames[0]) if t.frames else "(no frames)"
+            group = f" (+{len(t.same_stack_as)} with the same stack: {', '.join(map(str, t.same_stack_as))})" if t.same_stack_as else ""
+            name = f" \"{clean(t.name, 80)}\"" if t.name else ""
+            console.print(Text(f"  {t.tid}{name}: {t.frame_count} frames, top {clean(top)}{group}"))
+    if report.soft_errors:
+        console.print()
+        _lines(console, "Problems met while reading (the rest of the report stands)", report.soft_errors)
+    return buf.getvalue()

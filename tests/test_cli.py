@@ -1,0 +1,150 @@
+"""The command line as a user meets it: verdicts on the sample dumps, formats, exit codes,
+one-line errors, and that the dump is never written."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import SAMPLE_BIN, SAMPLES, sample_manifest
+
+CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "dumpkit", *map(str, args)],
+                          capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def analyze_json(name):
+    r = run("analyze", SAMPLES / name, "--image-path", SAMPLE_BIN, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_every_sample_gets_the_verdict_its_manifest_records(case):
+    doc = analyze_json(case["file"])
+    v = doc["verdict"]
+    assert v["kind"] == case["expected_class"], v["headline"]
+    assert doc["crash"]["code"] == case["exception_code"]
+    assert doc["crash"]["thread_id"] == case["crash_thread_tid"]
+    crash_thread = doc["threads"][0]
+    assert crash_thread["is_crashing"] and crash_thread["tid"] == case["crash_thread_tid"]
+    assert crash_thread["frame_count"] == case["total_frames"]
+    if case["expected_class"] == "recursion":
+        cyc = crash_thread["cycles"][0]
+        names = [f.split("!", 1)[1] for f in cyc["functions"]]
+        assert sorted(names) == sorted(case["cycle_functions"])
+        assert cyc["period"] == case["cycle_period"]
+        assert abs(cyc["repetitions"] - case["cycle_repetitions"]) <= 1
+        assert cyc["bytes_per_repetition"] == case["cycle_bytes_per_repetition"]
+        for fn in case["cycle_functions"]:
+            assert fn in v["headline"]
+        assert f"{case['cycle_repetitions']:,}" in v["headline"] or f"{cyc['repetitions']:,}" in v["headline"]
+    if case["expected_class"] == "oversized_frame":
+        top = doc["frame_sizes"][0]
+        assert top["function"].endswith("!" + case["oversized_function"])
+        assert top["requested"] == case["oversized_bytes"] and top["not_yet_allocated"]
+        assert case["oversized_function"] in v["headline"]
+    if case["expected_class"] == "fastfail":
+        assert doc["crash"]["fastfail_code"] == case["fastfail_subcode"]
+        assert v["headline"].startswith("Fail-fast FAST_FAIL_")
+        # The raising function is the kernel that called __fastfail (or, for /GS, the
+        # function whose cookie was smashed), named from the image.
+        raiser = doc["crash"]["raised_by"]
+        chain = [c["function"] for c in case["call_chain"]]
+        assert raiser.split("!", 1)[1] in chain[:2]
+    if case["expected_class"] == "access_violation":
+        assert doc["crash"]["access_kind"] == ("write" if case["exception_parameters"][0] == 1 else "read")
+        assert doc["crash"]["access_address"] == f"{case['exception_parameters'][1]:#x}"
+        assert case["fault_function"] in v["headline"]
+    if case["expected_class"] == "illegal_instruction":
+        assert "ud2" in v["headline"]
+
+
+def test_text_markdown_and_html_carry_the_same_verdict(tmp_path):
+    dump = SAMPLES / "recursion_cycle3.dmp"
+    headline = analyze_json("recursion_cycle3.dmp")["verdict"]["headline"]
+    text = run("analyze", dump, "--image-path", SAMPLE_BIN, "--no-color")
+    assert text.returncode == 0 and "VERDICT" in text.stdout
+    assert "opkernels.dll!visit" in text.stdout and "repeats" in text.stdout  # cycle folded
+    md = tmp_path / "r.md"
+    r = run("analyze", dump, "--image-path", SAMPLE_BIN, "--format", "markdown", "--output", md)
+    assert r.returncode == 0 and r.stdout == ""
+    body = md.read_text()
+    assert "<details>" in body and "Crashing thread 404" in body
+    html = run("analyze", dump, "--image-path", SAMPLE_BIN, "--format", "html")
+    assert html.stdout.startswith("<!DOCTYPE html>") and "</html>" in html.stdout
+    for needle in ("1,710 repetitions", "608 bytes"):
+        assert needle in headline and needle in text.stdout.replace("\n", " ") or needle in body
+
+
+def test_stack_command_prints_kf_style_frames_and_image_sources():
+    r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
+    assert r.returncode == 0, r.stderr
+    assert "check_failed_abort" in r.stdout and "Child-SP" in r.stdout
+    assert "image-path" in r.stdout or "recorded-path" in r.stdout
+    r = run("stack", SAMPLES / "fastfail_abort.dmp", "--all", "--json", "--image-path", SAMPLE_BIN)
+    doc = json.loads(r.stdout)
+    assert len(doc["threads"]) == 5
+    r = run("stack", SAMPLES / "fastfail_abort.dmp", "--thread", "1")
+    assert r.returncode == 2 and "no thread 1" in r.stderr
+
+
+def test_info_lists_what_the_dump_holds():
+    r = run("info", SAMPLES / "tf_env_abort.dmp", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["exception"]["code"] == "0xc0000409"
+    assert doc["system"]["wine"].startswith("wine-8.0")
+    assert any(m["name"] == "cudnn64_8.dll" for m in doc["modules"])
+    assert any(s["name"] == "WineHostLibraries" and not s["known"] for s in doc["dump"]["streams"])
+    r = run("info", SAMPLES / "tf_env_abort.dmp")
+    assert r.returncode == 0 and "cudnn64_8.dll" in r.stdout
+
+
+@pytest.mark.parametrize("spelling", ["-1073741571", "3221225725", "0xC00000FD", "C00000FD", "STATUS_STACK_OVERFLOW"])
+def test_explain_accepts_every_spelling(spelling):
+    r = run("explain", spelling)
+    assert r.returncode == 0
+    assert "STATUS_STACK_OVERFLOW" in r.stdout and "-1073741571" in r.stdout and "3221225725" in r.stdout
+
+
+def test_explain_fastfail_subcode_and_bad_input():
+    r = run("explain", "0xC0000409/7")
+    assert r.returncode == 0 and "FAST_FAIL_FATAL_APP_EXIT" in r.stdout
+    r = run("explain", "banana-split")
+    assert r.returncode == 2 and r.stderr.startswith("dumpkit: error:") and r.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"", "empty"), (b"MDMP", "too small"), (b"PK\x03\x04" + b"\0" * 60, "not a minidump"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path, content, needle):
+    bad = tmp_path / "bad.dmp"
+    bad.write_bytes(content)
+    r = run("analyze", bad)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1 and str(bad) in r.stderr and needle in r.stderr
+
+
+def test_missing_file_and_directory(tmp_path):
+    r = run("analyze", tmp_path / "nope.dmp")
+    assert r.returncode == 2 and "no such file" in r.stderr
+    r = run("analyze", tmp_path)
+    assert r.returncode == 2 and "directory" in r.stderr
+
+
+def test_the_dump_is_never_written(tmp_path):
+    dump = SAMPLES / "null_deref.dmp"
+    before = hashlib.sha256(dump.read_bytes()).hexdigest()
+    mtime = os.stat(dump).st_mtime_ns
+    run("analyze", dump, "--image-path", SAMPLE_BIN, "--format", "json", "--output", tmp_path / "o.json")
+    r = run("analyze", dump, "--output", dump)
+    assert r.returncode == 2 and "refusing" in r.stderr
+    assert hashlib.sha256(dump.read_bytes()).hexdigest() == before
+    assert os.stat(dump).st_mtime_ns == mtime
