@@ -32,10 +32,32 @@ def human_bytes(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
+def call_order(c: Cycle) -> Tuple[str, ...]:
+    """The cycle's members in call order (caller first), starting at the member the
+    code outside the cycle called: how people read a recursion."""
+    order = list(reversed(c.functions))
+    members = set(order)
+    entry = None
+    for name in c.entry_path:  # a partial repetition may sit below the cycle
+        if name not in members:
+            break
+        entry = name
+    if entry is not None and entry in order:
+        i = order.index(entry)
+        order = order[i:] + order[:i]
+    return tuple(order)
+
+
+def outside_entry_path(c: Cycle) -> Tuple[str, ...]:
+    members = set(c.functions)
+    path = list(c.entry_path)
+    while path and path[0] in members:
+        path.pop(0)
+    return tuple(path)
+
+
 def _cycle_text(c: Cycle) -> str:
-    # Show the cycle in call order (caller first), as people read recursion.
-    members = " -> ".join(reversed(c.functions)) if c.period > 1 else c.functions[0]
-    return members
+    return " -> ".join(call_order(c))
 
 
 def _top_frames(walk: Optional[StackWalk], n: int = 3) -> Tuple[str, ...]:
@@ -176,17 +198,18 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
 
     main = cycles[0] if cycles else None
     if main is not None and (probe_victim is None or main.repetitions >= 8):
-        share = main.stack_share
+        share = main.total_bytes / reserve if reserve else main.stack_share
         share_txt = f" = {share:.0%} of" if share is not None else " on"
         headline = (f"Stack overflow: unbounded recursion {_cycle_text(main)}, "
                     f"{main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes"
                     f"{share_txt} a {human_bytes(reserve)} stack")
-        evidence.append(f"cycle of period {main.period}: {' -> '.join(reversed(main.functions))} "
-                        f"(frames {main.first_frame}-{main.last_frame})")
-        if main.entry_path:
-            evidence.append("entered from: " + " <- ".join(main.entry_path[:5]))
+        evidence.append(f"cycle of period {main.period}: {_cycle_text(main)} "
+                        f"(frames {main.first_frame}-{main.last_frame}, {main.total_bytes:,} bytes)")
+        entry = outside_entry_path(main)
+        if entry:
+            evidence.append("entered from: " + " <- ".join(entry[:5]))
         steps = [
-            f"Find why the recursion in {main.functions[-1]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
+            f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
             "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
             "If the frames are Python's own (python3X.dll!_PyEval_EvalFrameDefault), a raised sys.setrecursionlimit() let Python recurse past the 1 MiB main-thread stack of Windows.",
         ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import html_text as h
 from dumpkit.report.text import collapse, frame_name
 
@@ -68,7 +68,7 @@ def render_html(report: Report) -> str:
         for cyc in crash_thread.cycles[:2]:
             out.append(f"<h2>Recursion</h2><p>cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
                        f"{cyc.bytes_per_repetition:,} bytes = {h(human_bytes(cyc.total_bytes))}</p><ul>"
-                       + "".join(f"<li><code>{h(fn)}</code></li>" for fn in cyc.functions) + "</ul>")
+                       + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc)) + "</ul>")
         if report.frame_sizes:
             out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th></tr>")
             for fs in report.frame_sizes[:8]:

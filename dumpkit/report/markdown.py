@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code
 from dumpkit.report.text import collapse, frame_name
 
@@ -78,7 +78,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"**Recursion**: cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
                        f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
                        + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""))
-            out += [f"- {code(fn)}" for fn in cyc.functions]
+            out += [f"- {code(fn)}" for fn in call_order(cyc)]
             out.append("")
         if report.frame_sizes:
             out += ["**Largest frames**", "", "| # | function | frame bytes | prologue asks |", "|---:|---|---:|---:|"]

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, ThreadReport
-from dumpkit.analysis.verdict import human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean
 
 
@@ -137,11 +137,11 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
             if not t.is_crashing and cyc.repetitions < 10:
                 continue
             console.print(Text(f"Recursion on thread {t.tid}", style="bold"))
-            console.print(Text(f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
+            console.print(Text(f"  cycle of {cyc.period} function(s) in call order, {cyc.repetitions:,} repetitions x "
                                f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
                                + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else "")
                                + f", frames {cyc.first_frame}-{cyc.last_frame}"))
-            for fn in cyc.functions:
+            for fn in call_order(cyc):
                 console.print(Text("    ") + Text(clean(fn)))
             if cyc.entry_path:
                 console.print(Text("  entered from: ") + Text(clean(" <- ".join(cyc.entry_path[:6]), 1000)))

@@ -1,0 +1,555 @@
+"""Target over the current WinDbg session, through pykd 0.3.
+
+This is the only module in dumpkit that imports `pykd`, and it does so lazily (when a
+`PykdTarget` is built), so everything else imports and runs without it. The session can be
+a dump or a live process: reads go to the debugger either way.
+
+pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
+- memory: `loadBytes(addr, n)` returns a list of ints and raises `MemoryException` when
+  any byte of the range is unreadable; `loadQWords(addr, n)` likewise.
+- threads: `getProcessThreads()` lists TEB addresses; `getCurrentThread()` returns the
+  current TEB, `setCurrentThread(teb)` takes one; `getThreadSystemID()` is the OS thread id
+  of the current thread; `reg("rip")` takes lowercase dbgeng register names.
+- modules: `getModulesList()` returns `module` objects (`name()` is dbgeng's short name,
+  `image()` the image path, `begin()`, `size()`, `timestamp()`, `checksum()`,
+  `getFixedFileInfo()` / `getVersion()` raise when there is no version resource).
+- exception: `getLastException()` -> `exceptionInfo` (`exceptionCode`, `exceptionFlags`,
+  `exceptionRecord`, `exceptionAddress`, `parameters`) and `getLastEvent().thread` (the
+  debugger's id of the event thread, turned into an OS id by `getThreadSystemID(id)`).
+- `findSymbol(addr)` never raises: `mod!sym+1a`, `mod+1a3f` or bare hex.
+- `dbgCommand(cmd)` returns the command's output (None when it printed nothing).
+
+What pykd has no call for comes from standard WinDbg commands: the exception *context*
+(`.ecxr`, see `_exception_context`), thread names and suspend counts (`~`), the memory map
+(`!address`), processor count and service pack (`vertarget`), CPU vendor/family/model/
+stepping (`!cpuid`) and the dump file name (`||`). Stack bounds come from the TEB's NT_TIB
+(StackBase at +8, StackLimit at +0x10); a minidump often lacks the TEB, and then the stack
+is the readable memory from SP upwards, which is what the dump captured.
+"""
+from __future__ import annotations
+
+import os
+import re
+import struct
+from typing import Dict, List, Optional, Tuple
+
+from dumpkit.target import (
+    GPR_NAMES,
+    DumpInfo,
+    ExceptionInfo,
+    MemoryNotInDump,
+    MemoryRegion,
+    Module,
+    ModuleMap,
+    ProcessInfo,
+    Registers,
+    SoftErrors,
+    SystemInfo,
+    Thread,
+    UnloadedModule,
+)
+
+PAGE = 0x1000
+CHUNK = 0x10000  # bytes per loadBytes call: pykd returns a Python list of ints
+MAX_STACK_PROBE = 256 << 20
+KUSER_SHARED_DATA = 0x7FFE0000  # without a TEB: how far above SP to look for the stack's end
+
+# dbgeng register names read for every thread; stored under dumpkit's names.
+_X64_REGS = tuple(GPR_NAMES) + ("rip", "efl", "cs", "ds", "es", "fs", "gs", "ss", "mxcsr")
+_X86_REGS = ("eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip", "efl",
+             "cs", "ds", "es", "fs", "gs", "ss")
+_RENAME = {"efl": "eflags"}
+
+# `!address` protection / state / type words -> the Win32 constants MemoryRegion holds.
+_PROTECT = {
+    "PAGE_NOACCESS": 0x01, "PAGE_READONLY": 0x02, "PAGE_READWRITE": 0x04,
+    "PAGE_WRITECOPY": 0x08, "PAGE_EXECUTE": 0x10, "PAGE_EXECUTE_READ": 0x20,
+    "PAGE_EXECUTE_READWRITE": 0x40, "PAGE_EXECUTE_WRITECOPY": 0x80, "PAGE_GUARD": 0x100,
+    "PAGE_NOCACHE": 0x200, "PAGE_WRITECOMBINE": 0x400,
+}
+_STATE = {"MEM_COMMIT": 0x1000, "MEM_RESERVE": 0x2000, "MEM_FREE": 0x10000}
+_TYPE = {"MEM_PRIVATE": 0x20000, "MEM_MAPPED": 0x40000, "MEM_IMAGE": 0x1000000}
+
+_HEX_ADDR = r"[0-9a-fA-F]+(?:`[0-9a-fA-F]+)?"
+_ADDRESS_LINE = re.compile(
+    rf"^\s*(\+)?\s*({_HEX_ADDR})\s+({_HEX_ADDR})\s+({_HEX_ADDR})\s+(.*)$")
+_THREAD_LINE = re.compile(
+    r"^[\s.#]*\d+\s+Id:\s*[0-9a-fA-F]+\.([0-9a-fA-F]+)\s+Suspend:\s*(-?\d+)"
+    r"(?:.*?\"(.*)\")?\s*$")
+_CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
+_SYMBOL = re.compile(r"^([^!]+)!(.+?)(?:\+([0-9a-fA-F]+))?$")
+_ECXR_FAILED = ("unable to get exception context", "doesn't have an exception context",
+                "no exception context", "not a valid exception context")
+
+
+def _hex(text: str) -> int:
+    return int(text.replace("`", ""), 16)
+
+
+def _encode_cpuid_version(family: int, model: int, stepping: int) -> int:
+    """CPUID leaf 1 EAX for a family/model/stepping triple (what `!cpuid` prints), so
+    SystemInfo.cpu_family/cpu_model/cpu_stepping give the same triple back."""
+    if family >= 0xF:
+        base_family, ext_family = 0xF, family - 0xF
+    else:
+        base_family, ext_family = family, 0
+    if base_family in (6, 0xF):
+        base_model, ext_model = model & 0xF, (model >> 4) & 0xF
+    else:
+        base_model, ext_model = model & 0xF, 0
+    return ((ext_family & 0xFF) << 20 | ext_model << 16 | base_family << 8
+            | base_model << 4 | (stepping & 0xF))
+
+
+class PykdTarget:
+    """The debugger's current process as a `dumpkit.target.Target`.
+
+    Built once per `!tfstack`: the constructor switches threads (and, for the exception
+    thread, to the `.ecxr` context) to read registers, and restores the thread the user
+    was on before returning."""
+
+    def __init__(self, pykd_module=None):
+        if pykd_module is None:
+            import pykd as pykd_module  # noqa: PLC0415 - lazily, only here
+        self._pykd = pykd_module
+        self._MemoryException = getattr(pykd_module, "MemoryException", Exception)
+        self._DbgException = getattr(pykd_module, "DbgException", Exception)
+        self.soft_errors = SoftErrors()
+        self.system: Optional[SystemInfo] = None
+        self.process: Optional[ProcessInfo] = None
+        self.threads: List[Thread] = []
+        self.modules: List[Module] = []
+        self.unloaded_modules: List[UnloadedModule] = []
+        self.exception: Optional[ExceptionInfo] = None
+        self.memory_regions: List[MemoryRegion] = []
+        self.build_string: Optional[str] = None
+        self.xstate_enabled_features: Optional[int] = None
+        self.is_dump = True
+        self._symbol_ok: Dict[int, bool] = {}
+        self.dump = self._dump_info()
+        self.system = self._system_info()
+        self.process = self._process_info()
+        self.modules = self._modules()
+        self._module_map = ModuleMap(self.modules)
+        self.memory_regions = self._memory_regions()
+        self._read_threads_and_exception()
+
+    # -- Target API ---------------------------------------------------------------------
+    def read(self, address: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        if address < 0 or address + size > 1 << 64:
+            raise MemoryNotInDump(address, size)
+        out = []
+        pos, end = address, address + size
+        while pos < end:
+            n = min(CHUNK, end - pos)
+            out.append(self._load(pos, n))
+            pos += n
+        return b"".join(out)
+
+    def read_available(self, address: int, size: int) -> bytes:
+        """The longest readable prefix: whole chunks first, then page by page, then a
+        binary search for the last readable byte inside the first page that fails."""
+        if size <= 0 or address < 0:
+            return b""
+        size = min(size, (1 << 64) - address)
+        out = []
+        pos, end = address, address + size
+        while pos < end:
+            n = min(CHUNK - (pos % CHUNK), end - pos)
+            try:
+                out.append(self._load(pos, n))
+            except MemoryNotInDump:
+                out.append(self._prefix(pos, n))
+                break
+            pos += n
+        return b"".join(out)
+
+    def module_at(self, address: int) -> Optional[Module]:
+        return self._module_map.find(address)
+
+    def symbol_at(self, address: int) -> Optional[str]:
+        """The debugger's name for `address` when it has real symbols (a PDB) for the
+        module, in dumpkit's `module.dll!name+0x1a` form. A bare `mod+1a3f` or an address
+        means no symbol; names dbgeng guesses from the export table are left to dumpkit,
+        which checks them against the function's .pdata bounds."""
+        module = self.module_at(address)
+        if module is None or not self._module_has_pdb(module):
+            return None
+        try:
+            text = self._pykd.findSymbol(address)
+        except self._DbgException:
+            return None
+        m = _SYMBOL.match(str(text).strip())
+        if m is None:
+            return None
+        name, disp = m.group(2), m.group(3)
+        out = f"{module.name}!{name}"
+        if disp and int(disp, 16):
+            out += f"+{int(disp, 16):#x}"
+        return out
+
+    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
+        return []  # pykd exposes no dynamic function tables
+
+    # -- memory -------------------------------------------------------------------------
+    def _load(self, address: int, size: int) -> bytes:
+        try:
+            return bytes(self._pykd.loadBytes(address, size))
+        except self._MemoryException:
+            raise MemoryNotInDump(address, size) from None
+        except (OverflowError, ValueError):
+            raise MemoryNotInDump(address, size) from None
+
+    def _prefix(self, address: int, size: int) -> bytes:
+        got = []
+        pos, left = address, size
+        while left > 0:
+            step = min(left, PAGE - (pos % PAGE))
+            try:
+                got.append(self._load(pos, step))
+            except MemoryNotInDump:
+                lo, hi = 0, step  # prefix of lo bytes readable, of hi bytes not
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    try:
+                        self._load(pos, mid)
+                        lo = mid
+                    except MemoryNotInDump:
+                        hi = mid
+                if lo:
+                    got.append(self._load(pos, lo))
+                break
+            pos += step
+            left -= step
+        return b"".join(got)
+
+    def _readable_end(self, address: int, limit: int) -> int:
+        """First unreadable address at or above `address` (at most `limit`)."""
+        pos = address
+        while pos < limit:
+            n = min(CHUNK - (pos % CHUNK), limit - pos)
+            try:
+                self._load(pos, n)
+            except MemoryNotInDump:
+                return pos + len(self._prefix(pos, n))
+            pos += n
+        return limit
+
+    # -- debugger commands --------------------------------------------------------------
+    def _command(self, command: str, failed: Optional[str] = "") -> Optional[str]:
+        """The command's output ("" when it printed nothing); `failed` when it raised."""
+        try:
+            out = self._pykd.dbgCommand(command)
+        except self._DbgException as e:
+            text = str(e).strip()
+            self.soft_errors.add(f"debugger command `{command}` failed: "
+                                 f"{text.splitlines()[0] if text else type(e).__name__}")
+            return failed
+        return out or ""
+
+    def _call(self, what: str, fn, *args, default=None):
+        try:
+            return fn(*args)
+        except self._DbgException as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            self.soft_errors.add(f"{what}: {first}")
+            return default
+
+    # -- session, system, process -------------------------------------------------------
+    def _dump_info(self) -> DumpInfo:
+        p = self._pykd
+        try:
+            self.is_dump = bool(p.isDumpAnalyzing())
+        except self._DbgException:
+            self.is_dump = True
+        try:
+            if p.isKernelDebugging():
+                self.soft_errors.add("kernel debugging session: dumpkit reads user-mode processes; results may be meaningless")
+        except self._DbgException:
+            pass
+        path = ""
+        for line in self._command("||").splitlines():
+            if ":" in line and ("dump" in line.lower() or "live" in line.lower()):
+                path = line.split(":", 1)[1].strip()
+                if line.lstrip().startswith("."):
+                    break
+        if not self.is_dump:
+            path = f"live process ({path or 'debugger session'})"
+        size = 0
+        if self.is_dump and path and os.path.isfile(path):
+            try:
+                size = os.path.getsize(path)
+            except OSError:
+                size = 0
+        return DumpInfo(path=path or "debugger session", file_size=size)
+
+    def _system_info(self) -> Optional[SystemInfo]:
+        p = self._pykd
+        is64 = self._call("is64bitSystem", p.is64bitSystem, default=True)
+        try:
+            mode = p.getCPUMode()
+            cpu_type = getattr(p, "CPUType", None)
+            if cpu_type is not None and mode == getattr(cpu_type, "I386", object()) and is64:
+                self.soft_errors.add("the debugger's effective machine is x86 (WoW64 process?); "
+                                     "use `.effmach amd64` for the 64-bit view")
+        except self._DbgException:
+            pass
+        major = minor = build = 0
+        ver = self._call("getSystemVersion", p.getSystemVersion)
+        if ver is not None:
+            major = int(getattr(ver, "win32Major", 0) or 0)
+            minor = int(getattr(ver, "win32Minor", 0) or 0)
+            build = int(getattr(ver, "buildNumber", 0) or 0)
+            self.build_string = str(getattr(ver, "buildString", "") or "") or None
+        nproc = product = 0
+        csd = ""
+        for line in self._command("vertarget").splitlines():
+            m = re.search(r"\((\d+) procs?\)", line)
+            if m:
+                nproc = int(m.group(1))
+                sp = re.search(r"\((Service Pack [^)]*)\)", line)
+                if sp:
+                    csd = sp.group(1)
+            m = re.match(r"\s*Product:\s*(\w+)", line)
+            if m:
+                product = {"winnt": 1, "lanmannt": 2, "server": 3}.get(m.group(1).lower(), 0)
+        level = revision = cpuid_version = 0
+        vendor = None
+        for line in self._command("!cpuid").splitlines():
+            m = _CPUID_LINE.match(line)
+            if m:
+                family, model, stepping = int(m.group(2)), int(m.group(3)), int(m.group(4))
+                level, revision = family, (model << 8) | stepping
+                if m.group(5) and m.group(5).isalnum() and len(m.group(5)) == 12:
+                    vendor = m.group(5)
+                    cpuid_version = _encode_cpuid_version(family, model, stepping)
+                break
+        features = self._processor_features()
+        return SystemInfo(
+            processor_architecture=9 if is64 else 0, processor_level=level,
+            processor_revision=revision, number_of_processors=nproc, product_type=product,
+            os_major=major, os_minor=minor, os_build=build, platform_id=2, csd_version=csd,
+            cpu_vendor=vendor, cpuid_version=cpuid_version, processor_features=features,
+        )
+
+    def _processor_features(self) -> Tuple[int, int]:
+        """PF_* bits (what IsProcessorFeaturePresent answers) from KUSER_SHARED_DATA, mapped
+        at 0x7FFE0000 in every process: ProcessorFeatures[64] (one byte per PF_ index) at
+        +0x274, XState.EnabledFeatures at +0x3D8. Live sessions and full dumps have it; a
+        minidump usually does not, and then nothing is claimed."""
+        raw = self.read_available(KUSER_SHARED_DATA + 0x274, 64)
+        mask = 0
+        if len(raw) == 64:
+            for i, b in enumerate(raw):
+                if b:
+                    mask |= 1 << i
+        xstate = self.read_available(KUSER_SHARED_DATA + 0x3D8, 8)
+        if len(xstate) == 8 and struct.unpack("<Q", xstate)[0]:
+            self.xstate_enabled_features = struct.unpack("<Q", xstate)[0]
+        return (mask, 0)
+
+    def _process_info(self) -> Optional[ProcessInfo]:
+        pid = self._call("getProcessSystemID", self._pykd.getProcessSystemID)
+        return ProcessInfo(pid=int(pid) if pid is not None else None)
+
+    # -- modules ------------------------------------------------------------------------
+    def _modules(self) -> List[Module]:
+        mods = self._call("getModulesList", self._pykd.getModulesList, default=[]) or []
+        out: List[Module] = []
+        for m in mods:
+            try:
+                base, size = int(m.begin()), int(m.size())
+                short = str(m.name())
+            except self._DbgException as e:
+                self.soft_errors.add(f"module list entry unreadable: {e}")
+                continue
+            path = self._call(f"module {short} image name", m.image, default="") or ""
+            path = str(path)
+            name = path.replace("/", "\\").rsplit("\\", 1)[-1] if path else short
+            stamp = self._call(f"module {short} timestamp", m.timestamp, default=0) or 0
+            check = self._call(f"module {short} checksum", m.checksum, default=0) or 0
+            fv = pv = None
+            try:
+                info = m.getFixedFileInfo()
+                fv = _version(info.FileVersionMS, info.FileVersionLS)
+                pv = _version(info.ProductVersionMS, info.ProductVersionLS)
+            except self._DbgException:
+                try:
+                    fv = ".".join(str(int(x)) for x in m.getVersion())
+                except self._DbgException:
+                    pass  # no version resource: normal for many modules
+            out.append(Module(name=name, path=path or name, base=base, size=size,
+                              timestamp=int(stamp), checksum=int(check),
+                              file_version=fv, product_version=pv))
+        return out
+
+    def _module_has_pdb(self, module: Module) -> bool:
+        ok = self._symbol_ok.get(module.base)
+        if ok is None:
+            ok = False
+            try:
+                symfile = str(self._pykd.module(module.base).symfile() or "")
+                ok = symfile.lower().endswith(".pdb")
+            except self._DbgException:
+                ok = False
+            self._symbol_ok[module.base] = ok
+        return ok
+
+    # -- memory map ---------------------------------------------------------------------
+    def _memory_regions(self) -> List[MemoryRegion]:
+        """`!address`'s table: one line per region, `+` where an allocation starts. On a
+        minidump without a memory-info stream the debugger has no map: empty list."""
+        regions: List[MemoryRegion] = []
+        alloc_base = 0
+        for line in self._command("!address").splitlines():
+            m = _ADDRESS_LINE.match(line)
+            if m is None:
+                continue
+            base, end, size = _hex(m.group(2)), _hex(m.group(3)), _hex(m.group(4))
+            if end != base + size:
+                continue
+            words = m.group(5).replace("|", " ").split()
+            state = next((_STATE[w] for w in words if w in _STATE), 0)
+            mtype = next((_TYPE[w] for w in words if w in _TYPE), 0)
+            protect = 0
+            for w in words:
+                protect |= _PROTECT.get(w, 0)
+            if m.group(1) or state == 0x10000:
+                alloc_base = base
+            regions.append(MemoryRegion(
+                base=base, allocation_base=0 if state == 0x10000 else alloc_base,
+                allocation_protect=0, size=size, state=state, protect=protect, type=mtype))
+        regions.sort(key=lambda r: r.base)
+        return regions
+
+    # -- threads and the exception ------------------------------------------------------
+    def _registers(self, what: str) -> Optional[Registers]:
+        names = _X64_REGS if self.system is None or self.system.is_x64 else _X86_REGS
+        values: Dict[str, int] = {}
+        for name in names:
+            try:
+                values[_RENAME.get(name, name)] = int(self._pykd.reg(name))
+            except self._DbgException:
+                continue
+        ip_name = "rip" if "rip" in names else "eip"
+        if ip_name not in values:
+            self.soft_errors.add(f"{what}: registers unreadable")
+            return None
+        return Registers(values)
+
+    def _thread_details(self) -> Dict[int, Tuple[int, Optional[str]]]:
+        """tid -> (suspend count, name) from `~`."""
+        out: Dict[int, Tuple[int, Optional[str]]] = {}
+        for line in self._command("~").splitlines():
+            m = _THREAD_LINE.match(line)
+            if m:
+                out[int(m.group(1), 16)] = (int(m.group(2)), m.group(3) or None)
+        return out
+
+    def _stack_range(self, teb: int, sps: List[int]) -> Tuple[int, int]:
+        """(lowest stack address dumpkit may read from, stack base)."""
+        sps = [s for s in sps if s]
+        try:
+            base, limit = (int(x) for x in self._pykd.loadQWords(teb + 8, 2))
+        except self._MemoryException:
+            base = limit = 0
+        except self._DbgException:
+            base = limit = 0
+        if base and limit < base and sps and any(limit - 0x100000 <= s < base for s in sps):
+            low = min(s for s in sps if s < base)
+            return min(max(low, limit), base), base
+        if not sps:
+            return 0, 0
+        sp = min(sps)
+        end = self._readable_end(sp, min(sp + MAX_STACK_PROBE, 1 << 64))
+        return sp, end
+
+    def _read_threads_and_exception(self) -> None:
+        p = self._pykd
+        original = self._call("getCurrentThread", p.getCurrentThread)
+        tebs = self._call("getProcessThreads", p.getProcessThreads, default=[]) or []
+        details = self._thread_details()
+        raw: List[Tuple[int, int, Optional[Registers]]] = []
+        try:
+            for teb in tebs:
+                teb = int(teb)
+                if self._call(f"switch to thread at TEB {teb:#x}", p.setCurrentThread, teb, default=False) is False:
+                    continue
+                tid = self._call(f"thread at TEB {teb:#x}: OS id", p.getThreadSystemID)
+                if tid is None:
+                    continue
+                raw.append((int(tid), teb, self._registers(f"thread {int(tid)}")))
+            self.exception = self._exception(raw)
+        finally:
+            if original is not None:
+                self._call("restore the current thread", p.setCurrentThread, int(original))
+        ex = self.exception
+        for tid, teb, ctx in raw:
+            sps = [ctx.sp] if ctx is not None else []
+            if ex is not None and ex.thread_id == tid and ex.context is not None:
+                sps.append(ex.context.sp)
+            lo, hi = self._stack_range(teb, sps)
+            suspend, name = details.get(tid, (0, None))
+            self.threads.append(Thread(tid=tid, context=ctx, stack_start=lo,
+                                       stack_size=max(0, hi - lo), teb=teb, name=name,
+                                       suspend_count=suspend))
+
+    def _exception(self, raw) -> Optional[ExceptionInfo]:
+        p = self._pykd
+        try:
+            info = p.getLastException()
+        except self._DbgException:
+            return None  # the last event was not an exception (e.g. a manual break-in)
+        tid = None
+        try:
+            ev = p.getLastEvent()
+            tid = int(p.getThreadSystemID(ev.thread))
+        except self._DbgException:
+            pass
+        except (AttributeError, TypeError, ValueError):
+            pass
+        if tid is None:
+            tid = self._call("current thread OS id", p.getThreadSystemID)
+            tid = int(tid) if tid is not None else 0
+            self.soft_errors.add("exception thread unknown; assuming the current thread")
+        teb = next((t for t_id, t, _ in raw if t_id == tid), None)
+        context = self._exception_context(teb) if teb is not None else None
+        params = tuple(int(x) for x in list(info.parameters)[:15])
+        return ExceptionInfo(
+            code=int(info.exceptionCode) & 0xFFFFFFFF, flags=int(info.exceptionFlags),
+            address=int(info.exceptionAddress), parameters=params, thread_id=tid,
+            context=context, nested=bool(int(getattr(info, "exceptionRecord", 0) or 0)),
+        )
+
+    def _exception_context(self, teb: int) -> Optional[Registers]:
+        """The exception record's context, the one the crash happened in.
+
+        On a dump WinDbg starts on the exception thread but shows the context the thread
+        list recorded (where the dump writer found the thread); `.ecxr` switches the
+        register context to the exception record's, `reg()` then reads that, and `.cxr`
+        (no argument) resets to the thread's default context. On a live exception event
+        `.ecxr` gives the same registers the thread already has."""
+        p = self._pykd
+        if self._call("switch to the exception thread", p.setCurrentThread, teb, default=False) is False:
+            return None
+        out = self._command(".ecxr", failed=None)
+        try:
+            if out is None or any(s in out.lower() for s in _ECXR_FAILED):
+                self.soft_errors.add("the debugger has no exception context (`.ecxr` failed); "
+                                     "the exception thread's own context is used")
+                return None
+            return self._registers("exception context")
+        finally:
+            self._command(".cxr")
+
+
+def _version(ms: int, ls: int) -> str:
+    ms, ls = int(ms), int(ls)
+    return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+
+
+def open_session(pykd_module=None) -> PykdTarget:
+    """The current debugger session as a Target."""
+    return PykdTarget(pykd_module)
