@@ -1013,6 +1013,29 @@ def _decode_unwind_codes(codes: bytes, count: int, version: int, frame_offset: i
     return ops
 
 
+# ----------------------------------------------------------------------------- dynamic tables
+class MemoryUnwindData:
+    """UNWIND_INFO read straight from process memory at `base + rva`, with no PE header:
+    what a dynamic function table (the FunctionTable stream: JIT code registered with
+    RtlAddFunctionTable) points at. Shares PEImage's parser."""
+
+    def __init__(self, read_va: ReadVA, base: int):
+        self._read_va = read_va
+        self.base = base
+        self._unwind_cache: Dict[int, UnwindInfo] = {}
+
+    def read_rva(self, rva: int, size: int) -> bytes:
+        data = self._read_va(self.base + rva, size)
+        if len(data) != size:
+            raise MemoryNotInDump(self.base + rva, size)
+        return data
+
+    _read_runtime_function = PEImage._read_runtime_function
+    resolve_indirect = PEImage.resolve_indirect
+    unwind_info = PEImage.unwind_info
+    unwind_chain = PEImage.unwind_chain
+
+
 # ----------------------------------------------------------------------------- VS_VERSIONINFO
 class _EndOfBlocks(Exception):
     """A zero-length (padding) block: no more siblings."""

@@ -226,8 +226,12 @@ class SoftErrors:
 
     items: List[str] = field(default_factory=list)
     limit: int = 200
+    _seen: set = field(default_factory=set, repr=False)
 
     def add(self, message: str) -> None:
+        if message in self._seen:
+            return  # one line per distinct problem, however often it is met
+        self._seen.add(message)
         if len(self.items) < self.limit:
             self.items.append(message)
         elif len(self.items) == self.limit:

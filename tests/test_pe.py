@@ -622,3 +622,22 @@ def test_sample_binaries(path):
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_binaries_match_objdump(path):
     assert _cross_check_with_objdump(str(path)) > 0
+
+
+def test_memory_unwind_data_reads_the_same_unwind_info_as_the_image():
+    """Dynamic function tables (JIT code) point at UNWIND_INFO in process memory with no
+    PE header; MemoryUnwindData must decode it exactly as PEImage does."""
+    import os
+    from dumpkit.pe import MemoryUnwindData, PEImage
+    path = os.path.join(os.path.dirname(__file__), "..", "sample_dumps", "bin", "opkernels.dll")
+    if not os.path.exists(path):
+        import pytest
+        pytest.skip("sample binaries not present")
+    img = PEImage.from_file(path)
+    base = 0x7FF600000000
+    mem = MemoryUnwindData(lambda va, n: img.read_rva(va - base, n), base)
+    for name, rva in img.exports():
+        fn = img.lookup_function(rva)
+        if fn is None:
+            continue
+        assert mem.unwind_chain(fn.unwind_rva) == img.unwind_chain(fn.unwind_rva)

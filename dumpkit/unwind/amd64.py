@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from dumpkit.pe import PEError, PEImage, RuntimeFunction, UnwindInfo
+from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
 from dumpkit.unwind.disasm import call_ends_at, simulate_to_return
 from dumpkit.unwind.frames import Frame, StackWalk
@@ -99,6 +99,7 @@ class Walker:
         self._places: Dict[Tuple[int, bool], _Place] = {}
         self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
         self._fast: Dict[int, Optional[tuple]] = {}
+        self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
         self._in_module: Dict[int, bool] = {}
         self._dynamic = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self._dynamic]
@@ -198,10 +199,10 @@ class Walker:
         if image is not None:
             return image.unwind_chain(unwind_rva)
         # Dynamic function table (JIT code): the unwind info lives in process memory.
-        from dumpkit import pe
-        if not hasattr(pe, "unwind_chain_in_memory"):
-            raise PEError("unwind info of dynamic function tables is not read yet")
-        return pe.unwind_chain_in_memory(self.target.read, base, unwind_rva)
+        mem = self._dynamic_readers.get(base)
+        if mem is None:
+            mem = self._dynamic_readers[base] = MemoryUnwindData(self.target.read, base)
+        return mem.unwind_chain(unwind_rva)
 
     # -- walking --------------------------------------------------------------------------
     def walk(self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int,
@@ -295,8 +296,13 @@ class Walker:
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
         return StackWalk(thread_id, frames, stop, problems)
 
+    def _in_dynamic_table(self, ip: int) -> bool:
+        i = bisect.bisect_right(self._dynamic_starts, ip) - 1
+        return i >= 0 and self._dynamic[i][0] <= ip < self._dynamic[i][1]
+
     def _note_module(self, ip: int) -> bool:
-        ok = self.target.module_at(ip) is not None
+        """Is ip plausible code: inside a module or a registered (JIT) function table?"""
+        ok = self.target.module_at(ip) is not None or (bool(self._dynamic) and self._in_dynamic_table(ip))
         if len(self._in_module) > 500_000:
             self._in_module.clear()
         self._in_module[ip] = ok
@@ -337,7 +343,7 @@ class Walker:
                 if epi is not None:
                     return epi
             out = _run(recipe, sp, regs, read_u64)
-            if out is not None and self.target.module_at(out[0]) is not None:
+            if out is not None and (self._in_module.get(out[0]) or self._note_module(out[0])):
                 return out[0], out[1], out[2], "unwind_info"
             if out is not None and out[0] == 0:
                 return out[0], out[1], out[2], "unwind_info"
@@ -380,7 +386,16 @@ class Walker:
         """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
         the code bytes are not available, None if it cannot be a return address."""
         module = self.target.module_at(addr)
-        if module is None or addr - module.base < 0x1000:
+        if module is None:
+            if self._dynamic and self._in_dynamic_table(addr):
+                # JIT code registered with RtlAddFunctionTable: check the call site when
+                # the dump holds the code, else take it as a plain scan.
+                before = self.target.read_available(addr - 7, 7)
+                if len(before) == 7:
+                    return "scan_validated" if call_ends_at(before, addr) else None
+                return "scan"
+            return None
+        if addr - module.base < 0x1000:
             return None  # the first page of an image is its headers, never code
         image = self.images.image(module)
         if image is not None and not image.is_code_rva(addr - module.base):
