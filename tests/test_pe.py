@@ -636,7 +636,7 @@ def test_memory_unwind_data_reads_the_same_unwind_info_as_the_image():
     img = PEImage.from_file(path)
     base = 0x7FF600000000
     mem = MemoryUnwindData(lambda va, n: img.read_rva(va - base, n), base)
-    for name, rva in img.exports():
+    for rva, _name in img.exports():
         fn = img.lookup_function(rva)
         if fn is None:
             continue
