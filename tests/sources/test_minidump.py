@@ -1,0 +1,77 @@
+"""The minidump reader on Wine's raw dumps (as Wine wrote them) and their facts."""
+from __future__ import annotations
+
+import lzma
+import shutil
+
+import pytest
+
+from dumpkit.sources.minidump import open_dump
+from dumpkit.target import DumpError, MemoryNotInDump
+from tests.conftest import SAMPLES, sample_manifest, sample_path
+
+CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["file"] for c in CASES])
+def test_threads_modules_exception_match_the_manifest(case):
+    t = open_dump(str(SAMPLES / case["file"]))
+    ex = t.exception
+    assert ex.code == case["exception_code"]
+    assert list(ex.parameters) == case["exception_parameters"]
+    assert ex.thread_id == case["crash_thread_tid"]
+    assert ex.context.ip == case["rip"] and ex.context.sp == case["rsp"]
+    assert ex.context.context_size == case["exception_context_size"]
+    assert [th.tid for th in t.threads] == [th["tid"] for th in case["threads"]]
+    for ours, want in zip(t.threads, case["threads"]):
+        assert (ours.stack_start, ours.stack_size) == (want["stack_start"], want["stack_size"])
+        assert ours.context.context_size == want["context_size"] and ours.context.ip == want["rip"]
+    by_path = {m.path: m for m in t.modules}
+    assert len(t.modules) == len(case["modules"])
+    for m in case["modules"]:
+        ours = by_path[m["name"]]
+        assert (ours.base, ours.size) == (m["base"], m["size"])
+    # Wine's own stream is listed and skipped, which is not a problem.
+    assert t.soft_errors.items == []
+    assert any(s.type == 0xFFF0 and not s.known for s in t.dump.streams) != case["file"].endswith("normalized.dmp")
+    assert t.system.is_x64 and t.system.wine_version.startswith("wine-8.0")
+
+
+def test_memory_reads_cross_adjacent_ranges_and_gaps_say_not_in_dump():
+    t = open_dump(str(sample_path("recursion_one.dmp")))
+    ranges = t.memory_ranges()
+    # find two adjacent ranges
+    pairs = [(a, b) for a, b in zip(ranges, ranges[1:]) if a[1] == b[0]]
+    if pairs:
+        (s1, e1), (s2, e2) = pairs[0]
+        data = t.read(e1 - 4, 8)
+        assert len(data) == 8
+    gap = next((a[1], b[0]) for a, b in zip(ranges, ranges[1:]) if b[0] > a[1])
+    with pytest.raises(MemoryNotInDump):
+        t.read(gap[0] - 2, 4)
+    assert len(t.read_available(gap[0] - 2, 4)) == 2
+    assert t.read_available(gap[0], 4) == b""
+
+
+def test_thread_list_context_is_not_the_crash_context_in_a_self_written_dump(tmp_path):
+    """In-process dumps park the crashing thread in the handler; only the Exception
+    stream's context shows the fault (DESIGN.md, 'Facts that matter')."""
+    src = SAMPLES / "recursion_one.selfdump.dmp.xz"
+    if not src.exists():
+        pytest.skip("selfdump sample not present")
+    dump = tmp_path / "self.dmp"
+    with lzma.open(src) as fin, open(dump, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    case = next(c for c in sample_manifest() if c["file"] == "recursion_one.selfdump.dmp.xz")
+    t = open_dump(str(dump))
+    crashing = next(th for th in t.threads if th.tid == t.exception.thread_id)
+    assert crashing.context.ip != t.exception.context.ip
+    assert t.exception.context.ip == case["rip"]
+
+
+def test_not_a_minidump_is_a_one_line_dump_error(tmp_path):
+    p = tmp_path / "x.dmp"
+    p.write_bytes(b"MZ" + b"\0" * 100)
+    with pytest.raises(DumpError) as e:
+        open_dump(str(p))
+    assert "not a minidump" in str(e.value) and "\n" not in str(e.value)
