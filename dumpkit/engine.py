@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from dumpkit import __version__
 from dumpkit.analysis import codes
 from dumpkit.analysis.budget import stack_budget
+from dumpkit.analysis.cxx import thrown_types
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
@@ -107,7 +108,7 @@ def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
     return image.size_of_stack_reserve if image is not None else None
 
 
-def _crash_info(target: Target, walk: Optional[StackWalk]) -> Optional[CrashInfo]:
+def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Optional[CrashInfo]:
     ex = target.exception
     if ex is None:
         return None
@@ -124,6 +125,8 @@ def _crash_info(target: Target, walk: Optional[StackWalk]) -> Optional[CrashInfo
         fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,
         access_kind=acc.kind if acc else None, access_address=acc.address if acc else None,
         raised_by=raised_by,
+        cxx_types=tuple(thrown_types(ex.parameters, read_code or target.read_available))
+        if ex.code == 0xE06D7363 else (),
     )
 
 
@@ -201,7 +204,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             "threads, modules and the exception are still reported")
     crash_thread = crashing_thread(target)
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
-    crash = _crash_info(target, crash_walk)
+    crash = _crash_info(target, crash_walk, walker.read_code)
     exe_reserve = _exe_stack_reserve(target, walker.images)
     same = _group_identical(walks)
 

@@ -91,6 +91,7 @@ class CrashInfo:
     access_kind: Optional[str] = None  # read / write / execute
     access_address: Optional[int] = None
     raised_by: Optional[str] = None  # function that raised a fail-fast / abort
+    cxx_types: Tuple[str, ...] = ()  # 0xE06D7363: the thrown C++ type, most derived first
 
 
 @dataclass(frozen=True)

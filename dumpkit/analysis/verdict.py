@@ -18,6 +18,7 @@ FAIL_FAST = 0xC0000409
 ACCESS_VIOLATION = 0xC0000005
 ILLEGAL_INSTRUCTION = 0xC000001D
 HEAP_CORRUPTION = 0xC0000374
+CXX_EXCEPTION = 0xE06D7363
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -178,6 +179,17 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         findings.append(Finding("illegal_instruction", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("illegal_instruction", headline, "high" if ins else "medium", tuple(evidence), tuple(steps)), findings
 
+    if crash.code == CXX_EXCEPTION:
+        raiser = next((f.function_name for f in (walk.frames if walk else ())
+                       if (f.module or "").lower() not in ("kernelbase.dll", "vcruntime140.dll", "ntdll.dll")
+                       and "CxxThrowException" not in f.function_name), None)
+        what = crash.cxx_types[0] if crash.cxx_types else "of a type the dump does not show"
+        headline = f"Unhandled C++ exception {what}" + (f" thrown from {raiser}" if raiser else at)
+        if crash.cxx_types:
+            evidence.append("catchable as: " + ", ".join(crash.cxx_types))
+        findings.append(Finding("cxx_exception", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("cxx_exception", headline, "high" if crash.cxx_types else "medium",
+                       tuple(evidence), tuple(steps)), findings
     headline = f"{crash.headline}{at}"
     kind = "heap_corruption" if crash.code == HEAP_CORRUPTION else "exception"
     findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
