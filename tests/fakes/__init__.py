@@ -1,0 +1,1 @@
+"""Stand-ins for things dumpkit meets only on Windows (pykd inside WinDbg)."""

@@ -1,0 +1,266 @@
+"""`!tfstack` (windbg_scripts/tfstack.py over dumpkit.sources.pykd) seen through a pykd
+stand-in backed by the real sample dumps: the same dump read through the debugger's API
+must give the same findings as `dumpkit analyze`.
+
+The stand-in (tests/fakes/pykd.py) emulates WinDbg from the raw minidump reader only; it
+has no symbols, so every name below comes from dumpkit in both runs and must match."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import lzma
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dumpkit.target import MemoryNotInDump
+from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
+from tests.fakes import pykd as fake_pykd
+
+SCRIPT = ROOT / "windbg_scripts" / "tfstack.py"
+
+
+def _sample_dumps():
+    return sorted(p.name for p in SAMPLES.glob("*.dmp")) + sorted(p.name for p in SAMPLES.glob("*.dmp.xz"))
+
+
+@pytest.fixture(scope="module")
+def tfstack():
+    spec = importlib.util.spec_from_file_location("tfstack_under_test", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def pykd(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pykd", fake_pykd)
+    yield fake_pykd
+    fake_pykd._close_for_tests()
+
+
+def _dump_file(name: str, tmp_path_factory) -> Path:
+    path = SAMPLES / name
+    if not name.endswith(".xz"):
+        return path
+    out = tmp_path_factory.mktemp("dumps") / name[:-3]
+    with lzma.open(path) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+def _cli_json(dump: Path) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN),
+         "--format", "json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _tfstack_json(tfstack, pykd, dump: Path, *extra: str) -> dict:
+    pykd._open_dump_for_tests(str(dump))
+    rc = tfstack.main(["--json", "--image-path", str(SAMPLE_BIN), *extra])
+    out = pykd._output_for_tests()
+    assert rc in (0, 1), out[-2000:]
+    assert pykd._output_for_tests(dml=True) == ""  # JSON goes out as plain text
+    return json.loads(out)
+
+
+def _findings(doc: dict) -> dict:
+    crash = next((t for t in doc["threads"] if t["is_crashing"]), None)
+    c = doc["crash"] or {}
+    return {
+        "verdict": (doc["verdict"]["kind"], doc["verdict"]["headline"]),
+        "crash": (c.get("code"), c.get("fastfail_code"), c.get("thread_id"), c.get("address"),
+                  c.get("parameters"), c.get("raised_by")),
+        "cycles": [(cy["functions"], cy["period"], cy["repetitions"], cy["bytes_per_repetition"],
+                    cy["first_frame"], cy["last_frame"]) for cy in (crash["cycles"] if crash else [])],
+        "frame_sizes": doc["frame_sizes"],
+        "frame_count": crash["frame_count"] if crash else None,
+        "frames": [(f["index"], f["ip"], f["sp"], f["trust"], f["module"], f["symbol"], f["size"])
+                   for f in (crash["frames"] if crash else [])],
+        "stop_reason": crash["stop_reason"] if crash else None,
+    }
+
+
+@pytest.mark.parametrize("name", _sample_dumps())
+def test_tfstack_json_matches_cli(name, tfstack, pykd, tmp_path_factory):
+    dump = _dump_file(name, tmp_path_factory)
+    cli = _findings(_cli_json(dump))
+    windbg = _findings(_tfstack_json(tfstack, pykd, dump))
+    assert windbg["verdict"] == cli["verdict"]
+    assert windbg["crash"] == cli["crash"]
+    assert windbg["cycles"] == cli["cycles"]
+    assert windbg["frame_sizes"] == cli["frame_sizes"]
+    assert windbg["frame_count"] == cli["frame_count"]
+    assert windbg["frames"] == cli["frames"]
+    assert windbg["stop_reason"] == cli["stop_reason"]
+    assert windbg["frames"], "the crashing thread was walked"
+
+
+def test_dml_output_has_verdict_and_links(tfstack, pykd):
+    dump = SAMPLES / "recursion_cycle3.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    rc = tfstack.main(["--image-path", str(SAMPLE_BIN)])
+    assert rc == 0
+    dml = pykd._output_for_tests(dml=True)
+    assert pykd._output_for_tests(dml=False) == ""  # everything went out as DML
+    cli = _cli_json(dump)
+    headline = tfstack.dml_text(cli["verdict"]["headline"], 2000)
+    assert headline in dml
+    assert "-&gt;" in headline  # the headline's arrows, escaped for DML
+    tid = cli["crash"]["thread_id"]
+    assert f'<link cmd="~~[0x{tid:x}]s">' in dml
+    assert f'<link cmd="~~[0x{tid:x}]s; .frame 0x0">00</link>' in dml
+    assert "cycle of 3 function(s), 1,710 repetitions" in dml
+    # No raw markup from dump strings: every '<' starts one of our own tags.
+    assert not re.search(r"<(?!/?(b|link)[ >])", dml)
+
+
+def test_thread_and_all_options(tfstack, pykd):
+    pykd._open_dump_for_tests(str(SAMPLES / "fastfail_abort.dmp"))
+    other = next(t for t in pykd._s().target.threads if t.tid != pykd._s().target.exception.thread_id)
+    assert tfstack.main(["--image-path", str(SAMPLE_BIN), "--thread", hex(other.tid)]) == 0
+    out = pykd._output_for_tests()
+    assert f'<b>Thread</b> <link cmd="~~[0x{other.tid:x}]s">' in out
+    pykd._open_dump_for_tests(str(SAMPLES / "fastfail_abort.dmp"))
+    assert tfstack.main(["--image-path", str(SAMPLE_BIN), "--all", "--rows", "5"]) == 0
+    out = pykd._output_for_tests()
+    assert out.count("<b>Thread</b>") == len(pykd._s().target.threads) - 1
+    assert "Other threads" not in out
+
+
+def test_errors_are_one_line(tfstack, pykd):
+    pykd._open_dump_for_tests(str(SAMPLES / "null_deref.dmp"))
+    assert tfstack.main(["--bogus"]) == 2
+    out = pykd._output_for_tests()
+    assert out.count("\n") == 1 and out.startswith("tfstack: error:")
+    pykd._open_dump_for_tests(str(SAMPLES / "null_deref.dmp"))
+    assert tfstack.main(["--thread", "123456"]) == 2
+    out = pykd._output_for_tests()
+    assert out.count("\n") == 1 and "no thread 123456" in out
+
+
+def test_unexpected_failure_is_one_line(tfstack, pykd, monkeypatch):
+    pykd._open_dump_for_tests(str(SAMPLES / "null_deref.dmp"))
+
+    def broken():
+        raise pykd.DbgException("IDebugSystemObjects::GetCurrentThreadDataOffset failed\nHRESULT 0x80004005")
+
+    monkeypatch.setattr(pykd, "getProcessThreads", broken)
+    monkeypatch.setattr(pykd, "getModulesList", lambda: 1 / 0)
+    rc = tfstack.main([])
+    out = pykd._output_for_tests()
+    assert rc == 1
+    assert out.count("\n") == 1 and out.startswith("tfstack: error: ZeroDivisionError")
+    assert "Traceback" not in out
+
+
+def test_memory_exception_becomes_memory_not_in_dump(pykd):
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.sources.pykd import PykdTarget
+
+    dump = SAMPLES / "recursion_one.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    target = PykdTarget(pykd)
+    with open_dump(str(dump)) as raw:
+        thread = next(t for t in raw.threads if t.tid == raw.exception.thread_id)
+        end = thread.stack_end
+        # pykd itself raises on a range that is only partly readable...
+        with pytest.raises(pykd.MemoryException):
+            pykd.loadBytes(end - 8, 16)
+        # ...and the target turns that into dumpkit's error, for partial and unmapped reads.
+        with pytest.raises(MemoryNotInDump) as info:
+            target.read(end - 8, 16)
+        assert info.value.address == end - 8 and info.value.size == 16
+        with pytest.raises(MemoryNotInDump):
+            target.read(0x10, 8)
+        assert target.read(end - 8, 8) == raw.read(end - 8, 8)
+        # read_available: the same readable prefix, to the byte, as the file reader.
+        for start, size in ((end - 0x3000, 0x5000), (end - 5, 100), (0x10, 8), (thread.stack_start, 1 << 21)):
+            assert target.read_available(start, size) == raw.read_available(start, size)
+
+
+def test_target_matches_the_dump_and_restores_the_debugger(pykd):
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.sources.pykd import PykdTarget
+
+    dump = SAMPLES / "big_frame.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    assert pykd.getThreadSystemID() == pykd._s().target.exception.thread_id  # as WinDbg starts
+    start_teb = pykd.getProcessThreads()[0]  # the user switched to another thread (~0s)
+    pykd.setCurrentThread(start_teb)
+    target = PykdTarget(pykd)
+    # The user's thread and register context are as they were.
+    assert pykd.getCurrentThread() == start_teb
+    assert pykd._s().ecxr is False
+    cmds = pykd._commands_for_tests()
+    assert ".ecxr" in cmds and cmds[cmds.index(".ecxr") + 1] == ".cxr"
+    with open_dump(str(dump)) as raw:
+        assert [(t.tid, t.teb, t.context.values, t.stack_end) for t in target.threads] == \
+               [(t.tid, t.teb, t.context.values, t.stack_end) for t in raw.threads]
+        ex, rex = target.exception, raw.exception
+        assert (ex.code, ex.flags, ex.address, ex.parameters, ex.thread_id) == \
+               (rex.code, rex.flags, rex.address, rex.parameters, rex.thread_id)
+        assert ex.context.values == rex.context.values
+        key = lambda m: (m.name, m.path, m.base, m.size, m.timestamp, m.checksum, m.file_version, m.product_version)  # noqa: E731
+        assert [key(m) for m in target.modules] == sorted((key(m) for m in raw.modules), key=lambda k: k[2])
+        s, rs = target.system, raw.system
+        assert (s.arch_name, s.os_major, s.os_minor, s.os_build, s.csd_version, s.number_of_processors,
+                s.processor_level, s.processor_revision) == \
+               (rs.arch_name, rs.os_major, rs.os_minor, rs.os_build, rs.csd_version, rs.number_of_processors,
+                rs.processor_level, rs.processor_revision)
+    assert target.symbol_at(target.modules[0].base + 0x1000) is None  # no PDB: no debugger name
+
+
+def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
+    from dumpkit.sources.pykd import PykdTarget
+
+    pykd._open_dump_for_tests(str(SAMPLES / "recursion_one.dmp"))
+    target = PykdTarget(pykd)
+    mod = next(m for m in target.modules if m.name == "opkernels.dll")
+    monkeypatch.setattr(pykd.module, "symfile", lambda self: r"c:\symbols\opkernels.pdb\ABC1\opkernels.pdb")
+    monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels!visit+1a")
+    assert target.symbol_at(mod.base + 0x14b0) == "opkernels.dll!visit+0x1a"
+    monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels+14b0")
+    assert target.symbol_at(mod.base + 0x14b0) is None
+
+
+def test_dml_escaping(tfstack):
+    assert tfstack.dml_text('std::vector<int> & "x"') == "std::vector&lt;int&gt; &amp; &quot;x&quot;"
+    assert tfstack.dml_text("a\x1b[31mb\nc") == "a\ufffd[31mb c"
+    assert tfstack.link("~~[0x1a]s", "<x>") == '<link cmd="~~[0x1a]s">&lt;x&gt;</link>'
+
+
+def test_only_the_pykd_source_imports_pykd():
+    pattern = re.compile(r"^\s*(import\s+pykd\b|from\s+pykd\b)", re.M)
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "dumpkit").rglob("*.py")
+                 if pattern.search(p.read_text(encoding="utf-8"))]
+    assert offenders == ["dumpkit/sources/pykd.py"]
+    # ...and lazily: importing dumpkit (the pykd source included) does not import pykd.
+    code = ("import sys, dumpkit.engine, dumpkit.cli, dumpkit.sources.pykd; "
+            "sys.exit(1 if 'pykd' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
+
+
+def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
+    """Every pykd function the source and the script call exists in the stand-in, and the
+    stand-in offers nothing else (so it cannot hide a call real pykd 0.3 lacks)."""
+    used = set()
+    for path in (ROOT / "dumpkit" / "sources" / "pykd.py", SCRIPT):
+        text = path.read_text(encoding="utf-8")
+        used |= set(re.findall(r"(?:self\._pykd|\bp|\b_pykd)\.([A-Za-z_][A-Za-z0-9_]*)\b", text))
+        used |= set(re.findall(r'getattr\((?:p|pykd_module|self\._pykd), "([A-Za-z]+)"', text))
+    used -= {"add_argument"}  # argparse's parser, also named p
+    public = {n for n in vars(fake_pykd) if not n.startswith("_") and n not in {
+        "annotations", "os", "Dict", "List", "Optional", "Tuple", "MinidumpTarget", "open_dump",
+        "MemoryNotInDump", "version", "FixedFileInfo", "systemVersion", "exceptionInfo",
+        "debugEvent", "eventType"}}
+    assert used - public == set()
+    assert public - used == set()
