@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from dumpkit.report.dml import dml_text, link
+
 from dumpkit.target import MemoryNotInDump
 from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
 from tests.fakes import pykd as fake_pykd
@@ -112,7 +114,7 @@ def test_dml_output_has_verdict_and_links(tfstack, pykd):
     dml = pykd._output_for_tests(dml=True)
     assert pykd._output_for_tests(dml=False) == ""  # everything went out as DML
     cli = _cli_json(dump)
-    headline = tfstack.dml_text(cli["verdict"]["headline"], 2000)
+    headline = dml_text(cli["verdict"]["headline"], 2000)
     assert headline in dml
     assert "-&gt;" in headline  # the headline's arrows, escaped for DML
     tid = cli["crash"]["thread_id"]
@@ -233,9 +235,9 @@ def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
 
 
 def test_dml_escaping(tfstack):
-    assert tfstack.dml_text('std::vector<int> & "x"') == "std::vector&lt;int&gt; &amp; &quot;x&quot;"
-    assert tfstack.dml_text("a\x1b[31mb\nc") == "a\ufffd[31mb c"
-    assert tfstack.link("~~[0x1a]s", "<x>") == '<link cmd="~~[0x1a]s">&lt;x&gt;</link>'
+    assert dml_text('std::vector<int> & "x"') == "std::vector&lt;int&gt; &amp; &quot;x&quot;"
+    assert dml_text("a\x1b[31mb\nc") == "a\ufffd[31mb c"
+    assert link("~~[0x1a]s", "<x>") == '<link cmd="~~[0x1a]s">&lt;x&gt;</link>'
 
 
 def test_only_the_pykd_source_imports_pykd():

@@ -1,0 +1,156 @@
+"""DML (WinDbg's Debugger Markup Language) rendering of a Report, for `!tfstack`: the
+text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`).
+Dump-derived text is escaped for DML."""
+from __future__ import annotations
+
+import html
+import re
+from typing import List, Sequence
+
+from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.report.escape import clean
+from dumpkit.report.text import collapse, frame_name
+
+
+def dml_text(text: object, limit: int = 512) -> str:
+    """Dump-derived text made safe for DML: one line, controls removed, &<>" escaped."""
+    return (clean(text, limit).replace("&", "&amp;").replace("<", "&lt;")
+            .replace(">", "&gt;").replace('"', "&quot;"))
+
+
+def plain_text(dml_line: str) -> str:
+    """A DML line as plain text: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]*>", "", dml_line))
+
+
+def link(cmd: str, label: str) -> str:
+    return f'<link cmd="{dml_text(cmd, 1000)}">{dml_text(label)}</link>'
+
+
+def thread_link(tid: int) -> str:
+    return link(f"~~[0x{tid:x}]s", f"{tid} (0x{tid:x})")
+
+
+def frame_link(tid: int, index: int) -> str:
+    # Switch to the thread first: `.frame` applies to the current thread.
+    label = f"{index:02x}" if index < 256 else f"{index:x}"
+    return link(f"~~[0x{tid:x}]s; .frame 0x{index:x}", label)
+
+
+def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_threads: bool = False) -> List[str]:
+    out: List[str] = []
+    v = report.verdict
+    out.append(f"<b>dumpkit {dml_text(report.dumpkit_version)}</b>: {dml_text(report.dump.path)}")
+    out.append(f"<b>VERDICT</b>  <b>{dml_text(v.headline, 2000)}</b>")
+    out.append(f"confidence: {dml_text(v.confidence)}")
+    if v.evidence:
+        out.append("<b>Evidence</b>")
+        out.extend(f"  - {dml_text(e, 2000)}" for e in v.evidence)
+    if v.next_steps:
+        out.append("<b>Next steps</b>")
+        out.extend(f"  {i}. {dml_text(s, 2000)}" for i, s in enumerate(v.next_steps, 1))
+    out.append("")
+
+    c = report.crash
+    if c is not None:
+        line = f"{c.code:#010x} {c.code_name}"
+        if c.fastfail_code is not None:
+            line += f" / {c.fastfail_name} ({c.fastfail_code})"
+        out.append(f"<b>Crash</b>      {dml_text(line)} on thread {thread_link(c.thread_id)} "
+                   f"at {c.address:#x}")
+        out.append(f"           {dml_text(c.summary, 1000)}")
+        if c.raised_by:
+            out.append(f"           raised by {dml_text(c.raised_by)}")
+    s = report.system
+    if s is not None:
+        os_line = f"{s.arch}, Windows {s.os_version}" + (f" ({s.os_build})" if s.os_build else "")
+        out.append(f"<b>System</b>     {dml_text(os_line)}")
+        out.append(f"<b>CPU</b>        {dml_text(s.cpu)}, {s.processors} processors")
+    out.append("")
+
+    crash = next((t for t in report.threads if t.is_crashing), None)
+    for t in report.threads:
+        for cyc in t.cycles[:3]:
+            if not t.is_crashing and cyc.repetitions < 10:
+                continue
+            out.append(f"<b>Recursion on thread</b> {thread_link(t.tid)}")
+            share = f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""
+            out.append(f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
+                       f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}{share}, "
+                       f"frames {cyc.first_frame}-{cyc.last_frame}")
+            for fn in call_order(cyc):
+                out.append(f"    {dml_text(fn)}")
+            if cyc.entry_path:
+                out.append("  entered from: " + dml_text(" <- ".join(cyc.entry_path[:6]), 1000))
+    if report.frame_sizes:
+        out.append("<b>Largest frames (crashing thread)</b>")
+        out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
+        for fs in report.frame_sizes[:8]:
+            how = fs.prologue_text or ""
+            if fs.not_yet_allocated:
+                how += " (died in the probe before the frame existed)"
+            idx = frame_link(crash.tid, fs.frame_index) if crash is not None else str(fs.frame_index)
+            pad = " " * max(0, 6 - len(f"{fs.frame_index:02x}" if fs.frame_index < 256 else f"{fs.frame_index:x}"))
+            asks = f"{fs.requested:,}" if fs.requested is not None else ""
+            out.append(f"  {pad}{idx}  {fs.size:>10,}  {asks:>13}  {dml_text(fs.function)}"
+                       + (f"  {dml_text(how)}" if how else ""))
+    if crash is not None and crash.budget is not None:
+        b = crash.budget
+        frac = b.used_fraction
+        out.append(f"<b>Stack</b>      used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
+                   + (f" ({frac:.0%})" if frac is not None else "") + f", from {dml_text(b.source)}"
+                   + (", fault in the guard region" if b.guard_hit else ""))
+    out.append("")
+
+    def stack(t, title: str) -> None:
+        trust = ", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items()))
+        name = f' "{dml_text(t.name, 80)}"' if t.name else ""
+        out.append(f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frame_count:,} frames ({dml_text(trust)}); "
+                   f"walk ended: {dml_text(t.stop_reason)}")
+        out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
+        shown = 0
+        last = -1
+        for r in collapse(t.frames, t.cycles):
+            if shown >= rows:
+                out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
+                break
+            if isinstance(r, str):
+                out.append(f"        {dml_text(r, 1000)}")
+                continue
+            if t.elided_frames and last >= 0 and r.index != last + 1:
+                out.append(f"        ... {r.index - last - 1:,} frames not kept in the report ...")
+            last = r.index
+            label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
+            pad = " " * max(0, 4 - len(label))
+            size = f"{r.size:x}" if r.size is not None else ""
+            out.append(f"  {pad}{frame_link(t.tid, r.index)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
+                       f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})")
+            shown += 1
+        out.append("")
+
+    if crash is not None:
+        stack(crash, "Crashing thread")
+    wanted = set(show_threads)
+    for t in report.threads:
+        if t.is_crashing:
+            continue
+        if all_threads or t.tid in wanted:
+            stack(t, "Thread")
+    others = [t for t in report.threads if not t.is_crashing and not (all_threads or t.tid in wanted)]
+    if others:
+        out.append("<b>Other threads</b>")
+        seen = set()
+        for t in others:
+            if t.tid in seen:
+                continue
+            seen.update(t.same_stack_as)
+            top = frame_name(t.frames[0]) if t.frames else "(no frames)"
+            group = (f" (+{len(t.same_stack_as)} with the same stack: "
+                     + ", ".join(thread_link(x) for x in t.same_stack_as) + ")") if t.same_stack_as else ""
+            name = f' "{dml_text(t.name, 80)}"' if t.name else ""
+            out.append(f"  {thread_link(t.tid)}{name}: {t.frame_count} frames, top {dml_text(top)}{group}")
+    if report.soft_errors:
+        out.append("")
+        out.append("<b>Problems met while reading (the rest of the report stands)</b>")
+        out.extend(f"  - {dml_text(e, 2000)}" for e in report.soft_errors)
+    return out
