@@ -165,13 +165,14 @@ def stack(
     else:
         from rich.console import Console
         from rich.text import Text
-        from dumpkit.analysis.model import FrameRecord, ThreadReport
+        from dumpkit.analysis.model import ThreadReport
+        from dumpkit.engine import frame_record
         from dumpkit.report.escape import clean
         from dumpkit.report.text import thread_table
 
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
         for t, w in walks:
-            recs = tuple(FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust) for f in w.frames)
+            recs = tuple(frame_record(f) for f in w.frames)
             tr = ThreadReport(t.tid, t.name, crash is not None and t.tid == crash.tid, len(w.frames), recs, 0,
                               w.stop_reason, w.trust_counts)
             console.print(Text(f"Thread {t.tid}" + (f" \"{clean(t.name, 80)}\"" if t.name else ""), style="bold")

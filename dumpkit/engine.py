@@ -88,10 +88,14 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
     return walks
 
 
+def frame_record(f: Frame) -> FrameRecord:
+    """A walked frame as reports carry it."""
+    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust)
+
+
 def _records(frames: Sequence[Frame], keep: int) -> Tuple[Tuple[FrameRecord, ...], int]:
     """Head and tail of a long stack: the fault and the thread's entry both matter."""
-    def rec(f: Frame) -> FrameRecord:
-        return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust)
+    rec = frame_record
     if len(frames) <= keep:
         return tuple(rec(f) for f in frames), 0
     head = keep * 3 // 4
