@@ -1,0 +1,92 @@
+"""Capstone-backed code questions the walker asks, on hand-assembled x64 bytes (edge
+cases the sample dumps do not show: an IP inside an epilogue, tail calls, call forms)."""
+from __future__ import annotations
+
+import struct
+
+from dumpkit.unwind.disasm import call_ends_at, call_target, simulate_to_return, stack_allocation
+
+BASE = 0x140001000
+
+
+def reader(code: bytes, base: int = BASE):
+    def read(addr, n):
+        off = addr - base
+        return code[off:off + n] if 0 <= off < len(code) else b""
+    return read
+
+
+def stack(words, base=0x1000):
+    mem = {base + 8 * i: w for i, w in enumerate(words)}
+    return (lambda a: mem.get(a)), base
+
+
+def test_ip_inside_an_epilogue_is_emulated_to_the_ret():
+    # add rsp, 0x28 ; pop rbx ; pop rbp ; ret
+    code = bytes.fromhex("4883c428") + b"\x5b" + b"\x5d" + b"\xc3"
+    words = [0] * 5 + [0xB0B, 0xBEEF, 0x140009999]
+    read_u64, sp = stack(words)
+    path = simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True,
+                              function_range=(BASE - 0x100, BASE + len(code)))
+    assert path is not None and not path.tail_jump
+    assert path.rsp == sp + 0x28 + 16
+    assert read_u64(path.rsp) == 0x140009999
+    assert path.restored == {"rbx": 0xB0B, "rbp": 0xBEEF}
+
+
+def test_body_code_is_not_an_epilogue():
+    # mov rax, [rcx] ; add rsp, 0x28 ; ret   -> the first instruction is no epilogue's
+    code = bytes.fromhex("488b01") + bytes.fromhex("4883c428") + b"\xc3"
+    read_u64, sp = stack([0] * 8)
+    assert simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True) is None
+    # but followed non-strictly (code with no unwind data) it reaches the RET
+    path = simulate_to_return(reader(code), read_u64, BASE, sp, {})
+    assert path is not None and path.rsp == sp + 0x28
+
+
+def test_jump_inside_the_function_is_a_loop_not_a_tail_call():
+    # jmp -5 (to itself: a loop back within the function)
+    code = b"\xeb\xfe"
+    read_u64, sp = stack([0] * 4)
+    rng = (BASE, BASE + 0x40)
+    assert simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True, function_range=rng) is None
+    # jmp rel32 far outside: a tail call ends the epilogue with the stack as at RET
+    far = b"\xe9" + struct.pack("<i", 0x10000)
+    path = simulate_to_return(reader(far), read_u64, BASE, sp, {}, strict_epilogue=True, function_range=rng)
+    assert path is not None and path.tail_jump and path.rsp == sp
+
+
+def test_stack_probe_loop_falls_through_to_its_ret():
+    # libgcc ___chkstk_ms, entered with rcx/rax pushed, IP at the probing `or`:
+    # or qword [rcx], 0 ; sub rax, 0x1000 ; cmp rax, 0x1000 ; ja back ; sub rcx, rax ;
+    # or qword [rcx], 0 ; pop rax ; pop rcx ; ret
+    code = (bytes.fromhex("48830900") + bytes.fromhex("482d00100000") + bytes.fromhex("483d00100000")
+            + b"\x77\xee" + bytes.fromhex("4829c1") + bytes.fromhex("48830900") + b"\x58\x59\xc3")
+    read_u64, sp = stack([0x11, 0x22, 0x276781590])
+    path = simulate_to_return(reader(code), read_u64, BASE, sp, {"rcx": 0, "rax": 0})
+    assert path is not None and path.rsp == sp + 16 and read_u64(path.rsp) == 0x276781590
+
+
+def test_call_sites_are_recognised_in_every_common_form():
+    ret = 0x140002000
+    direct = b"\x90\x90" + b"\xe8" + struct.pack("<i", -0x1000)  # call rel32
+    assert call_ends_at(direct, ret) == 5
+    assert call_target(direct, ret) == ret - 0x1000
+    assert call_ends_at(b"\x90" + bytes.fromhex("ff15") + struct.pack("<i", 0x100), ret) == 6  # call [rip+x]
+    assert call_ends_at(b"\x90\x90\x90\x90\x90" + b"\xff\xd0", ret) == 2  # call rax
+    assert call_ends_at(b"\x90\x90\x90\x90" + b"\x41\xff\xd3", ret) in (2, 3)  # call r11 (its tail decodes as call rbx)
+    assert call_ends_at(b"\x90" * 7, ret) is None
+    assert call_ends_at(b"\x48\x83\xc4\x28\x5b\x5d\xc3", ret) is None
+
+
+def test_prologue_allocations_are_decoded():
+    sub = bytes.fromhex("53") + bytes.fromhex("4881ec00000100") + b"\xc3"  # push rbx; sub rsp, 0x10000
+    got = stack_allocation(reader(sub), BASE)
+    assert got.size == 0x10000 and not got.via_probe
+    # push rbx ; mov eax, 0x400020 ; call probe ; sub rsp, rax
+    probe = BASE + 0x100
+    code = b"\x53" + b"\xb8" + struct.pack("<I", 0x400020) + b"\xe8" + struct.pack("<i", probe - (BASE + 11)) + bytes.fromhex("4829c4")
+    got = stack_allocation(reader(code), BASE, is_probe=lambda t: t == probe)
+    assert got.size == 0x400020 and got.via_probe
+    assert stack_allocation(reader(code), BASE, is_probe=lambda t: False) is None or \
+        stack_allocation(reader(code), BASE, is_probe=lambda t: False).size == 0x400020
