@@ -54,7 +54,10 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
         raise fail(f"{output}: refusing to overwrite the dump being read")
     folder = os.path.dirname(os.path.abspath(output))
-    fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+    except OSError as e:
+        raise fail(f"{output}: cannot write report ({e.strerror or e})")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -112,7 +115,8 @@ def analyze(
         use_color = sys.stdout.isatty() if color is None else color
         text = render_text(report, color=use_color and not output)
     write_output(text, output, dump)
-    if report.soft_errors and fmt is not Format.text:
+    # Text on stdout lists its problems itself; a report written to a file does not reach the user.
+    if report.soft_errors and (fmt is not Format.text or (output and output != "-")):
         for e in report.soft_errors[:20]:
             sys.stderr.write(f"dumpkit: warning: {e}\n")
     raise typer.Exit(EXIT_PROBLEMS if report.soft_errors else EXIT_OK)

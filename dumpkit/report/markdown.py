@@ -10,6 +10,11 @@ from dumpkit.report.escape import clean, markdown as md, markdown_code as code
 from dumpkit.report.text import collapse, frame_name
 
 
+def cell_code(text: object) -> str:
+    """An inline code span inside a table row: GFM splits cells at `|` even in code."""
+    return code(text).replace("|", "\\|")
+
+
 def _stack_block(t: ThreadReport) -> List[str]:
     lines = ["```"]
     last = -1
@@ -63,9 +68,9 @@ def render_markdown(report: Report) -> str:
         out.append(f"| Python | {md(env.python)} |")
     if env.tensorflow or env.tensorflow_version:
         out.append(f"| TensorFlow | {md(env.tensorflow_version or 'version unknown')}"
-                   + (f" ({code(env.tensorflow[0])})" if env.tensorflow else "") + " |")
+                   + (f" ({cell_code(env.tensorflow[0])})" if env.tensorflow else "") + " |")
     for comp in env.cuda:
-        out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({code(comp.module)}) |")
+        out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({cell_code(comp.module)}) |")
     out.append("")
     for sentence in env.compatibility:
         out.append(f"> {md(sentence, 1000)}")
@@ -86,7 +91,7 @@ def render_markdown(report: Report) -> str:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""
                 if fs.not_yet_allocated:
                     asks += " (died in the stack probe)"
-                out.append(f"| {fs.frame_index} | {code(fs.function)} | {fs.size:,} | {asks} |")
+                out.append(f"| {fs.frame_index} | {cell_code(fs.function)} | {fs.size:,} | {asks} |")
             out.append("")
         b = crash_thread.budget
         if b is not None:

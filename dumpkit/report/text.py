@@ -108,7 +108,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         console.print(Text("           ") + Text(clean(c.summary, 1000), style="dim"))
     s = report.system
     if s is not None:
-        os_line = f"{s.arch}, Windows {s.os_version}" + (f" ({clean(s.os_build)})" if s.os_build else "")
+        os_line = f"{clean(s.arch)}, Windows {clean(s.os_version)}" + (f" ({clean(s.os_build)})" if s.os_build else "")
         if s.wine:
             os_line += f", under {clean(s.wine)}"
         console.print(Text("System     ", style="bold") + Text(os_line))

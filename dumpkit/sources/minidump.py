@@ -438,6 +438,8 @@ class MinidumpTarget:
                 suspend_count=t.SuspendCount, priority=t.Priority,
             ))
             if mem.DataSize:
+                if mem.Rva + mem.DataSize > self._size:
+                    self.soft_errors.add(f"thread {t.ThreadId}: stack memory runs past the end of the file")
                 self._stack_ranges.append((stack.StartOfMemoryRange, mem.DataSize, mem.Rva))
 
     def _parse_module_list(self, data: bytes) -> None:

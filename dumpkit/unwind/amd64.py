@@ -29,6 +29,9 @@ DEFAULT_MAX_FRAMES = 2_000_000
 # How far (in 8-byte words) to scan for a caller. Breakpad and rust-minidump use 40, which
 # cuts walks short at the first large frame; much further mostly finds stale addresses.
 DEFAULT_SCAN_WORDS = 256
+# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
+# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
+MAX_STACK_BYTES = 64 << 20
 
 UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
 UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
@@ -212,8 +215,14 @@ class Walker:
         if stack_hi <= stack_lo:
             stack_lo, stack_hi = context.sp, context.sp + 0x100000
             problems.append("stack range unknown; assuming 1 MiB above SP")
-        stack = self.target.read_available(stack_lo, stack_hi - stack_lo)
-        s_lo, s_hi = stack_lo, stack_lo + len(stack)
+        if stack_hi - stack_lo > 1 << 40:
+            problems.append(f"stack range {stack_lo:#x}-{stack_hi:#x} is implausible; walking up to 1 MiB above SP")
+            stack_lo, stack_hi = context.sp, context.sp + 0x100000
+        window_lo = max(stack_lo, min(context.sp, stack_hi) & ~7)
+        stack = self.target.read_available(window_lo, min(stack_hi - window_lo, MAX_STACK_BYTES))
+        s_lo, s_hi = window_lo, window_lo + len(stack)
+        if not self.target.read_available(context.sp, 8):
+            problems.append(f"no stack memory at SP {context.sp:#x} in the dump")
         unpack = struct.unpack_from
 
         def read_u64(addr: int) -> Optional[int]:

@@ -1,0 +1,272 @@
+"""Fuzz harness: open + walk + analyze + render (every format), in-process.
+
+The only exception an input may raise is `DumpError` from `open_dump` (the input is
+unusable). Anything else, a report that breaks its format's escaping, or an input that
+takes too long, is a bug.
+
+Two drivers share `run_one`:
+
+* coverage-guided (atheris / libFuzzer), the long campaign::
+
+      python tests/fuzz/harness.py -atheris_runs=1000000 -timeout=20 -rss_limit_mb=2048 \
+          /tmp/dumpkit-fuzz-corpus
+
+  (seeds from sample_dumps/ and ../shared/real_dumps are copied into the corpus folder
+  on start; extra libFuzzer flags pass through.)
+
+* a structure-aware random mutator with no dependency (`campaign`), used by
+  tests/fuzz/test_fuzz_smoke.py and by `python tests/fuzz/harness.py --random SECONDS`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+SAMPLES = ROOT / "sample_dumps"
+SAMPLE_BIN = SAMPLES / "bin"
+REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
+
+# Seeds: small ones first (the fuzzer is faster on them); the big sample dumps still
+# exercise thousands of memory ranges and deep walks.
+SEED_SAMPLES = ("null_deref.dmp", "fastfail_abort.dmp", "big_frame.dmp", "tf_env_abort.dmp",
+                "recursion_cycle3.dmp")
+MAX_SEED_BYTES = 2 << 20
+
+
+def seed_files() -> List[Path]:
+    out = [SAMPLES / n for n in SEED_SAMPLES if (SAMPLES / n).is_file()]
+    if REAL_DUMPS.is_dir():
+        out += [p for p in sorted(REAL_DUMPS.glob("*/*.dmp")) if p.stat().st_size <= MAX_SEED_BYTES]
+    return out
+
+
+def seeds() -> List[bytes]:
+    return [p.read_bytes() for p in seed_files()]
+
+
+class Bug(AssertionError):
+    """A report that breaks its output format."""
+
+
+_scratch: Optional[str] = None
+
+
+def _scratch_file() -> str:
+    global _scratch
+    if _scratch is None:
+        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        fd, _scratch = tempfile.mkstemp(prefix="dumpkit-fuzz-", suffix=".dmp", dir=folder)
+        os.close(fd)
+    return _scratch
+
+
+def run_one(data: bytes, image_paths: Sequence[str] = ()) -> Optional[str]:
+    """Analyse `data` as a dump and render it in every format. Returns None when the input
+    was rejected as unusable (DumpError), else the JSON report. Raises on any bug."""
+    from dumpkit.engine import Options, analyze
+    from dumpkit.report.html import render_html
+    from dumpkit.report.json_report import render_json
+    from dumpkit.report.markdown import render_markdown
+    from dumpkit.report.text import render_text
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.target import DumpError
+
+    path = _scratch_file()
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        target = open_dump(path)
+    except DumpError as e:
+        if "\n" in str(e):
+            raise Bug(f"DumpError message is not one line: {e!r}")
+        return None
+    try:
+        # Frame limits well below the CLI defaults keep one execution short; the walker's
+        # code paths are the same.
+        opts = Options(image_paths=tuple(image_paths), max_frames=20_000, other_thread_max_frames=500)
+        report = analyze(target, opts).report
+        js = render_json(report)
+        json.loads(js)
+        text = render_text(report, color=False)
+        if "\x1b" in text:
+            raise Bug("ESC byte in the text report")
+        html = render_html(report)
+        if "<script" in html.lower():
+            raise Bug("raw <script in the HTML report")
+        render_markdown(report)
+        return js
+    finally:
+        target.close()
+
+
+# ----------------------------------------------------------------- random mutator
+INTERESTING32 = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000,
+                 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)
+
+
+def _structure_offsets(data: bytes) -> List[int]:
+    """Offsets of header, directory and stream-start words: where mutations matter most."""
+    offs = list(range(0, min(32, len(data)), 4))
+    if len(data) < 32:
+        return offs
+    n, rva = struct.unpack_from("<II", data, 8)
+    for i in range(min(n, 64)):
+        e = rva + 12 * i
+        if e + 12 > len(data):
+            break
+        offs += [e, e + 4, e + 8]
+        _t, size, srva = struct.unpack_from("<III", data, e)
+        offs += [o for o in range(srva, min(srva + min(size, 256), len(data) - 3), 4)]
+    return offs
+
+
+def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes] = ()) -> bytes:
+    buf = bytearray(data)
+    for _ in range(rng.choice((1, 1, 2, 3, 8))):
+        if not buf:
+            buf = bytearray(rng.randbytes(rng.randrange(1, 64)))
+        op = rng.randrange(9)
+        if op <= 2:  # a structure word set to an interesting or random value
+            offs = _structure_offsets(bytes(buf))
+            at = rng.choice(offs) if offs and rng.random() < 0.8 else rng.randrange(max(1, len(buf) - 3))
+            val = rng.choice(INTERESTING32 + (len(buf), len(buf) - 1, len(buf) + 12)) if rng.random() < 0.6 \
+                else rng.getrandbits(32)
+            if at + 4 <= len(buf):
+                buf[at:at + 4] = struct.pack("<I", val & 0xFFFFFFFF)
+        elif op == 3:  # +- a small delta to a structure word
+            offs = _structure_offsets(bytes(buf))
+            if offs:
+                at = rng.choice(offs)
+                if at + 4 <= len(buf):
+                    (v,) = struct.unpack_from("<I", buf, at)
+                    buf[at:at + 4] = struct.pack("<I", (v + rng.randint(-64, 64)) & 0xFFFFFFFF)
+        elif op == 4:  # bit flips
+            for _ in range(rng.randrange(1, 16)):
+                i = rng.randrange(len(buf))
+                buf[i] ^= 1 << rng.randrange(8)
+        elif op == 5:  # truncate
+            del buf[rng.randrange(len(buf)):]
+        elif op == 6:  # random bytes over a span
+            at = rng.randrange(len(buf))
+            n = rng.randrange(1, 256)
+            buf[at:at + n] = rng.randbytes(min(n, len(buf) - at))
+        elif op == 7:  # copy a span from elsewhere (this or another seed)
+            src = rng.choice(pool) if pool and rng.random() < 0.3 else bytes(buf)
+            if src:
+                a = rng.randrange(len(src))
+                n = rng.randrange(1, 512)
+                b = rng.randrange(len(buf))
+                chunk = src[a:a + n]
+                buf[b:b + len(chunk)] = chunk
+        else:  # append garbage / 64-bit word
+            at = rng.randrange(max(1, len(buf) - 7))
+            if at + 8 <= len(buf):
+                buf[at:at + 8] = struct.pack("<Q", rng.choice((0, (1 << 64) - 1, 1 << 63, rng.getrandbits(64))))
+    return bytes(buf)
+
+
+def campaign(seconds: float, seed: int = 0, on_case: Optional[Callable[[int, bytes], None]] = None,
+             crash_dir: Optional[str] = None, max_case_seconds: float = 10.0) -> dict:
+    """Mutate seeds for `seconds`; return counts. Raises (after saving the input to
+    crash_dir, if given) on the first bug."""
+    pool = seeds()
+    if not pool:
+        raise RuntimeError("no seed dumps found")
+    rng = random.Random(seed)
+    started = time.monotonic()
+    execs = rejected = 0
+    slowest = 0.0
+    while time.monotonic() - started < seconds:
+        base = rng.choice(pool)
+        data = mutate(base, rng, pool)
+        t0 = time.monotonic()
+        try:
+            if run_one(data) is None:
+                rejected += 1
+        except KeyboardInterrupt:
+            break
+        except BaseException:
+            _save(crash_dir, data)
+            raise
+        took = time.monotonic() - t0
+        slowest = max(slowest, took)
+        if took > max_case_seconds:
+            _save(crash_dir, data)
+            raise Bug(f"one input took {took:.1f} s")
+        execs += 1
+        if on_case:
+            on_case(execs, data)
+    return {"executions": execs, "rejected": rejected, "seconds": time.monotonic() - started,
+            "slowest": slowest, "seed": seed}
+
+
+def _save(crash_dir: Optional[str], data: bytes) -> None:
+    if crash_dir:
+        os.makedirs(crash_dir, exist_ok=True)
+        name = hashlib.sha1(data).hexdigest()[:16]
+        Path(crash_dir, f"crash-{name}.dmp").write_bytes(data)
+
+
+# ----------------------------------------------------------------- atheris driver
+def _atheris_main(argv: List[str]) -> None:
+    import atheris
+
+    with atheris.instrument_imports():
+        import dumpkit.analysis.budget  # noqa: F401
+        import dumpkit.analysis.environment  # noqa: F401
+        import dumpkit.analysis.framesizes  # noqa: F401
+        import dumpkit.analysis.recursion  # noqa: F401
+        import dumpkit.analysis.verdict  # noqa: F401
+        import dumpkit.context  # noqa: F401
+        import dumpkit.engine  # noqa: F401
+        import dumpkit.images  # noqa: F401
+        import dumpkit.pe  # noqa: F401
+        import dumpkit.report.html  # noqa: F401
+        import dumpkit.report.json_report  # noqa: F401
+        import dumpkit.report.markdown  # noqa: F401
+        import dumpkit.report.text  # noqa: F401
+        import dumpkit.sources.minidump  # noqa: F401
+        import dumpkit.unwind.amd64  # noqa: F401
+        import dumpkit.unwind.disasm  # noqa: F401
+
+    # Seed the first corpus folder given (libFuzzer reads and extends it).
+    dirs = [a for a in argv[1:] if not a.startswith("-")]
+    if dirs:
+        os.makedirs(dirs[0], exist_ok=True)
+        for p in seed_files():
+            dst = Path(dirs[0], "seed-" + p.parent.name + "-" + p.name)
+            if not dst.exists():
+                dst.write_bytes(p.read_bytes())
+    if not any(a.startswith("-max_len") for a in argv):
+        argv = argv + [f"-max_len={MAX_SEED_BYTES}"]
+
+    def test_one(data: bytes) -> None:
+        run_one(data)
+
+    atheris.Setup(argv, test_one)
+    atheris.Fuzz()
+
+
+def main(argv: List[str]) -> None:
+    if len(argv) >= 2 and argv[1] == "--random":
+        seconds = float(argv[2]) if len(argv) > 2 else 60.0
+        seed = int(argv[3]) if len(argv) > 3 else int(time.time())
+        stats = campaign(seconds, seed, crash_dir=str(ROOT / "tests" / "fuzz" / "crashes"))
+        print(json.dumps(stats))
+        return
+    _atheris_main(argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
