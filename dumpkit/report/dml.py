@@ -9,7 +9,7 @@ from typing import List, Sequence
 
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean
-from dumpkit.report.text import collapse, frame_name
+from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -82,7 +82,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                 out.append(f"    {dml_text(fn)}")
             if cyc.entry_path:
                 out.append("  entered from: " + dml_text(" <- ".join(cyc.entry_path[:6]), 1000))
-    if report.frame_sizes:
+    if shows_frame_sizes(report):
         out.append("<b>Largest frames (crashing thread)</b>")
         out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
         for fs in report.frame_sizes[:8]:

@@ -6,7 +6,11 @@ import html
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~&])")
+# What can start markup in GFM inline text or a table cell: emphasis, code, links and
+# images, raw HTML and entities, strikethrough, cell separators, headings. Periods,
+# hyphens and parentheses are left alone: without `[` they cannot form a link, and dump
+# text never starts a line, so they cannot start a list.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]#!|<>~&])")
 MAX_SHOWN = 512
 
 

@@ -7,7 +7,7 @@ from typing import List
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import html_text as h
-from dumpkit.report.text import collapse, frame_name
+from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -69,7 +69,7 @@ def render_html(report: Report) -> str:
             out.append(f"<h2>Recursion</h2><p>cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
                        f"{cyc.bytes_per_repetition:,} bytes = {h(human_bytes(cyc.total_bytes))}</p><ul>"
                        + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc)) + "</ul>")
-        if report.frame_sizes:
+        if shows_frame_sizes(report):
             out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th></tr>")
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""

@@ -7,7 +7,7 @@ from typing import List
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code
-from dumpkit.report.text import collapse, frame_name
+from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
 
 def cell_code(text: object) -> str:
@@ -85,7 +85,7 @@ def render_markdown(report: Report) -> str:
                        + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""))
             out += [f"- {code(fn)}" for fn in call_order(cyc)]
             out.append("")
-        if report.frame_sizes:
+        if shows_frame_sizes(report):
             out += ["**Largest frames**", "", "| # | function | frame bytes | prologue asks |", "|---:|---|---:|---:|"]
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""

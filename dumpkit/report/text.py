@@ -14,6 +14,15 @@ from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean
 
 
+STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
+
+
+def shows_frame_sizes(report: Report) -> bool:
+    """Frame sizes explain stack overflows; elsewhere they matter only when one is oversized."""
+    return bool(report.frame_sizes) and (
+        report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes))
+
+
 def frame_name(f: FrameRecord) -> str:
     if f.symbol:
         return f.symbol
@@ -145,7 +154,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
                 console.print(Text("    ") + Text(clean(fn)))
             if cyc.entry_path:
                 console.print(Text("  entered from: ") + Text(clean(" <- ".join(cyc.entry_path[:6]), 1000)))
-    if report.frame_sizes:
+    if shows_frame_sizes(report):
         console.print(Text("Largest frames (crashing thread)", style="bold"))
         table = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("#", "function", "frame", "prologue asks", "how"):
