@@ -133,12 +133,12 @@ def stack(
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
 ) -> None:
     """Print stack frames like WinDbg's `kf` (frame size, SP, return address, call site, how found)."""
-    from dumpkit.engine import Options, crashing_thread, make_walker
-    from dumpkit.unwind.amd64 import walk_thread
+    from dumpkit.engine import Options, crashing_thread, make_walker, walker_for
 
     target = _open(dump)
-    if target.system is not None and not target.system.is_x64:
-        raise fail(f"{dump}: stack walking supports x64 dumps only (this one is {target.system.arch_name})")
+    walk = walker_for(target)
+    if walk is None:
+        raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {target.system.arch_name})")
     opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path), max_frames=max(1, max_frames))
     walker = make_walker(target, opts)
     crash = crashing_thread(target)
@@ -155,7 +155,7 @@ def stack(
     walks = []
     for t in chosen:
         ctx = target.exception.context if (crash is not None and t.tid == crash.tid and target.exception.context) else None
-        walks.append((t, walk_thread(walker, t, ctx, opts.max_frames)))
+        walks.append((t, walk(walker, t, ctx, opts.max_frames)))
     if json_out:
         import json
         doc = {"threads": [{

@@ -25,6 +25,7 @@ from dumpkit.images import ImageLocator
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread
 from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.x86 import walk_x86
 from dumpkit.unwind.frames import Frame, StackWalk
 
 
@@ -68,8 +69,15 @@ def make_walker(target: Target, options: Options) -> Walker:
                   scan_words=options.scan_words)
 
 
+def walker_for(target: Target):
+    """The thread walker for the dump's CPU, or None when it is not one we walk."""
+    arch = target.system.processor_architecture if target.system is not None else 9
+    return {9: walk_thread, 0: walk_x86}.get(arch)
+
+
 def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, StackWalk]:
     """Walk the crashing thread from the exception context, others from their own."""
+    walk_thread = walker_for(target)
     ex = target.exception
     crash = crashing_thread(target)
     walks: Dict[int, StackWalk] = {}
@@ -200,11 +208,11 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
     walker = make_walker(target, options)
-    is_x64 = target.system is None or target.system.is_x64
-    walks = walk_all(target, walker, options) if is_x64 else {}
-    if not is_x64:
+    walkable = walker_for(target) is not None
+    walks = walk_all(target, walker, options) if walkable else {}
+    if not walkable:
         target.soft_errors.add(
-            f"stack walking supports x64 only; this dump is {target.system.arch_name}: "
+            f"stack walking supports x64 and x86; this dump is {target.system.arch_name}: "
             "threads, modules and the exception are still reported")
     crash_thread = crashing_thread(target)
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None

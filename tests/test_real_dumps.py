@@ -15,8 +15,9 @@ from dumpkit.sources.minidump import open_dump
 from tests.conftest import REAL_DUMPS, real_dump, real_dumps
 
 ALL = real_dumps()
-X64_WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()
-                  and json.loads(p.with_name(p.stem + ".peer.rust-minidump.json").read_text())["system_info"]["cpu_arch"] == "amd64"]
+WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]
+X64_WITH_PEERS = [p for p in WITH_PEERS
+                  if json.loads(p.with_name(p.stem + ".peer.rust-minidump.json").read_text())["system_info"]["cpu_arch"] == "amd64"]
 
 
 def run(*args):
@@ -113,14 +114,14 @@ def _peer_frames_from_text(dump: Path, tid: int):
     block = re.search(rf"Thread \d+.*tid: {tid}\n(.*?)(?:\n\n|\Z)", text, re.S)
     frames = []
     for chunk in re.split(r"\n (?=\s*\d+  )", block.group(1)):
-        rsp = re.search(r"rsp = (0x[0-9a-f]+)", chunk)
-        rip = re.search(r"rip = (0x[0-9a-f]+)", chunk)
+        rsp = re.search(r"[re]sp = (0x[0-9a-f]+)", chunk)
+        rip = re.search(r"[re]ip = (0x[0-9a-f]+)", chunk)
         if rsp and rip:
             frames.append((int(rsp.group(1), 16), int(rip.group(1), 16)))
     return frames
 
 
-@pytest.mark.parametrize("dump", X64_WITH_PEERS, ids=[p.name for p in X64_WITH_PEERS])
+@pytest.mark.parametrize("dump", WITH_PEERS, ids=[p.name for p in WITH_PEERS])
 def test_stack_walk_is_at_least_as_plausible_as_the_peers(dump):
     peer = peer_json(dump)
     ct = peer.get("crashing_thread") or {"thread_id": peer["threads"][0]["thread_id"]}
@@ -150,3 +151,17 @@ def test_stack_walk_is_at_least_as_plausible_as_the_peers(dump):
             assert any(lo <= ip < hi for lo, hi, _, _ in jit), f
         else:
             assert f["rva"] >= 0x1000
+
+
+def test_real_x86_stack_exhaustion_is_diagnosed_as_recursion():
+    """Breakpad's stack_exhaustion.dmp (x86, 0xC00000FD): the EBP chain shows one function
+    calling itself, as rust-minidump's frame-pointer walk beside it does."""
+    dump = real_dump("breakpad/stack_exhaustion.dmp")
+    doc = json.loads(run("analyze", dump, "--format", "json").stdout)
+    assert doc["verdict"]["kind"] == "recursion"
+    crash = doc["threads"][0]
+    cyc = crash["cycles"][0]
+    assert cyc["period"] == 1 and cyc["functions"] == ["crashme.exe+0xa6a7"]
+    # rust-minidump: frames 1.. return to crashme.exe+0xa6a7, 4,328 (0x10e8) bytes apart
+    assert cyc["bytes_per_repetition"] == 0x10E8 and cyc["repetitions"] >= 235
+    assert crash["trust_counts"].get("frame_pointer", 0) >= 235

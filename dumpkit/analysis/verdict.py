@@ -95,6 +95,13 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
            read_code: Optional[Callable[[int, int], bytes]] = None,
            threshold: int = 64 * 1024) -> Tuple[Verdict, List[Finding]]:
     findings: List[Finding] = []
+    if crash is None and target is not None and target.soft_errors.items:
+        return Verdict(
+            "no_exception",
+            f"No exception record could be read: the dump is damaged ({len(target.soft_errors.items)} problem(s) listed below)",
+            "low", tuple(target.soft_errors.items[:5]),
+            ("Get the dump again from the machine that crashed; check that the copy is complete.",),
+        ), findings
     if crash is None:
         return Verdict(
             "no_exception",
@@ -111,6 +118,12 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
                            + (f" at {crash.address:#x}" + at)]
     steps: List[str] = list(info.next_steps)
 
+    if crash.code == STACK_OVERFLOW and (walk is None or not walk.frames):
+        headline = (f"Stack overflow on thread {tid}; its stack could not be walked, so the "
+                    "recursion and frame-size analyses have nothing to work on")
+        evidence.append("no frames: " + ("; ".join(target.soft_errors.items[:2]) if target is not None and target.soft_errors.items else "the thread's stack is not in the dump"))
+        findings.append(Finding("stack_overflow", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
+        return Verdict("stack_overflow", headline, "medium", tuple(evidence), tuple(steps)), findings
     if crash.code == STACK_OVERFLOW:
         return _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold)
 

@@ -126,7 +126,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     env_bits = []
     if env.cpu_features:
         feats = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else '?'}" for k, v in env.cpu_features.items())
-        env_bits.append(("CPU feats  ", feats + (f" (from {env.cpu_features_source})" if env.cpu_features_source else "")))
+        src = env.cpu_features_source
+        env_bits.append(("CPU feats  ", feats + (f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else "")))
     if env.python:
         env_bits.append(("Python     ", env.python))
     if env.tensorflow or env.tensorflow_version:

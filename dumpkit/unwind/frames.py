@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 # How a frame was found, weakest first. The order is the order of trust.
-TRUST_LEVELS = ("scan", "scan_validated", "prologue", "unwind_info", "context")
+TRUST_LEVELS = ("scan", "scan_validated", "frame_pointer", "prologue", "unwind_info", "context")
 
 
 @dataclass
