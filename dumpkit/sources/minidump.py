@@ -88,8 +88,15 @@ class _Memory:
         ends: List[int] = []
         offs: List[int] = []
         overlaps = 0
+        last_end = -1
         for start, size, off in ranges:
             end = start + size
+            if start >= last_end:  # the common case: disjoint, in order
+                starts.append(start)
+                ends.append(end)
+                offs.append(off)
+                last_end = end
+                continue
             if starts and start < ends[-1]:
                 if end <= ends[-1]:
                     continue  # wholly inside the previous range: writers often repeat stacks
@@ -99,6 +106,7 @@ class _Memory:
             starts.append(start)
             ends.append(end)
             offs.append(off)
+            last_end = end
         if overlaps:
             errors.add(f"memory lists: {overlaps} overlapping range(s); the first copy of each byte is used")
         self._data = data
@@ -376,17 +384,25 @@ class MinidumpTarget:
     def _parse_memory_list(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)
         count = self._records(data, 4, count, 16, "MemoryList")
-        for i in range(count):
-            start, dsize, rva = struct.unpack_from("<QII", data, 4 + 16 * i)
-            self._add_range(start, dsize, rva, "MemoryList")
+        # Wine writes a range per unwind record: a million entries is real. Plain ranges
+        # go straight in; only suspicious ones take the checked path.
+        size, append = self._size, self._mem_ranges.append
+        for start, dsize, rva in struct.iter_unpack("<QII", data[4:4 + 16 * count]):
+            if dsize and rva + dsize <= size and start + dsize <= 1 << 64:
+                append((start, dsize, rva))
+            else:
+                self._add_range(start, dsize, rva, "MemoryList")
 
     def _parse_memory64_list(self, data: bytes) -> None:
         count, base_rva = struct.unpack_from("<QQ", data, 0)
         count = self._records(data, 16, count, 16, "Memory64List")
         off = base_rva
-        for i in range(count):
-            start, dsize = struct.unpack_from("<QQ", data, 16 + 16 * i)
-            self._add_range(start, dsize, off, "Memory64List")
+        size, append = self._size, self._mem_ranges.append
+        for start, dsize in struct.iter_unpack("<QQ", data[16:16 + 16 * count]):
+            if dsize and off + dsize <= size and start + dsize <= 1 << 64:
+                append((start, dsize, off))
+            else:
+                self._add_range(start, dsize, off, "Memory64List")
             off += dsize
 
     def _add_range(self, start: int, size: int, offset: int, what: str) -> None:
