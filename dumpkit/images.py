@@ -8,9 +8,11 @@ Order, as in DESIGN.md "Where unwind data comes from":
    TimeDateStamp and SizeOfImage match the module's;
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
    directory, built on first use), matched by name + TimeDateStamp + SizeOfImage;
-4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`, local only.
+4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`;
+5. HTTP symbol servers named in a symbol path (`srv*CACHE*https://...`): NAME/KEY/NAME
+   is downloaded into CACHE (atomically; nothing else is ever written).
 
-Nothing here writes anywhere. Results are cached per module; `close()` releases the files.
+Results are cached per module; `close()` releases the files.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from dumpkit.target import MemoryNotInDump, Module
 
 __all__ = ["LocatedImage", "ImageLocator", "parse_symbol_path", "windows_path_candidates"]
 
-SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store")
+SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
 _PDATA_PROBE_CHUNK = 1 << 20
 _MAX_INDEX_FILES = 2_000_000  # per --image-path directory
@@ -39,14 +41,34 @@ class LocatedImage:
 
 
 # ----------------------------------------------------------------------------- paths
+@dataclass(frozen=True)
+class SymbolServer:
+    url: str  # base URL; images are served at URL/NAME/KEY/NAME
+    cache: str  # local store the downloads go into (NAME/KEY/NAME)
+
+
+DEFAULT_SYMBOL_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "dumpkit", "symbols")
+
+
 def parse_symbol_path(spec: str) -> List[str]:
     """Local directories named by an `_NT_SYMBOL_PATH`-style string.
 
     Elements are separated by ';'. `srv*DIR*URL`, `symsrv*symsrv.dll*DIR*URL` and
     `cache*DIR` contribute their local directories; plain elements are directories.
-    URLs are skipped: HTTP download is not implemented.
-    TODO: fetch NAME/KEY/NAME from symbol servers over HTTP (into a user-chosen cache)."""
-    out: List[str] = []
+    URLs are returned by `parse_symbol_servers`."""
+    return parse_symbol_spec(spec)[0]
+
+
+def parse_symbol_servers(spec: str) -> List[SymbolServer]:
+    """The HTTP(S) symbol servers of a symbol path, each with the local store its
+    downloads go to (the last local directory before the URL in the same `srv*` element,
+    as symsrv does; else dumpkit's cache folder)."""
+    return parse_symbol_spec(spec)[1]
+
+
+def parse_symbol_spec(spec: str) -> Tuple[List[str], List[SymbolServer]]:
+    dirs: List[str] = []
+    servers: List[SymbolServer] = []
     for element in spec.split(";"):
         element = element.strip()
         if not element:
@@ -57,13 +79,23 @@ def parse_symbol_path(spec: str) -> List[str]:
             rest = parts[1:]
             if head == "symsrv" and rest and rest[0].lower().endswith(".dll"):
                 rest = rest[1:]
-            locals_ = [p for p in rest if p and not _is_url(p)]
         else:
-            locals_ = [element] if not _is_url(element) else []
-        for p in locals_:
-            if p not in out:
-                out.append(p)
-    return out
+            rest = [element]
+        cache = None
+        for p in rest:
+            if not p:
+                continue
+            if _is_url(p):
+                if p.lower().startswith(("http://", "https://")):
+                    servers.append(SymbolServer(p.rstrip("/"), cache or DEFAULT_SYMBOL_CACHE))
+                continue
+            cache = p
+            if p not in dirs:
+                dirs.append(p)
+    for srv in servers:
+        if srv.cache not in dirs:
+            dirs.append(srv.cache)
+    return dirs, servers
 
 
 def _is_url(s: str) -> bool:
@@ -150,10 +182,17 @@ class ImageLocator:
                  use_recorded_path: bool = True):
         self.image_paths = list(image_paths)
         self.symbol_dirs: List[str] = []
+        self.symbol_servers: List[SymbolServer] = []
         for sp in symbol_paths:
-            for d in parse_symbol_path(sp):
+            dirs, servers = parse_symbol_spec(sp)
+            for d in dirs:
                 if d not in self.symbol_dirs:
                     self.symbol_dirs.append(d)
+            for srv in servers:
+                if srv not in self.symbol_servers:
+                    self.symbol_servers.append(srv)
+        self.downloads: List[str] = []  # what was fetched (for the report and tests)
+        self.failures: List[str] = []  # downloads that did not work, one line each
         self.use_recorded_path = use_recorded_path
         self._cache: Dict[Tuple, Optional[LocatedImage]] = {}
         self._indexes: Dict[str, Dict[str, List[str]]] = {}
@@ -193,8 +232,9 @@ class ImageLocator:
                 return self._keep(mem)
             if mem is not None:
                 fallback = mem
-        for found in (self._from_recorded_path(module), self._from_image_paths(module),
-                      self._from_symbol_store(module)):
+        for search in (self._from_recorded_path, self._from_image_paths,
+                       self._from_symbol_store, self._from_symbol_server):
+            found = search(module)
             if found is not None:
                 if fallback is not None:
                     fallback.image.close()
@@ -282,6 +322,32 @@ class ImageLocator:
                     return found
         return None
 
+    def _from_symbol_server(self, module: Module) -> Optional[LocatedImage]:
+        """Download NAME/KEY/NAME from each configured HTTP symbol server into its local
+        store, then use it like any store file. Compressed (NAME.dl_) and file.ptr
+        answers are not handled yet."""
+        name = _module_file_name(module)
+        if not self.symbol_servers or not name or not module.timestamp or not module.size:
+            return None
+        key = f"{module.timestamp:08X}{module.size:x}"
+        for srv in self.symbol_servers:
+            dest = os.path.join(srv.cache, name, key, name)
+            if os.path.isfile(dest):
+                found = self._try_file(dest, module, "symbol-store")
+                if found is not None:
+                    return found
+                continue
+            why = _download(f"{srv.url}/{name}/{key}/{name}", dest)
+            if why == "":
+                self.downloads.append(dest)
+                found = self._try_file(dest, module, "symbol-server")
+                if found is not None:
+                    found.detail = f"{srv.url} -> {found.detail}"
+                    return found
+            else:
+                self.failures.append(f"{name}: {srv.url}: {why}")
+        return None
+
     def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
         name = _module_file_name(module)
         if not name or not module.timestamp or not module.size:
@@ -311,6 +377,47 @@ def _read_xz(path: str) -> bytes:
     if len(data) > MAX_XZ_IMAGE:
         raise PEError(f"{path}: decompressed image larger than {MAX_XZ_IMAGE} bytes")
     return data
+
+
+MAX_DOWNLOAD = 2 << 30
+DOWNLOAD_TIMEOUT = 60
+
+
+def _download(url: str, dest: str) -> Optional[str]:
+    """Fetch url into dest (atomically, bounded); None on any failure (the reason is the
+    caller's soft error to give). Returns the reason on failure, "" on success."""
+    import tempfile
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, headers={"User-Agent": "Microsoft-Symbol-Server/10.0.0.0 dumpkit"})
+    try:
+        with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT) as resp:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=os.path.dirname(dest))
+            total = 0
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    while True:
+                        chunk = resp.read(1 << 20)
+                        if not chunk:
+                            break
+                        total += len(chunk)
+                        if total > MAX_DOWNLOAD:
+                            raise OSError(f"larger than {MAX_DOWNLOAD} bytes")
+                        out.write(chunk)
+                os.replace(tmp, dest)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+    except urllib.error.HTTPError as e:
+        return f"HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        return str(getattr(e, "reason", e))
+    return ""
 
 
 def _store_candidates(base: str, name: str, key: str) -> Iterator[str]:

@@ -172,7 +172,9 @@ def test_parse_symbol_path():
     assert parse_symbol_path("cache*/var/sym;srv*/srv/store*http://host/x;/plain/dir") == [
         "/var/sym", "/srv/store", "/plain/dir"]
     assert parse_symbol_path("symsrv*symsrv.dll*D:\\s*https://x") == ["D:\\s"]
-    assert parse_symbol_path("srv*https://only.example/symbols") == []
+    # a server with no local store downloads into dumpkit's own cache folder
+    from dumpkit.images import DEFAULT_SYMBOL_CACHE
+    assert parse_symbol_path("srv*https://only.example/symbols") == [DEFAULT_SYMBOL_CACHE]
     assert parse_symbol_path(";;") == []
 
 
@@ -272,3 +274,54 @@ def test_real_dump_wine_system_dlls_via_image_path():
             assert found.image.pdata_count > 100
     finally:
         target.close()
+
+
+def test_parse_symbol_servers():
+    from dumpkit.images import DEFAULT_SYMBOL_CACHE, SymbolServer, parse_symbol_servers
+    assert parse_symbol_servers("srv*C:\\cache*https://msdl.microsoft.com/download/symbols/") == [
+        SymbolServer("https://msdl.microsoft.com/download/symbols", "C:\\cache")]
+    assert parse_symbol_servers("srv*http://a/x;cache*/c;/plain") == [SymbolServer("http://a/x", DEFAULT_SYMBOL_CACHE)]
+    assert parse_symbol_servers("srv*ftp://nope*/d") == []
+
+
+def test_symbol_server_download_over_loopback(tmp_path):
+    """A symbol server (served here on 127.0.0.1 from a store laid out like Microsoft's)
+    is asked for NAME/TIMESTAMPSIZE/NAME; the image lands in the cache and is used."""
+    import functools
+    import http.server
+    import shutil
+    import threading
+
+    from dumpkit.pe import PEImage
+
+    src = Path(__file__).resolve().parent.parent / "sample_dumps" / "bin" / "opkernels.dll"
+    if not src.exists():
+        pytest.skip("sample binaries not present")
+    img = PEImage.from_file(str(src))
+    key = f"{img.timestamp:08X}{img.size_of_image:x}"
+    store = tmp_path / "server"
+    (store / "opkernels.dll" / key).mkdir(parents=True)
+    shutil.copy(src, store / "opkernels.dll" / key / "opkernels.dll")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(store))
+    handler.log_message = lambda *a: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        cache = tmp_path / "cache"
+        module = Module("opkernels.dll", r"C:\\gone\\opkernels.dll", 0x180000000, img.size_of_image, img.timestamp)
+        loc = ImageLocator(symbol_paths=[f"srv*{cache}*{url}"], use_recorded_path=False)
+        found = loc.locate(module, None)
+        assert found is not None and found.source == "symbol-server"
+        assert (cache / "opkernels.dll" / key / "opkernels.dll").read_bytes() == src.read_bytes()
+        assert found.image.lookup_function(0x14B0) is not None
+        # a module the server does not have: a failure noted, not an exception
+        other = Module("missing.dll", r"C:\\missing.dll", 0x10000000, 0x1000, 0x12345678)
+        assert loc.locate(other, None) is None
+        assert any("HTTP 404" in f for f in loc.failures)
+        # the second locator finds the cached copy without asking the server
+        server.shutdown()
+        again = ImageLocator(symbol_paths=[f"srv*{cache}*{url}"], use_recorded_path=False).locate(module, None)
+        assert again is not None and again.source == "symbol-store"
+    finally:
+        server.server_close()
