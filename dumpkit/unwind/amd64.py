@@ -374,7 +374,7 @@ class Walker:
                 ret = read_u64(sp)
                 if ret is not None and self._plausible_return(ret) == "scan_validated":
                     return ret, sp + 8, _volatile_cleared(regs, {}), "prologue"
-        return self._scan(sp if first else sp, regs, read_u64, stack_hi)
+        return self._scan(sp, regs, read_u64, stack_hi)
 
     def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
         fn = place.function
@@ -420,7 +420,8 @@ class Walker:
         return "scan" if image is None else None
 
     def _scan(self, sp: int, regs, read_u64, stack_hi: int):
-        best_unvalidated = None
+        """The first word at or above sp that can be a return address (a CALL ends there
+        when the code is available; else it points into module code, as the peers take)."""
         addr = sp
         for _ in range(self.scan_words):
             if addr + 8 > stack_hi:
@@ -428,17 +429,11 @@ class Walker:
             val = read_u64(addr)
             if val is None:
                 break
-            if val > 0x10000:
-                kind = self._plausible_return(val)
-                if kind == "scan_validated":
-                    return val, addr + 8, _volatile_cleared(regs, {}), kind
-                if kind == "scan" and best_unvalidated is None:
-                    best_unvalidated = (val, addr + 8, _volatile_cleared(regs, {}), kind)
-                    # Keep looking a little for a validated one? Peers take the first
-                    # in-module word; we do the same when nothing can be validated.
-                    return best_unvalidated
+            kind = self._plausible_return(val) if val > 0x10000 else None
+            if kind is not None:
+                return val, addr + 8, _volatile_cleared(regs, {}), kind
             addr += 8
-        return best_unvalidated
+        return None
 
 
 def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:
