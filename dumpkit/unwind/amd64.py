@@ -110,6 +110,8 @@ class Walker:
         self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
         self._in_module: Dict[int, bool] = {}
         self._dynamic = sorted(target.function_table_entries() or [])
+        # 32-bit dumps decode call sites in 32-bit mode (0x40-0x4F are not REX there).
+        self.bits = 32 if target.system is not None and target.system.processor_architecture == 0 else 64
         self._dynamic_starts = [d[0] for d in self._dynamic]
 
     # -- memory --------------------------------------------------------------------------
@@ -406,7 +408,7 @@ class Walker:
                 # the dump holds the code, else take it as a plain scan.
                 before = self.target.read_available(addr - 7, 7)
                 if len(before) == 7:
-                    return "scan_validated" if call_ends_at(before, addr) else None
+                    return "scan_validated" if call_ends_at(before, addr, self.bits) else None
                 return "scan"
             return None
         if addr - module.base < 0x1000:
@@ -416,7 +418,7 @@ class Walker:
             return None
         before = self.read_code(addr - 7, 7)
         if len(before) == 7:
-            return "scan_validated" if call_ends_at(before, addr) else None
+            return "scan_validated" if call_ends_at(before, addr, self.bits) else None
         return "scan" if image is None else None
 
     def _scan(self, sp: int, regs, read_u64, stack_hi: int):

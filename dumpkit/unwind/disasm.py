@@ -28,9 +28,9 @@ _GPR64 = {
 MAX_SIMULATED_INSTRUCTIONS = 200
 
 
-@lru_cache(maxsize=1)
-def _cs() -> "capstone.Cs":
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+@lru_cache(maxsize=2)
+def _cs(bits: int = 64) -> "capstone.Cs":
+    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32)
     md.detail = False
     return md
 
@@ -42,14 +42,14 @@ def _imm(text: str) -> Optional[int]:
     return int(text, 16) if text.startswith("0x") else int(text)
 
 
-def decode_one(code: bytes, address: int) -> Optional[Tuple[int, str, str]]:
+def decode_one(code: bytes, address: int, bits: int = 64) -> Optional[Tuple[int, str, str]]:
     """(size, mnemonic, op_str) of the first instruction, or None if undecodable."""
-    for insn in _cs().disasm_lite(code[:16], address, 1):
+    for insn in _cs(bits).disasm_lite(code[:16], address, 1):
         return insn[1], insn[2], insn[3]
     return None
 
 
-def call_ends_at(code_before: bytes, return_address: int) -> Optional[int]:
+def call_ends_at(code_before: bytes, return_address: int, bits: int = 64) -> Optional[int]:
     """If some CALL instruction ends exactly at `return_address`, return its length.
 
     `code_before` holds the bytes just below the return address (up to 7 are enough for
@@ -60,7 +60,7 @@ def call_ends_at(code_before: bytes, return_address: int) -> Optional[int]:
         if length > n:
             continue
         start = return_address - length
-        got = decode_one(code_before[n - length:], start)
+        got = decode_one(code_before[n - length:], start, bits)
         if got and got[0] == length and got[1] == "call":
             return length
     return None

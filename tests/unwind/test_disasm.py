@@ -90,3 +90,12 @@ def test_prologue_allocations_are_decoded():
     assert got.size == 0x400020 and got.via_probe
     assert stack_allocation(reader(code), BASE, is_probe=lambda t: False) is None or \
         stack_allocation(reader(code), BASE, is_probe=lambda t: False).size == 0x400020
+
+
+def test_32_bit_call_sites_decode_in_32_bit_mode():
+    # 8B 45 FC is `mov eax, [ebp-4]` in both modes, but `48 FF D0` is `call rax` only in
+    # 64-bit mode: in 32-bit mode 0x48 is `dec eax`, so the call is the 2-byte `call eax`.
+    ret = 0x00401000
+    assert call_ends_at(b"\x90\x90\x90\x90\x48\xff\xd0", ret, bits=64) == 3
+    assert call_ends_at(b"\x90\x90\x90\x90\x48\xff\xd0", ret, bits=32) == 2
+    assert call_ends_at(b"\x90\x90" + b"\xe8" + struct.pack("<i", -0x100), ret, bits=32) == 5
