@@ -5,6 +5,7 @@ Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (list
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from enum import Enum
@@ -112,8 +113,10 @@ def analyze(
         text = render_html(report)
     else:
         from dumpkit.report.text import render_text
-        use_color = sys.stdout.isatty() if color is None else color
-        text = render_text(report, color=use_color and not output)
+        tty = sys.stdout.isatty() and not output
+        use_color = tty if color is None else color
+        width = max(80, shutil.get_terminal_size((120, 24)).columns) if tty else 120
+        text = render_text(report, color=use_color and not output, width=width)
     write_output(text, output, dump)
     # Text on stdout lists its problems itself; a report written to a file does not reach the user.
     if report.soft_errors and (fmt is not Format.text or (output and output != "-")):

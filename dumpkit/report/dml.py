@@ -7,7 +7,7 @@ import html
 import re
 from typing import List, Sequence
 
-from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
@@ -80,8 +80,8 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                        f"frames {cyc.first_frame}-{cyc.last_frame}")
             for fn in call_order(cyc):
                 out.append(f"    {dml_text(fn)}")
-            if cyc.entry_path:
-                out.append("  entered from: " + dml_text(" <- ".join(cyc.entry_path[:6]), 1000))
+            if outside_entry_path(cyc):
+                out.append("  entered from: " + dml_text(" <- ".join(outside_entry_path(cyc)[:6]), 1000))
     if shows_frame_sizes(report):
         out.append("<b>Largest frames (crashing thread)</b>")
         out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
@@ -109,7 +109,6 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                    f"walk ended: {dml_text(t.stop_reason)}")
         out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
         shown = 0
-        last = -1
         for r in collapse(t.frames, t.cycles):
             if shown >= rows:
                 out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
@@ -117,9 +116,6 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             if isinstance(r, str):
                 out.append(f"        {dml_text(r, 1000)}")
                 continue
-            if t.elided_frames and last >= 0 and r.index != last + 1:
-                out.append(f"        ... {r.index - last - 1:,} frames not kept in the report ...")
-            last = r.index
             label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
             pad = " " * max(0, 4 - len(label))
             size = f"{r.size:x}" if r.size is not None else ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
@@ -17,14 +17,10 @@ def cell_code(text: object) -> str:
 
 def _stack_block(t: ThreadReport) -> List[str]:
     lines = ["```"]
-    last = -1
     for r in collapse(t.frames, t.cycles):
         if isinstance(r, str):
             lines.append(f"      {r}")
             continue
-        if t.elided_frames and last >= 0 and r.index != last + 1:
-            lines.append(f"      ... {r.index - last - 1:,} frames not kept in the report ...")
-        last = r.index
         size = f"{r.size:x}" if r.size is not None else ""
         # Inside a fence only a line starting with ``` could end it; strip backticks.
         name = clean(frame_name(r)).replace("`", "'")

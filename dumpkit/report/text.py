@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean
 
 
@@ -32,26 +32,29 @@ def frame_name(f: FrameRecord) -> str:
 
 
 def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1):
-    """Frames with each cycle's repetitions beyond the first `show_repeats` folded into one
-    marker row: yields FrameRecord or a string marker."""
+    """The rows every renderer shows for a stack: frames, with each cycle's repetitions
+    beyond the first `show_repeats` folded into one marker string, and a marker where
+    the report did not keep frames (long stacks keep their head and tail)."""
     spans = sorted(((c.first_frame, c.last_frame, c) for c in cycles), key=lambda s: s[0])
-    by_index = {f.index: f for f in frames}
     out: List[object] = []
     skip_until = -1
+    prev = None  # index of the last frame shown or folded
     for f in frames:
         if f.index <= skip_until:
             continue
+        if prev is not None and f.index > prev + 1:
+            out.append(f"... {f.index - prev - 1:,} frames not kept in the report ...")
         span = next((s for s in spans if s[0] <= f.index <= s[1]), None)
         if span is not None:
             first, last, c = span
             keep_to = first + c.period * show_repeats - 1
             if f.index > keep_to:
-                folded = last - keep_to
-                out.append(f"... {folded:,} more frames: the cycle above repeats "
+                out.append(f"... {last - keep_to:,} more frames: the cycle above repeats "
                            f"{c.repetitions - show_repeats:,} more times ({human_bytes(c.total_bytes)} in all) ...")
-                skip_until = last
+                skip_until = prev = last
                 continue
         out.append(f)
+        prev = f.index
     return out
 
 
@@ -65,7 +68,6 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
     table.add_column("Found by")
     rows = collapse(t.frames, t.cycles) if collapse_cycles else list(t.frames)
     shown = 0
-    last_index = -1
     for r in rows:
         if max_rows is not None and shown >= max_rows:
             table.add_row("", "", "", "", Text("... (more frames: use `dumpkit stack`)", style="dim"), "")
@@ -73,9 +75,6 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
         if isinstance(r, str):
             table.add_row("", "", "", "", Text(r, style="yellow"), "")
             continue
-        if t.elided_frames and last_index >= 0 and r.index != last_index + 1:
-            table.add_row("", "", "", "", Text(f"... {r.index - last_index - 1:,} frames not kept in the report ...", style="dim"), "")
-        last_index = r.index
         table.add_row(
             f"{r.index:02x}" if r.index < 256 else f"{r.index:x}",
             f"{r.size:x}" if r.size is not None else "",
@@ -153,8 +152,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
                                + f", frames {cyc.first_frame}-{cyc.last_frame}"))
             for fn in call_order(cyc):
                 console.print(Text("    ") + Text(clean(fn)))
-            if cyc.entry_path:
-                console.print(Text("  entered from: ") + Text(clean(" <- ".join(cyc.entry_path[:6]), 1000)))
+            if outside_entry_path(cyc):
+                console.print(Text("  entered from: ") + Text(clean(" <- ".join(outside_entry_path(cyc)[:6]), 1000)))
     if shows_frame_sizes(report):
         console.print(Text("Largest frames (crashing thread)", style="bold"))
         table = Table(box=None, pad_edge=False, header_style="bold")
