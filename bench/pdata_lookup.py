@@ -95,7 +95,6 @@ def main() -> None:
         want = (begins[i], ends[i]) if i >= 0 and rva < ends[i] else None
         got = (rf.begin_rva, rf.end_rva) if rf is not None else None
         wrong += want != got
-    t_all = time.perf_counter() - t0
     calls, nbytes = cnt.take()
     # the loop also ran the reference bisect; time lookups alone
     t0 = time.perf_counter()

@@ -6,7 +6,7 @@ the CLI, the renderers and `!tfstack` all show. It reads memory only through the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__

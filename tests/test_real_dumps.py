@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import REAL_DUMPS, real_dump, real_dumps
+from tests.conftest import real_dump, real_dumps
 
 ALL = real_dumps()
 WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]

@@ -3,7 +3,7 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 SCHEMA_VERSION = 1
 

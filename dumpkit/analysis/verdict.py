@@ -159,12 +159,11 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
                        tuple(evidence), tuple(steps)), findings
 
     if crash.code == ACCESS_VIOLATION:
-        kind = crash.access_kind or "access"
-        addr = crash.access_address
         dec = codes.describe_access_violation(crash.parameters)
-        short = codes.decode_exception(crash.code, crash.parameters).headline
-        headline = short.replace(f"{crash.code:#010X}".replace("0X", "0x"), "").strip() + at
-        headline = headline[0].upper() + headline[1:]
+        # decode_exception's headline is "0xC0000005 access violation: write to ...":
+        # keep the phrase, capitalised, and say where.
+        phrase = crash.headline.split(" ", 1)[1] if crash.headline.startswith("0x") else crash.headline
+        headline = phrase[0].upper() + phrase[1:] + at
         evidence.append(dec.sentence)
         ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
         if ins:

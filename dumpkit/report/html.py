@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
+from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import html_text as h
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 

@@ -36,7 +36,7 @@ Install it with `monkeypatch.setitem(sys.modules, "pykd", fake)` after
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from dumpkit.sources.minidump import MinidumpTarget, open_dump
 from dumpkit.target import MemoryNotInDump

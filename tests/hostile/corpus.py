@@ -14,7 +14,7 @@ import random
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "sample_dumps"
