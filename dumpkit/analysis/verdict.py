@@ -4,6 +4,7 @@ Pure over what the other analyses established; the only outside call is `read_co
 show the faulting instruction."""
 from __future__ import annotations
 
+import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis import codes
@@ -47,6 +48,19 @@ def call_order(c: Cycle) -> Tuple[str, ...]:
         i = order.index(entry)
         order = order[i:] + order[:i]
     return tuple(order)
+
+
+_PYTHON_DLL = re.compile(r"^python3\d*(_d)?\.dll$", re.I)
+
+
+def python_interpreter_module(c: Cycle) -> Optional[str]:
+    """The pythonXY.dll every member of the cycle belongs to, if they all do."""
+    modules = {fn.split("!", 1)[0] if "!" in fn else fn.split("+", 1)[0] for fn in c.functions}
+    if len(modules) == 1:
+        (m,) = modules
+        if _PYTHON_DLL.match(m):
+            return m
+    return None
 
 
 def outside_entry_path(c: Cycle) -> Tuple[str, ...]:
@@ -232,11 +246,26 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         entry = outside_entry_path(main)
         if entry:
             evidence.append("entered from: " + " <- ".join(entry[:5]))
-        steps = [
-            f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
-            "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
-            "If the frames are Python's own (python3X.dll!_PyEval_EvalFrameDefault), a raised sys.setrecursionlimit() let Python recurse past the 1 MiB main-thread stack of Windows.",
-        ]
+        interpreter = python_interpreter_module(main)
+        if interpreter is not None:
+            # Every member is the interpreter's own C code: the recursion is in Python.
+            headline = (f"Stack overflow: Python code recursed until the C stack ran out "
+                        f"({interpreter} interpreter frames, {main.repetitions:,} repetitions x "
+                        f"{main.bytes_per_repetition:,} bytes{share_txt} a {human_bytes(reserve)} stack)")
+            evidence.append(f"every function in the cycle is in {interpreter}: each repetition is one Python-level call")
+            steps = [
+                "A Python function recursed deeper than the thread's C stack holds: sys.setrecursionlimit() was "
+                "raised (by your code or a library) above what the stack can take (python.exe's main thread "
+                "reserves about 2 MB on Windows, other threads 1 MB, against 8 MB on Linux).",
+                "Find the recursive Python function: run with `python -X faulthandler` (it prints the Python stack "
+                "on a stack overflow) or `py-spy dump --native` on the live process.",
+                "Make it iterative, or run it in a threading.Thread started after threading.stack_size(128 * 1024 * 1024).",
+            ]
+        else:
+            steps = [
+                f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
+                "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
+            ]
         findings.append(Finding("recursion", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("recursion", headline, "high", tuple(evidence), tuple(steps)), findings
 
