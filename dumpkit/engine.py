@@ -40,6 +40,10 @@ class Options:
     all_threads: bool = True
     thread_id: Optional[int] = None  # walk only this thread (plus the crashing one)
     scan_words: int = 256
+    # Bounds on the other threads, whatever the dump claims: a damaged thread list can
+    # name a million threads, each worth a scan.
+    max_other_threads: int = 512
+    other_frames_budget: int = 50_000
 
 
 @dataclass
@@ -85,6 +89,9 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
         walks[crash.tid] = walk_thread(walker, crash, ex.context or crash.context, options.max_frames)
     elif ex is not None and ex.context is not None:
         target.soft_errors.add(f"exception thread {ex.thread_id} is not in the thread list")
+    budget = options.other_frames_budget
+    walked = 0
+    skipped = 0
     for t in target.threads:
         if t.tid in walks:
             continue
@@ -92,7 +99,17 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
             continue
         if not options.all_threads and options.thread_id is None:
             continue
-        walks[t.tid] = walk_thread(walker, t, None, options.other_thread_max_frames)
+        if walked >= options.max_other_threads or budget <= 0:
+            skipped += 1
+            continue
+        w = walk_thread(walker, t, None, min(options.other_thread_max_frames, budget))
+        walks[t.tid] = w
+        walked += 1
+        budget -= max(1, len(w.frames))
+    if skipped:
+        target.soft_errors.add(
+            f"{skipped} thread(s) not walked: limits of {options.max_other_threads} threads / "
+            f"{options.other_frames_budget:,} frames for threads other than the crashing one")
     return walks
 
 

@@ -1,0 +1,42 @@
+"""Inputs the fuzzer found, kept so they stay fixed. Each must end with exit 1 or 2,
+no traceback, well inside the hang guard."""
+from __future__ import annotations
+
+import lzma
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent / "regressions"
+CASES = sorted(HERE.glob("*.dmp.xz"))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_fuzz_finding_stays_fixed(case, tmp_path):
+    dump = tmp_path / case.name[:-3]
+    dump.write_bytes(lzma.decompress(case.read_bytes()))
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
+                       capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in r.stderr
+    assert r.returncode in (1, 2)
+
+
+def test_thread_limits_are_reported():
+    """many-threads-many-streams: 5,278 threads (a mutated x86 dump); the other threads
+    are walked up to the engine's limits and the rest are listed as not walked."""
+    case = HERE / "many-threads-many-streams.dmp.xz"
+    if not case.exists():
+        pytest.skip("regression input missing")
+    import json
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        dump = Path(d) / "x.dmp"
+        dump.write_bytes(lzma.decompress(case.read_bytes()))
+        r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
+                           capture_output=True, text=True, timeout=60)
+    doc = json.loads(r.stdout)
+    assert any("not walked" in e for e in doc["soft_errors"])
+    walked = [t for t in doc["threads"] if t["frame_count"]]
+    assert len(walked) <= 513
