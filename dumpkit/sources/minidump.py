@@ -262,13 +262,20 @@ class MinidumpTarget:
         self.dump = DumpInfo(self.path, self._size, ver, flags, stamp, tuple(entries))
 
         by_type: Dict[int, StreamEntry] = {}
+        duplicates: List[str] = []
         for e in entries:
             if e.type == 0:
                 continue
             if e.type in by_type:
-                self.soft_errors.add(f"stream directory: duplicate {e.name}; the first is used")
+                duplicates.append(e.name)
                 continue
             by_type[e.type] = e
+        if duplicates:
+            # One line, however many: a garbage directory can repeat thousands of types.
+            shown = ", ".join(dict.fromkeys(duplicates[:5]))
+            more = f" and {len(duplicates) - 5} more" if len(duplicates) > 5 else ""
+            self.soft_errors.add(f"stream directory: {len(duplicates)} duplicate entr"
+                                 f"{'y' if len(duplicates) == 1 else 'ies'} ({shown}{more}); the first of each type is used")
 
         handlers: List[Tuple[int, Callable[[bytes], None]]] = [
             (7, self._parse_system_info),  # first: the context layout depends on the CPU
@@ -285,6 +292,7 @@ class MinidumpTarget:
         ]
         self._mem_ranges: List[Tuple[int, int, int]] = []
         self._stack_ranges: List[Tuple[int, int, int]] = []
+        self._range_problems: Dict[Tuple[str, str], Tuple[int, int]] = {}
         for stype, handler in handlers:
             entry = by_type.get(stype)
             if entry is None:
@@ -301,6 +309,7 @@ class MinidumpTarget:
             for start, size, rva in missing:
                 self._add_range(start, size, rva, "thread stack")
             self._memory = _Memory(self._data, self._mem_ranges, SoftErrors())
+        self._report_range_problems()
         self._module_map = ModuleMap(self.modules)
         # Unknown streams are listed (DumpInfo.streams, `known=False`) but are no error:
         # Wine, Breakpad and Crashpad all add streams of their own.
@@ -409,15 +418,26 @@ class MinidumpTarget:
         if size == 0:
             return
         if offset >= self._size:
-            self.soft_errors.add(f"{what}: range at {start:#x} points past the end of the file")
+            self._range_problem(what, "point past the end of the file", start)
             return
         if offset + size > self._size:
-            self.soft_errors.add(f"{what}: range at {start:#x} truncated by the end of the file")
+            self._range_problem(what, "are truncated by the end of the file", start)
             size = self._size - offset
         if start + size > 1 << 64:
-            self.soft_errors.add(f"{what}: range at {start:#x} wraps the address space")
+            self._range_problem(what, "wrap the address space", start)
             return
         self._mem_ranges.append((start, size, offset))
+
+    def _range_problem(self, what: str, problem: str, start: int) -> None:
+        """Counted, and reported once per kind (a damaged list can have a million)."""
+        key = (what, problem)
+        count, first = self._range_problems.get(key, (0, start))
+        self._range_problems[key] = (count + 1, first)
+
+    def _report_range_problems(self) -> None:
+        for (what, problem), (count, first) in self._range_problems.items():
+            self.soft_errors.add(f"{what}: {count} range(s) {problem} (the first at {first:#x})")
+        self._range_problems.clear()
 
     def _parse_thread_names(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)

@@ -75,3 +75,15 @@ def test_not_a_minidump_is_a_one_line_dump_error(tmp_path):
     with pytest.raises(DumpError) as e:
         open_dump(str(p))
     assert "not a minidump" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_repeated_problems_are_counted_not_listed():
+    from dumpkit.target import SoftErrors
+    se = SoftErrors()
+    for i in range(1000):
+        se.add(f"thread {i}: no register context")
+    se.add("header: something else")
+    assert se.items[:3] == ["thread 0: no register context", "thread 1: no register context",
+                            "thread 2: no register context"]
+    assert se.items[3] == "... and 997 more like: thread 999: no register context"
+    assert se.items[4] == "header: something else" and len(se.items) == 5
