@@ -57,6 +57,11 @@ EXTRA_STREAM_NAMES = {
 
 MAX_RECORDS = 1 << 20  # per list stream; anything beyond is reported and skipped
 MAX_STRING_BYTES = 64 * 1024
+# All names together: thousands of 64 KiB module paths would make every report hundreds
+# of MB. Past this budget names are cut to SMALL_STRING_BYTES (with a soft error).
+STRING_BUDGET = 4 << 20
+SMALL_STRING_BYTES = 1024
+MAX_NAME_COMPONENT = 255
 
 
 def stream_name(stream_type: int) -> Tuple[str, bool]:
@@ -160,6 +165,7 @@ class MinidumpTarget:
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
         self._thread_names: Dict[int, str] = {}
+        self._string_budget = STRING_BUDGET
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except OSError as e:
@@ -230,10 +236,12 @@ class MinidumpTarget:
                 self.soft_errors.add(f"{what}: name points past the end of the file")
             return None
         (length,) = struct.unpack_from("<I", self._data, rva)
-        if length > MAX_STRING_BYTES:
-            self.soft_errors.add(f"{what}: name of {length} bytes truncated to {MAX_STRING_BYTES}")
-            length = MAX_STRING_BYTES
+        cap = MAX_STRING_BYTES if self._string_budget > 0 else SMALL_STRING_BYTES
+        if length > cap:
+            self.soft_errors.add(f"{what}: name of {length} bytes truncated to {cap}")
+            length = cap
         raw = self._data[rva + 4:min(rva + 4 + length, self._size)]
+        self._string_budget -= len(raw)
         return raw.decode("utf-16-le", errors="replace")
 
     def _parse(self) -> None:
@@ -485,6 +493,11 @@ class MinidumpTarget:
             m = MINIDUMP_MODULE.parse(io.BytesIO(data[4 + 108 * i:4 + 108 * (i + 1)]))
             path = self._string(m.ModuleNameRva, f"module {i}") or f"<module {i}>"
             name = path.replace("/", "\\").rsplit("\\", 1)[-1]
+            if len(name) > MAX_NAME_COMPONENT:
+                # NTFS allows 255 characters per path component; the name is repeated
+                # in every frame of every report, so a garbage one is cut here.
+                self.soft_errors.add(f"module {i}: file name of {len(name)} characters cut to {MAX_NAME_COMPONENT}")
+                name = name[:MAX_NAME_COMPONENT]
             vi = m.VersionInfo
             fv = pv = None
             if vi.dwSignature == 0xFEEF04BD:

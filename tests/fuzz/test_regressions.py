@@ -40,3 +40,20 @@ def test_thread_limits_are_reported():
     assert any("not walked" in e for e in doc["soft_errors"])
     walked = [t for t in doc["threads"] if t["frame_count"]]
     assert len(walked) <= 513
+
+
+def test_huge_module_names_do_not_blow_up_the_report(tmp_path):
+    """huge-module-names: thousands of modules named by 64 KiB strings, 6,508 threads.
+    Names are cut at the NTFS component limit and the string budget, so the JSON report
+    stays tens of MB instead of half a GB."""
+    case = HERE / "huge-module-names.dmp.xz"
+    if not case.exists():
+        pytest.skip("regression input missing")
+    dump = tmp_path / "x.dmp"
+    dump.write_bytes(lzma.decompress(case.read_bytes()))
+    out = tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json", "-o", str(out)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert out.stat().st_size < 64 << 20
+    assert "cut to 255" in out.read_text()
