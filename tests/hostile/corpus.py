@@ -468,8 +468,9 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
         for t, text in zip(d.threads(), (SCRIPT_NAME, ANSI_NAME, LINK_NAME, BACKTICK_NAME, MD_NAME)):
             names[t["tid"]] = text
         d.add_thread_names(names)
-        add(f"hostile_names_{label}", d.bytes(), (0,),
-            "the names are valid strings; they must only come out escaped",
+        add(f"hostile_names_{label}", d.bytes(), (1,),
+            "the names are valid strings that must only come out escaped; one file name is "
+            "32,767 characters, more than NTFS allows, and is cut to 255 (a soft error)",
             image_paths=[str(SAMPLE_BIN)], notes={"thread_names": names})
     d = Dump(nd_raw)
     d.set_module_name(0, HUGE_TEXT)
