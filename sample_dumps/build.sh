@@ -91,6 +91,12 @@ for f in *.dmp; do
     timeout 600 xz -9 -T2 -f "$f"
   fi
 done
+# Wine's own ntdll/kernel32, the images every thread's bottom frames need (unmodified:
+# stripping would change TimeDateStamp/SizeOfImage); dumpkit reads NAME.dll.xz directly.
+mkdir -p bin/wine
+for n in ntdll kernel32; do
+  timeout 300 xz -9e -c "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows/$n.dll" > "bin/wine/$n.dll.xz"
+done
 # facts (true call chains, frame sizes, ...) -> manifest.json
 timeout 900 python3 src/dumpfacts.py --manifest manifest.json --readme README.md
 ls -la
