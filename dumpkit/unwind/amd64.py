@@ -95,6 +95,9 @@ class _Place:
     symbol: Optional[str]
 
 
+RETURN_CACHE_LIMIT = 1 << 18
+
+
 class Walker:
     """Walks threads of one target. Keep one per target: its caches are the speed."""
 
@@ -109,6 +112,9 @@ class Walker:
         self._fast: Dict[int, Optional[tuple]] = {}
         self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
         self._in_module: Dict[int, bool] = {}
+        # Scanning asks about the same stack words again and again (every thread of a
+        # process shares the same return sites); bounded so a hostile dump cannot grow it.
+        self._returns: Dict[int, Optional[str]] = {}
         self._dynamic = sorted(target.function_table_entries() or [])
         # 32-bit dumps decode call sites in 32-bit mode (0x40-0x4F are not REX there).
         self.bits = 32 if target.system is not None and target.system.processor_architecture == 0 else 64
@@ -401,6 +407,16 @@ class Walker:
     def _plausible_return(self, addr: int) -> Optional[str]:
         """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
         the code bytes are not available, None if it cannot be a return address."""
+        try:
+            return self._returns[addr]
+        except KeyError:
+            pass
+        if len(self._returns) >= RETURN_CACHE_LIMIT:
+            self._returns.clear()
+        kind = self._returns[addr] = self._classify_return(addr)
+        return kind
+
+    def _classify_return(self, addr: int) -> Optional[str]:
         module = self.target.module_at(addr)
         if module is None:
             if self._dynamic and self._in_dynamic_table(addr):
