@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Dict, Optional, Tuple
 
 from dumpkit.analysis.model import Report
 
@@ -14,9 +14,23 @@ ADDRESS_FIELDS = {
 }
 
 
+_FIELD_NAMES: Dict[type, Optional[Tuple[str, ...]]] = {}
+
+
+def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
+    """A dataclass's field names, looked up once per class (reports hold many frames)."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = names
+        return names
+
+
 def _convert(obj: Any, key: str = "") -> Any:
-    if dataclasses.is_dataclass(obj):
-        return {f.name: _convert(getattr(obj, f.name), f.name) for f in dataclasses.fields(obj)}
+    names = _field_names(type(obj))
+    if names is not None:
+        return {n: _convert(getattr(obj, n), n) for n in names}
     if isinstance(obj, dict):
         return {str(k): _convert(v, str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
