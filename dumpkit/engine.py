@@ -6,12 +6,13 @@ the CLI, the renderers and `!tfstack` all show. It reads memory only through the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import codes
 from dumpkit.analysis.budget import stack_budget
+from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.cxx import thrown_types
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.framesizes import frame_sizes
@@ -237,6 +238,12 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     exe_reserve = _exe_stack_reserve(target, walker.images)
     same = _group_identical(walks)
 
+    pointer_size = walker.bits // 8
+
+    def read_pointer(address: int) -> Optional[int]:
+        data = target.read_available(address, pointer_size)
+        return int.from_bytes(data, "little") if len(data) == pointer_size else None
+
     thread_reports: List[ThreadReport] = []
     findings: List[Finding] = []
     sizes = ()
@@ -256,7 +263,11 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
                 target.soft_errors.add(f"thread {t.tid}: stack budget unavailable ({e})")
             used = budget.used if budget is not None else None
             if is_crash or len(w.frames) >= 64:
-                cycles = tuple(find_cycles(w.frames, used_stack=used))
+                cycles = tuple(
+                    replace(c, call_edges=cycle_call_edges(
+                        w.frames, c, walker.read_code, lambda name: _module_base(target, name),
+                        read_pointer=read_pointer, bits=walker.bits))
+                    for c in find_cycles(w.frames, used_stack=used))
             if is_crash:
                 sizes = tuple(frame_sizes(
                     w.frames, walker.read_code,

@@ -28,6 +28,26 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class CallEdge:
+    """One call inside a recursion cycle, checked against the code at its return address.
+
+    `call`: "direct" (call rel32, `target` decoded), "indirect" (through a register or
+    memory), "not_a_call" (no CALL ends at the return address), "unavailable" (no code
+    bytes). `confirmed`: True when the direct call lands on the callee's entry (possibly
+    through jump thunks), False when the code contradicts the frames (a call elsewhere, no
+    CALL at all, or a callee IP before the entry the call leads to), None when it cannot
+    be told."""
+
+    caller: str
+    callee: str
+    return_address: int
+    call: str
+    target: Optional[int]
+    confirmed: Optional[bool]
+    resolved: Optional[int] = None  # where jump thunks starting at `target` lead, if any
+
+
+@dataclass(frozen=True)
 class Cycle:
     """A repeating run of frames on one stack (unbounded recursion).
 
@@ -44,6 +64,7 @@ class Cycle:
     stack_share: Optional[float] = None  # of the thread's used stack, 0..1
     entry_path: Tuple[str, ...] = ()  # the frames below the cycle, outermost last
     frames_above: int = 0  # non-matching frames at the top (the faulting helper...)
+    call_edges: Tuple[CallEdge, ...] = ()  # the distinct calls inside, checked (callsites.py)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis import codes
+from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
     CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, ThreadReport, Verdict,
 )
@@ -246,6 +247,9 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         entry = outside_entry_path(main)
         if entry:
             evidence.append("entered from: " + " <- ".join(entry[:5]))
+        calls_text, calls_contradict = call_summary(main.call_edges)
+        if calls_text:
+            evidence.append(calls_text)
         interpreter = python_interpreter_module(main)
         if interpreter is not None:
             # Every member is the interpreter's own C code: the recursion is in Python.
@@ -266,8 +270,12 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
                 f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
                 "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
             ]
+        if calls_contradict:
+            steps.insert(0, "The code contradicts these frames: check the stack by hand in a debugger "
+                            "(`kf` and `ub <return address>`) before trusting this verdict.")
         findings.append(Finding("recursion", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
-        return Verdict("recursion", headline, "high", tuple(evidence), tuple(steps)), findings
+        return Verdict("recursion", headline, "medium" if calls_contradict else "high",
+                       tuple(evidence), tuple(steps)), findings
 
     big = probe_victim or (oversized[0] if oversized else None)
     if big is not None:

@@ -11,6 +11,7 @@ from dumpkit.analysis.model import Report
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 ADDRESS_FIELDS = {
     "ip", "sp", "base", "address", "access_address", "limit", "reserve_low",
+    "return_address", "target", "resolved",
 }
 
 

@@ -1,0 +1,140 @@
+"""Do the calls in a recursion cycle really go where the frames say?
+
+A walked stack claims that the function of frame i+1 called the function of frame i.
+The return address in frame i+1 is right after that CALL; when the CALL is a direct
+`call rel32`, its target is in the code bytes, so the claim can be checked: the target
+must be the callee's entry point, possibly through a jump thunk (`jmp rel32`, an
+incremental-linking table, or `jmp [rip+x]` through the import table). A mismatch means
+the frames are not what they seem (a scanned stale return address, a forged stack, a
+walker mistake), which matters before anyone trusts a "recursion" verdict. Indirect calls
+(`call rax`, virtual calls) cannot be checked statically and are reported as such.
+
+Bounded: at most `max_frames` frames of the cycle are looked at and `max_edges` distinct
+(return address, callee) pairs are decoded; repetitions of a recursion share them.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import CallEdge, Cycle
+from dumpkit.unwind.disasm import call_ends_at
+from dumpkit.unwind.frames import Frame
+
+__all__ = ["cycle_call_edges", "call_summary"]
+
+MAX_THUNK_HOPS = 3
+# Without unwind data the callee's entry is unknown; its IP must still lie after the entry
+# the call leads to, and within a function's reach of it.
+PLAUSIBLE_FUNCTION_SIZE = 1 << 20
+
+ReadCode = Callable[[int, int], bytes]
+ReadPointer = Callable[[int], Optional[int]]
+
+
+def _follow_thunks(target: int, read_code: ReadCode, read_pointer: Optional[ReadPointer],
+                   mask: int) -> Tuple[List[int], bool]:
+    """`target` and where the jumps that start there lead (a bounded chain), and whether
+    the chain ends on readable code that is not a jump (a real function entry)."""
+    chain = [target]
+    at = target
+    for _ in range(MAX_THUNK_HOPS):
+        code = read_code(at, 6)
+        if len(code) >= 5 and code[0] == 0xE9:  # jmp rel32
+            at = (at + 5 + int.from_bytes(code[1:5], "little", signed=True)) & mask
+        elif len(code) >= 2 and code[0] == 0xEB:  # jmp rel8
+            at = (at + 2 + int.from_bytes(code[1:2], "little", signed=True)) & mask
+        elif len(code) >= 6 and code[0] == 0xFF and code[1] == 0x25:
+            disp = int.from_bytes(code[2:6], "little", signed=True)
+            # x64: jmp [rip+disp32]; x86: jmp [disp32] (an absolute address)
+            slot = (at + 6 + disp) & mask if mask > 0xFFFFFFFF else disp & mask
+            ptr = read_pointer(slot) if read_pointer is not None else None
+            if ptr is None:
+                return chain, False
+            at = ptr & mask
+        else:
+            return chain, len(code) > 0
+        if at in chain:
+            return chain, False
+        chain.append(at)
+    return chain, False
+
+
+def _edge(caller: Frame, callee: Frame, callee_entry: Optional[int], read_code: ReadCode,
+          read_pointer: Optional[ReadPointer], bits: int) -> CallEdge:
+    mask = (1 << bits) - 1
+    ret = caller.ip
+    names = (caller.function_name, callee.function_name)
+    before = read_code(ret - 7, 7)
+    if len(before) < 7:
+        return CallEdge(*names, ret, "unavailable", None, None)
+    length = call_ends_at(before, ret, bits)
+    if length is None:
+        return CallEdge(*names, ret, "not_a_call", None, False)
+    if length != 5 or before[-5] != 0xE8:
+        return CallEdge(*names, ret, "indirect", None, None)
+    target = (ret + int.from_bytes(before[-4:], "little", signed=True)) & mask
+    chain, settled = _follow_thunks(target, read_code, read_pointer, mask)
+    lands = None if callee_entry is None else callee_entry in chain
+    if lands is None and settled and not (chain[-1] <= callee.ip < chain[-1] + PLAUSIBLE_FUNCTION_SIZE):
+        lands = False  # the callee's IP cannot be inside the function the call enters
+    return CallEdge(*names, ret, "direct", target, lands, chain[-1] if len(chain) > 1 else None)
+
+
+def cycle_call_edges(
+    frames: Sequence[Frame],
+    cycle: Cycle,
+    read_code: ReadCode,
+    module_base: Callable[[str], Optional[int]],
+    read_pointer: Optional[ReadPointer] = None,
+    bits: int = 64,
+    max_frames: int = 4096,
+    max_edges: int = 32,
+) -> Tuple[CallEdge, ...]:
+    """The distinct calls inside `cycle` (each caller -> callee pair of adjacent frames
+    that both belong to it), checked against the code; in stack order from the top."""
+    start = cycle.frames_above
+    end = min(start + cycle.repetitions * cycle.period, len(frames), start + max_frames)
+    seen: Dict[Tuple[int, str], CallEdge] = {}
+    for i in range(start, end - 1):
+        callee, caller = frames[i], frames[i + 1]
+        key = (caller.ip, callee.function_key)
+        if key in seen:
+            continue
+        if len(seen) >= max_edges:
+            break
+        entry = None
+        if callee.module is not None and callee.function_start is not None:
+            base = module_base(callee.module)
+            entry = base + callee.function_start if base is not None else None
+        seen[key] = _edge(caller, callee, entry, read_code, read_pointer, bits)
+    return tuple(seen.values())
+
+
+def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
+    """One evidence sentence about the cycle's calls, and whether any contradicts the
+    frames (None when there is nothing to say)."""
+    if not edges:
+        return None, False
+    bad = [e for e in edges if e.confirmed is False]
+    good = [e for e in edges if e.confirmed is True]
+    if bad:
+        e = bad[0]
+        what = (f"calls {e.resolved or e.target:#x}, not {e.callee}" if e.call == "direct"
+                else "is not preceded by a CALL")
+        more = f" ({len(bad)} of {len(edges)} call sites disagree)" if len(bad) > 1 else ""
+        return (f"call-site check FAILED: the return address {e.return_address:#x} in {e.caller} "
+                f"{what}; these frames may not be a real call chain{more}"), True
+    if good and len(good) == len(edges):
+        return (f"call sites checked: every call in the cycle ({len(good)} distinct) is a direct CALL "
+                f"that lands on the next function's entry"), False
+    open_ = [e for e in edges if e.confirmed is None]
+    parts = []
+    unknown_entry = sorted({e.resolved or e.target for e in open_ if e.call == "direct" and e.target is not None})
+    if unknown_entry:
+        parts.append("direct CALLs to " + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
+                     + " (the callee's entry is not known from unwind data to compare)")
+    kinds = sorted({e.call for e in open_ if e.call != "direct"})
+    if kinds:
+        parts.append(f"{', '.join(kinds)} calls (not checkable from code)")
+    return (f"call sites checked: {len(good)} of {len(edges)} confirmed by a direct CALL; "
+            f"the others are {'; '.join(parts)}"), False
