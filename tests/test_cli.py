@@ -149,3 +149,13 @@ def test_the_dump_is_never_written(tmp_path):
     assert r.returncode == 2 and "refusing" in r.stderr
     assert hashlib.sha256(dump.read_bytes()).hexdigest() == before
     assert os.stat(dump).st_mtime_ns == mtime
+
+
+def test_analyze_text_names_every_environment_component_in_full():
+    """The summary labels are not cut: a user searching the report for "NVIDIA driver" finds it."""
+    r = run("analyze", SAMPLES / "tf_env_abort.dmp", "--image-path", SAMPLE_BIN)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    for label, value in [("CUDA runtime", "11.2.152"), ("cuDNN", "8.1.0"), ("NVIDIA driver", "531.79"),
+                         ("TensorFlow", "2.10.0"), ("Python", "3.10.11")]:
+        assert any(line.startswith(label + " ") and value in line for line in lines), label

@@ -31,6 +31,13 @@ def frame_name(f: FrameRecord) -> str:
     return f"{f.ip:#x}"
 
 
+LABEL_WIDTH = 15  # "CUDA runtime", "NVIDIA driver", "CPU features" fit whole
+
+
+def _label(name: str) -> Text:
+    return Text(name.ljust(LABEL_WIDTH), style="bold")
+
+
 def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1):
     """The rows every renderer shows for a stack: frames, with each cycle's repetitions
     beyond the first `show_repeats` folded into one marker string, and a marker where
@@ -112,32 +119,32 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         line = f"{c.code:#010x} {c.code_name}"
         if c.fastfail_code is not None:
             line += f" / {c.fastfail_name} ({c.fastfail_code})"
-        console.print(Text("Crash      ", style="bold") + Text(f"{line} on thread {c.thread_id} at {c.address:#x}"))
-        console.print(Text("           ") + Text(clean(c.summary, 1000), style="dim"))
+        console.print(_label("Crash") + Text(f"{line} on thread {c.thread_id} at {c.address:#x}"))
+        console.print(Text(" " * LABEL_WIDTH) + Text(clean(c.summary, 1000), style="dim"))
     s = report.system
     if s is not None:
         os_line = f"{clean(s.arch)}, Windows {clean(s.os_version)}" + (f" ({clean(s.os_build)})" if s.os_build else "")
         if s.wine:
             os_line += f", under {clean(s.wine)}"
-        console.print(Text("System     ", style="bold") + Text(os_line))
-        console.print(Text("CPU        ", style="bold") + Text(f"{clean(s.cpu)}, {s.processors} processors"))
+        console.print(_label("System") + Text(os_line))
+        console.print(_label("CPU") + Text(f"{clean(s.cpu)}, {s.processors} processors"))
     env = report.environment
     env_bits = []
     if env.cpu_features:
         feats = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else '?'}" for k, v in env.cpu_features.items())
         src = env.cpu_features_source
-        env_bits.append(("CPU feats  ", feats + (f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else "")))
+        env_bits.append(("CPU features", feats + (f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else "")))
     if env.python:
-        env_bits.append(("Python     ", env.python))
+        env_bits.append(("Python", env.python))
     if env.tensorflow or env.tensorflow_version:
-        env_bits.append(("TensorFlow ", (env.tensorflow_version or "version unknown")
+        env_bits.append(("TensorFlow", (env.tensorflow_version or "version unknown")
                          + (f" ({clean(env.tensorflow[0])})" if env.tensorflow else "")))
     for comp in env.cuda:
-        env_bits.append((f"{comp.name[:10]:<11}", f"{comp.version or '?'} ({clean(comp.module)})"))
+        env_bits.append((comp.name, f"{comp.version or '?'} ({clean(comp.module)})"))
     for label, val in env_bits:
-        console.print(Text(label, style="bold") + Text(clean(val, 1000)))
+        console.print(_label(clean(label, LABEL_WIDTH - 1)) + Text(clean(val, 1000)))
     for sentence in env.compatibility:
-        console.print(Text("           ") + Text(clean(sentence, 1000), style="dim"))
+        console.print(Text(" " * LABEL_WIDTH) + Text(clean(sentence, 1000), style="dim"))
     console.print()
 
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
@@ -169,7 +176,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if crash_thread is not None and crash_thread.budget is not None:
         b = crash_thread.budget
         frac = b.used_fraction
-        console.print(Text("Stack      ", style="bold") + Text(
+        console.print(_label("Stack") + Text(
             f"used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
             + (f" ({frac:.0%})" if frac is not None else "") + f", from {b.source}"
             + (", fault in the guard region" if b.guard_hit else "")))
