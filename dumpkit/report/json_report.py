@@ -28,8 +28,16 @@ def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
         return names
 
 
+_SCALARS = (str, float, bool, type(None))
+
+
 def _convert(obj: Any, key: str = "") -> Any:
-    names = _field_names(type(obj))
+    cls = type(obj)
+    if cls is int:  # the common cases first: a report is mostly numbers and strings
+        return f"{obj:#x}" if key in ADDRESS_FIELDS else obj
+    if cls in _SCALARS:
+        return obj
+    names = _field_names(cls)
     if names is not None:
         return {n: _convert(getattr(obj, n), n) for n in names}
     if isinstance(obj, dict):

@@ -64,11 +64,15 @@ SMALL_STRING_BYTES = 1024
 MAX_NAME_COMPONENT = 255
 
 
+# A plain dict: a hostile directory has thousands of entries, and an enum lookup that
+# fails costs an exception each.
+_KNOWN_STREAMS = {member.value: member.name for member in MINIDUMP_STREAM_TYPE}
+
+
 def stream_name(stream_type: int) -> Tuple[str, bool]:
-    try:
-        return MINIDUMP_STREAM_TYPE(stream_type).name, True
-    except ValueError:
-        pass
+    known = _KNOWN_STREAMS.get(stream_type)
+    if known is not None:
+        return known, True
     if stream_type in EXTRA_STREAM_NAMES:
         return EXTRA_STREAM_NAMES[stream_type], stream_type == 0x18
     return f"Unknown({stream_type:#x})", False
