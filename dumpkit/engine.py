@@ -247,9 +247,17 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     thread_reports: List[ThreadReport] = []
     findings: List[Finding] = []
     sizes = ()
+    seen_tids = set()
+    repeated_tids = 0
     for t in target.threads:
-        w = walks.get(t.tid)
-        is_crash = crash_thread is not None and t.tid == crash_thread.tid
+        # A damaged or hostile thread list can repeat one id thousands of times: the walk
+        # (keyed by id) belongs to its first entry only, or every repeat would carry and
+        # re-analyse the crashing thread's stack.
+        repeat = t.tid in seen_tids
+        seen_tids.add(t.tid)
+        repeated_tids += repeat
+        w = None if repeat else walks.get(t.tid)
+        is_crash = not repeat and crash_thread is not None and t.tid == crash_thread.tid
         cycles = ()
         budget = None
         if w is not None and w.frames:
@@ -280,10 +288,13 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         thread_reports.append(ThreadReport(
             tid=t.tid, name=t.name, is_crashing=is_crash,
             frame_count=len(w.frames) if w else 0, frames=frames, elided_frames=elided,
-            stop_reason=w.stop_reason if w else "not walked",
+            stop_reason=w.stop_reason if w else "not walked (repeats an earlier thread id)" if repeat else "not walked",
             trust_counts=w.trust_counts if w else {}, cycles=cycles, budget=budget,
             same_stack_as=same.get(t.tid, ()),
         ))
+    if repeated_tids:
+        target.soft_errors.add(f"thread list: {repeated_tids} entries repeat an earlier thread id; "
+                               "only the first entry of each id was walked")
     # Crashing thread first, then by id: that is the order people read them in.
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
 

@@ -57,3 +57,30 @@ def test_huge_module_names_do_not_blow_up_the_report(tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert out.stat().st_size < 64 << 20
     assert "cut to 255" in out.read_text()
+
+
+def test_repeated_thread_ids_are_walked_once(tmp_path):
+    """repeated-thread-ids (fuzz campaign 4): a thread list whose id 0 repeats 1,327
+    times, one of them the crashing thread. Each repeat used to carry and re-analyse the
+    crashing thread's stack (10 s, 790 MB); now only the first entry of an id is walked and
+    the repeats are listed as such."""
+    case = HERE / "repeated-thread-ids.dmp.xz"
+    if not case.exists():
+        pytest.skip("regression input missing")
+    import json
+    dump = tmp_path / "x.dmp"
+    dump.write_bytes(lzma.decompress(case.read_bytes()))
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    doc = json.loads(r.stdout)
+    assert any("repeat an earlier thread id" in e for e in doc["soft_errors"])
+    by_tid = {}
+    for t in doc["threads"]:
+        by_tid.setdefault(t["tid"], []).append(t)
+    repeated = [ts for ts in by_tid.values() if len(ts) > 1]
+    assert repeated
+    for ts in repeated:
+        assert sum(1 for t in ts if t["stop_reason"] != "not walked (repeats an earlier thread id)") <= 1
+        assert sum(1 for t in ts if t["is_crashing"]) <= 1
+        assert all(not t["frames"] for t in ts if t["stop_reason"].startswith("not walked (repeats"))
