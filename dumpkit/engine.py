@@ -24,7 +24,7 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import decide
 from dumpkit.images import ImageLocator
 from dumpkit.pe import PEError
-from dumpkit.target import MemoryNotInDump, Target, Thread
+from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
 from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
 from dumpkit.unwind.x86 import walk_x86
 from dumpkit.unwind.frames import Frame, StackWalk
@@ -142,7 +142,8 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
     ex = target.exception
     if ex is None:
         return None
-    dec = codes.decode_exception(ex.code, ex.parameters)
+    address, parameters = significant_exception(ex, target.system)
+    dec = codes.decode_exception(ex.code, parameters)
     ff = dec.fastfail
     acc = dec.access
     raised_by = None
@@ -150,12 +151,12 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         raised_by = raising_function(walk.frames)
     return CrashInfo(
         code=ex.code, code_name=dec.code_info.name, summary=dec.code_info.summary,
-        headline=dec.headline, thread_id=ex.thread_id, address=ex.address,
-        parameters=tuple(ex.parameters),
+        headline=dec.headline, thread_id=ex.thread_id, address=address,
+        parameters=parameters,
         fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,
         access_kind=acc.kind if acc else None, access_address=acc.address if acc else None,
         raised_by=raised_by,
-        cxx_types=tuple(thrown_types(ex.parameters, read_code or target.read_available))
+        cxx_types=tuple(thrown_types(parameters, read_code or target.read_available))
         if ex.code == 0xE06D7363 else (),
     )
 
@@ -264,7 +265,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             sp0 = w.frames[0].sp
             fault = None
             if is_crash and target.exception and target.exception.code == 0xC00000FD and len(target.exception.parameters) >= 2:
-                fault = target.exception.parameters[1]
+                fault = significant_exception(target.exception, target.system)[1][1]
             try:
                 budget = stack_budget(target, t, sp0, fault_address=fault, exe_stack_reserve=exe_reserve)
             except (MemoryNotInDump, ValueError) as e:

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from dumpkit.analysis.codes import decode_exception
 from dumpkit.report.escape import clean
-from dumpkit.target import Target
+from dumpkit.target import Target, significant_exception
 
 
 def _time(stamp) -> Any:
@@ -44,7 +44,7 @@ def info_dict(t: Target) -> Dict[str, Any]:
             "user_seconds": t.process.user_time, "kernel_seconds": t.process.kernel_time},
         "exception": None if ex is None else {
             "code": f"{ex.code:#010x}", "name": decode_exception(ex.code, ex.parameters).code_info.name,
-            "headline": decode_exception(ex.code, ex.parameters).headline,
+            "headline": decode_exception(ex.code, significant_exception(ex, s)[1]).headline,
             "flags": f"{ex.flags:#x}", "address": f"{ex.address:#x}",
             "parameters": [f"{p:#x}" for p in ex.parameters], "thread_id": ex.thread_id,
             "context": None if ex.context is None else {k: f"{v:#x}" for k, v in ex.context.values.items()}},

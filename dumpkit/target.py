@@ -149,6 +149,13 @@ class SystemInfo:
         return self.processor_architecture == 9
 
     @property
+    def pointer_mask(self) -> int:
+        """What is significant in a 64-bit field that holds an address of this CPU: a 32-bit
+        process's exception address and parameters may carry garbage in the upper half
+        (Breakpad's minidump_32bit_crash_addr.dmp records 0xffffffff00000045 for 0x45)."""
+        return 0xFFFFFFFF if self.processor_architecture in (0, 5) else 0xFFFFFFFFFFFFFFFF
+
+    @property
     def arch_name(self) -> str:
         return {0: "x86", 5: "ARM", 6: "IA64", 9: "AMD64", 12: "ARM64"}.get(
             self.processor_architecture, f"arch {self.processor_architecture}"
@@ -314,3 +321,10 @@ class Target(Protocol):
     def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
         """Dynamic function tables (FunctionTable stream): (begin, end, unwind_va, base)."""
         ...
+
+
+def significant_exception(exception: ExceptionInfo, system: Optional[SystemInfo]) -> Tuple[int, Tuple[int, ...]]:
+    """The exception's address and parameters with what the CPU's pointers cannot hold
+    masked off. The dump keeps them raw (`dumpkit info --json` shows them so)."""
+    mask = system.pointer_mask if system is not None else 0xFFFFFFFFFFFFFFFF
+    return exception.address & mask, tuple(p & mask for p in exception.parameters)

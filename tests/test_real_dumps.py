@@ -97,6 +97,22 @@ def test_fastfail_crash_reason_matches_breakpads_own_test():
     assert "FAST_FAIL_FATAL_APP_EXIT" in doc["verdict"]["headline"]
 
 
+def test_32bit_crash_address_ignores_garbage_in_the_upper_half():
+    """Breakpad's minidump_32bit_crash_addr.dmp is minidump2.dmp with the access address
+    recorded as 0xffffffff00000045; Breakpad's processor test expects crash address 0x45
+    for it, as for minidump2.dmp. dumpkit reports the same, and `info` still shows the raw
+    field."""
+    for name in ("breakpad/minidump2.dmp", "breakpad/minidump_32bit_crash_addr.dmp"):
+        doc = json.loads(run("analyze", real_dump(name), "--format", "json").stdout)
+        assert doc["crash"]["access_kind"] == "write"
+        assert doc["crash"]["access_address"] == "0x45"
+        assert doc["crash"]["parameters"] == [1, 0x45]
+        assert "write to 0x45 (NULL page)" in doc["verdict"]["headline"]
+    raw = json.loads(run("info", real_dump("breakpad/minidump_32bit_crash_addr.dmp"), "--json").stdout)
+    assert raw["exception"]["parameters"] == ["0x1", "0xffffffff00000045"]
+    assert "write to 0x45" in raw["exception"]["headline"]
+
+
 def test_malformed_dumps_get_a_clear_message_or_a_partial_report():
     for name in ("rust-minidump/invalid-range.dmp", "rust-minidump/invalid-record-count.dmp"):
         r = run("analyze", real_dump(name))
