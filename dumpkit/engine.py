@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import codes
+from dumpkit.analysis.access import faulting_access
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.cxx import thrown_types
@@ -144,6 +145,10 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         return None
     address, parameters = significant_exception(ex, target.system)
     dec = codes.decode_exception(ex.code, parameters)
+    instruction_access = None
+    arch = target.system.processor_architecture if target.system is not None else None
+    if ex.code == 0xC0000005 and ex.context is not None and arch in (0, 9) and read_code is not None:
+        instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
     ff = dec.fastfail
     acc = dec.access
     raised_by = None
@@ -158,6 +163,7 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         raised_by=raised_by,
         cxx_types=tuple(thrown_types(parameters, read_code or target.read_available))
         if ex.code == 0xE06D7363 else (),
+        instruction_access=instruction_access,
     )
 
 

@@ -113,6 +113,40 @@ def test_32bit_crash_address_ignores_garbage_in_the_upper_half():
     assert "write to 0x45" in raw["exception"]["headline"]
 
 
+AV_DUMPS = [p for p in ALL if p.name not in ("invalid-range.dmp", "invalid-record-count.dmp")]
+
+
+@pytest.mark.parametrize("dump", AV_DUMPS, ids=[p.name for p in AV_DUMPS])
+def test_computed_operand_agrees_with_the_reported_access(dump):
+    """Where Windows recorded a page fault's address, the faulting instruction's memory
+    operand computed from the exception context must land on that same address (a check
+    of the operand evaluation on every real access violation)."""
+    doc = json.loads(run("analyze", dump, "--format", "json").stdout)
+    crash = doc.get("crash") or {}
+    acc = crash.get("instruction_access")
+    if crash.get("code") != 0xC0000005 or acc is None or crash["access_address"] in ("0xffffffffffffffff", "0xffffffff"):
+        pytest.skip("no page-fault access violation with a decodable memory operand")
+    assert acc["address"] == crash["access_address"]
+    if crash["access_kind"] == "write":
+        assert acc["kind"] in ("write", "read/write")
+
+
+def test_general_protection_fault_address_comes_from_the_instruction():
+    """write_av_non_canonical.dmp: Windows says 'read from 0xffffffffffffffff' (a #GP); the
+    instruction `mov qword ptr [rax + rcx], 0x41414141` writes at rax + rcx. rust-minidump
+    computes the same access beside the dump."""
+    dump = real_dump("breakpad/write_av_non_canonical.dmp")
+    peer = peer_json(dump)["crash_info"]["memory_accesses"][0]
+    doc = json.loads(run("analyze", dump, "--format", "json").stdout)
+    acc = doc["crash"]["instruction_access"]
+    assert int(acc["address"], 16) == int(peer["address"], 16)
+    assert acc["kind"] == peer["access_type"] and acc["size"] == peer["size"]
+    v = doc["verdict"]
+    assert v["headline"].startswith(f"Access violation: write of 8 bytes at {peer['address']}, a non-canonical address")
+    assert any("rax + rcx = 0x0 + 0xfefefefefefefefe" in e for e in v["evidence"])
+    assert "find where rcx got its value" in v["next_steps"][0]
+
+
 def test_malformed_dumps_get_a_clear_message_or_a_partial_report():
     for name in ("rust-minidump/invalid-range.dmp", "rust-minidump/invalid-record-count.dmp"):
         r = run("analyze", real_dump(name))

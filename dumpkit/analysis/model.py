@@ -99,6 +99,20 @@ class StackBudget:
 
 
 @dataclass(frozen=True)
+class MemoryAccess:
+    """The memory operand of the faulting instruction, evaluated with the context."""
+
+    kind: str  # "read", "write", "read/write"
+    address: int
+    size: int
+    instruction: str
+    formula: str  # e.g. "rax + rcx = 0x0 + 0xfefefefefefefefe"
+    requires_alignment: bool  # movaps & co: #GP unless the address is a multiple of `size`
+    misaligned: bool
+    registers: Tuple[Tuple[str, int], ...] = ()  # (name, value) of the base, then the index
+
+
+@dataclass(frozen=True)
 class CrashInfo:
     code: int
     code_name: str
@@ -113,6 +127,8 @@ class CrashInfo:
     access_address: Optional[int] = None
     raised_by: Optional[str] = None  # function that raised a fail-fast / abort
     cxx_types: Tuple[str, ...] = ()  # 0xE06D7363: the thrown C++ type, most derived first
+    # access violations: the faulting instruction's memory operand, computed from the context
+    instruction_access: Optional[MemoryAccess] = None
 
 
 @dataclass(frozen=True)

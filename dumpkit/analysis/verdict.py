@@ -8,9 +8,10 @@ import re
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis import codes
+from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
-    CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, ThreadReport, Verdict,
+    CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict,
 )
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import StackWalk
@@ -183,8 +184,17 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
         if ins:
             evidence.append(f"faulting instruction: {ins}")
+        acc = crash.instruction_access
+        if acc is not None:
+            better, more, first_step = _operand_story(crash, acc, at)
+            headline = better or headline
+            evidence.extend(more)
+            if first_step:
+                steps = [first_step] + steps
         if dec.null_page:
-            steps = [f"A null (or near-null) pointer was dereferenced{at}; check which argument or field was NULL."] + steps
+            small = [name for name, value in (acc.registers if acc is not None else ()) if value < 0x10000]
+            reg = f" (it came from {small[0]})" if small else ""
+            steps = [f"A null (or near-null) pointer was dereferenced{at}{reg}; check which argument or field was NULL."] + steps
         findings.append(Finding("access_violation", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("access_violation", headline, "high", tuple(evidence), tuple(steps)), findings
 
@@ -221,6 +231,45 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
     kind = "heap_corruption" if crash.code == HEAP_CORRUPTION else "exception"
     findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
     return Verdict(kind, headline, "medium", tuple(evidence), tuple(steps)), findings
+
+
+_VERB = {"read": "reads", "write": "writes", "read/write": "reads and writes"}
+
+
+def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[str]]:
+    """What the faulting instruction's computed operand adds: a better headline when
+    Windows could not say the address (a general-protection fault), evidence, a first step."""
+    reported = crash.access_address
+    gp = reported in (ALL_ONES, 0xFFFFFFFF) and acc.address != reported
+    # the register holding the bad pointer: a non-canonical one, else the base
+    culprit = next((r for r in acc.registers if not is_canonical(r[1])), acc.registers[0] if acc.registers else None)
+    pattern = fill_pattern(acc.address) or (fill_pattern(culprit[1]) if culprit else None)
+    pattern_text = f"; the value is {pattern}" if pattern else ""
+    if not gp:
+        return None, [f"memory operand: {acc.formula}{pattern_text}"], None
+    if reported == ALL_ONES and not is_canonical(acc.address):
+        headline = (f"Access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x}, a non-canonical "
+                    f"address (general-protection fault){at}")
+        return headline, [
+            f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; the faulting "
+            f"instruction `{acc.instruction}` {_VERB[acc.kind]} at {acc.formula}, which is non-canonical (bits 63-47 "
+            f"differ): nothing can be mapped there, so the pointer is garbage{pattern_text}"
+        ], ("The pointer was corrupted, never initialised or already freed: find where "
+            f"{culprit[0] if culprit else 'it'} got its value (a use-after-free or a buffer overrun that overwrote it).")
+    if acc.misaligned:
+        mnemonic = acc.instruction.split(" ", 1)[0]
+        headline = (f"Access violation: misaligned {acc.size}-byte {acc.kind} at {acc.address:#x} by `{mnemonic}`, "
+                    f"which requires {acc.size}-byte alignment (general-protection fault){at}")
+        return headline, [
+            f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; `{acc.instruction}` "
+            f"accesses {acc.formula}, {acc.address % acc.size} bytes past a {acc.size}-byte boundary"
+        ], ("A buffer handed to vectorised code is not aligned: allocate it with _aligned_malloc / alignas / "
+            "an aligned allocator, or build that code with unaligned loads and stores (movups, vmovdqu).")
+    return None, [
+        f"Windows recorded {reported:#x} (a general-protection fault); the faulting instruction `{acc.instruction}` "
+        f"accesses {acc.formula}, a canonical{' and aligned' if acc.requires_alignment else ''} address, so the "
+        "fault has another cause (a segment or privilege violation)"
+    ], None
 
 
 def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
