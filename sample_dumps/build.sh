@@ -8,10 +8,11 @@
 # 12.2.0 (win32 thread model), Wine 8.0 (Debian 8.0~repack-4).
 #
 # Steps: compile src/ into bin/ with mingw (static), run every scenario under
-# Wine as  dumper.exe OUT.dmp tfhost.exe SCENARIO  (dumper.exe is an
-# out-of-process debugger that calls dbghelp!MiniDumpWriteDump, MiniDumpNormal,
-# on the first-chance fatal exception), then write the normalised copy, xz the
-# big dump and regenerate manifest.json (src/dumpfacts.py).
+# Wine as  dumper.exe OUT.dmp tfhost.exe SCENARIO  (gp_* scenarios: simdhost.exe,
+# which loads simdkernels.dll; dumper.exe is an out-of-process debugger that
+# calls dbghelp!MiniDumpWriteDump, MiniDumpNormal, on the first-chance fatal
+# exception), then write the normalised copy, xz the big dump and regenerate
+# manifest.json (src/dumpfacts.py).
 #
 # Usage: ./build.sh [--no-compile] [SCENARIO...]
 # Every Wine call runs under `timeout`: Wine can hang.
@@ -31,7 +32,8 @@ if [ "${1:-}" = "--no-compile" ]; then compile=0; shift; fi
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
   scenarios=(recursion_one recursion_cycle3 big_frame tree_free fastfail_abort fastfail_gs
-             heap_oob null_deref illegal_instruction tf_env_abort deep_recursion_1m)
+             heap_oob null_deref illegal_instruction tf_env_abort deep_recursion_1m
+             gp_misaligned_sse gp_wild_pointer)
 fi
 
 if [ $compile = 1 ]; then
@@ -39,6 +41,9 @@ if [ $compile = 1 ]; then
   timeout 120 $CC $CFLAGS -shared $LDFLAGS -o bin/opkernels.dll src/opkernels.c
   timeout 120 $CC $CFLAGS $LDFLAGS -o bin/tfhost.exe src/tfhost.c -ldbghelp
   timeout 120 $CC $CFLAGS $LDFLAGS -o bin/dumper.exe src/dumper.c -ldbghelp
+  # the #GP access violations (gp_* scenarios) have their own host and kernel DLL
+  timeout 120 $CC $CFLAGS -shared $LDFLAGS -o bin/simdkernels.dll src/simdkernels.c
+  timeout 120 $CC $CFLAGS $LDFLAGS -o bin/simdhost.exe src/simdhost.c
   # environment stand-ins, each with its own VERSIONINFO resource
   PY=bin/env/Python310
   CU="bin/env/NVIDIA GPU Computing Toolkit/CUDA/v11.2/bin"
@@ -65,8 +70,10 @@ cd "$HERE/bin"
 for s in "${scenarios[@]}"; do
   out="$HERE/$s.dmp"
   rm -f "$out" "$out.xz"
-  echo "== $s"
-  timeout 300 $WINE dumper.exe "Z:${out//\//\\}" tfhost.exe "$s"
+  host=tfhost.exe
+  case $s in gp_*) host=simdhost.exe;; esac
+  echo "== $s ($host)"
+  timeout 300 $WINE dumper.exe "Z:${out//\//\\}" "$host" "$s"
   test -s "$out"
 done
 # the in-process variant for comparison: vectored handler + watchdog thread in

@@ -42,7 +42,18 @@ SCENARIOS = {
     "illegal_instruction": dict(expected_class="illegal_instruction", stack_reserve=1 << 20),
     "tf_env_abort": dict(expected_class="fastfail", stack_reserve=1 << 20),
     "deep_recursion_1m": dict(expected_class="recursion", stack_reserve=64 << 20),
+    # access violations raised as #GP (simdhost.exe + simdkernels.dll); the
+    # faulting instruction and its memory operand are recorded as well
+    "gp_misaligned_sse": dict(expected_class="access_violation", stack_reserve=1 << 20,
+                              fault_instruction=True),
+    "gp_wild_pointer": dict(expected_class="access_violation", stack_reserve=1 << 20,
+                            fault_instruction=True),
 }
+OWN_MODULES = ("opkernels.dll", "tfhost.exe", "_pywrap_tensorflow_internal.pyd",
+               "simdkernels.dll", "simdhost.exe")
+KERNEL_MODULES = ("opkernels.dll", "_pywrap_tensorflow_internal.pyd", "simdkernels.dll")
+REG_NAMES = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
+             "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"]
 
 
 # --------------------------------------------------------------------- PE files
@@ -437,8 +448,8 @@ def facts(path):
         sizes.setdefault(f"{x['module']}!{x['function']}", x["frame_bytes"])
     out["frame_bytes_by_function"] = sizes
     out["prologues"] = {f: prologue(*f.split("!")) for f in sizes if f.split("!")[0] in
-                        ("opkernels.dll", "tfhost.exe", "_pywrap_tensorflow_internal.pyd")}
-    if desc[0]["module"] in ("opkernels.dll", "_pywrap_tensorflow_internal.pyd"):
+                        OWN_MODULES}
+    if desc[0]["module"] in KERNEL_MODULES:
         out["prologues"].setdefault(f"{desc[0]['module']}!{desc[0]['function']}",
                                     prologue(desc[0]["module"], desc[0]["function"]))
     if name == "big_frame":
@@ -447,6 +458,8 @@ def facts(path):
     else:
         out["oversized_function"] = None
         out["oversized_bytes"] = None
+    if scen.get("fault_instruction"):
+        out["fault_instruction"] = fault_instruction(desc[0]["module"], out["rip_rva"], ctx)
     out["call_chain"] = [{k: v for k, v in x.items() if k not in ("ip", "sp")} for x in chain]
     out["call_chain_note"] = ("frames fault first, each cycle shown once (cycle=true)"
                               if covered else "frames fault first, complete")
@@ -476,6 +489,39 @@ def disasm(module, func):
             capture_output=True, text=True, timeout=60).stdout
     body = _dis_cache[pe.path].split(f"<{func}>:\n")[1].split("\n\n")[0]
     return [ln.split("\t", 1)[1].strip() for ln in body.splitlines() if "\t" in ln]
+
+
+def fault_instruction(module, rva, ctx):
+    """the faulting instruction (objdump, AT&T and Intel syntax), its memory
+    operand and the register values from the exception context that make the
+    address"""
+    import re
+    pe = find_pe(module)
+    va = pe.image_base + rva
+    text = {}
+    for syntax in ("att", "intel"):
+        dis = subprocess.run(["x86_64-w64-mingw32-objdump", "-d", "-M", syntax,
+                              f"--start-address=0x{va:x}", f"--stop-address=0x{va + 16:x}", pe.path],
+                             capture_output=True, text=True, timeout=60).stdout
+        line = next(ln for ln in dis.splitlines() if ln.strip().startswith(f"{va:x}:"))
+        parts = line.split("\t")
+        text[syntax] = " ".join(parts[2].split()) if len(parts) > 2 else None
+        text["bytes"] = parts[1].strip()
+    regs = dict(zip(REG_NAMES, ctx["regs"]))
+    m = re.search(r"(-?0x[0-9a-f]+)?\((%\w+)?(?:,(%\w+)(?:,(\d))?)?\)", text["att"])
+    out = dict(rva=rva, bytes=text["bytes"], att=text["att"], intel=text["intel"])
+    if m:
+        disp = int(m.group(1), 16) if m.group(1) else 0
+        base = m.group(2)[1:] if m.group(2) else None
+        index = m.group(3)[1:] if m.group(3) else None
+        scale = int(m.group(4)) if m.group(4) else 1
+        ea = (disp + (regs[base] if base else 0) + (regs[index] * scale if index else 0)) % (1 << 64)
+        out.update(memory_operand=m.group(0), displacement=disp, base_register=base,
+                   base_value=regs.get(base), index_register=index,
+                   index_value=regs.get(index), scale=scale, effective_address=ea,
+                   canonical=ea < (1 << 47) or ea >= (1 << 64) - (1 << 47),
+                   aligned_16=ea % 16 == 0)
+    return out
 
 
 def prologue(module, func):
@@ -518,6 +564,19 @@ def markdown(allf):
         L.append(f"- exception context: RIP 0x{f['rip']:x} = {f['rip_module']}+0x{f['rip_rva']:x}"
                  f" (in `{f['fault_function']}`), RSP 0x{f['rsp']:x}, context {f['exception_context_size']} bytes")
         st = f["crash_thread_stack_in_dump"]
+        fi = f.get("fault_instruction")
+        if fi:
+            line = (f"- faulting instruction (objdump): `{fi['att']}` = `{fi['intel']}`"
+                    f" (bytes `{fi['bytes']}`)")
+            if fi.get("memory_operand"):
+                regs = f"{fi['base_register']} = 0x{fi['base_value']:x}"
+                if fi["index_register"]:
+                    regs += f", {fi['index_register']} = 0x{fi['index_value']:x} (x{fi['scale']})"
+                line += (f"; memory operand `{fi['memory_operand']}`: {regs}, displacement"
+                         f" {fi['displacement']:#x} -> address 0x{fi['effective_address']:x}"
+                         f" ({'canonical' if fi['canonical'] else 'NON-canonical'},"
+                         f" {'16-byte aligned' if fi['aligned_16'] else 'not 16-byte aligned'})")
+            L.append(line)
         L.append(f"- crashing thread's stack in the dump: 0x{st['start']:x}-0x{st['end']:x}"
                  f" ({st['size']:,} bytes), contains RSP: {st['contains_rsp']}")
         if f["thread_list_crash_context_matches_exception"]:

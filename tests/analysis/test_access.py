@@ -82,3 +82,45 @@ def test_canonical_and_fill_patterns():
     assert "freed through the debug CRT" in fill_pattern(0xDDDDDDDDDDDDDDDD)
     assert "repeated" in fill_pattern(0xFEFEFEFEFEFEFEFE)
     assert fill_pattern(0x00007FF612345678) is None
+
+
+# ------------------------------------------------- real #GP dumps (sample_dumps/gp_*)
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+from conftest import SAMPLE_BIN, sample_manifest, sample_path  # noqa: E402
+
+GP_SAMPLES = [e for e in sample_manifest() if e.get("fault_instruction")]
+
+
+def _analyze(name):
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(sample_path(name)), "--image-path",
+                        str(SAMPLE_BIN), "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("entry", GP_SAMPLES, ids=[e["file"] for e in GP_SAMPLES])
+def test_gp_fault_operand_matches_the_recorded_facts(entry):
+    """Wine, like Windows, records [0, 0xffffffffffffffff] for a #GP; the operand dumpkit
+    computes equals the one objdump + the exception context give in manifest.json."""
+    facts = entry["fault_instruction"]
+    assert entry["exception_parameters"] == [0, 0xFFFFFFFFFFFFFFFF]
+    doc = _analyze(entry["file"])
+    acc = doc["crash"]["instruction_access"]
+    assert int(acc["address"], 16) == facts["effective_address"]
+    assert acc["registers"][0] == [facts["base_register"], facts["base_value"]]
+    assert acc["misaligned"] is (acc["requires_alignment"] and not facts["aligned_16"])
+    v = doc["verdict"]
+    where = f"in {entry['call_chain'][0]['module']}!{entry['call_chain'][0]['nearest_export']}"
+    assert v["kind"] == "access_violation" and v["confidence"] == "high" and v["headline"].endswith(where)
+    if facts["att"].startswith("mov") and facts["att"].endswith(facts["memory_operand"]):
+        assert acc["kind"] == "write"  # AT&T: the memory operand is the destination (Wine says "read")
+    if not facts["canonical"]:
+        assert f"{acc['kind']} of 8 bytes at {facts['effective_address']:#x}, a non-canonical address" in v["headline"]
+        assert any("freed through the debug CRT" in e for e in v["evidence"])
+        assert f"find where {facts['base_register']} got its value" in v["next_steps"][0]
+    else:
+        assert v["headline"].startswith(f"Access violation: misaligned 16-byte read at {facts['effective_address']:#x} by `movaps`")
+        assert "_aligned_malloc" in v["next_steps"][0]
