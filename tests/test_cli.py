@@ -159,3 +159,12 @@ def test_analyze_text_names_every_environment_component_in_full():
     for label, value in [("CUDA runtime", "11.2.152"), ("cuDNN", "8.1.0"), ("NVIDIA driver", "531.79"),
                          ("TensorFlow", "2.10.0"), ("Python", "3.10.11")]:
         assert any(line.startswith(label + " ") and value in line for line in lines), label
+
+
+def test_estimated_stack_reserve_is_marked_as_an_estimate():
+    """Wine's Normal dumps hold no TEB: the reserve is the .exe's default, which a worker
+    thread created with its own size does not have; the report must not state it as fact."""
+    r = run("analyze", SAMPLES / "null_deref.dmp", "--image-path", SAMPLE_BIN)
+    line = next(line for line in r.stdout.splitlines() if line.startswith("Stack "))
+    assert "of ~2 MiB" in line and "captured+image" in line
+    assert "executable's default" in r.stdout

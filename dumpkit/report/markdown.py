@@ -91,7 +91,9 @@ def render_markdown(report: Report) -> str:
             out.append("")
         b = crash_thread.budget
         if b is not None:
-            out.append(f"Stack: used {human_bytes(b.used)} of {human_bytes(b.reserve_size)} ({md(b.source)})")
+            estimated = b.source == "captured+image"
+            out.append(f"Stack: used {human_bytes(b.used)} of {'~' if estimated else ''}{human_bytes(b.reserve_size)} "
+                       f"({md(b.source)}{': the executable default reserve, an estimate' if estimated else ''})")
             out.append("")
         out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {crash_thread.frame_count:,} frames</summary>",
                 ""] + _stack_block(crash_thread) + ["", "</details>", ""]

@@ -176,9 +176,12 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if crash_thread is not None and crash_thread.budget is not None:
         b = crash_thread.budget
         frac = b.used_fraction
+        estimated = b.source == "captured+image"
         console.print(_label("Stack") + Text(
-            f"used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
+            f"used {human_bytes(b.used)} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}"
             + (f" ({frac:.0%})" if frac is not None else "") + f", from {b.source}"
+            + (" (the reserve is the executable's default; a thread created with its own stack size has another)"
+               if estimated else "")
             + (", fault in the guard region" if b.guard_hit else "")))
     console.print()
 
