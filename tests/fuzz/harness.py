@@ -39,7 +39,7 @@ REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
 
 # Seeds: small ones first (the fuzzer is faster on them); the big sample dumps still
 # exercise thousands of memory ranges and deep walks.
-SEED_SAMPLES = ("null_deref.dmp", "fastfail_abort.dmp", "big_frame.dmp", "tf_env_abort.dmp",
+SEED_SAMPLES = ("null_deref.dmp", "gp_wild_pointer.dmp", "fastfail_abort.dmp", "big_frame.dmp", "tf_env_abort.dmp",
                 "recursion_cycle3.dmp")
 MAX_SEED_BYTES = 2 << 20
 
