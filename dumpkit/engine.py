@@ -147,7 +147,9 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
     dec = codes.decode_exception(ex.code, parameters)
     instruction_access = None
     arch = target.system.processor_architecture if target.system is not None else None
-    if ex.code == 0xC0000005 and ex.context is not None and arch in (0, 9) and read_code is not None:
+    # (an execute fault's "instruction" is whatever data lies at the bad IP: nothing to decode)
+    executing = bool(parameters) and parameters[0] == 8
+    if ex.code == 0xC0000005 and not executing and ex.context is not None and arch in (0, 9) and read_code is not None:
         instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
     ff = dec.fastfail
     acc = dec.access

@@ -180,17 +180,18 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         # keep the phrase, capitalised, and say where.
         phrase = crash.headline.split(" ", 1)[1] if crash.headline.startswith("0x") else crash.headline
         headline = phrase[0].upper() + phrase[1:] + at
-        evidence.append(dec.sentence)
-        ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
-        if ins:
-            evidence.append(f"faulting instruction: {ins}")
         acc = crash.instruction_access
-        if acc is not None:
-            better, more, first_step = _operand_story(crash, acc, at)
-            headline = better or headline
-            evidence.extend(more)
-            if first_step:
-                steps = [first_step] + steps
+        better, more, first_step = _operand_story(crash, acc, at) if acc is not None else (None, [], None)
+        if better is None:
+            evidence.append(dec.sentence)  # else the operand story replaces "read from 0xff..ff"
+        ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
+        if ins and not (acc is not None and acc.instruction == ins):
+            evidence.append(f"faulting instruction: {ins}")
+        if better is not None:
+            headline = better
+        evidence.extend(more)
+        if first_step:
+            steps = [first_step] + steps
         if dec.null_page:
             small = [name for name, value in (acc.registers if acc is not None else ()) if value < 0x10000]
             reg = f" (it came from {small[0]})" if small else ""
@@ -246,7 +247,7 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
     pattern = fill_pattern(acc.address) or (fill_pattern(culprit[1]) if culprit else None)
     pattern_text = f"; the value is {pattern}" if pattern else ""
     if not gp:
-        return None, [f"memory operand: {acc.formula}{pattern_text}"], None
+        return None, [f"faulting instruction: {acc.instruction}, memory operand {acc.formula}{pattern_text}"], None
     if reported == ALL_ONES and not is_canonical(acc.address):
         headline = (f"Access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x}, a non-canonical "
                     f"address (general-protection fault){at}")
