@@ -147,6 +147,21 @@ def test_general_protection_fault_address_comes_from_the_instruction():
     assert "find where rcx got its value" in v["next_steps"][0]
 
 
+def test_execute_fault_on_the_stack_is_called_so():
+    """Breakpad's exec_av_on_stack.dmp: an execute access violation (parameter 8) whose
+    address lies in the crashing thread's own captured stack memory."""
+    dump = real_dump("breakpad/exec_av_on_stack.dmp")
+    with open_dump(str(dump)) as t:
+        target_addr = t.exception.parameters[1]
+        owner = next(th.tid for th in t.threads if th.stack_start <= target_addr < th.stack_start + th.stack_size)
+    doc = json.loads(run("analyze", dump, "--format", "json").stdout)
+    v = doc["verdict"]
+    assert doc["crash"]["access_kind"] == "execute"
+    assert v["headline"].startswith(f"Access violation: execute at {target_addr:#x}, inside thread {owner}'s stack")
+    assert "stack buffer overrun" in v["next_steps"][0]
+    assert doc["crash"]["instruction_access"] is None  # data at a bad IP is not decoded
+
+
 def test_malformed_dumps_get_a_clear_message_or_a_partial_report():
     for name in ("rust-minidump/invalid-range.dmp", "rust-minidump/invalid-record-count.dmp"):
         r = run("analyze", real_dump(name))

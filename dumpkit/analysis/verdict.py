@@ -189,6 +189,16 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
             evidence.append(f"faulting instruction: {ins}")
         if better is not None:
             headline = better
+        owner = _stack_owner(target, crash.access_address) if crash.access_kind == "execute" else None
+        if owner is not None:
+            headline = (f"Access violation: execute at {crash.access_address:#x}, inside thread {owner}'s stack: "
+                        "code ran from the stack (DEP stopped it)")
+            evidence.append(f"{crash.access_address:#x} lies in the captured stack of thread {owner}: a return address "
+                            "or function pointer was overwritten with a stack address (a stack buffer overrun), or "
+                            "code jumped into a buffer on the stack")
+            steps = ["Look for a stack buffer overrun in the functions below the fault on that thread (the frame "
+                     "whose return address was overwritten); build with /GS and AddressSanitizer to catch it "
+                     "where it happens."] + steps
         evidence.extend(more)
         if first_step:
             steps = [first_step] + steps
@@ -235,6 +245,16 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
 
 
 _VERB = {"read": "reads", "write": "writes", "read/write": "reads and writes"}
+
+
+def _stack_owner(target, address: Optional[int]) -> Optional[int]:
+    """The id of the thread whose captured stack holds `address`, if any."""
+    if address is None or target is None:
+        return None
+    for t in getattr(target, "threads", ())[:4096]:
+        if t.stack_size and t.stack_start <= address < t.stack_end:
+            return t.tid
+    return None
 
 
 def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[str]]:
