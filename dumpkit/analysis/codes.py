@@ -428,11 +428,15 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
          "Use-after-free or a buffer overrun that later corrupts a pointer",
          "Calling native code from several threads without the GIL or locks it needs",
          "A mismatch between the CUDA/cuDNN DLLs found on PATH and the ones the "
-         "TensorFlow build expects"),
+         "TensorFlow build expects",
+         "An aligned SSE/AVX instruction (movaps, vmovdqa) on a buffer that is not 16/32-byte "
+         "aligned, e.g. Eigen types in memory from a plain malloc"),
         ("Run with `python -X faulthandler`: for an access violation it prints the "
          "Python stack of every thread",
          "The access parameters say read/write/execute and the address; a small address "
-         "is a NULL pointer plus a field offset",
+         "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
+         "general-protection fault (a non-canonical pointer or a misaligned vector access), "
+         "whose real address `dumpkit analyze` computes from the faulting instruction",
          _ANALYZE)),
     _ci(STATUS_IN_PAGE_ERROR, "STATUS_IN_PAGE_ERROR",
         "a page of a mapped file or of the page file could not be read from disk",
