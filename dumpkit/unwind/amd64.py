@@ -111,7 +111,7 @@ class Walker:
         self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
         self._fast: Dict[int, Optional[tuple]] = {}
         self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
-        self._in_module: Dict[int, bool] = {}
+        self._in_module: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         # Scanning asks about the same stack words again and again (every thread of a
         # process shares the same return sites); bounded so a hostile dump cannot grow it.
         self._returns: Dict[int, Optional[str]] = {}
@@ -273,8 +273,13 @@ class Walker:
                         cip = unpack("<Q", stack, ra - s_lo)[0]
                     else:
                         cip = read_u64(ra)
-                    ok = cip is not None and (cip == 0 or in_module.get(cip) or self._note_module(cip))
+                    known = in_module.get(cip) if cip else None
+                    if known is None and cip:
+                        known = self._note_module(cip)
+                    ok = cip is not None and (cip == 0 or bool(known))
                     if ok:
+                        if known:
+                            cip = known  # the shared int object (see _note_module)
                         frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
                         append(frame)
                         for reg, off in pops:
@@ -322,13 +327,16 @@ class Walker:
         i = bisect.bisect_right(self._dynamic_starts, ip) - 1
         return i >= 0 and self._dynamic[i][0] <= ip < self._dynamic[i][1]
 
-    def _note_module(self, ip: int) -> bool:
-        """Is ip plausible code: inside a module or a registered (JIT) function table?"""
+    def _note_module(self, ip: int) -> int:
+        """Is ip plausible code: inside a module or a registered (JIT) function table?
+        Answers with the first int object seen for this address (truthy) or 0: a deep
+        recursion returns to the same address a million times, and the frames then share
+        one int instead of holding a million copies."""
         ok = self.target.module_at(ip) is not None or (bool(self._dynamic) and self._in_dynamic_table(ip))
         if len(self._in_module) > 500_000:
             self._in_module.clear()
-        self._in_module[ip] = ok
-        return ok
+        self._in_module[ip] = ip if ok else 0
+        return self._in_module[ip]
 
     def _fast_step(self, ip: int):
         """(place, offset of the return address, [(reg, offset)], module name, function
