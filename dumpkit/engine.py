@@ -154,8 +154,10 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
     ff = dec.fastfail
     acc = dec.access
     raised_by = None
-    if walk is not None and walk.frames and (ff is not None or ex.code in (0x40000015, 0xC000000D)):
-        raised_by = raising_function(walk.frames)
+    # abort / invalid parameter / fail-fast / heap corruption are raised by the CRT or the
+    # heap on behalf of a caller: name the first frame outside that machinery
+    if walk is not None and walk.frames and (ff is not None or ex.code in (0x40000015, 0xC000000D, 0xC0000374)):
+        raised_by = raising_function(walk.frames, fallback=ex.code != 0xC0000374)
     return CrashInfo(
         code=ex.code, code_name=dec.code_info.name, summary=dec.code_info.summary,
         headline=dec.headline, thread_id=ex.thread_id, address=address,
@@ -177,14 +179,18 @@ RUNTIME_MODULES = {
 }
 RUNTIME_FUNCTIONS = ("abort", "__fastfail", "_invalid_parameter", "__report_gsfailure",
                      "__security_check_cookie", "_invoke_watson", "terminate", "raise",
-                     "__report_rangecheckfailure", "_call_reportfault", "__crt_fast_fail")
+                     "__report_rangecheckfailure", "_call_reportfault", "__crt_fast_fail",
+                     # a statically linked CRT's allocator lives in the module itself
+                     "free", "_free_base", "_free_dbg", "malloc", "_malloc_base", "calloc",
+                     "_calloc_base", "realloc", "_realloc_base", "operator delete", "operator new")
 
 
 _RUNTIME_SHORT = {r.lstrip("_") for r in RUNTIME_FUNCTIONS}
 
 
-def raising_function(frames: Sequence[Frame]) -> Optional[str]:
-    """The first frame, from the top, that is not part of the fail-fast machinery."""
+def raising_function(frames: Sequence[Frame], fallback: bool = True) -> Optional[str]:
+    """The first frame, from the top, that is not part of the fail-fast machinery (else
+    frame 0 with `fallback`, else None)."""
     for f in frames[:32]:
         name = f.function_name
         short = name.split("!", 1)[-1].lstrip("_")
@@ -193,7 +199,7 @@ def raising_function(frames: Sequence[Frame]) -> Optional[str]:
         if short in _RUNTIME_SHORT:
             continue
         return name
-    return frames[0].function_name if frames else None
+    return frames[0].function_name if frames and fallback else None
 
 
 def _group_identical(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, ...]]:

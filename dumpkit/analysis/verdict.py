@@ -238,10 +238,48 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         findings.append(Finding("cxx_exception", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("cxx_exception", headline, "high" if crash.cxx_types else "medium",
                        tuple(evidence), tuple(steps)), findings
+    if crash.code == HEAP_CORRUPTION:
+        return _heap_corruption(crash, walk, evidence, steps, findings, at)
     headline = f"{crash.headline}{at}"
-    kind = "heap_corruption" if crash.code == HEAP_CORRUPTION else "exception"
+    kind = "exception"
     findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
     return Verdict(kind, headline, "medium", tuple(evidence), tuple(steps)), findings
+
+
+def _heap_operation(walk: Optional[StackWalk], caller: Optional[str]) -> Optional[str]:
+    """'freeing' / 'allocating' / 'resizing': what the heap was asked to do when it noticed,
+    from the runtime frames above the caller."""
+    for f in (walk.frames[:32] if walk else ()):
+        name = f.function_name
+        if caller is not None and name == caller:
+            break
+        short = name.split("!", 1)[-1].lower()
+        if "realloc" in short:
+            return "resizing"
+        if "free" in short:
+            return "freeing"
+        if "alloc" in short:
+            return "allocating"
+    return None
+
+
+def _heap_corruption(crash, walk, evidence, steps, findings, at):
+    caller = crash.raised_by
+    op = _heap_operation(walk, caller)
+    doing = f" while {op} a block" if op else ""
+    headline = (f"Heap corruption (0xC0000374): the Windows heap found its structures damaged{doing}"
+                + (f", called from {caller}" if caller else at))
+    if caller:
+        evidence.append(f"first frame outside the heap and C runtime: {caller}")
+        evidence.append("the heap notices damage when a block next to the damaged one is freed or allocated; the "
+                        "code that overran the block, freed it twice or used it after free ran earlier")
+        steps = [f"Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
+                 "heap (gflags /p /enable python.exe /full) so the next overrun faults at the bad write."] + \
+            [s for s in steps if "gflags" not in s]
+    findings.append(Finding("heap_corruption", "fatal", headline, tuple(Evidence(e) for e in evidence),
+                            crash.thread_id))
+    return Verdict("heap_corruption", headline, "high" if caller else "medium", tuple(evidence),
+                   tuple(steps)), findings
 
 
 _VERB = {"read": "reads", "write": "writes", "read/write": "reads and writes"}

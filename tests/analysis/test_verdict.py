@@ -52,3 +52,41 @@ def test_damaged_dump_without_exception_says_so():
     assert v.kind == "no_exception" and "damaged" in v.headline and v.confidence == "low"
     v, _ = decide(_target(), None, None, None, (), Environment())
     assert "written on request" in v.headline
+
+
+def _heap_case(names):
+    from dumpkit.engine import raising_function  # what the engine uses to fill raised_by
+    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000,
+                    n, 0x40, "unwind_info") for i, n in enumerate(names)]
+    crash = CrashInfo(0xC0000374, "STATUS_HEAP_CORRUPTION", "the heap is corrupted", "0xC0000374 heap corruption", 1,
+                      frames[0].ip, (0,), raised_by=raising_function(frames, fallback=False))
+    return crash, StackWalk(1, frames, "end of stack", [])
+
+
+def test_heap_corruption_names_the_caller_and_the_operation():
+    # the shape of a real 0xC0000374 stack: the heap reports from inside RtlFreeHeap
+    crash, walk = _heap_case(["ntdll.dll!RtlReportFatalFailure", "ntdll.dll!RtlReportCriticalFailure",
+                              "ntdll.dll!RtlpHeapHandleError", "ntdll.dll!RtlpLogHeapFailure",
+                              "ntdll.dll!RtlFreeHeap", "ucrtbase.dll!_free_base",
+                              "my_ops.pyd!Tensor_release", "my_ops.pyd!run_kernel", "python310.dll!PyObject_Call"])
+    v, findings = decide(_target(), crash, None, walk, (), Environment())
+    assert v.kind == "heap_corruption" and v.confidence == "high"
+    assert v.headline == ("Heap corruption (0xC0000374): the Windows heap found its structures damaged while freeing "
+                          "a block, called from my_ops.pyd!Tensor_release")
+    assert "Tensor_release" in v.next_steps[0] and "gflags" in v.next_steps[0]
+    assert findings[0].kind == "heap_corruption"
+
+
+def test_heap_corruption_with_a_static_crt_skips_its_allocator():
+    crash, walk = _heap_case(["ntdll.dll!RtlReportCriticalFailure", "ntdll.dll!RtlAllocateHeap",
+                              "my_ops.pyd!_malloc_base", "my_ops.pyd!make_buffer"])
+    v, _ = decide(_target(), crash, None, walk, (), Environment())
+    assert "while allocating a block, called from my_ops.pyd!make_buffer" in v.headline
+
+
+def test_heap_corruption_seen_only_inside_the_heap_is_medium():
+    crash, walk = _heap_case(["ntdll.dll!RtlReportCriticalFailure", "ntdll.dll!RtlFreeHeap"])
+    assert crash.raised_by is None  # no frame outside the machinery: none is blamed
+    v, _ = decide(_target(), crash, None, walk, (), Environment())
+    assert v.kind == "heap_corruption" and v.confidence == "medium"
+    assert v.headline.endswith("while freeing a block in ntdll.dll!RtlReportCriticalFailure")
