@@ -162,6 +162,22 @@ def test_execute_fault_on_the_stack_is_called_so():
     assert doc["crash"]["instruction_access"] is None  # data at a bad IP is not decoded
 
 
+X86_DUMPS = [p for p in ALL if p.name in ("ascii_write_av.dmp", "null_read_av.dmp", "thread_name_list.dmp",
+                                            "read_av_conditional.dmp", "write_av_non_null.dmp")]
+
+
+@pytest.mark.parametrize("dump", X86_DUMPS, ids=[p.name for p in X86_DUMPS])
+def test_x86_faulting_instruction_is_decoded_as_x86(dump):
+    """32-bit code decoded in 64-bit mode turns `mov dword ptr [eax], eax` into `[rax]`
+    (and 0x40-0x4F into REX prefixes): the evidence must use the dump's own CPU mode."""
+    with open_dump(str(dump)) as t:
+        assert t.system.arch_name == "x86"
+    doc = json.loads(run("analyze", dump, "--format", "json").stdout)
+    text = " ".join(doc["verdict"]["evidence"])
+    assert "faulting instruction" in text
+    assert not re.search(r"\br(ax|bx|cx|dx|si|di|bp|sp)\b", text), text
+
+
 def test_malformed_dumps_get_a_clear_message_or_a_partial_report():
     for name in ("rust-minidump/invalid-range.dmp", "rust-minidump/invalid-record-count.dmp"):
         r = run("analyze", real_dump(name))

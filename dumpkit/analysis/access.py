@@ -149,6 +149,8 @@ def fill_pattern(value: int) -> Optional[str]:
         if half in FILL_PATTERNS:
             return f"{half:#010x}: {FILL_PATTERNS[half]}"
     b = value & 0xFF
-    if value > 0xFF and value == int.from_bytes(bytes([b]) * 8, "little"):
-        return f"the byte {b:#04x} repeated: memory filled with a pattern, not a pointer"
+    for width in (8, 4):  # a 64-bit or a 32-bit value made of one repeated byte
+        if value > 0xFF and value == int.from_bytes(bytes([b]) * width, "little"):
+            text = f" ({chr(b) * 4!r}...)" if 0x20 < b < 0x7F else ""
+            return f"the byte {b:#04x} repeated{text}: memory filled with a pattern or overwritten with data, not a pointer"
     return None

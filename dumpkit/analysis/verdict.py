@@ -83,13 +83,13 @@ def _top_frames(walk: Optional[StackWalk], n: int = 3) -> Tuple[str, ...]:
     return tuple(f.symbol or f.function_name for f in walk.frames[:n])
 
 
-def _instruction(read_code, ip: int) -> Optional[str]:
+def _instruction(read_code, ip: int, bits: int = 64) -> Optional[str]:
     if read_code is None:
         return None
     code = read_code(ip, 16)
     if not code:
         return None
-    got = decode_one(code, ip)
+    got = decode_one(code, ip, bits)
     if got is None:
         return None
     return f"{got[1]} {got[2]}".strip()
@@ -127,6 +127,8 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         ), findings
 
     tid = crash.thread_id
+    system = getattr(target, "system", None)
+    bits = 32 if system is not None and system.processor_architecture == 0 else 64  # x86 code decodes as x86
     where = _top_frames(walk, 1)
     at = f" in {where[0]}" if where else ""
     info = codes.lookup_status(crash.code)
@@ -184,7 +186,7 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         better, more, first_step = _operand_story(crash, acc, at) if acc is not None else (None, [], None)
         if better is None:
             evidence.append(dec.sentence)  # else the operand story replaces "read from 0xff..ff"
-        ins = _instruction(read_code, walk.frames[0].ip) if walk and walk.frames else None
+        ins = _instruction(read_code, walk.frames[0].ip, bits) if walk and walk.frames else None
         if ins and not (acc is not None and acc.instruction == ins):
             evidence.append(f"faulting instruction: {ins}")
         if better is not None:
@@ -210,7 +212,7 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         return Verdict("access_violation", headline, "high", tuple(evidence), tuple(steps)), findings
 
     if crash.code == ILLEGAL_INSTRUCTION:
-        ins = _instruction(read_code, crash.address) if read_code else None
+        ins = _instruction(read_code, crash.address, bits) if read_code else None
         vec = _is_vector_instruction(ins) if ins else None
         feats = env.cpu_features or {}
         if ins and ins.startswith("ud2"):
