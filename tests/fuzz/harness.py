@@ -93,9 +93,11 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
             raise Bug(f"DumpError message is not one line: {e!r}")
         return None
     try:
-        # Frame limits well below the CLI defaults keep one execution short; the walker's
-        # code paths are the same.
-        opts = Options(image_paths=tuple(image_paths), max_frames=20_000, other_thread_max_frames=500)
+        # Limits well below the CLI defaults keep one execution short (a mutated thread
+        # list naming thousands of threads is the common expensive input); the code paths
+        # are the same, only repeated less.
+        opts = Options(image_paths=tuple(image_paths), max_frames=20_000, other_thread_max_frames=500,
+                       max_other_threads=64, other_frames_budget=5_000)
         report = analyze(target, opts).report
         # Compact JSON in the long campaign: the C encoder, the same objects; indentation
         # is whitespace the pure-Python encoder would spend most of an execution on.
