@@ -8,7 +8,8 @@ Order, as in DESIGN.md "Where unwind data comes from":
    TimeDateStamp and SizeOfImage match the module's;
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
    directory, built on first use), matched by name + TimeDateStamp + SizeOfImage;
-4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`;
+4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`, following a
+   `file.ptr` there (a compressed `NAME.dl_` is named in the failures, not read);
 5. HTTP symbol servers named in a symbol path (`srv*CACHE*https://...`): NAME/KEY/NAME
    is downloaded into CACHE (atomically; nothing else is ever written).
 
@@ -192,7 +193,7 @@ class ImageLocator:
                 if srv not in self.symbol_servers:
                     self.symbol_servers.append(srv)
         self.downloads: List[str] = []  # what was fetched (for the report and tests)
-        self.failures: List[str] = []  # downloads that did not work, one line each
+        self.failures: List[str] = []  # "NAME: where: why", one line per store/server miss
         self.use_recorded_path = use_recorded_path
         self._cache: Dict[Tuple, Optional[LocatedImage]] = {}
         self._indexes: Dict[str, Dict[str, List[str]]] = {}
@@ -210,6 +211,11 @@ class ImageLocator:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def misses(self, module: Module) -> List[str]:
+        """Why the stores and servers did not give this module's image ("where: why")."""
+        name = _module_file_name(module).lower()
+        return [f.split(": ", 1)[1] for f in self.failures if f.split(": ", 1)[0].lower() == name]
 
     @staticmethod
     def _key(module: Module) -> Tuple:
@@ -345,10 +351,13 @@ class ImageLocator:
                     found.detail = f"{srv.url} -> {found.detail}"
                     return found
             else:
-                self.failures.append(f"{name}: {srv.url}: {why}")
+                self.failures.append(f"{name}: symbol server {srv.url}: {why}")
         return None
 
     def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
+        """NAME/KEY/NAME in each store; else what a store may hold instead: a `file.ptr`
+        (symstore /p: a pointer to the real file) is followed; a compressed `NAME.dl_`
+        (symstore /compress, a cabinet) is not read, and the failure says so."""
         name = _module_file_name(module)
         if not name or not module.timestamp or not module.size:
             return None  # the store key needs both
@@ -359,7 +368,42 @@ class ImageLocator:
                     found = self._try_file(path, module, "symbol-store")
                     if found is not None:
                         return found
+                for ptr in _store_candidates(base, name, key, "file.ptr"):
+                    found = self._follow_pointer(ptr, module)
+                    if found is not None:
+                        return found
+                for packed in _store_candidates(base, name, key, name[:-1] + "_"):
+                    self.failures.append(
+                        f"{name}: symbol store: {packed} is compressed (a cabinet), which dumpkit does "
+                        "not read; expand it in place (`expand` on Windows, `cabextract` elsewhere)")
         return None
+
+    def _follow_pointer(self, ptr: str, module: Module) -> Optional[LocatedImage]:
+        """A store's file.ptr holds `PATH:<where the file is>` or `MSG:<why it is not>`."""
+        name = _module_file_name(module)
+        try:
+            with open(ptr, "rb") as f:
+                text = f.read(MAX_FILE_PTR).decode("utf-8", "replace").strip()
+        except OSError as e:
+            self.failures.append(f"{name}: symbol store: {ptr}: {e.strerror or e}")
+            return None
+        kind, _, value = text.partition(":")
+        value = value.strip()
+        if kind.upper() != "PATH" or not value:
+            self.failures.append(f"{name}: symbol store: {ptr} says {text[:200]!r}")
+            return None
+        for cand in windows_path_candidates(value) if os.sep == "/" else [value]:
+            real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+            if real and os.path.isfile(real):
+                found = self._try_file(real, module, "symbol-store")
+                if found is not None:
+                    found.detail = f"{ptr} -> {found.detail}"
+                    return found
+        self.failures.append(f"{name}: symbol store: {ptr} points to {value}, which is not here or does not match")
+        return None
+
+
+MAX_FILE_PTR = 4096
 
 
 MAX_XZ_IMAGE = 1 << 30
@@ -420,10 +464,10 @@ def _download(url: str, dest: str) -> Optional[str]:
     return ""
 
 
-def _store_candidates(base: str, name: str, key: str) -> Iterator[str]:
-    """NAME/KEY/NAME under `base`, tolerating case differences in NAME and KEY (stores
-    written on Windows differ in case; POSIX file systems care)."""
-    direct = os.path.join(base, name, key, name)
+def _store_candidates(base: str, name: str, key: str, leaf: Optional[str] = None) -> Iterator[str]:
+    """NAME/KEY/LEAF (LEAF defaults to NAME) under `base`, tolerating case differences
+    (stores written on Windows differ in case; POSIX file systems care)."""
+    direct = os.path.join(base, name, key, leaf or name)
     if os.path.isfile(direct):
         yield direct
         return

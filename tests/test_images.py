@@ -325,3 +325,61 @@ def test_symbol_server_download_over_loopback(tmp_path):
         assert again is not None and again.source == "symbol-store"
     finally:
         server.server_close()
+
+
+def test_symbol_store_follows_file_ptr(synth, tmp_path):
+    """symstore /p stores a pointer instead of the file: NAME/KEY/file.ptr = PATH:<file>."""
+    (tmp_path / "builds").mkdir()
+    real = synth.write(tmp_path / "builds" / "synth.dll")
+    d = tmp_path / "store" / "synth.dll" / "5EADBEEF7000"
+    d.mkdir(parents=True)
+    (d / "file.ptr").write_text(f"PATH:{real}\r\n")
+    loc = ImageLocator(symbol_paths=[str(tmp_path / "store")], use_recorded_path=False)
+    found = loc.locate(module_for(synth), no_memory)
+    assert found is not None and found.source == "symbol-store" and found.image.path == real
+    assert str(d / "file.ptr") in found.detail
+    # a pointer to a file that is not here, and a MSG: pointer, are misses that say why
+    (d / "file.ptr").write_text("PATH:\\\\buildserver\\drops\\synth.dll")
+    loc = ImageLocator(symbol_paths=[str(tmp_path / "store")], use_recorded_path=False)
+    assert loc.locate(module_for(synth), no_memory) is None
+    assert any("\\\\buildserver\\drops\\synth.dll, which is not here" in m for m in loc.misses(module_for(synth)))
+    (d / "file.ptr").write_text("MSG: deleted by symstore")
+    loc = ImageLocator(symbol_paths=[str(tmp_path / "store")], use_recorded_path=False)
+    assert loc.locate(module_for(synth), no_memory) is None
+    assert any("deleted by symstore" in m for m in loc.misses(module_for(synth)))
+
+
+def test_compressed_store_file_is_named_not_read(synth, tmp_path):
+    d = tmp_path / "synth.dll" / "5EADBEEF7000"
+    d.mkdir(parents=True)
+    (d / "synth.dl_").write_bytes(b"MSCF\0\0\0\0" + bytes(64))
+    loc = ImageLocator(symbol_paths=[str(tmp_path)], use_recorded_path=False)
+    assert loc.locate(module_for(synth), no_memory) is None
+    (why,) = loc.misses(module_for(synth))
+    assert "synth.dl_ is compressed" in why and "cabextract" in why
+
+
+def test_stack_names_the_store_pointer_it_followed(tmp_path):
+    """End to end: Wine's ntdll reached through a file.ptr in a symbol store is what
+    `dumpkit stack` says served it; a module the store has only compressed says so."""
+    import json
+    import subprocess
+    import sys
+
+    dump = REPO / "sample_dumps" / "fastfail_abort.dmp"
+    ntdll = SAMPLE_BIN / "wine" / "ntdll.dll.xz"
+    if not (dump.exists() and ntdll.exists()):
+        pytest.skip("sample dumps not present")
+    d = tmp_path / "ntdll.dll" / "63F14E2B361000"
+    d.mkdir(parents=True)
+    (d / "file.ptr").write_text(f"PATH:{ntdll}")
+    k = tmp_path / "kernel32.dll" / "63F14E2B195000"
+    k.mkdir(parents=True)
+    (k / "kernel32.dl_").write_bytes(b"MSCF" + bytes(60))
+    env = {k2: v for k2, v in os.environ.items() if k2 != "_NT_SYMBOL_PATH"}
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "stack", str(dump), "--json", "--symbol-path", str(tmp_path)],
+                       capture_output=True, text=True, env=env, cwd=REPO)
+    assert r.returncode in (0, 1), r.stderr
+    sources = json.loads(r.stdout)["image_sources"]
+    assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))
+    assert sources["kernel32.dll"].startswith("not found (symbol store: ") and "is compressed" in sources["kernel32.dll"]

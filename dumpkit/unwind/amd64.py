@@ -71,15 +71,15 @@ class ImageProvider:
     def sources(self) -> Dict[str, str]:
         """module name -> where its image came from (for the report)."""
         out = {}
-        failures = getattr(self._locator, "failures", [])
+        misses = getattr(self._locator, "misses", None)
         for m in self._target.modules:
             if m.base in self._cache:
                 found = self._cache[m.base]
                 if found:
                     out[m.name] = f"{found.source}: {found.detail}"
                 else:
-                    why = [f.split(": ", 1)[1] for f in failures if f.startswith(m.name + ": ")]
-                    out[m.name] = "not found" + (f" (symbol server: {'; '.join(why)})" if why else "")
+                    why = misses(m) if misses is not None else []
+                    out[m.name] = "not found" + (f" ({'; '.join(why)})" if why else "")
         return out
 
 
