@@ -98,10 +98,11 @@ for f in *.dmp; do
     timeout 600 xz -9 -T2 -f "$f"
   fi
 done
-# Wine's own ntdll/kernel32, the images every thread's bottom frames need (unmodified:
-# stripping would change TimeDateStamp/SizeOfImage); dumpkit reads NAME.dll.xz directly.
+# Wine's own ntdll/kernel32/kernelbase, the images every thread's bottom frames and the
+# waiting threads' WaitForSingleObject need (unmodified: stripping would change
+# TimeDateStamp/SizeOfImage); dumpkit reads NAME.dll.xz directly.
 mkdir -p bin/wine
-for n in ntdll kernel32; do
+for n in ntdll kernel32 kernelbase; do
   timeout 300 xz -9e -c "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows/$n.dll" > "bin/wine/$n.dll.xz"
 done
 # facts (true call chains, frame sizes, ...) -> manifest.json

@@ -90,3 +90,32 @@ def test_million_frame_recursion_walks_completely(tmp_path):
     assert len(walk.frames) == case["total_frames"] == 1_048_444
     assert _name(walk.frames[-1]) == ("ntdll.dll", "RtlUserThreadStart")
     assert all(f.size == 64 for f in walk.frames[1:1000])
+
+
+PLAIN_SAMPLES = sorted(p for p in SAMPLES.glob("*.dmp"))
+
+
+@pytest.mark.parametrize("path", PLAIN_SAMPLES, ids=[p.name for p in PLAIN_SAMPLES])
+def test_every_thread_walks_to_its_start_from_unwind_data(path):
+    """With the Wine system DLLs of sample_dumps/bin/wine (ntdll, kernel32, kernelbase,
+    msvcrt), no thread of a sample needs scanning: each one, crashing or waiting, unwinds
+    from .pdata (or a read prologue) down to ntdll!RtlUserThreadStart. The idle workers'
+    source calls WaitForSingleObject directly, so that is the frame above them."""
+    target = open_dump(str(path))
+    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+    crashing = crashing_thread(target)
+    idle = 0
+    for thread in target.threads:
+        ctx = target.exception.context if thread is crashing else None
+        walk = walk_thread(walker, thread, ctx)
+        assert walk.stop_reason.startswith("end of stack"), (thread.tid, walk.stop_reason)
+        assert _name(walk.frames[-1]) == ("ntdll.dll", "RtlUserThreadStart"), thread.tid
+        assert [f.index for f in walk.frames if f.trust.startswith("scan")] == [], thread.tid
+        names = [_name(f) for f in walk.frames]
+        if ("tfhost.exe", "idle_worker_main") in names:
+            at = names.index(("tfhost.exe", "idle_worker_main"))
+            assert names[at - 1] == ("kernelbase.dll", "WaitForSingleObject")
+            assert names[at + 1:] == [("kernel32.dll", "BaseThreadInitThunk"), ("ntdll.dll", "RtlUserThreadStart")]
+            idle += 1
+    if any(m.name == "tfhost.exe" for m in target.modules):
+        assert idle == 3
