@@ -187,10 +187,30 @@ def build_bigpdata(force: bool, functions: int) -> str:
     return dmp
 
 
+# Inputs made by running real programs: they need the cross toolchain and Wine.
+NEEDS_WINE = {"threads200", "bigpdata"}
+
+
+def missing_tools() -> list:
+    """What a Wine-made input needs that this machine lacks (checked before any work, so a
+    machine without Wine skips those inputs at once instead of generating 160 MB of
+    assembly first)."""
+    tools = [CC, AS]
+    missing = [t for t in tools if shutil.which(t) is None]
+    if not os.access(WINE, os.X_OK):
+        missing.append(WINE)
+    return missing
+
+
 def build(names=NAMES, force=False, functions=1_000_000) -> dict:
     os.makedirs(OUT, exist_ok=True)
     out = {}
+    lacking = missing_tools() if NEEDS_WINE.intersection(names) else []
     for n in names:
+        if n in NEEDS_WINE and lacking:
+            log(f"{n}: skipped: needs {', '.join(lacking)} "
+                "(apt-get install gcc-mingw-w64-x86-64 wine64, see sample_dumps/README.md)")
+            continue
         try:
             if n == "deep1m":
                 out[n] = build_deep1m(force)

@@ -4,7 +4,7 @@
 
 Builds the inputs into bench/out/ (bench/build_inputs.py; reused once built), then runs
 every tool on every input N times (default 3) as a child process and prints one table:
-best wall time, peak RSS of the child (os.wait4's ru_maxrss for that child alone), the
+best wall time, peak RSS of the child (GNU time's %M for that child alone), the
 frames each tool walked on the crashing thread, and dumpkit/peer time ratios measured
 in the same run. Results also go to bench/out/results.json and bench/out/results.md.
 
@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -108,8 +109,10 @@ def measure(cmd: list, out_file: str, timeout: float) -> dict:
     full = [TIME, "-f", "%M", "-o", rss_file] + cmd if use_time else cmd
     with open(out_file, "wb") as fo, open(out_file + ".err", "wb") as fe:
         t0 = time.perf_counter()
-        p = subprocess.Popen(full, stdout=fo, stderr=fe, cwd=ROOT, env=env)
-        timer = threading.Timer(timeout, p.kill)
+        # Own process group: on timeout the tool dies with /usr/bin/time, instead of
+        # running on as an orphan that skews the runs after it.
+        p = subprocess.Popen(full, stdout=fo, stderr=fe, cwd=ROOT, env=env, start_new_session=True)
+        timer = threading.Timer(timeout, lambda: _kill_group(p.pid))
         timer.start()
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
@@ -124,6 +127,13 @@ def measure(cmd: list, out_file: str, timeout: float) -> dict:
             rss = None
     return {"wall": wall, "rss_kib": rss, "rc": p.returncode,
             "timed_out": wall >= timeout and p.returncode < 0}
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def frames_walked(tool: str, out_file: str):
@@ -193,6 +203,9 @@ def main() -> None:
     ap.add_argument("--functions", type=int, default=1_000_000, help="functions in bigpdata.dll")
     a = ap.parse_args()
     names = a.only or list(INPUTS)
+    bad = [n for n in names if n not in INPUTS]
+    if bad:
+        ap.error(f"unknown input(s) {', '.join(bad)}; choose from {', '.join(INPUTS)}")
     os.makedirs(os.path.join(OUT, "results"), exist_ok=True)
     if not a.no_build:
         build_inputs.build([n for n in names if n in BUILT], functions=a.functions)
