@@ -177,9 +177,12 @@ class Walker:
                     near = lookup(rva)
                 except (PEError, MemoryNotInDump):
                     near = None
-                if near is not None and (start is None or near[1] >= start):
-                    name, at = near
-                    return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
+                if near is None or (start is not None and near[1] < start):
+                    continue
+                if start is None and _ends_before(image, near[1], rva):
+                    continue
+                name, at = near
+                return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
         if start is not None:
             return f"{module.name}!func_{start:x}" + (f"+{rva - start:#x}" if rva != start else "")
         return None
@@ -460,6 +463,20 @@ class Walker:
                 return val, addr + 8, _volatile_cleared(regs, {}), kind
             addr += 8
         return None
+
+
+def _ends_before(image: PEImage, name_rva: int, rva: int) -> bool:
+    """Does the function at `name_rva` have a .pdata entry that ends at or before `rva`?
+    Then `rva` (covered by no entry) is code after it, such as a hand-written
+    ___chkstk_ms, and must not borrow its name."""
+    try:
+        rf = image.lookup_function(name_rva)
+    except (PEError, MemoryNotInDump):
+        return False
+    if rf is None:
+        return False
+    covering = rf.indirect_from or rf
+    return covering.end_rva <= rva
 
 
 def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:

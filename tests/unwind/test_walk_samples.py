@@ -119,3 +119,31 @@ def test_every_thread_walks_to_its_start_from_unwind_data(path):
             idle += 1
     if any(m.name == "tfhost.exe" for m in target.modules):
         assert idle == 3
+
+
+def _copy_without_coff_symbols(src, dst):
+    """The image as an MSVC build would be: no COFF symbol table (FileHeader's
+    PointerToSymbolTable and NumberOfSymbols zeroed), names only from exports."""
+    data = bytearray(src.read_bytes())
+    e_lfanew = int.from_bytes(data[0x3C:0x40], "little")
+    data[e_lfanew + 12:e_lfanew + 20] = bytes(8)
+    dst.write_bytes(bytes(data))
+
+
+def test_code_without_pdata_entry_does_not_borrow_the_export_below_it(tmp_path):
+    """___chkstk_ms has no .pdata entry and no export; the nearest lower export
+    (manifest's nearest_export) is another function whose .pdata entry ends before it.
+    Without COFF symbols the frame is named module+rva, never after that export."""
+    for name in ("opkernels.dll", "tfhost.exe"):
+        _copy_without_coff_symbols(SAMPLE_BIN / name, tmp_path / name)
+    case = next(c for c in sample_manifest() if c["file"] == "big_frame.dmp")
+    target, walk = _walk(SAMPLES / "big_frame.dmp",
+                         image_paths=(str(tmp_path), str(SAMPLE_BIN / "wine")), recorded=False)
+    chain = case["call_chain"]
+    f0, f1 = walk.frames[:2]
+    assert f0.rva == chain[0]["rva"] and f0.function_start is None
+    assert chain[0]["nearest_export"] and chain[0]["nearest_export"].split("+")[0] not in (f0.symbol or "")
+    assert f0.function_name == f"{chain[0]['module']}+{chain[0]['rva']:#x}"
+    # an exported kernel is still named from the export table
+    assert _name(f1) == (chain[1]["module"], chain[1]["function"]) and f1.rva == chain[1]["rva"]
+    assert len(walk.frames) == case["total_frames"]
