@@ -22,13 +22,25 @@ def _time(stamp) -> Any:
         return None
 
 
+EXCEPTION_STREAM = 6
+
+
+def _why_no_exception(t: Target) -> str:
+    """An Exception stream that is listed but damaged must not read as 'no crash'."""
+    if not t.dump.has_stream(EXCEPTION_STREAM):
+        return "none (the dump has no Exception stream: it was not written for a crash)"
+    why = t.dump.stream_problem(EXCEPTION_STREAM)
+    return "unreadable: the dump has an Exception stream, but it could not be read" + (f" ({why})" if why else "")
+
+
 def info_dict(t: Target) -> Dict[str, Any]:
     s = t.system
     ex = t.exception
     return {
         "dump": {"path": t.dump.path, "size": t.dump.file_size, "time": _time(t.dump.timestamp),
                  "flags": f"{t.dump.flags:#x}",
-                 "streams": [{"type": f"{e.type:#x}", "name": e.name, "size": e.size, "known": e.known} for e in t.dump.streams if e.type],
+                 "streams": [{"type": f"{e.type:#x}", "name": e.name, "size": e.size, "known": e.known,
+                              "problem": t.dump.stream_problem(e.type)} for e in t.dump.streams if e.type],
                  "memory_ranges": getattr(t, "memory_range_count", None)},
         "system": None if s is None else {
             "arch": s.arch_name, "os": f"{s.os_major}.{s.os_minor}.{s.os_build}", "csd": s.csd_version,
@@ -48,6 +60,7 @@ def info_dict(t: Target) -> Dict[str, Any]:
             "flags": f"{ex.flags:#x}", "address": f"{ex.address:#x}",
             "parameters": [f"{p:#x}" for p in ex.parameters], "thread_id": ex.thread_id,
             "context": None if ex.context is None else {k: f"{v:#x}" for k, v in ex.context.values.items()}},
+        "exception_absent": None if ex is not None else _why_no_exception(t),
         "threads": [{"tid": th.tid, "name": th.name, "teb": f"{th.teb:#x}",
                      "stack": [f"{th.stack_start:#x}", f"{th.stack_end:#x}"], "stack_bytes": th.stack_size,
                      "context_bytes": th.context.context_size if th.context else None,
@@ -82,7 +95,7 @@ def render_info(t: Target) -> None:
         c.print(Text(f"Exception {e['code']} {e['name']} on thread {e['thread_id']} at {e['address']}, parameters [{', '.join(e['parameters'])}]"))
         c.print(Text(f"          {clean(e['headline'], 1000)}", style="dim"))
     else:
-        c.print(Text("Exception none (the dump was not written for a crash)"))
+        c.print(Text(f"Exception {clean(d['exception_absent'], 1000)}"))
     tt = Table(title="Threads", title_justify="left", box=None, header_style="bold")
     for col in ("tid", "name", "rip", "rsp", "stack", "bytes", "ctx", "teb"):
         tt.add_column(col)

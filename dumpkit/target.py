@@ -226,6 +226,15 @@ class DumpInfo:
     flags: int = 0
     timestamp: int = 0
     streams: Tuple[StreamEntry, ...] = ()
+    # (stream type, why it could not be read): a stream that is listed but damaged is not
+    # the same as one that is absent (an unreadable Exception stream is not "no crash").
+    unreadable: Tuple[Tuple[int, str], ...] = ()
+
+    def has_stream(self, stream_type: int) -> bool:
+        return any(e.type == stream_type for e in self.streams)
+
+    def stream_problem(self, stream_type: int) -> Optional[str]:
+        return next((why for t, why in self.unreadable if t == stream_type), None)
 
 
 _SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")

@@ -14,6 +14,7 @@ import io
 import mmap
 import os
 import struct
+from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
@@ -305,15 +306,15 @@ class MinidumpTarget:
         self._mem_ranges: List[Tuple[int, int, int]] = []
         self._stack_ranges: List[Tuple[int, int, int]] = []
         self._range_problems: Dict[Tuple[str, str], Tuple[int, int]] = {}
+        unreadable: List[Tuple[int, str]] = []
         for stype, handler in handlers:
             entry = by_type.get(stype)
             if entry is None:
                 continue
-            data = self._slice(entry.offset, entry.size, entry.name)
-            try:
-                handler(data)
-            except (struct.error, ValueError, IndexError, OverflowError) as e:
-                self.soft_errors.add(f"{entry.name}: unreadable ({e})")
+            problem = self._read_stream(entry, handler)
+            if problem is not None:
+                unreadable.append((stype, problem))
+        self.dump = replace(self.dump, unreadable=tuple(unreadable))
         self._memory = _Memory(self._data, self._mem_ranges, self.soft_errors)
         # Some writers put a thread's stack only in its thread record, not the memory list.
         missing = [r for r in self._stack_ranges if not self._memory.read_available(r[0], 1)]
@@ -329,6 +330,19 @@ class MinidumpTarget:
             self.soft_errors.add("dump has no thread list")
         if 4 not in by_type:
             self.soft_errors.add("dump has no module list")
+
+    def _read_stream(self, entry: StreamEntry, handler: Callable[[bytes], None]) -> Optional[str]:
+        """Run one stream's parser; None when it ran, else why it could not (also a soft
+        error). A stream that starts past the end of the file is reported once, here."""
+        # STAGE2-PASTEND
+        data = self._slice(entry.offset, entry.size, entry.name)
+        try:
+            handler(data)
+        except (struct.error, ValueError, IndexError, OverflowError) as e:
+            why = str(e)  # STAGE2-PLAIN
+            self.soft_errors.add(f"{entry.name}: unreadable ({why})")
+            return why
+        return None
 
     def _records(self, data: bytes, header: int, count: int, size: int, what: str) -> int:
         """How many `size`-byte records after `header` bytes are really present."""

@@ -1,0 +1,67 @@
+"""`dumpkit info` through the real CLI on the sample dumps and damaged copies of them.
+
+The damage is done here with `struct`, independently of dumpkit's reader."""
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, sample_path
+
+EXCEPTION, SYSTEM_INFO = 6, 7
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+
+
+def directory(data: bytes):
+    """(offset of the entry, type, size, rva) of each stream directory entry."""
+    n, rva = struct.unpack_from("<II", data, 8)
+    return [(rva + 12 * i, *struct.unpack_from("<III", data, rva + 12 * i)) for i in range(n)]
+
+
+def edited(tmp_path: Path, name: str, edit) -> Path:
+    data = bytearray(sample_path(name).read_bytes())
+    edit(data)
+    out = tmp_path / f"edited-{name}"
+    out.write_bytes(bytes(data))
+    return out
+
+
+def set_entry(stype: int, *, stream_type=None, rva=None):
+    def edit(data: bytearray) -> None:
+        at = next(off for off, t, _s, _r in directory(data) if t == stype)
+        if stream_type is not None:
+            struct.pack_into("<I", data, at, stream_type)
+        if rva is not None:
+            struct.pack_into("<I", data, at + 8, rva(data))
+    return edit
+
+
+def test_a_damaged_exception_stream_is_not_called_absent(tmp_path):
+    dump = edited(tmp_path, "null_deref.dmp", set_entry(EXCEPTION, rva=lambda d: len(d) + 4096))
+    r = run("info", dump)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("Exception"))
+    assert "unreadable" in line and "has an Exception stream" in line, line
+    assert "not written for a crash" not in r.stdout
+    doc = json.loads(run("info", dump, "--json").stdout)
+    assert doc["exception"] is None and doc["exception_absent"].startswith("unreadable")
+    entry = next(s for s in doc["dump"]["streams"] if s["name"] == "ExceptionStream")
+    assert entry["problem"]
+
+
+def test_a_dump_without_exception_stream_says_so(tmp_path):
+    # Retype the entry to UnusedStream (0): the dump now holds no exception at all.
+    dump = edited(tmp_path, "null_deref.dmp", set_entry(EXCEPTION, stream_type=0))
+    r = run("info", dump)
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("Exception"))
+    assert "none" in line and "no Exception stream" in line and "unreadable" not in line
