@@ -21,6 +21,7 @@ from dumpkit.analysis.model import (
     SCHEMA_VERSION, CrashInfo, DumpSummary, Finding, FrameRecord, ModuleRecord, Report,
     SystemSummary, ThreadReport,
 )
+from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS, RUNTIME_MODULES, raising_function  # noqa: F401 (re-exported)
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import decide
 from dumpkit.images import ImageLocator
@@ -169,37 +170,6 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         if ex.code == 0xE06D7363 else (),
         instruction_access=instruction_access,
     )
-
-
-# Runtime modules whose frames are the mechanism of a fail-fast, not its cause.
-RUNTIME_MODULES = {
-    "ntdll.dll", "kernelbase.dll", "kernel32.dll", "ucrtbase.dll", "ucrtbased.dll",
-    "msvcrt.dll", "vcruntime140.dll", "vcruntime140_1.dll", "vcruntime140d.dll",
-    "msvcp140.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
-}
-RUNTIME_FUNCTIONS = ("abort", "__fastfail", "_invalid_parameter", "__report_gsfailure",
-                     "__security_check_cookie", "_invoke_watson", "terminate", "raise",
-                     "__report_rangecheckfailure", "_call_reportfault", "__crt_fast_fail",
-                     # a statically linked CRT's allocator lives in the module itself
-                     "free", "_free_base", "_free_dbg", "malloc", "_malloc_base", "calloc",
-                     "_calloc_base", "realloc", "_realloc_base", "operator delete", "operator new")
-
-
-_RUNTIME_SHORT = {r.lstrip("_") for r in RUNTIME_FUNCTIONS}
-
-
-def raising_function(frames: Sequence[Frame], fallback: bool = True) -> Optional[str]:
-    """The first frame, from the top, that is not part of the fail-fast machinery (else
-    frame 0 with `fallback`, else None)."""
-    for f in frames[:32]:
-        name = f.function_name
-        short = name.split("!", 1)[-1].lstrip("_")
-        if f.module and f.module.lower() in RUNTIME_MODULES:
-            continue
-        if short in _RUNTIME_SHORT:
-            continue
-        return name
-    return frames[0].function_name if frames and fallback else None
 
 
 def _group_identical(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, ...]]:

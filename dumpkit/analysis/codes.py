@@ -352,6 +352,13 @@ def lookup_fastfail(subcode: int) -> FastFailInfo:
 # --------------------------------------------------------------------------------------
 
 _ANALYZE = "Get a dump of the crash (see 'capturing a dump') and run `dumpkit analyze` on it"
+
+
+def steps_given_a_dump(steps: Sequence[str]) -> Tuple[str, ...]:
+    """The table's next steps that still make sense in a verdict built from a dump: the
+    ones about capturing a dump or running `dumpkit analyze` are dropped (the reader has
+    done both; `dumpkit explain` keeps them)."""
+    return tuple(s for s in steps if s != _ANALYZE and "dumpkit analyze" not in s)
 _FLOAT_CAUSES = (
     "Floating-point exceptions are masked by default on Windows, so this only happens when "
     "something unmasked them (_controlfp / _control87, numpy.seterr does not do this): "

@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.callsites import call_summary
+from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.model import (
     CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict,
 )
@@ -22,6 +23,8 @@ ACCESS_VIOLATION = 0xC0000005
 ILLEGAL_INSTRUCTION = 0xC000001D
 HEAP_CORRUPTION = 0xC0000374
 CXX_EXCEPTION = 0xE06D7363
+INVALID_PARAMETER = 0xC000000D
+FATAL_APP_EXIT = 0x40000015
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -132,9 +135,9 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
     where = _top_frames(walk, 1)
     at = f" in {where[0]}" if where else ""
     info = codes.lookup_status(crash.code)
-    evidence: List[str] = [f"exception {crash.code:#010x} {crash.code_name} on thread {tid}"
-                           + (f" at {crash.address:#x}" + at)]
-    steps: List[str] = list(info.next_steps)
+    evidence: List[str] = [_exception_line(crash, where[0] if where else None)]
+    # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
+    steps: List[str] = list(codes.steps_given_a_dump(info.next_steps))
 
     if crash.code == STACK_OVERFLOW and (walk is None or not walk.frames):
         headline = (f"Stack overflow on thread {tid}; its stack could not be walked, so the "
@@ -171,7 +174,7 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         else:
             steps = [f"The fail-fast was raised in {raiser}; see what it checks before failing."]
         if sub is not None:
-            steps.append(f"`dumpkit explain 0xC0000409/{sub}` explains this subcode and how to capture more.")
+            steps.append(f"`dumpkit explain 0xC0000409/{sub}` lists what else commonly raises this subcode.")
         findings.append(Finding("fastfail", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("fastfail", headline, "high" if walk and walk.frames else "medium",
                        tuple(evidence), tuple(steps)), findings
@@ -244,8 +247,92 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         return _heap_corruption(crash, walk, evidence, steps, findings, at)
     headline = f"{crash.headline}{at}"
     kind = "exception"
+    if crash.code == INVALID_PARAMETER:
+        steps, built = _invalid_parameter(crash, walk, evidence, read_code, bits)
+        if built and where:
+            headline = (f"Invalid parameter (0xC000000D), recorded in software by frame 0, {where[0]}: typically "
+                        "a crash reporter's handler for a C runtime function given a bad argument")
+    elif crash.code == FATAL_APP_EXIT and crash.raised_by:
+        steps.append(f"The call that aborted is in {crash.raised_by}; check what it was checking.")
+    if not steps:
+        steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its "
+                 "caller passed in."]
     findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
     return Verdict(kind, headline, "medium", tuple(evidence), tuple(steps)), findings
+
+
+def _exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:
+    """The first evidence line: code, thread, and where. An exception address of 0 is
+    "not given" (a record built in software), not a location."""
+    line = f"exception {crash.code:#010x} {crash.code_name} on thread {crash.thread_id}"
+    if crash.address == 0:
+        return line + "; the exception record gives no address (0)" + (f"; frame 0 is {frame0}" if frame0 else "")
+    return line + f" at {crash.address:#x}" + (f" in {frame0}" if frame0 else "")
+
+
+# The C runtime's invalid-parameter path: above the CRT function that got the bad argument.
+_INVALID_PARAMETER_PATH = frozenset({"invalid_parameter", "invalid_parameter_noinfo",
+                                     "invalid_parameter_noinfo_noreturn", "invoke_watson",
+                                     "call_reportfault", "crt_fast_fail", "fastfail"})
+
+
+def _crt_call(frames, raiser: Raiser) -> Optional[str]:
+    """The C runtime function the raiser called (the runtime frame just above it that is
+    not the invalid-parameter path itself), when the stack shows one."""
+    if not raiser.outside_machinery:
+        return None
+    above = [f for f in frames[:raiser.index] if is_runtime_frame(f)]
+    for f in reversed(above):  # nearest to the raiser first
+        short = f.function_name.split("!", 1)[-1].lstrip("_")
+        if short not in _INVALID_PARAMETER_PATH:
+            return f.function_name
+    return None
+
+
+def _stores_the_code(read_code, crash: CrashInfo, walk: Optional[StackWalk], bits: int) -> Optional[str]:
+    """Frame 0's instruction when it writes the exception code itself (`mov [mem], code`):
+    the exception record was built by code, not raised by the CPU or the CRT."""
+    if not walk or not walk.frames:
+        return None
+    ins = _instruction(read_code, walk.frames[0].ip, bits)
+    if not ins or not ins.startswith("mov") or "[" not in ins.split(",", 1)[0]:
+        return None
+    imm = ins.rsplit(",", 1)[-1].strip()
+    try:
+        value = int(imm, 0) & 0xFFFFFFFF
+    except ValueError:
+        return None
+    return ins if value == crash.code else None
+
+
+def _invalid_parameter(crash: CrashInfo, walk: Optional[StackWalk], evidence: List[str],
+                       read_code, bits: int) -> Tuple[List[str], bool]:
+    """0xC000000D: which C runtime call rejected its argument, and how to see the handler's
+    arguments. Evidence lines are appended; returns the next steps, and whether frame 0
+    built the exception record itself."""
+    frames = walk.frames if walk else []
+    raiser = find_raiser(frames) if frames else None
+    built = _stores_the_code(read_code, crash, walk, bits)
+    if built is not None:
+        evidence.append(f"frame 0 writes the code itself (`{built}`): the exception record was built in software, "
+                        "typically by a crash reporter's invalid-parameter handler (installed with "
+                        "_set_invalid_parameter_handler) that then wrote this dump")
+    steps: List[str] = []
+    crt = _crt_call(frames, raiser) if raiser is not None else None
+    if crt is not None:
+        evidence.append(f"the C runtime call that rejected its argument: {crt}, called from {raiser.name}")
+        steps.append(f"Check what {raiser.name} passed to {crt}: a NULL pointer, a closed or invalid file "
+                     "descriptor, a buffer size too small, a bad format string.")
+    else:
+        named = raiser is not None and raiser.named
+        steps.append("Find the C runtime call that rejected its argument: "
+                     + ("the stack does not show it" if named else "the frames have no names")
+                     + "; open the dump in WinDbg or Visual Studio with the modules' PDBs (`kp`) and look for the "
+                       "CRT function below the invalid-parameter handler and the code that called it.")
+    steps.append("Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
+                 "handler receives the failed expression, function, file and line (the release CRT passes "
+                 "NULLs); or install a handler with _set_invalid_parameter_handler that logs them.")
+    return steps, built is not None
 
 
 def _heap_operation(walk: Optional[StackWalk], caller: Optional[str]) -> Optional[str]:

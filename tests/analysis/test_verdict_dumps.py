@@ -1,0 +1,70 @@
+"""Verdicts as users read them (headline, confidence, evidence, next steps) on the real
+sample dumps and on ../shared/real_dumps. Expected values come from
+sample_dumps/manifest.json, the real dumps' README and the peers' outputs."""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+import pytest
+
+from conftest import REAL_DUMPS, SAMPLE_BIN, real_dump, sample_facts, sample_manifest, sample_path
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.minidump import open_dump
+
+SAMPLE_DMPS = [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp")]
+
+
+@lru_cache(maxsize=None)
+def _report(path: str, max_frames: int = 0):
+    options = Options(image_paths=[str(SAMPLE_BIN)])
+    if max_frames:
+        options.max_frames = max_frames
+    return analyze(open_dump(path), options).report
+
+
+def sample_report(name: str, max_frames: int = 0):
+    return _report(str(sample_path(name)), max_frames)
+
+
+def real_report(rel: str):
+    return _report(str(real_dump(rel)))
+
+
+def _peer(rel: str) -> dict:
+    path = REAL_DUMPS / (rel[:-len(".dmp")] + ".peer.rust-minidump.json")
+    if not path.exists():
+        pytest.skip(f"no rust-minidump output next to {rel}")
+    return json.loads(path.read_text())
+
+
+# ---------------------------------------------------------------- next steps
+def _about_getting_a_dump(step: str) -> bool:
+    return "dumpkit analyze" in step or step.lower().startswith("get a dump")
+
+
+@pytest.mark.parametrize("name", SAMPLE_DMPS)
+def test_a_verdict_from_a_dump_never_asks_for_a_dump(name):
+    v = sample_report(name).verdict
+    assert v.next_steps, v.headline
+    assert not [s for s in v.next_steps if _about_getting_a_dump(s)]
+
+
+def test_invalid_parameter_steps_are_about_the_crt_call():
+    rel = "rust-minidump/invalid-parameter.dmp"
+    r = real_report(rel)
+    peer = _peer(rel)["crash_info"]
+    assert r.crash.code == 0xC000000D and peer["type"] == "STATUS_INVALID_PARAMETER"
+    v = r.verdict
+    assert not [s for s in v.next_steps if _about_getting_a_dump(s)]
+    assert any("_set_invalid_parameter_handler" in s and "debug C runtime" in s for s in v.next_steps)
+    assert any("C runtime call that rejected its argument" in s for s in v.next_steps)
+    # address 0 is "not given", never "at 0x0 in <frame>"
+    assert int(peer["address"], 16) == 0
+    assert "at 0x0 " not in v.evidence[0] and "gives no address (0)" in v.evidence[0]
+    # the peer decodes frame 0 as a store of -0x3ffffff3 (= 0xC000000D): the record is built in code
+    imm = int(re.search(r",\s*(-?0x[0-9a-f]+)$", peer["instruction"]).group(1), 16) & 0xFFFFFFFF
+    assert imm == r.crash.code
+    assert "recorded in software by frame 0" in v.headline
+    assert any(e.startswith("frame 0 writes the code itself") for e in v.evidence)
