@@ -481,10 +481,13 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
          "Another native library compiled for a newer CPU (-march/-arch:AVX2)",
          "mingw's -fstack-protector reports a smashed stack this way, not with 0xC0000409",
          "A jump into data or into the middle of an instruction (corrupted code pointer)"),
-        ("Check the CPU flags: `dumpkit analyze` reports AVX/AVX2 support from the dump's "
-         "CPUID data; Windows: coreinfo -f or `python -c \"import cpuinfo\"` (py-cpuinfo)",
-         "Install a build made for your CPU (e.g. a TensorFlow version or wheel built "
-         "without AVX) or move to a machine with AVX2",
+        ("Check the CPU flags on the machine that crashed: `coreinfo -f` (Sysinternals) or "
+         "`python -m cpuinfo` (py-cpuinfo) list AVX, AVX2 and AVX512F",
+         "`dumpkit analyze` on a dump decodes the faulting instruction (a ud2 trap is not "
+         "a CPU feature problem) and reports AVX/AVX2/AVX-512 support from the dump's "
+         "CPUID data",
+         "If a vector instruction faulted, install a build made for your CPU (e.g. a "
+         "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
          _ANALYZE)),
     _ci(0xC0000022, "STATUS_ACCESS_DENIED",
         "access was denied",

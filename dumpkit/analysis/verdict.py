@@ -220,6 +220,7 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         feats = env.cpu_features or {}
         if ins and ins.startswith("ud2"):
             headline = f"Illegal instruction: ud2{at}, a deliberate trap (__builtin_trap / unreachable code), not a CPU feature problem"
+            steps = _trap_steps(walk, crash.address)
         elif vec:
             known = {k: v for k, v in feats.items() if v is not None}
             cpu_says = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in known.items()) or "the dump does not say which vector extensions the CPU has"
@@ -229,6 +230,9 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
             headline = f"Illegal instruction{at}" + (f": `{ins}`" if ins else "")
         if ins:
             evidence.append(f"faulting instruction: {ins}")
+        if ins and ins.startswith("ud2"):
+            evidence.append("ud2 is the instruction compilers emit on purpose for __builtin_trap(), code they were "
+                            "told or proved unreachable, and trap-on-failure checks; it faults on every x86-64 CPU")
         findings.append(Finding("illegal_instruction", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("illegal_instruction", headline, "high" if ins else "medium", tuple(evidence), tuple(steps)), findings
 
@@ -333,6 +337,23 @@ def _invalid_parameter(crash: CrashInfo, walk: Optional[StackWalk], evidence: Li
                  "handler receives the failed expression, function, file and line (the release CRT passes "
                  "NULLs); or install a handler with _set_invalid_parameter_handler that logs them.")
     return steps, built is not None
+
+
+def _trap_steps(walk: Optional[StackWalk], ip: int) -> List[str]:
+    """What to do about a ud2: find the check that led to it (never CPU advice)."""
+    fn = walk.frames[0].function_name if walk and walk.frames else "the faulting function"
+    steps = [f"Read the code just before the ud2 in {fn} (WinDbg `ub {ip:#x}`, or objdump): the branch that "
+             "jumps to it is the check that failed (an assertion or bounds check in optimized code) or the path "
+             "the compiler considered unreachable (__builtin_unreachable(), a non-void function falling off its "
+             "end, other undefined behaviour).",
+             "Rebuild that code with -O0 -g (or /Od /Zi) and, with GCC/Clang, -fsanitize=undefined: the trap then "
+             "shows as a named check with its source line."]
+    names = " ".join(f.function_name.lower() for f in (walk.frames[:2] if walk else ()))
+    if "chk_fail" in names:
+        steps.insert(0, "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
+                        "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
+                        "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.")
+    return steps
 
 
 def _heap_operation(walk: Optional[StackWalk], caller: Optional[str]) -> Optional[str]:

@@ -68,3 +68,21 @@ def test_invalid_parameter_steps_are_about_the_crt_call():
     assert imm == r.crash.code
     assert "recorded in software by frame 0" in v.headline
     assert any(e.startswith("frame 0 writes the code itself") for e in v.evidence)
+
+
+# ---------------------------------------------------------------- illegal instruction
+def test_ud2_trap_gets_trap_advice_not_cpu_advice():
+    facts = sample_facts("illegal_instruction.dmp")
+    assert facts["exception_code"] == 0xC000001D  # the README: `ud2` in illegal_instruction
+    v = sample_report("illegal_instruction.dmp").verdict
+    fn = f"{facts['rip_module']}!{facts['fault_function']}"
+    assert v.headline.startswith(f"Illegal instruction: ud2 in {fn}") and "not a CPU feature problem" in v.headline
+    assert not [s for s in v.next_steps if re.search(r"AVX|CPU|cpuinfo|coreinfo", s)], v.next_steps
+    assert f"`ub {facts['exception_address']:#x}`" in v.next_steps[0] and fn in v.next_steps[0]
+
+
+def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them():
+    from dumpkit.analysis.codes import parse_code
+    from dumpkit.analysis.explain import explain, render_explanation_text
+    text = render_explanation_text(explain(parse_code("0xC000001D")))
+    assert "python -m cpuinfo" in text and "import cpuinfo" not in text
