@@ -479,7 +479,10 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
          "instructions running on a CPU without them (older or low-end CPUs, some "
          "virtual machines that hide AVX)",
          "Another native library compiled for a newer CPU (-march/-arch:AVX2)",
-         "mingw's -fstack-protector reports a smashed stack this way, not with 0xC0000409",
+         "GCC's -fstack-protector on mingw-w64 10 and older (GCC's libssp): a smashed "
+         "stack ends in a ud2 trap, i.e. this code; mingw-w64 11 and later ship their "
+         "own __stack_chk_fail, which raises 0xC0000409 subcode 2 "
+         "(FAST_FAIL_STACK_COOKIE_CHECK_FAILURE) instead",
          "A jump into data or into the middle of an instruction (corrupted code pointer)"),
         ("Check the CPU flags on the machine that crashed: `coreinfo -f` (Sysinternals) or "
          "`python -m cpuinfo` (py-cpuinfo) list AVX, AVX2 and AVX512F",

@@ -86,3 +86,11 @@ def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them(
     from dumpkit.analysis.explain import explain, render_explanation_text
     text = render_explanation_text(explain(parse_code("0xC000001D")))
     assert "python -m cpuinfo" in text and "import cpuinfo" not in text
+
+
+def test_explain_states_the_mingw_stack_protector_by_version():
+    from dumpkit.analysis.codes import parse_code
+    from dumpkit.analysis.explain import explain, render_explanation_text
+    text = " ".join(render_explanation_text(explain(parse_code("0xC000001D"))).split())
+    assert "mingw-w64 10 and older (GCC's libssp): a smashed stack ends in a ud2 trap" in text
+    assert "mingw-w64 11 and later ship their own __stack_chk_fail, which raises 0xC0000409 subcode 2" in text
