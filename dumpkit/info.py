@@ -30,7 +30,7 @@ def _why_no_exception(t: Target) -> str:
     if not t.dump.has_stream(EXCEPTION_STREAM):
         return "none (the dump has no Exception stream: it was not written for a crash)"
     why = t.dump.stream_problem(EXCEPTION_STREAM)
-    return "unreadable: the dump has an Exception stream, but it could not be read" + (f" ({why})" if why else "")
+    return "unreadable: the dump lists an Exception stream, but it could not be read" + (f": {why}" if why else "")
 
 
 def info_dict(t: Target) -> Dict[str, Any]:

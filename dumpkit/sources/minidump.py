@@ -13,6 +13,7 @@ import bisect
 import io
 import mmap
 import os
+import re
 import struct
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
@@ -87,6 +88,20 @@ def _guid(raw: bytes) -> str:
     d1, d2, d3 = struct.unpack_from("<IHH", raw)
     d4 = raw[8:16].hex().upper()
     return f"{d1:08X}-{d2:04X}-{d3:04X}-{d4[:4]}-{d4[4:]}"
+
+
+_STRUCT_NEED = re.compile(r"at least (\d+) bytes")
+
+
+def _plain_problem(e: Exception, available: int) -> str:
+    """A parser's exception in words a user can act on (struct's own message names
+    unpack_from and buffer sizes)."""
+    if isinstance(e, struct.error):
+        need = _STRUCT_NEED.search(str(e))
+        if need and int(need.group(1)) > available:
+            return f"cut short: {available} bytes, a record in it needs {int(need.group(1))}"
+        return f"cut short: a record runs past the stream's {available} bytes"
+    return str(e)
 
 
 class _Memory:
@@ -260,19 +275,22 @@ class MinidumpTarget:
         if ver & 0xFFFF != MDMP_VERSION:
             self.soft_errors.add(f"header: unexpected version {ver & 0xFFFF:#x} (expected {MDMP_VERSION:#x})")
         fit = max(0, (self._size - dir_rva) // 12) if dir_rva < self._size else 0
-        if nstreams > fit:
-            if fit == 0:
-                raise DumpError(
-                    f"stream directory at {dir_rva:#x} lies outside the {self._size}-byte file"
-                )
-            self.soft_errors.add(f"header: claims {nstreams} streams but only {fit} fit in the file")
-            nstreams = fit
+        if fit == 0 and nstreams:
+            raise DumpError(f"stream directory at {dir_rva:#x} lies outside the {self._size}-byte file")
         entries: List[StreamEntry] = []
-        for i in range(nstreams):
+        for i in range(min(nstreams, fit)):
             stype, dsize, rva = struct.unpack_from("<III", self._data, dir_rva + 12 * i)
             name, known = stream_name(stype)
             entries.append(StreamEntry(i, stype, name, rva, dsize, known))
         self.dump = DumpInfo(self.path, self._size, ver, flags, stamp, tuple(entries))
+        # One line that says what all the "past the end" lines below have in common.
+        expected = self._expected_size(dir_rva, nstreams, entries)
+        self._truncation: Optional[str] = None
+        if expected > self._size:
+            self._truncation = f"file is truncated: {self._size:,} bytes, the stream directory expects at least {expected:,}"
+            self.soft_errors.add(self._truncation)
+        if nstreams > fit:
+            self.soft_errors.add(f"header: claims {nstreams} streams but only {fit} fit in the file")
 
         by_type: Dict[int, StreamEntry] = {}
         duplicates: List[str] = []
@@ -315,6 +333,12 @@ class MinidumpTarget:
             if problem is not None:
                 unreadable.append((stype, problem))
         self.dump = replace(self.dump, unreadable=tuple(unreadable))
+        attempted = sum(1 for stype, _h in handlers if stype in by_type)
+        if attempted and len(unreadable) == attempted:
+            # Nothing at all came out of the file: a report would be empty, not partial.
+            stype, problem = unreadable[0]
+            why = self._truncation or f"every stream is damaged ({by_type[stype].name}: {problem})"
+            raise DumpError(f"{why}; no stream in it could be read")
         self._memory = _Memory(self._data, self._mem_ranges, self.soft_errors)
         # Some writers put a thread's stack only in its thread record, not the memory list.
         missing = [r for r in self._stack_ranges if not self._memory.read_available(r[0], 1)]
@@ -331,15 +355,29 @@ class MinidumpTarget:
         if 4 not in by_type:
             self.soft_errors.add("dump has no module list")
 
+    def _expected_size(self, dir_rva: int, claimed: int, entries: List[StreamEntry]) -> int:
+        """How long the file must be for its directory and streams to fit; 0 when nothing
+        says the file was cut. A stream that starts inside the file but claims more bytes
+        than it has is damage of that stream (its own soft error), not a cut file; entries
+        of unknown types are left out (in a garbage directory they are most of it)."""
+        dir_end = dir_rva + 12 * min(claimed, len(entries) + 1)
+        streams = [e for e in entries if e.type and e.known]
+        if dir_end <= self._size and all(e.offset < self._size for e in streams):
+            return 0
+        return max([dir_end] + [e.offset + e.size for e in streams])
+
     def _read_stream(self, entry: StreamEntry, handler: Callable[[bytes], None]) -> Optional[str]:
         """Run one stream's parser; None when it ran, else why it could not (also a soft
         error). A stream that starts past the end of the file is reported once, here."""
-        # STAGE2-PASTEND
+        if entry.offset >= self._size:
+            why = f"lies past the end of the file (offset {entry.offset:#x})"
+            self.soft_errors.add(f"{entry.name}: {why}")
+            return why
         data = self._slice(entry.offset, entry.size, entry.name)
         try:
             handler(data)
         except (struct.error, ValueError, IndexError, OverflowError) as e:
-            why = str(e)  # STAGE2-PLAIN
+            why = _plain_problem(e, len(data))
             self.soft_errors.add(f"{entry.name}: unreadable ({why})")
             return why
         return None
@@ -478,10 +516,18 @@ class MinidumpTarget:
         if size == 0:
             self.soft_errors.add(f"{what}: no register context")
             return None
-        raw = self._slice(rva, size, f"{what} context")
+        if rva >= self._size:
+            self.soft_errors.add(f"{what}: register context lies past the end of the file (offset {rva:#x})")
+            return None
+        raw = self._data[rva:min(rva + size, self._size)]
         arch = self.system.processor_architecture if self.system else None
         regs, problem = parse_context(raw, arch)
-        if problem:
+        if len(raw) < size:
+            # One line: what the cut cost, not also what the parser then missed.
+            lost = "unusable" if regs is None else "registers kept"
+            self.soft_errors.add(f"{what}: register context cut short by the end of the file "
+                                 f"({len(raw)} of {size} bytes; {lost})")
+        elif problem:
             self.soft_errors.add(f"{what}: {problem}")
         return regs
 
@@ -500,8 +546,7 @@ class MinidumpTarget:
                 suspend_count=t.SuspendCount, priority=t.Priority,
             ))
             if mem.DataSize:
-                if mem.Rva + mem.DataSize > self._size:
-                    self.soft_errors.add(f"thread {t.ThreadId}: stack memory runs past the end of the file")
+                # A stack cut by the end of the file is reported with the memory ranges.
                 self._stack_ranges.append((stack.StartOfMemoryRange, mem.DataSize, mem.Rva))
 
     def _parse_module_list(self, data: bytes) -> None:

@@ -50,12 +50,12 @@ def test_a_damaged_exception_stream_is_not_called_absent(tmp_path):
     r = run("info", dump)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("Exception"))
-    assert "unreadable" in line and "has an Exception stream" in line, line
+    assert "unreadable" in line and "lists an Exception stream" in line, line
     assert "not written for a crash" not in r.stdout
     doc = json.loads(run("info", dump, "--json").stdout)
     assert doc["exception"] is None and doc["exception_absent"].startswith("unreadable")
     entry = next(s for s in doc["dump"]["streams"] if s["name"] == "ExceptionStream")
-    assert entry["problem"]
+    assert "past the end" in entry["problem"]
 
 
 def test_a_dump_without_exception_stream_says_so(tmp_path):
@@ -65,3 +65,46 @@ def test_a_dump_without_exception_stream_says_so(tmp_path):
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("Exception"))
     assert "none" in line and "no Exception stream" in line and "unreadable" not in line
+
+
+def cut(tmp_path: Path, name: str, size: int) -> Path:
+    out = tmp_path / f"cut{size}-{name}"
+    out.write_bytes(sample_path(name).read_bytes()[:size])
+    return out
+
+
+def test_a_truncated_dump_says_so_once_per_stream(tmp_path):
+    whole = sample_path("null_deref.dmp").read_bytes()
+    expects = max(rva + size for _off, t, size, rva in directory(whole) if t)
+    dump = cut(tmp_path, "null_deref.dmp", 200)  # the header, directory and SystemInfo only
+    r = run("info", dump, "--json")
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    errors = doc["soft_errors"]
+    assert errors[0] == f"file is truncated: 200 bytes, the stream directory expects at least {expects:,}"
+    assert doc["system"]["arch"] == "AMD64"  # what is there is still read
+    assert not any("unpack" in e or "buffer" in e for e in errors), errors
+    for s in doc["dump"]["streams"]:
+        if s["name"] not in ("SystemInfoStream", "WineHostLibraries"):
+            assert sum(e.startswith(s["name"] + ":") for e in errors) == 1, (s["name"], errors)
+            assert "past the end" in s["problem"]
+
+
+def test_a_stream_cut_short_is_named_in_plain_words(tmp_path):
+    # The ThreadList claims 2 bytes: too short even for its count.
+    def shrink(data: bytearray) -> None:
+        at = next(off for off, t, _s, _r in directory(data) if t == 3)
+        struct.pack_into("<I", data, at + 4, 2)
+    doc = json.loads(run("info", edited(tmp_path, "null_deref.dmp", shrink), "--json").stdout)
+    line = next(e for e in doc["soft_errors"] if e.startswith("ThreadListStream"))
+    assert line == "ThreadListStream: unreadable (cut short: 2 bytes, a record in it needs 4)", line
+    assert doc["threads"] == [] and doc["modules"]  # the other streams are read
+
+
+def test_a_dump_cut_before_any_stream_is_unusable(tmp_path):
+    dump = cut(tmp_path, "null_deref.dmp", 100)  # inside the directory, before every stream
+    r = run("info", dump)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and str(dump) in lines[0]
+    assert "file is truncated: 100 bytes" in lines[0] and "no stream in it could be read" in lines[0]
