@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
-from dumpkit.unwind.disasm import call_ends_at, simulate_to_return
+from dumpkit.unwind.disasm import call_ends_at, epilogue_path, simulate_to_return
 from dumpkit.unwind.frames import Frame, StackWalk
 
 DEFAULT_MAX_FRAMES = 2_000_000
@@ -396,18 +396,48 @@ class Walker:
         return self._scan(sp, regs, read_u64, stack_hi)
 
     def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
-        fn = place.function
-        if fn is None or place.module is None:
+        """Unwind an IP inside an epilogue by emulating the rest of it (the unwind codes
+        describe the body, whose frame the epilogue has partly torn down already)."""
+        if place.function is not None and place.module is not None:
+            image, base = place.image, place.module.base
+            begin, end, unwind_rva = place.function.begin_rva, place.function.end_rva, place.function.unwind_rva
+        elif place.dynamic is not None:
+            image, base = None, place.dynamic[3]
+            begin, end, unwind_rva = (place.dynamic[0] - base, place.dynamic[1] - base,
+                                      place.dynamic[2] - base)
+        else:
             return None
-        base = place.module.base
         try:
-            info = place.image.unwind_info(fn.unwind_rva)
-        except (PEError, MemoryNotInDump):
+            chain = self._chain(image, base, unwind_rva)
+        except (PEError, MemoryNotInDump, struct.error):
             return None
-        if ip - base - fn.begin_rva < info.size_of_prolog:
+        if ip - base - begin < chain[0].size_of_prolog:
             return None
-        path = simulate_to_return(self.read_code, read_u64, ip, sp, regs, strict_epilogue=True,
-                                  function_range=(base + fn.begin_rva, base + fn.end_rva))
+        frame_register = next((GPR_NAMES[i.frame_register] for i in chain if i.frame_register), None)
+        primary = chain[-1].rva
+        chained = len(chain) > 1
+
+        def leaves_function(target: int) -> bool:
+            """A direct JMP is a tail call when it leaves the function (another part of
+            the same function, sharing its primary unwind info, does not count) or
+            enters it again at its start (a recursive tail call)."""
+            if base + begin <= target < base + end:
+                return target == base + begin and not chained
+            if image is None:
+                return True
+            try:
+                other = image.lookup_function(target - base)
+                if other is None:
+                    return True
+                other_chain = self._chain(image, base, other.unwind_rva)
+            except (PEError, MemoryNotInDump, struct.error):
+                return True
+            if other_chain[-1].rva != primary:
+                return True
+            # the same function: only its primary entry's start is a tail call
+            return len(other_chain) == 1 and target - base == other.begin_rva
+
+        path = epilogue_path(self.read_code, read_u64, ip, sp, regs, frame_register, leaves_function)
         if path is None:
             return None
         ret = read_u64(path.rsp)

@@ -3,8 +3,10 @@
 - `call_ends_at`: does a CALL instruction end exactly at a candidate return address?
   (validates scanned frames the way WinDbg and Breakpad do);
 - `simulate_to_return`: follow code forward from an instruction pointer to its RET,
-  tracking only what moves RSP; this unwinds an IP inside an epilogue and hand-written
-  functions without unwind data such as libgcc's `___chkstk_ms`;
+  tracking only what moves RSP; this unwinds hand-written functions without unwind data
+  such as libgcc's `___chkstk_ms`;
+- `epilogue_path`: is the IP inside an epilogue, by Microsoft's x64 epilogue grammar as
+  Windows' own unwinder checks it, and where does that epilogue leave RSP;
 - `stack_allocation`: what a prologue asks of the stack (`sub rsp, N`, or
   `mov eax, N` + call to the stack probe).
 """
@@ -16,6 +18,8 @@ from functools import lru_cache
 from typing import Callable, Dict, Optional, Tuple
 
 import capstone
+
+from dumpkit.target import GPR_NAMES
 
 _IMM = re.compile(r"^(?:0x[0-9a-f]+|\d+)$")
 # 64-bit general-purpose registers only: anything else (pop of a 16-bit reg...) is not
@@ -93,15 +97,21 @@ def simulate_to_return(
     strict_epilogue: bool = False,
     function_range: Optional[Tuple[int, int]] = None,
     max_instructions: int = MAX_SIMULATED_INSTRUCTIONS,
+    frame_register: Optional[str] = None,
 ) -> Optional[ReturnPath]:
     """Follow code from `ip` to a RET with concrete RSP and registers; None if the path
     cannot be followed.
 
     Conditional branches fall through (a probe loop's exit is its fall-through) and
     direct jumps are followed. An instruction that writes RSP in a way we do not model
-    ends the attempt. With `strict_epilogue`, only what an x64 epilogue may contain is
-    accepted (add/lea rsp, pops, leave, ret, a JMP leaving `function_range`): the IP is
-    inside an epilogue exactly when that succeeds from it."""
+    ends the attempt. With `strict_epilogue`, this is `epilogue_path` (a JMP is a tail
+    call when it leaves `function_range`)."""
+    if strict_epilogue:
+        leaves = None
+        if function_range is not None:
+            lo, hi = function_range
+            leaves = lambda target: not (lo <= target < hi)  # noqa: E731
+        return epilogue_path(read_code, read_u64, ip, rsp, regs, frame_register, leaves)
     regs = dict(regs)
     restored: Dict[str, int] = {}
     seen = set()
@@ -124,7 +134,7 @@ def simulate_to_return(
         nxt = pc + size
         ops = ops.replace(" ", "")
         dest = ops.split(",", 1)[0]
-        if mnem in ("ret", "retn"):
+        if mnem in _RETURNS:
             return ReturnPath(rsp, restored, count)
         if mnem == "pop":
             if ops not in _GPR64 or ops == "rsp":
@@ -134,11 +144,11 @@ def simulate_to_return(
                 return None
             regs[ops] = restored[ops] = val
             rsp += 8
-        elif mnem == "push" and not strict_epilogue:
+        elif mnem == "push":
             rsp -= 8
         elif mnem in ("add", "sub") and dest == "rsp":
             val = _imm(ops[4:])
-            if val is None or (strict_epilogue and mnem == "sub"):
+            if val is None:
                 return None
             rsp += val if mnem == "add" else -val
         elif mnem == "lea" and dest == "rsp":
@@ -157,17 +167,9 @@ def simulate_to_return(
             rsp += 8
         elif mnem == "jmp":
             target = _imm(ops)
-            inside = target is not None and function_range is not None and (
-                function_range[0] <= target < function_range[1])
-            if strict_epilogue:
-                if inside:
-                    return None  # a jump within the body: not an epilogue
-                return ReturnPath(rsp, restored, count, tail_jump=True)
             if target is None:
                 return None
             nxt = target
-        elif strict_epilogue:
-            return None
         elif mnem == "mov" and dest == "rsp":
             src = ops[4:]
             if src not in regs:
@@ -185,6 +187,158 @@ def simulate_to_return(
             regs.pop(dest, None)  # value now unknown; a later lea/mov rsp from it fails
         pc = nxt
     return None
+
+
+# RET and its prefixed forms: `repz ret` (F3 C3, emitted for an old AMD branch
+# predictor) and `bnd ret` (F2 C3, MPX).
+_RETURNS = ("ret", "retn", "repz ret", "rep ret", "bnd ret")
+
+# An epilogue is at most one add/lea, a pop of each of the 16 registers and its end.
+MAX_EPILOGUE_INSTRUCTIONS = 18
+EPILOGUE_BYTES = 64  # 7 + 16 * 2 + 7 fit
+
+
+@dataclass(frozen=True)
+class EpilogueStep:
+    kind: str  # "add" (value = bytes), "lea" (rsp = register + value), "pop", "ret", "tail"
+    register: Optional[str] = None
+    value: int = 0
+
+
+def match_epilogue(
+    code: bytes,
+    address: int,
+    frame_register: Optional[str] = None,
+    leaves_function: Optional[Callable[[int], bool]] = None,
+) -> Optional[Tuple[EpilogueStep, ...]]:
+    """The remaining steps of the epilogue `code` (at `address`) is in, or None when it
+    is not in one.
+
+    Microsoft's x64 epilogue grammar, checked the way Windows' unwinder checks it:
+    an optional `add rsp, imm8/imm32` or, only with a frame register, `lea rsp,
+    [frame_register + disp8/disp32]` (either only as the first instruction), then zero
+    or more `pop reg64`, then `ret` (also `ret imm16`, `repz ret`, `bnd ret`) or a tail
+    call: a direct `jmp` whose target `leaves_function` (unknown when it is None: not an
+    epilogue), `jmp [rip+disp32]` (FF 25), or a REX.W-prefixed `jmp` through a register
+    or memory. The documented grammar also allows other mod-00 memory JMPs; the
+    unwinder does not, and a plain `jmp [rax+rcx*8]` is a switch table, so neither do
+    we."""
+    steps = []
+    pos = 0
+    for index in range(MAX_EPILOGUE_INSTRUCTIONS):
+        got = decode_one(code[pos:], address + pos)
+        if got is None:
+            return None
+        size, mnem, ops = got
+        raw = code[pos:pos + size]
+        if _is_return(raw):
+            steps.append(EpilogueStep("ret"))
+            return tuple(steps)
+        if mnem == "jmp":
+            if not _is_tail_jump(raw, ops, leaves_function):
+                return None
+            steps.append(EpilogueStep("tail"))
+            return tuple(steps)
+        if mnem == "pop":
+            reg = _popped_register(raw)
+            if reg is None:
+                return None
+            steps.append(EpilogueStep("pop", reg))
+        elif index == 0 and mnem in ("add", "lea"):
+            step = _stack_release(raw, frame_register)
+            if step is None:
+                return None
+            steps.append(step)
+        else:
+            return None
+        pos += size
+    return None
+
+
+def _is_return(raw: bytes) -> bool:
+    return raw in (b"\xc3", b"\xf3\xc3", b"\xf2\xc3") or (len(raw) == 3 and raw[0] == 0xC2)
+
+
+def _is_tail_jump(raw: bytes, ops: str, leaves_function: Optional[Callable[[int], bool]]) -> bool:
+    if raw[0] in (0xEB, 0xE9):
+        target = _imm(ops)
+        return target is not None and leaves_function is not None and leaves_function(target)
+    if raw[:2] == b"\xff\x25":
+        return True  # jmp [rip+disp32]: an import thunk's tail call
+    # REX.W on an indirect JMP changes nothing for the CPU; compilers add it to mark the
+    # jump as leaving the function.
+    return len(raw) >= 3 and raw[0] & 0xF8 == 0x48 and raw[1] == 0xFF and (raw[2] >> 3) & 7 == 4
+
+
+def _popped_register(raw: bytes) -> Optional[str]:
+    if len(raw) == 1 and raw[0] & 0xF8 == 0x58:
+        number = raw[0] & 7
+    elif len(raw) == 2 and raw[0] & 0xF0 == 0x40 and raw[1] & 0xF8 == 0x58:
+        number = ((raw[0] & 1) << 3) | (raw[1] & 7)
+    else:
+        return None  # a 16-bit pop (66 prefix) is no epilogue's
+    return None if number == 4 else GPR_NAMES[number]
+
+
+def _stack_release(raw: bytes, frame_register: Optional[str]) -> Optional[EpilogueStep]:
+    """`add rsp, imm` (REX.W 83/81 /0 with ModRM C4) or `lea rsp, [fp + disp]`."""
+    if len(raw) == 4 and raw[:3] == b"\x48\x83\xc4":
+        return EpilogueStep("add", value=int.from_bytes(raw[3:], "little", signed=True))
+    if len(raw) == 7 and raw[:3] == b"\x48\x81\xc4":
+        return EpilogueStep("add", value=int.from_bytes(raw[3:], "little", signed=True))
+    if len(raw) < 4 or raw[0] & 0xFE != 0x48 or raw[1] != 0x8D or frame_register is None:
+        return None  # lea needs REX.W (REX.B allowed: r8-r15), no REX.R/X
+    modrm = raw[2]
+    mod, reg, rm = modrm >> 6, (modrm >> 3) & 7, modrm & 7
+    if reg != 4 or mod not in (1, 2):
+        return None
+    disp_at = 3
+    if rm == 4:  # SIB: only the plain [r12 + disp] form
+        if raw[3] != 0x24:
+            return None
+        disp_at = 4
+    base = GPR_NAMES[((raw[0] & 1) << 3) | rm]
+    if base != frame_register or base == "rsp":
+        return None
+    disp = raw[disp_at:]
+    if len(disp) != (1 if mod == 1 else 4):
+        return None
+    return EpilogueStep("lea", base, int.from_bytes(disp, "little", signed=True))
+
+
+def epilogue_path(
+    read_code: Callable[[int, int], bytes],
+    read_u64: Callable[[int], Optional[int]],
+    ip: int,
+    rsp: int,
+    regs: Dict[str, int],
+    frame_register: Optional[str] = None,
+    leaves_function: Optional[Callable[[int], bool]] = None,
+) -> Optional[ReturnPath]:
+    """Emulate the rest of the epilogue `ip` is in (see `match_epilogue`) to its RET or
+    tail-call JMP; None when `ip` is not in an epilogue or the stack cannot be read."""
+    steps = match_epilogue(read_code(ip, EPILOGUE_BYTES), ip, frame_register, leaves_function)
+    if steps is None:
+        return None
+    restored: Dict[str, int] = {}
+    for step in steps:
+        if step.kind == "add":
+            rsp = (rsp + step.value) & _MASK64
+        elif step.kind == "lea":
+            base = regs.get(step.register)
+            if base is None:
+                return None
+            rsp = (base + step.value) & _MASK64
+        elif step.kind == "pop":
+            val = read_u64(rsp)
+            if val is None:
+                return None
+            restored[step.register] = val
+            rsp += 8
+    return ReturnPath(rsp, restored, len(steps), tail_jump=steps[-1].kind == "tail")
+
+
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import struct
 
-from dumpkit.unwind.disasm import call_ends_at, call_target, simulate_to_return, stack_allocation
+from dumpkit.unwind.disasm import (call_ends_at, call_target, epilogue_path, simulate_to_return,
+                                   stack_allocation)
 
 BASE = 0x140001000
 
@@ -54,6 +55,49 @@ def test_jump_inside_the_function_is_a_loop_not_a_tail_call():
     far = b"\xe9" + struct.pack("<i", 0x10000)
     path = simulate_to_return(reader(far), read_u64, BASE, sp, {}, strict_epilogue=True, function_range=rng)
     assert path is not None and path.tail_jump and path.rsp == sp
+
+
+def _epilogue(code, words=(0xB0B, 0xBEEF, 0x140009999), regs=None, frame_register=None):
+    """epilogue_path over `code` at BASE with the stack holding `words`."""
+    read_u64, sp = stack(list(words))
+    return epilogue_path(reader(code + b"\xcc" * 16), read_u64, BASE, sp, regs or {}, frame_register,
+                         lambda target: not (BASE - 0x100 <= target < BASE + 0x100)), sp
+
+
+def test_epilogue_grammar_accepts_only_what_windows_unwinder_does():
+    pop_rbx = b"\x5b"
+    # tail calls: REX.W jmp through a register or memory, jmp [rip+disp32]
+    for tail in (b"\x48\xff\xe0", b"\x49\xff\xe3", b"\x48\xff\x24\xc8", b"\xff\x25\x00\x10\x00\x00"):
+        path, sp = _epilogue(pop_rbx + tail)
+        assert path is not None and path.tail_jump and path.rsp == sp + 8, tail.hex()
+        assert path.restored == {"rbx": 0xB0B}
+    # body jumps: plain jmp reg (a computed goto), switch tables, displaced memory jumps
+    for body in (b"\xff\xe0", b"\x41\xff\xe3", b"\xff\x24\xc8", b"\xff\x60\x08"):
+        assert _epilogue(pop_rbx + body)[0] is None, body.hex()
+    # a stack release is only the first instruction, never after a pop
+    assert _epilogue(pop_rbx + bytes.fromhex("4883c428") + b"\xc3")[0] is None
+    # without a frame pointer, lea rsp is no epilogue (add rsp is the only form)
+    assert _epilogue(bytes.fromhex("488d642420") + b"\xc3")[0] is None
+    # `leave` is not in the grammar (the frame is still intact before it runs)
+    assert _epilogue(b"\xc9\xc3", regs={"rbp": 0x1008})[0] is None
+
+
+def test_epilogue_with_frame_pointer_lea_and_prefixed_returns():
+    # lea rsp, [rbp+0x10] ; pop rbp ; ret   with the unwind info's frame register rbp
+    code = bytes.fromhex("488d6510") + b"\x5d\xc3"
+    words = (0, 0, 0xBEEF, 0x140009999)
+    assert _epilogue(code, words, regs={"rbp": 0x1000})[0] is None  # no frame register
+    assert _epilogue(code, words, regs={"rbp": 0x1000}, frame_register="rsi")[0] is None
+    path, sp = _epilogue(code, words, regs={"rbp": 0x1000}, frame_register="rbp")
+    assert path.rsp == 0x1018 and path.restored == {"rbp": 0xBEEF}
+    # lea rsp, [r12+0x8] needs its SIB byte; the frame register is r12
+    path, sp = _epilogue(bytes.fromhex("498d642408") + b"\xc3", regs={"r12": 0x1000}, frame_register="r12")
+    assert path is not None and path.rsp == 0x1008
+    # repz ret (F3 C3) and bnd ret (F2 C3) end an epilogue like ret: the pop is undone once
+    for ret in (b"\xf3\xc3", b"\xf2\xc3", b"\xc2\x08\x00"):
+        path, sp = _epilogue(b"\x5b\x5d" + ret)
+        assert path is not None and not path.tail_jump and path.rsp == sp + 16, ret.hex()
+        assert path.restored == {"rbx": 0xB0B, "rbp": 0xBEEF}
 
 
 def test_stack_probe_loop_falls_through_to_its_ret():
