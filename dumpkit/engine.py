@@ -192,11 +192,7 @@ def _system(target: Target) -> Optional[SystemSummary]:
     s = target.system
     if s is None:
         return None
-    cpu = s.cpu_vendor or s.arch_name
-    if s.cpuid_version:
-        cpu += f" family {s.cpu_family} model {s.cpu_model} stepping {s.cpu_stepping}"
-    else:
-        cpu += f" level {s.processor_level} revision {s.processor_revision:#x}"
+    cpu = s.cpu_description
     build = getattr(target, "build_string", None)
     proc = target.process
     return SystemSummary(

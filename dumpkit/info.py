@@ -46,6 +46,10 @@ def info_dict(t: Target) -> Dict[str, Any]:
             "arch": s.arch_name, "os": f"{s.os_major}.{s.os_minor}.{s.os_build}", "csd": s.csd_version,
             "build_string": getattr(t, "build_string", None), "product_type": s.product_type,
             "processors": s.number_of_processors, "cpu_vendor": s.cpu_vendor,
+            "cpu": s.cpu_description,
+            "cpu_family": s.cpu_family if s.cpu_signature_known else None,
+            "cpu_model": s.cpu_model if s.cpu_signature_known else None,
+            "cpu_stepping": s.cpu_stepping if s.cpu_signature_known else None,
             "cpu_level": s.processor_level, "cpu_revision": s.processor_revision,
             "cpuid_version": f"{s.cpuid_version:#x}", "cpuid_features_edx": f"{s.cpuid_features:#x}",
             "processor_features": [f"{x:#x}" for x in s.processor_features],
@@ -86,7 +90,7 @@ def render_info(t: Target) -> None:
     if s:
         c.print(Text(f"System   {s['arch']} Windows {s['os']} {clean(s['csd'] or '')} {clean(s['build_string'] or '')}"
                      + (f" under {clean(s['wine'])}" if s["wine"] else "")))
-        c.print(Text(f"CPU      {clean(s['cpu_vendor'] or s['arch'])} level {s['cpu_level']} revision {s['cpu_revision']:#x}, {s['processors']} processors"))
+        c.print(Text(f"CPU      {clean(s['cpu'])}, {s['processors']} processors"))
     p = d["process"]
     if p:
         c.print(Text(f"Process  pid {p['pid']}, started {p['create_time']}"))

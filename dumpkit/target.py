@@ -161,22 +161,47 @@ class SystemInfo:
             self.processor_architecture, f"arch {self.processor_architecture}"
         )
 
+    # Family/model/stepping come from the CPUID signature when the dump carries one (x86
+    # dumps); x64 dumps carry none, and then, as Windows itself does, from ProcessorLevel
+    # (the display family) and ProcessorRevision (model in the high byte, stepping low).
+    @property
+    def _x86_family_cpu(self) -> bool:
+        return self.processor_architecture in (0, 9)
+
+    @property
+    def cpu_signature_known(self) -> bool:
+        return bool(self.cpuid_version) or (self._x86_family_cpu and self.processor_level != 0)
+
     @property
     def cpu_family(self) -> int:
         v = self.cpuid_version
+        if not v:
+            return self.processor_level if self._x86_family_cpu else 0
         fam = (v >> 8) & 0xF
         return fam + ((v >> 20) & 0xFF) if fam == 0xF else fam
 
     @property
     def cpu_model(self) -> int:
         v = self.cpuid_version
+        if not v:
+            return self.processor_revision >> 8 if self._x86_family_cpu else 0
         model = (v >> 4) & 0xF
         fam = (v >> 8) & 0xF
         return model | (((v >> 16) & 0xF) << 4) if fam in (6, 0xF) else model
 
     @property
     def cpu_stepping(self) -> int:
+        if not self.cpuid_version:
+            return self.processor_revision & 0xFF if self._x86_family_cpu else 0
         return self.cpuid_version & 0xF
+
+    @property
+    def cpu_description(self) -> str:
+        """'GenuineIntel family 6 model 85 stepping 4' (the vendor only when recorded)."""
+        who = self.cpu_vendor or self.arch_name
+        if not self.cpu_signature_known:
+            return who
+        return f"{who} family {self.cpu_family} model {self.cpu_model} stepping {self.cpu_stepping}"
 
 
 @dataclass(frozen=True)

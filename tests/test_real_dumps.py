@@ -246,3 +246,23 @@ def test_real_x86_stack_exhaustion_is_diagnosed_as_recursion():
     # rust-minidump: frames 1.. return to crashme.exe+0xa6a7, 4,328 (0x10e8) bytes apart
     assert cyc["bytes_per_repetition"] == 0x10E8 and cyc["repetitions"] >= 235
     assert crash["trust_counts"].get("frame_pointer", 0) >= 235
+
+
+def _peer_cpu(dump: Path):
+    """(family, model, stepping) from rust-minidump's `system_info.cpu_info`."""
+    m = re.search(r"family (\d+) model (\d+) stepping (\d+)", peer_json(dump)["system_info"]["cpu_info"])
+    return tuple(int(x) for x in m.groups())
+
+
+@pytest.mark.parametrize("dump", WITH_PEERS, ids=[p.name for p in WITH_PEERS])
+def test_cpu_family_model_stepping_agree_with_rust_minidump(dump):
+    """x64 dumps carry no CPUID signature: family/model/stepping come from ProcessorLevel
+    and ProcessorRevision, as rust-minidump (and Windows) read them."""
+    fms = _peer_cpu(dump)
+    words = "family {} model {} stepping {}".format(*fms)
+    doc = json.loads(run("info", dump, "--json").stdout)
+    s = doc["system"]
+    assert (s["cpu_family"], s["cpu_model"], s["cpu_stepping"]) == fms
+    assert words in run("info", dump).stdout
+    report = json.loads(run("analyze", dump, "--format", "json").stdout)
+    assert report["system"]["cpu"].endswith(words), report["system"]["cpu"]
