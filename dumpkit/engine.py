@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import codes
-from dumpkit.analysis.access import faulting_access
+from dumpkit.analysis.access import faulting_access, operand_headline
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.cxx import thrown_types
@@ -154,6 +154,10 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
     ff = dec.fastfail
     acc = dec.access
+    headline = dec.headline
+    if instruction_access is not None and acc is not None and acc.address is not None:
+        # a #GP's recorded address and read/write flag mean nothing: say what the code did
+        headline = operand_headline(ex.code, acc.address, instruction_access) or headline
     raised_by = None
     # abort / invalid parameter / fail-fast / heap corruption are raised by the CRT or the
     # heap on behalf of a caller: name the first frame outside that machinery
@@ -161,7 +165,7 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
         raised_by = raising_function(walk.frames, fallback=ex.code != 0xC0000374)
     return CrashInfo(
         code=ex.code, code_name=dec.code_info.name, summary=dec.code_info.summary,
-        headline=dec.headline, thread_id=ex.thread_id, address=address,
+        headline=headline, thread_id=ex.thread_id, address=address,
         parameters=parameters,
         fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,
         access_kind=acc.kind if acc else None, access_address=acc.address if acc else None,

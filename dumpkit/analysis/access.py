@@ -18,7 +18,7 @@ from capstone import x86
 
 from dumpkit.analysis.model import MemoryAccess
 
-__all__ = ["faulting_access", "fill_pattern", "is_canonical", "ALL_ONES"]
+__all__ = ["faulting_access", "fill_pattern", "is_canonical", "operand_headline", "ALL_ONES"]
 
 ALL_ONES = 0xFFFFFFFFFFFFFFFF
 
@@ -154,3 +154,20 @@ def fill_pattern(value: int) -> Optional[str]:
             text = f" ({chr(b) * 4!r}...)" if 0x20 < b < 0x7F else ""
             return f"the byte {b:#04x} repeated{text}: memory filled with a pattern or overwritten with data, not a pointer"
     return None
+
+
+def operand_headline(code: int, reported: int, acc: MemoryAccess) -> Optional[str]:
+    """The crash headline for a general-protection fault (Windows recorded all ones as the
+    address) once the faulting instruction's operand is computed: the access kind from the
+    instruction, the computed address; None when the record already had a real address."""
+    if reported not in (ALL_ONES, 0xFFFFFFFF) or acc.address == reported:
+        return None
+    if not is_canonical(acc.address) and reported == ALL_ONES:
+        why = "non-canonical address"
+    elif acc.misaligned:
+        why = f"misaligned for {acc.instruction.split(' ', 1)[0]}, which requires {acc.size}-byte alignment"
+    else:
+        why = "canonical address"
+    return (f"0x{code:08X} access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x} "
+            f"(general-protection fault, {why}; Windows recorded {reported:#x}, the address is computed "
+            "from the faulting instruction)")

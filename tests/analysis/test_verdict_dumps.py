@@ -94,3 +94,22 @@ def test_explain_states_the_mingw_stack_protector_by_version():
     text = " ".join(render_explanation_text(explain(parse_code("0xC000001D"))).split())
     assert "mingw-w64 10 and older (GCC's libssp): a smashed stack ends in a ud2 trap" in text
     assert "mingw-w64 11 and later ship their own __stack_chk_fail, which raises 0xC0000409 subcode 2" in text
+
+
+# ---------------------------------------------------------------- general-protection faults
+GP_SAMPLES = [d for d in sample_manifest() if d.get("fault_instruction")]
+
+
+@pytest.mark.parametrize("facts", GP_SAMPLES, ids=[d["file"] for d in GP_SAMPLES])
+def test_gp_crash_headline_uses_the_computed_operand(facts):
+    """Windows records [0, all ones] for a #GP; the crash headline says what the faulting
+    instruction did (kind from the instruction, computed address), never 'unknown'."""
+    ins = facts["fault_instruction"]
+    assert facts["exception_parameters"] == [0, 0xFFFFFFFFFFFFFFFF]
+    crash = sample_report(facts["file"]).crash
+    assert "unknown" not in crash.headline
+    assert f" at {ins['effective_address']:#x} (general-protection fault" in crash.headline
+    # AT&T syntax: a mov whose last operand is the memory operand writes it
+    kind = "write" if ins["att"].startswith("mov") and ins["att"].endswith(ins["memory_operand"]) else "read"
+    assert crash.headline.startswith(f"0xC0000005 access violation: {kind} of ")
+    assert ("non-canonical address" in crash.headline) is (not ins["canonical"])
