@@ -266,3 +266,66 @@ def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
         "debugEvent", "eventType"}}
     assert used - public == set()
     assert public - used == set()
+
+
+# ----------------------------------------------------------------------------- tfstack.js
+JS = ROOT / "windbg_scripts" / "tfstack.js"
+
+# Runs tfstack.js under node with a stand-in for WinDbg's `host` object; prints the
+# debugger commands the alias executed and what it logged, as JSON.
+_JS_HARNESS = r"""
+const fs = require("fs"), vm = require("vm");
+const [scriptPath, userVarsJson, argsJson] = process.argv.slice(1);  // node -e: no script name
+const executed = [], logged = [];
+const host = {
+    namespace: {Debugger: {
+        State: {UserVariables: JSON.parse(userVarsJson)},
+        Utility: {Control: {ExecuteCommand(cmd) {
+            executed.push(cmd);
+            if (cmd === ".scriptlist") {
+                return ["Command Loaded Scripts:", "    JavaScript script from 'C:\\dk\\windbg_scripts\\tfstack.js'"];
+            }
+            return ["output line"];
+        }}},
+    }},
+    diagnostics: {debugLog(text) { logged.push(text); }},
+    apiVersionSupport: function () {},
+    functionAlias: function (fn, name) { this.fn = fn; this.name = name; },
+};
+const context = vm.createContext({host});
+vm.runInContext(fs.readFileSync(scriptPath, "utf8"), context);
+const alias = context.initializeScript().find(r => r.name === "tfstack");
+alias.fn(...JSON.parse(argsJson));
+console.log(JSON.stringify({executed, logged}));
+"""
+
+
+def _run_tfstack_js(user_vars: dict, *args: str) -> dict:
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed")
+    proc = subprocess.run([node, "-e", _JS_HARNESS, str(JS), json.dumps(user_vars), json.dumps(list(args))],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_tfstack_js_names_the_python_that_has_pykd():
+    # pykd-ext without -X.Y runs the highest Python 3 installed, which has no pykd (0.3.4.15
+    # stops at 3.9): the alias must ask for 3.9 unless the user chose another.
+    out = _run_tfstack_js({}, "--all")
+    assert out["executed"][-1] == r"!py -3.9 C:\dk\windbg_scripts\tfstack.py --plain --all"
+    assert out["logged"] == ["output line\n"]
+    out = _run_tfstack_js({"tfstackPython": "3.8", "tfstackDir": "D:\\my tools\\"})
+    assert out["executed"] == [r'!py -3.8 "D:\my tools\tfstack.py" --plain']
+    out = _run_tfstack_js({"tfstackPython": ""})
+    assert out["executed"][-1] == r"!py C:\dk\windbg_scripts\tfstack.py --plain"
+    out = _run_tfstack_js({"tfstackPython": "3.9; .kill"})
+    assert not any(c.startswith("!py") for c in out["executed"])
+    assert out["logged"][0].startswith("tfstack: error: @$tfstackPython must look like 3.9")
+
+
+def test_tfstack_py_first_line_selects_python_39():
+    # pykd-ext's `!py` reads `#! pythonX.Y` from the first line when no version is given.
+    first = SCRIPT.read_bytes().split(b"\n", 1)[0]
+    assert first == b"#! python3.9"

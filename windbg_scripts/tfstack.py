@@ -1,8 +1,13 @@
+#! python3.9
 """!tfstack: dumpkit inside WinDbg, on the dump or live process the debugger has open.
 
-Run by pykd:  !py C:\\path\\to\\windbg_scripts\\tfstack.py [--thread TID] [--all] [--json]
+Run by pykd:  !py -3.9 C:\\path\\to\\windbg_scripts\\tfstack.py [--thread TID] [--all] [--json]
               [--max-frames N] [--rows N] [--image-path DIR]... [--symbol-path SPEC]...
 (or `!tfstack ...` once tfstack.js is loaded with `.scriptload`).
+
+CPython 3.9 because pykd 0.3.4.15 has wheels for 2.7 and 3.5-3.9 only and dumpkit needs
+3.9+. The first line asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it
+pykd-ext would pick the highest Python 3 installed, which has no pykd.
 
 It builds a `dumpkit.sources.pykd.PykdTarget` over the session, runs the same engine as
 `dumpkit analyze` (`dumpkit.engine.analyze`) and prints the verdict, the recursion cycle,
@@ -123,8 +128,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import pykd  # noqa: PLC0415
     except ImportError:
         _pykd = None
-        sys.stderr.write("tfstack: error: pykd is not available; run this inside WinDbg "
-                         "with `.load pykd` and `!py tfstack.py`\n")
+        here = "%d.%d" % sys.version_info[:2]
+        sys.stderr.write(f"tfstack: error: pykd is not installed in this Python ({here}); pykd "
+                         "0.3.4.15 exists for CPython 2.7 and 3.5-3.9 only: run `!py -3.9 "
+                         "tfstack.py` inside WinDbg after `.load pykd`, with "
+                         "`py -3.9 -m pip install pykd==0.3.4.15` done once\n")
         return 2
     _pykd = pykd
     try:
