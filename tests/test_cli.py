@@ -149,6 +149,23 @@ def test_text_markdown_and_html_carry_the_same_verdict(tmp_path):
     assert headline in visible_text(page)
 
 
+@pytest.mark.parametrize("name", ["fastfail_gs.dmp", "gp_wild_pointer.dmp", "illegal_instruction.dmp"])
+def test_commands_and_instructions_in_the_verdict_render_as_inline_code(name):
+    """The verdict's `...` spans (commands to run, the faulting instruction) are code in
+    Markdown and HTML, not backslash-escaped backticks."""
+    import html
+    import re
+
+    v = analyze_json(name)["verdict"]
+    spans = [s for text in (v["headline"], *v["evidence"], *v["next_steps"]) for s in re.findall(r"`([^`]+)`", text)]
+    assert spans, v  # these verdicts carry at least one command or instruction
+    md = analyze(SAMPLES / name, "markdown")
+    assert "\\`" not in md
+    for page in (markdown_as_html(md), analyze(SAMPLES / name, "html")):
+        for span in spans:
+            assert f"<code>{html.escape(span, quote=False)}</code>" in page.replace("&quot;", '"').replace("&#x27;", "'"), span
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import List, Optional, Tuple
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 # What can start markup in GFM inline text or a table cell: emphasis, code, links and
@@ -36,3 +37,45 @@ def markdown_code(text: object, limit: int = MAX_SHOWN) -> str:
 
 def html_text(text: object, limit: int = MAX_SHOWN) -> str:
     return html.escape(clean(text, limit), quote=True)
+
+
+def _code_spans(s: str) -> Optional[List[Tuple[bool, str]]]:
+    """A dumpkit sentence split at its backticks into (is_code, part) pairs, or None when
+    the backticks do not pair up (then no part can be trusted to be a span)."""
+    parts = s.split("`")
+    if len(parts) % 2 == 0:
+        return None
+    out: List[Tuple[bool, str]] = []
+    for i, part in enumerate(parts):
+        if i % 2 == 0:
+            out.append((False, part))
+        elif part.strip():
+            out.append((True, part))
+        else:  # an empty span: "``" would open a double-backtick span, keep it literal
+            out.append((False, f"`{part}`"))
+    return out
+
+
+def markdown_prose(text: object, limit: int = MAX_SHOWN, table_cell: bool = False) -> str:
+    """A sentence dumpkit wrote (verdict, evidence, next steps) for Markdown prose: its
+    `...` spans become inline code, everything else is escaped. Dump names interpolated
+    into the sentence stay inert either way: outside a span they are escaped, inside one
+    they are literal code text (a span never holds a backtick, so it cannot end early);
+    a name whose backticks leave the count odd makes the whole sentence escaped prose.
+    In a table cell, GFM splits at `|` even inside code, so those are escaped too."""
+    s = clean(text, limit)
+    spans = _code_spans(s)
+    if spans is None:
+        return _MD_SPECIAL.sub(r"\\\1", s)
+    bar = "\\|" if table_cell else "|"
+    return "".join(f"`{p.replace('|', bar)}`" if is_code else _MD_SPECIAL.sub(r"\\\1", p) for is_code, p in spans)
+
+
+def html_prose(text: object, limit: int = MAX_SHOWN) -> str:
+    """The same for HTML: `...` spans become <code>, every part HTML-escaped."""
+    s = clean(text, limit)
+    spans = _code_spans(s)
+    if spans is None:
+        return html.escape(s, quote=True)
+    return "".join(f"<code>{html.escape(p, quote=True)}</code>" if is_code else html.escape(p, quote=True)
+                   for is_code, p in spans)

@@ -6,7 +6,7 @@ from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
-from dumpkit.report.escape import html_text as h
+from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
 _STYLE = """
@@ -37,11 +37,11 @@ def render_html(report: Report) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>dumpkit: {h(v.headline, 200)}</title><style>{_STYLE}</style></head><body>",
            f"<h1>Crash analysis of {h(report.dump.path)}</h1>",
-           f'<p class="verdict">{h(v.headline, 2000)}</p>', f'<p class="dim">confidence: {h(v.confidence)}</p>']
+           f'<p class="verdict">{prose(v.headline, 2000)}</p>', f'<p class="dim">confidence: {h(v.confidence)}</p>']
     if v.evidence:
-        out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{h(e, 2000)}</li>" for e in v.evidence) + "</ul>")
+        out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{prose(e, 2000)}</li>" for e in v.evidence) + "</ul>")
     if v.next_steps:
-        out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{h(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
+        out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{prose(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
     out.append("<h2>Facts</h2><table>")
     c = report.crash
     if c is not None:
@@ -49,6 +49,8 @@ def render_html(report: Report) -> str:
         if c.fastfail_code is not None:
             ex += f" / {h(c.fastfail_name)} ({c.fastfail_code})"
         out.append(f"<tr><th>Exception</th><td>{ex} on thread {c.thread_id} at {c.address:#x}</td></tr>")
+        if c.summary:
+            out.append(f"<tr><th>Meaning</th><td>{prose(c.summary, 1000)}</td></tr>")
     s = report.system
     if s is not None:
         out.append(f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)} {h(s.os_build or '')}"
@@ -62,7 +64,7 @@ def render_html(report: Report) -> str:
         out.append(f"<tr><th>{h(comp.name)}</th><td>{h(comp.version or '?')} ({h(comp.module)})</td></tr>")
     out.append("</table>")
     for sentence in env.compatibility:
-        out.append(f'<p class="dim">{h(sentence, 1000)}</p>')
+        out.append(f'<p class="dim">{prose(sentence, 1000)}</p>')
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
         for cyc in crash_thread.cycles[:2]:

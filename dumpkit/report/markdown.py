@@ -6,7 +6,7 @@ from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
-from dumpkit.report.escape import clean, markdown as md, markdown_code as code
+from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
 
@@ -31,15 +31,15 @@ def _stack_block(t: ThreadReport) -> List[str]:
 
 def render_markdown(report: Report) -> str:
     v = report.verdict
-    out: List[str] = ["## Crash analysis (dumpkit)", "", f"**{md(v.headline, 2000)}**", "",
+    out: List[str] = ["## Crash analysis (dumpkit)", "", f"**{prose(v.headline, 2000)}**", "",
                       f"Confidence: {v.confidence}", ""]
     if v.evidence:
         out.append("**Evidence**")
-        out += [f"- {md(e, 2000)}" for e in v.evidence]
+        out += [f"- {prose(e, 2000)}" for e in v.evidence]
         out.append("")
     if v.next_steps:
         out.append("**Next steps**")
-        out += [f"{i}. {md(s, 2000)}" for i, s in enumerate(v.next_steps, 1)]
+        out += [f"{i}. {prose(s, 2000)}" for i, s in enumerate(v.next_steps, 1)]
         out.append("")
 
     out += ["| | |", "|---|---|"]
@@ -49,6 +49,8 @@ def render_markdown(report: Report) -> str:
         if c.fastfail_code is not None:
             ex += f" / {md(c.fastfail_name)} ({c.fastfail_code})"
         out.append(f"| Exception | {ex} on thread {c.thread_id} at `{c.address:#x}` |")
+        if c.summary:
+            out.append(f"| Meaning | {prose(c.summary, 1000, table_cell=True)} |")
     s = report.system
     if s is not None:
         os_line = f"{md(s.arch)}, Windows {md(s.os_version)}" + (f" ({md(s.os_build)})" if s.os_build else "")
@@ -69,7 +71,7 @@ def render_markdown(report: Report) -> str:
         out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({cell_code(comp.module)}) |")
     out.append("")
     for sentence in env.compatibility:
-        out.append(f"> {md(sentence, 1000)}")
+        out.append(f"> {prose(sentence, 1000)}")
     if env.compatibility:
         out.append("")
 

@@ -125,3 +125,24 @@ def test_escape_helpers_directly():
     assert re.search(r"(?<!\\)\]\(", markdown(LINK_NAME)) is None  # every "](" has its "]" escaped
     assert markdown_code(BACKTICK_NAME).count("`") == 2
     assert "\x1b" not in clean(ANSI_NAME) and len(clean("x" * 100_000)) < 1000
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES + ("a`<b>x</b>`b.dll", "`", "x``y.dll", "``"))
+def test_dumpkit_code_spans_render_as_code_and_dump_names_stay_inert(name):
+    """Verdict sentences are dumpkit's, with `code` spans of its own, but they embed dump
+    names: a name may shift or spoil the spans, never become markup."""
+    from dumpkit.report.escape import html_prose, markdown_prose
+
+    sentence = f"The call in {name} failed; run `dumpkit explain 0xC0000409/7` next."
+    for rendered in (_markdown_to_html(markdown_prose(sentence)), html_prose(sentence)):
+        low = rendered.lower()
+        assert "<script" not in low and "<b>" not in low and "href=" not in low and "<img" not in low
+        assert "details>" not in low and "\x1b" not in rendered
+        if name.count("`") % 2 == 0:  # the sentence's own span still pairs up
+            assert "<code>dumpkit explain 0xC0000409/7</code>" in rendered
+        else:  # an odd name: no span can be trusted, the backticks show as text
+            assert "<code>" not in rendered and "`dumpkit explain 0xC0000409/7`" in rendered
+    # In a table cell a `|` inside a span must not split the row.
+    cell = markdown_prose("use `a|b` here", table_cell=True)
+    table = _markdown_to_html("| k | v |\n|---|---|\n| x | " + cell + " |\n")
+    assert table.count("<td>") == 2 and "<code>a|b</code>" in table
