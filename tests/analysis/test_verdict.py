@@ -90,3 +90,34 @@ def test_heap_corruption_seen_only_inside_the_heap_is_medium():
     v, _ = decide(_target(), crash, None, walk, (), Environment())
     assert v.kind == "heap_corruption" and v.confidence == "medium"
     assert v.headline.endswith("while freeing a block in ntdll.dll!RtlReportCriticalFailure")
+
+
+def _fastfail_case(subcode, names):
+    from dumpkit.engine import raising_function
+    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0].split("+")[0],
+                    0x1000 + i * 0x10, 0x1000 if "!" in n else None, n if "!" in n else None, 0x40, "scan")
+              for i, n in enumerate(names)]
+    crash = CrashInfo(0xC0000409, "STATUS_STACK_BUFFER_OVERRUN", "fail-fast", "0xC0000409 fail-fast", 1,
+                      frames[0].ip, (subcode,), fastfail_code=subcode,
+                      fastfail_name={2: "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"}.get(subcode, "FAST_FAIL_FATAL_APP_EXIT"),
+                      raised_by=raising_function(frames))
+    return crash, StackWalk(1, frames, "end of stack", [])
+
+
+def test_gs_failure_without_symbols_names_no_smashed_function():
+    # a static CRT: __report_gsfailure is an unnamed frame 0 inside the module itself
+    crash, walk = _fastfail_case(2, ["app.exe", "app.exe", "ntdll.dll", "app.exe"])
+    v, _ = decide(_target(), crash, None, walk, (), Environment())
+    assert v.confidence == "medium"
+    assert "raised inside app.exe+0x1000, called from app.exe+0x1010" in v.headline
+    assert "may be the C runtime's __report_gsfailure itself" in v.headline
+    assert not any(e.startswith("the function whose cookie check failed") for e in v.evidence)
+    assert any("cannot be told which frame" in e for e in v.evidence)
+    assert not any(s.startswith("Look for writes past a local array in app.exe") for s in v.next_steps)
+
+
+def test_unnamed_raiser_below_a_named_runtime_frame_is_the_caller():
+    # ucrtbase!abort on top: the unnamed frame below it is the caller, not the CRT
+    crash, walk = _fastfail_case(7, ["ucrtbase.dll!abort", "app.exe", "app.exe"])
+    v, _ = decide(_target(), crash, None, walk, (), Environment())
+    assert v.confidence == "high" and v.headline.endswith("raised by app.exe+0x1010")

@@ -113,3 +113,55 @@ def test_gp_crash_headline_uses_the_computed_operand(facts):
     kind = "write" if ins["att"].startswith("mov") and ins["att"].endswith(ins["memory_operand"]) else "read"
     assert crash.headline.startswith(f"0xC0000005 access violation: {kind} of ")
     assert ("non-canonical address" in crash.headline) is (not ins["canonical"])
+
+
+# ---------------------------------------------------------------- fail-fast attribution
+def _chain_name(entry: dict) -> str:
+    return f"{entry['module']}!{entry['function']}"
+
+
+def test_gs_failure_blames_the_function_whose_cookie_was_smashed():
+    """README: gs_check_fail smashes its cookie and calls report_gsfailure -> __fastfail(2).
+    Frame 0 (the manifest's fault_function) is the reporter; its caller is the victim."""
+    facts = sample_facts("fastfail_gs.dmp")
+    assert facts["fastfail_subcode"] == 2
+    chain = facts["call_chain"]
+    assert chain[0]["function"] == facts["fault_function"]
+    victim = _chain_name(chain[1])
+    r = sample_report("fastfail_gs.dmp")
+    assert r.crash.raised_by == victim != _chain_name(chain[0])
+    v = r.verdict
+    assert v.confidence == "high" and v.headline.endswith(f", raised by {victim}")
+    assert f"the function whose cookie check failed: {victim}" in v.evidence
+    assert "usually not a buffer overrun" not in v.headline + " ".join(v.evidence)
+
+
+@pytest.mark.parametrize("name", ["fastfail_abort.dmp", "tf_env_abort.dmp"])
+def test_abort_blames_the_function_that_called_fastfail(name):
+    """README: op_compute -> validate_inputs -> check_failed_abort -> __fastfail(7): the
+    raiser is the manifest's fault_function, named with its module."""
+    facts = sample_facts(name)
+    assert facts["fastfail_subcode"] == 7
+    expected = f"{facts['rip_module']}!{facts['fault_function']}"
+    r = sample_report(name)
+    assert r.crash.raised_by == expected
+    assert r.verdict.confidence == "high" and r.verdict.headline.endswith(f", raised by {expected}")
+
+
+def test_fastfail_without_symbols_does_not_blame_frame_0():
+    """tiny-exe-fastfail.dmp (README: FAST_FAIL_FATAL_APP_EXIT): frame 0 runs `int 0x29`
+    inside tiny.exe with no symbol (rust-minidump agrees), so it may be the static CRT's
+    abort() itself: the verdict says so and is not 'high'."""
+    rel = "breakpad/tiny-exe-fastfail.dmp"
+    r = real_report(rel)
+    peer = _peer(rel)
+    top = peer["crashing_thread"]["frames"][0]
+    assert top["function"] is None and peer["crash_info"]["instruction"] == "int 0x29"
+    frame0 = f"{top['module']}+{int(top['module_offset'], 16):#x}"
+    v = r.verdict
+    assert r.crash.fastfail_name == "FAST_FAIL_FATAL_APP_EXIT"
+    assert v.confidence == "medium"
+    assert f"raised inside {frame0}, called from {top['module']}+0x" in v.headline
+    assert f"no symbols: {frame0} may be the C runtime's abort() itself" in v.headline
+    assert "raised by" not in v.headline
+    assert any("PDB" in s for s in v.next_steps)
