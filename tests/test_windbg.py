@@ -329,3 +329,19 @@ def test_tfstack_py_first_line_selects_python_39():
     # pykd-ext's `!py` reads `#! pythonX.Y` from the first line when no version is given.
     first = SCRIPT.read_bytes().split(b"\n", 1)[0]
     assert first == b"#! python3.9"
+
+
+def test_script_runs_the_way_pykd_ext_runs_it(tmp_path):
+    """pykd-ext (Python 3) executes the script's text in __main__ with PyRun_String: no
+    __file__, sys.argv[0] = the script's path. Without dumpkit installed (python -S), the
+    script finds its checkout from argv[0], then reports the missing pykd in one line."""
+    code = ("import sys; path = sys.argv[1]; sys.argv = [path, '--json']; "
+            "exec(compile(open(path).read(), '<string>', 'exec'), sys.modules['__main__'].__dict__); "
+            "import dumpkit; print(dumpkit.__file__)")
+    proc = subprocess.run([sys.executable, "-S", "-c", code, str(SCRIPT)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()) == ROOT / "dumpkit" / "__init__.py"
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("tfstack: error: pykd is not installed in this Python")
+    assert "!py -3.9" in proc.stderr

@@ -25,7 +25,10 @@ from typing import List, Optional, Sequence
 try:
     import dumpkit  # noqa: F401
 except ImportError:  # a source checkout: windbg_scripts/ sits next to dumpkit/
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    # pykd-ext runs a Python 3 script's text in __main__ (PyRun_String), so there is no
+    # __file__; it sets sys.argv[0] to the script's full path instead.
+    _here = globals().get("__file__") or (sys.argv[0] if sys.argv else "")
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(_here))))
 
 PROG = "!tfstack"
 
