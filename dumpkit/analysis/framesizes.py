@@ -115,6 +115,9 @@ def frame_sizes(
     (size or requested >= `threshold`).
 
     `read_code(va, n)` returns code bytes; `module_base(name)` the load address of a module.
+    A frame whose size is unknown (the outermost one, which has no caller to measure
+    against) is ranked only when its prologue's request alone reaches `threshold`.
+
     `is_probe(target_va)`, if given, confirms that a call in a prologue goes to the stack
     probe (otherwise any call right after `mov eax, N` counts, as in `disasm`).
 
@@ -181,6 +184,8 @@ def frame_sizes(
             continue
         alloc = allocation(f)
         requested = alloc.size if alloc else None
+        if f.size is None and (requested or 0) < threshold:
+            continue  # the outermost frame: its real size is unknown, its prologue alone ranks nothing
         fs = FrameSize(
             frame_index=f.index,
             function=f.function_name,

@@ -165,3 +165,18 @@ def test_fastfail_without_symbols_does_not_blame_frame_0():
     assert f"no symbols: {frame0} may be the C runtime's abort() itself" in v.headline
     assert "raised by" not in v.headline
     assert any("PDB" in s for s in v.next_steps)
+
+
+# ---------------------------------------------------------------- frame sizes
+@pytest.mark.parametrize("name", [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp") and d.get("call_chain")])
+def test_frames_of_unknown_size_are_not_ranked(name):
+    """The manifest gives no frame_bytes for the outermost frame (nothing above it to
+    measure against); the ranking must not show it with a size of 0 ranked by its prologue."""
+    facts = sample_facts(name)
+    unknown = {_chain_name(c) for c in facts["call_chain"] if "frame_bytes" not in c}
+    assert unknown  # ntdll!RtlUserThreadStart at least
+    r = sample_report(name)
+    last = r.threads[0].frame_count - 1
+    shown = [fs for fs in r.frame_sizes if fs.function in unknown or fs.frame_index == last]
+    assert not shown, shown
+    assert all(fs.size > 0 for fs in r.frame_sizes)
