@@ -266,3 +266,47 @@ def test_cpu_family_model_stepping_agree_with_rust_minidump(dump):
     assert words in run("info", dump).stdout
     report = json.loads(run("analyze", dump, "--format", "json").stdout)
     assert report["system"]["cpu"].endswith(words), report["system"]["cpu"]
+
+
+@pytest.mark.parametrize("dump", X64_WITH_PEERS, ids=[p.name for p in X64_WITH_PEERS])
+def test_info_codeview_and_unloaded_modules_agree_with_rust_minidump(dump):
+    peer = peer_json(dump)
+    doc = json.loads(run("info", dump, "--json").stdout)
+    ours = {int(m["base"], 16): m for m in doc["modules"]}
+    for m in peer["modules"]:
+        mine = ours[int(m["base_addr"], 16)]
+        # rust-minidump names the PDB by its file name; the record holds the whole path
+        pdb = mine["pdb"].replace("/", "\\").rsplit("\\", 1)[-1] if mine["pdb"] else None
+        assert (pdb, mine["pdb_id"]) == (m["debug_file"], m["debug_id"]), m["filename"]
+    unloaded = {(u["name"].lower(), int(u["base"], 16)) for u in doc["unloaded_modules"]}
+    assert unloaded == {(u["filename"].lower(), int(u["base_addr"], 16)) for u in peer["unloaded_modules"]}
+    text = run("info", dump).stdout
+    for m in peer["modules"]:
+        if m["debug_file"]:
+            guid = m["debug_id"][:32]
+            dashed = f"{guid[:8]}-{guid[8:12]}-{guid[12:16]}-{guid[16:20]}-{guid[20:]}"
+            assert dashed in text, m["filename"]
+    if peer["unloaded_modules"]:
+        section = text.split("Unloaded modules", 1)[1]
+        assert all(u["filename"] in section for u in peer["unloaded_modules"])
+    else:
+        assert "Unloaded modules: none recorded" in text
+
+
+@pytest.mark.parametrize("dump", X64_WITH_PEERS, ids=[p.name for p in X64_WITH_PEERS])
+def test_info_json_registers_agree_with_rust_minidump(dump):
+    """Every register rust-minidump shows for a thread's frame 0 is in `info --json`, with
+    the same value; the crashing thread's come from the exception context."""
+    peer = peer_json(dump)
+    doc = json.loads(run("info", dump, "--json").stdout)
+    by_tid = {t["tid"]: t for t in doc["threads"]}
+    for th in peer["threads"]:
+        regs = th["frames"][0].get("registers") if th["frames"] else None
+        if regs:
+            mine = by_tid[th["thread_id"]]["registers"]
+            assert {k: int(v, 16) for k, v in regs.items()} == {k: int(mine[k], 16) for k in regs}
+    crash = peer.get("crashing_thread")
+    if crash and crash["frames"][0].get("registers"):
+        ctx = doc["exception"]["context"]
+        assert {k: int(v, 16) for k, v in crash["frames"][0]["registers"].items()} == \
+            {k: int(ctx[k], 16) for k in crash["frames"][0]["registers"]}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, sample_path
+from tests.conftest import ROOT, sample_manifest, sample_path
 
 EXCEPTION, SYSTEM_INFO = 6, 7
 
@@ -108,3 +108,64 @@ def test_a_dump_cut_before_any_stream_is_unusable(tmp_path):
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and str(dump) in lines[0]
     assert "file is truncated: 100 bytes" in lines[0] and "no stream in it could be read" in lines[0]
+
+
+SAMPLE_CASES = [c for c in sample_manifest() if c["file"].endswith(".dmp")]
+
+
+def stream_bytes(data: bytes, stype: int) -> bytes:
+    _off, _t, size, rva = next(e for e in directory(data) if e[1] == stype)
+    return data[rva:rva + size]
+
+
+@pytest.mark.parametrize("case", SAMPLE_CASES, ids=[c["file"] for c in SAMPLE_CASES])
+def test_info_shows_flags_context_features_and_process_times(case):
+    dump = sample_path(case["file"])
+    raw = dump.read_bytes()
+    r = run("info", dump)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # exception flags, and the exception context's registers
+    flags = case["exception_flags"]
+    assert f"flags {flags:#x} ({'non-continuable' if flags & 1 else 'continuable'})" in out
+    assert f"rip={case['rip']:016x}" in out and f"rsp={case['rsp']:016x}" in out
+    doc = json.loads(run("info", dump, "--json").stdout)
+    ctx = doc["exception"]["context"]
+    assert (int(ctx["rip"], 16), int(ctx["rsp"], 16)) == (case["rip"], case["rsp"])
+    # AVX / AVX2 from the PF_* bits the writer set (ProcessorFeatures[0], SystemInfo +32)
+    (pf,) = struct.unpack_from("<Q", stream_bytes(raw, SYSTEM_INFO), 32)
+    cpu_lines = out.split("CPU", 1)[1].split("Process", 1)[0]
+    for name, bit in (("AVX", 39), ("AVX2", 40)):
+        if pf >> bit & 1:
+            assert f"{name} yes" in cpu_lines, cpu_lines
+    # process times: Wine's MiscInfo has no MINIDUMP_MISC1_PROCESS_TIMES (flag 2)
+    (misc_flags,) = struct.unpack_from("<I", stream_bytes(raw, 15), 4)
+    if not misc_flags & 2:
+        assert "started not recorded" in out and "None" not in out.split("Process", 1)[1].split("\n", 1)[0]
+
+
+def test_info_json_gives_every_register_of_every_thread():
+    case = SAMPLE_CASES[0]
+    doc = json.loads(run("info", sample_path(case["file"]), "--json").stdout)
+    for th in doc["threads"]:
+        regs = th["registers"]
+        # Wine's thread contexts hold CONTROL | INTEGER (| FLOATING_POINT): every GPR, rip, eflags
+        assert {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r15", "rip", "eflags"} <= set(regs)
+        assert regs["rip"] == th["rip"] and regs["rsp"] == th["rsp"]
+
+
+def test_info_shows_module_checksums_from_the_module_records():
+    dump = sample_path("null_deref.dmp")
+    raw = dump.read_bytes()
+    mods = stream_bytes(raw, 4)
+    (count,) = struct.unpack_from("<I", mods, 0)
+    # MINIDUMP_MODULE: BaseOfImage u64, SizeOfImage u32, CheckSum u32 (108 bytes each)
+    want = {struct.unpack_from("<Q", mods, 4 + 108 * i)[0]: struct.unpack_from("<I", mods, 16 + 108 * i)[0]
+            for i in range(count)}
+    assert any(want.values())
+    doc = json.loads(run("info", dump, "--json").stdout)
+    assert {int(m["base"], 16): int(m["checksum"], 16) for m in doc["modules"]} == want
+    out = run("info", dump).stdout
+    for base, checksum in want.items():
+        row = next(line for line in out.splitlines() if line.strip().startswith(f"{base:#x} "))
+        assert f" {checksum:#x} " in row, row
