@@ -266,6 +266,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
                     w.frames, walker.read_code,
                     module_base=lambda name: _module_base(target, name),
                     threshold=options.oversized_threshold,
+                    name_at=lambda va: walker.place(va).symbol,
                 ))
             for p in w.problems:
                 target.soft_errors.add(f"thread {t.tid}: {p}")

@@ -16,6 +16,7 @@ Pure apart from the `read_code` callable. Per-function work is memoized, so a st
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import FrameSize
@@ -78,6 +79,40 @@ def _probe_call_end(read_code: ReadCode, alloc: disasm.StackAllocation) -> Optio
     return None
 
 
+def _probe_name(target: int, name_at: Optional[Callable[[int], Optional[str]]],
+                frames: Sequence[Frame]) -> Optional[str]:
+    """The name of the function at a probe call's target: the walker's name for that
+    exact address, else frame 0's function when frame 0 is the probe and starts there."""
+    name = None
+    if name_at is not None:
+        try:
+            name = name_at(target)
+        except Exception:  # noqa: BLE001 - naming is a nicety, never fatal
+            name = None
+    if name and "+" not in name:  # a name with an offset is some other function's
+        return name
+    top = frames[0] if frames else None
+    if top is not None and top.symbol and target <= top.ip < target + _PROBE_MAX_LENGTH:
+        off = top.ip - target  # frame 0's name must start exactly at the target
+        if top.symbol == (top.function_name if off == 0 else f"{top.function_name}+{off:#x}"):
+            return top.function_name
+    return None
+
+
+def _with_probe_named(alloc: disasm.StackAllocation, read_code: ReadCode,
+                      name_at: Optional[Callable[[int], Optional[str]]],
+                      frames: Sequence[Frame]) -> disasm.StackAllocation:
+    """`call 0x276782510` in a prologue's text becomes `call opkernels.dll!___chkstk_ms`
+    (or `call to the stack probe at 0x...` when the target has no name)."""
+    found = _probe_call_end(read_code, alloc)
+    target = found[1] if found else None
+    if target is None or f"call {target:#x}" not in alloc.text:
+        return alloc
+    name = _probe_name(target, name_at, frames)
+    text = alloc.text.replace(f"call {target:#x}", f"call {name}" if name else f"call to the stack probe at {target:#x}")
+    return replace(alloc, text=text)
+
+
 def faulted_in_probe(frames: Sequence[Frame], alloc: Optional[disasm.StackAllocation],
                      read_code: ReadCode) -> bool:
     """Did frame 1's function die inside its own prologue's probe call (frame 0)?
@@ -109,6 +144,7 @@ def frame_sizes(
     threshold: int = 64 * 1024,
     top: int = 10,
     is_probe: Optional[Callable[[int], bool]] = None,
+    name_at: Optional[Callable[[int], Optional[str]]] = None,
 ) -> List[FrameSize]:
     """Frames ranked by stack use, one entry per function (its largest frame), largest
     first by max(size, requested); at most `top` entries plus every oversized one
@@ -119,7 +155,8 @@ def frame_sizes(
     against) is ranked only when its prologue's request alone reaches `threshold`.
 
     `is_probe(target_va)`, if given, confirms that a call in a prologue goes to the stack
-    probe (otherwise any call right after `mov eax, N` counts, as in `disasm`).
+    probe (otherwise any call right after `mov eax, N` counts, as in `disasm`);
+    `name_at(va)`, if given, names the probe the prologue calls (`module!name`).
 
     The function that faulted inside the probe before its frame existed (frame 1, when
     frame 0 is the probe) is reported with `requested` = the prologue's N,
@@ -147,6 +184,8 @@ def frame_sizes(
                     lambda va, n: _read(read_code, va, n), base + f.function_start, is_probe)
             except Exception:  # noqa: BLE001 - undecodable bytes are "unknown", not fatal
                 result = None
+            if result is not None and result.via_probe:
+                result = _with_probe_named(result, lambda va, n: _read(read_code, va, n), name_at, frames)
         allocs[key] = result
         return result
 

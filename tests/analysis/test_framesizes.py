@@ -204,3 +204,16 @@ def test_probe_names():
     assert is_probe_name("_chkstk") and is_probe_name("msvcrt!__alloca_probe+0x3")
     assert not is_probe_name("opkernels.dll!illegal_instruction+0xd96")
     assert not is_probe_name(None)
+
+
+def test_probe_call_is_named_from_the_walker_or_frame_0_else_said_to_be_the_probe():
+    probe = BASE + PROBE
+    named = frame_sizes(_stack(), _Code(), module_base=_base,
+                        name_at=lambda va: "ops.dll!__chkstk" if va == probe else None)
+    assert named[0].prologue_text == "mov eax, 0x400020; call ops.dll!__chkstk"
+    # no walker name: frame 0's own name, when it starts exactly at the call target
+    from_frame0 = frame_sizes(_stack(frame0_symbol="ops.dll!___chkstk_ms+0x10"), _Code(), module_base=_base)
+    assert from_frame0[0].prologue_text == "mov eax, 0x400020; call ops.dll!___chkstk_ms"
+    # a name that belongs to another function (an offset from elsewhere) is not used
+    unnamed = frame_sizes(_stack(), _Code(), module_base=_base, name_at=lambda va: "ops.dll!other+0x40")
+    assert unnamed[0].prologue_text == f"mov eax, 0x400020; call to the stack probe at {probe:#x}"

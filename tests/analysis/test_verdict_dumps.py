@@ -180,3 +180,15 @@ def test_frames_of_unknown_size_are_not_ranked(name):
     shown = [fs for fs in r.frame_sizes if fs.function in unknown or fs.frame_index == last]
     assert not shown, shown
     assert all(fs.size > 0 for fs in r.frame_sizes)
+
+
+def test_big_frame_headline_names_the_probe():
+    facts = sample_facts("big_frame.dmp")
+    fn = facts["oversized_function"]
+    call = next(i for i in facts["prologues"][f"{facts['rip_module']}!{fn}"] if i.startswith("call"))
+    probe = re.search(r"<([^>]+)>", call).group(1)  # objdump names the call target
+    r = sample_report("big_frame.dmp")
+    named = f"call {facts['rip_module']}!{probe}"
+    assert named in r.frame_sizes[0].prologue_text
+    assert f"{facts['rip_module']}!{fn} asked for" in r.verdict.headline and named in r.verdict.headline
+    assert not re.search(r"call 0x", r.verdict.headline)
