@@ -14,6 +14,7 @@ import io
 import mmap
 import os
 import re
+import shlex
 import struct
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
@@ -69,6 +70,27 @@ MAX_NAME_COMPONENT = 255
 # A plain dict: a hostile directory has thousands of entries, and an enum lookup that
 # fails costs an exception each.
 _KNOWN_STREAMS = {member.value: member.name for member in MINIDUMP_STREAM_TYPE}
+
+
+# Dumps are shared compressed (the sample dumps ship as .xz): name the format and the
+# command that unpacks it instead of "not a minidump".
+_COMPRESSED = (
+    (b"\xfd7zXZ\x00", "xz-compressed", "xz -dk {}"),
+    (b"\x1f\x8b", "gzip-compressed", "gunzip -k {}"),
+    (b"BZh", "bzip2-compressed", "bunzip2 -k {}"),
+    (b"\x28\xb5\x2f\xfd", "zstd-compressed", "zstd -d {}"),
+    (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive", "7z x {}"),
+    (b"PK\x03\x04", "a zip archive", "unzip {}"),
+    (b"MSCF", "a cabinet (.cab) archive", "expand {} OUT.dmp"),
+)
+
+
+def compressed_format(head: bytes) -> Optional[Tuple[str, str]]:
+    """(what the file is, command template) when `head` starts like a compressed file."""
+    for magic, kind, how in _COMPRESSED:
+        if head.startswith(magic):
+            return kind, how
+    return None
 
 
 def stream_name(stream_type: int) -> Tuple[str, bool]:
@@ -271,6 +293,11 @@ class MinidumpTarget:
         if sig != MDMP_SIGNATURE:
             if self._data[:4] in (b"PAGE", b"PAGEDU64"[:4]):
                 raise DumpError("this is a kernel (PAGEDUMP) crash dump, not a user-mode minidump")
+            packed = compressed_format(self._data[:8])
+            if packed is not None:
+                kind, how = packed
+                raise DumpError(f"the file is {kind}, not a minidump: decompress it first "
+                                f"({how.format(shlex.quote(self.path))})")
             raise DumpError(f"not a minidump (signature {self._data[:4]!r}, expected b'MDMP')")
         if ver & 0xFFFF != MDMP_VERSION:
             self.soft_errors.add(f"header: unexpected version {ver & 0xFFFF:#x} (expected {MDMP_VERSION:#x})")

@@ -169,3 +169,25 @@ def test_info_shows_module_checksums_from_the_module_records():
     for base, checksum in want.items():
         row = next(line for line in out.splitlines() if line.strip().startswith(f"{base:#x} "))
         assert f" {checksum:#x} " in row, row
+
+
+XZ_SAMPLES = sorted(p.name for p in (ROOT / "sample_dumps").glob("*.dmp.xz"))
+
+
+@pytest.mark.parametrize("name", XZ_SAMPLES)
+def test_a_compressed_dump_says_how_to_decompress_it(name):
+    dump = sample_path(name)
+    r = run("info", dump)
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and str(dump) in lines[0]
+    assert "xz-compressed" in lines[0] and f"xz -dk {dump}" in lines[0], lines[0]
+
+
+def test_a_gzipped_dump_says_how_to_decompress_it(tmp_path):
+    import gzip
+    dump = tmp_path / "crash.dmp.gz"
+    dump.write_bytes(gzip.compress(sample_path("null_deref.dmp").read_bytes()))
+    r = run("analyze", dump)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "gzip-compressed" in r.stderr and f"gunzip -k {dump}" in r.stderr
