@@ -119,11 +119,35 @@ def test_dml_output_has_verdict_and_links(tfstack, pykd):
     assert "-&gt;" in headline  # the headline's arrows, escaped for DML
     tid = cli["crash"]["thread_id"]
     assert f'<link cmd="~~[0x{tid:x}]s">' in dml
-    assert f'<link cmd="~~[0x{tid:x}]s; .frame 0x0">00</link>' in dml
+    assert f'<link cmd="~~[0x{tid:x}]s; .ecxr; .frame 0x0">00</link>' in dml
     assert "cycle of 3 function(s), 1,710 repetitions" in dml
     # No raw markup from dump strings: every '<' starts one of our own tags.
     assert not re.search(r"<(?!/?(b|link)[ >])", dml)
 
+
+
+def test_crashing_thread_frame_links_use_the_exception_context(tfstack, pykd, tmp_path_factory):
+    """`~~[tid]s` leaves WinDbg in the thread list's context, but dumpkit numbers the
+    crashing thread's frames from the exception record's: its links must `.ecxr` first.
+    Wine's self-written dump parks the crashing thread elsewhere in the thread list, so
+    there the two contexts, and so the frames `.frame N` would pick, differ."""
+    pykd._open_dump_for_tests(str(_dump_file("recursion_one.selfdump.dmp.xz", tmp_path_factory)))
+    raw = pykd._s().target
+    ex = raw.exception
+    listed = next(t for t in raw.threads if t.tid == ex.thread_id)
+    assert listed.context.sp != ex.context.sp
+    assert tfstack.main(["--image-path", str(SAMPLE_BIN), "--all", "--rows", "3"]) in (0, 1)
+    dml = pykd._output_for_tests(dml=True)
+    tid = ex.thread_id
+    first = f'<link cmd="~~[0x{tid:x}]s; .ecxr; .frame 0x0">00</link>'
+    rows = [line for line in dml.splitlines() if first in line]  # frame table and stack
+    assert any(f"{ex.context.sp:016x}" in row for row in rows)  # frame 00: the exception context's
+    assert f"~~[0x{tid:x}]s; .frame" not in dml
+    others = [t for t in raw.threads if t.tid != tid and t.context is not None]
+    assert others
+    for t in others:
+        assert f"~~[0x{t.tid:x}]s; .ecxr" not in dml  # their own context is the right one
+    assert any(f'<link cmd="~~[0x{t.tid:x}]s; .frame 0x0">00</link>' in dml for t in others)
 
 def test_thread_and_all_options(tfstack, pykd):
     pykd._open_dump_for_tests(str(SAMPLES / "fastfail_abort.dmp"))

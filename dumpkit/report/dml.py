@@ -1,5 +1,6 @@
 """DML (WinDbg's Debugger Markup Language) rendering of a Report, for `!tfstack`: the
-text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`).
+text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`, after
+`.ecxr` on the crashing thread).
 Dump-derived text is escaped for DML."""
 from __future__ import annotations
 
@@ -31,10 +32,15 @@ def thread_link(tid: int) -> str:
     return link(f"~~[0x{tid:x}]s", f"{tid} (0x{tid:x})")
 
 
-def frame_link(tid: int, index: int) -> str:
-    # Switch to the thread first: `.frame` applies to the current thread.
+def frame_link(tid: int, index: int, crashing: bool = False) -> str:
+    """`.frame N` on the thread, in the register context dumpkit numbered the frames from.
+
+    Switching threads puts WinDbg in the thread list's context, but the crashing thread's
+    frames are walked (and numbered) from the exception record's context, so its links
+    add `.ecxr` first; other threads are walked from the thread-list context itself."""
     label = f"{index:02x}" if index < 256 else f"{index:x}"
-    return link(f"~~[0x{tid:x}]s; .frame 0x{index:x}", label)
+    context = "; .ecxr" if crashing else ""
+    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{index:x}", label)
 
 
 def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_threads: bool = False) -> List[str]:
@@ -89,7 +95,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             how = fs.prologue_text or ""
             if fs.not_yet_allocated:
                 how += " (died in the probe before the frame existed)"
-            idx = frame_link(crash.tid, fs.frame_index) if crash is not None else str(fs.frame_index)
+            idx = frame_link(crash.tid, fs.frame_index, crashing=True) if crash is not None else str(fs.frame_index)
             pad = " " * max(0, 6 - len(f"{fs.frame_index:02x}" if fs.frame_index < 256 else f"{fs.frame_index:x}"))
             asks = f"{fs.requested:,}" if fs.requested is not None else ""
             out.append(f"  {pad}{idx}  {fs.size:>10,}  {asks:>13}  {dml_text(fs.function)}"
@@ -119,7 +125,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
             pad = " " * max(0, 4 - len(label))
             size = f"{r.size:x}" if r.size is not None else ""
-            out.append(f"  {pad}{frame_link(t.tid, r.index)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
+            out.append(f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
                        f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})")
             shown += 1
         out.append("")
