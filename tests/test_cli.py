@@ -166,6 +166,32 @@ def test_commands_and_instructions_in_the_verdict_render_as_inline_code(name):
             assert f"<code>{html.escape(span, quote=False)}</code>" in page.replace("&quot;", '"').replace("&#x27;", "'"), span
 
 
+def stack_groups_from_json(doc):
+    """Non-crashing threads grouped by `same_stack_as`: sorted tuples of thread ids."""
+    groups = set()
+    for t in doc["threads"]:
+        if not t["is_crashing"]:
+            groups.add(tuple(sorted([t["tid"], *t["same_stack_as"]])))
+    return groups
+
+
+@pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "fastfail_abort.dmp"])
+def test_threads_with_identical_stacks_are_shown_once_in_markdown_and_html(name):
+    groups = stack_groups_from_json(analyze_json(name))
+    shared = [g for g in groups if len(g) > 1]
+    assert shared  # idle workers parked in the same wait
+    md = analyze(SAMPLES / name, "markdown")
+    others = md[md.index("Other threads"):]
+    assert others.count("```") == 2 * len(groups)  # one stack block per distinct stack
+    page = analyze(SAMPLES / name, "html")
+    assert page.count("<details><summary>Thread") == len(groups)
+    for g in shared:
+        listed = ", ".join(map(str, g))
+        assert f"Threads {listed} (identical stacks" in md and f"Threads {listed} (identical stacks" in page
+        for tid in g:
+            assert f"Thread {tid}:" not in md and f"Thread {tid} (" not in page
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

@@ -7,7 +7,7 @@ from typing import List
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import html_prose as prose, html_text as h
-from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
+from dumpkit.report.text import collapse, frame_name, shows_frame_sizes, stack_groups
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -80,10 +80,15 @@ def render_html(report: Report) -> str:
             out.append("</table>")
         out.append(f"<h2>Crashing thread {crash_thread.tid} ({crash_thread.frame_count:,} frames)</h2>")
         out += _stack(crash_thread)
-    for t in report.threads:
-        if t.is_crashing or not t.frames:
+    for t, same in stack_groups(report.threads):
+        if not t.frames:
             continue
-        out.append(f"<details><summary>Thread {t.tid} {h(t.name or '')} ({t.frame_count} frames)</summary>")
+        label = ", ".join(f"{x.tid}" + (f" {h(x.name, 80)}" if x.name else "") for x in (t, *same))
+        if same:
+            title = f"Threads {label} (identical stacks, {t.frame_count} frames; Child-SP shown for {t.tid})"
+        else:
+            title = f"Thread {label} ({t.frame_count} frames)"
+        out.append(f"<details><summary>{title}</summary>")
         out += _stack(t)
         out.append("</details>")
     if report.soft_errors:

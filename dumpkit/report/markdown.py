@@ -7,7 +7,7 @@ from typing import List
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
-from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
+from dumpkit.report.text import collapse, frame_name, shows_frame_sizes, stack_groups
 
 
 def cell_code(text: object) -> str:
@@ -27,6 +27,18 @@ def _stack_block(t: ThreadReport) -> List[str]:
         lines.append(f"{r.index:4d} {size:>8} {r.sp:016x} {r.ip:016x} {name}  [{r.trust}]")
     lines.append("```")
     return lines
+
+
+def _thread_label(t: ThreadReport) -> str:
+    return f"{t.tid}" + (f" {code(t.name, 80)}" if t.name else "")
+
+
+def _group_heading(t: ThreadReport, same) -> List[str]:
+    """`Thread 388:`, or for identical stacks `Threads 392, 396, 400 (identical stacks...):`."""
+    if not same:
+        return [f"Thread {_thread_label(t)}:"]
+    tids = ", ".join(_thread_label(x) for x in (t, *same))
+    return [f"Threads {tids} (identical stacks; Child-SP shown for {t.tid}):"]
 
 
 def render_markdown(report: Report) -> str:
@@ -99,12 +111,14 @@ def render_markdown(report: Report) -> str:
             out.append("")
         out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {crash_thread.frame_count:,} frames</summary>",
                 ""] + _stack_block(crash_thread) + ["", "</details>", ""]
-    others = [t for t in report.threads if not t.is_crashing and t.frames]
-    if others:
-        out += ["<details>", f"<summary>Other threads ({len(others)})</summary>", ""]
-        for t in others:
-            out.append(f"Thread {t.tid}" + (f" {code(t.name)}" if t.name else "") + ":")
-            out += _stack_block(t)
+    groups = stack_groups(report.threads)
+    if groups:
+        count = sum(1 + len(same) for _t, same in groups)
+        distinct = f"; {len(groups)} distinct stacks" if len(groups) < count else ""
+        out += ["<details>", f"<summary>Other threads ({count}{distinct})</summary>", ""]
+        for t, same in groups:
+            out += _group_heading(t, same)
+            out += _stack_block(t) if t.frames else [f"No frames: {md(t.stop_reason)}"]
             out.append("")
         out += ["</details>", ""]
     if report.soft_errors:

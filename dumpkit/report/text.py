@@ -3,7 +3,7 @@ rich Text objects, never into markup, so a hostile module name cannot style or i
 from __future__ import annotations
 
 import io
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Console
 from rich.table import Table
@@ -63,6 +63,23 @@ def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeat
         out.append(f)
         prev = f.index
     return out
+
+
+def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tuple[ThreadReport, ...]]]:
+    """The threads other than the crashing one, those with identical stacks folded into
+    one entry (like `!uniqstack`): (the first such thread, the others with its stack)."""
+    others = [t for t in threads if not t.is_crashing]
+    by_tid = {t.tid: t for t in others}
+    seen = set()
+    groups = []
+    for t in others:
+        if t.tid in seen:
+            continue
+        same = tuple(by_tid[x] for x in sorted(t.same_stack_as) if x in by_tid and x not in seen and x != t.tid)
+        seen.add(t.tid)
+        seen.update(x.tid for x in same)
+        groups.append((t, same))
+    return groups
 
 
 def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True) -> Table:
@@ -191,16 +208,12 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
                       + Text(f"  {crash_thread.frame_count:,} frames ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
         console.print(thread_table(crash_thread, max_rows=max_frames))
         console.print()
-    others = [t for t in report.threads if not t.is_crashing]
-    if others:
+    groups = stack_groups(report.threads)
+    if groups:
         console.print(Text("Other threads", style="bold"))
-        seen = set()
-        for t in others:
-            if t.tid in seen:
-                continue
-            seen.update(t.same_stack_as)
+        for t, same in groups:
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
-            group = f" (+{len(t.same_stack_as)} with the same stack: {', '.join(map(str, t.same_stack_as))})" if t.same_stack_as else ""
+            group = f" (+{len(same)} with the same stack: {', '.join(str(x.tid) for x in same)})" if same else ""
             name = f" \"{clean(t.name, 80)}\"" if t.name else ""
             console.print(Text(f"  {t.tid}{name}: {t.frame_count} frames, top {clean(top)}{group}"))
     if report.soft_errors:
