@@ -257,13 +257,15 @@ class Walker:
         in_module = self._in_module
         trust = "context"
         stop = "end of stack"
-        first = True
+        # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
+        # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
+        exact = True
         while True:
             n = len(frames)
             if n >= limit:
                 stop = f"frame limit ({limit}) reached"
                 break
-            if not first:
+            if not exact:
                 # Fast path: a caller frame whose unwind is pure pushes and allocations
                 # (most compiled code): one cached tuple, a few reads.
                 fast = fast_steps.get(ip, _MISSING)
@@ -299,19 +301,18 @@ class Walker:
                         frame.size = csp - sp
                         ip, sp, trust = cip, csp, "unwind_info"
                         continue
-            place = self._places.get((ip, not first)) or self.place(ip, not first)
+            place = self._places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
             frames.append(Frame(
                 n, ip, sp, mod.name if mod else None, place.rva,
                 place.function.begin_rva if place.function is not None else None,
                 place.symbol, None, trust,
             ))
-            nxt = self._caller(place, ip, sp, regs, read_u64, first, stack_hi)
-            first = False
+            nxt = self._caller(place, ip, sp, regs, read_u64, exact, stack_hi)
             if nxt is None:
                 stop = "no caller found (end of stack or unrecoverable)"
                 break
-            cip, csp, cregs, ctrust = nxt
+            cip, csp, cregs, ctrust, exact = nxt
             if cip == 0:
                 stop = "end of stack (return address 0)"
                 break
@@ -366,33 +367,32 @@ class Walker:
         return result
 
     def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int],
-                read_u64, first: bool, stack_hi: int):
-        """(caller ip, caller sp, caller regs, trust) or None."""
-        recipe = self._recipe(place, ip if first else ip - 1) if (
+                read_u64, exact: bool, stack_hi: int):
+        """(caller ip, caller sp, caller regs, trust, caller ip is exact) or None. `exact`:
+        `ip` is where execution stopped, not a return address."""
+        recipe = self._recipe(place, ip if exact else ip - 1) if (
             place.function is not None or place.dynamic is not None) else None
         if recipe is not None:
-            if first:
+            if exact:
                 epi = self._epilogue(place, ip, sp, regs, read_u64)
                 if epi is not None:
                     return epi
             out = _run(recipe, sp, regs, read_u64)
-            if out is not None and (self._in_module.get(out[0]) or self._note_module(out[0])):
-                return out[0], out[1], out[2], "unwind_info"
-            if out is not None and out[0] == 0:
-                return out[0], out[1], out[2], "unwind_info"
+            if out is not None and (out[0] == 0 or self._in_module.get(out[0]) or self._note_module(out[0])):
+                return out[0], out[1], out[2], "unwind_info", out[3]
         elif place.module is not None:
             # No unwind entry. Follow the code to its RET (hand-written probes such as
             # ___chkstk_ms push and pop around a loop), then the leaf rule.
-            path = simulate_to_return(self.read_code, read_u64, ip, sp, regs) if first else None
+            path = simulate_to_return(self.read_code, read_u64, ip, sp, regs) if exact else None
             if path is not None:
                 ret = read_u64(path.rsp)
                 if ret is not None and self._plausible_return(ret) is not None:
                     new = _volatile_cleared(regs, path.restored)
-                    return ret, path.rsp + 8, new, "prologue"
-            if place.image is not None and first:
+                    return ret, path.rsp + 8, new, "prologue", False
+            if place.image is not None and exact:
                 ret = read_u64(sp)
                 if ret is not None and self._plausible_return(ret) == "scan_validated":
-                    return ret, sp + 8, _volatile_cleared(regs, {}), "prologue"
+                    return ret, sp + 8, _volatile_cleared(regs, {}), "prologue", False
         return self._scan(sp, regs, read_u64, stack_hi)
 
     def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
@@ -443,7 +443,7 @@ class Walker:
         ret = read_u64(path.rsp)
         if ret is None:
             return None
-        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), "unwind_info"
+        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), "unwind_info", False
 
     def _plausible_return(self, addr: int) -> Optional[str]:
         """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
@@ -490,7 +490,7 @@ class Walker:
                 break
             kind = self._plausible_return(val) if val > 0x10000 else None
             if kind is not None:
-                return val, addr + 8, _volatile_cleared(regs, {}), kind
+                return val, addr + 8, _volatile_cleared(regs, {}), kind, False
             addr += 8
         return None
 
@@ -516,21 +516,28 @@ def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[st
 
 
 def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
-    """Unwind steps for an IP `offset` bytes into the primary function. Operations whose
-    prologue instruction has not run yet (code_offset > offset) are skipped in the
-    primary entry; chained entries describe a prologue that has fully run."""
-    steps = []
+    """Unwind steps for an IP `offset` bytes into the primary function, in the order
+    Windows' RtlVirtualUnwind applies them. Operations whose prologue instruction has not
+    run yet (code_offset > offset) are skipped in the primary entry; chained entries
+    describe a prologue that has fully run.
+
+    The first step fixes the establisher frame that SAVE_NONVOL offsets are taken from,
+    once for the whole chain: the frame register minus its offset when the function has
+    one and it is set up (always, for a chained entry), else RSP as it is."""
+    first = chain[0]
+    uses_fp = first.frame_register != 0 and (len(chain) > 1 or any(
+        op.op == UWOP_SET_FPREG and op.code_offset <= offset for op in first.ops))
+    steps = [(_FRAME, GPR_NAMES[first.frame_register] if uses_fp else None, first.frame_offset)]
     for depth, info in enumerate(chain):
-        applied = [op for op in info.ops if depth > 0 or op.code_offset <= offset]
-        uses_fp = info.frame_register != 0 and any(op.op == UWOP_SET_FPREG for op in applied)
-        steps.append((_FRAME, GPR_NAMES[info.frame_register] if uses_fp else None, info.frame_offset))
-        for op in applied:
+        for op in info.ops:
+            if depth == 0 and op.code_offset > offset:
+                continue
             if op.op == UWOP_PUSH_NONVOL:
                 steps.append((_POP, GPR_NAMES[op.op_info], 0))
             elif op.op in (UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL):
                 steps.append((_ADD, op.operand, 0))
             elif op.op == UWOP_SET_FPREG:
-                steps.append((_SETFP, 0, 0))
+                steps.append((_SETFP, GPR_NAMES[info.frame_register], info.frame_offset))
             elif op.op in (UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR):
                 steps.append((_LOAD, GPR_NAMES[op.op_info], op.operand))
             elif op.op == UWOP_PUSH_MACHFRAME:
@@ -540,9 +547,13 @@ def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
 
 
 def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
-    """Apply compiled steps: (caller ip, caller rsp, caller regs) or None."""
-    new = {k: v for k, v in regs.items() if k not in VOLATILE}
+    """Apply compiled steps: (caller ip, caller rsp, caller regs, interrupted) or None.
+    `interrupted`: a machine frame gave the caller's IP, which is where an interrupt or
+    exception stopped it, not a return address."""
+    cur = dict(regs)
+    restored = set()
     frame = rsp
+    ip = None
     for kind, a, b in steps:
         if kind == _ADD:
             rsp += a
@@ -550,33 +561,39 @@ def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
             v = read_u64(rsp)
             if v is None:
                 return None
-            new[a] = v
+            cur[a] = v
+            restored.add(a)
             rsp += 8
         elif kind == _FRAME:
-            if a is None:
-                frame = rsp
-            else:
-                base = new.get(a)
+            if a is not None:
+                base = cur.get(a)
                 if base is None:
                     return None
-                frame = base - b
+                frame = (base - b) & MAX_ADDRESS
         elif kind == _SETFP:
-            rsp = frame
+            base = cur.get(a)
+            if base is None:
+                return None
+            rsp = (base - b) & MAX_ADDRESS
         elif kind == _LOAD:
             v = read_u64(frame + b)
             if v is None:
                 return None
-            new[a] = v
+            cur[a] = v
+            restored.add(a)
         elif kind == _MACH:
             ip = read_u64(rsp + a)
             nsp = read_u64(rsp + a + 24)
             if ip is None or nsp is None:
                 return None
-            return ip, nsp, new
+            rsp = nsp
+    new = {k: v for k, v in cur.items() if k not in VOLATILE or k in restored}
+    if ip is not None:
+        return ip, rsp, new, True
     ip = read_u64(rsp)
     if ip is None:
         return None
-    return ip, rsp + 8, new
+    return ip, rsp + 8, new, False
 
 
 def walk_thread(walker: Walker, thread: Thread, context: Optional[Registers] = None,
