@@ -47,6 +47,24 @@ def _open(path: str):
         raise fail(f"{path}: not enough memory to map the file")
 
 
+MAX_WARNINGS = 20
+
+
+def warn_problems(problems: List[str]) -> None:
+    """Exit code 1 always comes with its reasons on stderr (whatever stdout holds): a count,
+    then the problems themselves (the first MAX_WARNINGS)."""
+    if not problems:
+        return
+    from dumpkit.report.escape import clean  # a problem may quote dump-controlled text
+
+    n = len(problems)
+    sys.stderr.write(f"dumpkit: warning: {n} problem{'s' if n != 1 else ''} reading the dump (see the report)\n")
+    for e in problems[:MAX_WARNINGS]:
+        sys.stderr.write(f"dumpkit: warning: {clean(e, 1000)}\n")
+    if n > MAX_WARNINGS:
+        sys.stderr.write(f"dumpkit: warning: ... and {n - MAX_WARNINGS} more in the report\n")
+
+
 def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     """Print, or write atomically (temp file + rename) so a reader never sees half a report."""
     if not output or output == "-":
@@ -118,10 +136,7 @@ def analyze(
         width = max(80, shutil.get_terminal_size((120, 24)).columns) if tty else 120
         text = render_text(report, color=use_color and not output, width=width)
     write_output(text, output, dump)
-    # Text on stdout lists its problems itself; a report written to a file does not reach the user.
-    if report.soft_errors and (fmt is not Format.text or (output and output != "-")):
-        for e in report.soft_errors[:20]:
-            sys.stderr.write(f"dumpkit: warning: {e}\n")
+    warn_problems(list(report.soft_errors))
     raise typer.Exit(EXIT_PROBLEMS if report.soft_errors else EXIT_OK)
 
 
@@ -191,8 +206,7 @@ def stack(
             console.print(Text("Module images", style="bold"))
             for name, src in sorted(srcs.items()):
                 console.print(Text(f"  {clean(name)}: {clean(src)}"))
-        for e in target.soft_errors.items:
-            sys.stderr.write(f"dumpkit: warning: {e}\n")
+    warn_problems(list(target.soft_errors.items))
     raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
 
 
@@ -210,6 +224,7 @@ def info(
         write_output(json.dumps(info_dict(target), indent=1) + "\n", None, dump)
     else:
         render_info(target)
+    warn_problems(list(target.soft_errors.items))
     raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
 
 

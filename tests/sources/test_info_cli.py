@@ -191,3 +191,23 @@ def test_a_gzipped_dump_says_how_to_decompress_it(tmp_path):
     r = run("analyze", dump)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "gzip-compressed" in r.stderr and f"gunzip -k {dump}" in r.stderr
+
+
+@pytest.mark.parametrize("command", [("info",), ("info", "--json"), ("analyze",), ("analyze", "--format", "json")])
+def test_exit_code_1_lists_the_problems_on_stderr(tmp_path, command):
+    """README: exit 1 means problems were met reading the dump, listed in the report and
+    on stderr, whatever the format."""
+    dump = edited(tmp_path, "null_deref.dmp", set_entry(EXCEPTION, rva=lambda d: len(d) + 4096))
+    problems = json.loads(run("info", dump, "--json").stdout)["soft_errors"]
+    assert problems
+    r = run(command[0], dump, *command[1:])
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("dumpkit: warning: ") and "problem" in lines[0] and "reading the dump" in lines[0]
+    for p in problems:
+        assert f"dumpkit: warning: {p}" in lines, (p, lines)
+
+
+def test_a_clean_dump_writes_nothing_to_stderr():
+    r = run("info", sample_path("null_deref.dmp"))
+    assert r.returncode == 0 and r.stderr == ""
