@@ -11,7 +11,9 @@ Sources, best first (the one used is named in `StackBudget.source` and `note`):
    (0xC00000FD), the touched address to place the bottom of the reservation (the fault is
    in the last pages above it; reservations are 64 KiB aligned). Threads created with
    their own stack size (TensorFlow's thread pools, Python's threading.stack_size) do
-   not have the executable's SizeOfStackReserve, so this beats the header.
+   not have the executable's SizeOfStackReserve, so this beats the header. The fault is
+   then in the guard region by construction: `guard_hit` stays None (the note says
+   "consistent with"); only sources 1 and 2 establish a guard hit.
 4. "captured+image": the captured stack's top as the base and the executable's
    SizeOfStackReserve (passed in) as the reserve: an estimate, and said so.
 5. "captured": the captured stack only; no reserve size.
@@ -92,6 +94,27 @@ def _guard_hit(fault: Optional[int], reserve_low: Optional[int], limit: Optional
     if reserve_low is not None:
         return reserve_low <= fault < reserve_low + _ESTIMATED_GUARD_SPAN
     return None
+
+
+def _estimated_guard(fault: Optional[int], base: int, reserve_low: Optional[int],
+                     source: str) -> Tuple[Optional[bool], Optional[str]]:
+    """guard_hit and a note when the stack's bottom is only estimated. A hit is never
+    claimed: with "captured+fault" the bottom was placed from the fault itself (circular),
+    with "captured+image" it comes from the executable's default reserve, which a thread
+    created with its own stack size does not have. Only a fault that cannot be in any
+    stack (at or above the base, or in the never-mapped first 64 KiB) is a clear miss."""
+    if fault is None:
+        return None, None
+    if fault >= base or fault < ALLOCATION_GRANULARITY:
+        return False, None
+    if reserve_low is None or not _guard_hit(fault, reserve_low, None):
+        return None, None
+    span = f"the lowest {_ESTIMATED_GUARD_SPAN // 1024} KiB of the reserve"
+    if source == "captured+fault":
+        return None, (f"the fault at {fault:#x} is consistent with a guard-region hit; not independent "
+                      "evidence, since the reserve bottom was placed from that fault")
+    return None, (f"the fault at {fault:#x} lies in {span} as estimated from the executable's header: "
+                  "consistent with a guard-region hit, if this thread has the default reserve")
 
 
 def _from_teb(target: Target, thread: Thread, sp: int) -> Optional[Tuple[int, int, Optional[int], str]]:
@@ -232,10 +255,9 @@ def stack_budget(
     if reserve_low is not None and sp < reserve_low:
         notes.append(f"SP {sp:#x} is below the estimated reserve bottom {reserve_low:#x}: "
                      f"the estimate is wrong")
-    guard_hit = _guard_hit(fault_address, reserve_low, None)
-    if guard_hit is not None and reserve_low is not None:
-        notes.append("guard region estimated as the lowest "
-                     f"{_ESTIMATED_GUARD_SPAN // 1024} KiB of the reserve")
+    guard_hit, guard_note = _estimated_guard(fault_address, base, reserve_low, source)
+    if guard_note:
+        notes.append(guard_note)
     return StackBudget(
         thread_id=tid, base=base, limit=None, reserve_low=reserve_low,
         reserve_size=(base - reserve_low) if reserve_low is not None else None,

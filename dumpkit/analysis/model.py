@@ -88,7 +88,9 @@ class StackBudget:
     reserve_size: Optional[int]
     used: Optional[int]  # base - SP at the fault / in the dump
     source: str  # "teb", "memory-info", "captured+image"
-    guard_hit: Optional[bool] = None  # fault address inside the guard region / below limit
+    # fault address inside the guard region / below limit; only claimed (True) when the
+    # bounds come from the TEB or the memory map, None when they are estimated
+    guard_hit: Optional[bool] = None
     note: Optional[str] = None
 
     @property

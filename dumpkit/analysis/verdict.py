@@ -477,6 +477,19 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
     ], None
 
 
+def _guard_evidence(budget, crash: CrashInfo) -> Optional[str]:
+    """The guard-region fact, claimed only from independent stack bounds."""
+    if budget is None or crash.access_address is None:
+        return None
+    if budget.guard_hit:
+        return (f"the fault at {crash.access_address:#x} is in the stack's guard region (bounds from the "
+                f"{'TEB' if budget.source == 'teb' else 'memory map'})")
+    if budget.source == "captured+fault":
+        return (f"the fault at {crash.access_address:#x} is consistent with a guard-region hit (the reserve "
+                "bottom is estimated from that same fault, so this is not independent evidence)")
+    return None
+
+
 def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
     tid = crash.thread_id
     budget = thread.budget if thread else None
@@ -486,6 +499,9 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
     oversized = [s for s in sizes if max(s.size, s.requested or 0) >= threshold]
     if budget is not None and budget.used is not None:
         evidence.append(f"stack used {human_bytes(budget.used)} of {human_bytes(reserve)} reserved ({budget.source})")
+    guard = _guard_evidence(budget, crash)
+    if guard:
+        evidence.append(guard)
     if walk is not None:
         evidence.append(f"{len(walk.frames):,} frames on the crashing thread")
 

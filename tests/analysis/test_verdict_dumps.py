@@ -192,3 +192,18 @@ def test_big_frame_headline_names_the_probe():
     assert named in r.frame_sizes[0].prologue_text
     assert f"{facts['rip_module']}!{fn} asked for" in r.verdict.headline and named in r.verdict.headline
     assert not re.search(r"call 0x", r.verdict.headline)
+
+
+# ---------------------------------------------------------------- guard region
+@pytest.mark.parametrize("name", [d["file"] for d in sample_manifest()
+                                  if d["file"].endswith(".dmp") and d["exception_code"] == 0xC00000FD])
+def test_guard_hit_is_not_claimed_from_bounds_derived_from_the_fault(name):
+    """The Wine dumps hold no TEB memory and no memory map (README): the reserve bottom is
+    placed from the overflow's own fault address, so the guard hit is only 'consistent'."""
+    facts = sample_facts(name)
+    r = sample_report(name)
+    b = r.threads[0].budget
+    assert b.source == "captured+fault" and b.guard_hit is None
+    fault = facts["exception_parameters"][1]
+    assert f"the fault at {fault:#x} is consistent with a guard-region hit" in " | ".join(r.verdict.evidence)
+    assert not any("is in the stack's guard region" in e for e in r.verdict.evidence)
