@@ -2,7 +2,7 @@
 
     python bench/build_inputs.py [--force] [--functions N] [NAME...]
 
-NAME is one of: deep1m, threads200, sparse4g, bigpdata (default: all).
+NAME is one of: deep1m, threads200, sparse4g, full4g, bigpdata (default: all).
 
   deep1m      out/deep_recursion_1m.dmp: sample_dumps/deep_recursion_1m.dmp.xz, decompressed.
   threads200  out/threads200/threads200.dmp: bench/src/threads200.c compiled with mingw-w64
@@ -12,6 +12,12 @@ NAME is one of: deep1m, threads200, sparse4g, bigpdata (default: all).
               main thread.
   sparse4g    out/sparse_4g.dmp: sample_dumps/recursion_cycle3.dmp + a 4 GiB / 8,192-range
               Memory64List whose bytes are a hole in a sparse file (bench/make_sparse_dump.py).
+  full4g      out/full4g/full4g.dmp: bench/src/fullmem.c commits 4 GiB in 1-256 MiB blocks,
+              then overflows a worker's 1 MiB stack in a 3-function recursion; dumped
+              under Wine as `dumper.exe OUT --full fullmem.exe 4096`
+              (MiniDumpWithFullMemory: a real multi-GB dump, all of it written by dbghelp),
+              then made sparse on disk with `fallocate --dig-holes` (the untouched pages
+              are zeros; the file's bytes do not change).
   bigpdata    out/bigpdata/: bench/src/gen_bigpdata.py writes assembly for N (default
               1,000,000) functions with SEH unwind data, assembled in 100 parts in parallel
               (gas is quadratic in functions per file) and linked into bigpdata.dll;
@@ -41,7 +47,7 @@ CFLAGS = "-O2 -fno-inline -fno-optimize-sibling-calls -g0 -Wall".split()
 LDFLAGS = "-static -static-libgcc".split()
 WINEPREFIX = os.path.join(OUT, "wineprefix")
 
-NAMES = ("deep1m", "threads200", "sparse4g", "bigpdata")
+NAMES = ("deep1m", "threads200", "sparse4g", "full4g", "bigpdata")
 
 
 def log(msg: str) -> None:
@@ -137,6 +143,23 @@ def build_sparse4g(force: bool) -> str:
     return dst
 
 
+def build_full4g(force: bool, mib: int = 4096) -> str:
+    d = os.path.join(OUT, "full4g")
+    os.makedirs(os.path.join(d, "images"), exist_ok=True)
+    src = os.path.join(HERE, "src", "fullmem.c")
+    exe = os.path.join(d, "images", "fullmem.exe")
+    dmp = os.path.join(d, "full4g.dmp")
+    if force or not fresh(exe, src):
+        run([CC] + CFLAGS + LDFLAGS + ["-o", exe, src], 120)
+    if force or not fresh(dmp, exe):
+        wine_dump(d, dmp, ["--full", "fullmem.exe", str(mib)], [exe], timeout=900)
+        # Zero pages the program never touched become holes: same bytes, little disk.
+        subprocess.run(["fallocate", "--dig-holes", dmp], capture_output=True, timeout=600)
+        st = os.stat(dmp)
+        log(f"full4g.dmp: {st.st_size:,} bytes, {st.st_blocks * 512:,} on disk")
+    return dmp
+
+
 def build_bigpdata(force: bool, functions: int) -> str:
     d = os.path.join(OUT, "bigpdata")
     asm = os.path.join(d, "asm")
@@ -188,7 +211,7 @@ def build_bigpdata(force: bool, functions: int) -> str:
 
 
 # Inputs made by running real programs: they need the cross toolchain and Wine.
-NEEDS_WINE = {"threads200", "bigpdata"}
+NEEDS_WINE = {"threads200", "full4g", "bigpdata"}
 
 
 def missing_tools() -> list:
@@ -218,6 +241,8 @@ def build(names=NAMES, force=False, functions=1_000_000) -> dict:
                 out[n] = build_threads200(force)
             elif n == "sparse4g":
                 out[n] = build_sparse4g(force)
+            elif n == "full4g":
+                out[n] = build_full4g(force)
             elif n == "bigpdata":
                 out[n] = build_bigpdata(force, functions)
         except Exception as e:  # one failed input must not stop the others

@@ -46,13 +46,16 @@ INPUTS = {
                    "201 threads (200 blocked + crash)"),
     "sparse4g": (os.path.join(OUT, "sparse_4g.dmp"), os.path.join(SAMPLES, "bin"),
                  "4 GiB sparse, 8,192+7,257 ranges"),
+    "full4g": (os.path.join(OUT, "full4g", "full4g.dmp"),
+               [os.path.join(OUT, "full4g", "images"), WINE_IMAGES],
+               "4 GiB MiniDumpWithFullMemory, stack overflow"),
     "bigpdata": (os.path.join(OUT, "bigpdata", "bigpdata.dmp"),
                  [os.path.join(OUT, "bigpdata", "images"), WINE_IMAGES],
                  "AV 17 frames deep in a 1,000,002-entry .pdata DLL"),
     "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"),
               "null_deref.dmp (209 KiB)"),
 }
-BUILT = {"deep1m", "threads200", "sparse4g", "bigpdata"}
+BUILT = {"deep1m", "threads200", "sparse4g", "full4g", "bigpdata"}
 
 
 def find_peers(install: bool) -> dict:
