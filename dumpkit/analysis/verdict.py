@@ -477,6 +477,15 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
     ], None
 
 
+_LIMIT = re.compile(r"frame limit \((\d+)\)")
+
+
+def frame_limit(walk: Optional[StackWalk]) -> Optional[int]:
+    """The frame limit the walk stopped at (--max-frames), or None when it ended on its own."""
+    m = _LIMIT.search(walk.stop_reason) if walk is not None else None
+    return int(m.group(1)) if m else None
+
+
 def _guard_evidence(budget, crash: CrashInfo) -> Optional[str]:
     """The guard-region fact, claimed only from independent stack bounds."""
     if budget is None or crash.access_address is None:
@@ -502,18 +511,34 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
     guard = _guard_evidence(budget, crash)
     if guard:
         evidence.append(guard)
+    limit = frame_limit(walk)
     if walk is not None:
-        evidence.append(f"{len(walk.frames):,} frames on the crashing thread")
+        evidence.append(f"{len(walk.frames):,} frames on the crashing thread"
+                        + (f" (the walk stopped at its frame limit, {limit:,}: --max-frames)" if limit else ""))
 
     main = cycles[0] if cycles else None
     if main is not None and (probe_victim is None or main.repetitions >= 8):
-        share = main.total_bytes / reserve if reserve else main.stack_share
-        share_txt = f" = {share:.0%} of" if share is not None else " on"
+        used = budget.used if budget is not None else None
+        if limit:
+            # the walked frames are a prefix: the stack used, not the cycle's bytes, is the share
+            share = used / reserve if used and reserve else None
+            reps = (f"at least {main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes "
+                    f"(walk stopped at --max-frames {limit:,})")
+            share_txt = (f"; {human_bytes(used)} used = {share:.0%} of" if share is not None else "; on")
+        else:
+            share = main.total_bytes / reserve if reserve else main.stack_share
+            reps = f"{main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes"
+            share_txt = f" = {share:.0%} of" if share is not None else " on"
         headline = (f"Stack overflow: unbounded recursion {_cycle_text(main)}, "
-                    f"{main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes"
-                    f"{share_txt} a {human_bytes(reserve)} stack")
+                    f"{reps}{share_txt} a {human_bytes(reserve)} stack")
         evidence.append(f"cycle of period {main.period}: {_cycle_text(main)} "
                         f"(frames {main.first_frame}-{main.last_frame}, {main.total_bytes:,} bytes)")
+        if limit and walk is not None and main.last_frame >= len(walk.frames) - 1:
+            evidence.append(f"the cycle runs to the last walked frame: it goes on below frame {main.last_frame:,}, so "
+                            "its full depth and the code that entered it are not known; rerun with a larger --max-frames")
+        elif limit:
+            evidence.append("the frames below the walked ones were not walked (frame limit): rerun with a larger "
+                            "--max-frames to see the whole stack")
         entry = outside_entry_path(main)
         if entry:
             evidence.append("entered from: " + " <- ".join(entry[:5]))
@@ -524,8 +549,7 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         if interpreter is not None:
             # Every member is the interpreter's own C code: the recursion is in Python.
             headline = (f"Stack overflow: Python code recursed until the C stack ran out "
-                        f"({interpreter} interpreter frames, {main.repetitions:,} repetitions x "
-                        f"{main.bytes_per_repetition:,} bytes{share_txt} a {human_bytes(reserve)} stack)")
+                        f"({interpreter} interpreter frames, {reps}{share_txt} a {human_bytes(reserve)} stack)")
             evidence.append(f"every function in the cycle is in {interpreter}: each repetition is one Python-level call")
             steps = [
                 "A Python function recursed deeper than the thread's C stack holds: sys.setrecursionlimit() was "
@@ -544,7 +568,7 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
             steps.insert(0, "The code contradicts these frames: check the stack by hand in a debugger "
                             "(`kf` and `ub <return address>`) before trusting this verdict.")
         findings.append(Finding("recursion", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
-        return Verdict("recursion", headline, "medium" if calls_contradict else "high",
+        return Verdict("recursion", headline, "medium" if calls_contradict or limit else "high",
                        tuple(evidence), tuple(steps)), findings
 
     big = probe_victim or (oversized[0] if oversized else None)

@@ -207,3 +207,24 @@ def test_guard_hit_is_not_claimed_from_bounds_derived_from_the_fault(name):
     fault = facts["exception_parameters"][1]
     assert f"the fault at {fault:#x} is consistent with a guard-region hit" in " | ".join(r.verdict.evidence)
     assert not any("is in the stack's guard region" in e for e in r.verdict.evidence)
+
+
+# ---------------------------------------------------------------- truncated walks
+def test_recursion_cut_short_by_max_frames_says_so():
+    facts = sample_facts("recursion_one.dmp")
+    limit = 100
+    assert facts["total_frames"] > limit
+    r = sample_report("recursion_one.dmp", max_frames=limit)
+    v = r.verdict
+    assert r.threads[0].frame_count == limit
+    assert f"at least {limit} repetitions x {facts['cycle_bytes_per_repetition']} bytes" in v.headline
+    assert f"walk stopped at --max-frames {limit}" in v.headline
+    # the share is the stack used (SP at the fault), not 100 frames' worth
+    used = facts["crash_thread_stack_in_dump"]["end"] - facts["rsp"]
+    share = used / facts["stack_reserve_requested"]
+    assert f"= {share:.0%} of a 1 MiB stack" in v.headline and share > 0.9
+    assert v.confidence == "medium"
+    assert any("rerun with a larger --max-frames" in e for e in v.evidence)
+    # the full walk keeps the plain wording
+    full = sample_report("recursion_one.dmp").verdict
+    assert "at least" not in full.headline and "max-frames" not in full.headline and full.confidence == "high"
