@@ -245,6 +245,28 @@ def test_target_matches_the_dump_and_restores_the_debugger(pykd):
     assert target.symbol_at(target.modules[0].base + 0x1000) is None  # no PDB: no debugger name
 
 
+
+def test_failed_ecxr_is_noticed_not_replaced_by_the_thread_context(pykd):
+    """When the debugger has no exception context, `.ecxr` prints its error to the error
+    output, which dbgCommand does not return (it gives None). The target must not then
+    read the thread's own registers as if they were the exception's."""
+    from dataclasses import replace
+
+    from dumpkit.sources.pykd import PykdTarget
+
+    pykd._open_dump_for_tests(str(SAMPLES / "null_deref.dmp"))
+    state = pykd._s()
+    state.target.exception = replace(state.target.exception, context=None)
+    teb = next(t.teb for t in state.target.threads if t.tid == state.target.exception.thread_id)
+    pykd.setCurrentThread(teb)
+    assert pykd.dbgCommand(".ecxr") is None  # what real pykd hands back
+    assert "Unable to get exception context" in pykd._errors_for_tests()[-1]
+    target = PykdTarget(pykd)
+    assert target.exception is not None and target.exception.context is None
+    assert any("`.ecxr` printed no registers" in e and "own context is used" in e
+               for e in target.soft_errors.items)
+    assert pykd._s().ecxr is False
+
 def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
     from dumpkit.sources.pykd import PykdTarget
 

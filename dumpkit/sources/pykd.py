@@ -17,7 +17,9 @@ pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
   `exceptionRecord`, `exceptionAddress`, `parameters`) and `getLastEvent().thread` (the
   debugger's id of the event thread, turned into an OS id by `getThreadSystemID(id)`).
 - `findSymbol(addr)` never raises: `mod!sym+1a`, `mod+1a3f` or bare hex.
-- `dbgCommand(cmd)` returns the command's output (None when it printed nothing).
+- `dbgCommand(cmd)` returns the command's normal output only (None when there was none):
+  pykd captures DEBUG_OUTPUT_NORMAL, so what a failing command prints as an error is not
+  returned; success must be read from the output a command prints when it works.
 
 What pykd has no call for comes from standard WinDbg commands: the exception *context*
 (`.ecxr`, see `_exception_context`), thread names and suspend counts (`~`), the memory map
@@ -80,6 +82,8 @@ _CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
 _SYMBOL = re.compile(r"^([^!]+)!(.+?)(?:\+([0-9a-fA-F]+))?$")
 _ECXR_FAILED = ("unable to get exception context", "doesn't have an exception context",
                 "no exception context", "not a valid exception context")
+# `.ecxr` prints the register set it switched to; without it nothing was switched.
+_ECXR_REGISTERS = re.compile(r"\b[re]ip=[0-9a-fA-F]")
 
 
 def _hex(text: str) -> int:
@@ -530,14 +534,25 @@ class PykdTarget:
         list recorded (where the dump writer found the thread); `.ecxr` switches the
         register context to the exception record's, `reg()` then reads that, and `.cxr`
         (no argument) resets to the thread's default context. On a live exception event
-        `.ecxr` gives the same registers the thread already has."""
+        `.ecxr` gives the same registers the thread already has.
+
+        `.ecxr` has worked only if it printed the registers it switched to: its error
+        ("Unable to get exception context") goes to the error output, which dbgCommand
+        does not return, so a failure usually arrives as no output at all. Reading
+        `reg()` then would pass the thread's own registers off as the exception's."""
         p = self._pykd
         if self._call("switch to the exception thread", p.setCurrentThread, teb, default=False) is False:
             return None
         out = self._command(".ecxr", failed=None)
         try:
-            if out is None or any(s in out.lower() for s in _ECXR_FAILED):
-                self.soft_errors.add("the debugger has no exception context (`.ecxr` failed); "
+            if out is None or not _ECXR_REGISTERS.search(out) or any(s in out.lower() for s in _ECXR_FAILED):
+                if out is None:
+                    said = "raised an error"
+                elif out.strip():
+                    said = f"printed {out.strip().splitlines()[0][:200]!r} instead of registers"
+                else:
+                    said = "printed no registers"
+                self.soft_errors.add(f"the debugger has no exception context (`.ecxr` {said}); "
                                      "the exception thread's own context is used")
                 return None
             return self._registers("exception context")

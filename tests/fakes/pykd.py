@@ -20,8 +20,11 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
   raises when the last event is not an exception).
 - `findSymbol(offset, showDisplacement=True)` never raises: like WinDbg without PDBs it
   knows no symbol, so it returns `mod+1a3f`, or bare hex outside every module.
-- `dbgCommand(command, suppressOutput=True)` -> str, or None when the command prints
-  nothing. Emulated: `.ecxr`, `.cxr`, `~`, `||`, `vertarget`, `!cpuid`, `!address`.
+- `dbgCommand(command, suppressOutput=True)` -> the command's normal output as str, or
+  None when there is none. As in pykd (kdlib's output reader keeps DEBUG_OUTPUT_NORMAL
+  only), what a command prints as an error is not returned: a failing `.ecxr` or an
+  unknown command gives None; the error text is kept for tests (`_errors_for_tests`).
+  Emulated: `.ecxr`, `.cxr`, `~`, `||`, `vertarget`, `!cpuid`, `!address`.
 - `dprintln(str, dml=False)` takes a str only; the output is collected.
 - also `isDumpAnalyzing`, `isKernelDebugging`, `is64bitSystem`, `getCPUMode` (`CPUType`),
   `getSystemVersion` (`systemVersion`), `getProcessSystemID`, `getSymbolPath`.
@@ -71,6 +74,7 @@ class _State:
         self.ecxr = False
         self.output: List[Tuple[str, bool]] = []
         self.commands: List[str] = []
+        self.errors: List[str] = []  # the debugger's error output, which dbgCommand drops
         ex = target.exception
         if ex is not None:
             for i, t in enumerate(target.threads):
@@ -104,6 +108,11 @@ def _output_for_tests(dml: Optional[bool] = None) -> str:
 
 def _commands_for_tests() -> List[str]:
     return list(_s().commands)
+
+
+def _errors_for_tests() -> List[str]:
+    """What commands printed to the error output (shown in WinDbg, not returned)."""
+    return list(_s().errors)
 
 
 def _s() -> _State:
@@ -405,21 +414,31 @@ def dbgCommand(command: str, suppressOutput: bool = True) -> Optional[str]:  # n
     cmd = command.strip()
     handler = _COMMANDS.get(cmd.split(" ", 1)[0] if cmd else "")
     if handler is None:
-        return f"       ^ Syntax error in '{command}'\n"
+        return _error(s, f"       ^ Syntax error in '{command}'\n")
     out = handler(s, cmd)
     return out or None
+
+
+def _error(s: _State, text: str) -> str:
+    """Print `text` to the error output: the user sees it, dbgCommand does not return it."""
+    s.errors.append(text)
+    return ""
+
+
+_ECXR_ROWS_X64 = (("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("rip", "rsp", "rbp"),
+                  ("r8", "r9", "r10"), ("r11", "r12", "r13"), ("r14", "r15"))
+_ECXR_ROWS_X86 = (("eax", "ebx", "ecx", "edx", "esi", "edi"), ("eip", "esp", "ebp"))
 
 
 def _cmd_ecxr(s: _State, _cmd: str) -> str:
     ex = s.target.exception
     if ex is None or ex.context is None:
-        return ("Minidump doesn't have an exception context\n"
-                "Unable to get exception context, HRESULT 0x80004002\n")
+        return _error(s, "Minidump doesn't have an exception context\n"
+                         "Unable to get exception context, HRESULT 0x80004002\n")
     s.ecxr = True
     v = ex.context.values
-    rows = [("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("rip", "rsp", "rbp"),
-            ("r8", "r9", "r10"), ("r11", "r12", "r13"), ("r14", "r15")]
-    return "".join(" ".join(f"{r:>3}={v.get(r, 0):016x}" for r in row) + "\n" for row in rows)
+    rows, width = (_ECXR_ROWS_X64, 16) if "rip" in v else (_ECXR_ROWS_X86, 8)
+    return "".join(" ".join(f"{r:>3}={v.get(r, 0):0{width}x}" for r in row) + "\n" for row in rows)
 
 
 def _cmd_cxr(s: _State, _cmd: str) -> str:
@@ -450,7 +469,7 @@ _OS_NAMES = {(6, 1): "7", (6, 2): "8", (6, 3): "8.1", (10, 0): "10"}
 def _cmd_vertarget(s: _State, _cmd: str) -> str:
     si = s.target.system
     if si is None:
-        return "System version unavailable\n"
+        return _error(s, "System version unavailable\n")
     os_name = _OS_NAMES.get((si.os_major, si.os_minor), f"{si.os_major}.{si.os_minor}")
     sp = f" ({si.csd_version})" if si.csd_version else ""
     mp = "MP" if si.number_of_processors > 1 else "UP"
@@ -468,7 +487,7 @@ def _cmd_vertarget(s: _State, _cmd: str) -> str:
 def _cmd_cpuid(s: _State, _cmd: str) -> str:
     si = s.target.system
     if si is None or si.processor_architecture not in (0, 9):
-        return "CPUID is not available for this processor\n"
+        return _error(s, "CPUID is not available for this processor\n")
     if si.cpuid_version:
         fms = (si.cpu_family, si.cpu_model, si.cpu_stepping)
     else:  # what WinDbg shows from ProcessorLevel / ProcessorRevision
@@ -495,7 +514,7 @@ def _tick(v: int) -> str:
 def _cmd_address(s: _State, _cmd: str) -> str:
     regions = s.target.memory_regions
     if not regions:
-        return "Unable to read the memory map: the dump has no memory information.\n"
+        return _error(s, "Unable to read the memory map: the dump has no memory information.\n")
     lines = ["", "        BaseAddress      EndAddress+1        RegionSize     Type       State"
              "                 Protect             Usage", "-" * 118]
     last_alloc = None
