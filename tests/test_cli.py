@@ -192,6 +192,17 @@ def test_threads_with_identical_stacks_are_shown_once_in_markdown_and_html(name)
             assert f"Thread {tid}:" not in md and f"Thread {tid} (" not in page
 
 
+@pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "tree_free.dmp"])
+def test_every_format_shows_where_the_recursion_was_entered_from(name):
+    case = next(c for c in CASES if c["file"] == name)
+    below = [f"{c['module']}!{c['function']}" for c in case["call_chain"]
+             if c["function"] not in case["cycle_functions"]]
+    path = " <- ".join(below)
+    assert f"entered from: {path}" in " ".join(analyze(SAMPLES / name, "text").split())
+    assert f"Entered from: {path}" in visible_text(markdown_as_html(analyze(SAMPLES / name, "markdown")))
+    assert f"entered from: {path}" in visible_text(analyze(SAMPLES / name, "html"))
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

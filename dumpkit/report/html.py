@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import html_prose as prose, html_text as h
-from dumpkit.report.text import collapse, frame_name, shows_frame_sizes, stack_groups
+from dumpkit.report.text import (
+    collapse, cycle_summary, entry_path, frame_name, shown_cycles, shows_frame_sizes, stack_groups,
+)
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -65,12 +67,15 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for sentence in env.compatibility:
         out.append(f'<p class="dim">{prose(sentence, 1000)}</p>')
+    for t, cyc in shown_cycles(report):
+        out.append(f"<h2>Recursion on thread {t.tid}</h2><p>{h(cycle_summary(cyc))}</p><ul>"
+                   + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc)) + "</ul>")
+        path, more = entry_path(cyc)
+        if path:
+            out.append("<p>entered from: " + " &lt;- ".join(f"<code>{h(fn)}</code>" for fn in path)
+                       + (f" &lt;- ... ({more} more)" if more else "") + "</p>")
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
-        for cyc in crash_thread.cycles[:2]:
-            out.append(f"<h2>Recursion</h2><p>cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
-                       f"{cyc.bytes_per_repetition:,} bytes = {h(human_bytes(cyc.total_bytes))}</p><ul>"
-                       + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc)) + "</ul>")
         if shows_frame_sizes(report):
             out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th></tr>")
             for fs in report.frame_sizes[:8]:

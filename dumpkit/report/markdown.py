@@ -7,7 +7,9 @@ from typing import List
 from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
-from dumpkit.report.text import collapse, frame_name, shows_frame_sizes, stack_groups
+from dumpkit.report.text import (
+    collapse, cycle_summary, entry_path, frame_name, shown_cycles, shows_frame_sizes, stack_groups,
+)
 
 
 def cell_code(text: object) -> str:
@@ -87,14 +89,17 @@ def render_markdown(report: Report) -> str:
     if env.compatibility:
         out.append("")
 
+    for t, cyc in shown_cycles(report):
+        out.append(f"**Recursion on thread {t.tid}**: {cycle_summary(cyc)}")
+        out.append("")
+        out += [f"- {code(fn)}" for fn in call_order(cyc)]
+        path, more = entry_path(cyc)
+        if path:
+            out += ["", "Entered from: " + " \\<- ".join(code(fn) for fn in path)
+                    + (f" \\<- ... ({more} more)" if more else "")]
+        out.append("")
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
-        for cyc in crash_thread.cycles[:2]:
-            out.append(f"**Recursion**: cycle of {cyc.period}, {cyc.repetitions:,} repetitions x "
-                       f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
-                       + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""))
-            out += [f"- {code(fn)}" for fn in call_order(cyc)]
-            out.append("")
         if shows_frame_sizes(report):
             out += ["**Largest frames**", "", "| # | function | frame bytes | prologue asks |", "|---:|---|---:|---:|"]
             for fs in report.frame_sizes[:8]:

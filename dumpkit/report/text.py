@@ -65,6 +65,31 @@ def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeat
     return out
 
 
+MAX_CYCLES_SHOWN = 3  # per thread
+MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordinary code
+ENTRY_PATH_SHOWN = 6
+
+
+def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
+    """The recursions every renderer lists, crashing thread first."""
+    return [(t, c) for t in report.threads for c in t.cycles[:MAX_CYCLES_SHOWN]
+            if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS]
+
+
+def cycle_summary(c: Cycle) -> str:
+    """Numbers only (no dump strings): safe in any format as is."""
+    share = f" ({c.stack_share:.0%} of the used stack)" if c.stack_share is not None else ""
+    return (f"cycle of {c.period} function(s) in call order, {c.repetitions:,} repetitions x "
+            f"{c.bytes_per_repetition:,} bytes = {human_bytes(c.total_bytes)}{share}, "
+            f"frames {c.first_frame}-{c.last_frame}")
+
+
+def entry_path(c: Cycle) -> Tuple[Tuple[str, ...], int]:
+    """The functions below the cycle (innermost first) as shown, and how many more there are."""
+    path = outside_entry_path(c)
+    return path[:ENTRY_PATH_SHOWN], max(0, len(path) - ENTRY_PATH_SHOWN)
+
+
 def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tuple[ThreadReport, ...]]]:
     """The threads other than the crashing one, those with identical stacks folded into
     one entry (like `!uniqstack`): (the first such thread, the others with its stack)."""
@@ -165,19 +190,15 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     console.print()
 
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
-    for t in report.threads:
-        for cyc in t.cycles[:3]:
-            if not t.is_crashing and cyc.repetitions < 10:
-                continue
-            console.print(Text(f"Recursion on thread {t.tid}", style="bold"))
-            console.print(Text(f"  cycle of {cyc.period} function(s) in call order, {cyc.repetitions:,} repetitions x "
-                               f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}"
-                               + (f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else "")
-                               + f", frames {cyc.first_frame}-{cyc.last_frame}"))
-            for fn in call_order(cyc):
-                console.print(Text("    ") + Text(clean(fn)))
-            if outside_entry_path(cyc):
-                console.print(Text("  entered from: ") + Text(clean(" <- ".join(outside_entry_path(cyc)[:6]), 1000)))
+    for t, cyc in shown_cycles(report):
+        console.print(Text(f"Recursion on thread {t.tid}", style="bold"))
+        console.print(Text(f"  {cycle_summary(cyc)}"))
+        for fn in call_order(cyc):
+            console.print(Text("    ") + Text(clean(fn)))
+        path, more = entry_path(cyc)
+        if path:
+            console.print(Text("  entered from: ") + Text(clean(" <- ".join(path), 1000))
+                          + Text(f" <- ... ({more} more)" if more else ""))
     if shows_frame_sizes(report):
         console.print(Text("Largest frames (crashing thread)", style="bold"))
         table = Table(box=None, pad_edge=False, header_style="bold")
