@@ -247,9 +247,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         budget = None
         if w is not None and w.frames:
             sp0 = w.frames[0].sp
-            fault = None
-            if is_crash and target.exception and target.exception.code == 0xC00000FD and len(target.exception.parameters) >= 2:
-                fault = significant_exception(target.exception, target.system)[1][1]
+            fault = _stack_fault_address(target) if is_crash else None
             try:
                 budget = stack_budget(target, t, sp0, fault_address=fault, exe_stack_reserve=exe_reserve)
             except (MemoryNotInDump, ValueError) as e:
@@ -321,6 +319,18 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         soft_errors=tuple(target.soft_errors.items),
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)
+
+
+def _stack_fault_address(target: Target) -> Optional[int]:
+    """The address to check against the crashing thread's guard region: a stack
+    overflow's, and an access violation's too (running off the stack past the guard page,
+    e.g. a big frame allocated without the probe, is an access violation). Not a #GP's
+    all-ones placeholder: a guard page faults as a page fault, with its real address."""
+    ex = target.exception
+    if ex is None or ex.code not in (0xC00000FD, 0xC0000005) or len(ex.parameters) < 2:
+        return None
+    address = significant_exception(ex, target.system)[1][1]
+    return None if address in (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF) else address
 
 
 def _module_base(target: Target, name: str) -> Optional[int]:

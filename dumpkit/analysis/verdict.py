@@ -10,6 +10,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.callsites import call_summary
+from dumpkit.analysis.framesizes import is_oversized
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.model import (
     CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict,
@@ -183,6 +184,11 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
             small = [name for name, value in (acc.registers if acc is not None else ()) if value < 0x10000]
             reg = f" (it came from {small[0]})" if small else ""
             steps = [f"A null (or near-null) pointer was dereferenced{at}{reg}; check which argument or field was NULL."] + steps
+        off_stack = _ran_off_the_stack(crash, thread, sizes, threshold, at)
+        if off_stack is not None:
+            headline, more_evidence, first = off_stack
+            evidence.extend(more_evidence)
+            steps = [first] + steps
         findings.append(Finding("access_violation", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("access_violation", headline, "high", tuple(evidence), tuple(steps)), findings
 
@@ -439,6 +445,28 @@ def _stack_owner(target, address: Optional[int]) -> Optional[int]:
         if t.stack_size and t.stack_start <= address < t.stack_end:
             return t.tid
     return None
+
+
+def _ran_off_the_stack(crash: CrashInfo, thread: Optional[ThreadReport], sizes: Sequence[FrameSize],
+                       threshold: int, at: str) -> Optional[Tuple[str, List[str], str]]:
+    """An access violation in the crashing thread's guard region (or just below its
+    committed limit), established from independent stack bounds: a stack overflow that
+    surfaced as 0xC0000005. Returns (headline, evidence, first step) or None."""
+    budget = thread.budget if thread is not None else None
+    if budget is None or not budget.guard_hit or crash.access_address is None:
+        return None
+    kind = crash.access_kind or "access"
+    headline = (f"Stack overflow seen as an access violation: {kind} at {crash.access_address:#x}, in thread "
+                f"{crash.thread_id}'s stack guard region{at}")
+    evidence = [_guard_evidence(budget, crash) or ""]
+    big = next((s for s in sizes if is_oversized(s, threshold)), None)
+    if big is not None:
+        evidence.append(f"frame {big.frame_index}: {big.function} uses {human_bytes(max(big.size, big.requested or 0))} "
+                        "of stack")
+    step = ("Treat it as a stack overflow: a frame of a page or more allocated without the stack probe (probes disabled "
+            "with /Gs<size> or -mno-stack-arg-probe, hand-written assembly) can step past the guard page, and a thread whose stack is already exhausted faults there too; look at the frame sizes "
+            "and the depth of this stack.")
+    return headline, [e for e in evidence if e], step
 
 
 def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[str]]:

@@ -121,3 +121,21 @@ def test_unnamed_raiser_below_a_named_runtime_frame_is_the_caller():
     crash, walk = _fastfail_case(7, ["ucrtbase.dll!abort", "app.exe", "app.exe"])
     v, _ = decide(_target(), crash, None, walk, (), Environment())
     assert v.confidence == "high" and v.headline.endswith("raised by app.exe+0x1010")
+
+
+def test_access_violation_in_the_guard_region_is_a_stack_overflow():
+    # TEB bounds: StackLimit 0x7000, reserve from 0x0; the write lands a page below the limit
+    budget = StackBudget(1, 0x100000, 0x7000, 0x1000, 0xFF000, 0xF8F00, "teb", guard_hit=True)
+    thread = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (), budget)
+    crash = CrashInfo(0xC0000005, "STATUS_ACCESS_VIOLATION", "av", "0xC0000005 access violation: write to 0x6ff8",
+                      1, 0x7FF000001000, (1, 0x6FF8), access_kind="write", access_address=0x6FF8)
+    v, _ = decide(_target(), crash, thread, None, (), Environment())
+    assert v.kind == "access_violation"
+    assert v.headline.startswith("Stack overflow seen as an access violation: write at 0x6ff8, in thread 1's stack guard region")
+    assert "the fault at 0x6ff8 is in the stack's guard region (bounds from the TEB)" in v.evidence
+    assert v.next_steps[0].startswith("Treat it as a stack overflow")
+    # the same fault with bounds that are only an estimate claims nothing
+    estimated = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (),
+                             StackBudget(1, 0x100000, None, 0, 0x100000, 0xF8F00, "captured+image"))
+    v, _ = decide(_target(), crash, estimated, None, (), Environment())
+    assert not v.headline.startswith("Stack overflow")

@@ -228,3 +228,19 @@ def test_recursion_cut_short_by_max_frames_says_so():
     # the full walk keeps the plain wording
     full = sample_report("recursion_one.dmp").verdict
     assert "at least" not in full.headline and "max-frames" not in full.headline and full.confidence == "high"
+
+
+# ---------------------------------------------------------------- access violations near a stack
+@pytest.mark.parametrize("facts", [d for d in sample_manifest() if d["exception_code"] == 0xC0000005],
+                         ids=lambda d: d["file"])
+def test_access_violation_address_is_checked_against_the_stack(facts):
+    """The AV's address reaches the stack-budget check too. None of the samples ran off
+    its stack: a page-fault address outside the stack is a clear 'no'; a #GP's all-ones
+    placeholder is not an address and is not checked."""
+    b = sample_report(facts["file"]).threads[0].budget
+    address = facts["exception_parameters"][1]
+    if address == 0xFFFFFFFFFFFFFFFF:
+        assert b.guard_hit is None
+    else:
+        assert address >= b.base or address < 0x10000
+        assert b.guard_hit is False
