@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
-from dumpkit.unwind.disasm import call_ends_at, epilogue_path, simulate_to_return
+from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, epilogue_path, simulate_to_return
 from dumpkit.unwind.frames import Frame, StackWalk
 
 DEFAULT_MAX_FRAMES = 2_000_000
@@ -463,8 +463,8 @@ class Walker:
             if self._dynamic and self._in_dynamic_table(addr):
                 # JIT code registered with RtlAddFunctionTable: check the call site when
                 # the dump holds the code, else take it as a plain scan.
-                before = self.target.read_available(addr - 7, 7)
-                if len(before) == 7:
+                before = _code_before(self.target.read_available, addr)
+                if before:
                     return "scan_validated" if call_ends_at(before, addr, self.bits) else None
                 return "scan"
             return None
@@ -473,8 +473,8 @@ class Walker:
         image = self.images.image(module)
         if image is not None and not image.is_code_rva(addr - module.base):
             return None
-        before = self.read_code(addr - 7, 7)
-        if len(before) == 7:
+        before = _code_before(self.read_code, addr)
+        if before:
             return "scan_validated" if call_ends_at(before, addr, self.bits) else None
         return "scan" if image is None else None
 
@@ -493,6 +493,13 @@ class Walker:
                 return val, addr + 8, _volatile_cleared(regs, {}), kind, False
             addr += 8
         return None
+
+
+def _code_before(read, addr: int) -> bytes:
+    """The CALL_LOOKBACK bytes below a candidate return address, or b"" when they are
+    not all readable."""
+    before = read(addr - CALL_LOOKBACK, CALL_LOOKBACK)
+    return before if len(before) == CALL_LOOKBACK else b""
 
 
 def _ends_before(image: PEImage, name_rva: int, rva: int) -> bool:

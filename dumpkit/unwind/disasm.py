@@ -53,19 +53,36 @@ def decode_one(code: bytes, address: int, bits: int = 64) -> Optional[Tuple[int,
     return None
 
 
+# Bytes below a return address that decide whether a CALL ends there. FF /2 with ModRM,
+# SIB and disp32 is 7 bytes; every longer CALL is that or a shorter form behind REX,
+# BND (F2), NOTRACK (3E) or segment prefixes, and the CALL without its prefixes ends
+# at the same address, so 7 bytes validate every form (the length reported is then
+# the unprefixed one: a byte before it may as well be the tail of another instruction).
+CALL_LOOKBACK = 7
+# Lengths to try, commonest first: call rel32, call [rip+disp32], call reg, REX call reg,
+# [reg+disp32] (or REX [rip+disp32]), [reg+disp8].
+_CALL_LENGTHS = (5, 6, 2, 3, 7, 4)
+_CALL_MNEMONICS = ("call", "bnd call", "notrack call")
+# Bytes a CALL can start with: E8, FF, and prefixes capstone accepts in front of them
+# (REX in 64-bit code; F2/F3, segment, operand/address size). Scanning asks about many
+# words that are not return addresses; this check spares most of them any decoding.
+_CALL_FIRST_BYTES = frozenset([0xE8, 0xFF, 0xF2, 0xF3, 0x2E, 0x3E, 0x26, 0x36, 0x64, 0x65, 0x66, 0x67]
+                              + list(range(0x40, 0x50)))
+
+
 def call_ends_at(code_before: bytes, return_address: int, bits: int = 64) -> Optional[int]:
     """If some CALL instruction ends exactly at `return_address`, return its length.
 
-    `code_before` holds the bytes just below the return address (up to 7 are enough for
-    every CALL form compilers emit: E8 rel32, FF /2 with register, memory, SIB and
-    displacement forms, with or without a REX prefix)."""
+    `code_before` holds the bytes just below the return address (CALL_LOOKBACK of them
+    cover every form; fewer check only the shorter ones). A length is decoded only when
+    its first byte can start a CALL."""
     n = len(code_before)
-    for length in (5, 6, 2, 3, 7, 4):
-        if length > n:
+    for length in _CALL_LENGTHS:
+        if length > n or code_before[n - length] not in _CALL_FIRST_BYTES:
             continue
         start = return_address - length
         got = decode_one(code_before[n - length:], start, bits)
-        if got and got[0] == length and got[1] == "call":
+        if got and got[0] == length and got[1] in _CALL_MNEMONICS:
             return length
     return None
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from dumpkit.unwind.disasm import (call_ends_at, call_target, epilogue_path, simulate_to_return,
+from dumpkit.unwind.disasm import (CALL_LOOKBACK, call_ends_at, call_target, epilogue_path, simulate_to_return,
                                    stack_allocation)
 
 BASE = 0x140001000
@@ -119,6 +119,13 @@ def test_call_sites_are_recognised_in_every_common_form():
     assert call_ends_at(b"\x90" + bytes.fromhex("ff15") + struct.pack("<i", 0x100), ret) == 6  # call [rip+x]
     assert call_ends_at(b"\x90\x90\x90\x90\x90" + b"\xff\xd0", ret) == 2  # call rax
     assert call_ends_at(b"\x90\x90\x90\x90" + b"\x41\xff\xd3", ret) in (2, 3)  # call r11 (its tail decodes as call rbx)
+    # forms longer than 7 bytes (REX + FF /2 + ModRM + SIB + disp32, with a NOTRACK or BND
+    # prefix in front) validate through their last 7 bytes, which are the same CALL without
+    # its prefixes
+    r12_disp32 = bytes.fromhex("41ff9424") + struct.pack("<i", 0x100)  # call [r12+0x100]: 8 bytes
+    for longer in (r12_disp32, b"\x3e" + r12_disp32, b"\xf2" + r12_disp32,
+                   bytes.fromhex("4aff94c0") + struct.pack("<i", 8)):  # call [rax+r8*8+8]
+        assert call_ends_at(longer[-CALL_LOOKBACK:], ret) == 7, longer.hex()
     assert call_ends_at(b"\x90" * 7, ret) is None
     assert call_ends_at(b"\x48\x83\xc4\x28\x5b\x5d\xc3", ret) is None
 

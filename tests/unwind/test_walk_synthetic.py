@@ -72,12 +72,20 @@ P = (0x250, 0x20, b"\x53" + bytes.fromhex("4883ec20"), unwind_info([code(5, ASMA
 P2 = (0x280, 0x20, b"\x56" + b"\xcc" * 11 + CALL, "chain:P")  # unwind info built once P's is placed
 P2_RET = va(0x280 + 0x11)
 
+# Code with no .pdata entry: an 8-byte `call [r12+0x10]` whose return site scanning must
+# validate, and int3 padding after it (an IP there has no unwind data and no way to a RET).
+LONG_CALL_AT = 0x300
+NO_PDATA = {LONG_CALL_AT: bytes.fromhex("41ff942410000000")}
+LONG_CALL_RET = va(LONG_CALL_AT + 8)
+
 FUNCTIONS = {"H": H, "F": F, "F2": F2, "G2": G2, "K0": K0, "K1": K1, "M0": M0, "N": N, "N2": N2,
              "Q": Q, "Q2": Q2, "Q3": Q3, "P": P, "P2": P2}
 
 
 def build_image():
     text = bytearray(b"\xcc" * 0x400)
+    for off, body in NO_PDATA.items():
+        text[off:off + len(body)] = body
     xdata = bytearray()
     placed: Dict[str, Tuple[int, int, int]] = {}
     for name, (off, size, body, unwind) in FUNCTIONS.items():
@@ -351,3 +359,13 @@ def test_function_table_stream_unwinds_jit_code():
     # and from an exact IP inside J's body, with the register it saved
     cip, csp, cregs = unwind_once(stack, JIT + 0x110, j_sp, {}, extra=[(JIT, bytes(jit))], dynamic=dynamic)
     assert (cip, csp, cregs["rbx"]) == (H_RET, h_sp, 0xB0B)
+
+
+# ----------------------------------------------------------------------------- scanning
+def test_scan_validates_a_return_after_an_eight_byte_call():
+    stack = Stack()
+    rsp = STACK_HI - 0x400
+    stack.put(rsp, 0x1234, LONG_CALL_RET)  # junk, then the return site of `call [r12+0x10]`
+    result = walk(stack, va(0x380), rsp, {})  # int3 padding: no unwind entry, no RET ahead
+    assert [(f.ip, f.sp, f.trust) for f in result.frames[:2]] == [
+        (va(0x380), rsp, "context"), (LONG_CALL_RET, rsp + 16, "scan_validated")]
