@@ -139,8 +139,14 @@ def test_prologue_allocations_are_decoded():
     code = b"\x53" + b"\xb8" + struct.pack("<I", 0x400020) + b"\xe8" + struct.pack("<i", probe - (BASE + 11)) + bytes.fromhex("4829c4")
     got = stack_allocation(reader(code), BASE, is_probe=lambda t: t == probe)
     assert got.size == 0x400020 and got.via_probe
-    assert stack_allocation(reader(code), BASE, is_probe=lambda t: False) is None or \
-        stack_allocation(reader(code), BASE, is_probe=lambda t: False).size == 0x400020
+    # the call's target unconfirmed as the probe: `sub rsp, rax` after it still says the
+    # function allocated what `mov eax` loaded, through a probe
+    got = stack_allocation(reader(code), BASE, is_probe=lambda t: False)
+    assert (got.size, got.via_probe, got.instruction_address) == (0x400020, True, BASE + 1)
+    # without that `sub rsp, rax`, a call to something else after `mov eax, N` allocates nothing
+    other = code[:-3] + b"\xc3"
+    assert stack_allocation(reader(other), BASE, is_probe=lambda t: False) is None
+    assert stack_allocation(reader(other), BASE, is_probe=lambda t: t == probe).size == 0x400020
 
 
 def test_32_bit_code_decodes_in_32_bit_mode():
