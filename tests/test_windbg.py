@@ -236,6 +236,9 @@ def test_target_matches_the_dump_and_restores_the_debugger(pykd):
                (rex.code, rex.flags, rex.address, rex.parameters, rex.thread_id)
         assert ex.context.values == rex.context.values
         key = lambda m: (m.name, m.path, m.base, m.size, m.timestamp, m.checksum, m.file_version, m.product_version)  # noqa: E731
+        # Modules without a version resource have a zeroed VS_FIXEDFILEINFO in the dump:
+        # no version, not "0.0.0.0".
+        assert any(m.file_version is None for m in raw.modules)
         assert [key(m) for m in target.modules] == sorted((key(m) for m in raw.modules), key=lambda k: k[2])
         s, rs = target.system, raw.system
         assert (s.arch_name, s.os_major, s.os_minor, s.os_build, s.csd_version, s.number_of_processors,

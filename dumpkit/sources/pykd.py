@@ -12,7 +12,7 @@ pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
   of the current thread; `reg("rip")` takes lowercase dbgeng register names.
 - modules: `getModulesList()` returns `module` objects (`name()` is dbgeng's short name,
   `image()` the image path, `begin()`, `size()`, `timestamp()`, `checksum()`,
-  `getFixedFileInfo()` / `getVersion()` raise when there is no version resource).
+  `getFixedFileInfo()` the VS_FIXEDFILEINFO, zeroed or raising when there is none).
 - exception: `getLastException()` -> `exceptionInfo` (`exceptionCode`, `exceptionFlags`,
   `exceptionRecord`, `exceptionAddress`, `parameters`) and `getLastEvent().thread` (the
   debugger's id of the event thread, turned into an OS id by `getThreadSystemID(id)`).
@@ -55,6 +55,7 @@ PAGE = 0x1000
 CHUNK = 0x10000  # bytes per loadBytes call: pykd returns a Python list of ints
 MAX_STACK_PROBE = 256 << 20
 KUSER_SHARED_DATA = 0x7FFE0000  # without a TEB: how far above SP to look for the stack's end
+VS_FIXEDFILEINFO_SIGNATURE = 0xFEEF04BD
 
 # dbgeng register names read for every thread; stored under dumpkit's names.
 _X64_REGS = tuple(GPR_NAMES) + ("rip", "efl", "cs", "ds", "es", "fs", "gs", "ss", "mxcsr")
@@ -374,20 +375,27 @@ class PykdTarget:
             name = path.replace("/", "\\").rsplit("\\", 1)[-1] if path else short
             stamp = self._call(f"module {short} timestamp", m.timestamp, default=0) or 0
             check = self._call(f"module {short} checksum", m.checksum, default=0) or 0
-            fv = pv = None
-            try:
-                info = m.getFixedFileInfo()
-                fv = _version(info.FileVersionMS, info.FileVersionLS)
-                pv = _version(info.ProductVersionMS, info.ProductVersionLS)
-            except self._DbgException:
-                try:
-                    fv = ".".join(str(int(x)) for x in m.getVersion())
-                except self._DbgException:
-                    pass  # no version resource: normal for many modules
+            fv, pv = self._module_versions(m)
             out.append(Module(name=name, path=path or name, base=base, size=size,
                               timestamp=int(stamp), checksum=int(check),
                               file_version=fv, product_version=pv))
         return out
+
+    def _module_versions(self, m) -> Tuple[Optional[str], Optional[str]]:
+        """(file version, product version) from the module's VS_FIXEDFILEINFO.
+
+        On a dump dbgeng hands back the block the dump writer stored, and a writer that
+        found no version resource stores zeros: only a block whose dwSignature is
+        0xFEEF04BD holds versions (as the minidump source checks), anything else would
+        read as "0.0.0.0". (`module.getVersion()` reads the same block: no fallback.)"""
+        try:
+            info = m.getFixedFileInfo()
+        except self._DbgException:
+            return None, None  # no version resource: normal for many modules
+        if int(getattr(info, "Signature", 0) or 0) != VS_FIXEDFILEINFO_SIGNATURE:
+            return None, None
+        return (_version(info.FileVersionMS, info.FileVersionLS),
+                _version(info.ProductVersionMS, info.ProductVersionLS))
 
     def _module_has_pdb(self, module: Module) -> bool:
         ok = self._symbol_ok.get(module.base)

@@ -13,8 +13,9 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
 - `reg(name)` takes lowercase dbgeng names (`rip`, `rsp`, `efl`...).
 - `getModulesList()` / `module(name_or_offset)`: `name()` is dbgeng's short name (file
   name without extension), `image()` the path, `begin()`, `size()`,
-  `timestamp()`, `checksum()`, `getFixedFileInfo()` / `getVersion()` (raise without a
-  version resource), `symfile()`.
+  `timestamp()`, `checksum()`, `getFixedFileInfo()` (the dump's VS_FIXEDFILEINFO as
+  dbgeng hands it back: for a module without a version resource the writer stored a
+  zeroed block, Signature 0, and that is what comes back), `symfile()`.
 - `getLastEvent()` (`type`, `process`, `thread` = debugger thread id), `getLastException()`
   (`exceptionCode`, `exceptionFlags`, `exceptionRecord`, `exceptionAddress`, `parameters`;
   raises when the last event is not an exception).
@@ -318,10 +319,13 @@ def getLastException() -> exceptionInfo:  # noqa: N802
 
 # ----------------------------------------------------------------------------- modules
 class FixedFileInfo:
-    def __init__(self, file_version: str, product_version: Optional[str]):
-        fv = [int(x) for x in file_version.split(".")]
-        pv = [int(x) for x in (product_version or file_version).split(".")]
-        self.Signature = 0xFEEF04BD
+    """VS_FIXEDFILEINFO's fields under pykd's names; all zero without versions."""
+
+    def __init__(self, file_version: Optional[str], product_version: Optional[str]):
+        fv = [int(x) for x in file_version.split(".")] if file_version else [0, 0, 0, 0]
+        pv = [int(x) for x in (product_version or file_version).split(".")] if file_version else fv
+        self.Signature = 0xFEEF04BD if file_version else 0
+        self.StrucVersion = 0x10000 if file_version else 0
         self.FileVersionMS = fv[0] << 16 | fv[1]
         self.FileVersionLS = fv[2] << 16 | fv[3]
         self.ProductVersionMS = pv[0] << 16 | pv[1]
@@ -363,15 +367,9 @@ class module:  # noqa: N801 - pykd's class name
         return self._m.checksum
 
     def getFixedFileInfo(self) -> FixedFileInfo:  # noqa: N802
-        if not self._m.file_version:
-            raise DbgException("module has no version resource")
+        # The sample dumps' writers zero the block of a module without version resource
+        # (the raw reader reports those as file_version None); it comes back as stored.
         return FixedFileInfo(self._m.file_version, self._m.product_version)
-
-    def getVersion(self) -> Tuple[int, int, int, int]:  # noqa: N802
-        if not self._m.file_version:
-            raise DbgException("module has no version resource")
-        a, b, c, d = (int(x) for x in self._m.file_version.split("."))
-        return (a, b, c, d)
 
     def __int__(self) -> int:
         return self._m.base
