@@ -222,6 +222,7 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
         headline = f"Unhandled C++ exception {what}" + (f" thrown from {raiser}" if raiser else at)
         if crash.cxx_types:
             evidence.append("catchable as: " + ", ".join(crash.cxx_types))
+        steps = _cxx_steps(crash.cxx_types, raiser) + steps
         findings.append(Finding("cxx_exception", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("cxx_exception", headline, "high" if crash.cxx_types else "medium",
                        tuple(evidence), tuple(steps)), findings
@@ -395,6 +396,21 @@ def _trap_steps(walk: Optional[StackWalk], ip: int) -> List[str]:
         steps.insert(0, "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
                         "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
                         "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.")
+    return steps
+
+
+def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:
+    """Next steps for an unhandled C++ exception: where it should have been caught, and
+    how to stop at the throw."""
+    what = types[0] if types else "the exception"
+    steps = [f"Find why {raiser or 'the code'} throws {what} and where it should have been caught: a C++ exception "
+             "must not leave a function called from C or Python (a callback, a thread entry, an extern \"C\" or "
+             "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
+             "into Python exceptions)."]
+    if "std::bad_alloc" in types:
+        steps.append("std::bad_alloc means an allocation failed: check the process's commit size and the size "
+                     "that was asked for (a negative or huge size computed from bad input is common).")
+    steps.append("To stop at the throw itself, run it under WinDbg with `sxe eh` (break on every C++ exception).")
     return steps
 
 

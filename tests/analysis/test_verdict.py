@@ -139,3 +139,37 @@ def test_access_violation_in_the_guard_region_is_a_stack_overflow():
                              StackBudget(1, 0x100000, None, 0, 0x100000, 0xF8F00, "captured+image"))
     v, _ = decide(_target(), crash, estimated, None, (), Environment())
     assert not v.headline.startswith("Stack overflow")
+
+
+def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
+    """No sample dump has an MSVC throw (mingw's g++ does not raise 0xE06D7363): ThrowInfo is
+    laid out in memory as MSVC emits it, read by the same thrown_types() the engine uses,
+    and the frames are those of a real throw (RaiseException <- _CxxThrowException <- thrower)."""
+    import struct
+    from dumpkit.analysis.cxx import thrown_types
+
+    base = 0x7FF700000000
+    mem = {}
+    for va, data in ((base + 0x1000, struct.pack("<IiiI", 0, 0, 0, 0x1100)),
+                     (base + 0x1100, struct.pack("<iII", 2, 0x1200, 0x1300)),
+                     (base + 0x1200, struct.pack("<II", 0, 0x2000)), (base + 0x1300, struct.pack("<II", 0, 0x2100)),
+                     (base + 0x2010, b".?AVbad_alloc@std@@\0"), (base + 0x2110, b".?AVexception@std@@\0")):
+        mem.update({va + i: b for i, b in enumerate(data)})
+
+    def read(va, n):
+        return bytes(mem[a] for a in range(va, va + n) if a in mem)
+
+    params = (0x19930520, 0x2A0000, base + 0x1000, base)
+    names = ["KERNELBASE.dll!RaiseException", "VCRUNTIME140.dll!_CxxThrowException", "my_ops.pyd!make_tensor",
+             "my_ops.pyd!run_kernel", "python310.dll!PyObject_Call"]
+    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000, n, 0x40,
+                    "unwind_info") for i, n in enumerate(names)]
+    crash = CrashInfo(0xE06D7363, "CPP_EH_EXCEPTION", "C++ exception", "0xE06D7363 C++ exception", 1,
+                      frames[0].ip, params, cxx_types=tuple(thrown_types(params, read)))
+    v, findings = decide(_target(), crash, None, StackWalk(1, frames, "end of stack", []), (), Environment())
+    assert v.kind == "cxx_exception" and v.confidence == "high" and findings[0].kind == "cxx_exception"
+    assert v.headline == "Unhandled C++ exception std::bad_alloc thrown from my_ops.pyd!make_tensor"
+    assert "catchable as: std::bad_alloc, std::exception" in v.evidence
+    assert v.next_steps[0].startswith("Find why my_ops.pyd!make_tensor throws std::bad_alloc")
+    assert any("sxe eh" in s for s in v.next_steps)
+    assert not any("dumpkit analyze" in s for s in v.next_steps)

@@ -244,3 +244,40 @@ def test_access_violation_address_is_checked_against_the_stack(facts):
     else:
         assert address >= b.base or address < 0x10000
         assert b.guard_hit is False
+
+
+# ---------------------------------------------------------------- the two compressed samples
+XZ_SAMPLES = [d for d in sample_manifest() if d["file"].endswith(".dmp.xz")]
+
+
+@pytest.mark.parametrize("facts", XZ_SAMPLES, ids=[d["file"] for d in XZ_SAMPLES])
+def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_path):
+    import lzma
+    from dumpkit.analysis.verdict import human_bytes
+
+    dump = tmp_path / facts["file"][:-len(".xz")]
+    with lzma.open(sample_path(facts["file"])) as src, open(dump, "wb") as out:
+        while True:
+            chunk = src.read(1 << 22)
+            if not chunk:
+                break
+            out.write(chunk)
+    r = analyze(open_dump(str(dump)), Options(image_paths=[str(SAMPLE_BIN)])).report
+    assert r.crash.code == facts["exception_code"] and r.crash.thread_id == facts["crash_thread_tid"]
+    crashing = r.threads[0]
+    assert crashing.is_crashing and crashing.tid == facts["crash_thread_tid"]
+    assert crashing.frame_count == facts["total_frames"]
+    v = r.verdict
+    assert v.kind == facts["expected_class"] == "recursion" and v.confidence == "high"
+    cyc = crashing.cycles[0]
+    assert sorted(f.split("!", 1)[1] for f in cyc.functions) == sorted(facts["cycle_functions"])
+    assert (cyc.period, cyc.repetitions, cyc.bytes_per_repetition) == (
+        facts["cycle_period"], facts["cycle_repetitions"], facts["cycle_bytes_per_repetition"])
+    assert (cyc.first_frame, cyc.last_frame) == (facts["cycle_first_frame"], facts["cycle_last_frame"])
+    order = " -> ".join(f"{facts['rip_module']}!{fn}" for fn in facts["cycle_functions_call_order"])
+    assert v.headline.startswith(
+        f"Stack overflow: unbounded recursion {order}, {facts['cycle_repetitions']:,} repetitions x "
+        f"{facts['cycle_bytes_per_repetition']} bytes = ")
+    assert v.headline.endswith(f"of a {human_bytes(facts['stack_reserve_requested'])} stack")
+    entry = " <- ".join(_chain_name(c) for c in facts["call_chain"] if not c.get("cycle"))
+    assert f"entered from: {entry}" in v.evidence
