@@ -239,6 +239,9 @@ def test_target_matches_the_dump_and_restores_the_debugger(pykd):
         # Modules without a version resource have a zeroed VS_FIXEDFILEINFO in the dump:
         # no version, not "0.0.0.0".
         assert any(m.file_version is None for m in raw.modules)
+        # The debugger lists modules in load order (the stand-in: the dump's order, which
+        # is not by address); the target's list is by base all the same.
+        assert [m.base for m in raw.modules] != sorted(m.base for m in raw.modules)
         assert [key(m) for m in target.modules] == sorted((key(m) for m in raw.modules), key=lambda k: k[2])
         s, rs = target.system, raw.system
         assert (s.arch_name, s.os_major, s.os_minor, s.os_build, s.csd_version, s.number_of_processors,

@@ -379,6 +379,9 @@ class PykdTarget:
             out.append(Module(name=name, path=path or name, base=base, size=size,
                               timestamp=int(stamp), checksum=int(check),
                               file_version=fv, product_version=pv))
+        # dbgeng lists modules in its own order (load order on a live process): by base,
+        # so the report does not depend on how the debugger met them.
+        out.sort(key=lambda mod: mod.base)
         return out
 
     def _module_versions(self, m) -> Tuple[Optional[str], Optional[str]]:

@@ -385,7 +385,8 @@ def _short_name(file_name: str) -> str:
 
 
 def getModulesList() -> List[module]:  # noqa: N802
-    return [module(m.base) for m in sorted(_s().target.modules, key=lambda m: m.base)]
+    # dbgeng's order, not sorted: the dump's module list order (load order, exe first).
+    return [module(m.base) for m in _s().target.modules]
 
 
 def findSymbol(offset: int, showDisplacement: bool = True) -> str:  # noqa: N802, N803
