@@ -1,14 +1,18 @@
 """The minidump reader on Wine's raw dumps (as Wine wrote them) and their facts."""
 from __future__ import annotations
 
+import json
 import lzma
 import shutil
+import struct
+import subprocess
+import sys
 
 import pytest
 
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import DumpError, MemoryNotInDump
-from tests.conftest import SAMPLES, sample_manifest, sample_path
+from tests.conftest import ROOT, SAMPLES, sample_manifest, sample_path
 
 CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 
@@ -87,3 +91,63 @@ def test_repeated_problems_are_counted_not_listed():
                             "thread 2: no register context"]
     assert se.items[3] == "... and 997 more like: thread 999: no register context"
     assert se.items[4] == "header: something else" and len(se.items) == 5
+
+
+# ContextFlags groups (winnt.h, AMD64): CONTROL 1, INTEGER 2, SEGMENTS 4, FLOATING_POINT 8.
+GPRS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
+
+
+def _context_flags(raw: bytes, rva: int) -> int:
+    return struct.unpack_from("<I", raw, rva + 0x30)[0]
+
+
+def _thread_contexts(raw: bytes):
+    """{tid: context rva} straight from the ThreadList stream."""
+    n, dir_rva = struct.unpack_from("<II", raw, 8)
+    entries = [struct.unpack_from("<III", raw, dir_rva + 12 * i) for i in range(n)]
+    _t, _s, rva = next(e for e in entries if e[0] == 3)
+    (count,) = struct.unpack_from("<I", raw, rva)
+    return {struct.unpack_from("<I", raw, rva + 4 + 48 * i)[0]: struct.unpack_from("<I", raw, rva + 4 + 48 * i + 44)[0]
+            for i in range(count)}
+
+
+def test_registers_the_context_flags_leave_out_are_absent():
+    path = sample_path("null_deref.dmp")
+    raw = path.read_bytes()
+    t = open_dump(str(path))
+    rvas = _thread_contexts(raw)
+    for th in t.threads:
+        flags = _context_flags(raw, rvas[th.tid])
+        assert th.context.context_flags == flags
+        segs = {"ds", "es", "fs", "gs"} & set(th.context.values)
+        assert bool(segs) == bool(flags & 4), (hex(flags), th.context.values)
+        assert set(GPRS) <= set(th.context.values) and "rip" in th.context.values
+    # Wine saves CONTROL | INTEGER | FLOATING_POINT for threads: the segment group is absent
+    assert any(not _context_flags(raw, r) & 4 for r in rvas.values())
+
+
+def _exception_context_rva(raw: bytes) -> int:
+    n, dir_rva = struct.unpack_from("<II", raw, 8)
+    entries = [struct.unpack_from("<III", raw, dir_rva + 12 * i) for i in range(n)]
+    _t, _s, rva = next(e for e in entries if e[0] == 6)
+    return struct.unpack_from("<I", raw, rva + 164)[0]
+
+
+@pytest.mark.parametrize("clear, gone, problem", [
+    (0x2, GPRS, False),  # no INTEGER group: no rax..r15, rbp included
+    (0x1, ("rip", "rsp", "eflags", "cs", "ss"), True),  # no CONTROL: said so
+])
+def test_an_unsaved_register_group_is_not_reported_as_values(tmp_path, clear, gone, problem):
+    data = bytearray(sample_path("null_deref.dmp").read_bytes())
+    at = _exception_context_rva(data) + 0x30
+    struct.pack_into("<I", data, at, struct.unpack_from("<I", data, at)[0] & ~clear)
+    dump = tmp_path / "flags.dmp"
+    dump.write_bytes(bytes(data))
+    t = open_dump(str(dump))
+    assert not set(gone) & set(t.exception.context.values), t.exception.context.values
+    assert any("CONTEXT_CONTROL" in e for e in t.soft_errors.items) == problem
+    # the rest of dumpkit copes with the missing registers: a report, no traceback
+    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert json.loads(r.stdout)["verdict"]["headline"]
