@@ -284,6 +284,17 @@ def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
     assert target.symbol_at(mod.base + 0x14b0) == "opkernels.dll!visit+0x1a"
     monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels+14b0")
     assert target.symbol_at(mod.base + 0x14b0) is None
+    # kdlib picks the nearest symbol, which may start after the address: `-1a` is not a
+    # place inside that function.
+    monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels!visit-1a")
+    assert target.symbol_at(mod.base + 0x14b0) is None
+    # Operator names keep their sign characters.
+    for said, want in (("opkernels!Node::operator-+1a", "opkernels.dll!Node::operator-+0x1a"),
+                       ("opkernels!Node::operator--8", None),
+                       ("opkernels!Node::operator+", "opkernels.dll!Node::operator+"),
+                       ("opkernels!Node::operator-=", "opkernels.dll!Node::operator-=")):
+        monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True, said=said: said)
+        assert target.symbol_at(mod.base + 0x14b0) == want, said
 
 
 def test_dml_escaping(tfstack):

@@ -16,7 +16,7 @@ pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
 - exception: `getLastException()` -> `exceptionInfo` (`exceptionCode`, `exceptionFlags`,
   `exceptionRecord`, `exceptionAddress`, `parameters`) and `getLastEvent().thread` (the
   debugger's id of the event thread, turned into an OS id by `getThreadSystemID(id)`).
-- `findSymbol(addr)` never raises: `mod!sym+1a`, `mod+1a3f` or bare hex.
+- `findSymbol(addr)` never raises: `mod!sym+1a` (or `-1a`), `mod+1a3f` or bare hex.
 - `dbgCommand(cmd)` returns the command's normal output only (None when there was none):
   pykd captures DEBUG_OUTPUT_NORMAL, so what a failing command prints as an error is not
   returned; success must be read from the output a command prints when it works.
@@ -80,7 +80,10 @@ _THREAD_LINE = re.compile(
     r"^[\s.#]*\d+\s+Id:\s*[0-9a-fA-F]+\.([0-9a-fA-F]+)\s+Suspend:\s*(-?\d+)"
     r"(?:.*?\"(.*)\")?\s*$")
 _CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
-_SYMBOL = re.compile(r"^([^!]+)!(.+?)(?:\+([0-9a-fA-F]+))?$")
+# findSymbol's `mod!name`, `mod!name+1a` or `mod!name-1a` (kdlib picks the nearest symbol,
+# which may start after the address). The name is the shortest prefix that leaves a
+# whole `[+-]hex` suffix, so `operator-` and `operator+` names stay whole.
+_SYMBOL = re.compile(r"^([^!]+)!(.+?)(?:([+-])([0-9a-fA-F]+))?$")
 _ECXR_FAILED = ("unable to get exception context", "doesn't have an exception context",
                 "no exception context", "not a valid exception context")
 # `.ecxr` prints the register set it switched to; without it nothing was switched.
@@ -189,10 +192,12 @@ class PykdTarget:
         m = _SYMBOL.match(str(text).strip())
         if m is None:
             return None
-        name, disp = m.group(2), m.group(3)
+        name, sign, disp = m.group(2), m.group(3), int(m.group(4) or "0", 16)
+        if sign == "-" and disp:
+            return None  # the nearest symbol starts after the address: not its function
         out = f"{module.name}!{name}"
-        if disp and int(disp, 16):
-            out += f"+{int(disp, 16):#x}"
+        if disp:
+            out += f"+{disp:#x}"
         return out
 
     def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
