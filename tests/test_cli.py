@@ -203,6 +203,41 @@ def test_every_format_shows_where_the_recursion_was_entered_from(name):
     assert f"entered from: {path}" in visible_text(analyze(SAMPLES / name, "html"))
 
 
+def _largest_frame_rows(report_text: str, report_format: str):
+    """{frame index: row} of the 'Largest frames' table in a text or Markdown report."""
+    rows = {}
+    for line in report_text[report_text.index("Largest frames"):].splitlines()[1:]:
+        if "oversized:" in line or (rows and not line.strip()):
+            break  # the legend, or the blank line, after the table
+        first = line.strip("| ").split("|" if report_format == "markdown" else None)[:1]
+        if first and first[0].strip().isdigit():
+            rows[int(first[0])] = line
+    return rows
+
+
+@pytest.mark.parametrize("name,threshold", [("big_frame.dmp", None), ("recursion_cycle3.dmp", 200)])
+def test_oversized_frames_are_marked_in_every_format(name, threshold):
+    """The JSON `oversized` flag is visible where people look: the largest-frames table of
+    the text, Markdown and HTML reports, with a legend that names the threshold."""
+    extra = ["--threshold", threshold] if threshold else []
+    out = {}
+    for fmt in ("json", "text", "markdown", "html"):
+        r = run("analyze", SAMPLES / name, "--image-path", SAMPLE_BIN, "--format", fmt, "--no-color", *extra)
+        assert r.returncode == 0, r.stderr
+        out[fmt] = r.stdout
+    sizes = json.loads(out["json"])["frame_sizes"][:8]
+    flagged = {fs["frame_index"] for fs in sizes if fs["oversized"]}
+    assert flagged and flagged != {fs["frame_index"] for fs in sizes}  # some marked, not all
+    for fmt, marker in (("text", "oversized"), ("markdown", "**oversized**")):
+        rows = _largest_frame_rows(out[fmt], fmt)
+        assert set(rows) == {fs["frame_index"] for fs in sizes}, fmt
+        assert {i for i, row in rows.items() if marker in row} == flagged, fmt
+        assert "oversized: the frame, or what its prologue asks for, is at least" in " ".join(out[fmt].split())
+    assert out["html"].count('<td class="flag">oversized</td>') == len(flagged)
+    for fmt in ("text", "markdown", "html"):
+        assert "--threshold" in out[fmt]
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

@@ -8,7 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, shown_cycles, shows_frame_sizes, stack_groups,
+    collapse, cycle_summary, entry_path, frame_name, oversized_legend, shown_cycles, shows_frame_sizes,
+    stack_groups,
 )
 
 _STYLE = """
@@ -16,7 +17,7 @@ body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
 h1{font-size:1.3em} .verdict{font-size:1.15em;font-weight:bold;padding:.6em;background:#fdecea;border-left:4px solid #c62828}
 table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertical-align:top}
 .stack td{font-family:ui-monospace,monospace;font-size:.9em} .num{text-align:right}
-.scan{color:#777} .fold{color:#a06000;font-style:italic} .dim{color:#666}
+.scan{color:#777} .flag{color:#c62828;font-weight:bold} .fold{color:#a06000;font-style:italic} .dim{color:#666}
 """
 
 
@@ -77,12 +78,19 @@ def render_html(report: Report) -> str:
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
         if shows_frame_sizes(report):
-            out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th></tr>")
+            legend = oversized_legend(report)
+            out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th>"
+                       + ("<th></th>" if legend else "") + "</tr>")
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""
+                if fs.not_yet_allocated:
+                    asks += " (died in the stack probe)"
+                mark = f'<td class="flag">{"oversized" if fs.oversized else ""}</td>' if legend else ""
                 out.append(f"<tr><td class=num>{fs.frame_index}</td><td><code>{h(fs.function)}</code></td>"
-                           f"<td class=num>{fs.size:,}</td><td class=num>{asks}</td></tr>")
+                           f"<td class=num>{fs.size:,}</td><td class=num>{asks}</td>{mark}</tr>")
             out.append("</table>")
+            if legend:
+                out.append(f'<p class="dim">{h(legend)}</p>')
         out.append(f"<h2>Crashing thread {crash_thread.tid} ({crash_thread.frame_count:,} frames)</h2>")
         out += _stack(crash_thread)
     for t, same in stack_groups(report.threads):

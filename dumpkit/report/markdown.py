@@ -8,7 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, shown_cycles, shows_frame_sizes, stack_groups,
+    collapse, cycle_summary, entry_path, frame_name, oversized_legend, shown_cycles, shows_frame_sizes,
+    stack_groups,
 )
 
 
@@ -101,12 +102,18 @@ def render_markdown(report: Report) -> str:
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
         if shows_frame_sizes(report):
-            out += ["**Largest frames**", "", "| # | function | frame bytes | prologue asks |", "|---:|---|---:|---:|"]
+            legend = oversized_legend(report)
+            out += ["**Largest frames**", "",
+                    "| # | function | frame bytes | prologue asks |" + (" |" if legend else ""),
+                    "|---:|---|---:|---:|" + ("---|" if legend else "")]
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""
                 if fs.not_yet_allocated:
                     asks += " (died in the stack probe)"
-                out.append(f"| {fs.frame_index} | {cell_code(fs.function)} | {fs.size:,} | {asks} |")
+                mark = (" **oversized** |" if fs.oversized else " |") if legend else ""
+                out.append(f"| {fs.frame_index} | {cell_code(fs.function)} | {fs.size:,} | {asks} |{mark}")
+            if legend:
+                out += ["", f"<sub>{md(legend)}</sub>"]
             out.append("")
         b = crash_thread.budget
         if b is not None:

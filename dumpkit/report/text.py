@@ -23,6 +23,17 @@ def shows_frame_sizes(report: Report) -> bool:
         report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes))
 
 
+def oversized_legend(report: Report) -> Optional[str]:
+    """What the `oversized` mark on a frame means, or None when no frame carries it. The
+    threshold is stated when the Report records it (`oversized_threshold`); a Report
+    without that field still gets an honest legend naming the option and its default."""
+    if not any(fs.oversized for fs in report.frame_sizes):
+        return None
+    threshold = getattr(report, "oversized_threshold", None)
+    limit = f"{human_bytes(threshold)} (--threshold)" if threshold else "the --threshold (default 64 KiB)"
+    return f"oversized: the frame, or what its prologue asks for, is at least {limit}"
+
+
 def frame_name(f: FrameRecord) -> str:
     if f.symbol:
         return f.symbol
@@ -201,16 +212,20 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
                           + Text(f" <- ... ({more} more)" if more else ""))
     if shows_frame_sizes(report):
         console.print(Text("Largest frames (crashing thread)", style="bold"))
+        legend = oversized_legend(report)
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("#", "function", "frame", "prologue asks", "how"):
+        for col in ("#", "function", "frame", "prologue asks") + (("",) if legend else ()) + ("how",):
             table.add_column(col, justify="right" if col in ("#", "frame", "prologue asks") else "left")
         for fs in report.frame_sizes[:8]:
             how = clean(fs.prologue_text or "")
             if fs.not_yet_allocated:
                 how += " (died in the probe before the frame existed)"
+            mark = (Text("oversized" if fs.oversized else "", style="bold red"),) if legend else ()
             table.add_row(str(fs.frame_index), Text(clean(fs.function)), f"{fs.size:,}",
-                          f"{fs.requested:,}" if fs.requested is not None else "", Text(how))
+                          f"{fs.requested:,}" if fs.requested is not None else "", *mark, Text(how))
         console.print(table)
+        if legend:
+            console.print(Text(f"  {legend}", style="dim"))
     if crash_thread is not None and crash_thread.budget is not None:
         b = crash_thread.budget
         frac = b.used_fraction
