@@ -164,7 +164,7 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
     if walk is not None and walk.frames and (ff is not None or ex.code in (0x40000015, 0xC000000D, 0xC0000374)):
         raised_by = raising_function(walk.frames, fallback=ex.code != 0xC0000374)
     return CrashInfo(
-        code=ex.code, code_name=dec.code_info.name, summary=dec.code_info.summary,
+        code=ex.code, code_name=dec.code_info.name, summary=codes.crash_summary(dec),
         headline=headline, thread_id=ex.thread_id, address=address,
         parameters=parameters,
         fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,

@@ -124,17 +124,29 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
         more = f" ({len(bad)} of {len(edges)} call sites disagree)" if len(bad) > 1 else ""
         return (f"call-site check FAILED: the return address {e.return_address:#x} in {e.caller} "
                 f"{what}; these frames may not be a real call chain{more}"), True
-    if good and len(good) == len(edges):
-        return (f"call sites checked: every call in the cycle ({len(good)} distinct) is a direct CALL "
+    n = len(edges)
+    if good and len(good) == n:
+        if n == 1:
+            return ("call site checked: the one call in the cycle is a direct CALL that lands on the "
+                    "next function's entry"), False
+        return (f"call sites checked: every call in the cycle ({n} distinct) is a direct CALL "
                 f"that lands on the next function's entry"), False
     open_ = [e for e in edges if e.confirmed is None]
     parts = []
-    unknown_entry = sorted({e.resolved or e.target for e in open_ if e.call == "direct" and e.target is not None})
+    direct = [e for e in open_ if e.call == "direct" and e.target is not None]
+    unknown_entry = sorted({e.resolved or e.target for e in direct})
     if unknown_entry:
-        parts.append("direct CALLs to " + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
+        parts.append(("a direct CALL to " if len(direct) == 1 else "direct CALLs to ")
+                     + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
                      + " (the callee's entry is not known from unwind data to compare)")
     kinds = sorted({e.call for e in open_ if e.call != "direct"})
     if kinds:
         parts.append(f"{', '.join(kinds)} calls (not checkable from code)")
-    return (f"call sites checked: {len(good)} of {len(edges)} confirmed by a direct CALL; "
-            f"the others are {'; '.join(parts)}"), False
+    what = "; ".join(parts)
+    rest = n - len(good)
+    if not good:
+        lead = ("call site checked: the one call in the cycle could not be confirmed: it is " if n == 1 else
+                f"call sites checked: none of the {n} calls in the cycle could be confirmed: they are ")
+        return lead + what, False
+    return (f"call sites checked: {len(good)} of {n} confirmed by a direct CALL; "
+            + ("the other is " if rest == 1 else f"the other {rest} are ") + what), False

@@ -929,6 +929,17 @@ def describe_access_violation(parameters: Sequence[int]) -> AccessViolation:
                            fill_pattern=pattern)
 
 
+def crash_summary(decoded: DecodedException) -> str:
+    """The code's meaning for one crash: the table's summary, except that a fail-fast
+    whose subcode is a real /GS cookie failure (0, 2) is not told 'usually not a buffer
+    overrun'."""
+    ff = decoded.fastfail
+    if decoded.code_info.code == STATUS_STACK_BUFFER_OVERRUN and ff is not None and ff.subcode in (0, 2):
+        return ("the process ended itself with __fastfail; this subcode is a real /GS stack buffer "
+                "overrun (a local buffer overflowed its stack cookie), not a stack overflow")
+    return decoded.code_info.summary
+
+
 def is_guard_page_hit(code: int, parameters: Sequence[int] = ()) -> bool:
     """True for STATUS_GUARD_PAGE_VIOLATION: a PAGE_GUARD page was touched (normally the
     stack growing, recorded as a first-chance exception, not a crash by itself)."""

@@ -259,6 +259,16 @@ _MIXUPS: Dict[int, Tuple[str, ...]] = {
 }
 
 
+def _raiser_clause(ff) -> str:
+    """'; raised by X', or, when X is what the summary already names ("abort() was
+    called" / "abort() in the C runtime, typically reached from ..."), only the rest."""
+    raiser = ff.likely_raiser
+    head = ff.summary.split(" ", 1)[0]
+    if raiser.startswith(head + " ") and ", " in raiser:
+        return ", " + raiser.split(", ", 1)[1]
+    return f"; raised by {raiser}"
+
+
 def _title(code_hex: str, name: str, summary: str) -> str:
     return f"{code_hex} {name}: {summary}"
 
@@ -284,9 +294,13 @@ def explain(parsed: ParsedCode) -> Explanation:
                      "fail-fast and the modules involved",)
         summary = f"fail-fast {ff.name} ({parsed.subcode}): {ff.summary}"
         if ff.likely_raiser and parsed.subcode in _FASTFAIL_ADVICE:
-            summary += f"; raised by {ff.likely_raiser}"
+            summary += _raiser_clause(ff)
         sub_mixups: Tuple[str, ...] = mixups[:1]
-        if parsed.subcode == 7:
+        if parsed.subcode == 2:
+            sub_mixups = ("Here the name is right: subcode 2 is a real stack buffer overrun. It is "
+                          "still not a stack overflow (that is 0xC00000FD, -1073741571), and most "
+                          "other 0xC0000409 crashes (subcode 7, abort()) overran nothing.",)
+        elif parsed.subcode == 7:
             sub_mixups = ("This is abort(): nothing overflowed. The name "
                           "STATUS_STACK_BUFFER_OVERRUN is historical; the subcode is what "
                           "counts.",)

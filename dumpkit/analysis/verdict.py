@@ -40,6 +40,11 @@ def human_bytes(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
+def plural(n: int, noun: str) -> str:
+    """'1 frame', '2 frames', '1,048,444 frames'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def call_order(c: Cycle) -> Tuple[str, ...]:
     """The cycle's members in call order (caller first), starting at the member the
     code outside the cycle called: how people read a recursion."""
@@ -557,7 +562,7 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         evidence.append(guard)
     limit = frame_limit(walk)
     if walk is not None:
-        evidence.append(f"{len(walk.frames):,} frames on the crashing thread"
+        evidence.append(f"{plural(len(walk.frames), 'frame')} on the crashing thread"
                         + (f" (the walk stopped at its frame limit, {limit:,}: --max-frames)" if limit else ""))
 
     main = cycles[0] if cycles else None

@@ -173,3 +173,10 @@ def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
     assert v.next_steps[0].startswith("Find why my_ops.pyd!make_tensor throws std::bad_alloc")
     assert any("sxe eh" in s for s in v.next_steps)
     assert not any("dumpkit analyze" in s for s in v.next_steps)
+
+
+def test_one_frame_is_one_frame():
+    crash, thread, walk = _overflow_case(["opkernels.dll!visit"], 1, 1, 96)
+    thread = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (), thread.budget)
+    v, _ = decide(_target(), crash, thread, walk, (), Environment())
+    assert "1 frame on the crashing thread" in v.evidence

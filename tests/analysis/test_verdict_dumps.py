@@ -281,3 +281,33 @@ def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_pa
     assert v.headline.endswith(f"of a {human_bytes(facts['stack_reserve_requested'])} stack")
     entry = " <- ".join(_chain_name(c) for c in facts["call_chain"] if not c.get("cycle"))
     assert f"entered from: {entry}" in v.evidence
+
+
+# ---------------------------------------------------------------- wording
+def test_single_unconfirmed_call_site_is_worded_for_one():
+    r = real_report("breakpad/stack_exhaustion.dmp")  # README: x86 stack overflow
+    assert r.crash.code == 0xC00000FD and r.verdict.kind == "recursion"
+    line = next(e for e in r.verdict.evidence if e.startswith("call site"))
+    assert len(r.threads[0].cycles[0].call_edges) == 1
+    assert line.startswith("call site checked: the one call in the cycle could not be confirmed: it is a direct CALL to 0x")
+    assert "0 of 1" not in line and "the others" not in line
+
+
+def test_gs_failure_summary_does_not_call_it_usually_not_an_overrun():
+    crash = sample_report("fastfail_gs.dmp").crash
+    assert crash.fastfail_code == sample_facts("fastfail_gs.dmp")["fastfail_subcode"] == 2
+    assert "usually not a buffer overrun" not in crash.summary and "real /GS stack buffer overrun" in crash.summary
+    # while abort() keeps the warning that the name misleads
+    abort = sample_report("fastfail_abort.dmp").crash
+    assert "usually not a buffer overrun" in abort.summary
+
+
+def test_explain_fastfail_subcodes_read_without_redundancy():
+    from dumpkit.analysis.codes import parse_code
+    from dumpkit.analysis.explain import explain
+    seven = explain(parse_code("0xC0000409/7"))
+    assert seven.summary.startswith("fail-fast FAST_FAIL_FATAL_APP_EXIT (7): abort() was called, typically reached from")
+    assert "raised by abort()" not in seven.summary
+    two = explain(parse_code("0xC0000409/2"))
+    assert not any(m.startswith("Despite its name") for m in two.mixups)
+    assert two.mixups[0].startswith("Here the name is right: subcode 2 is a real stack buffer overrun")
