@@ -274,14 +274,31 @@ def test_failed_ecxr_is_noticed_not_replaced_by_the_thread_context(pykd):
     assert pykd._s().ecxr is False
 
 def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
+    """Names come from findSymbol only for modules whose PDB the debugger has already
+    loaded (per `lm`): findSymbol, like module.symfile(), makes kdlib search the symbol
+    path for the PDB and open it, minutes for TensorFlow's, so `(deferred)` modules are
+    not asked."""
     from dumpkit.sources.pykd import PykdTarget
 
+    asked = []
+
+    def find_symbol(offset, showDisplacement=True):
+        asked.append(offset)
+        return "opkernels!visit+1a"
+
     pykd._open_dump_for_tests(str(SAMPLES / "recursion_one.dmp"))
+    monkeypatch.setattr(pykd, "findSymbol", find_symbol)
     target = PykdTarget(pykd)
     mod = next(m for m in target.modules if m.name == "opkernels.dll")
-    monkeypatch.setattr(pykd.module, "symfile", lambda self: r"c:\symbols\opkernels.pdb\ABC1\opkernels.pdb")
-    monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels!visit+1a")
+    exe = next(m for m in target.modules if m.name.endswith(".exe"))
+    assert target.symbol_at(mod.base + 0x14b0) is None  # nothing loaded: no debugger name...
+    assert asked == []  # ...and nothing asked that would load a PDB
+    pykd._load_pdb_for_tests("opkernels", r"c:\symbols\opkernels.pdb\ABC1\opkernels.pdb")  # `ld opkernels`
+    target = PykdTarget(pykd)
     assert target.symbol_at(mod.base + 0x14b0) == "opkernels.dll!visit+0x1a"
+    assert target.symbol_at(exe.base + 0x1000) is None
+    assert asked == [mod.base + 0x14b0]  # the exe's symbols are still deferred
+    assert pykd._commands_for_tests().count("lm") == 2  # once per target, however many frames
     monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels+14b0")
     assert target.symbol_at(mod.base + 0x14b0) is None
     # kdlib picks the nearest symbol, which may start after the address: `-1a` is not a
@@ -296,6 +313,25 @@ def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
         monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True, said=said: said)
         assert target.symbol_at(mod.base + 0x14b0) == want, said
 
+
+
+def test_lm_symbol_states_are_read_without_loading_anything():
+    from dumpkit.sources.pykd import _loaded_symbols
+
+    lm = """start             end                 module name
+00007ff6`1a2b0000 00007ff6`1a2d5000   python     (deferred)
+00007ffa`3a550000 00007ffa`3a766000   ntdll      (pdb symbols)          c:\\sym\\ntdll.pdb\\1A2B\\ntdll.pdb
+00007ffa`10000000 00007ffa`2c000000   _pywrap_tensorflow_internal M (private pdb symbols)  d:\\tf.pdb
+00007ffa`30000000 00007ffa`30100000   cudart64_110   (export symbols)       cudart64_110.dll
+77a50000 77bd0000   wow_ntdll  (no symbols)
+
+Unloaded modules:
+00007ffa`40000000 00007ffa`40010000   gone.dll
+"""
+    states = dict(_loaded_symbols(lm))
+    assert states == {0x7FF61A2B0000: "deferred", 0x7FFA3A550000: "pdb symbols",
+                      0x7FFA10000000: "private pdb symbols", 0x7FFA30000000: "export symbols",
+                      0x77A50000: "no symbols"}
 
 def test_dml_escaping(tfstack):
     assert dml_text('std::vector<int> & "x"') == "std::vector&lt;int&gt; &amp; &quot;x&quot;"
@@ -326,7 +362,7 @@ def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
     public = {n for n in vars(fake_pykd) if not n.startswith("_") and n not in {
         "annotations", "os", "Dict", "List", "Optional", "Tuple", "MinidumpTarget", "open_dump",
         "MemoryNotInDump", "version", "FixedFileInfo", "systemVersion", "exceptionInfo",
-        "debugEvent", "eventType"}}
+        "debugEvent", "eventType", "module"}}  # types of what the used calls return
     assert used - public == set()
     assert public - used == set()
 

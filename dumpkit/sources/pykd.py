@@ -24,7 +24,8 @@ pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
 What pykd has no call for comes from standard WinDbg commands: the exception *context*
 (`.ecxr`, see `_exception_context`), thread names and suspend counts (`~`), the memory map
 (`!address`), processor count and service pack (`vertarget`), CPU vendor/family/model/
-stepping (`!cpuid`) and the dump file name (`||`). Stack bounds come from the TEB's NT_TIB
+stepping (`!cpuid`), the dump file name (`||`) and which modules already have a PDB
+loaded (`lm`, which unlike `module.symfile()` loads nothing: see `_module_has_pdb`). Stack bounds come from the TEB's NT_TIB
 (StackBase at +8, StackLimit at +0x10); a minidump often lacks the TEB, and then the stack
 is the readable memory from SP upwards, which is what the dump captured.
 """
@@ -79,6 +80,8 @@ _ADDRESS_LINE = re.compile(
 _THREAD_LINE = re.compile(
     r"^[\s.#]*\d+\s+Id:\s*[0-9a-fA-F]+\.([0-9a-fA-F]+)\s+Suspend:\s*(-?\d+)"
     r"(?:.*?\"(.*)\")?\s*$")
+# `lm`: start, end, module name, then flags and the symbol state in parentheses.
+_LM_LINE = re.compile(rf"^\s*({_HEX_ADDR})\s+{_HEX_ADDR}\s+\S+\s+[^(]*\(([^()]*(?:symbols|deferred))\)")
 _CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
 # findSymbol's `mod!name`, `mod!name+1a` or `mod!name-1a` (kdlib picks the nearest symbol,
 # which may start after the address). The name is the shortest prefix that leaves a
@@ -133,7 +136,7 @@ class PykdTarget:
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
         self.is_dump = True
-        self._symbol_ok: Dict[int, bool] = {}
+        self._pdb_bases: Optional[frozenset] = None  # from `lm`, on first use
         self.dump = self._dump_info()
         self.system = self._system_info()
         self.process = self._process_info()
@@ -406,16 +409,19 @@ class PykdTarget:
                 _version(info.ProductVersionMS, info.ProductVersionLS))
 
     def _module_has_pdb(self, module: Module) -> bool:
-        ok = self._symbol_ok.get(module.base)
-        if ok is None:
-            ok = False
-            try:
-                symfile = str(self._pykd.module(module.base).symfile() or "")
-                ok = symfile.lower().endswith(".pdb")
-            except self._DbgException:
-                ok = False
-            self._symbol_ok[module.base] = ok
-        return ok
+        """Whether dbgeng has already loaded a PDB for the module.
+
+        Asked of `lm`, which reports each module's symbol state without loading any.
+        pykd's own calls would load: `module.symfile()` and `findSymbol()` open a kdlib
+        DIA session for the module, which searches the symbol path (symbol servers
+        included, so it may download) and opens the PDB; for TensorFlow's multi-GB PDBs
+        that is minutes per module. So only modules whose PDB the debugger already holds
+        (`.reload /f mod.dll` or `ld mod` loads one) are asked for names; for the rest
+        dumpkit names frames itself."""
+        if self._pdb_bases is None:
+            self._pdb_bases = frozenset(
+                base for base, state in _loaded_symbols(self._command("lm")) if "pdb symbols" in state)
+        return module.base in self._pdb_bases
 
     # -- memory map ---------------------------------------------------------------------
     def _memory_regions(self) -> List[MemoryRegion]:
@@ -574,6 +580,17 @@ class PykdTarget:
             return self._registers("exception context")
         finally:
             self._command(".cxr")
+
+
+def _loaded_symbols(lm_output: str) -> List[Tuple[int, str]]:
+    """(module base, symbol state) per line of `lm`: `(deferred)`, `(pdb symbols)`,
+    `(private pdb symbols)`, `(export symbols)`..., lowercased."""
+    out = []
+    for line in lm_output.splitlines():
+        m = _LM_LINE.match(line)
+        if m:
+            out.append((_hex(m.group(1)), m.group(2).strip().lower()))
+    return out
 
 
 def _version(ms: int, ls: int) -> str:

@@ -15,7 +15,7 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
   name without extension), `image()` the path, `begin()`, `size()`,
   `timestamp()`, `checksum()`, `getFixedFileInfo()` (the dump's VS_FIXEDFILEINFO as
   dbgeng hands it back: for a module without a version resource the writer stored a
-  zeroed block, Signature 0, and that is what comes back), `symfile()`.
+  zeroed block, Signature 0, and that is what comes back).
 - `getLastEvent()` (`type`, `process`, `thread` = debugger thread id), `getLastException()`
   (`exceptionCode`, `exceptionFlags`, `exceptionRecord`, `exceptionAddress`, `parameters`;
   raises when the last event is not an exception).
@@ -25,7 +25,9 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
   None when there is none. As in pykd (kdlib's output reader keeps DEBUG_OUTPUT_NORMAL
   only), what a command prints as an error is not returned: a failing `.ecxr` or an
   unknown command gives None; the error text is kept for tests (`_errors_for_tests`).
-  Emulated: `.ecxr`, `.cxr`, `~`, `||`, `vertarget`, `!cpuid`, `!address`.
+  Emulated: `.ecxr`, `.cxr`, `~`, `||`, `vertarget`, `!cpuid`, `!address`, `lm` (every
+  module `(deferred)`, as in WinDbg before anything asked for symbols, unless a test
+  marked its PDB loaded with `_load_pdb_for_tests`).
 - `dprintln(str, dml=False)` takes a str only; the output is collected.
 - also `isDumpAnalyzing`, `isKernelDebugging`, `is64bitSystem`, `getCPUMode` (`CPUType`),
   `getSystemVersion` (`systemVersion`), `getProcessSystemID`, `getSymbolPath`.
@@ -40,7 +42,7 @@ Install it with `monkeypatch.setitem(sys.modules, "pykd", fake)` after
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from dumpkit.sources.minidump import MinidumpTarget, open_dump
 from dumpkit.target import MemoryNotInDump
@@ -76,6 +78,7 @@ class _State:
         self.output: List[Tuple[str, bool]] = []
         self.commands: List[str] = []
         self.errors: List[str] = []  # the debugger's error output, which dbgCommand drops
+        self.pdbs: Dict[int, str] = {}  # module base -> PDB path dbgeng has loaded
         ex = target.exception
         if ex is not None:
             for i, t in enumerate(target.threads):
@@ -109,6 +112,12 @@ def _output_for_tests(dml: Optional[bool] = None) -> str:
 
 def _commands_for_tests() -> List[str]:
     return list(_s().commands)
+
+
+def _load_pdb_for_tests(short_name: str, pdb_path: str) -> None:
+    """Fake-only: as after `ld short_name`: `lm` reports the module's PDB as loaded."""
+    base = next(m.base for m in _s().target.modules if _short_name(m.name).lower() == short_name.lower())
+    _s().pdbs[base] = pdb_path
 
 
 def _errors_for_tests() -> List[str]:
@@ -357,9 +366,6 @@ class module:  # noqa: N801 - pykd's class name
     def image(self) -> str:
         return self._m.path
 
-    def symfile(self) -> str:
-        return ""  # no symbols loaded, as in WinDbg without PDBs
-
     def timestamp(self) -> int:
         return self._m.timestamp
 
@@ -529,6 +535,19 @@ def _cmd_address(s: _State, _cmd: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cmd_lm(s: _State, _cmd: str) -> str:
+    lines = ["start             end                 module name"]
+    for m in s.target.modules:  # dbgeng's order
+        pdb = s.pdbs.get(m.base)
+        state = f"(pdb symbols)          {pdb}" if pdb else "(deferred)"
+        lines.append(f"{_tick(m.base):>17} {_tick(m.end):>17}   {_short_name(m.name):<10} {state}")
+    if s.target.unloaded_modules:
+        lines += ["", "Unloaded modules:"]
+        lines += [f"{_tick(u.base):>17} {_tick(u.base + u.size):>17}   {u.name}"
+                  for u in s.target.unloaded_modules]
+    return "\n".join(lines) + "\n"
+
+
 _COMMANDS = {
     ".ecxr": _cmd_ecxr,
     ".cxr": _cmd_cxr,
@@ -537,4 +556,5 @@ _COMMANDS = {
     "vertarget": _cmd_vertarget,
     "!cpuid": _cmd_cpuid,
     "!address": _cmd_address,
+    "lm": _cmd_lm,
 }
