@@ -9,9 +9,10 @@ from typing import Any, Dict, Optional, Tuple
 from dumpkit.analysis.model import Report
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
+# `registers` holds (name, value) pairs: the names stay strings, the values become hex.
 ADDRESS_FIELDS = {
     "ip", "sp", "base", "address", "access_address", "limit", "reserve_low",
-    "return_address", "target", "resolved",
+    "return_address", "target", "resolved", "registers",
 }
 
 
