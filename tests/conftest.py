@@ -36,6 +36,12 @@ def real_dump(rel: str) -> Path:
     return p
 
 
+def real_manifest():
+    """../shared/real_dumps/manifest.json (one entry per dump), or [] when absent."""
+    path = REAL_DUMPS / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
 def real_dumps():
     if not REAL_DUMPS.is_dir():
         return []

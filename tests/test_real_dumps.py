@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from collections import Counter
 import sys
 from pathlib import Path
 
 import pytest
 
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import real_dump, real_dumps
+from tests.conftest import REAL_DUMPS, real_dump, real_dumps, real_manifest
 
 ALL = real_dumps()
 WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]
@@ -113,7 +114,7 @@ def test_32bit_crash_address_ignores_garbage_in_the_upper_half():
     assert "write to 0x45" in raw["exception"]["headline"]
 
 
-AV_DUMPS = [p for p in ALL if p.name not in ("invalid-range.dmp", "invalid-record-count.dmp")]
+AV_DUMPS = [REAL_DUMPS / e["file"] for e in real_manifest() if e["exception"] == "0xc0000005"]
 
 
 @pytest.mark.parametrize("dump", AV_DUMPS, ids=[p.name for p in AV_DUMPS])
@@ -162,8 +163,22 @@ def test_execute_fault_on_the_stack_is_called_so():
     assert doc["crash"]["instruction_access"] is None  # data at a bad IP is not decoded
 
 
-X86_DUMPS = [p for p in ALL if p.name in ("ascii_write_av.dmp", "null_read_av.dmp", "thread_name_list.dmp",
-                                            "read_av_conditional.dmp", "write_av_non_null.dmp")]
+def _x86_access_violations_with_code():
+    """x86 access violations (not execute faults) whose dump holds the bytes at EIP, per
+    ../shared/real_dumps/manifest.json and the dumps themselves."""
+    out = []
+    for entry in real_manifest():
+        if not entry["arch"].startswith("0 ") or entry["exception"] != "0xc0000005":
+            continue
+        path = REAL_DUMPS / entry["file"]
+        with open_dump(str(path)) as t:
+            ex = t.exception
+            if ex.parameters[:1] != (8,) and ex.context is not None and t.read_available(ex.context.ip, 1):
+                out.append(path)
+    return out
+
+
+X86_DUMPS = _x86_access_violations_with_code()
 
 
 @pytest.mark.parametrize("dump", X86_DUMPS, ids=[p.name for p in X86_DUMPS])
@@ -194,7 +209,7 @@ def _peer_frames_from_text(dump: Path, tid: int):
     text = dump.with_name(dump.stem + ".peer.rust-minidump.txt").read_text()
     block = re.search(rf"Thread \d+.*tid: {tid}\n(.*?)(?:\n\n|\Z)", text, re.S)
     frames = []
-    for chunk in re.split(r"\n (?=\s*\d+  )", block.group(1)):
+    for chunk in re.split(r"(?m)^(?=\s*\d+  \S)", block.group(1)):  # one chunk per frame header
         rsp = re.search(r"[re]sp = (0x[0-9a-f]+)", chunk)
         rip = re.search(r"[re]ip = (0x[0-9a-f]+)", chunk)
         if rsp and rip:
@@ -236,16 +251,28 @@ def test_stack_walk_is_at_least_as_plausible_as_the_peers(dump):
 
 def test_real_x86_stack_exhaustion_is_diagnosed_as_recursion():
     """Breakpad's stack_exhaustion.dmp (x86, 0xC00000FD): the EBP chain shows one function
-    calling itself, as rust-minidump's frame-pointer walk beside it does."""
+    calling itself, as rust-minidump's frame-pointer walk beside it does; the cycle's
+    return address, its bytes per repetition and its count are the peer's."""
     dump = real_dump("breakpad/stack_exhaustion.dmp")
+    peer = peer_json(dump)
+    tid = peer["crashing_thread"]["thread_id"]
+    theirs = _peer_frames_from_text(dump, tid)  # (esp, eip), eip = the return address
+    ret, count = Counter(ip for _sp, ip in theirs[1:]).most_common(1)[0]
+    module = next(m for m in peer["modules"] if int(m["base_addr"], 16) <= ret < int(m["end_addr"], 16))
+    name = f"{module['filename']}+{ret - int(module['base_addr'], 16):#x}"
+    sps = [sp for sp, ip in theirs if ip == ret]
+    step = Counter(b - a for a, b in zip(sps, sps[1:])).most_common(1)[0][0]
+    fp_frames = sum(f["trust"] == "frame_pointer" for f in peer["crashing_thread"]["frames"])
+    assert count > 100 and step > 0  # the peer does see a deep recursion
+
     doc = json.loads(run("analyze", dump, "--format", "json").stdout)
     assert doc["verdict"]["kind"] == "recursion"
     crash = doc["threads"][0]
+    assert crash["tid"] == tid
     cyc = crash["cycles"][0]
-    assert cyc["period"] == 1 and cyc["functions"] == ["crashme.exe+0xa6a7"]
-    # rust-minidump: frames 1.. return to crashme.exe+0xa6a7, 4,328 (0x10e8) bytes apart
-    assert cyc["bytes_per_repetition"] == 0x10E8 and cyc["repetitions"] >= 235
-    assert crash["trust_counts"].get("frame_pointer", 0) >= 235
+    assert cyc["period"] == 1 and cyc["functions"] == [name]
+    assert cyc["bytes_per_repetition"] == step and cyc["repetitions"] == count
+    assert crash["trust_counts"].get("frame_pointer", 0) >= fp_frames
 
 
 def _peer_cpu(dump: Path):
@@ -293,20 +320,53 @@ def test_info_codeview_and_unloaded_modules_agree_with_rust_minidump(dump):
         assert "Unloaded modules: none recorded" in text
 
 
+_REG = re.compile(r"\b([re]?[a-z0-9]+) = (0x[0-9a-f]+)")
+X64_GPRS = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
+
+
+def _peer_frame0_registers(dump: Path):
+    """{tid: {register: value}} of every thread's frame 0 in rust-minidump's --human output
+    (its JSON keeps registers for the crashing thread only)."""
+    text = dump.with_name(dump.stem + ".peer.rust-minidump.txt").read_text()
+    out = {}
+    for m in re.finditer(r"(?m)^Thread \d+.*tid: (\d+)\n\s*0  .*\n((?:\s+[re]?[a-z0-9]+ = 0x.*\n)+)", text):
+        out[int(m.group(1))] = {k: int(v, 16) for k, v in _REG.findall(m.group(2))}
+    return out
+
+
+def _context_of(t, tid):
+    """What a debugger shows for frame 0: the exception context on the crashing thread."""
+    if t.exception is not None and t.exception.thread_id == tid and t.exception.context is not None:
+        return t.exception.context
+    return next(th.context for th in t.threads if th.tid == tid)
+
+
 @pytest.mark.parametrize("dump", X64_WITH_PEERS, ids=[p.name for p in X64_WITH_PEERS])
-def test_info_json_registers_agree_with_rust_minidump(dump):
-    """Every register rust-minidump shows for a thread's frame 0 is in `info --json`, with
-    the same value; the crashing thread's come from the exception context."""
-    peer = peer_json(dump)
-    doc = json.loads(run("info", dump, "--json").stdout)
-    by_tid = {t["tid"]: t for t in doc["threads"]}
-    for th in peer["threads"]:
-        regs = th["frames"][0].get("registers") if th["frames"] else None
-        if regs:
-            mine = by_tid[th["thread_id"]]["registers"]
-            assert {k: int(v, 16) for k, v in regs.items()} == {k: int(mine[k], 16) for k in regs}
-    crash = peer.get("crashing_thread")
-    if crash and crash["frames"][0].get("registers"):
-        ctx = doc["exception"]["context"]
-        assert {k: int(v, 16) for k, v in crash["frames"][0]["registers"].items()} == \
-            {k: int(ctx[k], 16) for k in crash["frames"][0]["registers"]}
+def test_every_threads_registers_agree_with_rust_minidump(dump):
+    """All 16 general-purpose registers and rip of every thread's frame 0, as rust-minidump
+    reads them (plain 1232-byte and extended 1407/1663-byte contexts alike); eflags, which
+    the peer does not print, must at least have its always-one bit 1 set."""
+    peer = _peer_frame0_registers(dump)
+    # the peer prints every thread it found frames for (it skips a thread with none)
+    assert set(peer) == {th["thread_id"] for th in peer_json(dump)["threads"] if th["frames"]}
+    with open_dump(str(dump)) as t:
+        assert set(peer) <= {th.tid for th in t.threads}
+        for tid, theirs in peer.items():
+            assert set(X64_GPRS) | {"rip"} <= set(theirs), (tid, theirs)
+            ctx = _context_of(t, tid)
+            assert {k: ctx.values.get(k) for k in theirs} == theirs, tid
+            assert ctx.values["eflags"] & 0x2 and ctx.values["eflags"] < 1 << 22, hex(ctx.values["eflags"])
+        doc = json.loads(run("info", dump, "--json").stdout)
+        by_tid = {th["tid"]: th["registers"] for th in doc["threads"]}
+        crash = t.exception.thread_id if t.exception else None
+    for tid, theirs in peer.items():
+        mine = doc["exception"]["context"] if tid == crash else by_tid[tid]
+        assert {k: int(mine[k], 16) for k in theirs} == theirs, tid
+
+
+def test_the_register_checks_cover_plain_and_extended_contexts():
+    sizes = set()
+    for dump in X64_WITH_PEERS:
+        with open_dump(str(dump)) as t:
+            sizes |= {th.context.context_size for th in t.threads if th.context}
+    assert {1232, 1407, 1663} <= sizes, sizes

@@ -211,3 +211,31 @@ def test_exit_code_1_lists_the_problems_on_stderr(tmp_path, command):
 def test_a_clean_dump_writes_nothing_to_stderr():
     r = run("info", sample_path("null_deref.dmp"))
     assert r.returncode == 0 and r.stderr == ""
+
+
+ALL_SAMPLES = sample_manifest()
+
+
+@pytest.mark.parametrize("case", ALL_SAMPLES, ids=[c["file"] for c in ALL_SAMPLES])
+def test_info_on_every_sample_dump_matches_the_manifest(case, tmp_path):
+    dump = sample_path(case["file"])
+    if dump.suffix == ".xz":  # what the error message tells the user to do
+        import lzma
+        import shutil
+        plain = tmp_path / dump.stem
+        with lzma.open(dump) as fin, open(plain, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        dump = plain
+    r = run("info", dump, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    ex = doc["exception"]
+    assert int(ex["code"], 16) == case["exception_code"] and ex["thread_id"] == case["crash_thread_tid"]
+    assert [int(p, 16) for p in ex["parameters"]] == case["exception_parameters"]
+    assert int(ex["context"]["rip"], 16) == case["rip"] and int(ex["context"]["rsp"], 16) == case["rsp"]
+    assert [t["tid"] for t in doc["threads"]] == [t["tid"] for t in case["threads"]]
+    assert [int(t["rip"], 16) for t in doc["threads"]] == [t["rip"] for t in case["threads"]]
+    assert sorted((int(m["base"], 16), m["size"]) for m in doc["modules"]) == \
+        sorted((m["base"], m["size"]) for m in case["modules"])
+    text = run("info", dump)
+    assert text.returncode == 0 and f"{case['exception_code']:#010x}" in text.stdout
