@@ -213,6 +213,45 @@ def test_memory_exception_becomes_memory_not_in_dump(pykd):
             assert target.read_available(start, size) == raw.read_available(start, size)
 
 
+
+def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
+    """Wine's dumps hold thousands of tiny memory ranges, many touching. Real pykd reads
+    a range only when dbgeng calls it one valid region, which (in the stand-in's strict
+    reading) a read across two ranges is not: the target must read on across them, to
+    the byte the file reader reaches, at a bounded number of loadBytes calls."""
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.sources.pykd import CHUNK, PykdTarget
+
+    dump = SAMPLES / "recursion_one.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    target = PykdTarget(pykd)
+    with open_dump(str(dump)) as raw:
+        ranges = raw.memory_ranges()
+        runs, run = [], [ranges[0]]
+        for r in ranges[1:]:
+            if r[0] == run[-1][1]:
+                run.append(r)
+            else:
+                runs.append(run)
+                run = [r]
+        run = max(runs, key=len)  # the longest run of touching ranges
+        assert len(run) >= 3
+        start, end = run[0][0] + 1, run[-1][1]
+        with pytest.raises(pykd.MemoryException):
+            pykd.loadBytes(start, end - start)  # one call cannot cross them
+        calls = []
+        real_load = pykd.loadBytes
+        monkeypatch.setattr(pykd, "loadBytes", lambda offset, count, phyAddr=False:
+                            calls.append(count) or real_load(offset, count, phyAddr))
+        assert target.read(start, end - start) == raw.read(start, end - start)
+        # read_available runs on to the end of the run, stops where the dump does.
+        assert target.read_available(start, end - start + 0x100) == raw.read_available(start, end - start + 0x100)
+        assert len(target.read_available(start, end - start + 0x100)) == end - start
+        with pytest.raises(MemoryNotInDump):
+            target.read(start, end - start + 1)
+        searches_per_boundary = CHUNK.bit_length() + 2
+        assert len(calls) <= 4 * len(run) * searches_per_boundary
+
 def test_target_matches_the_dump_and_restores_the_debugger(pykd):
     from dumpkit.sources.minidump import open_dump
     from dumpkit.sources.pykd import PykdTarget

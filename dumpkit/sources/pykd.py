@@ -5,8 +5,9 @@ This is the only module in dumpkit that imports `pykd`, and it does so lazily (w
 a dump or a live process: reads go to the debugger either way.
 
 pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
-- memory: `loadBytes(addr, n)` returns a list of ints and raises `MemoryException` when
-  any byte of the range is unreadable; `loadQWords(addr, n)` likewise.
+- memory: `loadBytes(addr, n)` returns a list of ints and raises `MemoryException` unless
+  dbgeng calls the whole range one valid region (kdlib's isVaRegionValid), which a read
+  across two of a dump's memory ranges may not be; `loadQWords(addr, n)` likewise.
 - threads: `getProcessThreads()` lists TEB addresses; `getCurrentThread()` returns the
   current TEB, `setCurrentThread(teb)` takes one; `getThreadSystemID()` is the OS thread id
   of the current thread; `reg("rip")` takes lowercase dbgeng register names.
@@ -34,7 +35,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.target import (
     GPR_NAMES,
@@ -52,8 +53,8 @@ from dumpkit.target import (
     UnloadedModule,
 )
 
-PAGE = 0x1000
 CHUNK = 0x10000  # bytes per loadBytes call: pykd returns a Python list of ints
+MAX_SEARCH_LOADS = 4096  # loadBytes calls one read may spend finding where ranges end
 MAX_STACK_PROBE = 256 << 20
 KUSER_SHARED_DATA = 0x7FFE0000  # without a TEB: how far above SP to look for the stack's end
 VS_FIXEDFILEINFO_SIGNATURE = 0xFEEF04BD
@@ -151,31 +152,17 @@ class PykdTarget:
             return b""
         if address < 0 or address + size > 1 << 64:
             raise MemoryNotInDump(address, size)
-        out = []
-        pos, end = address, address + size
-        while pos < end:
-            n = min(CHUNK, end - pos)
-            out.append(self._load(pos, n))
-            pos += n
-        return b"".join(out)
+        got = b"".join(self._readable_pieces(address, size))
+        if len(got) != size:
+            raise MemoryNotInDump(address, size)
+        return got
 
     def read_available(self, address: int, size: int) -> bytes:
-        """The longest readable prefix: whole chunks first, then page by page, then a
-        binary search for the last readable byte inside the first page that fails."""
+        """The longest readable prefix of [address, address + size)."""
         if size <= 0 or address < 0:
             return b""
         size = min(size, (1 << 64) - address)
-        out = []
-        pos, end = address, address + size
-        while pos < end:
-            n = min(CHUNK - (pos % CHUNK), end - pos)
-            try:
-                out.append(self._load(pos, n))
-            except MemoryNotInDump:
-                out.append(self._prefix(pos, n))
-                break
-            pos += n
-        return b"".join(out)
+        return b"".join(self._readable_pieces(address, size))
 
     def module_at(self, address: int) -> Optional[Module]:
         return self._module_map.find(address)
@@ -215,40 +202,65 @@ class PykdTarget:
         except (OverflowError, ValueError):
             raise MemoryNotInDump(address, size) from None
 
-    def _prefix(self, address: int, size: int) -> bytes:
-        got = []
-        pos, left = address, size
-        while left > 0:
-            step = min(left, PAGE - (pos % PAGE))
+    def _readable_pieces(self, address: int, size: int) -> Iterator[bytes]:
+        """The bytes of [address, address + size) in order, up to the first unreadable one.
+
+        kdlib's loadBytes reads a range only when dbgeng calls all of it one valid region,
+        while a dump's memory list is many ranges, often touching (Wine writes thousands
+        of a few bytes each); whether dbgeng joins touching ranges is not known. So a
+        chunk that fails is not the end: the readable length from `pos` is found by
+        binary search (if k bytes load, so do fewer) and reading resumes after it. One
+        call per chunk inside a range, about log2(CHUNK) more per boundary crossed; the
+        searching is capped per read (MAX_SEARCH_LOADS), beyond which the rest counts as
+        unreadable and says so."""
+        pos, end = address, address + size
+        budget = [MAX_SEARCH_LOADS]
+        while pos < end:
+            n = min(CHUNK - (pos % CHUNK), end - pos)
             try:
-                got.append(self._load(pos, step))
+                piece = self._load(pos, n)
             except MemoryNotInDump:
-                lo, hi = 0, step  # prefix of lo bytes readable, of hi bytes not
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    try:
-                        self._load(pos, mid)
-                        lo = mid
-                    except MemoryNotInDump:
-                        hi = mid
-                if lo:
-                    got.append(self._load(pos, lo))
-                break
-            pos += step
-            left -= step
-        return b"".join(got)
+                piece = self._longest_load(pos, n, budget)
+            if not piece:
+                return
+            yield piece
+            pos += len(piece)
+
+    def _longest_load(self, pos: int, n: int, budget: List[int]) -> bytes:
+        """The most bytes from `pos` (fewer than `n`, which failed) one loadBytes gives."""
+        best = self._search_load(pos, 1, budget)
+        if best is None:
+            return b""
+        lo, hi = 1, n  # lo bytes load (best), hi bytes do not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            got = self._search_load(pos, mid, budget)
+            if got is None:
+                hi = mid
+            else:
+                lo, best = mid, got
+        return best
+
+    def _search_load(self, pos: int, n: int, budget: List[int]) -> Optional[bytes]:
+        if budget[0] <= 0:
+            if budget[0] == 0:
+                budget[0] = -1
+                self.soft_errors.add(f"memory near {pos:#x}: more than {MAX_SEARCH_LOADS} debugger reads "
+                                     "spent finding where readable ranges end; the rest of that read "
+                                     "is treated as unreadable")
+            return None
+        budget[0] -= 1
+        try:
+            return self._load(pos, n)
+        except MemoryNotInDump:
+            return None
 
     def _readable_end(self, address: int, limit: int) -> int:
         """First unreadable address at or above `address` (at most `limit`)."""
         pos = address
-        while pos < limit:
-            n = min(CHUNK - (pos % CHUNK), limit - pos)
-            try:
-                self._load(pos, n)
-            except MemoryNotInDump:
-                return pos + len(self._prefix(pos, n))
-            pos += n
-        return limit
+        for piece in self._readable_pieces(address, limit - address):
+            pos += len(piece)
+        return pos
 
     # -- debugger commands --------------------------------------------------------------
     def _command(self, command: str, failed: Optional[str] = "") -> Optional[str]:

@@ -6,8 +6,12 @@ the exception stream, SystemInfo) and nothing from dumpkit's analysis. Only the 
 functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, with pykd
 0.3's names, signatures, return types and errors (pykd/pymod.cpp and friends):
 
-- `loadBytes(offset, count, phyAddr=False)` -> list of ints; `MemoryException` when any
-  byte of the range is unreadable. `loadQWords` likewise.
+- `loadBytes(offset, count, phyAddr=False)` -> list of ints; `MemoryException` unless
+  the whole range lies in one of the dump's memory ranges. kdlib checks
+  `isVaRegionValid` (dbgeng's GetValidRegionVirtual must return exactly the range)
+  before reading; whether dbgeng joins a dump's adjacent ranges into one valid region is
+  not known, so the stand-in takes the strict reading: a read that crosses from one
+  range into the next fails even when they touch. `loadQWords` likewise.
 - `getProcessThreads()` -> TEB addresses; `getCurrentThread()` -> the current TEB;
   `setCurrentThread(teb)`; `getThreadSystemID(id=-1)` (debugger thread id -> OS id).
 - `reg(name)` takes lowercase dbgeng names (`rip`, `rsp`, `efl`...).
@@ -42,6 +46,7 @@ Install it with `monkeypatch.setitem(sys.modules, "pykd", fake)` after
 from __future__ import annotations
 
 import os
+from bisect import bisect_right as _bisect_right
 from typing import Dict, List, Optional, Tuple
 
 from dumpkit.sources.minidump import MinidumpTarget, open_dump
@@ -79,6 +84,9 @@ class _State:
         self.commands: List[str] = []
         self.errors: List[str] = []  # the debugger's error output, which dbgCommand drops
         self.pdbs: Dict[int, str] = {}  # module base -> PDB path dbgeng has loaded
+        ranges = target.memory_ranges()  # sorted, overlaps removed; touching ones kept apart
+        self.range_starts = [a for a, _ in ranges]
+        self.range_ends = [b for _, b in ranges]
         ex = target.exception
         if ex is not None:
             for i, t in enumerate(target.threads):
@@ -206,8 +214,12 @@ def loadBytes(offset: int, count: int, phyAddr: bool = False) -> List[int]:  # n
         return []
     if offset < 0 or count < 0 or offset + count > 1 << 64:
         raise MemoryException(f"Memory exception at 0x{offset & ((1 << 64) - 1):x} type:Virtual")
+    s = _s()
+    i = _bisect_right(s.range_starts, offset) - 1
+    if i < 0 or offset + count > s.range_ends[i]:  # not one valid region: isVaRegionValid fails
+        raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual")
     try:
-        return list(_s().target.read(offset, count))
+        return list(s.target.read(offset, count))
     except MemoryNotInDump:
         raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual") from None
 
