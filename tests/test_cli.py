@@ -330,6 +330,21 @@ def test_every_field_of_a_real_dump_report_is_documented_with_its_type(dump):
     assert not problems, "\n".join(sorted(set(problems)))
 
 
+def test_counts_of_one_are_singular(sample):
+    """The self-written dump has a thread with a single frame and a one-function cycle."""
+    path = sample("recursion_one.selfdump.dmp.xz")
+    doc = json.loads(analyze(path))
+    single = [t["tid"] for t in doc["threads"] if t["frame_count"] == 1]
+    assert single and doc["threads"][0]["cycles"][0]["period"] == 1
+    text = analyze(path, "text")
+    assert f"  {single[0]}: 1 frame, top " in text
+    wrong = re.compile(r"(?<![\d,])1 (frames|functions|processors|repetitions|more times)\b")
+    for fmt in ("text", "markdown", "html"):
+        out = analyze(path, fmt)
+        assert not wrong.search(out), (fmt, wrong.search(out))
+        assert "cycle of 1 function in call order" in out, fmt
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

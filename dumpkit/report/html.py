@@ -8,8 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, oversized_legend, shown_cycles, shows_frame_sizes,
-    stack_groups,
+    collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
+    shows_frame_sizes, stack_groups,
 )
 
 _STYLE = """
@@ -58,7 +58,7 @@ def render_html(report: Report) -> str:
     if s is not None:
         out.append(f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)} {h(s.os_build or '')}"
                    + (f", under {h(s.wine)}" if s.wine else "") + "</td></tr>")
-        out.append(f"<tr><th>CPU</th><td>{h(s.cpu)}, {s.processors} processors</td></tr>")
+        out.append(f"<tr><th>CPU</th><td>{h(s.cpu)}, {plural(s.processors, 'processor')}</td></tr>")
     env = report.environment
     for label, val in (("Python", env.python), ("TensorFlow", env.tensorflow_version)):
         if val:
@@ -91,16 +91,16 @@ def render_html(report: Report) -> str:
             out.append("</table>")
             if legend:
                 out.append(f'<p class="dim">{h(legend)}</p>')
-        out.append(f"<h2>Crashing thread {crash_thread.tid} ({crash_thread.frame_count:,} frames)</h2>")
+        out.append(f"<h2>Crashing thread {crash_thread.tid} ({plural(crash_thread.frame_count, 'frame')})</h2>")
         out += _stack(crash_thread)
     for t, same in stack_groups(report.threads):
         if not t.frames:
             continue
         label = ", ".join(f"{x.tid}" + (f" {h(x.name, 80)}" if x.name else "") for x in (t, *same))
         if same:
-            title = f"Threads {label} (identical stacks, {t.frame_count} frames; Child-SP shown for {t.tid})"
+            title = f"Threads {label} (identical stacks, {plural(t.frame_count, 'frame')}; Child-SP shown for {t.tid})"
         else:
-            title = f"Thread {label} ({t.frame_count} frames)"
+            title = f"Thread {label} ({plural(t.frame_count, 'frame')})"
         out.append(f"<details><summary>{title}</summary>")
         out += _stack(t)
         out.append("</details>")

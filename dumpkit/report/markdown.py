@@ -8,8 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, oversized_legend, shown_cycles, shows_frame_sizes,
-    stack_groups,
+    collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
+    shows_frame_sizes, stack_groups,
 )
 
 
@@ -72,7 +72,7 @@ def render_markdown(report: Report) -> str:
         if s.wine:
             os_line += f", under {md(s.wine)}"
         out.append(f"| OS | {os_line} |")
-        out.append(f"| CPU | {md(s.cpu)}, {s.processors} processors |")
+        out.append(f"| CPU | {md(s.cpu)}, {plural(s.processors, 'processor')} |")
     env = report.environment
     if env.cpu_features:
         feats = ", ".join(f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items())
@@ -121,7 +121,7 @@ def render_markdown(report: Report) -> str:
             out.append(f"Stack: used {human_bytes(b.used)} of {'~' if estimated else ''}{human_bytes(b.reserve_size)} "
                        f"({md(b.source)}{': the executable default reserve, an estimate' if estimated else ''})")
             out.append("")
-        out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {crash_thread.frame_count:,} frames</summary>",
+        out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}</summary>",
                 ""] + _stack_block(crash_thread) + ["", "</details>", ""]
     groups = stack_groups(report.threads)
     if groups:

@@ -14,6 +14,11 @@ from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean
 
 
+def plural(n: int, noun: str) -> str:
+    """`1 frame`, `2 frames`, `1,710 repetitions`."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 
 
@@ -61,14 +66,14 @@ def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeat
         if f.index <= skip_until:
             continue
         if prev is not None and f.index > prev + 1:
-            out.append(f"... {f.index - prev - 1:,} frames not kept in the report ...")
+            out.append(f"... {plural(f.index - prev - 1, 'frame')} not kept in the report ...")
         span = next((s for s in spans if s[0] <= f.index <= s[1]), None)
         if span is not None:
             first, last, c = span
             keep_to = first + c.period * show_repeats - 1
             if f.index > keep_to:
-                out.append(f"... {last - keep_to:,} more frames: the cycle above repeats "
-                           f"{c.repetitions - show_repeats:,} more times ({human_bytes(c.total_bytes)} in all) ...")
+                out.append(f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
+                           f"{plural(c.repetitions - show_repeats, 'more time')} ({human_bytes(c.total_bytes)} in all) ...")
                 skip_until = prev = last
                 continue
         out.append(f)
@@ -90,7 +95,7 @@ def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
 def cycle_summary(c: Cycle) -> str:
     """Numbers only (no dump strings): safe in any format as is."""
     share = f" ({c.stack_share:.0%} of the used stack)" if c.stack_share is not None else ""
-    return (f"cycle of {c.period} function(s) in call order, {c.repetitions:,} repetitions x "
+    return (f"cycle of {plural(c.period, 'function')} in call order, {plural(c.repetitions, 'repetition')} x "
             f"{c.bytes_per_repetition:,} bytes = {human_bytes(c.total_bytes)}{share}, "
             f"frames {c.first_frame}-{c.last_frame}")
 
@@ -180,7 +185,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         if s.wine:
             os_line += f", under {clean(s.wine)}"
         console.print(_label("System") + Text(os_line))
-        console.print(_label("CPU") + Text(f"{clean(s.cpu)}, {s.processors} processors"))
+        console.print(_label("CPU") + Text(f"{clean(s.cpu)}, {plural(s.processors, 'processor')}"))
     env = report.environment
     env_bits = []
     if env.cpu_features:
@@ -241,7 +246,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if crash_thread is not None:
         trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
         console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
-                      + Text(f"  {crash_thread.frame_count:,} frames ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
+                      + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
         console.print(thread_table(crash_thread, max_rows=max_frames))
         console.print()
     groups = stack_groups(report.threads)
@@ -251,7 +256,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
             group = f" (+{len(same)} with the same stack: {', '.join(str(x.tid) for x in same)})" if same else ""
             name = f" \"{clean(t.name, 80)}\"" if t.name else ""
-            console.print(Text(f"  {t.tid}{name}: {t.frame_count} frames, top {clean(top)}{group}"))
+            console.print(Text(f"  {t.tid}{name}: {plural(t.frame_count, 'frame')}, top {clean(top)}{group}"))
     if report.soft_errors:
         console.print()
         _lines(console, "Problems met while reading (the rest of the report stands)", report.soft_errors)
