@@ -26,9 +26,10 @@ What pykd has no call for comes from standard WinDbg commands: the exception *co
 (`.ecxr`, see `_exception_context`), thread names and suspend counts (`~`), the memory map
 (`!address`), processor count and service pack (`vertarget`), CPU vendor/family/model/
 stepping (`!cpuid`), the dump file name (`||`) and which modules already have a PDB
-loaded (`lm`, which unlike `module.symfile()` loads nothing: see `_module_has_pdb`). Stack bounds come from the TEB's NT_TIB
-(StackBase at +8, StackLimit at +0x10); a minidump often lacks the TEB, and then the stack
-is the readable memory from SP upwards, which is what the dump captured.
+loaded (`lm`, which unlike `module.symfile()` loads nothing: see `_module_has_pdb`).
+Stack bounds come from the TEB's NT_TIB (StackBase at +8, StackLimit at +0x10); a
+minidump often lacks the TEB, and then the stack is the readable memory from SP
+upwards, which is what the dump captured.
 """
 from __future__ import annotations
 
