@@ -22,8 +22,8 @@
 // Without a version, the pykd-ext bootstrapper picks the highest Python 3 installed,
 // which then has no pykd; so the alias always names one, 3.9 unless told otherwise:
 //   dx @$tfstackPython = "3.9"     the interpreter `!py` runs (major.minor, as `!info` lists it)
-//   dx @$tfstackPython = ""        no version: pykd-ext's choice (`!select`, the script's
-//                                  `#! python3.9` first line, else the highest 3.x)
+//   dx @$tfstackPython = ""        no version: pykd-ext's choice (tfstack.py's first line
+//                                  `#! python3.9`, else `!select`'s, else the highest 3.x)
 //
 // This script's folder is found, in order, from:
 //   1. a user variable:  dx @$tfstackDir = "C:\\path\\to\\windbg_scripts"
