@@ -345,6 +345,20 @@ def test_counts_of_one_are_singular(sample):
         assert "cycle of 1 function in call order" in out, fmt
 
 
+@pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "null_deref.dmp"])
+def test_every_format_states_the_stack_budget_the_same_way(name):
+    b = analyze_json(name)["threads"][0]["budget"]
+    share = f"({b['used'] / b['reserve_size']:.0%}), from {b['source']}"
+    estimate = "of ~" if b["source"] == "captured+image" else "of "
+    pages = {"text": " ".join(analyze(SAMPLES / name, "text").split()),
+             "markdown": visible_text(markdown_as_html(analyze(SAMPLES / name, "markdown"))),
+             "html": visible_text(analyze(SAMPLES / name, "html"))}
+    for fmt, page in pages.items():
+        found = re.search(r"Stack ?:? used .{0,200}", page)
+        assert found, fmt
+        assert share in found[0] and estimate in found[0][:40], (fmt, found[0])
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

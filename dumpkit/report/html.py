@@ -8,7 +8,7 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
+    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
     shows_frame_sizes, stack_groups,
 )
 
@@ -56,10 +56,15 @@ def render_html(report: Report) -> str:
             out.append(f"<tr><th>Meaning</th><td>{prose(c.summary, 1000)}</td></tr>")
     s = report.system
     if s is not None:
-        out.append(f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)} {h(s.os_build or '')}"
+        out.append(f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)}"
+                   + (f" ({h(s.os_build)})" if s.os_build else "")
                    + (f", under {h(s.wine)}" if s.wine else "") + "</td></tr>")
         out.append(f"<tr><th>CPU</th><td>{h(s.cpu)}, {plural(s.processors, 'processor')}</td></tr>")
     env = report.environment
+    if env.cpu_features:
+        feats = ", ".join(f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}"
+                          for k, val in env.cpu_features.items())
+        out.append(f"<tr><th>CPU features</th><td>{h(feats)}</td></tr>")
     for label, val in (("Python", env.python), ("TensorFlow", env.tensorflow_version)):
         if val:
             out.append(f"<tr><th>{label}</th><td>{h(val)}</td></tr>")
@@ -77,6 +82,8 @@ def render_html(report: Report) -> str:
                        + (f" &lt;- ... ({more} more)" if more else "") + "</p>")
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
+        if crash_thread.budget is not None:
+            out.append(f"<p><b>Stack</b>: {h(budget_line(crash_thread.budget), 1000)}</p>")
         if shows_frame_sizes(report):
             legend = oversized_legend(report)
             out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th>"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes
+from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
+    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
     shows_frame_sizes, stack_groups,
 )
 
@@ -115,12 +115,8 @@ def render_markdown(report: Report) -> str:
             if legend:
                 out += ["", f"<sub>{md(legend)}</sub>"]
             out.append("")
-        b = crash_thread.budget
-        if b is not None:
-            estimated = b.source == "captured+image"
-            out.append(f"Stack: used {human_bytes(b.used)} of {'~' if estimated else ''}{human_bytes(b.reserve_size)} "
-                       f"({md(b.source)}{': the executable default reserve, an estimate' if estimated else ''})")
-            out.append("")
+        if crash_thread.budget is not None:
+            out += [f"**Stack**: {md(budget_line(crash_thread.budget), 1000)}", ""]
         out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}</summary>",
                 ""] + _stack_block(crash_thread) + ["", "</details>", ""]
     groups = stack_groups(report.threads)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dumpkit.analysis.model import Cycle, FrameRecord, Report, ThreadReport
+from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean
 
@@ -104,6 +104,24 @@ def entry_path(c: Cycle) -> Tuple[Tuple[str, ...], int]:
     """The functions below the cycle (innermost first) as shown, and how many more there are."""
     path = outside_entry_path(c)
     return path[:ENTRY_PATH_SHOWN], max(0, len(path) - ENTRY_PATH_SHOWN)
+
+
+def budget_line(b: StackBudget) -> str:
+    """The crashing thread's stack use in one line (dumpkit's words and numbers only)."""
+    estimated = b.source == "captured+image"
+    used = human_bytes(b.used) if b.used is not None else "an unknown amount"
+    if b.reserve_size:
+        frac = b.used_fraction
+        line = (f"used {used} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}"
+                + (f" ({frac:.0%})" if frac is not None else ""))
+    else:
+        line = f"used {used}; the reserve is not known"
+    line += f", from {b.source}"
+    if estimated:
+        line += " (the reserve is the executable's default; a thread created with its own stack size has another)"
+    if b.guard_hit:
+        line += ", fault in the guard region"
+    return line
 
 
 def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tuple[ThreadReport, ...]]]:
@@ -232,15 +250,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         if legend:
             console.print(Text(f"  {legend}", style="dim"))
     if crash_thread is not None and crash_thread.budget is not None:
-        b = crash_thread.budget
-        frac = b.used_fraction
-        estimated = b.source == "captured+image"
-        console.print(_label("Stack") + Text(
-            f"used {human_bytes(b.used)} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}"
-            + (f" ({frac:.0%})" if frac is not None else "") + f", from {b.source}"
-            + (" (the reserve is the executable's default; a thread created with its own stack size has another)"
-               if estimated else "")
-            + (", fault in the guard region" if b.guard_hit else "")))
+        console.print(_label("Stack") + Text(clean(budget_line(crash_thread.budget), 1000)))
     console.print()
 
     if crash_thread is not None:
