@@ -359,6 +359,22 @@ def test_every_format_states_the_stack_budget_the_same_way(name):
         assert share in found[0] and estimate in found[0][:40], (fmt, found[0])
 
 
+def test_every_format_shows_the_environment_sentences_and_caveats():
+    """Compatibility sentences and caveats (e.g. 'ran under Wine') reach every reader,
+    one sentence per item in Markdown rather than one run-on paragraph."""
+    env = analyze_json("tf_env_abort.dmp")["environment"]
+    assert env["compatibility"] and env["notes"]
+    md_html = markdown_as_html(analyze(SAMPLES / "tf_env_abort.dmp", "markdown"))
+    pages = {"text": " ".join(analyze(SAMPLES / "tf_env_abort.dmp", "text").split()),
+             "markdown": visible_text(md_html), "html": visible_text(analyze(SAMPLES / "tf_env_abort.dmp", "html"))}
+    for fmt, page in pages.items():
+        for sentence in env["compatibility"] + env["notes"]:
+            assert sentence in page, (fmt, sentence)
+    items = [visible_text(li) for li in re.findall(r"<li>(.*?)</li>", md_html, re.S)]
+    for sentence in env["compatibility"]:
+        assert sentence in items
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

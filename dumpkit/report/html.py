@@ -73,6 +73,8 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for sentence in env.compatibility:
         out.append(f'<p class="dim">{prose(sentence, 1000)}</p>')
+    for note in env.notes:
+        out.append(f'<p class="dim">Note: {prose(note, 1000)}</p>')
     for t, cyc in shown_cycles(report):
         out.append(f"<h2>Recursion on thread {t.tid}</h2><p>{h(cycle_summary(cyc))}</p><ul>"
                    + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc)) + "</ul>")

@@ -85,9 +85,12 @@ def render_markdown(report: Report) -> str:
     for comp in env.cuda:
         out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({cell_code(comp.module)}) |")
     out.append("")
+    # One bullet each: consecutive quoted lines would run together into one paragraph.
     for sentence in env.compatibility:
-        out.append(f"> {prose(sentence, 1000)}")
-    if env.compatibility:
+        out.append(f"> - {prose(sentence, 1000)}")
+    for note in env.notes:
+        out.append(f"> - Note: {prose(note, 1000)}")
+    if env.compatibility or env.notes:
         out.append("")
 
     for t, cyc in shown_cycles(report):

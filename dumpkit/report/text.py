@@ -221,6 +221,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         console.print(_label(clean(label, LABEL_WIDTH - 1)) + Text(clean(val, 1000)))
     for sentence in env.compatibility:
         console.print(Text(" " * LABEL_WIDTH) + Text(clean(sentence, 1000), style="dim"))
+    for note in env.notes:
+        console.print(Text(" " * LABEL_WIDTH) + Text("note: " + clean(note, 1000), style="dim"))
     console.print()
 
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
