@@ -276,7 +276,9 @@ class ImageLocator:
     def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
         try:
             if path.lower().endswith(".xz"):
-                img = PEImage.from_bytes(_read_xz(path), path)
+                # Decompressed only as far as reads reach: the header check below costs
+                # the first few KB, and a mismatching candidate nothing more.
+                img = PEImage.from_backing(XzBacking(path), path)
             else:
                 img = PEImage.from_file(path)
         except PEError:
@@ -407,20 +409,77 @@ MAX_FILE_PTR = 4096
 
 
 MAX_XZ_IMAGE = 1 << 30
+_XZ_IN_CHUNK = 1 << 16
+_XZ_OUT_CHUNK = 1 << 18
 
 
-def _read_xz(path: str) -> bytes:
-    """Decompress an xz-compressed image into memory (bounded; nothing is written)."""
-    import lzma
+class XzBacking:
+    """An xz-compressed image file, decompressed into memory only as far as reads
+    reach (headers, .text, .pdata/.xdata and exports usually sit well before the
+    debug sections and COFF symbols at the end). Bounded; nothing is written."""
 
-    try:
-        with lzma.open(path, "rb") as f:
-            data = f.read(MAX_XZ_IMAGE + 1)
-    except (OSError, lzma.LZMAError, EOFError) as e:
-        raise PEError(f"{path}: cannot decompress ({e})") from None
-    if len(data) > MAX_XZ_IMAGE:
-        raise PEError(f"{path}: decompressed image larger than {MAX_XZ_IMAGE} bytes")
-    return data
+    lazy = True
+
+    def __init__(self, path: str):
+        import lzma
+
+        self._lzma = lzma
+        self.path = path
+        try:
+            self._fh = open(path, "rb")
+        except OSError as e:
+            raise PEError(f"cannot open {path}: {e.strerror or e}") from None
+        self._dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+        self._data = bytearray()
+        self._ended = False
+        self.decompressions = 0  # decompress calls made (for tests)
+
+    def _fill(self, end: int) -> None:
+        """Decompress until `end` bytes are out or the stream ends."""
+        while len(self._data) < end and not self._ended:
+            if self._fh is None:
+                raise PEError(f"{self.path}: image is closed")
+            chunk = b""
+            if self._dec.needs_input:
+                chunk = self._fh.read(_XZ_IN_CHUNK)
+                if not chunk:
+                    self._ended = True
+                    raise PEError(f"{self.path}: cannot decompress (truncated xz stream)")
+            try:
+                self._data += self._dec.decompress(chunk, max_length=_XZ_OUT_CHUNK)
+            except (self._lzma.LZMAError, EOFError) as e:
+                self._ended = True
+                raise PEError(f"{self.path}: cannot decompress ({e})") from None
+            self.decompressions += 1
+            if self._dec.eof:
+                self._ended = True
+            if len(self._data) > MAX_XZ_IMAGE:
+                self._ended = True
+                raise PEError(f"{self.path}: decompressed image larger than {MAX_XZ_IMAGE} bytes")
+
+    @property
+    def decompressed(self) -> int:
+        return len(self._data)
+
+    @property
+    def size(self) -> int:
+        self._fill(MAX_XZ_IMAGE + 1)
+        return len(self._data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0:
+            raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        self._fill(offset + size)
+        if offset + size > len(self._data):
+            raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        return bytes(self._data[offset:offset + size])
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        self._data = bytearray()
+        self._ended = True
 
 
 MAX_DOWNLOAD = 2 << 30

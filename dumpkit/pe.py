@@ -116,6 +116,7 @@ MAX_SECTIONS = 1024  # the loader's limit is 96; be generous but finite
 MAX_HEADER_OFFSET = 0x10000000  # e_lfanew
 MAX_EXPORTS = 1 << 20  # functions and names each
 MAX_EXPORT_NAME = 1024
+MAX_EXPORT_NAME_BLOCK = 8 << 20  # one read of all export names when they fit in this
 MAX_RESOURCE_ENTRIES = 4096  # per resource directory
 MAX_VERSION_RESOURCE = 1 << 20
 MAX_VERSION_BLOCKS = 4096
@@ -397,11 +398,22 @@ class PEImage:
     @classmethod
     def from_bytes(cls, data: bytes, name: str = "<bytes>") -> "PEImage":
         """An image file held in memory; laid out and read like `from_file`."""
-        backing = _BytesBacking(data)
+        return cls.from_backing(_BytesBacking(data), name)
+
+    @classmethod
+    def from_backing(cls, backing, name: str) -> "PEImage":
+        """An image file served by `backing`: `read(offset, size)` (PEError past its end),
+        `close()`, `size`. A backing with `lazy = True` produces bytes on demand
+        (a compressed file decompressed as far as reads reach); its `size` may be costly,
+        so long section names, which live at the end of the file, stay as `/N`."""
         try:
-            img = cls(backing.read, source="file", file=backing)  # type: ignore[arg-type]
+            img = cls(backing.read, source="file", file=backing)
         except PEError as e:
+            backing.close()
             raise PEError(f"{name}: {e}") from None
+        except Exception:
+            backing.close()
+            raise
         img.path = name
         return img
 
@@ -500,7 +512,7 @@ class PEImage:
             sections.append(Section(name, vaddr, vsize, roff, rsize, chars))
         self._file_order_sections = tuple(sections)  # COFF section numbers index this
         sections.sort(key=lambda s: s.rva)
-        if self._file is not None:
+        if self._file is not None and not getattr(self._file, "lazy", False):
             sections = [self._long_section_name(s) for s in sections]
         self.sections = tuple(sections)
 
@@ -760,15 +772,23 @@ class PEImage:
             name_rvas = struct.unpack(f"<{nnames}I", self.read_rva(names_rva, 4 * nnames))
             ordinals = struct.unpack(f"<{nnames}H", self.read_rva(ords_rva, 2 * nnames))
             bad = 0
+            block_at, block = self._export_name_block(name_rvas)
             for nrva, idx in zip(name_rvas, ordinals):
                 if idx >= nfuncs:
                     bad += 1
                     continue
-                try:
-                    raw = self._read_cstring(nrva, MAX_EXPORT_NAME)
-                except (PEError, MemoryNotInDump):
-                    bad += 1
-                    continue
+                raw = None
+                at = nrva - block_at
+                if 0 <= at < len(block):
+                    end = block.find(b"\0", at, at + MAX_EXPORT_NAME)
+                    if end >= 0:
+                        raw = block[at:end]
+                if raw is None:
+                    try:
+                        raw = self._read_cstring(nrva, MAX_EXPORT_NAME)
+                    except (PEError, MemoryNotInDump):
+                        bad += 1
+                        continue
                 names.setdefault(idx, []).append(raw.decode("utf-8", "replace"))
             if bad:
                 self.problems.append(f"export table: {bad} unreadable or invalid names")
@@ -780,6 +800,21 @@ class PEImage:
             for n in names.get(idx, (f"#{ordinal_base + idx}",)):
                 out.append((frva, n))
         return out
+
+    def _export_name_block(self, name_rvas) -> Tuple[int, bytes]:
+        """(rva, bytes) of one read covering every export name when they lie close
+        together (linkers put them in one run); (0, b"") when not, or when that read
+        fails, and each name is then read on its own."""
+        if not name_rvas:
+            return 0, b""
+        lo = min(name_rvas)
+        hi = min(max(name_rvas) + MAX_EXPORT_NAME, self.size_of_image)
+        if hi <= lo or hi - lo > MAX_EXPORT_NAME_BLOCK:
+            return 0, b""
+        try:
+            return lo, self.read_rva(lo, hi - lo)
+        except (PEError, MemoryNotInDump):
+            return 0, b""
 
     # ---------------------------------------------------------------- COFF symbols
     def coff_functions(self) -> List[Tuple[int, str]]:
@@ -809,18 +844,20 @@ class PEImage:
         strsize_raw = self.read_file_offset(strtab_at, 4)
         strsize = _u32(strsize_raw, 0) if len(strsize_raw) == 4 else 0
         strtab = self.read_file_offset(strtab_at, min(strsize, MAX_COFF_STRINGS)) if strsize > 4 else b""
-        by_number = {i + 1: sec for i, sec in enumerate(self._file_order_sections)}
+        # COFF section number -> RVA, for code sections only
+        code_rva = {i + 1: sec.rva for i, sec in enumerate(self._file_order_sections) if sec.is_executable}
+        unpack = struct.Struct("<8sIhHBB").unpack_from
         out: List[Tuple[int, str]] = []
         i = 0
         while i < count:
-            name_raw, value, secnum, typ, storage, naux = struct.unpack_from("<8sIhHBB", table, 18 * i)
+            name_raw, value, secnum, typ, storage, naux = unpack(table, 18 * i)
             i += 1 + naux
             # Functions: DT_FUNCTION (high nibble of Type) with external (2) or static (3)
             # storage; assembly labels have no type, so take external ones in code.
-            if secnum <= 0 or storage not in (2, 3):
+            if storage not in (2, 3):
                 continue
-            sec = by_number.get(secnum)
-            if sec is None or not sec.is_executable:
+            sec_rva = code_rva.get(secnum)
+            if sec_rva is None:
                 continue
             if (typ >> 4) != 2 and storage != 2:
                 continue
@@ -832,7 +869,7 @@ class PEImage:
                 name = strtab[off:end].decode("utf-8", "replace")
             else:
                 name = name_raw.split(b"\0", 1)[0].decode("utf-8", "replace")
-            out.append((sec.rva + value, name))
+            out.append((sec_rva + value, name))
         out.sort()
         return out
 

@@ -383,3 +383,73 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     sources = json.loads(r.stdout)["image_sources"]
     assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))
     assert sources["kernel32.dll"].startswith("not found (symbol store: ") and "is compressed" in sources["kernel32.dll"]
+
+
+# ----------------------------------------------------------------------------- NAME.dll.xz
+def _xz_backings(monkeypatch):
+    """Every XzBacking the locator makes, to see how much of each it decompressed."""
+    import dumpkit.images as images
+
+    made = []
+    real_init = images.XzBacking.__init__
+
+    def init(self, path):
+        real_init(self, path)
+        made.append(self)
+
+    monkeypatch.setattr(images.XzBacking, "__init__", init)
+    return made
+
+
+def _big_image(timestamp):
+    """A synthetic image followed by 4 MiB of data that unwinding never reads."""
+    from synth_pe import PEBuilder, TEXT_CHARS
+    b = PEBuilder(timestamp=timestamp)
+    b.add_section(".text", b"\xc3" * 0x200, characteristics=TEXT_CHARS)
+    b.add_section(".big", bytes(range(256)) * (4 << 12))
+    return b.build()
+
+
+def test_xz_images_are_decompressed_only_as_far_as_reads_reach(tmp_path, monkeypatch):
+    import lzma
+    good, other = _big_image(0x22222222), _big_image(0x33333333)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "z").mkdir()
+    (tmp_path / "a" / "big.dll.xz").write_bytes(lzma.compress(other.file))  # found first, wrong build
+    (tmp_path / "z" / "big.dll.xz").write_bytes(lzma.compress(good.file))
+    (tmp_path / "z" / "bad").mkdir()
+    (tmp_path / "z" / "bad" / "big.dll.xz").write_bytes(b"\xfd7zXZ\0" + bytes(100))  # corrupt
+    made = _xz_backings(monkeypatch)
+    module = Module("big.dll", "C:\\x\\big.dll", good.image_base, good.size_of_image, good.timestamp)
+    with ImageLocator(image_paths=[str(tmp_path)], use_recorded_path=False) as loc:
+        found = loc.locate(module, no_memory)
+        assert found.source == "image-path" and found.image.path.endswith(os.path.join("z", "big.dll.xz"))
+        assert found.image.read_rva(0x1000, 1) == b"\xc3"
+        # the header check and the code read cost the first chunk, not the 4 MiB behind it
+        assert len(good.file) > 4 << 20
+        assert all(b.decompressed <= 1 << 20 for b in made), [b.decompressed for b in made]
+        big = found.image.sections[-1]
+        assert found.image.read_rva(big.rva + (4 << 20) - 4, 4) == bytes([252, 253, 254, 255])
+        assert made[-1].decompressed == len(good.file)
+
+
+def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(monkeypatch):
+    """kernel32's frame (BaseThreadInitThunk) is named from its export table: its COFF
+    symbols and DWARF sections, most of the file, are never decompressed."""
+    from dumpkit.engine import Options, crashing_thread, make_walker
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.unwind.amd64 import walk_thread
+
+    dump = REPO / "sample_dumps" / "big_frame.dmp"
+    if not dump.exists() or not (SAMPLE_BIN / "wine" / "kernel32.dll.xz").exists():
+        pytest.skip("sample dumps not present")
+    made = _xz_backings(monkeypatch)
+    target = open_dump(str(dump))
+    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+    walk = walk_thread(walker, crashing_thread(target), target.exception.context)
+    k32 = next(f for f in walk.frames if f.module == "kernel32.dll")
+    assert k32.symbol.startswith("kernel32.dll!BaseThreadInitThunk+") and k32.trust == "unwind_info"
+    (backing,) = [b for b in made if b.path.endswith("kernel32.dll.xz")]
+    image = walker.images.image(target.module_at(k32.ip))
+    assert image.path == backing.path
+    assert backing.decompressed < image._symtab_ptr  # the COFF table, near the end, was not needed

@@ -169,23 +169,37 @@ class Walker:
             return None
         start = function.begin_rva if function is not None else None
         if image is not None:
-            # Nearest-lower name from the COFF symbols (mingw keeps them) or the export
-            # table, but only if it is not below the function's own start: a name from
-            # an earlier function would mislabel this one.
-            for lookup in (image.nearest_function_symbol, image.nearest_export):
-                try:
-                    near = lookup(rva)
-                except (PEError, MemoryNotInDump):
-                    near = None
-                if near is None or (start is not None and near[1] < start):
-                    continue
-                if start is None and _ends_before(image, near[1], rva):
-                    continue
+            near = self._nearest_name(image, rva, start)
+            if near is not None:
                 name, at = near
                 return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
         if start is not None:
             return f"{module.name}!func_{start:x}" + (f"+{rva - start:#x}" if rva != start else "")
         return None
+
+    @staticmethod
+    def _nearest_name(image: PEImage, rva: int, start: Optional[int]) -> Optional[Tuple[str, int]]:
+        """(name, rva) of the nearest-lower export or COFF function symbol (mingw keeps
+        them) that can name code at `rva`: not below the function's own start (a name
+        from an earlier function would mislabel this one), and, with no .pdata entry
+        covering `rva`, not a function whose entry ends before it. An export at the
+        function's start is taken as is: the COFF table, at the end of the file (the
+        whole of a compressed image away), is read only when exports do not name it."""
+        best = None
+        for lookup in (image.nearest_export, image.nearest_function_symbol):
+            try:
+                near = lookup(rva)
+            except (PEError, MemoryNotInDump):
+                near = None
+            if near is None or (start is not None and near[1] < start):
+                continue
+            if start is None and _ends_before(image, near[1], rva):
+                continue
+            if best is None or near[1] > best[1]:
+                best = near
+            if start is not None and best[1] == start:
+                break
+        return best
 
     # -- unwind recipes -------------------------------------------------------------------
     def _recipe(self, place: _Place, ip: int) -> Optional[tuple]:
