@@ -375,6 +375,16 @@ def test_every_format_shows_the_environment_sentences_and_caveats():
         assert sentence in items
 
 
+def test_markdown_stack_columns_line_up_past_frame_9999(sample):
+    """A pasted stack stays a readable table when frame numbers reach five digits."""
+    md = analyze(sample("recursion_one.selfdump.dmp.xz"), "markdown")
+    block = md[md.index("Crashing thread"):].split("```")[1].strip("\n").splitlines()
+    header, rows = block[0], [ln for ln in block[1:] if re.match(r"\s*\d+ ", ln)]
+    assert max(int(r.split()[0]) for r in rows) > 9999
+    sp_column = header.index("Child-SP") + len("Child-SP") - 16
+    assert all(re.fullmatch(r"[0-9a-f]{16}", r[sp_column:sp_column + 16]) for r in rows), rows
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

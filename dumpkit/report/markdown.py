@@ -19,15 +19,18 @@ def cell_code(text: object) -> str:
 
 
 def _stack_block(t: ThreadReport) -> List[str]:
-    lines = ["```"]
+    """A fenced `kf`-style table: frame number (decimal), frame size (hex, like `kf`),
+    Child-SP, return address / IP, call site, how the frame was found."""
+    width = max(4, len(str(t.frames[-1].index)) if t.frames else 0)
+    lines = ["```", f"{'#':>{width}} {'Memory':>8} {'Child-SP':>16} {'RetAddr/IP':>16} Call site  [found by]"]
     for r in collapse(t.frames, t.cycles):
         if isinstance(r, str):
-            lines.append(f"      {r}")
+            lines.append(f"{'':>{width + 2}}{r}")
             continue
         size = f"{r.size:x}" if r.size is not None else ""
         # Inside a fence only a line starting with ``` could end it; strip backticks.
         name = clean(frame_name(r)).replace("`", "'")
-        lines.append(f"{r.index:4d} {size:>8} {r.sp:016x} {r.ip:016x} {name}  [{r.trust}]")
+        lines.append(f"{r.index:{width}d} {size:>8} {r.sp:016x} {r.ip:016x} {name}  [{r.trust}]")
     lines.append("```")
     return lines
 
