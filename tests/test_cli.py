@@ -385,6 +385,17 @@ def test_markdown_stack_columns_line_up_past_frame_9999(sample):
     assert all(re.fullmatch(r"[0-9a-f]{16}", r[sp_column:sp_column + 16]) for r in rows), rows
 
 
+def test_text_report_numbers_frames_the_same_way_everywhere():
+    """The evidence, the largest-frames table and the stack all say frame 5132, not 140c."""
+    doc = analyze_json("recursion_cycle3.dmp")
+    text = analyze(SAMPLES / "recursion_cycle3.dmp", "text")
+    stack = text[text.index("Crashing thread"):]
+    for fs in doc["frame_sizes"]:
+        frame = next(f for f in doc["threads"][0]["frames"] if f["index"] == fs["frame_index"])
+        row = next(ln for ln in stack.splitlines() if f"{frame['sp'][2:]:0>16}" in ln)
+        assert row.split()[0] == str(fs["frame_index"]), row
+
+
 def test_stack_command_prints_kf_style_frames_and_image_sources():
     r = run("stack", SAMPLES / "fastfail_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr

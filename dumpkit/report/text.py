@@ -141,7 +141,10 @@ def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tu
     return groups
 
 
-def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True) -> Table:
+def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True,
+                 hex_index: bool = True) -> Table:
+    """`hex_index`: frame numbers in hex like WinDbg's `kf` (`dumpkit stack`); the analyze
+    report numbers frames in decimal, as its evidence, recursion and frame-size lines do."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("#", justify="right")
     table.add_column("Memory", justify="right")
@@ -159,7 +162,7 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
             table.add_row("", "", "", "", Text(r, style="yellow"), "")
             continue
         table.add_row(
-            f"{r.index:02x}" if r.index < 256 else f"{r.index:x}",
+            (f"{r.index:02x}" if r.index < 256 else f"{r.index:x}") if hex_index else str(r.index),
             f"{r.size:x}" if r.size is not None else "",
             f"{r.sp:016x}", f"{r.ip:016x}", Text(clean(frame_name(r))),
             Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
@@ -259,7 +262,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
         console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
                       + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
-        console.print(thread_table(crash_thread, max_rows=max_frames))
+        console.print(thread_table(crash_thread, max_rows=max_frames, hex_index=False))
         console.print()
     groups = stack_groups(report.threads)
     if groups:
