@@ -1,9 +1,10 @@
 """Where each module's PE image (and so its unwind data) comes from.
 
 Order, as in DESIGN.md "Where unwind data comes from":
-1. the dump's own memory, if the PE header at the module's base is readable and its
-   exception directory is readable (a header without a readable .pdata is kept as a
-   fallback and used only when nothing below matches);
+1. the dump's own memory, if the PE header at the module's base is readable and so is
+   its unwind data (the exception directory, and the UNWIND_INFO of entries sampled
+   over it); an image without them is kept as a fallback, used only when nothing below
+   matches;
 2. the file at the path the dump recorded, if it exists on this machine and its
    TimeDateStamp and SizeOfImage match the module's;
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
@@ -31,6 +32,8 @@ __all__ = ["LocatedImage", "ImageLocator", "parse_symbol_path", "windows_path_ca
 SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
 _PDATA_PROBE_CHUNK = 1 << 20
+_PDATA_FULL_CHECK = 1 << 20  # bytes of .pdata read in full to accept a memory image
+_UNWIND_SAMPLES = 64  # .pdata entries whose UNWIND_INFO must be in memory too
 _MAX_INDEX_FILES = 2_000_000  # per --image-path directory
 
 
@@ -536,7 +539,11 @@ def _store_candidates(base: str, name: str, key: str, leaf: Optional[str] = None
 
 
 def _pdata_unreadable(img: PEImage) -> Optional[str]:
-    """None when the whole exception directory reads from memory, else why not."""
+    """None when the image's unwind data reads from memory, else why not: the exception
+    directory in full when it is at most _PDATA_FULL_CHECK bytes (a few probes of a huge
+    one, which a lookup's binary search touches only a few entries of), and the
+    UNWIND_INFO headers of up to _UNWIND_SAMPLES entries spread over it (a dump can
+    hold .pdata but not .xdata, and then a file image unwinds where memory cannot)."""
     if not img.pdata_count:
         exc = img.directory(3)
         if exc is None:
@@ -544,12 +551,31 @@ def _pdata_unreadable(img: PEImage) -> Optional[str]:
         return "exception directory not usable for this machine"
     total = img.pdata_count * 12
     rva = img.directory(3).rva  # type: ignore[union-attr]
-    pos = 0
-    while pos < total:
-        n = min(_PDATA_PROBE_CHUNK, total - pos)
+    if total <= _PDATA_FULL_CHECK:
+        pos = 0
+        while pos < total:
+            n = min(_PDATA_PROBE_CHUNK, total - pos)
+            try:
+                img.read_rva(rva + pos, n)
+            except (MemoryNotInDump, PEError):
+                return f"exception directory not in the dump (from RVA {rva + pos:#x})"
+            pos += n
+    for index in _spread(img.pdata_count, _UNWIND_SAMPLES):
         try:
-            img.read_rva(rva + pos, n)
+            entry = img.pdata_entry(index)
         except (MemoryNotInDump, PEError):
-            return f"exception directory not in the dump (from RVA {rva + pos:#x})"
-        pos += n
+            return f"exception directory not in the dump (entry {index} at RVA {rva + 12 * index:#x})"
+        if entry.unwind_rva & 1:
+            continue  # points at another entry, not at unwind info
+        try:
+            img.read_rva(entry.unwind_rva, 4)
+        except (MemoryNotInDump, PEError):
+            return f"unwind info not in the dump (RVA {entry.unwind_rva:#x}, for the function at {entry.begin_rva:#x})"
     return None
+
+
+def _spread(count: int, samples: int) -> List[int]:
+    """Up to `samples` indexes spread evenly over range(count), first and last included."""
+    if count <= samples:
+        return list(range(count))
+    return sorted({(count - 1) * k // (samples - 1) for k in range(samples)})

@@ -74,6 +74,41 @@ def test_memory_without_pdata_is_only_a_fallback(synth, other_build, tmp_path):
     assert found.source == "dump-memory"
 
 
+def test_memory_with_pdata_but_no_unwind_info_yields_to_a_matching_file(synth, tmp_path):
+    """A dump can hold .pdata but not the .xdata it points at: such a memory image would
+    find every function and unwind none of them, so a matching file wins."""
+    x = synth.info["xdata"]
+    no_xdata = synth.reader(missing=[(x, x + 0x1000)])
+    (tmp_path / "img").mkdir()
+    good = synth.write(tmp_path / "img" / "synth.dll")
+    with ImageLocator(image_paths=[str(tmp_path / "img")], use_recorded_path=False) as loc:
+        found = loc.locate(module_for(synth), no_xdata)
+        assert (found.source, found.image.path) == ("image-path", good)
+        f1 = found.image.lookup_function(synth.info["f1"])
+        assert found.image.unwind_info(f1.unwind_rva).frame_register == 5
+    # with nothing better, the memory image is kept and says what it lacks
+    with ImageLocator(use_recorded_path=False) as loc:
+        found = loc.locate(module_for(synth), no_xdata)
+        assert found.source == "dump-memory" and "unwind info not in the dump" in found.detail
+
+
+def test_huge_exception_directory_in_memory_is_checked_by_sampling():
+    from synth_pe import make_big_pdata_image
+    big = make_big_pdata_image(1_000_000)
+    read_va = big.reader()
+    sizes = []
+
+    def counting(address, size):
+        sizes.append(size)
+        return read_va(address, size)
+
+    module = Module("big.dll", "C:\\x\\big.dll", big.image_base, big.size_of_image, big.timestamp)
+    with ImageLocator(use_recorded_path=False) as loc:
+        found = loc.locate(module, counting)
+        assert found.source == "dump-memory" and "1000000 entries" in found.detail
+    assert sum(sizes) < 64 << 10, sum(sizes)  # not the 12 MB table
+
+
 # ----------------------------------------------------------------------------- 2. recorded path
 def test_recorded_path_windows_forms(synth, tmp_path, monkeypatch):
     if os.sep != "/":
