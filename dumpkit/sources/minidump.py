@@ -371,7 +371,7 @@ class MinidumpTarget:
         missing = [r for r in self._stack_ranges if not self._memory.read_available(r[0], 1)]
         if missing:
             for start, size, rva in missing:
-                self._add_range(start, size, rva, "thread stack")
+                self._add_range(start, size, rva, "thread stack", past_end_reported=True)
             self._memory = _Memory(self._data, self._mem_ranges, SoftErrors())
         self._report_range_problems()
         self._module_map = ModuleMap(self.modules)
@@ -505,14 +505,16 @@ class MinidumpTarget:
                 self._add_range(start, dsize, off, "Memory64List")
             off += dsize
 
-    def _add_range(self, start: int, size: int, offset: int, what: str) -> None:
+    def _add_range(self, start: int, size: int, offset: int, what: str, past_end_reported: bool = False) -> None:
         if size == 0:
             return
         if offset >= self._size:
-            self._range_problem(what, "point past the end of the file", start)
+            if not past_end_reported:
+                self._range_problem(what, "point past the end of the file", start)
             return
         if offset + size > self._size:
-            self._range_problem(what, "are truncated by the end of the file", start)
+            if not past_end_reported:
+                self._range_problem(what, "are truncated by the end of the file", start)
             size = self._size - offset
         if start + size > 1 << 64:
             self._range_problem(what, "wrap the address space", start)
@@ -573,7 +575,10 @@ class MinidumpTarget:
                 suspend_count=t.SuspendCount, priority=t.Priority,
             ))
             if mem.DataSize:
-                # A stack cut by the end of the file is reported with the memory ranges.
+                if mem.Rva + mem.DataSize > self._size:
+                    # Said here, once per thread; not again when the range is added below.
+                    self.soft_errors.add(f"thread {t.ThreadId}: stack memory ({mem.DataSize} bytes at offset "
+                                         f"{mem.Rva:#x}) runs past the end of the file")
                 self._stack_ranges.append((stack.StartOfMemoryRange, mem.DataSize, mem.Rva))
 
     def _parse_module_list(self, data: bytes) -> None:

@@ -239,3 +239,17 @@ def test_info_on_every_sample_dump_matches_the_manifest(case, tmp_path):
         sorted((m["base"], m["size"]) for m in case["modules"])
     text = run("info", dump)
     assert text.returncode == 0 and f"{case['exception_code']:#010x}" in text.stdout
+
+
+def test_a_thread_stack_claiming_more_than_the_file_is_reported(tmp_path):
+    """The stack also sits in the MemoryList, so nothing is lost, but the thread record
+    is damaged: that is a problem (exit 1), named once."""
+    def huge_stack(data: bytearray) -> None:
+        _off, _t, _s, rva = next(e for e in directory(data) if e[1] == 3)
+        struct.pack_into("<I", data, rva + 4 + 32, 0xFFFFFFFF)  # first thread's Stack.DataSize
+    dump = edited(tmp_path, "null_deref.dmp", huge_stack)
+    tid = struct.unpack_from("<I", dump.read_bytes(), next(e for e in directory(dump.read_bytes()) if e[1] == 3)[3] + 4)[0]
+    r = run("info", dump, "--json")
+    assert r.returncode == 1
+    errors = json.loads(r.stdout)["soft_errors"]
+    assert sum(e.startswith(f"thread {tid}: stack memory") for e in errors) == 1, errors
