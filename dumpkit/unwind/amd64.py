@@ -111,6 +111,7 @@ class Walker:
         self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
         self._fast: Dict[int, Optional[tuple]] = {}
         self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
+        self._dynamic_functions: Dict[tuple, Optional[RuntimeFunction]] = {}
         self._in_module: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         # Scanning asks about the same stack words again and again (every thread of a
         # process shares the same return sites); bounded so a hostile dump cannot grow it.
@@ -205,14 +206,11 @@ class Walker:
     def _recipe(self, place: _Place, ip: int) -> Optional[tuple]:
         """Compiled unwind steps for `ip` in its function, memoised by (unwind info,
         prolog offset); None when the unwind data is unreadable."""
-        if place.function is not None:
-            image, base = place.image, place.module.base
-            begin, unwind_rva = place.function.begin_rva, place.function.unwind_rva
-        elif place.dynamic is not None:
-            image, base = None, place.dynamic[3]
-            begin, unwind_rva = place.dynamic[0] - base, place.dynamic[2] - base
-        else:
+        found = self._function_of(place)
+        if found is None:
             return None
+        image, base, function = found
+        begin, unwind_rva = function.begin_rva, function.unwind_rva
         offset = (ip - base) - begin
         key = (base + unwind_rva, offset)
         if key in self._recipes:
@@ -228,14 +226,40 @@ class Walker:
         self._recipes[key] = recipe
         return recipe
 
+    def _function_of(self, place: _Place) -> Optional[Tuple[Optional[PEImage], int, RuntimeFunction]]:
+        """(image or None, base, RUNTIME_FUNCTION relative to base) covering the place:
+        its .pdata entry, else its FunctionTable entry (JIT code, image None), with an
+        indirect entry (unwind field bit 0: it points at another RUNTIME_FUNCTION)
+        resolved as for .pdata. None when there is neither or it cannot be resolved."""
+        if place.function is not None:
+            return place.image, place.module.base, place.function
+        if place.dynamic is None:
+            return None
+        d = place.dynamic
+        resolved = self._dynamic_functions.get(d, _MISSING)
+        if resolved is _MISSING:
+            base = d[3]
+            resolved = RuntimeFunction(d[0] - base, d[1] - base, d[2] - base)
+            if resolved.unwind_rva & 1:
+                try:
+                    resolved = self._dynamic_reader(base).resolve_indirect(resolved)
+                except (PEError, MemoryNotInDump, struct.error) as e:
+                    self.target.soft_errors.add(f"function table entry at {d[0]:#x} unusable: {e}")
+                    resolved = None
+            self._dynamic_functions[d] = resolved
+        return None if resolved is None else (None, d[3], resolved)
+
+    def _dynamic_reader(self, base: int) -> MemoryUnwindData:
+        mem = self._dynamic_readers.get(base)
+        if mem is None:
+            mem = self._dynamic_readers[base] = MemoryUnwindData(self.target.read, base)
+        return mem
+
     def _chain(self, image: Optional[PEImage], base: int, unwind_rva: int) -> List[UnwindInfo]:
         if image is not None:
             return image.unwind_chain(unwind_rva)
         # Dynamic function table (JIT code): the unwind info lives in process memory.
-        mem = self._dynamic_readers.get(base)
-        if mem is None:
-            mem = self._dynamic_readers[base] = MemoryUnwindData(self.target.read, base)
-        return mem.unwind_chain(unwind_rva)
+        return self._dynamic_reader(base).unwind_chain(unwind_rva)
 
     # -- walking --------------------------------------------------------------------------
     def walk(self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int,
@@ -412,15 +436,11 @@ class Walker:
     def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
         """Unwind an IP inside an epilogue by emulating the rest of it (the unwind codes
         describe the body, whose frame the epilogue has partly torn down already)."""
-        if place.function is not None and place.module is not None:
-            image, base = place.image, place.module.base
-            begin, end, unwind_rva = place.function.begin_rva, place.function.end_rva, place.function.unwind_rva
-        elif place.dynamic is not None:
-            image, base = None, place.dynamic[3]
-            begin, end, unwind_rva = (place.dynamic[0] - base, place.dynamic[1] - base,
-                                      place.dynamic[2] - base)
-        else:
+        found = self._function_of(place)
+        if found is None:
             return None
+        image, base, function = found
+        begin, end, unwind_rva = function.begin_rva, function.end_rva, function.unwind_rva
         try:
             chain = self._chain(image, base, unwind_rva)
         except (PEError, MemoryNotInDump, struct.error):

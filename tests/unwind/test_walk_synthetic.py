@@ -369,3 +369,25 @@ def test_scan_validates_a_return_after_an_eight_byte_call():
     result = walk(stack, va(0x380), rsp, {})  # int3 padding: no unwind entry, no RET ahead
     assert [(f.ip, f.sp, f.trust) for f in result.frames[:2]] == [
         (va(0x380), rsp, "context"), (LONG_CALL_RET, rsp + 16, "scan_validated")]
+
+
+def test_indirect_function_table_entry_is_resolved_like_pdata():
+    """A FunctionTable entry whose unwind field has bit 0 set points at another
+    RUNTIME_FUNCTION (here: J2, a cold part of J, unwinds with J's info). Sources pass
+    the field as recorded; the walker resolves it."""
+    jit = bytearray(b"\xcc" * 0x1000)
+    jit[0x100:0x105] = b"\x53" + bytes.fromhex("4883ec30")
+    jit[0x18B:0x190] = CALL
+    info = unwind_info([code(5, ASMALL, 5), code(1, PUSH, RBX)], prolog=5)
+    jit[0x800:0x800 + len(info)] = info
+    jit[0x900:0x90C] = struct.pack("<III", 0x100, 0x140, 0x800)  # J's RUNTIME_FUNCTION
+    dynamic = [(JIT + 0x100, JIT + 0x140, JIT + 0x800, JIT), (JIT + 0x180, JIT + 0x1A0, JIT + 0x901, JIT)]
+    stack = Stack()
+    rsp = STACK_HI - 0x400
+    j2_ret, j2_sp = JIT + 0x190, rsp + 0x30
+    stack.put(rsp + 0x28, j2_ret)
+    stack.put(j2_sp + 0x30, 0xB0B)
+    h_sp = end_in_h(stack, j2_sp + 0x38)
+    result = walk(stack, va(H[0] + 0x8), rsp, {}, extra=[(JIT, bytes(jit))], dynamic=dynamic)
+    assert [(f.ip, f.sp, f.trust) for f in result.frames] == [
+        (va(H[0] + 0x8), rsp, "context"), (j2_ret, j2_sp, "unwind_info"), (H_RET, h_sp, "unwind_info")]
