@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL_DUMPS, ROOT, SAMPLE_BIN, SAMPLES, real_dumps, sample_manifest
+from tests.conftest import REAL_DUMPS, ROOT, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, sample_manifest
 
 # Every sample the manifest records, the .xz ones included (decompressed once per session).
 CASES = [d for d in sample_manifest() if d["file"].endswith((".dmp", ".dmp.xz"))]
@@ -394,6 +394,29 @@ def test_text_report_numbers_frames_the_same_way_everywhere():
         frame = next(f for f in doc["threads"][0]["frames"] if f["index"] == fs["frame_index"])
         row = next(ln for ln in stack.splitlines() if f"{frame['sp'][2:]:0>16}" in ln)
         assert row.split()[0] == str(fs["frame_index"]), row
+
+
+def test_a_dump_without_exception_lists_its_threads_not_other_threads():
+    dump = real_dump("breakpad/tiny-exe-with-cet-xsave.dmp")  # written on request: no exception
+    doc = json.loads(analyze(dump))
+    assert doc["crash"] is None and doc["verdict"]["kind"] == "no_exception"
+    md, text = analyze(dump, "markdown"), analyze(dump, "text")
+    assert "Other threads" not in md and f"<summary>Threads ({len(doc['threads'])})</summary>" in md
+    assert "Other threads" not in text and "\nThreads\n" in text
+    assert "dumpkit stack --all" in text
+
+
+def test_a_32_bit_dump_shows_32_bit_addresses():
+    dump = real_dump("breakpad/thread_name_list.dmp")
+    doc = json.loads(analyze(dump))
+    assert doc["system"]["arch"] == "x86"
+    frame = doc["threads"][0]["frames"][0]
+    sp, ip = (int(frame[k], 16) for k in ("sp", "ip"))
+    row = f"{sp:08x} {ip:08x}"
+    assert row in analyze(dump, "markdown")
+    assert f"<td>{sp:08x}</td>" in analyze(dump, "html")
+    assert re.search(rf"\b{sp:08x}\s+{ip:08x}\b", analyze(dump, "text"))
+    assert f"{sp:016x}" not in analyze(dump, "markdown")
 
 
 def test_stack_command_prints_kf_style_frames_and_image_sources():

@@ -8,8 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import (
-    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
-    shows_frame_sizes, stack_groups,
+    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, pointer_digits,
+    shown_cycles, shows_frame_sizes, stack_groups,
 )
 
 _STYLE = """
@@ -21,7 +21,7 @@ table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertica
 """
 
 
-def _stack(t: ThreadReport) -> List[str]:
+def _stack(t: ThreadReport, digits: int = 16) -> List[str]:
     rows = ['<table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>']
     for r in collapse(t.frames, t.cycles):
         if isinstance(r, str):
@@ -29,8 +29,8 @@ def _stack(t: ThreadReport) -> List[str]:
             continue
         cls = ' class="scan"' if r.trust.startswith("scan") else ""
         size = f"{r.size:x}" if r.size is not None else ""
-        rows.append(f"<tr{cls}><td class=num>{r.index}</td><td class=num>{size}</td><td>{r.sp:016x}</td>"
-                    f"<td>{r.ip:016x}</td><td>{h(frame_name(r))}</td><td>{h(r.trust)}</td></tr>")
+        rows.append(f"<tr{cls}><td class=num>{r.index}</td><td class=num>{size}</td><td>{r.sp:0{digits}x}</td>"
+                    f"<td>{r.ip:0{digits}x}</td><td>{h(frame_name(r))}</td><td>{h(r.trust)}</td></tr>")
     rows.append("</table>")
     return rows
 
@@ -101,7 +101,7 @@ def render_html(report: Report) -> str:
             if legend:
                 out.append(f'<p class="dim">{h(legend)}</p>')
         out.append(f"<h2>Crashing thread {crash_thread.tid} ({plural(crash_thread.frame_count, 'frame')})</h2>")
-        out += _stack(crash_thread)
+        out += _stack(crash_thread, pointer_digits(report))
     for t, same in stack_groups(report.threads):
         if not t.frames:
             continue
@@ -111,7 +111,7 @@ def render_html(report: Report) -> str:
         else:
             title = f"Thread {label} ({plural(t.frame_count, 'frame')})"
         out.append(f"<details><summary>{title}</summary>")
-        out += _stack(t)
+        out += _stack(t, pointer_digits(report))
         out.append("</details>")
     if report.soft_errors:
         out.append("<h2>Problems met while reading</h2><ul>" + "".join(f"<li>{h(e, 1000)}</li>" for e in report.soft_errors) + "</ul>")

@@ -8,8 +8,8 @@ from dumpkit.analysis.model import Report, ThreadReport
 from dumpkit.analysis.verdict import call_order
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, shown_cycles,
-    shows_frame_sizes, stack_groups,
+    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, pointer_digits,
+    shown_cycles, shows_frame_sizes, stack_groups,
 )
 
 
@@ -18,11 +18,11 @@ def cell_code(text: object) -> str:
     return code(text).replace("|", "\\|")
 
 
-def _stack_block(t: ThreadReport) -> List[str]:
+def _stack_block(t: ThreadReport, digits: int = 16) -> List[str]:
     """A fenced `kf`-style table: frame number (decimal), frame size (hex, like `kf`),
     Child-SP, return address / IP, call site, how the frame was found."""
     width = max(4, len(str(t.frames[-1].index)) if t.frames else 0)
-    lines = ["```", f"{'#':>{width}} {'Memory':>8} {'Child-SP':>16} {'RetAddr/IP':>16} Call site  [found by]"]
+    lines = ["```", f"{'#':>{width}} {'Memory':>8} {'Child-SP':>{digits}} {'RetAddr/IP':>{digits}} Call site  [found by]"]
     for r in collapse(t.frames, t.cycles):
         if isinstance(r, str):
             lines.append(f"{'':>{width + 2}}{r}")
@@ -30,7 +30,7 @@ def _stack_block(t: ThreadReport) -> List[str]:
         size = f"{r.size:x}" if r.size is not None else ""
         # Inside a fence only a line starting with ``` could end it; strip backticks.
         name = clean(frame_name(r)).replace("`", "'")
-        lines.append(f"{r.index:{width}d} {size:>8} {r.sp:016x} {r.ip:016x} {name}  [{r.trust}]")
+        lines.append(f"{r.index:{width}d} {size:>8} {r.sp:0{digits}x} {r.ip:0{digits}x} {name}  [{r.trust}]")
     lines.append("```")
     return lines
 
@@ -49,6 +49,7 @@ def _group_heading(t: ThreadReport, same) -> List[str]:
 
 def render_markdown(report: Report) -> str:
     v = report.verdict
+    digits = pointer_digits(report)
     out: List[str] = ["## Crash analysis (dumpkit)", "", f"**{prose(v.headline, 2000)}**", "",
                       f"Confidence: {v.confidence}", ""]
     if v.evidence:
@@ -124,15 +125,16 @@ def render_markdown(report: Report) -> str:
         if crash_thread.budget is not None:
             out += [f"**Stack**: {md(budget_line(crash_thread.budget), 1000)}", ""]
         out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}</summary>",
-                ""] + _stack_block(crash_thread) + ["", "</details>", ""]
+                ""] + _stack_block(crash_thread, digits) + ["", "</details>", ""]
     groups = stack_groups(report.threads)
     if groups:
         count = sum(1 + len(same) for _t, same in groups)
         distinct = f"; {len(groups)} distinct stacks" if len(groups) < count else ""
-        out += ["<details>", f"<summary>Other threads ({count}{distinct})</summary>", ""]
+        title = "Other threads" if crash_thread is not None else "Threads"
+        out += ["<details>", f"<summary>{title} ({count}{distinct})</summary>", ""]
         for t, same in groups:
             out += _group_heading(t, same)
-            out += _stack_block(t) if t.frames else [f"No frames: {md(t.stop_reason)}"]
+            out += _stack_block(t, digits) if t.frames else [f"No frames: {md(t.stop_reason)}"]
             out.append("")
         out += ["</details>", ""]
     if report.soft_errors:

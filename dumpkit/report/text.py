@@ -3,6 +3,7 @@ rich Text objects, never into markup, so a hostile module name cannot style or i
 from __future__ import annotations
 
 import io
+import shlex
 from typing import Iterable, List, Optional, Sequence, Tuple
 
 from rich.console import Console
@@ -12,6 +13,11 @@ from rich.text import Text
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
 from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
 from dumpkit.report.escape import clean
+
+
+def pointer_digits(report: Report) -> int:
+    """Hex digits of a pointer, as debuggers print them: 8 on 32-bit dumps, else 16."""
+    return 8 if report.system is not None and report.system.arch == "x86" else 16
 
 
 def plural(n: int, noun: str) -> str:
@@ -115,7 +121,7 @@ def budget_line(b: StackBudget) -> str:
         line = (f"used {used} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}"
                 + (f" ({frac:.0%})" if frac is not None else ""))
     else:
-        line = f"used {used}; the reserve is not known"
+        line = f"used {used} (reserve not known)"
     line += f", from {b.source}"
     if estimated:
         line += " (the reserve is the executable's default; a thread created with its own stack size has another)"
@@ -142,7 +148,7 @@ def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tu
 
 
 def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True,
-                 hex_index: bool = True) -> Table:
+                 hex_index: bool = True, digits: int = 16) -> Table:
     """`hex_index`: frame numbers in hex like WinDbg's `kf` (`dumpkit stack`); the analyze
     report numbers frames in decimal, as its evidence, recursion and frame-size lines do."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
@@ -164,7 +170,7 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
         table.add_row(
             (f"{r.index:02x}" if r.index < 256 else f"{r.index:x}") if hex_index else str(r.index),
             f"{r.size:x}" if r.size is not None else "",
-            f"{r.sp:016x}", f"{r.ip:016x}", Text(clean(frame_name(r))),
+            f"{r.sp:0{digits}x}", f"{r.ip:0{digits}x}", Text(clean(frame_name(r))),
             Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
         )
         shown += 1
@@ -262,16 +268,18 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
         console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
                       + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
-        console.print(thread_table(crash_thread, max_rows=max_frames, hex_index=False))
+        console.print(thread_table(crash_thread, max_rows=max_frames, hex_index=False, digits=pointer_digits(report)))
         console.print()
     groups = stack_groups(report.threads)
     if groups:
-        console.print(Text("Other threads", style="bold"))
+        console.print(Text("Other threads" if crash_thread is not None else "Threads", style="bold"))
         for t, same in groups:
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
             group = f" (+{len(same)} with the same stack: {', '.join(str(x.tid) for x in same)})" if same else ""
             name = f" \"{clean(t.name, 80)}\"" if t.name else ""
             console.print(Text(f"  {t.tid}{name}: {plural(t.frame_count, 'frame')}, top {clean(top)}{group}"))
+        console.print(Text(f"  (every stack in full: dumpkit stack --all {clean(shlex.quote(report.dump.path))})",
+                           style="dim"))
     if report.soft_errors:
         console.print()
         _lines(console, "Problems met while reading (the rest of the report stands)", report.soft_errors)
