@@ -1,8 +1,8 @@
 """x64 stack walking, strategies tried in a fixed order for each frame:
 
 1. PE unwind data (.pdata/.xdata, or the dump's FunctionTable stream), as Windows'
-   RtlVirtualUnwind applies it, including an IP inside an epilogue (frame 0 only: caller
-   frames sit at a call site, never mid-epilogue);
+   RtlVirtualUnwind applies it, including an IP inside an epilogue (frame 0, or an IP a
+   machine frame restored: other caller frames sit at a call site, never mid-epilogue);
 2. for code with no unwind entry (libgcc's ___chkstk_ms, hand-written code): follow the
    code forward to its RET with capstone, or, where the image says the function has no
    entry, the leaf rule (return address at [rsp]), each checked at the call site;
