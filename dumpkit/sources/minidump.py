@@ -669,7 +669,9 @@ class MinidumpTarget:
             count = self._records(data, off, count, fsize, "FunctionTableStream")
             for j in range(count):
                 b, e, u = struct.unpack_from("<III", data, off + fsize * j)
-                self.function_tables.append((base + b, base + e, base + (u & ~1), base))
+                # Keep bit 0: it marks an indirect entry (the unwind field points at
+                # another RUNTIME_FUNCTION), which the walker resolves.
+                self.function_tables.append((base + b, base + e, base + u, base))
             off += count * fsize + align
         self.function_tables.sort()
 
