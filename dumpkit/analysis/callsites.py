@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import CallEdge, Cycle
-from dumpkit.unwind.disasm import call_ends_at
+from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
 from dumpkit.unwind.frames import Frame
 
 __all__ = ["cycle_call_edges", "call_summary"]
@@ -64,8 +64,8 @@ def _edge(caller: Frame, callee: Frame, callee_entry: Optional[int], read_code: 
     mask = (1 << bits) - 1
     ret = caller.ip
     names = (caller.function_name, callee.function_name)
-    before = read_code(ret - 7, 7)
-    if len(before) < 7:
+    before = read_code(ret - CALL_LOOKBACK, CALL_LOOKBACK)
+    if len(before) < CALL_LOOKBACK:
         return CallEdge(*names, ret, "unavailable", None, None)
     length = call_ends_at(before, ret, bits)
     if length is None:
