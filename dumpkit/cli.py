@@ -190,7 +190,7 @@ def stack(
         from dumpkit.analysis.model import ThreadReport
         from dumpkit.engine import frame_record
         from dumpkit.report.escape import clean
-        from dumpkit.report.text import thread_table
+        from dumpkit.report.text import plural, thread_table
 
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
         for t, w in walks:
@@ -198,7 +198,7 @@ def stack(
             tr = ThreadReport(t.tid, t.name, crash is not None and t.tid == crash.tid, len(w.frames), recs, 0,
                               w.stop_reason, w.trust_counts)
             console.print(Text(f"Thread {t.tid}" + (f" \"{clean(t.name, 80)}\"" if t.name else ""), style="bold")
-                          + Text(f"  {len(w.frames):,} frames; walk ended: {w.stop_reason}", style="dim"))
+                          + Text(f"  {plural(len(w.frames), 'frame')}; walk ended: {w.stop_reason}", style="dim"))
             console.print(thread_table(tr, collapse_cycles=False))
             console.print()
         srcs = walker.images.sources()

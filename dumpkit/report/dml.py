@@ -8,7 +8,7 @@ import html
 import re
 from typing import List, Sequence
 
-from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
+from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path, plural
 from dumpkit.report.escape import clean
 from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
 
@@ -150,7 +150,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             group = (f" (+{len(t.same_stack_as)} with the same stack: "
                      + ", ".join(thread_link(x) for x in t.same_stack_as) + ")") if t.same_stack_as else ""
             name = f' "{dml_text(t.name, 80)}"' if t.name else ""
-            out.append(f"  {thread_link(t.tid)}{name}: {t.frame_count} frames, top {dml_text(top)}{group}")
+            out.append(f"  {thread_link(t.tid)}{name}: {plural(t.frame_count, 'frame')}, top {dml_text(top)}{group}")
     if report.soft_errors:
         out.append("")
         out.append("<b>Problems met while reading (the rest of the report stands)</b>")
