@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dumpkit.analysis.codes import decode_exception
-from dumpkit.analysis.environment import _cpu_features as cpu_features
+from dumpkit.analysis.environment import cpu_features
 from dumpkit.report.escape import clean
 from dumpkit.target import GPR_NAMES, ExceptionInfo, Registers, SystemInfo, Target, significant_exception
 

@@ -53,7 +53,7 @@ SRC_PF = "PF_* processor-feature bits (IsProcessorFeaturePresent)"
 SRC_XSTATE = "XSTATE mask in MiscInfo (state the OS enabled)"
 
 
-def _cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
+def cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
                   ) -> Tuple[Dict[str, Optional[bool]], Dict[str, str], str]:
     """(feature -> True/False/None, feature -> source sentence, one-line summary).
 
@@ -631,7 +631,7 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
         else:
             os_text = os_name(system.os_major, system.os_minor, system.os_build, system.product_type)
         cpu = _cpu(system)
-    feats, feat_sources, feat_summary = _cpu_features(system, getattr(target, "xstate_enabled_features", None))
+    feats, feat_sources, feat_summary = cpu_features(system, getattr(target, "xstate_enabled_features", None))
 
     python, python_module, python_exe = _python(modules, vers)
     tf_paths, tf_version, tf_source = _tensorflow(modules, vers)
