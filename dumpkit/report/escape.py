@@ -7,11 +7,20 @@ import re
 from typing import List, Optional, Tuple
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-# What can start markup in GFM inline text or a table cell: emphasis, code, links and
-# images, raw HTML and entities, strikethrough, cell separators, headings. Periods,
-# hyphens and parentheses are left alone: without `[` they cannot form a link, and dump
-# text never starts a line, so they cannot start a list.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]#!|<>~&])")
+# What can start markup in GFM inline text or a table cell: emphasis, code, links (and
+# so images), raw HTML, autolinks and entities, strikethrough, cell separators,
+# headings. Left alone, so a pasted report's source stays readable: periods, hyphens,
+# parentheses, `!` and `>` (without `[` no link or image can form, without `<` no HTML,
+# and dump text never starts a line, so no list or quote), and `_` between two letters
+# or digits (GFM never opens or closes emphasis inside a word: STATUS_STACK_OVERFLOW).
+_MD_SPECIAL = re.compile(r"[\\`*\[\]#|<~&]|(?<![^\W_])_|_(?![^\W_])")
+
+
+def _md_escape(s: str) -> str:
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
+    return "\\" + s if s.startswith(">") else s  # a quote marker, should a line ever start here
+
+
 MAX_SHOWN = 512
 
 
@@ -26,7 +35,7 @@ def clean(text: object, limit: int = MAX_SHOWN) -> str:
 
 def markdown(text: object, limit: int = MAX_SHOWN) -> str:
     """Safe inside Markdown prose and table cells (also neutralises raw HTML)."""
-    return _MD_SPECIAL.sub(r"\\\1", clean(text, limit))
+    return _md_escape(clean(text, limit))
 
 
 def markdown_code(text: object, limit: int = MAX_SHOWN) -> str:
@@ -66,9 +75,9 @@ def markdown_prose(text: object, limit: int = MAX_SHOWN, table_cell: bool = Fals
     s = clean(text, limit)
     spans = _code_spans(s)
     if spans is None:
-        return _MD_SPECIAL.sub(r"\\\1", s)
+        return _md_escape(s)
     bar = "\\|" if table_cell else "|"
-    return "".join(f"`{p.replace('|', bar)}`" if is_code else _MD_SPECIAL.sub(r"\\\1", p) for is_code, p in spans)
+    return "".join(f"`{p.replace('|', bar)}`" if is_code else _md_escape(p) for is_code, p in spans)
 
 
 def html_prose(text: object, limit: int = MAX_SHOWN) -> str:

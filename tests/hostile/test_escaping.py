@@ -146,3 +146,24 @@ def test_dumpkit_code_spans_render_as_code_and_dump_names_stay_inert(name):
     cell = markdown_prose("use `a|b` here", table_cell=True)
     table = _markdown_to_html("| k | v |\n|---|---|\n| x | " + cell + " |\n")
     assert table.count("<td>") == 2 and "<code>a|b</code>" in table
+
+
+def test_escaped_markdown_renders_as_the_same_plain_text():
+    """Whatever the characters, escaped text renders as itself: no emphasis, link, image,
+    code, strikethrough or HTML (deterministic random strings over markup characters,
+    plus names with underscores, which stay unescaped between letters for readability)."""
+    import html as html_lib
+    import random
+
+    from dumpkit.report.escape import markdown
+
+    rng = random.Random(4)
+    alphabet = "ab1_*`[]()!<>#|~&\\ é-.:/"
+    samples = ["STATUS_STACK_OVERFLOW", "__fastfail", "a_b_", "_x_", "x__y__z", "é_é_", "![i](u)", "<b>", "a>b"]
+    samples += ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14))) for _ in range(400)]
+    for s in samples:
+        rendered = _markdown_to_html("- x " + markdown(s) + " y\n")
+        inner = re.fullmatch(r"<ul>\n<li>x (.*) y</li>\n</ul>\n", rendered, re.S)
+        assert inner is not None, (s, rendered)
+        assert html_lib.unescape(inner[1]) == s.strip() or html_lib.unescape(inner[1]) == s, (s, rendered)
+        assert "<" not in inner[1], (s, rendered)
