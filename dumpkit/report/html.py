@@ -88,8 +88,8 @@ def render_html(report: Report) -> str:
             out.append(f"<p><b>Stack</b>: {h(budget_line(crash_thread.budget), 1000)}</p>")
         if shows_frame_sizes(report):
             legend = oversized_legend(report)
-            out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th><th>prologue asks</th>"
-                       + ("<th></th>" if legend else "") + "</tr>")
+            out.append("<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th>"
+                       "<th>prologue asks</th>" + ("<th></th>" if legend else "") + "</tr>")
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""
                 if fs.not_yet_allocated:

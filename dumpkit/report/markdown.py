@@ -22,7 +22,8 @@ def _stack_block(t: ThreadReport, digits: int = 16) -> List[str]:
     """A fenced `kf`-style table: frame number (decimal), frame size (hex, like `kf`),
     Child-SP, return address / IP, call site, how the frame was found."""
     width = max(4, len(str(t.frames[-1].index)) if t.frames else 0)
-    lines = ["```", f"{'#':>{width}} {'Memory':>8} {'Child-SP':>{digits}} {'RetAddr/IP':>{digits}} Call site  [found by]"]
+    header = f"{'#':>{width}} {'Memory':>8} {'Child-SP':>{digits}} {'RetAddr/IP':>{digits}} Call site  [found by]"
+    lines = ["```", header]
     for r in collapse(t.frames, t.cycles):
         if isinstance(r, str):
             lines.append(f"{'':>{width + 2}}{r}")
@@ -124,8 +125,9 @@ def render_markdown(report: Report) -> str:
             out.append("")
         if crash_thread.budget is not None:
             out += [f"**Stack**: {md(budget_line(crash_thread.budget), 1000)}", ""]
-        out += ["<details>", f"<summary>Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}</summary>",
-                ""] + _stack_block(crash_thread, digits) + ["", "</details>", ""]
+        summary = f"Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}"
+        out += ["<details>", f"<summary>{summary}</summary>", ""] + _stack_block(crash_thread, digits)
+        out += ["", "</details>", ""]
     groups = stack_groups(report.threads)
     if groups:
         count = sum(1 + len(same) for _t, same in groups)

@@ -79,7 +79,8 @@ def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeat
             keep_to = first + c.period * show_repeats - 1
             if f.index > keep_to:
                 out.append(f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
-                           f"{plural(c.repetitions - show_repeats, 'more time')} ({human_bytes(c.total_bytes)} in all) ...")
+                           f"{plural(c.repetitions - show_repeats, 'more time')} "
+                           f"({human_bytes(c.total_bytes)} in all) ...")
                 skip_until = prev = last
                 continue
         out.append(f)
@@ -267,7 +268,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if crash_thread is not None:
         trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
         console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
-                      + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); walk ended: {crash_thread.stop_reason}", style="dim"))
+                      + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); "
+                             f"walk ended: {clean(crash_thread.stop_reason, 1000)}", style="dim"))
         console.print(thread_table(crash_thread, max_rows=max_frames, hex_index=False, digits=pointer_digits(report)))
         console.print()
     groups = stack_groups(report.threads)
