@@ -316,7 +316,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         schema_version=SCHEMA_VERSION, dumpkit_version=__version__, dump=summary,
         system=_system(target), crash=crash, verdict=verdict, findings=tuple(findings),
         threads=tuple(thread_reports), frame_sizes=sizes, environment=env, modules=modules,
-        soft_errors=tuple(target.soft_errors.items),
+        soft_errors=tuple(target.soft_errors.items), oversized_threshold=options.oversized_threshold,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)
 

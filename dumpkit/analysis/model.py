@@ -252,3 +252,4 @@ class Report:
     environment: Environment
     modules: Tuple[ModuleRecord, ...]
     soft_errors: Tuple[str, ...]
+    oversized_threshold: Optional[int] = None  # bytes; frame_sizes[].oversized is measured against it

@@ -35,12 +35,10 @@ def shows_frame_sizes(report: Report) -> bool:
 
 
 def oversized_legend(report: Report) -> Optional[str]:
-    """What the `oversized` mark on a frame means, or None when no frame carries it. The
-    threshold is stated when the Report records it (`oversized_threshold`); a Report
-    without that field still gets an honest legend naming the option and its default."""
+    """What the `oversized` mark on a frame means, or None when no frame carries it."""
     if not any(fs.oversized for fs in report.frame_sizes):
         return None
-    threshold = getattr(report, "oversized_threshold", None)
+    threshold = report.oversized_threshold
     limit = f"{human_bytes(threshold)} (--threshold)" if threshold else "the --threshold (default 64 KiB)"
     return f"oversized: the frame, or what its prologue asks for, is at least {limit}"
 

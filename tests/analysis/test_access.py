@@ -110,7 +110,7 @@ def test_gp_fault_operand_matches_the_recorded_facts(entry):
     doc = _analyze(entry["file"])
     acc = doc["crash"]["instruction_access"]
     assert int(acc["address"], 16) == facts["effective_address"]
-    assert acc["registers"][0] == [facts["base_register"], facts["base_value"]]
+    assert acc["registers"][0] == [facts["base_register"], f"{facts['base_value']:#x}"]
     assert acc["misaligned"] is (acc["requires_alignment"] and not facts["aligned_16"])
     v = doc["verdict"]
     where = f"in {entry['call_chain'][0]['module']}!{entry['call_chain'][0]['nearest_export']}"
