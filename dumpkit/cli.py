@@ -160,6 +160,7 @@ def stack(
     opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path), max_frames=max(1, max_frames))
     walker = make_walker(target, opts)
     crash = crashing_thread(target)
+    digits = 8 if target.system.pointer_mask == 0xFFFFFFFF else 16  # addresses as wide as the CPU's
     if all_threads:
         chosen = list(target.threads)
     elif thread is not None:
@@ -199,7 +200,7 @@ def stack(
                               w.stop_reason, w.trust_counts)
             console.print(Text(f"Thread {t.tid}" + (f" \"{clean(t.name, 80)}\"" if t.name else ""), style="bold")
                           + Text(f"  {plural(len(w.frames), 'frame')}; walk ended: {w.stop_reason}", style="dim"))
-            console.print(thread_table(tr, collapse_cycles=False))
+            console.print(thread_table(tr, collapse_cycles=False, digits=digits))
             console.print()
         srcs = walker.images.sources()
         if srcs:

@@ -430,6 +430,20 @@ def test_stack_command_prints_kf_style_frames_and_image_sources():
     assert r.returncode == 2 and "no thread 1" in r.stderr
 
 
+def test_stack_command_prints_addresses_as_wide_as_the_cpu():
+    """kf shows a 32-bit process's addresses in 8 digits, an x64 one's in 16."""
+    x86 = [p for p in REAL if (json.loads(run("info", p, "--json").stdout or "{}").get("system") or {}).get("arch") == "x86"]
+    if not x86:
+        pytest.skip("no x86 dump in ../shared/real_dumps")
+    sp_column = re.compile(r"^\s*00\s+\S+\s+([0-9a-f]+)\s", re.M)
+    r = run("stack", x86[0])
+    m = sp_column.search(r.stdout)
+    assert m and len(m.group(1)) == 8, r.stdout[:400]
+    r = run("stack", SAMPLES / "null_deref.dmp", "--image-path", SAMPLE_BIN)
+    m = sp_column.search(r.stdout)
+    assert m and len(m.group(1)) == 16, r.stdout[:400]
+
+
 def test_info_lists_what_the_dump_holds():
     r = run("info", SAMPLES / "tf_env_abort.dmp", "--json")
     doc = json.loads(r.stdout)
