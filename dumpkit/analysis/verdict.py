@@ -542,9 +542,8 @@ def _guard_evidence(budget, crash: CrashInfo) -> Optional[str]:
     if budget.guard_hit:
         return (f"the fault at {crash.access_address:#x} is in the stack's guard region (bounds from the "
                 f"{'TEB' if budget.source == 'teb' else 'memory map'})")
-    if budget.source == "captured+fault":
-        return (f"the fault at {crash.access_address:#x} is consistent with a guard-region hit (the reserve "
-                "bottom is estimated from that same fault, so this is not independent evidence)")
+    # Bounds estimated from the fault itself prove nothing about it: the budget's note says
+    # so where the budget is shown; the evidence list keeps only facts that carry weight.
     return None
 
 

@@ -205,8 +205,8 @@ def test_guard_hit_is_not_claimed_from_bounds_derived_from_the_fault(name):
     b = r.threads[0].budget
     assert b.source == "captured+fault" and b.guard_hit is None
     fault = facts["exception_parameters"][1]
-    assert f"the fault at {fault:#x} is consistent with a guard-region hit" in " | ".join(r.verdict.evidence)
-    assert not any("is in the stack's guard region" in e for e in r.verdict.evidence)
+    assert "consistent with a guard-region hit" in b.note
+    assert not any(f"{fault:#x}" in e and "guard" in e for e in r.verdict.evidence)
 
 
 # ---------------------------------------------------------------- truncated walks
