@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL_DUMPS, ROOT, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, sample_manifest
+from tests.conftest import REAL_DUMPS, ROOT, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, sample_facts, sample_manifest
 
 # Every sample the manifest records, the .xz ones included (decompressed once per session).
 CASES = [d for d in sample_manifest() if d["file"].endswith((".dmp", ".dmp.xz"))]
@@ -515,3 +515,17 @@ def test_estimated_stack_reserve_is_marked_as_an_estimate():
     line = next(line for line in r.stdout.splitlines() if line.startswith("Stack "))
     assert "of ~2 MiB" in line and "captured+image" in line
     assert "executable's default" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "null_deref.dmp"])
+def test_analyze_text_shows_frame_memory_in_decimal_and_stack_in_hex(name):
+    """The analyze report's frame table and its frame-size lines agree (bytes in decimal);
+    `dumpkit stack` keeps kf's hex."""
+    top = sample_facts(name)["call_chain"][0]
+    row = re.compile(r"^\s*0\s+([0-9a-f,]+)\s+[0-9a-f]{16}\s", re.M)
+    r = run("analyze", SAMPLES / name, "--image-path", SAMPLE_BIN)
+    m = row.search(r.stdout[r.stdout.index("Crashing thread"):])
+    assert m and m.group(1) == f"{top['frame_bytes']:,}", r.stdout[-2000:]
+    r = run("stack", SAMPLES / name, "--image-path", SAMPLE_BIN)
+    m = re.search(r"^\s*00\s+([0-9a-f]+)\s", r.stdout, re.M)
+    assert m and m.group(1) == f"{top['frame_bytes']:x}", r.stdout[:600]

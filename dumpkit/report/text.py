@@ -148,8 +148,9 @@ def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tu
 
 def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True,
                  hex_index: bool = True, digits: int = 16) -> Table:
-    """`hex_index`: frame numbers in hex like WinDbg's `kf` (`dumpkit stack`); the analyze
-    report numbers frames in decimal, as its evidence, recursion and frame-size lines do."""
+    """`hex_index`: frame numbers and Memory in hex like WinDbg's `kf` (`dumpkit stack`);
+    the analyze report shows both in decimal, as its evidence, recursion and frame-size
+    lines do (a frame of 304 bytes is not '130' in one table and '304' in the next)."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("#", justify="right")
     table.add_column("Memory", justify="right")
@@ -168,7 +169,7 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
             continue
         table.add_row(
             (f"{r.index:02x}" if r.index < 256 else f"{r.index:x}") if hex_index else str(r.index),
-            f"{r.size:x}" if r.size is not None else "",
+            "" if r.size is None else (f"{r.size:x}" if hex_index else f"{r.size:,}"),
             f"{r.sp:0{digits}x}", f"{r.ip:0{digits}x}", Text(clean(frame_name(r))),
             Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
         )
