@@ -28,6 +28,13 @@ worker() {
     DUMPKIT_FUZZ_FORMATS=json python "$root/tests/fuzz/harness.py" -seed=$((w * 1000 + run)) \
       -max_total_time="$left" -timeout=20 -rss_limit_mb=1500 -max_len=131072 -print_final_stats=1 \
       -artifact_prefix="$dir/w$w/" "$dir/corpus" > "$dir/w$w.run$run.log" 2>&1
+    # A run that never started fuzzing (no atheris in this Python, a broken import) would
+    # otherwise be restarted in a tight loop until the deadline.
+    if ! grep -q INITED "$dir/w$w.run$run.log"; then
+      echo "worker $w: run $run did not start fuzzing; see $dir/w$w.run$run.log" >&2
+      tail -3 "$dir/w$w.run$run.log" >&2
+      break
+    fi
   done
 }
 
