@@ -519,13 +519,15 @@ def test_estimated_stack_reserve_is_marked_as_an_estimate():
 
 @pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "null_deref.dmp"])
 def test_analyze_text_shows_frame_memory_in_decimal_and_stack_in_hex(name):
-    """The analyze report's frame table and its frame-size lines agree (bytes in decimal);
-    `dumpkit stack` keeps kf's hex."""
+    """The analyze report's frame table and its frame-size lines agree (each row its own
+    frame's bytes, decimal); `dumpkit stack` is kf: hex, row 00 blank, row 01 showing
+    frame 0's size (the distance between their Child-SPs)."""
     top = sample_facts(name)["call_chain"][0]
     row = re.compile(r"^\s*0\s+([0-9a-f,]+)\s+[0-9a-f]{16}\s", re.M)
     r = run("analyze", SAMPLES / name, "--image-path", SAMPLE_BIN)
     m = row.search(r.stdout[r.stdout.index("Crashing thread"):])
     assert m and m.group(1) == f"{top['frame_bytes']:,}", r.stdout[-2000:]
     r = run("stack", SAMPLES / name, "--image-path", SAMPLE_BIN)
-    m = re.search(r"^\s*00\s+([0-9a-f]+)\s", r.stdout, re.M)
+    assert re.search(r"^\s*00\s+[0-9a-f]{16}\s", r.stdout, re.M), r.stdout[:600]
+    m = re.search(r"^\s*01\s+([0-9a-f]+)\s+[0-9a-f]{16}\s", r.stdout, re.M)
     assert m and m.group(1) == f"{top['frame_bytes']:x}", r.stdout[:600]

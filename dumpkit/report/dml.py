@@ -10,7 +10,7 @@ from typing import List, Sequence
 
 from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path, plural
 from dumpkit.report.escape import clean
-from dumpkit.report.text import collapse, frame_name, shows_frame_sizes
+from dumpkit.report.text import collapse, frame_name, kf_memory, shows_frame_sizes
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -115,7 +115,8 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                    f"walk ended: {dml_text(t.stop_reason)}")
         out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
         shown = 0
-        for r in collapse(t.frames, t.cycles):
+        rows_ = collapse(t.frames, t.cycles)
+        for r, above in zip(rows_, kf_memory(rows_, t.frames)):
             if shown >= rows:
                 out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
                 break
@@ -124,7 +125,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                 continue
             label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
             pad = " " * max(0, 4 - len(label))
-            size = f"{r.size:x}" if r.size is not None else ""
+            size = f"{above:x}" if above is not None else ""  # kf's Memory: frame N-1's size
             out.append(f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
                        f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})")
             shown += 1

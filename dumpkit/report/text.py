@@ -146,11 +146,31 @@ def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tu
     return groups
 
 
+def kf_memory(rows: Sequence[object], frames: Sequence[FrameRecord]) -> List[Optional[int]]:
+    """WinDbg's `kf` Memory column for each row: the distance from this frame's Child-SP
+    to the one above it, i.e. the size of frame N-1 on row N (row 0 is blank). `rows` is
+    `collapse()` output (marker strings get None); `frames` is sorted by index, and both
+    are walked once, so a million-frame stack costs no lookup table."""
+    out: List[Optional[int]] = []
+    j = 0
+    for r in rows:
+        if isinstance(r, str) or r.index == 0:
+            out.append(None)
+            continue
+        while j < len(frames) and frames[j].index < r.index - 1:
+            j += 1
+        above = frames[j] if j < len(frames) and frames[j].index == r.index - 1 else None
+        out.append(above.size if above is not None else None)
+    return out
+
+
 def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True,
                  hex_index: bool = True, digits: int = 16) -> Table:
-    """`hex_index`: frame numbers and Memory in hex like WinDbg's `kf` (`dumpkit stack`);
-    the analyze report shows both in decimal, as its evidence, recursion and frame-size
-    lines do (a frame of 304 bytes is not '130' in one table and '304' in the next)."""
+    """`hex_index`: WinDbg's `kf` layout (`dumpkit stack`): frame numbers and Memory in
+    hex, Memory on row N being frame N-1's size as kf shows it. Without it (the analyze
+    report) both are decimal and each row shows its own frame's size, as the evidence,
+    recursion and frame-size lines do (a frame of 304 bytes is not '130' in one table and
+    '304' in the next)."""
     table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     table.add_column("#", justify="right")
     table.add_column("Memory", justify="right")
@@ -159,8 +179,9 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
     table.add_column("Call site")
     table.add_column("Found by")
     rows = collapse(t.frames, t.cycles) if collapse_cycles else list(t.frames)
+    kf = kf_memory(rows, t.frames) if hex_index else None
     shown = 0
-    for r in rows:
+    for k, r in enumerate(rows):
         if max_rows is not None and shown >= max_rows:
             table.add_row("", "", "", "", Text("... (more frames: use `dumpkit stack`)", style="dim"), "")
             break
@@ -169,12 +190,16 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
             continue
         table.add_row(
             (f"{r.index:02x}" if r.index < 256 else f"{r.index:x}") if hex_index else str(r.index),
-            "" if r.size is None else (f"{r.size:x}" if hex_index else f"{r.size:,}"),
+            _memory(kf[k] if kf is not None else r.size, hex_index),
             f"{r.sp:0{digits}x}", f"{r.ip:0{digits}x}", Text(clean(frame_name(r))),
             Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
         )
         shown += 1
     return table
+
+
+def _memory(size: Optional[int], hex_digits: bool) -> str:
+    return "" if size is None else (f"{size:x}" if hex_digits else f"{size:,}")
 
 
 def _lines(console: Console, title: str, items: Iterable[str], numbered: bool = False) -> None:
