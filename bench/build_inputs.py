@@ -120,17 +120,24 @@ def build_deep1m(force: bool) -> str:
     return dst
 
 
-def build_threads200(force: bool) -> str:
-    d = os.path.join(OUT, "threads200")
+def program_dump(name: str, source: str, exe_name: str, program_args: list, force: bool,
+                 dumper_args: tuple = (), timeout: int = 300) -> str:
+    """out/NAME/NAME.dmp: bench/src/SOURCE compiled into out/NAME/images/EXE_NAME and run
+    under dumper.exe (rebuilt only when the source or the program is newer)."""
+    d = os.path.join(OUT, name)
     os.makedirs(os.path.join(d, "images"), exist_ok=True)
-    src = os.path.join(HERE, "src", "threads200.c")
-    exe = os.path.join(d, "images", "threads200.exe")
-    dmp = os.path.join(d, "threads200.dmp")
+    src = os.path.join(HERE, "src", source)
+    exe = os.path.join(d, "images", exe_name)
+    dmp = os.path.join(d, f"{name}.dmp")
     if force or not fresh(exe, src):
         run([CC] + CFLAGS + LDFLAGS + ["-o", exe, src], 120)
     if force or not fresh(dmp, exe):
-        wine_dump(d, dmp, ["threads200.exe", "200"], [exe])
+        wine_dump(d, dmp, list(dumper_args) + [exe_name] + program_args, [exe], timeout=timeout)
     return dmp
+
+
+def build_threads200(force: bool) -> str:
+    return program_dump("threads200", "threads200.c", "threads200.exe", ["200"], force)
 
 
 def build_sparse4g(force: bool) -> str:
@@ -144,15 +151,10 @@ def build_sparse4g(force: bool) -> str:
 
 
 def build_full4g(force: bool, mib: int = 4096) -> str:
-    d = os.path.join(OUT, "full4g")
-    os.makedirs(os.path.join(d, "images"), exist_ok=True)
-    src = os.path.join(HERE, "src", "fullmem.c")
-    exe = os.path.join(d, "images", "fullmem.exe")
-    dmp = os.path.join(d, "full4g.dmp")
-    if force or not fresh(exe, src):
-        run([CC] + CFLAGS + LDFLAGS + ["-o", exe, src], 120)
-    if force or not fresh(dmp, exe):
-        wine_dump(d, dmp, ["--full", "fullmem.exe", str(mib)], [exe], timeout=900)
+    dmp = os.path.join(OUT, "full4g", "full4g.dmp")
+    before = os.path.getmtime(dmp) if os.path.exists(dmp) and not force else None
+    program_dump("full4g", "fullmem.c", "fullmem.exe", [str(mib)], force, dumper_args=("--full",), timeout=900)
+    if before is None or os.path.getmtime(dmp) != before:
         # Zero pages the program never touched become holes: same bytes, little disk.
         subprocess.run(["fallocate", "--dig-holes", dmp], capture_output=True, timeout=600)
         st = os.stat(dmp)
