@@ -111,24 +111,15 @@ def simulate_to_return(
     ip: int,
     rsp: int,
     regs: Dict[str, int],
-    strict_epilogue: bool = False,
-    function_range: Optional[Tuple[int, int]] = None,
     max_instructions: int = MAX_SIMULATED_INSTRUCTIONS,
-    frame_register: Optional[str] = None,
 ) -> Optional[ReturnPath]:
     """Follow code from `ip` to a RET with concrete RSP and registers; None if the path
-    cannot be followed.
+    cannot be followed. (For code that has unwind data, `epilogue_path` is the strict
+    check: only Microsoft's epilogue grammar is followed.)
 
     Conditional branches fall through (a probe loop's exit is its fall-through) and
     direct jumps are followed. An instruction that writes RSP in a way we do not model
-    ends the attempt. With `strict_epilogue`, this is `epilogue_path` (a JMP is a tail
-    call when it leaves `function_range`)."""
-    if strict_epilogue:
-        leaves = None
-        if function_range is not None:
-            lo, hi = function_range
-            leaves = lambda target: not (lo <= target < hi)  # noqa: E731
-        return epilogue_path(read_code, read_u64, ip, rsp, regs, frame_register, leaves)
+    ends the attempt."""
     regs = dict(regs)
     restored: Dict[str, int] = {}
     seen = set()

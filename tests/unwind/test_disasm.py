@@ -22,13 +22,17 @@ def stack(words, base=0x1000):
     return (lambda a: mem.get(a)), base
 
 
+def leaves(lo, hi):
+    """The function's extent, as the walker passes it: a jump outside is a tail call."""
+    return lambda target: not (lo <= target < hi)
+
+
 def test_ip_inside_an_epilogue_is_emulated_to_the_ret():
     # add rsp, 0x28 ; pop rbx ; pop rbp ; ret
     code = bytes.fromhex("4883c428") + b"\x5b" + b"\x5d" + b"\xc3"
     words = [0] * 5 + [0xB0B, 0xBEEF, 0x140009999]
     read_u64, sp = stack(words)
-    path = simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True,
-                              function_range=(BASE - 0x100, BASE + len(code)))
+    path = epilogue_path(reader(code), read_u64, BASE, sp, {}, None, leaves(BASE - 0x100, BASE + len(code)))
     assert path is not None and not path.tail_jump
     assert path.rsp == sp + 0x28 + 16
     assert read_u64(path.rsp) == 0x140009999
@@ -39,7 +43,7 @@ def test_body_code_is_not_an_epilogue():
     # mov rax, [rcx] ; add rsp, 0x28 ; ret   -> the first instruction is no epilogue's
     code = bytes.fromhex("488b01") + bytes.fromhex("4883c428") + b"\xc3"
     read_u64, sp = stack([0] * 8)
-    assert simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True) is None
+    assert epilogue_path(reader(code), read_u64, BASE, sp, {}) is None
     # but followed non-strictly (code with no unwind data) it reaches the RET
     path = simulate_to_return(reader(code), read_u64, BASE, sp, {})
     assert path is not None and path.rsp == sp + 0x28
@@ -49,11 +53,11 @@ def test_jump_inside_the_function_is_a_loop_not_a_tail_call():
     # jmp -5 (to itself: a loop back within the function)
     code = b"\xeb\xfe"
     read_u64, sp = stack([0] * 4)
-    rng = (BASE, BASE + 0x40)
-    assert simulate_to_return(reader(code), read_u64, BASE, sp, {}, strict_epilogue=True, function_range=rng) is None
+    rng = leaves(BASE, BASE + 0x40)
+    assert epilogue_path(reader(code), read_u64, BASE, sp, {}, None, rng) is None
     # jmp rel32 far outside: a tail call ends the epilogue with the stack as at RET
     far = b"\xe9" + struct.pack("<i", 0x10000)
-    path = simulate_to_return(reader(far), read_u64, BASE, sp, {}, strict_epilogue=True, function_range=rng)
+    path = epilogue_path(reader(far), read_u64, BASE, sp, {}, None, rng)
     assert path is not None and path.tail_jump and path.rsp == sp
 
 
