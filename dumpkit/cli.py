@@ -191,7 +191,8 @@ def stack(
         from dumpkit.analysis.model import ThreadReport
         from dumpkit.engine import frame_record
         from dumpkit.report.escape import clean
-        from dumpkit.report.text import plural, thread_table
+        from dumpkit.analysis.verdict import plural
+        from dumpkit.report.text import thread_table
 
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
         for t, w in walks:

@@ -11,18 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path
+from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path, plural
 from dumpkit.report.escape import clean
 
 
 def pointer_digits(report: Report) -> int:
     """Hex digits of a pointer, as debuggers print them: 8 on 32-bit dumps, else 16."""
     return 8 if report.system is not None and report.system.arch == "x86" else 16
-
-
-def plural(n: int, noun: str) -> str:
-    """`1 frame`, `2 frames`, `1,710 repetitions`."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
