@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order
+from dumpkit.analysis.verdict import call_order, plural
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, plural, pointer_digits,
+    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, pointer_digits,
     shown_cycles, shows_frame_sizes, stack_groups,
 )
 
