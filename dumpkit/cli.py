@@ -191,7 +191,7 @@ def stack(
         from dumpkit.analysis.model import ThreadReport
         from dumpkit.engine import frame_record
         from dumpkit.report.escape import clean
-        from dumpkit.analysis.verdict import plural
+        from dumpkit.words import plural
         from dumpkit.report.text import thread_table
 
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))

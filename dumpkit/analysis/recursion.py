@@ -199,3 +199,28 @@ def find_cycles(
             frames_above=start,
         ))
     return out
+
+
+def call_order(c: Cycle) -> Tuple[str, ...]:
+    """The cycle's members in call order (caller first), starting at the member the
+    code outside the cycle called: how people read a recursion."""
+    order = list(reversed(c.functions))
+    members = set(order)
+    entry = None
+    for name in c.entry_path:  # a partial repetition may sit below the cycle
+        if name not in members:
+            break
+        entry = name
+    if entry is not None and entry in order:
+        i = order.index(entry)
+        order = order[i:] + order[:i]
+    return tuple(order)
+
+
+def outside_entry_path(c: Cycle) -> Tuple[str, ...]:
+    """The entry path without the partial repetition of the cycle that may sit below it."""
+    members = set(c.functions)
+    path = list(c.entry_path)
+    while path and path[0] in members:
+        path.pop(0)
+    return tuple(path)

@@ -11,12 +11,14 @@ from dumpkit.analysis import codes
 from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.framesizes import is_oversized
+from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.model import (
     CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict,
 )
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import StackWalk
+from dumpkit.words import human_bytes, plural
 
 STACK_OVERFLOW = 0xC00000FD
 FAIL_FAST = 0xC0000409
@@ -28,37 +30,10 @@ INVALID_PARAMETER = 0xC000000D
 FATAL_APP_EXIT = 0x40000015
 
 
-def human_bytes(n: Optional[int]) -> str:
-    if n is None:
-        return "?"
-    if n >= 1 << 20:
-        v = n / (1 << 20)
-        return f"{v:.1f} MiB" if v % 1 else f"{int(v)} MiB"
-    if n >= 1 << 10:
-        v = n / (1 << 10)
-        return f"{v:.1f} KiB" if v % 1 else f"{int(v)} KiB"
-    return f"{n} bytes"
 
 
-def plural(n: int, noun: str) -> str:
-    """'1 frame', '2 frames', '1,048,444 frames'."""
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def call_order(c: Cycle) -> Tuple[str, ...]:
-    """The cycle's members in call order (caller first), starting at the member the
-    code outside the cycle called: how people read a recursion."""
-    order = list(reversed(c.functions))
-    members = set(order)
-    entry = None
-    for name in c.entry_path:  # a partial repetition may sit below the cycle
-        if name not in members:
-            break
-        entry = name
-    if entry is not None and entry in order:
-        i = order.index(entry)
-        order = order[i:] + order[:i]
-    return tuple(order)
 
 
 _PYTHON_DLL = re.compile(r"^python3\d*(_d)?\.dll$", re.I)
@@ -74,12 +49,6 @@ def python_interpreter_module(c: Cycle) -> Optional[str]:
     return None
 
 
-def outside_entry_path(c: Cycle) -> Tuple[str, ...]:
-    members = set(c.functions)
-    path = list(c.entry_path)
-    while path and path[0] in members:
-        path.pop(0)
-    return tuple(path)
 
 
 def _cycle_text(c: Cycle) -> str:

@@ -8,7 +8,8 @@ import html
 import re
 from typing import List, Sequence
 
-from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path, plural
+from dumpkit.analysis.recursion import call_order, outside_entry_path
+from dumpkit.words import human_bytes, plural
 from dumpkit.report.escape import clean
 from dumpkit.report.text import collapse, frame_name, kf_memory, shows_frame_sizes
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import List
 
 from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.verdict import call_order, plural
+from dumpkit.analysis.recursion import call_order
+from dumpkit.words import plural
 from dumpkit.report.escape import html_prose as prose, html_text as h
 from dumpkit.report.text import (
     budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, pointer_digits,

@@ -11,7 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
-from dumpkit.analysis.verdict import call_order, human_bytes, outside_entry_path, plural
+from dumpkit.analysis.recursion import call_order, outside_entry_path
+from dumpkit.words import human_bytes, plural
 from dumpkit.report.escape import clean
 
 

@@ -253,7 +253,7 @@ XZ_SAMPLES = [d for d in sample_manifest() if d["file"].endswith(".dmp.xz")]
 @pytest.mark.parametrize("facts", XZ_SAMPLES, ids=[d["file"] for d in XZ_SAMPLES])
 def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_path):
     import lzma
-    from dumpkit.analysis.verdict import human_bytes
+    from dumpkit.words import human_bytes
 
     dump = tmp_path / facts["file"][:-len(".xz")]
     with lzma.open(sample_path(facts["file"])) as src, open(dump, "wb") as out:

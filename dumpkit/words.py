@@ -1,0 +1,23 @@
+"""How dumpkit writes numbers and counts, in every sentence and every format: one place, so
+the verdict's prose and each renderer say "1,710 repetitions" and "1016.2 KiB" alike."""
+from __future__ import annotations
+
+from typing import Optional
+
+
+def human_bytes(n: Optional[int]) -> str:
+    """'304 bytes', '1016.2 KiB', '1 MiB'; '?' when unknown."""
+    if n is None:
+        return "?"
+    if n >= 1 << 20:
+        v = n / (1 << 20)
+        return f"{v:.1f} MiB" if v % 1 else f"{int(v)} MiB"
+    if n >= 1 << 10:
+        v = n / (1 << 10)
+        return f"{v:.1f} KiB" if v % 1 else f"{int(v)} KiB"
+    return f"{n} bytes"
+
+
+def plural(n: int, noun: str) -> str:
+    """'1 frame', '2 frames', '1,048,444 frames'."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
