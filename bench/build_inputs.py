@@ -27,6 +27,7 @@ NAME is one of: deep1m, threads200, sparse4g, full4g, bigpdata (default: all).
 Wine runs with its own prefix (out/wineprefix, created with `wineboot -i` like
 sample_dumps/build.sh does), WINEDEBUG=-all, every call under `timeout`.
 """
+
 import argparse
 import lzma
 import os
@@ -56,8 +57,7 @@ def log(msg: str) -> None:
 
 def run(cmd, timeout, cwd=None, env=None) -> subprocess.CompletedProcess:
     t = time.perf_counter()
-    p = subprocess.run(["timeout", str(timeout)] + list(cmd), cwd=cwd, env=env,
-                       capture_output=True, text=True)
+    p = subprocess.run(["timeout", str(timeout)] + list(cmd), cwd=cwd, env=env, capture_output=True, text=True)
     dt = time.perf_counter() - t
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} -> rc {p.returncode}\n{p.stdout}\n{p.stderr}")
@@ -69,8 +69,9 @@ def wine_env() -> dict:
     env = dict(os.environ, WINEPREFIX=WINEPREFIX, WINEDEBUG="-all")
     if not os.path.isdir(os.path.join(WINEPREFIX, "drive_c")):
         log(f"creating Wine prefix {WINEPREFIX}")
-        subprocess.run(["timeout", "300", WINE, "wineboot", "-i"], env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["timeout", "300", WINE, "wineboot", "-i"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
     return env
 
 
@@ -89,10 +90,16 @@ def wine_dump(workdir: str, out_dmp: str, program: list, binaries=(), timeout: i
         os.remove(out_dmp)
     winpath = "Z:" + os.path.abspath(out_dmp).replace("/", "\\")
     t0 = time.perf_counter()
-    p = subprocess.run(["timeout", str(timeout), WINE, "dumper.exe", winpath] + program,
-                       cwd=workdir, env=env, capture_output=True, text=True)
-    subprocess.run(["timeout", "60", os.path.join(os.path.dirname(WINE), "wineserver"), "-k"],
-                   env=env, capture_output=True)
+    p = subprocess.run(
+        ["timeout", str(timeout), WINE, "dumper.exe", winpath] + program,
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    subprocess.run(
+        ["timeout", "60", os.path.join(os.path.dirname(WINE), "wineserver"), "-k"], env=env, capture_output=True
+    )
     for c in copies:
         os.remove(c)
     if not (os.path.exists(out_dmp) and os.path.getsize(out_dmp) > 0):
@@ -120,8 +127,9 @@ def build_deep1m(force: bool) -> str:
     return dst
 
 
-def program_dump(name: str, source: str, exe_name: str, program_args: list, force: bool,
-                 dumper_args: tuple = (), timeout: int = 300) -> str:
+def program_dump(
+    name: str, source: str, exe_name: str, program_args: list, force: bool, dumper_args: tuple = (), timeout: int = 300
+) -> str:
     """out/NAME/NAME.dmp: bench/src/SOURCE compiled into out/NAME/images/EXE_NAME and run
     under dumper.exe (rebuilt only when the source or the program is newer)."""
     d = os.path.join(OUT, name)
@@ -197,7 +205,7 @@ def build_bigpdata(force: bool, functions: int) -> str:
         t3 = time.perf_counter()
         timings = {"generate": t1 - t0, "assemble": t2 - t1, "link": t3 - t2}
         for f in os.listdir(asm):
-            if f.endswith(".s") or f.endswith(".o"):
+            if f.endswith((".s", ".o")):
                 os.remove(os.path.join(asm, f))
         for f in os.listdir(os.path.join(d, "images")):
             if f.startswith("functions."):
@@ -233,8 +241,10 @@ def build(names=NAMES, force=False, functions=1_000_000) -> dict:
     lacking = missing_tools() if NEEDS_WINE.intersection(names) else []
     for n in names:
         if n in NEEDS_WINE and lacking:
-            log(f"{n}: skipped: needs {', '.join(lacking)} "
-                "(apt-get install gcc-mingw-w64-x86-64 wine64, see sample_dumps/README.md)")
+            log(
+                f"{n}: skipped: needs {', '.join(lacking)} "
+                "(apt-get install gcc-mingw-w64-x86-64 wine64, see sample_dumps/README.md)"
+            )
             continue
         try:
             if n == "deep1m":

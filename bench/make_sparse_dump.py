@@ -21,6 +21,7 @@ same as an analysis of IN; the 4 GiB of extra ranges are never needed by it. Thi
 stand-in for a MiniDumpWithFullMemory dump of a process with a large, mostly idle heap:
 writing a real one would mean writing GIB GiB of real bytes under Wine.
 """
+
 import argparse
 import os
 import random
@@ -84,9 +85,16 @@ def make(src: str, dst: str, gib: int, nranges: int) -> dict:
         f.write(struct.pack("<IIIIIIQ", sig, ver, nstreams + 1, new_dir_rva, checksum, stamp, flags))
         f.truncate(base_rva + sum(sizes))  # the range bytes: one hole
     st = os.stat(dst)
-    return {"apparent_bytes": st.st_size, "disk_bytes": st.st_blocks * 512, "ranges": nranges,
-            "range_bytes": sum(sizes), "first_addr": BASE_ADDR, "last_end": addr - PAGE,
-            "min_range": min(sizes), "max_range": max(sizes)}
+    return {
+        "apparent_bytes": st.st_size,
+        "disk_bytes": st.st_blocks * 512,
+        "ranges": nranges,
+        "range_bytes": sum(sizes),
+        "first_addr": BASE_ADDR,
+        "last_end": addr - PAGE,
+        "min_range": min(sizes),
+        "max_range": max(sizes),
+    }
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ Counts the reads the image makes (calls to the file backing's read(), and bytes 
   - per lookup, over random RVAs inside .text, checked against this script's own parse
     of the raw table (done outside the counted reads).
 """
+
 import argparse
 import bisect
 import math
@@ -56,6 +57,7 @@ def main() -> None:
 
     # fresh image, counted from the start
     import dumpkit.pe as pe
+
     real_init = pe._FileBacking.__init__
     counters = []
 
@@ -103,14 +105,17 @@ def main() -> None:
     t_only = time.perf_counter() - t0
     cnt.take()
 
-    print(f"image: {a.dll} ({os.path.getsize(a.dll):,} bytes), .pdata entries: {n:,} "
-          f"(log2 n = {math.log2(n):.1f})")
+    print(f"image: {a.dll} ({os.path.getsize(a.dll):,} bytes), .pdata entries: {n:,} (log2 n = {math.log2(n):.1f})")
     print(f"open (headers): {open_calls} reads, {open_bytes:,} bytes, {t_open * 1e3:.2f} ms")
-    print(f"first lookup: {first_calls} reads, {first_bytes:,} bytes, {t_first * 1e6:.0f} us "
-          f"(whole table would be {n * 12:,} bytes)")
-    print(f"{a.lookups:,} random lookups: {calls / a.lookups:.1f} reads/lookup on average, worst {worst}, "
-          f"{nbytes / a.lookups:.0f} bytes/lookup, {t_only / a.lookups * 1e6:.1f} us/lookup, "
-          f"mismatches vs reference: {wrong}")
+    print(
+        f"first lookup: {first_calls} reads, {first_bytes:,} bytes, {t_first * 1e6:.0f} us "
+        f"(whole table would be {n * 12:,} bytes)"
+    )
+    print(
+        f"{a.lookups:,} random lookups: {calls / a.lookups:.1f} reads/lookup on average, worst {worst}, "
+        f"{nbytes / a.lookups:.0f} bytes/lookup, {t_only / a.lookups * 1e6:.1f} us/lookup, "
+        f"mismatches vs reference: {wrong}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Runs what `dumpkit analyze DUMP --image-path DIR --format json` runs, in-process
 the engine's phase functions wrapped in wall-clock timers (each wrapper adds ~1 us per
 call; all of them are called a handful of times). Defaults to the 1M-frame dump.
 """
+
 import argparse
 import cProfile
 import functools
@@ -25,12 +26,24 @@ T0 = time.perf_counter()
 import dumpkit.engine as engine  # noqa: E402
 from dumpkit.report.json_report import render_json  # noqa: E402
 from dumpkit.sources.minidump import open_dump  # noqa: E402
+
 T_IMPORT = time.perf_counter() - T0
 
 TIMES = defaultdict(float)
 CALLS = defaultdict(int)
-PHASES = ["walk_all", "find_cycles", "frame_sizes", "stack_budget", "_records", "_group_identical",
-          "describe_environment", "decide", "_crash_info", "_exe_stack_reserve", "make_walker"]
+PHASES = [
+    "walk_all",
+    "find_cycles",
+    "frame_sizes",
+    "stack_budget",
+    "_records",
+    "_group_identical",
+    "describe_environment",
+    "decide",
+    "_crash_info",
+    "_exe_stack_reserve",
+    "make_walker",
+]
 
 
 def timed(name, fn):
@@ -42,6 +55,7 @@ def timed(name, fn):
         finally:
             TIMES[name] += time.perf_counter() - t
             CALLS[name] += 1
+
     return wrapper
 
 
@@ -65,8 +79,7 @@ def main() -> None:
     text = render_json(result.report)
     t_render = time.perf_counter() - t
     crash = next((r for r in result.report.threads if r.is_crashing), None)
-    print(f"dump: {a.dump}  crashing-thread frames: {crash.frame_count if crash else '?'}  "
-          f"JSON {len(text):,} chars")
+    print(f"dump: {a.dump}  crashing-thread frames: {crash.frame_count if crash else '?'}  JSON {len(text):,} chars")
     print(f"{'import dumpkit.engine + sources + json renderer':48s} {T_IMPORT * 1e3:9.1f} ms")
     print(f"{'open_dump':48s} {t_open * 1e3:9.1f} ms")
     print(f"{'engine.analyze (total)':48s} {t_analyze * 1e3:9.1f} ms")

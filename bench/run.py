@@ -14,6 +14,7 @@ missing peer is skipped): `minidump-stackwalk --json DUMP` (rust-minidump) and
 images, so they walk with the dump's contents only (frame pointers / stack scanning).
 dumpkit gets `--image-path` (the PE images, for .pdata/.xdata).
 """
+
 import argparse
 import json
 import os
@@ -39,31 +40,41 @@ import build_inputs  # noqa: E402
 WINE_IMAGES = os.path.join(SAMPLES, "bin", "wine")
 # name -> (dump, image dir(s) for --image-path, what it is)
 INPUTS = {
-    "deep1m": (os.path.join(OUT, "deep_recursion_1m.dmp"), os.path.join(SAMPLES, "bin"),
-               "1,048,444-frame stack overflow (64 MiB)"),
-    "threads200": (os.path.join(OUT, "threads200", "threads200.dmp"),
-                   [os.path.join(OUT, "threads200", "images"), WINE_IMAGES],
-                   "201 threads (200 blocked + crash)"),
-    "sparse4g": (os.path.join(OUT, "sparse_4g.dmp"), os.path.join(SAMPLES, "bin"),
-                 "4 GiB sparse, 8,192+7,257 ranges"),
-    "full4g": (os.path.join(OUT, "full4g", "full4g.dmp"),
-               [os.path.join(OUT, "full4g", "images"), WINE_IMAGES],
-               "4 GiB MiniDumpWithFullMemory, stack overflow"),
-    "bigpdata": (os.path.join(OUT, "bigpdata", "bigpdata.dmp"),
-                 [os.path.join(OUT, "bigpdata", "images"), WINE_IMAGES],
-                 "AV 17 frames deep in a 1,000,002-entry .pdata DLL"),
-    "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"),
-              "null_deref.dmp (209 KiB)"),
+    "deep1m": (
+        os.path.join(OUT, "deep_recursion_1m.dmp"),
+        os.path.join(SAMPLES, "bin"),
+        "1,048,444-frame stack overflow (64 MiB)",
+    ),
+    "threads200": (
+        os.path.join(OUT, "threads200", "threads200.dmp"),
+        [os.path.join(OUT, "threads200", "images"), WINE_IMAGES],
+        "201 threads (200 blocked + crash)",
+    ),
+    "sparse4g": (os.path.join(OUT, "sparse_4g.dmp"), os.path.join(SAMPLES, "bin"), "4 GiB sparse, 8,192+7,257 ranges"),
+    "full4g": (
+        os.path.join(OUT, "full4g", "full4g.dmp"),
+        [os.path.join(OUT, "full4g", "images"), WINE_IMAGES],
+        "4 GiB MiniDumpWithFullMemory, stack overflow",
+    ),
+    "bigpdata": (
+        os.path.join(OUT, "bigpdata", "bigpdata.dmp"),
+        [os.path.join(OUT, "bigpdata", "images"), WINE_IMAGES],
+        "AV 17 frames deep in a 1,000,002-entry .pdata DLL",
+    ),
+    "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"), "null_deref.dmp (209 KiB)"),
 }
 BUILT = {"deep1m", "threads200", "sparse4g", "full4g", "bigpdata"}
 
 
 def find_peers(install: bool) -> dict:
-    peers = {"rust-minidump": os.path.join(PEER_DIR, "minidump-stackwalk"),
-             "breakpad": os.path.join(PEER_DIR, "breakpad_minidump_stackwalk")}
+    peers = {
+        "rust-minidump": os.path.join(PEER_DIR, "minidump-stackwalk"),
+        "breakpad": os.path.join(PEER_DIR, "breakpad_minidump_stackwalk"),
+    }
     if install and not all(os.access(p, os.X_OK) for p in peers.values()) and os.path.exists(GET_PEERS):
-        subprocess.run(["timeout", "600", "bash", GET_PEERS, PEER_DIR],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["timeout", "600", "bash", GET_PEERS, PEER_DIR], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
     found = {}
     for name, path in peers.items():
         if os.access(path, os.X_OK):
@@ -76,8 +87,11 @@ def find_peers(install: bool) -> dict:
 def command(tool: str, path: str, dump: str, images) -> list:
     if tool == "dumpkit":
         dirs = [d for d in ([images] if isinstance(images, str) else images) if os.path.isdir(d)]
-        return [sys.executable, "-m", "dumpkit", "analyze", dump] + \
-            [x for d in dirs for x in ("--image-path", d)] + ["--format", "json"]
+        return (
+            [sys.executable, "-m", "dumpkit", "analyze", dump]
+            + [x for d in dirs for x in ("--image-path", d)]
+            + ["--format", "json"]
+        )
     if tool == "rust-minidump":
         return [path, "--json", dump]
     if tool == "breakpad":
@@ -128,8 +142,7 @@ def measure(cmd: list, out_file: str, timeout: float) -> dict:
                 rss = int(f.read().split()[-1])
         except (OSError, ValueError, IndexError):
             rss = None
-    return {"wall": wall, "rss_kib": rss, "rc": p.returncode,
-            "timed_out": wall >= timeout and p.returncode < 0}
+    return {"wall": wall, "rss_kib": rss, "rc": p.returncode, "timed_out": wall >= timeout and p.returncode < 0}
 
 
 def _kill_group(pid: int) -> None:
@@ -162,7 +175,7 @@ def frames_walked(tool: str, out_file: str):
                         inside = True
                         continue
                     if inside:
-                        if line.startswith("Thread ") or line.startswith("Loaded modules"):
+                        if line.startswith(("Thread ", "Loaded modules")):
                             break
                         if re.match(r"^\s*\d+\s+\S", line):
                             n += 1
@@ -183,8 +196,10 @@ def fmt_t(s) -> str:
 def run_extra(runs: int, timeout: float) -> dict:
     """`dumpkit explain 0xC00000FD` and the bare interpreter, for the start-up budget."""
     res = {}
-    for name, cmd in (("explain 0xC00000FD", [sys.executable, "-m", "dumpkit", "explain", "0xC00000FD"]),
-                      ("python -c pass", [sys.executable, "-c", "pass"])):
+    for name, cmd in (
+        ("explain 0xC00000FD", [sys.executable, "-m", "dumpkit", "explain", "0xC00000FD"]),
+        ("python -c pass", [sys.executable, "-c", "pass"]),
+    ):
         best = None
         for i in range(runs):
             m = measure(cmd, os.path.join(OUT, "results", f"extra.{i}.out"), timeout)
@@ -200,8 +215,11 @@ def main() -> None:
     ap.add_argument("--only", nargs="*", default=None, help=" ".join(INPUTS))
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--no-install-peers", action="store_true",
-                    help="do not run get-peers.sh when a peer is missing (skip it instead)")
+    ap.add_argument(
+        "--no-install-peers",
+        action="store_true",
+        help="do not run get-peers.sh when a peer is missing (skip it instead)",
+    )
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--functions", type=int, default=1_000_000, help="functions in bigpdata.dll")
     a = ap.parse_args()
@@ -217,16 +235,24 @@ def main() -> None:
 
     load0 = os.getloadavg()[0]
     # warm-up (not timed): fills the bytecode cache and the page cache
-    measure(command("dumpkit", "", INPUTS["small"][0], INPUTS["small"][1]),
-            os.path.join(OUT, "results", "warmup.out"), a.timeout)
+    measure(
+        command("dumpkit", "", INPUTS["small"][0], INPUTS["small"][1]),
+        os.path.join(OUT, "results", "warmup.out"),
+        a.timeout,
+    )
     rows = []
     for name in names:
         dump, images, what = INPUTS[name]
         if not os.path.exists(dump):
             print(f"[bench] {name}: {dump} missing (build failed?): skipped", file=sys.stderr)
             continue
-        row = {"input": name, "what": what, "dump_bytes": os.path.getsize(dump),
-               "dump_disk_bytes": os.stat(dump).st_blocks * 512, "tools": {}}
+        row = {
+            "input": name,
+            "what": what,
+            "dump_bytes": os.path.getsize(dump),
+            "dump_disk_bytes": os.stat(dump).st_blocks * 512,
+            "tools": {},
+        }
         for tool in tools:
             cmd = command(tool, peers.get(tool, ""), dump, images)
             out_file = os.path.join(OUT, "results", f"{name}.{tool}.out")
@@ -234,15 +260,23 @@ def main() -> None:
             for _ in range(a.runs):
                 m = measure(cmd, out_file, a.timeout)
                 runs.append(m)
-                print(f"[bench] {name:10s} {tool:14s} {fmt_t(m['wall']):>9s} {fmt_rss(m['rss_kib']):>7s} rc={m['rc']}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[bench] {name:10s} {tool:14s} {fmt_t(m['wall']):>9s} {fmt_rss(m['rss_kib']):>7s} rc={m['rc']}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if m["timed_out"]:
                     break
             best = min(runs, key=lambda m: m["wall"])
-            row["tools"][tool] = {"best_wall": best["wall"], "walls": [m["wall"] for m in runs],
-                                  "peak_rss_kib": max((m["rss_kib"] or 0) for m in runs) or None,
-                                  "rc": best["rc"], "timed_out": any(m["timed_out"] for m in runs),
-                                  "frames": frames_walked(tool, out_file), "cmd": cmd}
+            row["tools"][tool] = {
+                "best_wall": best["wall"],
+                "walls": [m["wall"] for m in runs],
+                "peak_rss_kib": max((m["rss_kib"] or 0) for m in runs) or None,
+                "rc": best["rc"],
+                "timed_out": any(m["timed_out"] for m in runs),
+                "frames": frames_walked(tool, out_file),
+                "cmd": cmd,
+            }
         rows.append(row)
 
     extra = run_extra(a.runs, a.timeout)
@@ -270,9 +304,11 @@ def main() -> None:
         lines.append("| " + " | ".join(cells) + " |")
     for k, m in extra.items():
         lines.append(f"| {k} | (no dump) | {cell_extra(m)} | " + " | ".join([""] * (len(head) - 3)) + "|")
-    machine = f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, " \
-              f"Python {platform.python_version()}, best of {a.runs} runs (wall), peak RSS = max over runs; " \
-              f"1-min load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    machine = (
+        f"{platform.node()}: {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+        f"Python {platform.python_version()}, best of {a.runs} runs (wall), peak RSS = max over runs; "
+        f"1-min load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end"
+    )
     table = "\n".join(lines)
     notes = "\n".join(f"- {c}" for c in checks)
     print(f"\n{machine}\n\n{table}\n\n{notes}\n")
@@ -297,16 +333,22 @@ def run_checks(names, timeout) -> list:
                 b = json.load(f)
             ra, rb = a.pop("dump"), b.pop("dump")
             same = "identical" if a == b else "DIFFERENT"
-            out.append(f"sparse4g vs recursion_cycle3.dmp: dumpkit report {same} apart from the "
-                       f"`dump` block (memory ranges {ra.get('memory_ranges')} -> {rb.get('memory_ranges')}, "
-                       f"file {ra.get('file_size'):,} -> {rb.get('file_size'):,} bytes)")
+            out.append(
+                f"sparse4g vs recursion_cycle3.dmp: dumpkit report {same} apart from the "
+                f"`dump` block (memory ranges {ra.get('memory_ranges')} -> {rb.get('memory_ranges')}, "
+                f"file {ra.get('file_size'):,} -> {rb.get('file_size'):,} bytes)"
+            )
         except (OSError, ValueError, AttributeError) as e:
             out.append(f"sparse4g comparison failed: {e}")
     dll = os.path.join(OUT, "bigpdata", "images", "bigpdata.dll")
     if "bigpdata" in names and os.path.exists(dll):
-        p = subprocess.run([sys.executable, os.path.join(HERE, "pdata_lookup.py"), dll, "--lookups", "20000"],
-                           capture_output=True, text=True, timeout=timeout)
-        out += [f"pdata_lookup: {l}" for l in (p.stdout or p.stderr).strip().splitlines()]
+        p = subprocess.run(
+            [sys.executable, os.path.join(HERE, "pdata_lookup.py"), dll, "--lookups", "20000"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        out += [f"pdata_lookup: {line}" for line in (p.stdout or p.stderr).strip().splitlines()]
     return out
 
 

@@ -2,6 +2,7 @@
 
 Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (listed);
 2 unusable input or arguments (one line on stderr, no traceback)."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,12 @@ from typing import List, Optional
 
 import typer
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="Say what killed a Windows Python/TensorFlow process, from its crash dump.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Say what killed a Windows Python/TensorFlow process, from its crash dump.",
+)
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -42,9 +47,9 @@ def _open(path: str):
     try:
         return open_dump(path)
     except DumpError as e:
-        raise fail(f"{path}: {e}")
+        raise fail(f"{path}: {e}") from None
     except MemoryError:
-        raise fail(f"{path}: not enough memory to map the file")
+        raise fail(f"{path}: not enough memory to map the file") from None
 
 
 MAX_WARNINGS = 20
@@ -76,7 +81,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
     except OSError as e:
-        raise fail(f"{output}: cannot write report ({e.strerror or e})")
+        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -86,7 +91,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise fail(f"{output}: cannot write report ({e.strerror or e})")
+        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
 
 
 def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
@@ -97,8 +102,17 @@ def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
     return paths
 
 
-ImagePathOpt = typer.Option(None, "--image-path", "-i", help="Folder searched (recursively) for module images (exe/dll/pyd), matched by name, timestamp and size. Repeatable.")
-SymbolPathOpt = typer.Option(None, "--symbol-path", help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_SYMBOL_PATH is read too.")
+ImagePathOpt = typer.Option(
+    None,
+    "--image-path",
+    "-i",
+    help="Folder searched (recursively) for module images (exe/dll/pyd), matched by name, timestamp and size. Repeatable.",
+)
+SymbolPathOpt = typer.Option(
+    None,
+    "--symbol-path",
+    help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_SYMBOL_PATH is read too.",
+)
 
 
 @app.command()
@@ -107,30 +121,42 @@ def analyze(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the report here (atomically) instead of stdout."),
+    output: Optional[str] = typer.Option(
+        None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
+    ),
     max_frames: int = typer.Option(2_000_000, help="Most frames walked on the crashing thread."),
     threshold: int = typer.Option(64 * 1024, help="Frames at least this many bytes are flagged as oversized."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."),
+    color: Optional[bool] = typer.Option(
+        None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."
+    ),
 ) -> None:
     """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
     from dumpkit.engine import Options, analyze as run
 
     target = _open(dump)
-    opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path),
-                   max_frames=max(1, max_frames), oversized_threshold=max(1, threshold))
+    opts = Options(
+        image_paths=image_path or (),
+        symbol_paths=_symbol_paths(symbol_path),
+        max_frames=max(1, max_frames),
+        oversized_threshold=max(1, threshold),
+    )
     result = run(target, opts)
     report = result.report
     if fmt is Format.json:
         from dumpkit.report.json_report import render_json
+
         text = render_json(report) + "\n"
     elif fmt is Format.markdown:
         from dumpkit.report.markdown import render_markdown
+
         text = render_markdown(report)
     elif fmt is Format.html:
         from dumpkit.report.html import render_html
+
         text = render_html(report)
     else:
         from dumpkit.report.text import render_text
+
         tty = sys.stdout.isatty() and not output
         use_color = tty if color is None else color
         width = max(80, shutil.get_terminal_size((120, 24)).columns) if tty else 120
@@ -173,17 +199,42 @@ def stack(
         chosen = list(target.threads[:1])
     walks = []
     for t in chosen:
-        ctx = target.exception.context if (crash is not None and t.tid == crash.tid and target.exception.context) else None
+        ctx = (
+            target.exception.context
+            if (crash is not None and t.tid == crash.tid and target.exception.context)
+            else None
+        )
         walks.append((t, walk(walker, t, ctx, opts.max_frames)))
     if json_out:
         import json
-        doc = {"threads": [{
-            "tid": t.tid, "name": t.name, "stop_reason": w.stop_reason, "problems": w.problems,
-            "frames": [{"index": f.index, "ip": f"{f.ip:#x}", "sp": f"{f.sp:#x}", "module": f.module,
-                        "rva": f.rva, "function_start": f.function_start, "symbol": f.symbol,
-                        "size": f.size, "trust": f.trust} for f in w.frames]}
-            for t, w in walks], "image_sources": walker.images.sources(),
-            "soft_errors": list(target.soft_errors.items)}
+
+        doc = {
+            "threads": [
+                {
+                    "tid": t.tid,
+                    "name": t.name,
+                    "stop_reason": w.stop_reason,
+                    "problems": w.problems,
+                    "frames": [
+                        {
+                            "index": f.index,
+                            "ip": f"{f.ip:#x}",
+                            "sp": f"{f.sp:#x}",
+                            "module": f.module,
+                            "rva": f.rva,
+                            "function_start": f.function_start,
+                            "symbol": f.symbol,
+                            "size": f.size,
+                            "trust": f.trust,
+                        }
+                        for f in w.frames
+                    ],
+                }
+                for t, w in walks
+            ],
+            "image_sources": walker.images.sources(),
+            "soft_errors": list(target.soft_errors.items),
+        }
         write_output(json.dumps(doc, indent=1) + "\n", None, dump)
     else:
         from rich.console import Console
@@ -197,10 +248,20 @@ def stack(
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
         for t, w in walks:
             recs = tuple(frame_record(f) for f in w.frames)
-            tr = ThreadReport(t.tid, t.name, crash is not None and t.tid == crash.tid, len(w.frames), recs, 0,
-                              w.stop_reason, w.trust_counts)
-            console.print(Text(f"Thread {t.tid}" + (f" \"{clean(t.name, 80)}\"" if t.name else ""), style="bold")
-                          + Text(f"  {plural(len(w.frames), 'frame')}; walk ended: {w.stop_reason}", style="dim"))
+            tr = ThreadReport(
+                t.tid,
+                t.name,
+                crash is not None and t.tid == crash.tid,
+                len(w.frames),
+                recs,
+                0,
+                w.stop_reason,
+                w.trust_counts,
+            )
+            console.print(
+                Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
+                + Text(f"  {plural(len(w.frames), 'frame')}; walk ended: {w.stop_reason}", style="dim")
+            )
             console.print(thread_table(tr, collapse_cycles=False, digits=digits))
             console.print()
         srcs = walker.images.sources()
@@ -223,6 +284,7 @@ def info(
     target = _open(dump)
     if json_out:
         import json
+
         write_output(json.dumps(info_dict(target), indent=1) + "\n", None, dump)
     else:
         render_info(target)
@@ -232,7 +294,12 @@ def info(
 
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.
 @app.command(context_settings={"ignore_unknown_options": True})
-def explain(code: str = typer.Argument(..., help="An exit code or NTSTATUS: -1073741571, 3221225725, 0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7 ...")) -> None:
+def explain(
+    code: str = typer.Argument(
+        ...,
+        help="An exit code or NTSTATUS: -1073741571, 3221225725, 0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7 ...",
+    ),
+) -> None:
     """Explain an exit code or exception code; no dump needed."""
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain as run, render_explanation_text
@@ -240,7 +307,7 @@ def explain(code: str = typer.Argument(..., help="An exit code or NTSTATUS: -107
     try:
         parsed = parse_code(code)
     except ValueError as e:
-        raise fail(str(e))
+        raise fail(str(e)) from None
     sys.stdout.write(render_explanation_text(run(parsed)).rstrip("\n") + "\n")
 
 

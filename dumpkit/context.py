@@ -4,6 +4,7 @@ x64 CONTEXT is 1232 bytes; writers that save XSAVE/CET state append a CONTEXT_EX
 extended area (1407 and 1663 bytes are seen in real dumps), but the first 1232 bytes keep
 the plain layout, so only those are read here. x86 CONTEXT is 716 bytes.
 """
+
 from __future__ import annotations
 
 import struct
@@ -37,9 +38,22 @@ _X86_GROUPS = (  # x86 keeps EBP with the control registers
 _X64_SEGS = ("cs", "ds", "es", "fs", "gs", "ss")
 
 _X86_REGS = (  # name, offset
-    ("gs", 0x8C), ("fs", 0x90), ("es", 0x94), ("ds", 0x98), ("edi", 0x9C), ("esi", 0xA0),
-    ("ebx", 0xA4), ("edx", 0xA8), ("ecx", 0xAC), ("eax", 0xB0), ("ebp", 0xB4),
-    ("eip", 0xB8), ("cs", 0xBC), ("eflags", 0xC0), ("esp", 0xC4), ("ss", 0xC8),
+    ("gs", 0x8C),
+    ("fs", 0x90),
+    ("es", 0x94),
+    ("ds", 0x98),
+    ("edi", 0x9C),
+    ("esi", 0xA0),
+    ("ebx", 0xA4),
+    ("edx", 0xA8),
+    ("ecx", 0xAC),
+    ("eax", 0xB0),
+    ("ebp", 0xB4),
+    ("eip", 0xB8),
+    ("cs", 0xBC),
+    ("eflags", 0xC0),
+    ("esp", 0xC4),
+    ("ss", 0xC8),
 )
 
 
@@ -47,7 +61,10 @@ def _saved(values: Dict[str, int], flags: int, arch_bit: int, groups) -> Tuple[D
     """Only the registers of the groups `flags` says were saved, and a problem, if any."""
     if not flags & arch_bit:
         # No architecture bit: the flags say nothing usable; keep everything, say so.
-        return values, f"context flags {flags:#x} lack the architecture bit {arch_bit:#x}; every register taken as saved"
+        return (
+            values,
+            f"context flags {flags:#x} lack the architecture bit {arch_bit:#x}; every register taken as saved",
+        )
     keep = set()
     for bit, names in groups:
         if flags & bit:

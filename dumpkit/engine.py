@@ -3,6 +3,7 @@
 `analyze(target, options)` walks the threads, runs every analysis and builds the Report
 the CLI, the renderers and `!tfstack` all show. It reads memory only through the Target.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,8 +19,15 @@ from dumpkit.analysis.cxx import thrown_types
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
-    SCHEMA_VERSION, CrashInfo, DumpSummary, Finding, FrameRecord, ModuleRecord, Report,
-    SystemSummary, ThreadReport,
+    SCHEMA_VERSION,
+    CrashInfo,
+    DumpSummary,
+    Finding,
+    FrameRecord,
+    ModuleRecord,
+    Report,
+    SystemSummary,
+    ThreadReport,
 )
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS, RUNTIME_MODULES, raising_function  # noqa: F401 (re-exported)
 from dumpkit.analysis.recursion import find_cycles
@@ -72,8 +80,7 @@ def crashing_thread(target: Target) -> Optional[Thread]:
 
 def make_walker(target: Target, options: Options) -> Walker:
     locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
-    return Walker(target, ImageProvider(target, locator), max_frames=options.max_frames,
-                  scan_words=options.scan_words)
+    return Walker(target, ImageProvider(target, locator), max_frames=options.max_frames, scan_words=options.scan_words)
 
 
 def walker_for(target: Target):
@@ -112,7 +119,8 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
     if skipped:
         target.soft_errors.add(
             f"{skipped} thread(s) not walked: limits of {options.max_other_threads} threads / "
-            f"{options.other_frames_budget:,} frames for threads other than the crashing one")
+            f"{options.other_frames_budget:,} frames for threads other than the crashing one"
+        )
     return walks
 
 
@@ -164,14 +172,19 @@ def _crash_info(target: Target, walk: Optional[StackWalk], read_code=None) -> Op
     if walk is not None and walk.frames and (ff is not None or ex.code in (0x40000015, 0xC000000D, 0xC0000374)):
         raised_by = raising_function(walk.frames, fallback=ex.code != 0xC0000374)
     return CrashInfo(
-        code=ex.code, code_name=dec.code_info.name, summary=codes.crash_summary(dec),
-        headline=headline, thread_id=ex.thread_id, address=address,
+        code=ex.code,
+        code_name=dec.code_info.name,
+        summary=codes.crash_summary(dec),
+        headline=headline,
+        thread_id=ex.thread_id,
+        address=address,
         parameters=parameters,
-        fastfail_code=ff.subcode if ff else None, fastfail_name=ff.name if ff else None,
-        access_kind=acc.kind if acc else None, access_address=acc.address if acc else None,
+        fastfail_code=ff.subcode if ff else None,
+        fastfail_name=ff.name if ff else None,
+        access_kind=acc.kind if acc else None,
+        access_address=acc.address if acc else None,
         raised_by=raised_by,
-        cxx_types=tuple(thrown_types(parameters, read_code or target.read_available))
-        if ex.code == 0xE06D7363 else (),
+        cxx_types=tuple(thrown_types(parameters, read_code or target.read_available)) if ex.code == 0xE06D7363 else (),
         instruction_access=instruction_access,
     )
 
@@ -200,10 +213,14 @@ def _system(target: Target) -> Optional[SystemSummary]:
     build = getattr(target, "build_string", None)
     proc = target.process
     return SystemSummary(
-        arch=s.arch_name, os_version=f"{s.os_major}.{s.os_minor}.{s.os_build}"
-        + (f" {s.csd_version}" if s.csd_version else ""),
-        os_build=build, cpu=cpu, processors=s.number_of_processors, wine=s.wine_version,
-        pid=proc.pid if proc else None, process_create_time=proc.create_time if proc else None,
+        arch=s.arch_name,
+        os_version=f"{s.os_major}.{s.os_minor}.{s.os_build}" + (f" {s.csd_version}" if s.csd_version else ""),
+        os_build=build,
+        cpu=cpu,
+        processors=s.number_of_processors,
+        wine=s.wine_version,
+        pid=proc.pid if proc else None,
+        process_create_time=proc.create_time if proc else None,
     )
 
 
@@ -216,7 +233,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     if not walkable:
         target.soft_errors.add(
             f"stack walking supports x64 and x86; this dump is {target.system.arch_name}: "
-            "threads, modules and the exception are still reported")
+            "threads, modules and the exception are still reported"
+        )
     crash_thread = crashing_thread(target)
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
     crash = _crash_info(target, crash_walk, walker.read_code)
@@ -255,30 +273,56 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             used = budget.used if budget is not None else None
             if is_crash or len(w.frames) >= 64:
                 cycles = tuple(
-                    replace(c, call_edges=cycle_call_edges(
-                        w.frames, c, walker.read_code, lambda name: _module_base(target, name),
-                        read_pointer=read_pointer, bits=walker.bits))
-                    for c in find_cycles(w.frames, used_stack=used))
+                    replace(
+                        c,
+                        call_edges=cycle_call_edges(
+                            w.frames,
+                            c,
+                            walker.read_code,
+                            lambda name: _module_base(target, name),
+                            read_pointer=read_pointer,
+                            bits=walker.bits,
+                        ),
+                    )
+                    for c in find_cycles(w.frames, used_stack=used)
+                )
             if is_crash:
-                sizes = tuple(frame_sizes(
-                    w.frames, walker.read_code,
-                    module_base=lambda name: _module_base(target, name),
-                    threshold=options.oversized_threshold,
-                    name_at=lambda va: walker.place(va).symbol,
-                ))
+                sizes = tuple(
+                    frame_sizes(
+                        w.frames,
+                        walker.read_code,
+                        module_base=lambda name: _module_base(target, name),
+                        threshold=options.oversized_threshold,
+                        name_at=lambda va: walker.place(va).symbol,
+                    )
+                )
             for p in w.problems:
                 target.soft_errors.add(f"thread {t.tid}: {p}")
         frames, elided = _records(w.frames, options.keep_frames) if w else ((), 0)
-        thread_reports.append(ThreadReport(
-            tid=t.tid, name=t.name, is_crashing=is_crash,
-            frame_count=len(w.frames) if w else 0, frames=frames, elided_frames=elided,
-            stop_reason=w.stop_reason if w else "not walked (repeats an earlier thread id)" if repeat else "not walked",
-            trust_counts=w.trust_counts if w else {}, cycles=cycles, budget=budget,
-            same_stack_as=same.get(t.tid, ()),
-        ))
+        thread_reports.append(
+            ThreadReport(
+                tid=t.tid,
+                name=t.name,
+                is_crashing=is_crash,
+                frame_count=len(w.frames) if w else 0,
+                frames=frames,
+                elided_frames=elided,
+                stop_reason=w.stop_reason
+                if w
+                else "not walked (repeats an earlier thread id)"
+                if repeat
+                else "not walked",
+                trust_counts=w.trust_counts if w else {},
+                cycles=cycles,
+                budget=budget,
+                same_stack_as=same.get(t.tid, ()),
+            )
+        )
     if repeated_tids:
-        target.soft_errors.add(f"thread list: {repeated_tids} entries repeat an earlier thread id; "
-                               "only the first entry of each id was walked")
+        target.soft_errors.add(
+            f"thread list: {repeated_tids} entries repeat an earlier thread id; "
+            "only the first entry of each id was walked"
+        )
     # Crashing thread first, then by id: that is the order people read them in.
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
 
@@ -293,30 +337,58 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
 
     env = describe_environment(target, image_version=image_version)
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
-    verdict, more = decide(target, crash, crash_report, crash_walk, sizes, env,
-                           read_code=walker.read_code, threshold=options.oversized_threshold)
+    verdict, more = decide(
+        target,
+        crash,
+        crash_report,
+        crash_walk,
+        sizes,
+        env,
+        read_code=walker.read_code,
+        threshold=options.oversized_threshold,
+    )
     findings.extend(more)
 
     sources = walker.images.sources()
     modules = tuple(
-        ModuleRecord(m.name, m.path, m.base, m.size, m.timestamp, m.file_version,
-                     m.product_version, m.cv_record.pdb_name if m.cv_record else None,
-                     sources.get(m.name))
+        ModuleRecord(
+            m.name,
+            m.path,
+            m.base,
+            m.size,
+            m.timestamp,
+            m.file_version,
+            m.product_version,
+            m.cv_record.pdb_name if m.cv_record else None,
+            sources.get(m.name),
+        )
         for m in sorted(target.modules, key=lambda m: m.base)
     )
     d = target.dump
     summary = DumpSummary(
-        path=d.path, file_size=d.file_size, timestamp=d.timestamp,
+        path=d.path,
+        file_size=d.file_size,
+        timestamp=d.timestamp,
         streams=tuple(s.name for s in d.streams if s.type != 0),
         skipped_streams=tuple(s.name for s in d.streams if not s.known and s.type != 0),
-        thread_count=len(target.threads), module_count=len(target.modules),
+        thread_count=len(target.threads),
+        module_count=len(target.modules),
         memory_ranges=getattr(target, "memory_range_count", 0),
     )
     report = Report(
-        schema_version=SCHEMA_VERSION, dumpkit_version=__version__, dump=summary,
-        system=_system(target), crash=crash, verdict=verdict, findings=tuple(findings),
-        threads=tuple(thread_reports), frame_sizes=sizes, environment=env, modules=modules,
-        soft_errors=tuple(target.soft_errors.items), oversized_threshold=options.oversized_threshold,
+        schema_version=SCHEMA_VERSION,
+        dumpkit_version=__version__,
+        dump=summary,
+        system=_system(target),
+        crash=crash,
+        verdict=verdict,
+        findings=tuple(findings),
+        threads=tuple(thread_reports),
+        frame_sizes=sizes,
+        environment=env,
+        modules=modules,
+        soft_errors=tuple(target.soft_errors.items),
+        oversized_threshold=options.oversized_threshold,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)
 

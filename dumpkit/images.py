@@ -16,6 +16,7 @@ Order, as in DESIGN.md "Where unwind data comes from":
 
 Results are cached per module; `close()` releases the files.
 """
+
 from __future__ import annotations
 
 import ntpath
@@ -126,7 +127,7 @@ def windows_path_candidates(path: str) -> List[str]:
     p = path
     for prefix in ("\\\\?\\", "\\??\\", "//?/"):
         if p.startswith(prefix):
-            p = p[len(prefix):]
+            p = p[len(prefix) :]
     add(path)
     add(p)
     if os.sep == "/":
@@ -182,8 +183,9 @@ def _module_file_name(module: Module) -> str:
 
 # ----------------------------------------------------------------------------- locator
 class ImageLocator:
-    def __init__(self, image_paths: Sequence[str] = (), symbol_paths: Sequence[str] = (),
-                 use_recorded_path: bool = True):
+    def __init__(
+        self, image_paths: Sequence[str] = (), symbol_paths: Sequence[str] = (), use_recorded_path: bool = True
+    ):
         self.image_paths = list(image_paths)
         self.symbol_dirs: List[str] = []
         self.symbol_servers: List[SymbolServer] = []
@@ -241,8 +243,12 @@ class ImageLocator:
                 return self._keep(mem)
             if mem is not None:
                 fallback = mem
-        for search in (self._from_recorded_path, self._from_image_paths,
-                       self._from_symbol_store, self._from_symbol_server):
+        for search in (
+            self._from_recorded_path,
+            self._from_image_paths,
+            self._from_symbol_store,
+            self._from_symbol_server,
+        ):
             found = search(module)
             if found is not None:
                 if fallback is not None:
@@ -273,8 +279,10 @@ class ImageLocator:
             return True, "not verified: the dump records no TimeDateStamp/SizeOfImage for this module"
         if img.timestamp == module.timestamp and img.size_of_image == module.size:
             return True, f"TimeDateStamp {img.timestamp:#010x} and SizeOfImage {img.size_of_image:#x} match"
-        return False, (f"mismatch: file has TimeDateStamp {img.timestamp:#010x} SizeOfImage "
-                       f"{img.size_of_image:#x}, dump has {module.timestamp:#010x} {module.size:#x}")
+        return False, (
+            f"mismatch: file has TimeDateStamp {img.timestamp:#010x} SizeOfImage "
+            f"{img.size_of_image:#x}, dump has {module.timestamp:#010x} {module.size:#x}"
+        )
 
     def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
         try:
@@ -380,7 +388,8 @@ class ImageLocator:
                 for packed in _store_candidates(base, name, key, name[:-1] + "_"):
                     self.failures.append(
                         f"{name}: symbol store: {packed} is compressed (a cabinet), which dumpkit does "
-                        "not read; expand it in place (`expand` on Windows, `cabextract` elsewhere)")
+                        "not read; expand it in place (`expand` on Windows, `cabextract` elsewhere)"
+                    )
         return None
 
     def _follow_pointer(self, ptr: str, module: Module) -> Optional[LocatedImage]:
@@ -475,7 +484,7 @@ class XzBacking:
         self._fill(offset + size)
         if offset + size > len(self._data):
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
-        return bytes(self._data[offset:offset + size])
+        return bytes(self._data[offset : offset + size])
 
     def close(self) -> None:
         if self._fh is not None:

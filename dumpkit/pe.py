@@ -12,6 +12,7 @@ in place, one 12-byte entry per probe; exports, the version resource and the Cod
 are parsed on first use and cached. Every count and length that comes from the image is
 bounded, and nothing recurses on data-controlled depth.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -281,7 +282,7 @@ class _BytesBacking:
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > self.size:
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
-        return self._data[offset:offset + size]
+        return self._data[offset : offset + size]
 
     def close(self) -> None:
         self._data = b""
@@ -314,7 +315,7 @@ class _FileBacking:
             raise PEError("image is closed")
         if offset < 0 or size < 0 or offset + size > self.size:
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
-        return mm[offset:offset + size]
+        return mm[offset : offset + size]
 
     def close(self) -> None:
         if self._mm is not None:
@@ -346,9 +347,15 @@ class PEImage:
     sections: Tuple[Section, ...]
     data_directories: Tuple[DataDirectory, ...]
 
-    def __init__(self, header_reader: Callable[[int, int], bytes], *, source: str,
-                 file: Optional[_FileBacking] = None, read_va: Optional[ReadVA] = None,
-                 base: int = 0):
+    def __init__(
+        self,
+        header_reader: Callable[[int, int], bytes],
+        *,
+        source: str,
+        file: Optional[_FileBacking] = None,
+        read_va: Optional[ReadVA] = None,
+        base: int = 0,
+    ):
         self.source = source  # "file" or "memory"
         self.path: Optional[str] = None
         self.base = base  # the address the image was read at (memory), else 0
@@ -374,7 +381,8 @@ class PEImage:
             self.pdata_count = min(exc.size // PDATA_ENTRY, fits)
             if self.pdata_count < exc.size // PDATA_ENTRY:
                 self.problems.append(
-                    f"exception directory claims {exc.size // PDATA_ENTRY} entries; {fits} fit in the image")
+                    f"exception directory claims {exc.size // PDATA_ENTRY} entries; {fits} fit in the image"
+                )
         else:
             # ARM64's .pdata has 8-byte entries and x86 has none: not handled here.
             self._pdata_rva = 0
@@ -456,8 +464,9 @@ class PEImage:
         nt = rd(e_lfanew, 24)
         if nt[:4] != b"PE\0\0":
             raise PEError("not a PE image (no PE signature)")
-        (self.machine, nsections, self.timestamp, self._symtab_ptr, self._nsymbols,
-         opt_size, self.characteristics) = struct.unpack_from("<HHIIIHH", nt, 4)
+        (self.machine, nsections, self.timestamp, self._symtab_ptr, self._nsymbols, opt_size, self.characteristics) = (
+            struct.unpack_from("<HHIIIHH", nt, 4)
+        )
         if nsections > MAX_SECTIONS:
             raise PEError(f"implausible section count {nsections}")
         if opt_size < 2:
@@ -505,9 +514,7 @@ class PEImage:
         raw = rd(sec_off, 40 * nsections) if nsections else b""
         sections = []
         for i in range(nsections):
-            name_b, vsize, vaddr, rsize, roff, _, _, _, _, chars = struct.unpack_from(
-                "<8sIIIIIIHHI", raw, 40 * i
-            )
+            name_b, vsize, vaddr, rsize, roff, _, _, _, _, chars = struct.unpack_from("<8sIIIIIIHHI", raw, 40 * i)
             name = name_b.split(b"\0", 1)[0].decode("latin-1")
             sections.append(Section(name, vaddr, vsize, roff, rsize, chars))
         self._file_order_sections = tuple(sections)  # COFF section numbers index this
@@ -707,9 +714,17 @@ class PEImage:
         except PEError:
             raise PEError(f"UNWIND_INFO at {unwind_rva:#x}: handler/chain data truncated") from None
         info = UnwindInfo(
-            rva=unwind_rva, version=version, flags=flags, size_of_prolog=prolog,
-            count_of_codes=count, frame_register=frame_register, frame_offset=frame_offset,
-            ops=tuple(ops), handler_rva=handler, handler_data_rva=handler_data, chained=chained,
+            rva=unwind_rva,
+            version=version,
+            flags=flags,
+            size_of_prolog=prolog,
+            count_of_codes=count,
+            frame_register=frame_register,
+            frame_offset=frame_offset,
+            ops=tuple(ops),
+            handler_rva=handler,
+            handler_data_rva=handler_data,
+            chained=chained,
         )
         if len(self._unwind_cache) >= _UNWIND_CACHE:
             self._unwind_cache.clear()
@@ -755,8 +770,9 @@ class PEImage:
         if d is None:
             return []
         hdr = self.read_rva(d.rva, 40)
-        (_, _, _, _, _, ordinal_base, nfuncs, nnames, funcs_rva, names_rva,
-         ords_rva) = struct.unpack_from("<IIHHIIIIIII", hdr, 0)
+        (_, _, _, _, _, ordinal_base, nfuncs, nnames, funcs_rva, names_rva, ords_rva) = struct.unpack_from(
+            "<IIHHIIIIIII", hdr, 0
+        )
         limit = min(MAX_EXPORTS, self.size_of_image // 4)
         if nfuncs > limit:
             self.problems.append(f"export table claims {nfuncs} functions; reading {limit}")
@@ -993,8 +1009,7 @@ class PEImage:
 
 
 # ----------------------------------------------------------------------------- unwind codes
-def _decode_unwind_codes(codes: bytes, count: int, version: int, frame_offset: int,
-                         where: int) -> List[UnwindOp]:
+def _decode_unwind_codes(codes: bytes, count: int, version: int, frame_offset: int, where: int) -> List[UnwindOp]:
     ops: List[UnwindOp] = []
     i = 0
     while i < count:
@@ -1002,7 +1017,7 @@ def _decode_unwind_codes(codes: bytes, count: int, version: int, frame_offset: i
         op = codes[2 * i + 1] & 0xF
         info = codes[2 * i + 1] >> 4
 
-        def slot(k: int) -> int:
+        def slot(k: int, i: int = i, op: int = op) -> int:
             if i + k >= count:
                 raise PEError(
                     f"UNWIND_INFO at {where:#x}: {UWOP_NAMES.get(op, op)} at slot {i} runs past "

@@ -5,6 +5,7 @@ Everything below this module (unwinding, analysis, reports) sees only a `Target`
 plain data classes defined here. Sources (`dumpkit.sources.minidump`,
 `dumpkit.sources.pykd`) build them; nothing else knows which source is in use.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -31,8 +32,22 @@ class MemoryNotInDump(Exception):
 # x64 general-purpose registers in CONTEXT order; also the unwinder's register numbering
 # (UNWIND_CODE register numbers 0..15 index this tuple).
 GPR_NAMES: Tuple[str, ...] = (
-    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
+    "rax",
+    "rcx",
+    "rdx",
+    "rbx",
+    "rsp",
+    "rbp",
+    "rsi",
+    "rdi",
+    "r8",
+    "r9",
+    "r10",
+    "r11",
+    "r12",
+    "r13",
+    "r14",
+    "r15",
 )
 
 

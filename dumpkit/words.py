@@ -1,5 +1,6 @@
 """How dumpkit writes numbers and counts, in every sentence and every format: one place, so
 the verdict's prose and each renderer say "1,710 repetitions" and "1016.2 KiB" alike."""
+
 from __future__ import annotations
 
 from typing import Optional

@@ -1,4 +1,5 @@
 """Shared fixtures: where the bundled sample dumps and ../shared/real_dumps live."""
+
 from __future__ import annotations
 
 import json

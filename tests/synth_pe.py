@@ -9,6 +9,7 @@ bytes and can also serve them as a process would see the image mapped at a base 
 plain, indirect, chained and looping entries, unwind codes of every kind, exports (named,
 aliased, ordinal-only, forwarded), a version resource and an RSDS debug record.
 """
+
 from __future__ import annotations
 
 import struct
@@ -62,13 +63,13 @@ class SynthImage:
         out = bytearray(size)
         if rva < self.size_of_headers:
             n = min(size, self.size_of_headers - rva)
-            out[:n] = self.file[rva:rva + n]
+            out[:n] = self.file[rva : rva + n]
         for s in self.sections:
             lo = max(rva, s.rva)
             hi = min(rva + size, s.rva + min(s.raw_size, _align(s.virtual_size, 0x1000)))
             if lo < hi:
                 src = s.raw_offset + (lo - s.rva)
-                out[lo - rva:hi - rva] = self.file[src:src + (hi - lo)]
+                out[lo - rva : hi - rva] = self.file[src : src + (hi - lo)]
         return bytes(out)
 
     def reader(self, base: Optional[int] = None, missing: Sequence[Tuple[int, int]] = ()):
@@ -96,11 +97,22 @@ class SynthImage:
 
 
 class PEBuilder:
-    def __init__(self, *, machine: int = AMD64, pe32plus: bool = True, timestamp: int = 0x5EADBEEF,
-                 image_base: int = 0x180000000, characteristics: int = 0x2022,
-                 checksum: int = 0x0004D2C1, entry_rva: int = 0, stack_reserve: int = 0x200000,
-                 stack_commit: int = 0x2000, file_alignment: int = 0x200,
-                 section_alignment: int = 0x1000, size_of_image: Optional[int] = None):
+    def __init__(
+        self,
+        *,
+        machine: int = AMD64,
+        pe32plus: bool = True,
+        timestamp: int = 0x5EADBEEF,
+        image_base: int = 0x180000000,
+        characteristics: int = 0x2022,
+        checksum: int = 0x0004D2C1,
+        entry_rva: int = 0,
+        stack_reserve: int = 0x200000,
+        stack_commit: int = 0x2000,
+        file_alignment: int = 0x200,
+        section_alignment: int = 0x1000,
+        size_of_image: Optional[int] = None,
+    ):
         self.machine = machine
         self.pe32plus = pe32plus
         self.timestamp = timestamp
@@ -117,8 +129,9 @@ class PEBuilder:
         self.dirs: List[Tuple[int, int]] = [(0, 0)] * 16
         self.next_rva = section_alignment
 
-    def add_section(self, name: str, data: bytes = b"", *, virtual_size: Optional[int] = None,
-                    characteristics: int = RDATA_CHARS) -> SynthSection:
+    def add_section(
+        self, name: str, data: bytes = b"", *, virtual_size: Optional[int] = None, characteristics: int = RDATA_CHARS
+    ) -> SynthSection:
         vsize = len(data) if virtual_size is None else virtual_size
         sec = SynthSection(name, self.next_rva, bytearray(data), vsize, characteristics)
         self.sections.append(sec)
@@ -143,36 +156,88 @@ class PEBuilder:
         out = bytearray(off)
         out[0:2] = b"MZ"
         struct.pack_into("<I", out, 0x3C, e_lfanew)
-        out[e_lfanew:e_lfanew + 4] = b"PE\0\0"
-        struct.pack_into("<HHIIIHH", out, e_lfanew + 4, self.machine, len(self.sections),
-                         self.timestamp, 0, 0, opt_size, self.characteristics)
+        out[e_lfanew : e_lfanew + 4] = b"PE\0\0"
+        struct.pack_into(
+            "<HHIIIHH",
+            out,
+            e_lfanew + 4,
+            self.machine,
+            len(self.sections),
+            self.timestamp,
+            0,
+            0,
+            opt_size,
+            self.characteristics,
+        )
         o = e_lfanew + 24
         code_size = sum(s.raw_size for s in self.sections if s.characteristics & SCN_CODE)
         if self.pe32plus:
             struct.pack_into("<HBBIIIII", out, o, 0x20B, 2, 40, code_size, 0, 0, self.entry_rva, 0x1000)
             struct.pack_into("<QII", out, o + 24, self.image_base, self.section_alignment, self.file_alignment)
-            struct.pack_into("<HHHHHHIIIIHH", out, o + 40, 6, 0, 0, 0, 6, 0, 0, size_of_image,
-                             size_of_headers, self.checksum, 3, 0x160)
-            struct.pack_into("<QQQQII", out, o + 72, self.stack_reserve, self.stack_commit,
-                             0x100000, 0x1000, 0, 16)
+            struct.pack_into(
+                "<HHHHHHIIIIHH",
+                out,
+                o + 40,
+                6,
+                0,
+                0,
+                0,
+                6,
+                0,
+                0,
+                size_of_image,
+                size_of_headers,
+                self.checksum,
+                3,
+                0x160,
+            )
+            struct.pack_into("<QQQQII", out, o + 72, self.stack_reserve, self.stack_commit, 0x100000, 0x1000, 0, 16)
             d = o + 112
         else:
             struct.pack_into("<HBBIIIIII", out, o, 0x10B, 2, 40, code_size, 0, 0, self.entry_rva, 0x1000, 0)
             struct.pack_into("<III", out, o + 28, self.image_base, self.section_alignment, self.file_alignment)
-            struct.pack_into("<HHHHHHIIIIHH", out, o + 40, 6, 0, 0, 0, 6, 0, 0, size_of_image,
-                             size_of_headers, self.checksum, 3, 0x140)
-            struct.pack_into("<IIIIII", out, o + 72, self.stack_reserve, self.stack_commit,
-                             0x100000, 0x1000, 0, 16)
+            struct.pack_into(
+                "<HHHHHHIIIIHH",
+                out,
+                o + 40,
+                6,
+                0,
+                0,
+                0,
+                6,
+                0,
+                0,
+                size_of_image,
+                size_of_headers,
+                self.checksum,
+                3,
+                0x140,
+            )
+            struct.pack_into("<IIIIII", out, o + 72, self.stack_reserve, self.stack_commit, 0x100000, 0x1000, 0, 16)
             d = o + 96
         for i, (rva, size) in enumerate(self.dirs):
             struct.pack_into("<II", out, d + 8 * i, rva, size)
         sh = o + opt_size
         for i, s in enumerate(self.sections):
-            struct.pack_into("<8sIIIIIIHHI", out, sh + 40 * i, s.name.encode()[:8], s.virtual_size,
-                             s.rva, s.raw_size, s.raw_offset, 0, 0, 0, 0, s.characteristics)
-            out[s.raw_offset:s.raw_offset + len(s.data)] = s.data
-        return SynthImage(bytes(out), self.image_base, size_of_image, size_of_headers,
-                          self.timestamp, self.sections, dict(info or {}))
+            struct.pack_into(
+                "<8sIIIIIIHHI",
+                out,
+                sh + 40 * i,
+                s.name.encode()[:8],
+                s.virtual_size,
+                s.rva,
+                s.raw_size,
+                s.raw_offset,
+                0,
+                0,
+                0,
+                0,
+                s.characteristics,
+            )
+            out[s.raw_offset : s.raw_offset + len(s.data)] = s.data
+        return SynthImage(
+            bytes(out), self.image_base, size_of_image, size_of_headers, self.timestamp, self.sections, dict(info or {})
+        )
 
 
 # ----------------------------------------------------------------------------- unwind data
@@ -181,10 +246,19 @@ def code(offset: int, op: int, info: int = 0) -> int:
     return offset | ((op | (info << 4)) << 8)
 
 
-def unwind_info(slots: Sequence[int], *, version: int = 1, flags: int = 0, prolog: int = 0,
-                frame_reg: int = 0, frame_off: int = 0, handler: Optional[int] = None,
-                handler_data: bytes = b"", chain: Optional[Tuple[int, int, int]] = None,
-                count: Optional[int] = None) -> bytes:
+def unwind_info(
+    slots: Sequence[int],
+    *,
+    version: int = 1,
+    flags: int = 0,
+    prolog: int = 0,
+    frame_reg: int = 0,
+    frame_off: int = 0,
+    handler: Optional[int] = None,
+    handler_data: bytes = b"",
+    chain: Optional[Tuple[int, int, int]] = None,
+    count: Optional[int] = None,
+) -> bytes:
     n = len(slots) if count is None else count
     out = bytearray([version | (flags << 3), prolog, n, frame_reg | (frame_off << 4)])
     for s in slots:
@@ -201,9 +275,15 @@ def unwind_info(slots: Sequence[int], *, version: int = 1, flags: int = 0, prolo
 
 
 # ----------------------------------------------------------------------------- exports
-def export_table(rva: int, dll_name: str, ordinal_base: int,
-                 functions: Sequence[object], names: Sequence[Tuple[str, int]],
-                 nfuncs_claim: Optional[int] = None, nnames_claim: Optional[int] = None) -> bytes:
+def export_table(
+    rva: int,
+    dll_name: str,
+    ordinal_base: int,
+    functions: Sequence[object],
+    names: Sequence[Tuple[str, int]],
+    nfuncs_claim: Optional[int] = None,
+    nnames_claim: Optional[int] = None,
+) -> bytes:
     """An export directory placed at `rva`. `functions[i]` is an RVA (int) or a forwarder
     string ("DLL.func"); `names` maps a name to a function index."""
     names = sorted(names)
@@ -223,9 +303,22 @@ def export_table(rva: int, dll_name: str, ordinal_base: int,
     dll = add(dll_name)
     func_rvas = [add(f) if isinstance(f, str) else int(f) for f in functions]
     name_rvas = [add(n) for n, _ in names]
-    out = bytearray(struct.pack("<IIHHIIIIIII", 0, 0, 0, 0, dll, ordinal_base,
-                                nf if nfuncs_claim is None else nfuncs_claim,
-                                nn if nnames_claim is None else nnames_claim, eat, npt, ot))
+    out = bytearray(
+        struct.pack(
+            "<IIHHIIIIIII",
+            0,
+            0,
+            0,
+            0,
+            dll,
+            ordinal_base,
+            nf if nfuncs_claim is None else nfuncs_claim,
+            nn if nnames_claim is None else nnames_claim,
+            eat,
+            npt,
+            ot,
+        )
+    )
     out += struct.pack(f"<{nf}I", *func_rvas)
     out += struct.pack(f"<{nn}I", *name_rvas)
     out += struct.pack(f"<{nn}H", *[i for _, i in names])
@@ -235,8 +328,7 @@ def export_table(rva: int, dll_name: str, ordinal_base: int,
 
 
 # ----------------------------------------------------------------------------- version resource
-def _vs_block(key: str, value: bytes, wtype: int, children: Sequence[bytes],
-              value_len: Optional[int] = None) -> bytes:
+def _vs_block(key: str, value: bytes, wtype: int, children: Sequence[bytes], value_len: Optional[int] = None) -> bytes:
     body = bytearray(6)
     body += key.encode("utf-16-le") + b"\0\0"
     while len(body) % 4:
@@ -251,11 +343,29 @@ def _vs_block(key: str, value: bytes, wtype: int, children: Sequence[bytes],
     return bytes(body)
 
 
-def version_resource(file_version: Tuple[int, int, int, int], product_version: Tuple[int, int, int, int],
-                     strings: Dict[str, str], lang: str = "040904b0") -> bytes:
+def version_resource(
+    file_version: Tuple[int, int, int, int],
+    product_version: Tuple[int, int, int, int],
+    strings: Dict[str, str],
+    lang: str = "040904b0",
+) -> bytes:
     fv, pv = file_version, product_version
-    fixed = struct.pack("<13I", 0xFEEF04BD, 0x10000, (fv[0] << 16) | fv[1], (fv[2] << 16) | fv[3],
-                        (pv[0] << 16) | pv[1], (pv[2] << 16) | pv[3], 0x3F, 0, 0x40004, 2, 0, 0, 0)
+    fixed = struct.pack(
+        "<13I",
+        0xFEEF04BD,
+        0x10000,
+        (fv[0] << 16) | fv[1],
+        (fv[2] << 16) | fv[3],
+        (pv[0] << 16) | pv[1],
+        (pv[2] << 16) | pv[3],
+        0x3F,
+        0,
+        0x40004,
+        2,
+        0,
+        0,
+        0,
+    )
     str_blocks = []
     for k, v in strings.items():
         val = v.encode("utf-16-le") + b"\0\0"
@@ -269,9 +379,11 @@ def version_resource(file_version: Tuple[int, int, int, int], product_version: T
 
 def resource_section(rva: int, version_blob: bytes) -> bytes:
     """A .rsrc holding one RT_VERSION (16) / ID 1 / language 0x409 entry."""
+
     def directory(entry_id: int, target: int, subdir: bool) -> bytes:
         return struct.pack("<IIHHHH", 0, 0, 0, 0, 0, 1) + struct.pack(
-            "<II", entry_id, target | (0x80000000 if subdir else 0))
+            "<II", entry_id, target | (0x80000000 if subdir else 0)
+        )
 
     # root @0 (24 bytes), level2 @24, level3 @48, data entry @72, data @88
     out = bytearray()
@@ -300,8 +412,13 @@ SAMPLE_STRINGS = {
 }
 
 
-def make_sample_image(*, timestamp: int = 0x5EADBEEF, name: str = "synth.dll",
-                      nnames_claim: Optional[int] = None, nfuncs_claim: Optional[int] = None) -> SynthImage:
+def make_sample_image(
+    *,
+    timestamp: int = 0x5EADBEEF,
+    name: str = "synth.dll",
+    nnames_claim: Optional[int] = None,
+    nfuncs_claim: Optional[int] = None,
+) -> SynthImage:
     b = PEBuilder(timestamp=timestamp)
     text = b.add_section(".text", b"\xcc" * 0x400, characteristics=TEXT_CHARS)
     T = text.rva  # 0x1000
@@ -331,21 +448,36 @@ def make_sample_image(*, timestamp: int = 0x5EADBEEF, name: str = "synth.dll",
     # every op kind (v1), with an exception handler
     u1_slots = [
         code(0x40, MACH, 1),
-        code(0x38, XMMF, 7), 0x0010, 0x0010,          # xmm7 at 0x100010
-        code(0x30, XMM, 6), 0x0003,                   # xmm6 at 3*16
-        code(0x28, SAVEF, 7), 0x0000, 0x0009,         # rdi at 0x90000
-        code(0x20, SAVE, 6), 0x0009,                  # rsi at 9*8
-        code(0x18, ALARGE, 1), 0x3458, 0x0012,        # 0x123458
-        code(0x10, ALARGE, 0), 0x0200,                # 0x200*8
+        code(0x38, XMMF, 7),
+        0x0010,
+        0x0010,  # xmm7 at 0x100010
+        code(0x30, XMM, 6),
+        0x0003,  # xmm6 at 3*16
+        code(0x28, SAVEF, 7),
+        0x0000,
+        0x0009,  # rdi at 0x90000
+        code(0x20, SAVE, 6),
+        0x0009,  # rsi at 9*8
+        code(0x18, ALARGE, 1),
+        0x3458,
+        0x0012,  # 0x123458
+        code(0x10, ALARGE, 0),
+        0x0200,  # 0x200*8
         code(0x08, FPREG, 0),
-        code(0x04, ASMALL, 15),                       # 128
-        code(0x01, PUSH, 5),                          # rbp
+        code(0x04, ASMALL, 15),  # 128
+        code(0x01, PUSH, 5),  # rbp
     ]
-    put("u1", unwind_info(u1_slots, flags=1, prolog=0x40, frame_reg=5, frame_off=2,
-                          handler=handler, handler_data=b"LSDA"))
+    put(
+        "u1",
+        unwind_info(u1_slots, flags=1, prolog=0x40, frame_reg=5, frame_off=2, handler=handler, handler_data=b"LSDA"),
+    )
     # version 2 with epilog descriptors
-    put("u2", unwind_info([code(0x06, EPI, 1), 0x0000, code(0x20, EPI, 0), 0x0000,
-                           code(0x04, ASMALL, 4)], version=2, prolog=4))
+    put(
+        "u2",
+        unwind_info(
+            [code(0x06, EPI, 1), 0x0000, code(0x20, EPI, 0), 0x0000, code(0x04, ASMALL, 4)], version=2, prolog=4
+        ),
+    )
     # chained (odd count of codes, so the chain entry follows one slot of padding)
     put("u3", unwind_info([code(0x02, PUSH, 3)], flags=4, prolog=2, chain=(*f["f1"], 0)))
     # chain loop: u5 -> u5b -> u5
@@ -373,10 +505,15 @@ def make_sample_image(*, timestamp: int = 0x5EADBEEF, name: str = "synth.dll",
     b.set_dir(3, pdata.rva, 12 * len(pd))
 
     rdata_rva = b.next_rva
-    exp = export_table(rdata_rva, name, 10,
-                       [f["f0"][0], f["f1"][0], f["f2"][0], "OTHER.forwarded", 0, f["f5"][0]],
-                       [("alpha", 0), ("beta", 1), ("beta_alias", 1), ("forwarded", 3), ("epsilon", 5)],
-                       nfuncs_claim=nfuncs_claim, nnames_claim=nnames_claim)
+    exp = export_table(
+        rdata_rva,
+        name,
+        10,
+        [f["f0"][0], f["f1"][0], f["f2"][0], "OTHER.forwarded", 0, f["f5"][0]],
+        [("alpha", 0), ("beta", 1), ("beta_alias", 1), ("forwarded", 3), ("epsilon", 5)],
+        nfuncs_claim=nfuncs_claim,
+        nnames_claim=nnames_claim,
+    )
     exp += bytes(-len(exp) % 4)
     dbg = debug_directory(rdata_rva + len(exp), SAMPLE_GUID, 3, "C:\\build\\synth.pdb")
     rdata = b.add_section(".rdata", exp + dbg)
@@ -384,17 +521,19 @@ def make_sample_image(*, timestamp: int = 0x5EADBEEF, name: str = "synth.dll",
     b.set_dir(6, rdata.rva + len(exp), 28)
 
     rsrc_rva = b.next_rva
-    rsrc = b.add_section(".rsrc", resource_section(rsrc_rva, version_resource((1, 2, 3, 4), (5, 6, 7, 8),
-                                                                              SAMPLE_STRINGS)))
+    rsrc = b.add_section(
+        ".rsrc", resource_section(rsrc_rva, version_resource((1, 2, 3, 4), (5, 6, 7, 8), SAMPLE_STRINGS))
+    )
     b.set_dir(2, rsrc.rva, len(rsrc.data))
     # .bss-like section: virtual only
     b.add_section(".bss", b"", virtual_size=0x800, characteristics=DATA_CHARS)
-    info = {k: v for k, v in u.items()}
+    info = dict(u.items())
     for k, (lo, hi) in f.items():
         info[k] = lo
         info[k + "_end"] = hi
-    info.update(text=T, xdata=xdata_rva, pdata=pdata_rva, rdata=rdata_rva, rsrc=rsrc_rva,
-                handler=handler, pdata_count=len(pd))
+    info.update(
+        text=T, xdata=xdata_rva, pdata=pdata_rva, rdata=rdata_rva, rsrc=rsrc_rva, handler=handler, pdata_count=len(pd)
+    )
     return b.build(info)
 
 

@@ -1,5 +1,6 @@
 """The command line as a user meets it: verdicts on the sample dumps, formats, exit codes,
 one-line errors, and that the dump is never written."""
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,9 @@ CASES = [d for d in sample_manifest() if d["file"].endswith((".dmp", ".dmp.xz"))
 
 
 def run(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "dumpkit", *map(str, args)],
-                          capture_output=True, text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
 @pytest.fixture(scope="session")
@@ -41,6 +43,7 @@ def sample(tmp_path_factory):
             with lzma.open(src) as fin, open(out, "wb") as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)
         return out
+
     return path
 
 
@@ -181,7 +184,7 @@ def test_threads_with_identical_stacks_are_shown_once_in_markdown_and_html(name)
     shared = [g for g in groups if len(g) > 1]
     assert shared  # idle workers parked in the same wait
     md = analyze(SAMPLES / name, "markdown")
-    others = md[md.index("Other threads"):]
+    others = md[md.index("Other threads") :]
     assert others.count("```") == 2 * len(groups)  # one stack block per distinct stack
     page = analyze(SAMPLES / name, "html")
     assert page.count("<details><summary>Thread") == len(groups)
@@ -195,8 +198,9 @@ def test_threads_with_identical_stacks_are_shown_once_in_markdown_and_html(name)
 @pytest.mark.parametrize("name", ["recursion_cycle3.dmp", "tree_free.dmp"])
 def test_every_format_shows_where_the_recursion_was_entered_from(name):
     case = next(c for c in CASES if c["file"] == name)
-    below = [f"{c['module']}!{c['function']}" for c in case["call_chain"]
-             if c["function"] not in case["cycle_functions"]]
+    below = [
+        f"{c['module']}!{c['function']}" for c in case["call_chain"] if c["function"] not in case["cycle_functions"]
+    ]
     path = " <- ".join(below)
     assert f"entered from: {path}" in " ".join(analyze(SAMPLES / name, "text").split())
     assert f"Entered from: {path}" in visible_text(markdown_as_html(analyze(SAMPLES / name, "markdown")))
@@ -206,7 +210,7 @@ def test_every_format_shows_where_the_recursion_was_entered_from(name):
 def _largest_frame_rows(report_text: str, report_format: str):
     """{frame index: row} of the 'Largest frames' table in a text or Markdown report."""
     rows = {}
-    for line in report_text[report_text.index("Largest frames"):].splitlines()[1:]:
+    for line in report_text[report_text.index("Largest frames") :].splitlines()[1:]:
         if "oversized:" in line or (rows and not line.strip()):
             break  # the legend, or the blank line, after the table
         first = line.strip("| ").split("|" if report_format == "markdown" else None)[:1]
@@ -267,11 +271,11 @@ def schema_problems(value, path, typ, meaning, fields, problems):
     if typ.startswith("array of "):
         ok = isinstance(value, list)
         for v in value if ok else ():
-            schema_problems(v, path + "[]", typ[len("array of "):], meaning, fields, problems)
+            schema_problems(v, path + "[]", typ[len("array of ") :], meaning, fields, problems)
     elif typ.startswith("map of "):
         ok = isinstance(value, dict)
         for k, v in value.items() if ok else ():
-            schema_problems(v, f"{path}.{k}", typ[len("map of "):], meaning, fields, problems)
+            schema_problems(v, f"{path}.{k}", typ[len("map of ") :], meaning, fields, problems)
     elif typ.startswith("["):
         parts = [t.strip() for t in typ.strip("[]").split(",")]
         ok = isinstance(value, list) and len(value) == len(parts)
@@ -290,9 +294,12 @@ def schema_problems(value, path, typ, meaning, fields, problems):
     elif typ == "address":
         ok = isinstance(value, str) and re.fullmatch(r"0x[0-9a-f]+", value) is not None
     else:
-        checks = {"int": lambda v: isinstance(v, int) and not isinstance(v, bool),
-                  "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-                  "bool": lambda v: isinstance(v, bool), "string": lambda v: isinstance(v, str)}
+        checks = {
+            "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+            "float": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+            "bool": lambda v: isinstance(v, bool),
+            "string": lambda v: isinstance(v, str),
+        }
         assert typ in checks, f"{path}: the doc uses an unknown type {typ!r}"
         ok = checks[typ](value)
     if not ok:
@@ -349,9 +356,11 @@ def test_every_format_states_the_stack_budget_the_same_way(name):
     b = analyze_json(name)["threads"][0]["budget"]
     share = f"({b['used'] / b['reserve_size']:.0%}), from {b['source']}"
     estimate = "of ~" if b["source"] == "captured+image" else "of "
-    pages = {"text": " ".join(analyze(SAMPLES / name, "text").split()),
-             "markdown": visible_text(markdown_as_html(analyze(SAMPLES / name, "markdown"))),
-             "html": visible_text(analyze(SAMPLES / name, "html"))}
+    pages = {
+        "text": " ".join(analyze(SAMPLES / name, "text").split()),
+        "markdown": visible_text(markdown_as_html(analyze(SAMPLES / name, "markdown"))),
+        "html": visible_text(analyze(SAMPLES / name, "html")),
+    }
     for fmt, page in pages.items():
         found = re.search(r"Stack ?:? used .{0,200}", page)
         assert found, fmt
@@ -364,8 +373,11 @@ def test_every_format_shows_the_environment_sentences_and_caveats():
     env = analyze_json("tf_env_abort.dmp")["environment"]
     assert env["compatibility"] and env["notes"]
     md_html = markdown_as_html(analyze(SAMPLES / "tf_env_abort.dmp", "markdown"))
-    pages = {"text": " ".join(analyze(SAMPLES / "tf_env_abort.dmp", "text").split()),
-             "markdown": visible_text(md_html), "html": visible_text(analyze(SAMPLES / "tf_env_abort.dmp", "html"))}
+    pages = {
+        "text": " ".join(analyze(SAMPLES / "tf_env_abort.dmp", "text").split()),
+        "markdown": visible_text(md_html),
+        "html": visible_text(analyze(SAMPLES / "tf_env_abort.dmp", "html")),
+    }
     for fmt, page in pages.items():
         for sentence in env["compatibility"] + env["notes"]:
             assert sentence in page, (fmt, sentence)
@@ -377,18 +389,18 @@ def test_every_format_shows_the_environment_sentences_and_caveats():
 def test_markdown_stack_columns_line_up_past_frame_9999(sample):
     """A pasted stack stays a readable table when frame numbers reach five digits."""
     md = analyze(sample("recursion_one.selfdump.dmp.xz"), "markdown")
-    block = md[md.index("Crashing thread"):].split("```")[1].strip("\n").splitlines()
+    block = md[md.index("Crashing thread") :].split("```")[1].strip("\n").splitlines()
     header, rows = block[0], [ln for ln in block[1:] if re.match(r"\s*\d+ ", ln)]
     assert max(int(r.split()[0]) for r in rows) > 9999
     sp_column = header.index("Child-SP") + len("Child-SP") - 16
-    assert all(re.fullmatch(r"[0-9a-f]{16}", r[sp_column:sp_column + 16]) for r in rows), rows
+    assert all(re.fullmatch(r"[0-9a-f]{16}", r[sp_column : sp_column + 16]) for r in rows), rows
 
 
 def test_text_report_numbers_frames_the_same_way_everywhere():
     """The evidence, the largest-frames table and the stack all say frame 5132, not 140c."""
     doc = analyze_json("recursion_cycle3.dmp")
     text = analyze(SAMPLES / "recursion_cycle3.dmp", "text")
-    stack = text[text.index("Crashing thread"):]
+    stack = text[text.index("Crashing thread") :]
     for fs in doc["frame_sizes"]:
         frame = next(f for f in doc["threads"][0]["frames"] if f["index"] == fs["frame_index"])
         row = next(ln for ln in stack.splitlines() if f"{frame['sp'][2:]:0>16}" in ln)
@@ -432,7 +444,11 @@ def test_stack_command_prints_kf_style_frames_and_image_sources():
 
 def test_stack_command_prints_addresses_as_wide_as_the_cpu():
     """kf shows a 32-bit process's addresses in 8 digits, an x64 one's in 16."""
-    x86 = [p for p in REAL if (json.loads(run("info", p, "--json").stdout or "{}").get("system") or {}).get("arch") == "x86"]
+    x86 = [
+        p
+        for p in REAL
+        if (json.loads(run("info", p, "--json").stdout or "{}").get("system") or {}).get("arch") == "x86"
+    ]
     if not x86:
         pytest.skip("no x86 dump in ../shared/real_dumps")
     sp_column = re.compile(r"^\s*00\s+\S+\s+([0-9a-f]+)\s", re.M)
@@ -469,9 +485,9 @@ def test_explain_fastfail_subcode_and_bad_input():
     assert r.returncode == 2 and r.stderr.startswith("dumpkit: error:") and r.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize("content,needle", [
-    (b"", "empty"), (b"MDMP", "too small"), (b"PK\x03\x04" + b"\0" * 60, "not a minidump"),
-])
+@pytest.mark.parametrize(
+    "content,needle", [(b"", "empty"), (b"MDMP", "too small"), (b"PK\x03\x04" + b"\0" * 60, "not a minidump")]
+)
 def test_bad_input_is_one_line_exit_2(tmp_path, content, needle):
     bad = tmp_path / "bad.dmp"
     bad.write_bytes(content)
@@ -503,8 +519,13 @@ def test_analyze_text_names_every_environment_component_in_full():
     r = run("analyze", SAMPLES / "tf_env_abort.dmp", "--image-path", SAMPLE_BIN)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    for label, value in [("CUDA runtime", "11.2.152"), ("cuDNN", "8.1.0"), ("NVIDIA driver", "531.79"),
-                         ("TensorFlow", "2.10.0"), ("Python", "3.10.11")]:
+    for label, value in [
+        ("CUDA runtime", "11.2.152"),
+        ("cuDNN", "8.1.0"),
+        ("NVIDIA driver", "531.79"),
+        ("TensorFlow", "2.10.0"),
+        ("Python", "3.10.11"),
+    ]:
         assert any(line.startswith(label + " ") and value in line for line in lines), label
 
 
@@ -525,7 +546,7 @@ def test_analyze_text_shows_frame_memory_in_decimal_and_stack_in_hex(name):
     top = sample_facts(name)["call_chain"][0]
     row = re.compile(r"^\s*0\s+([0-9a-f,]+)\s+[0-9a-f]{16}\s", re.M)
     r = run("analyze", SAMPLES / name, "--image-path", SAMPLE_BIN)
-    m = row.search(r.stdout[r.stdout.index("Crashing thread"):])
+    m = row.search(r.stdout[r.stdout.index("Crashing thread") :])
     assert m and m.group(1) == f"{top['frame_bytes']:,}", r.stdout[-2000:]
     r = run("stack", SAMPLES / name, "--image-path", SAMPLE_BIN)
     assert re.search(r"^\s*00\s+[0-9a-f]{16}\s", r.stdout, re.M), r.stdout[:600]

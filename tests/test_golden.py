@@ -2,6 +2,7 @@
 (and every real dump's, when ../shared is beside the repository) JSON report equals its
 committed snapshot in tests/golden/. Regenerate with `python tests/golden/snapshot.py`
 when a change is meant to alter reports, and review the diff with it."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """dumpkit.images: which image a module's unwind data comes from, in DESIGN.md's order."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,7 @@ def other_build():
 
 
 def module_for(s, path="C:\\Program Files\\app\\synth.dll", **kw) -> Module:
-    args = dict(name="synth.dll", path=path, base=s.image_base, size=s.size_of_image,
-                timestamp=s.timestamp)
+    args = {"name": "synth.dll", "path": path, "base": s.image_base, "size": s.size_of_image, "timestamp": s.timestamp}
     args.update(kw)
     return Module(**args)
 
@@ -94,6 +94,7 @@ def test_memory_with_pdata_but_no_unwind_info_yields_to_a_matching_file(synth, t
 
 def test_huge_exception_directory_in_memory_is_checked_by_sampling():
     from synth_pe import make_big_pdata_image
+
     big = make_big_pdata_image(1_000_000)
     read_va = big.reader()
     sizes = []
@@ -163,8 +164,7 @@ def test_image_path_recursive_match_by_name_timestamp_size(synth, other_build, t
 
 def test_image_path_unverifiable_module_accepted_on_name(other_build, tmp_path):
     other_build.write(tmp_path / "synth.dll")
-    found = ImageLocator(image_paths=[str(tmp_path)]).locate(
-        module_for(other_build, timestamp=0), no_memory)
+    found = ImageLocator(image_paths=[str(tmp_path)]).locate(module_for(other_build, timestamp=0), no_memory)
     assert found.source == "image-path"
     assert "not verified" in found.detail
 
@@ -205,10 +205,14 @@ def test_symbol_store_tolerates_case(synth, tmp_path):
 def test_parse_symbol_path():
     assert parse_symbol_path("srv*C:\\cache*https://msdl.microsoft.com/download/symbols") == ["C:\\cache"]
     assert parse_symbol_path("cache*/var/sym;srv*/srv/store*http://host/x;/plain/dir") == [
-        "/var/sym", "/srv/store", "/plain/dir"]
+        "/var/sym",
+        "/srv/store",
+        "/plain/dir",
+    ]
     assert parse_symbol_path("symsrv*symsrv.dll*D:\\s*https://x") == ["D:\\s"]
     # a server with no local store downloads into dumpkit's own cache folder
     from dumpkit.images import DEFAULT_SYMBOL_CACHE
+
     assert parse_symbol_path("srv*https://only.example/symbols") == [DEFAULT_SYMBOL_CACHE]
     assert parse_symbol_path(";;") == []
 
@@ -217,7 +221,8 @@ def test_parse_symbol_path():
 def test_order_memory_beats_files(synth, tmp_path):
     synth.write(tmp_path / "synth.dll")
     found = ImageLocator(image_paths=[str(tmp_path)]).locate(
-        module_for(synth, path=str(tmp_path / "synth.dll")), synth.reader())
+        module_for(synth, path=str(tmp_path / "synth.dll")), synth.reader()
+    )
     assert found.source == "dump-memory"
 
 
@@ -253,8 +258,13 @@ SAMPLE_FILES = sorted(SAMPLE_BIN.glob("*.dll")) + sorted(SAMPLE_BIN.glob("*.exe"
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.name)
 def test_sample_binary_found_by_image_path(path):
     with PEImage.from_file(str(path)) as img:
-        m = Module(name=path.name.upper(), path="C:\\build\\" + path.name, base=0x7FF800000000,
-                   size=img.size_of_image, timestamp=img.timestamp)
+        m = Module(
+            name=path.name.upper(),
+            path="C:\\build\\" + path.name,
+            base=0x7FF800000000,
+            size=img.size_of_image,
+            timestamp=img.timestamp,
+        )
     with ImageLocator(image_paths=[str(SAMPLE_BIN.parent)], use_recorded_path=False) as loc:
         found = loc.locate(m, no_memory)
         assert found is not None and found.source == "image-path"
@@ -313,8 +323,10 @@ def test_real_dump_wine_system_dlls_via_image_path():
 
 def test_parse_symbol_servers():
     from dumpkit.images import DEFAULT_SYMBOL_CACHE, SymbolServer, parse_symbol_servers
+
     assert parse_symbol_servers("srv*C:\\cache*https://msdl.microsoft.com/download/symbols/") == [
-        SymbolServer("https://msdl.microsoft.com/download/symbols", "C:\\cache")]
+        SymbolServer("https://msdl.microsoft.com/download/symbols", "C:\\cache")
+    ]
     assert parse_symbol_servers("srv*http://a/x;cache*/c;/plain") == [SymbolServer("http://a/x", DEFAULT_SYMBOL_CACHE)]
     assert parse_symbol_servers("srv*ftp://nope*/d") == []
 
@@ -412,12 +424,19 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     k.mkdir(parents=True)
     (k / "kernel32.dl_").write_bytes(b"MSCF" + bytes(60))
     env = {k2: v for k2, v in os.environ.items() if k2 != "_NT_SYMBOL_PATH"}
-    r = subprocess.run([sys.executable, "-m", "dumpkit", "stack", str(dump), "--json", "--symbol-path", str(tmp_path)],
-                       capture_output=True, text=True, env=env, cwd=REPO)
+    r = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "stack", str(dump), "--json", "--symbol-path", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+    )
     assert r.returncode in (0, 1), r.stderr
     sources = json.loads(r.stdout)["image_sources"]
     assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))
-    assert sources["kernel32.dll"].startswith("not found (symbol store: ") and "is compressed" in sources["kernel32.dll"]
+    assert (
+        sources["kernel32.dll"].startswith("not found (symbol store: ") and "is compressed" in sources["kernel32.dll"]
+    )
 
 
 # ----------------------------------------------------------------------------- NAME.dll.xz
@@ -439,6 +458,7 @@ def _xz_backings(monkeypatch):
 def _big_image(timestamp):
     """A synthetic image followed by 4 MiB of data that unwinding never reads."""
     from synth_pe import PEBuilder, TEXT_CHARS
+
     b = PEBuilder(timestamp=timestamp)
     b.add_section(".text", b"\xc3" * 0x200, characteristics=TEXT_CHARS)
     b.add_section(".big", bytes(range(256)) * (4 << 12))
@@ -447,6 +467,7 @@ def _big_image(timestamp):
 
 def test_xz_images_are_decompressed_only_as_far_as_reads_reach(tmp_path, monkeypatch):
     import lzma
+
     good, other = _big_image(0x22222222), _big_image(0x33333333)
     (tmp_path / "a").mkdir()
     (tmp_path / "z").mkdir()

@@ -1,6 +1,7 @@
 """dumpkit.pe on synthetic images (tests/synth_pe.py), on a real mingw-w64 binary built here
 when the cross toolchain is installed (cross-checked against objdump's .pdata/.xdata
 decode), and on the sample program binaries when they exist."""
+
 from __future__ import annotations
 
 import re
@@ -67,8 +68,15 @@ def test_headers(img, sample):
 
 
 def test_pe32_headers():
-    b = PEBuilder(machine=synth_pe.I386, pe32plus=False, image_base=0x400000, timestamp=0x11223344,
-                  entry_rva=0x1010, stack_reserve=0x100000, stack_commit=0x1000)
+    b = PEBuilder(
+        machine=synth_pe.I386,
+        pe32plus=False,
+        image_base=0x400000,
+        timestamp=0x11223344,
+        entry_rva=0x1010,
+        stack_reserve=0x100000,
+        stack_commit=0x1000,
+    )
     b.add_section(".text", b"\x90" * 16, characteristics=synth_pe.TEXT_CHARS)
     s = b.build()
     image = PEImage.from_memory(s.reader(), 0x400000)
@@ -100,13 +108,16 @@ def test_is_code_rva(img, sample):
     assert not img.is_code_rva(0x7FFFFFFF)
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda b: b.__setitem__(slice(0, 2), b"ZM"), "MZ"),
-    (lambda b: b.__setitem__(slice(0x80, 0x84), b"PX\0\0"), "PE signature"),
-    (lambda b: struct.pack_into("<H", b, 0x80 + 24, 0x999), "magic"),
-    (lambda b: struct.pack_into("<I", b, 0x3C, 0xFFFFFFF0), "e_lfanew"),
-    (lambda b: struct.pack_into("<H", b, 0x86, 5000), "section count"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda b: b.__setitem__(slice(0, 2), b"ZM"), "MZ"),
+        (lambda b: b.__setitem__(slice(0x80, 0x84), b"PX\0\0"), "PE signature"),
+        (lambda b: struct.pack_into("<H", b, 0x80 + 24, 0x999), "magic"),
+        (lambda b: struct.pack_into("<I", b, 0x3C, 0xFFFFFFF0), "e_lfanew"),
+        (lambda b: struct.pack_into("<H", b, 0x86, 5000), "section count"),
+    ],
+)
 def test_bad_headers_raise_peerror(tmp_path, sample, mutate, message):
     data = bytearray(sample.file)
     mutate(data)
@@ -231,7 +242,9 @@ def test_unwind_info_simple(img, sample):
     u = img.unwind_info(sample.info["u0"])
     assert (u.version, u.flags, u.size_of_prolog, u.count_of_codes) == (1, 0, 5, 2)
     assert [(o.code_offset, o.name, o.op_info, o.operand) for o in u.ops] == [
-        (5, "ALLOC_SMALL", 4, 0x28), (1, "PUSH_NONVOL", 3, 3)]
+        (5, "ALLOC_SMALL", 4, 0x28),
+        (1, "PUSH_NONVOL", 3, 3),
+    ]
     assert u.handler_rva is None and u.chained is None
 
 
@@ -261,7 +274,10 @@ def test_unwind_info_v2_epilog_codes_take_two_slots(img, sample):
     u = img.unwind_info(sample.info["u2"])
     assert u.version == 2
     assert [(o.op, o.code_offset, o.op_info, o.slots) for o in u.ops] == [
-        (pe.UWOP_EPILOG, 6, 1, 2), (pe.UWOP_EPILOG, 0x20, 0, 2), (pe.UWOP_ALLOC_SMALL, 4, 4, 1)]
+        (pe.UWOP_EPILOG, 6, 1, 2),
+        (pe.UWOP_EPILOG, 0x20, 0, 2),
+        (pe.UWOP_ALLOC_SMALL, 4, 4, 1),
+    ]
 
 
 def test_chained_unwind_info(img, sample):
@@ -294,14 +310,17 @@ def _unwind_image(blob: bytes):
     return PEImage.from_memory(s.reader(), s.image_base), x.rva
 
 
-@pytest.mark.parametrize("blob, message", [
-    (bytes([3, 0, 0, 0]), "version 3"),
-    (unwind_info([code(4, 1, 0)]), "runs past"),  # ALLOC_LARGE without its slot
-    (unwind_info([code(4, 1, 2), 0]), "ALLOC_LARGE with op info 2"),
-    (unwind_info([code(4, 5, 3), 0]), "runs past"),  # SAVE_NONVOL_FAR needs 3 slots
-    (unwind_info([code(4, 12, 0)]), "unknown unwind op"),
-    (unwind_info([code(4, 10, 2)]), "PUSH_MACHFRAME"),
-])
+@pytest.mark.parametrize(
+    "blob, message",
+    [
+        (bytes([3, 0, 0, 0]), "version 3"),
+        (unwind_info([code(4, 1, 0)]), "runs past"),  # ALLOC_LARGE without its slot
+        (unwind_info([code(4, 1, 2), 0]), "ALLOC_LARGE with op info 2"),
+        (unwind_info([code(4, 5, 3), 0]), "runs past"),  # SAVE_NONVOL_FAR needs 3 slots
+        (unwind_info([code(4, 12, 0)]), "unknown unwind op"),
+        (unwind_info([code(4, 10, 2)]), "PUSH_MACHFRAME"),
+    ],
+)
 def test_malformed_unwind_info(blob, message):
     image, rva = _unwind_image(blob)
     with pytest.raises(PEError, match=message):
@@ -331,7 +350,10 @@ def test_truncated_unwind_info():
 def test_exports(img, sample):
     i = sample.info
     assert img.exports() == [
-        (i["f0"], "alpha"), (i["f1"], "beta"), (i["f1"], "beta_alias"), (i["f2"], "#12"),
+        (i["f0"], "alpha"),
+        (i["f1"], "beta"),
+        (i["f1"], "beta_alias"),
+        (i["f2"], "#12"),
         (i["f5"], "epsilon"),
     ]  # "forwarded" is a forwarder: skipped; index 2 has no name: ordinal base 10 + 2
     assert img.nearest_export(i["f1"] + 0x10) == ("beta", i["f1"])
@@ -440,15 +462,15 @@ def mingw_exe(tmp_path_factory):
     (d / "t.c").write_text(C_SOURCE)
     (d / "v.rc").write_text(RC_SOURCE)
     subprocess.run([WINDRES, "v.rc", "-O", "coff", "-o", "v.o"], cwd=d, check=True, timeout=120)
-    subprocess.run([GCC, "-O2", "-fno-inline", "-o", "t.exe", "t.c", "v.o", "-Wl,--build-id"],
-                   cwd=d, check=True, timeout=120)
+    subprocess.run(
+        [GCC, "-O2", "-fno-inline", "-o", "t.exe", "t.c", "v.o", "-Wl,--build-id"], cwd=d, check=True, timeout=120
+    )
     return str(d / "t.exe")
 
 
 def _objdump(path: str) -> Tuple[List[Tuple[int, int, int]], Dict[int, dict], int]:
     """(pdata entries as RVAs, xdata decode by unwind RVA, image base) from objdump -x."""
-    out = subprocess.run([OBJDUMP, "-x", path], check=True, capture_output=True, text=True,
-                         timeout=300).stdout
+    out = subprocess.run([OBJDUMP, "-x", path], check=True, capture_output=True, text=True, timeout=300).stdout
     base = int(re.search(r"^ImageBase\s+([0-9a-fA-F]+)", out, re.M).group(1), 16)
     entries = []
     m = re.search(r"The Function Table \(interpreted .pdata section contents\)\n(.*?)\n\n", out, re.S)
@@ -471,8 +493,11 @@ def _objdump(path: str) -> Tuple[List[Tuple[int, int, int]], Dict[int, dict], in
         if mm:
             cur["version"], cur["flags"] = int(mm.group(1)), mm.group(2).strip()
             continue
-        mm = re.search(r"Nbr codes: (\d+), Prologue size: 0x([0-9a-f]+), Frame offset: 0x([0-9a-f]+), "
-                       r"Frame reg: (\w+)", line)
+        mm = re.search(
+            r"Nbr codes: (\d+), Prologue size: 0x([0-9a-f]+), Frame offset: 0x([0-9a-f]+), "
+            r"Frame reg: (\w+)",
+            line,
+        )
         if mm:
             cur["count"], cur["prolog"] = int(mm.group(1)), int(mm.group(2), 16)
             cur["frame_off"], cur["frame_reg"] = int(mm.group(3), 16), mm.group(4)
@@ -489,8 +514,7 @@ def _objdump(path: str) -> Tuple[List[Tuple[int, int, int]], Dict[int, dict], in
     return entries, xdata, base
 
 
-REG = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-       "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
+REG = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
 
 
 def _as_objdump_text(op: pe.UnwindOp, info: pe.UnwindInfo) -> Optional[str]:
@@ -557,7 +581,7 @@ def test_real_mingw_binary_matches_objdump(mingw_exe):
 
 def test_real_mingw_binary(mingw_exe):
     image = PEImage.from_file(mingw_exe)
-    exps = dict((n, r) for r, n in image.exports())
+    exps = {n: r for r, n in image.exports()}
     assert set(exps) == {"small_frame", "huge_frame", "mixed"}
     # the frame sizes the unwind data records
     huge = image.unwind_info(image.lookup_function(exps["huge_frame"]).unwind_rva)
@@ -573,7 +597,7 @@ def test_real_mingw_binary(mingw_exe):
     # the same answers from the image as the loader would map it
     data = open(mingw_exe, "rb").read()
     mem = _map_like_loader(image, data)
-    mimg = PEImage.from_memory(lambda a, n: mem[a - 0x10000:a - 0x10000 + n], 0x10000)
+    mimg = PEImage.from_memory(lambda a, n: mem[a - 0x10000 : a - 0x10000 + n], 0x10000)
     assert mimg.exports() == image.exports()
     assert mimg.version_info() == v
     assert mimg.codeview() == cv
@@ -585,10 +609,10 @@ def test_real_mingw_binary(mingw_exe):
 
 def _map_like_loader(image: PEImage, data: bytes) -> bytes:
     mem = bytearray(image.size_of_image)
-    mem[:image.size_of_headers] = data[:image.size_of_headers]
+    mem[: image.size_of_headers] = data[: image.size_of_headers]
     for s in image.sections:
         n = min(s.raw_size, s.mapped_size)
-        mem[s.rva:s.rva + n] = data[s.raw_offset:s.raw_offset + n]
+        mem[s.rva : s.rva + n] = data[s.raw_offset : s.raw_offset + n]
     return bytes(mem)
 
 
@@ -629,9 +653,11 @@ def test_memory_unwind_data_reads_the_same_unwind_info_as_the_image():
     PE header; MemoryUnwindData must decode it exactly as PEImage does."""
     import os
     from dumpkit.pe import MemoryUnwindData, PEImage
+
     path = os.path.join(os.path.dirname(__file__), "..", "sample_dumps", "bin", "opkernels.dll")
     if not os.path.exists(path):
         import pytest
+
         pytest.skip("sample binaries not present")
     img = PEImage.from_file(path)
     base = 0x7FF600000000

@@ -1,6 +1,7 @@
 """dumpkit on real dumps written by Breakpad, Crashpad and Windows' dbghelp (../shared/
 real_dumps), checked against the facts in that folder's README and against the answers
 of rust-minidump and Breakpad beside each dump. Skips when ../shared is absent."""
+
 from __future__ import annotations
 
 import json
@@ -17,12 +18,17 @@ from tests.conftest import REAL_DUMPS, real_dump, real_dumps, real_manifest
 
 ALL = real_dumps()
 WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]
-X64_WITH_PEERS = [p for p in WITH_PEERS
-                  if json.loads(p.with_name(p.stem + ".peer.rust-minidump.json").read_text())["system_info"]["cpu_arch"] == "amd64"]
+X64_WITH_PEERS = [
+    p
+    for p in WITH_PEERS
+    if json.loads(p.with_name(p.stem + ".peer.rust-minidump.json").read_text())["system_info"]["cpu_arch"] == "amd64"
+]
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
 
 
 def peer_json(dump: Path) -> dict:
@@ -60,7 +66,9 @@ def test_reading_layer_agrees_with_rust_minidump(dump):
     assert {m.name.lower() for m in t.modules} == {m["filename"].lower() for m in peer["modules"]}
     version = f"{t.system.os_major}.{t.system.os_minor}.{t.system.os_build} {t.system.csd_version}"
     assert version.strip() == peer["system_info"]["os_ver"]
-    for ours, theirs in zip(sorted(t.modules, key=lambda m: m.base), sorted(peer["modules"], key=lambda m: int(m["base_addr"], 16))):
+    for ours, theirs in zip(
+        sorted(t.modules, key=lambda m: m.base), sorted(peer["modules"], key=lambda m: int(m["base_addr"], 16))
+    ):
         assert ours.base == int(theirs["base_addr"], 16)
         assert ours.end == int(theirs["end_addr"], 16)
     if peer.get("crashing_thread"):
@@ -125,7 +133,11 @@ def test_computed_operand_agrees_with_the_reported_access(dump):
     doc = json.loads(run("analyze", dump, "--format", "json").stdout)
     crash = doc.get("crash") or {}
     acc = crash.get("instruction_access")
-    if crash.get("code") != 0xC0000005 or acc is None or crash["access_address"] in ("0xffffffffffffffff", "0xffffffff"):
+    if (
+        crash.get("code") != 0xC0000005
+        or acc is None
+        or crash["access_address"] in ("0xffffffffffffffff", "0xffffffff")
+    ):
         pytest.skip("no page-fault access violation with a decodable memory operand")
     assert acc["address"] == crash["access_address"]
     if crash["access_kind"] == "write":
@@ -236,7 +248,9 @@ def test_stack_walk_is_at_least_as_plausible_as_the_peers(dump):
     # are passed over and both agree again at crash.exe+0x33ef.
     by_sp = {int(f["sp"], 16): int(f["ip"], 16) for f in ours}
     shared = [(sp, ip) for sp, ip in theirs if sp in by_sp]
-    assert all(by_sp[sp] == ip for sp, ip in shared), [(hex(sp), hex(ip), hex(by_sp[sp])) for sp, ip in shared if by_sp[sp] != ip]
+    assert all(by_sp[sp] == ip for sp, ip in shared), [
+        (hex(sp), hex(ip), hex(by_sp[sp])) for sp, ip in shared if by_sp[sp] != ip
+    ]
     assert len(shared) >= min(len(theirs), len(ours)) // 2
     # Every frame dumpkit reports points into a module outside its header page, or into
     # JIT code the process registered (the dump's FunctionTable stream).
@@ -321,7 +335,24 @@ def test_info_codeview_and_unloaded_modules_agree_with_rust_minidump(dump):
 
 
 _REG = re.compile(r"\b([re]?[a-z0-9]+) = (0x[0-9a-f]+)")
-X64_GPRS = ("rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15")
+X64_GPRS = (
+    "rax",
+    "rcx",
+    "rdx",
+    "rbx",
+    "rsp",
+    "rbp",
+    "rsi",
+    "rdi",
+    "r8",
+    "r9",
+    "r10",
+    "r11",
+    "r12",
+    "r13",
+    "r14",
+    "r15",
+)
 
 
 def _peer_frame0_registers(dump: Path):

@@ -4,6 +4,7 @@ must give the same findings as `dumpkit analyze`.
 
 The stand-in (tests/fakes/pykd.py) emulates WinDbg from the raw minidump reader only; it
 has no symbols, so every name below comes from dumpkit in both runs and must match."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -57,9 +58,11 @@ def _dump_file(name: str, tmp_path_factory) -> Path:
 
 def _cli_json(dump: Path) -> dict:
     proc = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN),
-         "--format", "json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN), "--format", "json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode in (0, 1), proc.stderr
     return json.loads(proc.stdout)
@@ -79,14 +82,31 @@ def _findings(doc: dict) -> dict:
     c = doc["crash"] or {}
     return {
         "verdict": (doc["verdict"]["kind"], doc["verdict"]["headline"]),
-        "crash": (c.get("code"), c.get("fastfail_code"), c.get("thread_id"), c.get("address"),
-                  c.get("parameters"), c.get("raised_by")),
-        "cycles": [(cy["functions"], cy["period"], cy["repetitions"], cy["bytes_per_repetition"],
-                    cy["first_frame"], cy["last_frame"]) for cy in (crash["cycles"] if crash else [])],
+        "crash": (
+            c.get("code"),
+            c.get("fastfail_code"),
+            c.get("thread_id"),
+            c.get("address"),
+            c.get("parameters"),
+            c.get("raised_by"),
+        ),
+        "cycles": [
+            (
+                cy["functions"],
+                cy["period"],
+                cy["repetitions"],
+                cy["bytes_per_repetition"],
+                cy["first_frame"],
+                cy["last_frame"],
+            )
+            for cy in (crash["cycles"] if crash else [])
+        ],
         "frame_sizes": doc["frame_sizes"],
         "frame_count": crash["frame_count"] if crash else None,
-        "frames": [(f["index"], f["ip"], f["sp"], f["trust"], f["module"], f["symbol"], f["size"])
-                   for f in (crash["frames"] if crash else [])],
+        "frames": [
+            (f["index"], f["ip"], f["sp"], f["trust"], f["module"], f["symbol"], f["size"])
+            for f in (crash["frames"] if crash else [])
+        ],
         "stop_reason": crash["stop_reason"] if crash else None,
     }
 
@@ -125,7 +145,6 @@ def test_dml_output_has_verdict_and_links(tfstack, pykd):
     assert not re.search(r"<(?!/?(b|link)[ >])", dml)
 
 
-
 def test_crashing_thread_frame_links_use_the_exception_context(tfstack, pykd, tmp_path_factory):
     """`~~[tid]s` leaves WinDbg in the thread list's context, but dumpkit numbers the
     crashing thread's frames from the exception record's: its links must `.ecxr` first.
@@ -148,6 +167,7 @@ def test_crashing_thread_frame_links_use_the_exception_context(tfstack, pykd, tm
     for t in others:
         assert f"~~[0x{t.tid:x}]s; .ecxr" not in dml  # their own context is the right one
     assert any(f'<link cmd="~~[0x{t.tid:x}]s; .frame 0x0">00</link>' in dml for t in others)
+
 
 def test_thread_and_all_options(tfstack, pykd):
     pykd._open_dump_for_tests(str(SAMPLES / "fastfail_abort.dmp"))
@@ -213,7 +233,6 @@ def test_memory_exception_becomes_memory_not_in_dump(pykd):
             assert target.read_available(start, size) == raw.read_available(start, size)
 
 
-
 def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
     """Wine's dumps hold thousands of tiny memory ranges, many touching. Real pykd reads
     a range only when dbgeng calls it one valid region, which (in the stand-in's strict
@@ -241,8 +260,11 @@ def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
             pykd.loadBytes(start, end - start)  # one call cannot cross them
         calls = []
         real_load = pykd.loadBytes
-        monkeypatch.setattr(pykd, "loadBytes", lambda offset, count, phyAddr=False:
-                            calls.append(count) or real_load(offset, count, phyAddr))
+        monkeypatch.setattr(
+            pykd,
+            "loadBytes",
+            lambda offset, count, phyAddr=False: calls.append(count) or real_load(offset, count, phyAddr),
+        )
         assert target.read(start, end - start) == raw.read(start, end - start)
         # read_available runs on to the end of the run, stops where the dump does.
         assert target.read_available(start, end - start + 0x100) == raw.read_available(start, end - start + 0x100)
@@ -251,6 +273,7 @@ def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
             target.read(start, end - start + 1)
         searches_per_boundary = CHUNK.bit_length() + 2
         assert len(calls) <= 4 * len(run) * searches_per_boundary
+
 
 def test_target_matches_the_dump_and_restores_the_debugger(pykd):
     from dumpkit.sources.minidump import open_dump
@@ -268,11 +291,17 @@ def test_target_matches_the_dump_and_restores_the_debugger(pykd):
     cmds = pykd._commands_for_tests()
     assert ".ecxr" in cmds and cmds[cmds.index(".ecxr") + 1] == ".cxr"
     with open_dump(str(dump)) as raw:
-        assert [(t.tid, t.teb, t.context.values, t.stack_end) for t in target.threads] == \
-               [(t.tid, t.teb, t.context.values, t.stack_end) for t in raw.threads]
+        assert [(t.tid, t.teb, t.context.values, t.stack_end) for t in target.threads] == [
+            (t.tid, t.teb, t.context.values, t.stack_end) for t in raw.threads
+        ]
         ex, rex = target.exception, raw.exception
-        assert (ex.code, ex.flags, ex.address, ex.parameters, ex.thread_id) == \
-               (rex.code, rex.flags, rex.address, rex.parameters, rex.thread_id)
+        assert (ex.code, ex.flags, ex.address, ex.parameters, ex.thread_id) == (
+            rex.code,
+            rex.flags,
+            rex.address,
+            rex.parameters,
+            rex.thread_id,
+        )
         assert ex.context.values == rex.context.values
         key = lambda m: (m.name, m.path, m.base, m.size, m.timestamp, m.checksum, m.file_version, m.product_version)  # noqa: E731
         # Modules without a version resource have a zeroed VS_FIXEDFILEINFO in the dump:
@@ -283,12 +312,26 @@ def test_target_matches_the_dump_and_restores_the_debugger(pykd):
         assert [m.base for m in raw.modules] != sorted(m.base for m in raw.modules)
         assert [key(m) for m in target.modules] == sorted((key(m) for m in raw.modules), key=lambda k: k[2])
         s, rs = target.system, raw.system
-        assert (s.arch_name, s.os_major, s.os_minor, s.os_build, s.csd_version, s.number_of_processors,
-                s.processor_level, s.processor_revision) == \
-               (rs.arch_name, rs.os_major, rs.os_minor, rs.os_build, rs.csd_version, rs.number_of_processors,
-                rs.processor_level, rs.processor_revision)
+        assert (
+            s.arch_name,
+            s.os_major,
+            s.os_minor,
+            s.os_build,
+            s.csd_version,
+            s.number_of_processors,
+            s.processor_level,
+            s.processor_revision,
+        ) == (
+            rs.arch_name,
+            rs.os_major,
+            rs.os_minor,
+            rs.os_build,
+            rs.csd_version,
+            rs.number_of_processors,
+            rs.processor_level,
+            rs.processor_revision,
+        )
     assert target.symbol_at(target.modules[0].base + 0x1000) is None  # no PDB: no debugger name
-
 
 
 def test_failed_ecxr_is_noticed_not_replaced_by_the_thread_context(pykd):
@@ -308,9 +351,9 @@ def test_failed_ecxr_is_noticed_not_replaced_by_the_thread_context(pykd):
     assert "Unable to get exception context" in pykd._errors_for_tests()[-1]
     target = PykdTarget(pykd)
     assert target.exception is not None and target.exception.context is None
-    assert any("`.ecxr` printed no registers" in e and "own context is used" in e
-               for e in target.soft_errors.items)
+    assert any("`.ecxr` printed no registers" in e and "own context is used" in e for e in target.soft_errors.items)
     assert pykd._s().ecxr is False
+
 
 def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
     """Names come from findSymbol only for modules whose PDB the debugger has already
@@ -330,28 +373,29 @@ def test_debugger_symbols_are_used_when_it_has_a_pdb(pykd, monkeypatch):
     target = PykdTarget(pykd)
     mod = next(m for m in target.modules if m.name == "opkernels.dll")
     exe = next(m for m in target.modules if m.name.endswith(".exe"))
-    assert target.symbol_at(mod.base + 0x14b0) is None  # nothing loaded: no debugger name...
+    assert target.symbol_at(mod.base + 0x14B0) is None  # nothing loaded: no debugger name...
     assert asked == []  # ...and nothing asked that would load a PDB
     pykd._load_pdb_for_tests("opkernels", r"c:\symbols\opkernels.pdb\ABC1\opkernels.pdb")  # `ld opkernels`
     target = PykdTarget(pykd)
-    assert target.symbol_at(mod.base + 0x14b0) == "opkernels.dll!visit+0x1a"
+    assert target.symbol_at(mod.base + 0x14B0) == "opkernels.dll!visit+0x1a"
     assert target.symbol_at(exe.base + 0x1000) is None
-    assert asked == [mod.base + 0x14b0]  # the exe's symbols are still deferred
+    assert asked == [mod.base + 0x14B0]  # the exe's symbols are still deferred
     assert pykd._commands_for_tests().count("lm") == 2  # once per target, however many frames
     monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels+14b0")
-    assert target.symbol_at(mod.base + 0x14b0) is None
+    assert target.symbol_at(mod.base + 0x14B0) is None
     # kdlib picks the nearest symbol, which may start after the address: `-1a` is not a
     # place inside that function.
     monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True: "opkernels!visit-1a")
-    assert target.symbol_at(mod.base + 0x14b0) is None
+    assert target.symbol_at(mod.base + 0x14B0) is None
     # Operator names keep their sign characters.
-    for said, want in (("opkernels!Node::operator-+1a", "opkernels.dll!Node::operator-+0x1a"),
-                       ("opkernels!Node::operator--8", None),
-                       ("opkernels!Node::operator+", "opkernels.dll!Node::operator+"),
-                       ("opkernels!Node::operator-=", "opkernels.dll!Node::operator-=")):
+    for said, want in (
+        ("opkernels!Node::operator-+1a", "opkernels.dll!Node::operator-+0x1a"),
+        ("opkernels!Node::operator--8", None),
+        ("opkernels!Node::operator+", "opkernels.dll!Node::operator+"),
+        ("opkernels!Node::operator-=", "opkernels.dll!Node::operator-="),
+    ):
         monkeypatch.setattr(pykd, "findSymbol", lambda offset, showDisplacement=True, said=said: said)
-        assert target.symbol_at(mod.base + 0x14b0) == want, said
-
+        assert target.symbol_at(mod.base + 0x14B0) == want, said
 
 
 def test_lm_symbol_states_are_read_without_loading_anything():
@@ -368,9 +412,14 @@ Unloaded modules:
 00007ffa`40000000 00007ffa`40010000   gone.dll
 """
     states = dict(_loaded_symbols(lm))
-    assert states == {0x7FF61A2B0000: "deferred", 0x7FFA3A550000: "pdb symbols",
-                      0x7FFA10000000: "private pdb symbols", 0x7FFA30000000: "export symbols",
-                      0x77A50000: "no symbols"}
+    assert states == {
+        0x7FF61A2B0000: "deferred",
+        0x7FFA3A550000: "pdb symbols",
+        0x7FFA10000000: "private pdb symbols",
+        0x7FFA30000000: "export symbols",
+        0x77A50000: "no symbols",
+    }
+
 
 def test_dml_escaping(tfstack):
     assert dml_text('std::vector<int> & "x"') == "std::vector&lt;int&gt; &amp; &quot;x&quot;"
@@ -380,12 +429,14 @@ def test_dml_escaping(tfstack):
 
 def test_only_the_pykd_source_imports_pykd():
     pattern = re.compile(r"^\s*(import\s+pykd\b|from\s+pykd\b)", re.M)
-    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "dumpkit").rglob("*.py")
-                 if pattern.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "dumpkit").rglob("*.py")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == ["dumpkit/sources/pykd.py"]
     # ...and lazily: importing dumpkit (the pykd source included) does not import pykd.
-    code = ("import sys, dumpkit.engine, dumpkit.cli, dumpkit.sources.pykd; "
-            "sys.exit(1 if 'pykd' in sys.modules else 0)")
+    code = "import sys, dumpkit.engine, dumpkit.cli, dumpkit.sources.pykd; sys.exit(1 if 'pykd' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], cwd=ROOT).returncode == 0
 
 
@@ -398,10 +449,30 @@ def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
         used |= set(re.findall(r"(?:self\._pykd|\bp|\b_pykd)\.([A-Za-z_][A-Za-z0-9_]*)\b", text))
         used |= set(re.findall(r'getattr\((?:p|pykd_module|self\._pykd), "([A-Za-z]+)"', text))
     used -= {"add_argument"}  # argparse's parser, also named p
-    public = {n for n in vars(fake_pykd) if not n.startswith("_") and n not in {
-        "annotations", "os", "Dict", "List", "Optional", "Tuple", "MinidumpTarget", "open_dump",
-        "MemoryNotInDump", "version", "FixedFileInfo", "systemVersion", "exceptionInfo",
-        "debugEvent", "eventType", "module"}}  # types of what the used calls return
+    public = {
+        n
+        for n in vars(fake_pykd)
+        if not n.startswith("_")
+        and n
+        not in {
+            "annotations",
+            "os",
+            "Dict",
+            "List",
+            "Optional",
+            "Tuple",
+            "MinidumpTarget",
+            "open_dump",
+            "MemoryNotInDump",
+            "version",
+            "FixedFileInfo",
+            "systemVersion",
+            "exceptionInfo",
+            "debugEvent",
+            "eventType",
+            "module",
+        }
+    }  # types of what the used calls return
     assert used - public == set()
     assert public - used == set()
 
@@ -442,8 +513,12 @@ def _run_tfstack_js(user_vars: dict, *args: str) -> dict:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("node is not installed")
-    proc = subprocess.run([node, "-e", _JS_HARNESS, str(JS), json.dumps(user_vars), json.dumps(list(args))],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [node, "-e", _JS_HARNESS, str(JS), json.dumps(user_vars), json.dumps(list(args))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -473,11 +548,14 @@ def test_script_runs_the_way_pykd_ext_runs_it(tmp_path):
     """pykd-ext (Python 3) executes the script's text in __main__ with PyRun_String: no
     __file__, sys.argv[0] = the script's path. Without dumpkit installed (python -S), the
     script finds its checkout from argv[0], then reports the missing pykd in one line."""
-    code = ("import sys; path = sys.argv[1]; sys.argv = [path, '--json']; "
-            "exec(compile(open(path).read(), '<string>', 'exec'), sys.modules['__main__'].__dict__); "
-            "import dumpkit; print(dumpkit.__file__)")
-    proc = subprocess.run([sys.executable, "-S", "-c", code, str(SCRIPT)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys; path = sys.argv[1]; sys.argv = [path, '--json']; "
+        "exec(compile(open(path).read(), '<string>', 'exec'), sys.modules['__main__'].__dict__); "
+        "import dumpkit; print(dumpkit.__file__)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code, str(SCRIPT)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert Path(proc.stdout.strip()) == ROOT / "dumpkit" / "__init__.py"
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

@@ -15,6 +15,7 @@ oversized frames, the stack budget and the crashing stack, with DML links that s
 a thread (`~~[TID]s`) or a frame (`.frame N`). `--json` prints exactly what
 `dumpkit analyze --format json` prints for the same Report. Errors are one line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,38 +63,70 @@ def _tid(text: str) -> int:
     try:
         return int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a thread id: {text!r} (decimal, or hex with 0x)")
+        raise argparse.ArgumentTypeError(f"not a thread id: {text!r} (decimal, or hex with 0x)") from None
 
 
 def _positive(text: str) -> int:
     try:
         n = int(text, 0)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
     return n
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, add_help=True,
-                description="What killed this process: verdict, recursion, frame sizes, stack budget, stacks.")
-    p.add_argument("--thread", "-t", type=_tid, metavar="TID",
-                   help="also show this thread's stack (OS thread id: decimal, or hex with 0x)")
+    p = _Parser(
+        prog=PROG,
+        add_help=True,
+        description="What killed this process: verdict, recursion, frame sizes, stack budget, stacks.",
+    )
+    p.add_argument(
+        "--thread",
+        "-t",
+        type=_tid,
+        metavar="TID",
+        help="also show this thread's stack (OS thread id: decimal, or hex with 0x)",
+    )
     p.add_argument("--all", action="store_true", help="show every thread's stack")
-    p.add_argument("--json", action="store_true",
-                   help="print the JSON report (same as `dumpkit analyze --format json`)")
-    p.add_argument("--max-frames", type=_positive, default=2_000_000, metavar="N",
-                   help="most frames walked on the crashing thread (default 2,000,000)")
-    p.add_argument("--rows", type=_positive, default=40, metavar="N",
-                   help="frames shown per stack (default 40; recursion is folded)")
-    p.add_argument("--plain", action="store_true",
-                   help="plain text instead of DML (tfstack.js uses this: captured output has no links)")
-    p.add_argument("--image-path", "-i", action="append", default=[], metavar="DIR",
-                   help="folder searched for module images (exe/dll/pyd); repeatable")
-    p.add_argument("--symbol-path", action="append", default=[], metavar="SPEC",
-                   help="symbol store folder or srv*cache*url string; the debugger's "
-                        ".sympath and _NT_SYMBOL_PATH are used too")
+    p.add_argument(
+        "--json", action="store_true", help="print the JSON report (same as `dumpkit analyze --format json`)"
+    )
+    p.add_argument(
+        "--max-frames",
+        type=_positive,
+        default=2_000_000,
+        metavar="N",
+        help="most frames walked on the crashing thread (default 2,000,000)",
+    )
+    p.add_argument(
+        "--rows",
+        type=_positive,
+        default=40,
+        metavar="N",
+        help="frames shown per stack (default 40; recursion is folded)",
+    )
+    p.add_argument(
+        "--plain",
+        action="store_true",
+        help="plain text instead of DML (tfstack.js uses this: captured output has no links)",
+    )
+    p.add_argument(
+        "--image-path",
+        "-i",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="folder searched for module images (exe/dll/pyd); repeatable",
+    )
+    p.add_argument(
+        "--symbol-path",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="symbol store folder or srv*cache*url string; the debugger's .sympath and _NT_SYMBOL_PATH are used too",
+    )
     return p
 
 
@@ -120,7 +153,7 @@ def _symbol_paths(explicit: Sequence[str]) -> List[str]:
 def _debugger_sympath() -> Optional[str]:
     try:
         return str(_pykd.getSymbolPath() or "") or None
-    except Exception:  # noqa: BLE001 - an optional extra; never fatal
+    except Exception:
         return None
 
 
@@ -128,14 +161,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     global _pykd
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        import pykd  # noqa: PLC0415
+        import pykd
     except ImportError:
         _pykd = None
         here = "%d.%d" % sys.version_info[:2]
-        sys.stderr.write(f"tfstack: error: pykd is not installed in this Python ({here}); pykd "
-                         "0.3.4.15 exists for CPython 2.7 and 3.5-3.9 only: run `!py -3.9 "
-                         "tfstack.py` inside WinDbg after `.load pykd`, with "
-                         "`py -3.9 -m pip install pykd==0.3.4.15` done once\n")
+        sys.stderr.write(
+            f"tfstack: error: pykd is not installed in this Python ({here}); pykd "
+            "0.3.4.15 exists for CPython 2.7 and 3.5-3.9 only: run `!py -3.9 "
+            "tfstack.py` inside WinDbg after `.load pykd`, with "
+            "`py -3.9 -m pip install pykd==0.3.4.15` done once\n"
+        )
         return 2
     _pykd = pykd
     try:
@@ -154,11 +189,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             ids = ", ".join(f"{t.tid} (0x{t.tid:x})" for t in target.threads)
             _emit(f"tfstack: error: no thread {args.thread} (0x{args.thread:x}); threads: {ids}", dml=False)
             return 2
-        opts = Options(image_paths=tuple(args.image_path), symbol_paths=_symbol_paths(args.symbol_path),
-                       max_frames=args.max_frames)
+        opts = Options(
+            image_paths=tuple(args.image_path), symbol_paths=_symbol_paths(args.symbol_path), max_frames=args.max_frames
+        )
         report = analyze(target, opts).report
         if args.json:
             from dumpkit.report.json_report import render_json
+
             _emit(render_json(report), dml=False)
         else:
             shown = [args.thread] if args.thread is not None else []
@@ -173,7 +210,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         _emit("tfstack: interrupted", dml=False)
         return 130
-    except Exception as e:  # noqa: BLE001 - one line in the debugger, never a traceback
+    except Exception as e:
         text = " ".join(str(e).split()) or type(e).__name__
         _emit(f"tfstack: error: {type(e).__name__}: {text[:500]}", dml=False)
         return 1

@@ -20,6 +20,7 @@ CHAIN functions spread evenly over the table form the crash path: the exported
 last one reads through a NULL pointer. A dump of that crash has a stack that passes
 through the whole width of the table, so every frame needs a .pdata lookup in it.
 """
+
 import os
 import sys
 
@@ -34,37 +35,46 @@ def leaf(i: int) -> str:
     lab = f".Lf{i}"
     shape = i % 3
     if shape == 0:
-        body = ("\tsubq\t$40, %rsp\n\t.seh_stackalloc\t40\n\t.seh_endprologue\n"
-                "\taddq\t$40, %rsp\n\tret\n")
+        body = "\tsubq\t$40, %rsp\n\t.seh_stackalloc\t40\n\t.seh_endprologue\n\taddq\t$40, %rsp\n\tret\n"
     elif shape == 1:
-        body = ("\tpushq\t%rbx\n\t.seh_pushreg\t%rbx\n\tsubq\t$32, %rsp\n\t.seh_stackalloc\t32\n"
-                "\t.seh_endprologue\n\taddq\t$32, %rsp\n\tpopq\t%rbx\n\tret\n")
+        body = (
+            "\tpushq\t%rbx\n\t.seh_pushreg\t%rbx\n\tsubq\t$32, %rsp\n\t.seh_stackalloc\t32\n"
+            "\t.seh_endprologue\n\taddq\t$32, %rsp\n\tpopq\t%rbx\n\tret\n"
+        )
     else:
-        body = ("\tpushq\t%rsi\n\t.seh_pushreg\t%rsi\n\tpushq\t%rdi\n\t.seh_pushreg\t%rdi\n"
-                "\tsubq\t$280, %rsp\n\t.seh_stackalloc\t280\n\t.seh_endprologue\n"
-                "\taddq\t$280, %rsp\n\tpopq\t%rdi\n\tpopq\t%rsi\n\tret\n")
+        body = (
+            "\tpushq\t%rsi\n\t.seh_pushreg\t%rsi\n\tpushq\t%rdi\n\t.seh_pushreg\t%rdi\n"
+            "\tsubq\t$280, %rsp\n\t.seh_stackalloc\t280\n\t.seh_endprologue\n"
+            "\taddq\t$280, %rsp\n\tpopq\t%rdi\n\tpopq\t%rsi\n\tret\n"
+        )
     return f"\t.seh_proc\t{lab}\n{lab}:\n{body}\t.seh_endproc\n"
 
 
 def chain_fn(k: int, last: bool) -> str:
     name = f"bp_chain_{k}"
     if last:
-        call = "\txorl\t%eax, %eax\n\tmovq\t16(%rax), %rax\n"   # NULL->field: AV reading 0x10
+        call = "\txorl\t%eax, %eax\n\tmovq\t16(%rax), %rax\n"  # NULL->field: AV reading 0x10
     else:
         call = f"\tcall\tbp_chain_{k + 1}\n"
-    return (f"\t.globl\t{name}\n\t.seh_proc\t{name}\n{name}:\n"
-            "\tpushq\t%rbx\n\t.seh_pushreg\t%rbx\n\tsubq\t$48, %rsp\n\t.seh_stackalloc\t48\n"
-            "\t.seh_endprologue\n\tmovq\t%rcx, %rbx\n"
-            f"{call}"
-            "\taddq\t%rbx, %rax\n\taddq\t$48, %rsp\n\tpopq\t%rbx\n\tret\n\t.seh_endproc\n")
+    return (
+        f"\t.globl\t{name}\n\t.seh_proc\t{name}\n{name}:\n"
+        "\tpushq\t%rbx\n\t.seh_pushreg\t%rbx\n\tsubq\t$48, %rsp\n\t.seh_stackalloc\t48\n"
+        "\t.seh_endprologue\n\tmovq\t%rcx, %rbx\n"
+        f"{call}"
+        "\taddq\t%rbx, %rax\n\taddq\t$48, %rsp\n\tpopq\t%rbx\n\tret\n\t.seh_endproc\n"
+    )
 
 
-DLLMAIN = ("\t.globl\tbp_dllmain\n\t.seh_proc\tbp_dllmain\nbp_dllmain:\n"
-           "\t.seh_endprologue\n\tmovl\t$1, %eax\n\tret\n\t.seh_endproc\n")
+DLLMAIN = (
+    "\t.globl\tbp_dllmain\n\t.seh_proc\tbp_dllmain\nbp_dllmain:\n"
+    "\t.seh_endprologue\n\tmovl\t$1, %eax\n\tret\n\t.seh_endproc\n"
+)
 
-ENTRY = ("\t.globl\tbp_entry\n\t.seh_proc\tbp_entry\nbp_entry:\n"
-         "\tsubq\t$40, %rsp\n\t.seh_stackalloc\t40\n\t.seh_endprologue\n"
-         "\tcall\tbp_chain_0\n\tnop\n\taddq\t$40, %rsp\n\tret\n\t.seh_endproc\n")
+ENTRY = (
+    "\t.globl\tbp_entry\n\t.seh_proc\tbp_entry\nbp_entry:\n"
+    "\tsubq\t$40, %rsp\n\t.seh_stackalloc\t40\n\t.seh_endprologue\n"
+    "\tcall\tbp_chain_0\n\tnop\n\taddq\t$40, %rsp\n\tret\n\t.seh_endproc\n"
+)
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ instruction that requires alignment (movaps/movdqa and their VEX forms on an add
 is not 16/32-byte aligned, a classic of hand-vectorised kernels). The instruction and the
 registers of the exception context tell which it was: base + index * scale + disp.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -23,11 +24,30 @@ __all__ = ["faulting_access", "fill_pattern", "is_canonical", "operand_headline"
 ALL_ONES = 0xFFFFFFFFFFFFFFFF
 
 # Instructions that fault (#GP) on a memory operand not aligned to its size.
-ALIGNED_MNEMONICS = frozenset({
-    "movaps", "movapd", "movdqa", "movntps", "movntpd", "movntdq", "movntdqa",
-    "vmovaps", "vmovapd", "vmovdqa", "vmovdqa32", "vmovdqa64", "vmovntps", "vmovntpd",
-    "vmovntdq", "vmovntdqa", "fxsave", "fxrstor", "fxsave64", "fxrstor64",
-})
+ALIGNED_MNEMONICS = frozenset(
+    {
+        "movaps",
+        "movapd",
+        "movdqa",
+        "movntps",
+        "movntpd",
+        "movntdq",
+        "movntdqa",
+        "vmovaps",
+        "vmovapd",
+        "vmovdqa",
+        "vmovdqa32",
+        "vmovdqa64",
+        "vmovntps",
+        "vmovntpd",
+        "vmovntdq",
+        "vmovntdqa",
+        "fxsave",
+        "fxrstor",
+        "fxsave64",
+        "fxrstor64",
+    }
+)
 
 _PARENT = {}
 for _n in "abcd":
@@ -68,8 +88,23 @@ def _reg_value(name: str, regs: Dict[str, int]) -> Optional[int]:
 # Capstone's per-operand access flags are wrong for some VEX moves (a `vmovdqu [m], ymm0`
 # store comes back as a read); the operand position settles the common instructions.
 _STORES = ("mov", "vmov", "stos", "set", "fst", "fist", "fbstp", "fnst", "fxsave", "xsave", "pop")
-_READS_ONLY = ("cmp", "test", "bt", "ucomis", "comis", "vucomis", "vcomis", "ptest", "vptest",
-               "prefetch", "push", "call", "jmp", "nop", "lea")
+_READS_ONLY = (
+    "cmp",
+    "test",
+    "bt",
+    "ucomis",
+    "comis",
+    "vucomis",
+    "vcomis",
+    "ptest",
+    "vptest",
+    "prefetch",
+    "push",
+    "call",
+    "jmp",
+    "nop",
+    "lea",
+)
 
 
 def _kind(mnemonic: str, is_first: bool, flags: int) -> str:
@@ -82,8 +117,9 @@ def _kind(mnemonic: str, is_first: bool, flags: int) -> str:
     return {1: "read", 2: "write", 3: "read/write"}.get(flags, "read/write")
 
 
-def faulting_access(read_code: Callable[[int, int], bytes], ip: int, regs: Dict[str, int],
-                    bits: int = 64) -> Optional[MemoryAccess]:
+def faulting_access(
+    read_code: Callable[[int, int], bytes], ip: int, regs: Dict[str, int], bits: int = 64
+) -> Optional[MemoryAccess]:
     """The one explicit memory operand of the instruction at `ip`, or None when there is
     none, more than one (string moves), a segment base we do not know (fs:/gs:), or a
     register the context lacks."""
@@ -127,8 +163,16 @@ def faulting_access(read_code: Callable[[int, int], bytes], ip: int, regs: Dict[
     kind = _kind(insn.mnemonic, op is insn.operands[0], op.access & 3)
     text = f"{insn.mnemonic} {insn.op_str}".strip()
     aligned_only = insn.mnemonic in ALIGNED_MNEMONICS
-    return MemoryAccess(kind, address, op.size, text, formula, aligned_only,
-                        aligned_only and op.size > 1 and address % op.size != 0, tuple(used))
+    return MemoryAccess(
+        kind,
+        address,
+        op.size,
+        text,
+        formula,
+        aligned_only,
+        aligned_only and op.size > 1 and address % op.size != 0,
+        tuple(used),
+    )
 
 
 # Values that are fill patterns, not pointers (MSVC debug CRT, the Windows debug heap, /RTC).
@@ -168,6 +212,8 @@ def operand_headline(code: int, reported: int, acc: MemoryAccess) -> Optional[st
         why = f"misaligned for {acc.instruction.split(' ', 1)[0]}, which requires {acc.size}-byte alignment"
     else:
         why = "canonical address"
-    return (f"0x{code:08X} access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x} "
-            f"(general-protection fault, {why}; Windows recorded {reported:#x}, the address is computed "
-            "from the faulting instruction)")
+    return (
+        f"0x{code:08X} access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x} "
+        f"(general-protection fault, {why}; Windows recorded {reported:#x}, the address is computed "
+        "from the faulting instruction)"
+    )

@@ -20,6 +20,7 @@ Sources, best first (the one used is named in `StackBudget.source` and `note`):
 
 Wine's Normal dumps hold neither TEB memory nor a MemoryInfoList, so they end in 3 or 4.
 """
+
 from __future__ import annotations
 
 import struct
@@ -63,7 +64,7 @@ def _align_down(x: int, a: int) -> int:
 def _u64(target: Target, address: int) -> Optional[int]:
     try:
         raw = target.read(address, 8)
-    except Exception:  # noqa: BLE001 - MemoryNotInDump or a source's own read error
+    except Exception:
         return None
     if len(raw) != 8:
         return None
@@ -78,8 +79,9 @@ def _mib(x: int) -> str:
     return f"{x / (1 << 20):.2f} MiB" if x >= (1 << 20) else f"{x / 1024:.1f} KiB"
 
 
-def _guard_hit(fault: Optional[int], reserve_low: Optional[int], limit: Optional[int],
-               guard: List[Tuple[int, int]] = ()) -> Optional[bool]:
+def _guard_hit(
+    fault: Optional[int], reserve_low: Optional[int], limit: Optional[int], guard: List[Tuple[int, int]] = ()
+) -> Optional[bool]:
     """Fault inside [reserve_low, limit), within a page below limit, or in a PAGE_GUARD
     region; with no limit, inside the lowest granule of the reservation."""
     if fault is None:
@@ -96,8 +98,9 @@ def _guard_hit(fault: Optional[int], reserve_low: Optional[int], limit: Optional
     return None
 
 
-def _estimated_guard(fault: Optional[int], base: int, reserve_low: Optional[int],
-                     source: str) -> Tuple[Optional[bool], Optional[str]]:
+def _estimated_guard(
+    fault: Optional[int], base: int, reserve_low: Optional[int], source: str
+) -> Tuple[Optional[bool], Optional[str]]:
     """guard_hit and a note when the stack's bottom is only estimated. A hit is never
     claimed: with "captured+fault" the bottom was placed from the fault itself (circular),
     with "captured+image" it comes from the executable's default reserve, which a thread
@@ -111,10 +114,14 @@ def _estimated_guard(fault: Optional[int], base: int, reserve_low: Optional[int]
         return None, None
     span = f"the lowest {_ESTIMATED_GUARD_SPAN // 1024} KiB of the reserve"
     if source == "captured+fault":
-        return None, (f"the fault at {fault:#x} is consistent with a guard-region hit; not independent "
-                      "evidence, since the reserve bottom was placed from that fault")
-    return None, (f"the fault at {fault:#x} lies in {span} as estimated from the executable's header: "
-                  "consistent with a guard-region hit, if this thread has the default reserve")
+        return None, (
+            f"the fault at {fault:#x} is consistent with a guard-region hit; not independent "
+            "evidence, since the reserve bottom was placed from that fault"
+        )
+    return None, (
+        f"the fault at {fault:#x} lies in {span} as estimated from the executable's header: "
+        "consistent with a guard-region hit, if this thread has the default reserve"
+    )
 
 
 def _from_teb(target: Target, thread: Thread, sp: int) -> Optional[Tuple[int, int, Optional[int], str]]:
@@ -154,10 +161,9 @@ def _from_memory_info(target: Target, sp: int):
     guard = [(r.base, r.end) for r in group if r.state == MEM_COMMIT and r.protect & PAGE_GUARD]
     committed = [r for r in group if r.state == MEM_COMMIT and not r.protect & PAGE_GUARD]
     limit = min((r.base for r in committed), default=None)
-    note = (f"from the memory map: allocation {alloc:#x}..{base:#x}, "
-            f"lowest committed {_hex(limit)}, "
-            + (f"guard page(s) {', '.join(f'{lo:#x}..{hi:#x}' for lo, hi in guard)}"
-               if guard else "no guard page left"))
+    note = f"from the memory map: allocation {alloc:#x}..{base:#x}, lowest committed {_hex(limit)}, " + (
+        f"guard page(s) {', '.join(f'{lo:#x}..{hi:#x}' for lo, hi in guard)}" if guard else "no guard page left"
+    )
     return base, limit, reserve_low, guard, note
 
 
@@ -180,9 +186,16 @@ def stack_budget(
         base, limit, dealloc, note = teb
         guard_hit = _guard_hit(fault_address, dealloc, limit)
         return StackBudget(
-            thread_id=tid, base=base, limit=limit, reserve_low=dealloc,
+            thread_id=tid,
+            base=base,
+            limit=limit,
+            reserve_low=dealloc,
             reserve_size=(base - dealloc) if dealloc is not None else None,
-            used=base - sp, source="teb", guard_hit=guard_hit, note=note)
+            used=base - sp,
+            source="teb",
+            guard_hit=guard_hit,
+            note=note,
+        )
 
     mem = _from_memory_info(target, sp)
     if mem is not None:
@@ -191,9 +204,16 @@ def stack_budget(
             note = f"TEB at {thread.teb:#x} not in the dump; " + note
         guard_hit = _guard_hit(fault_address, reserve_low, limit, guard)
         return StackBudget(
-            thread_id=tid, base=base, limit=limit, reserve_low=reserve_low,
-            reserve_size=base - reserve_low, used=base - sp, source="memory-info",
-            guard_hit=guard_hit, note=note)
+            thread_id=tid,
+            base=base,
+            limit=limit,
+            reserve_low=reserve_low,
+            reserve_size=base - reserve_low,
+            used=base - sp,
+            source="memory-info",
+            guard_hit=guard_hit,
+            note=note,
+        )
 
     # -- estimates from the captured stack -----------------------------------------------
     notes: List[str] = []
@@ -204,11 +224,18 @@ def stack_budget(
     base = thread.stack_end if thread.stack_size else None
     if base is None or not (thread.stack_start <= sp <= base + PAGE):
         if base is not None:
-            notes.append(f"SP {sp:#x} is outside the captured stack "
-                         f"{thread.stack_start:#x}..{base:#x}")
+            notes.append(f"SP {sp:#x} is outside the captured stack {thread.stack_start:#x}..{base:#x}")
         return StackBudget(
-            thread_id=tid, base=base, limit=None, reserve_low=None, reserve_size=None,
-            used=None, source="captured", guard_hit=None, note="; ".join(notes))
+            thread_id=tid,
+            base=base,
+            limit=None,
+            reserve_low=None,
+            reserve_size=None,
+            used=None,
+            source="captured",
+            guard_hit=None,
+            note="; ".join(notes),
+        )
     notes.append(f"base {base:#x} is the top of the captured stack")
     if base % PAGE:
         notes.append("(not page aligned: the capture may not reach the real base)")
@@ -216,14 +243,18 @@ def stack_budget(
 
     image_low = None
     if exe_stack_reserve and 0 < exe_stack_reserve <= _MAX_STACK:
-        image_low = base - _align_down(exe_stack_reserve + ALLOCATION_GRANULARITY - 1,
-                                       ALLOCATION_GRANULARITY)
+        image_low = base - _align_down(exe_stack_reserve + ALLOCATION_GRANULARITY - 1, ALLOCATION_GRANULARITY)
 
     fault_low = None
     exc = getattr(target, "exception", None)
-    if (fault_address is not None and exc is not None and exc.code == STATUS_STACK_OVERFLOW
-            and exc.thread_id == tid and fault_address < base
-            and base - fault_address <= _MAX_STACK):
+    if (
+        fault_address is not None
+        and exc is not None
+        and exc.code == STATUS_STACK_OVERFLOW
+        and exc.thread_id == tid
+        and fault_address < base
+        and base - fault_address <= _MAX_STACK
+    ):
         # The overflow fault is in the last pages above the reservation's bottom, and
         # reservations are allocation-granularity aligned.
         fault_low = _align_down(max(_page_down(fault_address) - PAGE, 0), ALLOCATION_GRANULARITY)
@@ -231,34 +262,45 @@ def stack_budget(
     if fault_low is not None:
         reserve_low = fault_low
         source = "captured+fault"
-        notes.append(f"reserve bottom {fault_low:#x} estimated from the stack-overflow "
-                     f"fault at {fault_address:#x} ({_mib(base - fault_low)} reserved)")
+        notes.append(
+            f"reserve bottom {fault_low:#x} estimated from the stack-overflow "
+            f"fault at {fault_address:#x} ({_mib(base - fault_low)} reserved)"
+        )
         if image_low is not None:
             if image_low == fault_low:
-                notes.append(f"agrees with the executable's SizeOfStackReserve "
-                             f"({_mib(exe_stack_reserve)})")
+                notes.append(f"agrees with the executable's SizeOfStackReserve ({_mib(exe_stack_reserve)})")
             else:
-                notes.append(f"the executable's SizeOfStackReserve says "
-                             f"{_mib(exe_stack_reserve)}: this thread was created with "
-                             f"its own stack size")
+                notes.append(
+                    f"the executable's SizeOfStackReserve says "
+                    f"{_mib(exe_stack_reserve)}: this thread was created with "
+                    f"its own stack size"
+                )
     elif image_low is not None:
         reserve_low = image_low
         source = "captured+image"
-        notes.append(f"reserve estimated from the executable's SizeOfStackReserve "
-                     f"({_mib(exe_stack_reserve)}); a thread created with its own stack "
-                     f"size has a different one")
+        notes.append(
+            f"reserve estimated from the executable's SizeOfStackReserve "
+            f"({_mib(exe_stack_reserve)}); a thread created with its own stack "
+            f"size has a different one"
+        )
     else:
         reserve_low = None
         source = "captured"
         notes.append("reserve size unknown (no TEB, no memory map, no SizeOfStackReserve)")
 
     if reserve_low is not None and sp < reserve_low:
-        notes.append(f"SP {sp:#x} is below the estimated reserve bottom {reserve_low:#x}: "
-                     f"the estimate is wrong")
+        notes.append(f"SP {sp:#x} is below the estimated reserve bottom {reserve_low:#x}: the estimate is wrong")
     guard_hit, guard_note = _estimated_guard(fault_address, base, reserve_low, source)
     if guard_note:
         notes.append(guard_note)
     return StackBudget(
-        thread_id=tid, base=base, limit=None, reserve_low=reserve_low,
+        thread_id=tid,
+        base=base,
+        limit=None,
+        reserve_low=reserve_low,
         reserve_size=(base - reserve_low) if reserve_low is not None else None,
-        used=used, source=source, guard_hit=guard_hit, note="; ".join(notes))
+        used=used,
+        source=source,
+        guard_hit=guard_hit,
+        note="; ".join(notes),
+    )

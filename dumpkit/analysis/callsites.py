@@ -12,6 +12,7 @@ walker mistake), which matters before anyone trusts a "recursion" verdict. Indir
 Bounded: at most `max_frames` frames of the cycle are looked at and `max_edges` distinct
 (return address, callee) pairs are decoded; repetitions of a recursion share them.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -31,8 +32,9 @@ ReadCode = Callable[[int, int], bytes]
 ReadPointer = Callable[[int], Optional[int]]
 
 
-def _follow_thunks(target: int, read_code: ReadCode, read_pointer: Optional[ReadPointer],
-                   mask: int) -> Tuple[List[int], bool]:
+def _follow_thunks(
+    target: int, read_code: ReadCode, read_pointer: Optional[ReadPointer], mask: int
+) -> Tuple[List[int], bool]:
     """`target` and where the jumps that start there lead (a bounded chain), and whether
     the chain ends on readable code that is not a jump (a real function entry)."""
     chain = [target]
@@ -59,8 +61,14 @@ def _follow_thunks(target: int, read_code: ReadCode, read_pointer: Optional[Read
     return chain, False
 
 
-def _edge(caller: Frame, callee: Frame, callee_entry: Optional[int], read_code: ReadCode,
-          read_pointer: Optional[ReadPointer], bits: int) -> CallEdge:
+def _edge(
+    caller: Frame,
+    callee: Frame,
+    callee_entry: Optional[int],
+    read_code: ReadCode,
+    read_pointer: Optional[ReadPointer],
+    bits: int,
+) -> CallEdge:
     mask = (1 << bits) - 1
     ret = caller.ip
     names = (caller.function_name, callee.function_name)
@@ -119,34 +127,48 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
     good = [e for e in edges if e.confirmed is True]
     if bad:
         e = bad[0]
-        what = (f"calls {e.resolved or e.target:#x}, not {e.callee}" if e.call == "direct"
-                else "is not preceded by a CALL")
+        what = (
+            f"calls {e.resolved or e.target:#x}, not {e.callee}" if e.call == "direct" else "is not preceded by a CALL"
+        )
         more = f" ({len(bad)} of {len(edges)} call sites disagree)" if len(bad) > 1 else ""
-        return (f"call-site check FAILED: the return address {e.return_address:#x} in {e.caller} "
-                f"{what}; these frames may not be a real call chain{more}"), True
+        return (
+            f"call-site check FAILED: the return address {e.return_address:#x} in {e.caller} "
+            f"{what}; these frames may not be a real call chain{more}"
+        ), True
     n = len(edges)
     if good and len(good) == n:
         if n == 1:
-            return ("call site checked: the one call in the cycle is a direct CALL that lands on the "
-                    "next function's entry"), False
-        return (f"call sites checked: every call in the cycle ({n} distinct) is a direct CALL "
-                f"that lands on the next function's entry"), False
+            return (
+                "call site checked: the one call in the cycle is a direct CALL that lands on the next function's entry"
+            ), False
+        return (
+            f"call sites checked: every call in the cycle ({n} distinct) is a direct CALL "
+            f"that lands on the next function's entry"
+        ), False
     open_ = [e for e in edges if e.confirmed is None]
     parts = []
     direct = [e for e in open_ if e.call == "direct" and e.target is not None]
     unknown_entry = sorted({e.resolved or e.target for e in direct})
     if unknown_entry:
-        parts.append(("a direct CALL to " if len(direct) == 1 else "direct CALLs to ")
-                     + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
-                     + " (the callee's entry is not known from unwind data to compare)")
+        parts.append(
+            ("a direct CALL to " if len(direct) == 1 else "direct CALLs to ")
+            + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
+            + " (the callee's entry is not known from unwind data to compare)"
+        )
     kinds = sorted({e.call for e in open_ if e.call != "direct"})
     if kinds:
         parts.append(f"{', '.join(kinds)} calls (not checkable from code)")
     what = "; ".join(parts)
     rest = n - len(good)
     if not good:
-        lead = ("call site checked: the one call in the cycle could not be confirmed: it is " if n == 1 else
-                f"call sites checked: none of the {n} calls in the cycle could be confirmed: they are ")
+        lead = (
+            "call site checked: the one call in the cycle could not be confirmed: it is "
+            if n == 1
+            else f"call sites checked: none of the {n} calls in the cycle could be confirmed: they are "
+        )
         return lead + what, False
-    return (f"call sites checked: {len(good)} of {n} confirmed by a direct CALL; "
-            + ("the other is " if rest == 1 else f"the other {rest} are ") + what), False
+    return (
+        f"call sites checked: {len(good)} of {n} confirmed by a direct CALL; "
+        + ("the other is " if rest == 1 else f"the other {rest} are ")
+        + what
+    ), False

@@ -14,6 +14,7 @@ The facts that most often go wrong in write-ups, and that this module gets right
 * A process exit code printed by Python is the same 32-bit value in another spelling:
   -1073741571 == 3221225725 == 0xC00000FD.
 """
+
 from __future__ import annotations
 
 import re
@@ -124,202 +125,215 @@ def to_signed32(code: int) -> int:
 
 _TELEMETRY = " (a telemetry code the SDK marks non-fatal; seeing it as a crash is unusual)"
 _HEAP = "the ntdll heap manager, on the first heap call after the damage (not the code that did it)"
-_CFG = ("the Control Flow Guard check in ntdll, on behalf of the function making the "
-        "indirect call")
+_CFG = "the Control Flow Guard check in ntdll, on behalf of the function making the indirect call"
 
 # (subcode, name without the FAST_FAIL_ prefix, summary, likely raiser)
 _FAST_FAIL_ROWS: Tuple[Tuple[int, str, str, Optional[str]], ...] = (
-    (0, "LEGACY_GS_VIOLATION",
-     "legacy /GS stack-cookie failure, as reported by older C runtimes",
-     "__report_gsfailure in an old C runtime"),
-    (1, "VTGUARD_CHECK_FAILURE",
-     "a C++ virtual-table guard check failed: an object's vtable pointer was overwritten",
-     "compiler-inserted vtguard check in the calling function"),
-    (2, "STACK_COOKIE_CHECK_FAILURE",
-     "a /GS stack cookie was overwritten: a real stack buffer overrun",
-     "__report_gsfailure, called from the epilogue of the function whose local buffer "
-     "overflowed (frame 1 of the stack is that function)"),
-    (3, "CORRUPT_LIST_ENTRY",
-     "a doubly linked list entry failed its integrity check (memory corruption, often "
-     "use-after-free or double free)",
-     "an inline list helper (RemoveEntryList and friends) in ntdll or in the module that "
-     "owns the list"),
-    (4, "INCORRECT_STACK",
-     "the stack pointer was outside the thread's stack (stack pivot or corrupted rsp)",
-     None),
-    (5, "INVALID_ARG",
-     "the C runtime's invalid-parameter handler fired: a CRT function got a bad argument",
-     "_invalid_parameter / _invoke_watson in the C runtime (ucrtbase.dll or a static CRT), "
-     "called from the CRT function that was given the bad argument"),
-    (6, "GS_COOKIE_INIT",
-     "the /GS security cookie was initialised wrongly or too late",
-     "__security_init_cookie"),
-    (7, "FATAL_APP_EXIT",
-     "abort() was called",
-     "abort() in the C runtime, typically reached from a failed CHECK / LOG(FATAL) in "
-     "native code, std::terminate() (an uncaught C++ exception or a throw out of a "
-     "noexcept function), or Py_FatalError"),
-    (8, "RANGE_CHECK_FAILURE",
-     "a compiler- or library-inserted bounds check failed", None),
-    (9, "UNSAFE_REGISTRY_ACCESS",
-     "an unsafe registry access was detected", None),
-    (10, "GUARD_ICALL_CHECK_FAILURE",
-     "Control Flow Guard rejected an indirect call to an address that is not a valid call "
-     "target (corrupted or dangling function pointer, or hooking code)", _CFG),
-    (11, "GUARD_WRITE_CHECK_FAILURE",
-     "a Control Flow Guard write check failed", None),
-    (12, "INVALID_FIBER_SWITCH",
-     "a switch to an invalid fiber was attempted", None),
-    (13, "INVALID_SET_OF_CONTEXT",
-     "restoring a thread context with an invalid instruction or stack pointer was blocked "
-     "(bad unwind or longjmp target)", "ntdll's context-restore checks"),
-    (14, "INVALID_REFERENCE_COUNT",
-     "a reference count overflowed or went below zero (over-release, use-after-free)",
-     None),
-    (18, "INVALID_JUMP_BUFFER",
-     "longjmp() was given a corrupted jump buffer", "longjmp in the C runtime"),
-    (19, "MRDATA_MODIFIED",
-     "ntdll's protected read-mostly data (.mrdata) was modified", "ntdll"),
-    (20, "CERTIFICATION_FAILURE",
-     "a certification or code-integrity check failed", None),
-    (21, "INVALID_EXCEPTION_CHAIN",
-     "the SEH handler chain was corrupted (SEHOP; 32-bit processes)",
-     "ntdll exception dispatch"),
-    (22, "CRYPTO_LIBRARY",
-     "a Windows cryptographic library detected an internal failure", None),
-    (23, "INVALID_CALL_IN_DLL_CALLOUT",
-     "a forbidden call was made while the loader ran a DLL callout (e.g. from DllMain)",
-     "the loader in ntdll"),
-    (24, "INVALID_IMAGE_BASE",
-     "an image was mapped at an invalid base address", "the loader in ntdll"),
-    (25, "DLOAD_PROTECTION_FAILURE",
-     "the protected delay-load import table could not be updated safely",
-     "the delay-load helper"),
-    (26, "UNSAFE_EXTENSION_CALL",
-     "an unsafe call into an extension point was blocked", None),
-    (27, "DEPRECATED_SERVICE_INVOKED",
-     "a deprecated system service was invoked", None),
-    (28, "INVALID_BUFFER_ACCESS",
-     "a checked buffer helper detected an access outside the buffer", None),
-    (29, "INVALID_BALANCED_TREE",
-     "a balanced (red-black/AVL) tree failed its integrity check (memory corruption)",
-     "an ntdll tree helper, on behalf of its owner (often the heap or the loader)"),
-    (30, "INVALID_NEXT_THREAD",
-     "the scheduler was handed an invalid next thread", None),
-    (31, "GUARD_ICALL_CHECK_SUPPRESSED",
-     "an indirect call went to a suppressed Control Flow Guard target" + _TELEMETRY,
-     _CFG),
-    (32, "APCS_DISABLED",
-     "asynchronous procedure calls were disabled when they must not be", None),
-    (33, "INVALID_IDLE_STATE",
-     "invalid processor idle state", None),
-    (34, "MRDATA_PROTECTION_FAILURE",
-     "the protection of ntdll's .mrdata section could not be changed", "ntdll"),
-    (35, "UNEXPECTED_HEAP_EXCEPTION",
-     "the heap manager hit an unexpected exception while working on a heap (heap "
-     "corruption)", _HEAP),
-    (36, "INVALID_LOCK_STATE",
-     "a lock was found in an invalid state: released twice, released by a thread that "
-     "does not own it, or overwritten", None),
-    (37, "GUARD_JUMPTABLE",
-     "a Control Flow Guard switch jump-table check failed", None),
-    (38, "INVALID_LONGJUMP_TARGET",
-     "longjmp() targeted an address that is not a valid longjmp target",
-     "longjmp / the Control Flow Guard longjmp check"),
-    (39, "INVALID_DISPATCH_CONTEXT",
-     "exception dispatch found an invalid context record", "ntdll exception dispatch"),
-    (40, "INVALID_THREAD",
-     "an operation was attempted on an invalid thread", None),
-    (41, "INVALID_SYSCALL_NUMBER",
-     "an invalid system call number was used" + _TELEMETRY, None),
-    (42, "INVALID_FILE_OPERATION",
-     "an invalid file operation was attempted" + _TELEMETRY, None),
-    (43, "LPAC_ACCESS_DENIED",
-     "a less-privileged AppContainer was denied access" + _TELEMETRY, None),
-    (44, "GUARD_SS_FAILURE",
-     "the CET shadow stack caught a return address that does not match the call "
-     "(stack corruption, or code that rewrites return addresses)",
-     "the processor's shadow-stack check, reported by the kernel"),
-    (45, "LOADER_CONTINUITY_FAILURE",
-     "loader continuity policy blocked a DLL" + _TELEMETRY, "the loader in ntdll"),
-    (46, "GUARD_EXPORT_SUPPRESSION_FAILURE",
-     "Control Flow Guard export suppression blocked an indirect call to a suppressed "
-     "export", _CFG),
-    (47, "INVALID_CONTROL_STACK",
-     "the control (shadow) stack was invalid", None),
-    (48, "SET_CONTEXT_DENIED",
-     "setting a thread context was denied by shadow-stack (CET) policy", None),
-    (49, "INVALID_IAT",
-     "the import address table was invalid", "the loader in ntdll"),
-    (50, "HEAP_METADATA_CORRUPTION",
-     "the heap found its own bookkeeping corrupted: heap buffer overflow, double free or "
-     "use-after-free", _HEAP),
-    (51, "PAYLOAD_RESTRICTION_VIOLATION",
-     "an exploit-protection payload restriction fired", None),
-    (52, "LOW_LABEL_ACCESS_DENIED",
-     "a low-integrity access was denied" + _TELEMETRY, None),
-    (53, "ENCLAVE_CALL_FAILURE",
-     "a call into an enclave failed", None),
-    (54, "UNHANDLED_LSS_EXCEPTON",
-     "an exception was not handled inside an isolated (LSS) component", None),
-    (55, "ADMINLESS_ACCESS_DENIED",
-     "an adminless-mode access was denied" + _TELEMETRY, None),
-    (56, "UNEXPECTED_CALL",
-     "a function that must never be called was called", None),
-    (57, "CONTROL_INVALID_RETURN_ADDRESS",
-     "a return-address check failed", None),
-    (58, "UNEXPECTED_HOST_BEHAVIOR",
-     "the virtualisation host behaved unexpectedly", None),
-    (59, "FLAGS_CORRUPTION",
-     "corrupted flags were detected", None),
-    (60, "VEH_CORRUPTION",
-     "the vectored exception handler list was corrupted", "ntdll exception dispatch"),
-    (61, "ETW_CORRUPTION",
-     "Event Tracing for Windows data was corrupted", None),
-    (62, "RIO_ABORT",
-     "a Registered I/O (RIO) socket operation aborted the process", None),
-    (63, "INVALID_PFN",
-     "an invalid page frame number was seen (kernel memory management)", None),
-    (64, "GUARD_ICALL_CHECK_FAILURE_XFG",
-     "eXtended Flow Guard rejected an indirect call whose target has the wrong function "
-     "signature", _CFG),
-    (65, "CAST_GUARD",
-     "a CastGuard check failed (an invalid C++ object cast)", None),
-    (66, "HOST_VISIBILITY_CHANGE",
-     "memory visibility to the virtualisation host changed unexpectedly", None),
-    (67, "KERNEL_CET_SHADOW_STACK_ASSIST",
-     "the kernel's CET shadow-stack assist failed", None),
-    (68, "PATCH_CALLBACK_FAILED",
-     "a hot-patch callback failed", None),
-    (69, "NTDLL_PATCH_FAILED",
-     "applying a hot patch to ntdll failed", None),
-    (70, "INVALID_FLS_DATA",
-     "fiber-local storage data was invalid", None),
-    (71, "ASAN_ERROR",
-     "AddressSanitizer found a memory error; its report on stderr has the details",
-     "the AddressSanitizer runtime linked into the module built with /fsanitize=address"),
-    (72, "CLR_EXCEPTION_AOT",
-     "a .NET Native AOT runtime failure", None),
-    (73, "POINTER_AUTH_INVALID_RETURN_ADDRESS",
-     "ARM64 pointer authentication rejected a return address", None),
-    (74, "INVALID_THREAD_STATE",
-     "a thread was found in an invalid state", None),
-    (75, "CORRUPT_WOW64_STATE",
-     "the WOW64 (32-bit on 64-bit Windows) state of a thread was corrupted", None),
-    (76, "INVALID_EXTENDED_STATE",
-     "the extended processor state (XSAVE area) was invalid", None),
-    (77, "KERNEL_POINTER_EXPECTED",
-     "a kernel pointer was expected but a user pointer was passed (kernel-side check)",
-     None),
-    (78, "INVALID_SME_STATE",
-     "the ARM64 Scalable Matrix Extension state was invalid", None),
-    (0xFFFFFFFF, "INVALID_FAST_FAIL_CODE",
-     "__fastfail was called with a code that is not itself valid", None),
+    (
+        0,
+        "LEGACY_GS_VIOLATION",
+        "legacy /GS stack-cookie failure, as reported by older C runtimes",
+        "__report_gsfailure in an old C runtime",
+    ),
+    (
+        1,
+        "VTGUARD_CHECK_FAILURE",
+        "a C++ virtual-table guard check failed: an object's vtable pointer was overwritten",
+        "compiler-inserted vtguard check in the calling function",
+    ),
+    (
+        2,
+        "STACK_COOKIE_CHECK_FAILURE",
+        "a /GS stack cookie was overwritten: a real stack buffer overrun",
+        "__report_gsfailure, called from the epilogue of the function whose local buffer "
+        "overflowed (frame 1 of the stack is that function)",
+    ),
+    (
+        3,
+        "CORRUPT_LIST_ENTRY",
+        "a doubly linked list entry failed its integrity check (memory corruption, often "
+        "use-after-free or double free)",
+        "an inline list helper (RemoveEntryList and friends) in ntdll or in the module that owns the list",
+    ),
+    (4, "INCORRECT_STACK", "the stack pointer was outside the thread's stack (stack pivot or corrupted rsp)", None),
+    (
+        5,
+        "INVALID_ARG",
+        "the C runtime's invalid-parameter handler fired: a CRT function got a bad argument",
+        "_invalid_parameter / _invoke_watson in the C runtime (ucrtbase.dll or a static CRT), "
+        "called from the CRT function that was given the bad argument",
+    ),
+    (6, "GS_COOKIE_INIT", "the /GS security cookie was initialised wrongly or too late", "__security_init_cookie"),
+    (
+        7,
+        "FATAL_APP_EXIT",
+        "abort() was called",
+        "abort() in the C runtime, typically reached from a failed CHECK / LOG(FATAL) in "
+        "native code, std::terminate() (an uncaught C++ exception or a throw out of a "
+        "noexcept function), or Py_FatalError",
+    ),
+    (8, "RANGE_CHECK_FAILURE", "a compiler- or library-inserted bounds check failed", None),
+    (9, "UNSAFE_REGISTRY_ACCESS", "an unsafe registry access was detected", None),
+    (
+        10,
+        "GUARD_ICALL_CHECK_FAILURE",
+        "Control Flow Guard rejected an indirect call to an address that is not a valid call "
+        "target (corrupted or dangling function pointer, or hooking code)",
+        _CFG,
+    ),
+    (11, "GUARD_WRITE_CHECK_FAILURE", "a Control Flow Guard write check failed", None),
+    (12, "INVALID_FIBER_SWITCH", "a switch to an invalid fiber was attempted", None),
+    (
+        13,
+        "INVALID_SET_OF_CONTEXT",
+        "restoring a thread context with an invalid instruction or stack pointer was blocked "
+        "(bad unwind or longjmp target)",
+        "ntdll's context-restore checks",
+    ),
+    (
+        14,
+        "INVALID_REFERENCE_COUNT",
+        "a reference count overflowed or went below zero (over-release, use-after-free)",
+        None,
+    ),
+    (18, "INVALID_JUMP_BUFFER", "longjmp() was given a corrupted jump buffer", "longjmp in the C runtime"),
+    (19, "MRDATA_MODIFIED", "ntdll's protected read-mostly data (.mrdata) was modified", "ntdll"),
+    (20, "CERTIFICATION_FAILURE", "a certification or code-integrity check failed", None),
+    (
+        21,
+        "INVALID_EXCEPTION_CHAIN",
+        "the SEH handler chain was corrupted (SEHOP; 32-bit processes)",
+        "ntdll exception dispatch",
+    ),
+    (22, "CRYPTO_LIBRARY", "a Windows cryptographic library detected an internal failure", None),
+    (
+        23,
+        "INVALID_CALL_IN_DLL_CALLOUT",
+        "a forbidden call was made while the loader ran a DLL callout (e.g. from DllMain)",
+        "the loader in ntdll",
+    ),
+    (24, "INVALID_IMAGE_BASE", "an image was mapped at an invalid base address", "the loader in ntdll"),
+    (
+        25,
+        "DLOAD_PROTECTION_FAILURE",
+        "the protected delay-load import table could not be updated safely",
+        "the delay-load helper",
+    ),
+    (26, "UNSAFE_EXTENSION_CALL", "an unsafe call into an extension point was blocked", None),
+    (27, "DEPRECATED_SERVICE_INVOKED", "a deprecated system service was invoked", None),
+    (28, "INVALID_BUFFER_ACCESS", "a checked buffer helper detected an access outside the buffer", None),
+    (
+        29,
+        "INVALID_BALANCED_TREE",
+        "a balanced (red-black/AVL) tree failed its integrity check (memory corruption)",
+        "an ntdll tree helper, on behalf of its owner (often the heap or the loader)",
+    ),
+    (30, "INVALID_NEXT_THREAD", "the scheduler was handed an invalid next thread", None),
+    (
+        31,
+        "GUARD_ICALL_CHECK_SUPPRESSED",
+        "an indirect call went to a suppressed Control Flow Guard target" + _TELEMETRY,
+        _CFG,
+    ),
+    (32, "APCS_DISABLED", "asynchronous procedure calls were disabled when they must not be", None),
+    (33, "INVALID_IDLE_STATE", "invalid processor idle state", None),
+    (34, "MRDATA_PROTECTION_FAILURE", "the protection of ntdll's .mrdata section could not be changed", "ntdll"),
+    (
+        35,
+        "UNEXPECTED_HEAP_EXCEPTION",
+        "the heap manager hit an unexpected exception while working on a heap (heap corruption)",
+        _HEAP,
+    ),
+    (
+        36,
+        "INVALID_LOCK_STATE",
+        "a lock was found in an invalid state: released twice, released by a thread that "
+        "does not own it, or overwritten",
+        None,
+    ),
+    (37, "GUARD_JUMPTABLE", "a Control Flow Guard switch jump-table check failed", None),
+    (
+        38,
+        "INVALID_LONGJUMP_TARGET",
+        "longjmp() targeted an address that is not a valid longjmp target",
+        "longjmp / the Control Flow Guard longjmp check",
+    ),
+    (39, "INVALID_DISPATCH_CONTEXT", "exception dispatch found an invalid context record", "ntdll exception dispatch"),
+    (40, "INVALID_THREAD", "an operation was attempted on an invalid thread", None),
+    (41, "INVALID_SYSCALL_NUMBER", "an invalid system call number was used" + _TELEMETRY, None),
+    (42, "INVALID_FILE_OPERATION", "an invalid file operation was attempted" + _TELEMETRY, None),
+    (43, "LPAC_ACCESS_DENIED", "a less-privileged AppContainer was denied access" + _TELEMETRY, None),
+    (
+        44,
+        "GUARD_SS_FAILURE",
+        "the CET shadow stack caught a return address that does not match the call "
+        "(stack corruption, or code that rewrites return addresses)",
+        "the processor's shadow-stack check, reported by the kernel",
+    ),
+    (45, "LOADER_CONTINUITY_FAILURE", "loader continuity policy blocked a DLL" + _TELEMETRY, "the loader in ntdll"),
+    (
+        46,
+        "GUARD_EXPORT_SUPPRESSION_FAILURE",
+        "Control Flow Guard export suppression blocked an indirect call to a suppressed export",
+        _CFG,
+    ),
+    (47, "INVALID_CONTROL_STACK", "the control (shadow) stack was invalid", None),
+    (48, "SET_CONTEXT_DENIED", "setting a thread context was denied by shadow-stack (CET) policy", None),
+    (49, "INVALID_IAT", "the import address table was invalid", "the loader in ntdll"),
+    (
+        50,
+        "HEAP_METADATA_CORRUPTION",
+        "the heap found its own bookkeeping corrupted: heap buffer overflow, double free or use-after-free",
+        _HEAP,
+    ),
+    (51, "PAYLOAD_RESTRICTION_VIOLATION", "an exploit-protection payload restriction fired", None),
+    (52, "LOW_LABEL_ACCESS_DENIED", "a low-integrity access was denied" + _TELEMETRY, None),
+    (53, "ENCLAVE_CALL_FAILURE", "a call into an enclave failed", None),
+    (54, "UNHANDLED_LSS_EXCEPTON", "an exception was not handled inside an isolated (LSS) component", None),
+    (55, "ADMINLESS_ACCESS_DENIED", "an adminless-mode access was denied" + _TELEMETRY, None),
+    (56, "UNEXPECTED_CALL", "a function that must never be called was called", None),
+    (57, "CONTROL_INVALID_RETURN_ADDRESS", "a return-address check failed", None),
+    (58, "UNEXPECTED_HOST_BEHAVIOR", "the virtualisation host behaved unexpectedly", None),
+    (59, "FLAGS_CORRUPTION", "corrupted flags were detected", None),
+    (60, "VEH_CORRUPTION", "the vectored exception handler list was corrupted", "ntdll exception dispatch"),
+    (61, "ETW_CORRUPTION", "Event Tracing for Windows data was corrupted", None),
+    (62, "RIO_ABORT", "a Registered I/O (RIO) socket operation aborted the process", None),
+    (63, "INVALID_PFN", "an invalid page frame number was seen (kernel memory management)", None),
+    (
+        64,
+        "GUARD_ICALL_CHECK_FAILURE_XFG",
+        "eXtended Flow Guard rejected an indirect call whose target has the wrong function signature",
+        _CFG,
+    ),
+    (65, "CAST_GUARD", "a CastGuard check failed (an invalid C++ object cast)", None),
+    (66, "HOST_VISIBILITY_CHANGE", "memory visibility to the virtualisation host changed unexpectedly", None),
+    (67, "KERNEL_CET_SHADOW_STACK_ASSIST", "the kernel's CET shadow-stack assist failed", None),
+    (68, "PATCH_CALLBACK_FAILED", "a hot-patch callback failed", None),
+    (69, "NTDLL_PATCH_FAILED", "applying a hot patch to ntdll failed", None),
+    (70, "INVALID_FLS_DATA", "fiber-local storage data was invalid", None),
+    (
+        71,
+        "ASAN_ERROR",
+        "AddressSanitizer found a memory error; its report on stderr has the details",
+        "the AddressSanitizer runtime linked into the module built with /fsanitize=address",
+    ),
+    (72, "CLR_EXCEPTION_AOT", "a .NET Native AOT runtime failure", None),
+    (73, "POINTER_AUTH_INVALID_RETURN_ADDRESS", "ARM64 pointer authentication rejected a return address", None),
+    (74, "INVALID_THREAD_STATE", "a thread was found in an invalid state", None),
+    (75, "CORRUPT_WOW64_STATE", "the WOW64 (32-bit on 64-bit Windows) state of a thread was corrupted", None),
+    (76, "INVALID_EXTENDED_STATE", "the extended processor state (XSAVE area) was invalid", None),
+    (
+        77,
+        "KERNEL_POINTER_EXPECTED",
+        "a kernel pointer was expected but a user pointer was passed (kernel-side check)",
+        None,
+    ),
+    (78, "INVALID_SME_STATE", "the ARM64 Scalable Matrix Extension state was invalid", None),
+    (0xFFFFFFFF, "INVALID_FAST_FAIL_CODE", "__fastfail was called with a code that is not itself valid", None),
 )
 
 FAST_FAIL: Dict[int, FastFailInfo] = {
-    n: FastFailInfo(n, "FAST_FAIL_" + short, summary, raiser)
-    for n, short, summary, raiser in _FAST_FAIL_ROWS
+    n: FastFailInfo(n, "FAST_FAIL_" + short, summary, raiser) for n, short, summary, raiser in _FAST_FAIL_ROWS
 }
 FAST_FAIL_BY_NAME: Dict[str, int] = {info.name: n for n, info in FAST_FAIL.items()}
 FAST_FAIL_INVALID_FAST_FAIL_CODE = 0xFFFFFFFF
@@ -359,6 +373,8 @@ def steps_given_a_dump(steps: Sequence[str]) -> Tuple[str, ...]:
     ones about capturing a dump or running `dumpkit analyze` are dropped (the reader has
     done both; `dumpkit explain` keeps them)."""
     return tuple(s for s in steps if s != _ANALYZE and "dumpkit analyze" not in s)
+
+
 _FLOAT_CAUSES = (
     "Floating-point exceptions are masked by default on Windows, so this only happens when "
     "something unmasked them (_controlfp / _control87, numpy.seterr does not do this): "
@@ -372,351 +388,580 @@ _FLOAT_STEPS = (
 )
 
 
-def _ci(code: int, name: str, summary: str, causes: Sequence[str] = (),
-        steps: Sequence[str] = ()) -> CodeInfo:
+def _ci(code: int, name: str, summary: str, causes: Sequence[str] = (), steps: Sequence[str] = ()) -> CodeInfo:
     return CodeInfo(code, name, summary, tuple(causes), tuple(steps))
 
 
 _STATUS_ROWS: Tuple[CodeInfo, ...] = (
     _ci(0x00000000, "STATUS_SUCCESS", "success: the process exited normally (exit code 0)"),
-    _ci(0x40000015, "STATUS_FATAL_APP_EXIT",
-        "the program asked to be terminated after a fatal error (the pre-fail-fast way "
-        "abort() ends a process)",
-        ("abort() on a system or C runtime where __fastfail is not available; on current "
-         "Windows abort() ends with 0xC0000409 / FAST_FAIL_FATAL_APP_EXIT instead",
-         "FatalAppExit() called by the program"),
-        ("Read stderr just before the exit: abort() callers (CHECK failures, LOG(FATAL), "
-         "std::terminate) usually print the reason there", _ANALYZE)),
-    _ci(0x4000001F, "STATUS_WX86_BREAKPOINT",
+    _ci(
+        0x40000015,
+        "STATUS_FATAL_APP_EXIT",
+        "the program asked to be terminated after a fatal error (the pre-fail-fast way abort() ends a process)",
+        (
+            "abort() on a system or C runtime where __fastfail is not available; on current "
+            "Windows abort() ends with 0xC0000409 / FAST_FAIL_FATAL_APP_EXIT instead",
+            "FatalAppExit() called by the program",
+        ),
+        (
+            "Read stderr just before the exit: abort() callers (CHECK failures, LOG(FATAL), "
+            "std::terminate) usually print the reason there",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        0x4000001F,
+        "STATUS_WX86_BREAKPOINT",
         "a breakpoint in 32-bit x86 code of a WOW64 process, as seen by a 64-bit debugger",
-        ("A 64-bit debugger or dump writer attached to a 32-bit python.exe: the initial "
-         "debugger breakpoint or a __debugbreak() in 32-bit code",),
-        ("Use a 32-bit debugger or `.effmach x86` in WinDbg; consider a 64-bit Python "
-         "(TensorFlow has no 32-bit builds)",)),
-    _ci(0x406D1388, "MS_VC_EXCEPTION",
+        (
+            "A 64-bit debugger or dump writer attached to a 32-bit python.exe: the initial "
+            "debugger breakpoint or a __debugbreak() in 32-bit code",
+        ),
+        (
+            "Use a 32-bit debugger or `.effmach x86` in WinDbg; consider a 64-bit Python "
+            "(TensorFlow has no 32-bit builds)",
+        ),
+    ),
+    _ci(
+        0x406D1388,
+        "MS_VC_EXCEPTION",
         "the Visual C++ 'set thread name' exception, raised deliberately and caught: harmless",
-        ("Code naming a thread the old way (RaiseException with 0x406D1388), which a "
-         "debugger or dump writer records as a first-chance exception",),
-        ("Not a crash cause: look for the real exception (another thread, or a later "
-         "event)",)),
-    _ci(STATUS_GUARD_PAGE_VIOLATION, "STATUS_GUARD_PAGE_VIOLATION",
-        "a guard page was touched (normally the stack growing by one page; only a problem "
-        "if it is unhandled)",
-        ("Normal stack growth recorded as a first-chance exception by a debugger",
-         "Code that uses PAGE_GUARD memory itself (some JITs, memory checkers)"),
-        ("If this is the exception in a dump, check whether a later second-chance "
-         "exception (often 0xC00000FD) is the real crash",)),
-    _ci(0x80000002, "STATUS_DATATYPE_MISALIGNMENT",
+        (
+            "Code naming a thread the old way (RaiseException with 0x406D1388), which a "
+            "debugger or dump writer records as a first-chance exception",
+        ),
+        ("Not a crash cause: look for the real exception (another thread, or a later event)",),
+    ),
+    _ci(
+        STATUS_GUARD_PAGE_VIOLATION,
+        "STATUS_GUARD_PAGE_VIOLATION",
+        "a guard page was touched (normally the stack growing by one page; only a problem if it is unhandled)",
+        (
+            "Normal stack growth recorded as a first-chance exception by a debugger",
+            "Code that uses PAGE_GUARD memory itself (some JITs, memory checkers)",
+        ),
+        (
+            "If this is the exception in a dump, check whether a later second-chance "
+            "exception (often 0xC00000FD) is the real crash",
+        ),
+    ),
+    _ci(
+        0x80000002,
+        "STATUS_DATATYPE_MISALIGNMENT",
         "a misaligned data access that the processor or code path does not allow",
-        ("Misaligned access with alignment checking enabled, or in code that requires "
-         "alignment (some SIMD instructions report access violations instead)",),
-        (_ANALYZE,)),
-    _ci(0x80000003, "STATUS_BREAKPOINT",
+        (
+            "Misaligned access with alignment checking enabled, or in code that requires "
+            "alignment (some SIMD instructions report access violations instead)",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0x80000003,
+        "STATUS_BREAKPOINT",
         "a breakpoint instruction (int 3) was executed with no debugger to handle it",
-        ("__debugbreak()/DebugBreak() left in a library, or a debug-build assertion",
-         "Py_FatalError when a debugger is attached calls DebugBreak() before abort()",
-         "A corrupted code pointer that landed in the int 3 (0xCC) padding between "
-         "functions",
-         "A dump taken by attaching a debugger (the attach breakpoint, not a crash)"),
-        ("If frame 0 is a DebugBreak / __debugbreak, read the code around it; if it is in "
-         "the middle of padding, treat it as a bad jump and look at the caller",
-         _ANALYZE)),
-    _ci(0x80000004, "STATUS_SINGLE_STEP",
+        (
+            "__debugbreak()/DebugBreak() left in a library, or a debug-build assertion",
+            "Py_FatalError when a debugger is attached calls DebugBreak() before abort()",
+            "A corrupted code pointer that landed in the int 3 (0xCC) padding between functions",
+            "A dump taken by attaching a debugger (the attach breakpoint, not a crash)",
+        ),
+        (
+            "If frame 0 is a DebugBreak / __debugbreak, read the code around it; if it is in "
+            "the middle of padding, treat it as a bad jump and look at the caller",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        0x80000004,
+        "STATUS_SINGLE_STEP",
         "a single-step or hardware-breakpoint trap fired with no debugger to handle it",
-        ("A hardware breakpoint (debug registers) left set by a debugger, an anti-cheat "
-         "or a profiler", "The trap flag set by code that expected a debugger"),
-        (_ANALYZE,)),
-    _ci(STATUS_ACCESS_VIOLATION, "STATUS_ACCESS_VIOLATION",
+        (
+            "A hardware breakpoint (debug registers) left set by a debugger, an anti-cheat or a profiler",
+            "The trap flag set by code that expected a debugger",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        STATUS_ACCESS_VIOLATION,
+        "STATUS_ACCESS_VIOLATION",
         "the program read, wrote or executed memory it may not touch",
-        ("A NULL or dangling pointer in native code (a .pyd extension, TensorFlow op, "
-         "CUDA/cuDNN library or driver)",
-         "An extension module built against a different Python, numpy or TensorFlow "
-         "ABI than the one loaded (e.g. a wheel for another numpy major version)",
-         "Use-after-free or a buffer overrun that later corrupts a pointer",
-         "Calling native code from several threads without the GIL or locks it needs",
-         "A mismatch between the CUDA/cuDNN DLLs found on PATH and the ones the "
-         "TensorFlow build expects",
-         "An aligned SSE/AVX instruction (movaps, vmovdqa) on a buffer that is not 16/32-byte "
-         "aligned, e.g. Eigen types in memory from a plain malloc"),
-        ("Run with `python -X faulthandler`: for an access violation it prints the "
-         "Python stack of every thread",
-         "The access parameters say read/write/execute and the address; a small address "
-         "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
-         "general-protection fault (a non-canonical pointer or a misaligned vector access), "
-         "whose real address `dumpkit analyze` computes from the faulting instruction",
-         _ANALYZE)),
-    _ci(STATUS_IN_PAGE_ERROR, "STATUS_IN_PAGE_ERROR",
+        (
+            "A NULL or dangling pointer in native code (a .pyd extension, TensorFlow op, CUDA/cuDNN library or driver)",
+            "An extension module built against a different Python, numpy or TensorFlow "
+            "ABI than the one loaded (e.g. a wheel for another numpy major version)",
+            "Use-after-free or a buffer overrun that later corrupts a pointer",
+            "Calling native code from several threads without the GIL or locks it needs",
+            "A mismatch between the CUDA/cuDNN DLLs found on PATH and the ones the TensorFlow build expects",
+            "An aligned SSE/AVX instruction (movaps, vmovdqa) on a buffer that is not 16/32-byte "
+            "aligned, e.g. Eigen types in memory from a plain malloc",
+        ),
+        (
+            "Run with `python -X faulthandler`: for an access violation it prints the Python stack of every thread",
+            "The access parameters say read/write/execute and the address; a small address "
+            "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
+            "general-protection fault (a non-canonical pointer or a misaligned vector access), "
+            "whose real address `dumpkit analyze` computes from the faulting instruction",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        STATUS_IN_PAGE_ERROR,
+        "STATUS_IN_PAGE_ERROR",
         "a page of a mapped file or of the page file could not be read from disk",
-        ("A DLL, .pyd or memory-mapped model/checkpoint file on a network share or "
-         "removable drive that went away or hiccupped",
-         "A failing disk, or a file truncated while it was mapped",
-         "Antivirus or storage filter drivers failing reads"),
-        ("The third exception parameter is the NTSTATUS of the failed I/O; it says why",
-         "Copy models, datasets and the Python environment to a local disk")),
-    _ci(0xC0000008, "STATUS_INVALID_HANDLE",
+        (
+            "A DLL, .pyd or memory-mapped model/checkpoint file on a network share or "
+            "removable drive that went away or hiccupped",
+            "A failing disk, or a file truncated while it was mapped",
+            "Antivirus or storage filter drivers failing reads",
+        ),
+        (
+            "The third exception parameter is the NTSTATUS of the failed I/O; it says why",
+            "Copy models, datasets and the Python environment to a local disk",
+        ),
+    ),
+    _ci(
+        0xC0000008,
+        "STATUS_INVALID_HANDLE",
         "an invalid handle was used while strict handle checking was on",
-        ("Closing a handle twice, or using a closed handle, under a debugger or "
-         "Application Verifier (which turn the error into an exception)",),
-        ("Look for a double CloseHandle in the native frames", _ANALYZE)),
-    _ci(0xC000000D, "STATUS_INVALID_PARAMETER",
+        (
+            "Closing a handle twice, or using a closed handle, under a debugger or "
+            "Application Verifier (which turn the error into an exception)",
+        ),
+        ("Look for a double CloseHandle in the native frames", _ANALYZE),
+    ),
+    _ci(
+        0xC000000D,
+        "STATUS_INVALID_PARAMETER",
         "a function was given an invalid parameter",
-        ("Usually a returned error, not a crash; as an exception it comes from code that "
-         "raises it explicitly, or from the C runtime's invalid-parameter path",
-         "Current C runtimes report a bad CRT argument as 0xC0000409 with "
-         "FAST_FAIL_INVALID_ARG (5) instead"),
-        (_ANALYZE,)),
-    _ci(0xC0000017, "STATUS_NO_MEMORY",
+        (
+            "Usually a returned error, not a crash; as an exception it comes from code that "
+            "raises it explicitly, or from the C runtime's invalid-parameter path",
+            "Current C runtimes report a bad CRT argument as 0xC0000409 with FAST_FAIL_INVALID_ARG (5) instead",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000017,
+        "STATUS_NO_MEMORY",
         "not enough virtual memory or page-file quota to complete an allocation",
-        ("Large CPU-side tensors or datasets exhausting RAM plus page file",
-         "A page file too small for the commit charge (Windows commits memory up front, "
-         "unlike Linux overcommit)",
-         "A memory leak over a long training run"),
-        ("Watch the process's commit size in Task Manager (Details -> Commit size)",
-         "Enlarge the page file or reduce batch / dataset / prefetch buffer sizes")),
-    _ci(0xC000001D, "STATUS_ILLEGAL_INSTRUCTION",
+        (
+            "Large CPU-side tensors or datasets exhausting RAM plus page file",
+            "A page file too small for the commit charge (Windows commits memory up front, unlike Linux overcommit)",
+            "A memory leak over a long training run",
+        ),
+        (
+            "Watch the process's commit size in Task Manager (Details -> Commit size)",
+            "Enlarge the page file or reduce batch / dataset / prefetch buffer sizes",
+        ),
+    ),
+    _ci(
+        0xC000001D,
+        "STATUS_ILLEGAL_INSTRUCTION",
         "the CPU met an instruction it does not support or that is invalid",
-        ("The classic TensorFlow case: a wheel built with AVX/AVX2 (or AVX-512) "
-         "instructions running on a CPU without them (older or low-end CPUs, some "
-         "virtual machines that hide AVX)",
-         "Another native library compiled for a newer CPU (-march/-arch:AVX2)",
-         "GCC's -fstack-protector on mingw-w64 10 and older (GCC's libssp): a smashed "
-         "stack ends in a ud2 trap, i.e. this code; mingw-w64 11 and later ship their "
-         "own __stack_chk_fail, which raises 0xC0000409 subcode 2 "
-         "(FAST_FAIL_STACK_COOKIE_CHECK_FAILURE) instead",
-         "A jump into data or into the middle of an instruction (corrupted code pointer)"),
-        ("Check the CPU flags on the machine that crashed: `coreinfo -f` (Sysinternals) or "
-         "`python -m cpuinfo` (py-cpuinfo) list AVX, AVX2 and AVX512F",
-         "`dumpkit analyze` on a dump decodes the faulting instruction (a ud2 trap is not "
-         "a CPU feature problem) and reports AVX/AVX2/AVX-512 support from the dump's "
-         "CPUID data",
-         "If a vector instruction faulted, install a build made for your CPU (e.g. a "
-         "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
-         _ANALYZE)),
-    _ci(0xC0000022, "STATUS_ACCESS_DENIED",
+        (
+            "The classic TensorFlow case: a wheel built with AVX/AVX2 (or AVX-512) "
+            "instructions running on a CPU without them (older or low-end CPUs, some "
+            "virtual machines that hide AVX)",
+            "Another native library compiled for a newer CPU (-march/-arch:AVX2)",
+            "GCC's -fstack-protector on mingw-w64 10 and older (GCC's libssp): a smashed "
+            "stack ends in a ud2 trap, i.e. this code; mingw-w64 11 and later ship their "
+            "own __stack_chk_fail, which raises 0xC0000409 subcode 2 "
+            "(FAST_FAIL_STACK_COOKIE_CHECK_FAILURE) instead",
+            "A jump into data or into the middle of an instruction (corrupted code pointer)",
+        ),
+        (
+            "Check the CPU flags on the machine that crashed: `coreinfo -f` (Sysinternals) or "
+            "`python -m cpuinfo` (py-cpuinfo) list AVX, AVX2 and AVX512F",
+            "`dumpkit analyze` on a dump decodes the faulting instruction (a ud2 trap is not "
+            "a CPU feature problem) and reports AVX/AVX2/AVX-512 support from the dump's "
+            "CPUID data",
+            "If a vector instruction faulted, install a build made for your CPU (e.g. a "
+            "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        0xC0000022,
+        "STATUS_ACCESS_DENIED",
         "access was denied",
-        ("As a process exit code: the process could not start or open something it needs "
-         "(antivirus or application control blocking python.exe or a DLL, a locked "
-         "file, missing permissions on the environment folder)",),
-        ("Check antivirus / Windows Defender / application-control logs",
-         "Check permissions on the Python environment and the working directory")),
-    _ci(0xC0000025, "STATUS_NONCONTINUABLE_EXCEPTION",
-        "an exception handler tried to continue after an exception that cannot be "
-        "continued",
-        ("A handler returning 'continue execution' for a fatal exception (buggy "
-         "vectored handler or SEH filter in native code)",),
-        (_ANALYZE,)),
-    _ci(0xC0000026, "STATUS_INVALID_DISPOSITION",
+        (
+            "As a process exit code: the process could not start or open something it needs "
+            "(antivirus or application control blocking python.exe or a DLL, a locked "
+            "file, missing permissions on the environment folder)",
+        ),
+        (
+            "Check antivirus / Windows Defender / application-control logs",
+            "Check permissions on the Python environment and the working directory",
+        ),
+    ),
+    _ci(
+        0xC0000025,
+        "STATUS_NONCONTINUABLE_EXCEPTION",
+        "an exception handler tried to continue after an exception that cannot be continued",
+        (
+            "A handler returning 'continue execution' for a fatal exception (buggy "
+            "vectored handler or SEH filter in native code)",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000026,
+        "STATUS_INVALID_DISPOSITION",
         "an exception handler returned a value the dispatcher does not accept",
-        ("A corrupted exception handler or stack (the dispatcher read garbage where a "
-         "handler result was expected)", "Mixing incompatible exception-handling "
-         "runtimes in one process"),
-        (_ANALYZE,)),
-    _ci(0xC0000028, "STATUS_BAD_STACK",
+        (
+            "A corrupted exception handler or stack (the dispatcher read garbage where a handler result was expected)",
+            "Mixing incompatible exception-handling runtimes in one process",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000028,
+        "STATUS_BAD_STACK",
         "an invalid or unaligned stack was found while unwinding",
         ("Stack corruption, or native code with wrong unwind data",),
-        (_ANALYZE,)),
-    _ci(0xC0000034, "STATUS_OBJECT_NAME_NOT_FOUND",
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000034,
+        "STATUS_OBJECT_NAME_NOT_FOUND",
         "a named object (file, registry key, section...) was not found",
-        ("Normally an error code returned to the caller; as a process exit code, a "
-         "program that exits with the status of a failed lookup (often a missing file)",),
-        ("Check that the files and paths the program expects exist",)),
-    _ci(0xC000007B, "STATUS_INVALID_IMAGE_FORMAT",
+        (
+            "Normally an error code returned to the caller; as a process exit code, a "
+            "program that exits with the status of a failed lookup (often a missing file)",
+        ),
+        ("Check that the files and paths the program expects exist",),
+    ),
+    _ci(
+        0xC000007B,
+        "STATUS_INVALID_IMAGE_FORMAT",
         "an executable or DLL is not a valid image for this process",
-        ("A 32-bit DLL in a 64-bit process or the reverse (a 32-bit Python with 64-bit "
-         "CUDA DLLs, or a stray 32-bit DLL earlier on PATH)",
-         "A corrupted or truncated DLL"),
-        ("Check the bitness of python.exe and of the DLLs on PATH (dumpbin /headers or "
-         "`dumpkit info`)",)),
-    _ci(0xC000008C, "STATUS_ARRAY_BOUNDS_EXCEEDED",
+        (
+            "A 32-bit DLL in a 64-bit process or the reverse (a 32-bit Python with 64-bit "
+            "CUDA DLLs, or a stray 32-bit DLL earlier on PATH)",
+            "A corrupted or truncated DLL",
+        ),
+        ("Check the bitness of python.exe and of the DLLs on PATH (dumpbin /headers or `dumpkit info`)",),
+    ),
+    _ci(
+        0xC000008C,
+        "STATUS_ARRAY_BOUNDS_EXCEEDED",
         "a hardware array-bounds check failed",
-        ("Rare on x64: raised by code that checks bounds in hardware or raises it "
-         "explicitly",), (_ANALYZE,)),
-    _ci(0xC000008D, "STATUS_FLOAT_DENORMAL_OPERAND",
+        ("Rare on x64: raised by code that checks bounds in hardware or raises it explicitly",),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC000008D,
+        "STATUS_FLOAT_DENORMAL_OPERAND",
         "a floating-point operation had a denormal operand with that exception unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC000008E, "STATUS_FLOAT_DIVIDE_BY_ZERO",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC000008E,
+        "STATUS_FLOAT_DIVIDE_BY_ZERO",
         "a floating-point division by zero with that exception unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC000008F, "STATUS_FLOAT_INEXACT_RESULT",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC000008F,
+        "STATUS_FLOAT_INEXACT_RESULT",
         "an inexact floating-point result with that exception unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC0000090, "STATUS_FLOAT_INVALID_OPERATION",
-        "an invalid floating-point operation (e.g. producing NaN) with that exception "
-        "unmasked", _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC0000091, "STATUS_FLOAT_OVERFLOW",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC0000090,
+        "STATUS_FLOAT_INVALID_OPERATION",
+        "an invalid floating-point operation (e.g. producing NaN) with that exception unmasked",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC0000091,
+        "STATUS_FLOAT_OVERFLOW",
         "a floating-point overflow with that exception unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC0000092, "STATUS_FLOAT_STACK_CHECK",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC0000092,
+        "STATUS_FLOAT_STACK_CHECK",
         "the x87 floating-point register stack overflowed or underflowed",
-        ("x87 code with unbalanced pushes and pops, or calling-convention mismatches in "
-         "32-bit code",), (_ANALYZE,)),
-    _ci(0xC0000093, "STATUS_FLOAT_UNDERFLOW",
+        ("x87 code with unbalanced pushes and pops, or calling-convention mismatches in 32-bit code",),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000093,
+        "STATUS_FLOAT_UNDERFLOW",
         "a floating-point underflow with that exception unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC0000094, "STATUS_INTEGER_DIVIDE_BY_ZERO",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC0000094,
+        "STATUS_INTEGER_DIVIDE_BY_ZERO",
         "an integer division by zero (or INT_MIN / -1) in native code",
-        ("An integer division or modulo by zero in a native op or extension, often from "
-         "an empty input, a zero batch size or a zero-sized dimension reaching a kernel "
-         "that does not check",
-         "Overclocking / GPU tuning tools injecting into the process have been reported "
-         "to cause it"),
-        ("faulthandler reports it ('int divide by zero') with the Python stack", _ANALYZE)),
-    _ci(0xC0000095, "STATUS_INTEGER_OVERFLOW",
+        (
+            "An integer division or modulo by zero in a native op or extension, often from "
+            "an empty input, a zero batch size or a zero-sized dimension reaching a kernel "
+            "that does not check",
+            "Overclocking / GPU tuning tools injecting into the process have been reported to cause it",
+        ),
+        ("faulthandler reports it ('int divide by zero') with the Python stack", _ANALYZE),
+    ),
+    _ci(
+        0xC0000095,
+        "STATUS_INTEGER_OVERFLOW",
         "an integer overflow trap (the x86 INTO instruction or equivalent)",
-        ("Rare: code compiled to trap on integer overflow",), (_ANALYZE,)),
-    _ci(0xC0000096, "STATUS_PRIVILEGED_INSTRUCTION",
+        ("Rare: code compiled to trap on integer overflow",),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000096,
+        "STATUS_PRIVILEGED_INSTRUCTION",
         "user-mode code executed an instruction reserved for the kernel",
-        ("A jump into data or a corrupted code pointer (random bytes decode as a "
-         "privileged instruction)", "Code written for a different CPU mode"),
-        (_ANALYZE,)),
-    _ci(STATUS_STACK_OVERFLOW, "STATUS_STACK_OVERFLOW",
+        (
+            "A jump into data or a corrupted code pointer (random bytes decode as a privileged instruction)",
+            "Code written for a different CPU mode",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        STATUS_STACK_OVERFLOW,
+        "STATUS_STACK_OVERFLOW",
         "a thread ran out of stack (this is a stack overflow, not a buffer overrun)",
-        ("Deep recursion in Python after sys.setrecursionlimit() was raised: the Python "
-         "limit no longer protects the C stack (Python 3.11 and older especially)",
-         "Recursive model or graph structures: deeply nested Keras layers, recursive "
-         "tf.function / AutoGraph conversion, deepcopy / pickle / json / repr of a deeply "
-         "nested object",
-         "Native recursion in a library (graph optimisers, protobuf, parsers) on a "
-         "deeply nested input",
-         "Large arrays on the stack in a native op or extension (big local buffers, "
-         "alloca, fixed-size Eigen matrices): the frame that dies is often in "
-         "__chkstk / ___chkstk_ms",
-         "Windows stacks are small: python.exe reserves about 2 MB for its main thread "
-         "(most programs keep the linker default of 1 MiB) and new threads get the same, "
-         "while Linux typically gives the main thread 8 MiB, so code that works on Linux "
-         "overflows on Windows"),
-        ("Run the work in a thread with a bigger stack: call threading.stack_size(128 * "
-         "1024 * 1024) before creating the threading.Thread that runs it (the size is "
-         "only reserved, not committed; CPython on Windows accepts up to just under "
-         "256 MiB)",
-         "Find the recursion: `dumpkit analyze` shows the repeating cycle of frames and "
-         "the bytes each repetition costs; fix the recursion or make it iterative",
-         "If one frame is huge, move its buffer to the heap",
-         _ANALYZE)),
-    _ci(0xC000012D, "STATUS_COMMITMENT_LIMIT",
+        (
+            "Deep recursion in Python after sys.setrecursionlimit() was raised: the Python "
+            "limit no longer protects the C stack (Python 3.11 and older especially)",
+            "Recursive model or graph structures: deeply nested Keras layers, recursive "
+            "tf.function / AutoGraph conversion, deepcopy / pickle / json / repr of a deeply "
+            "nested object",
+            "Native recursion in a library (graph optimisers, protobuf, parsers) on a deeply nested input",
+            "Large arrays on the stack in a native op or extension (big local buffers, "
+            "alloca, fixed-size Eigen matrices): the frame that dies is often in "
+            "__chkstk / ___chkstk_ms",
+            "Windows stacks are small: python.exe reserves about 2 MB for its main thread "
+            "(most programs keep the linker default of 1 MiB) and new threads get the same, "
+            "while Linux typically gives the main thread 8 MiB, so code that works on Linux "
+            "overflows on Windows",
+        ),
+        (
+            "Run the work in a thread with a bigger stack: call threading.stack_size(128 * "
+            "1024 * 1024) before creating the threading.Thread that runs it (the size is "
+            "only reserved, not committed; CPython on Windows accepts up to just under "
+            "256 MiB)",
+            "Find the recursion: `dumpkit analyze` shows the repeating cycle of frames and "
+            "the bytes each repetition costs; fix the recursion or make it iterative",
+            "If one frame is huge, move its buffer to the heap",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        0xC000012D,
+        "STATUS_COMMITMENT_LIMIT",
         "the system commit limit (RAM plus page file) was reached",
-        ("Large allocations on a machine with a small or fixed-size page file",
-         "Several processes (data-loader workers) each committing a copy of the data"),
-        ("Enlarge the page file or reduce memory use",)),
-    _ci(0xC0000135, "STATUS_DLL_NOT_FOUND",
+        (
+            "Large allocations on a machine with a small or fixed-size page file",
+            "Several processes (data-loader workers) each committing a copy of the data",
+        ),
+        ("Enlarge the page file or reduce memory use",),
+    ),
+    _ci(
+        0xC0000135,
+        "STATUS_DLL_NOT_FOUND",
         "a DLL the executable imports could not be found, so the process never started",
-        ("python.exe (or another .exe started by the script) cannot find one of its "
-         "DLLs: the Visual C++ runtime (vcruntime140.dll, vcruntime140_1.dll, "
-         "msvcp140.dll) or python3X.dll",
-         "A .pyd whose DLL is missing shows up as ImportError ('DLL load failed'), not "
-         "as this exit code; this code means an executable failed to start"),
-        ("Install the latest Microsoft Visual C++ Redistributable (x64)",
-         "Run the executable from a console to see which DLL is named, or use a "
-         "dependency walker (e.g. Dependencies / dumpbin /dependents)")),
-    _ci(0xC0000138, "STATUS_ORDINAL_NOT_FOUND",
+        (
+            "python.exe (or another .exe started by the script) cannot find one of its "
+            "DLLs: the Visual C++ runtime (vcruntime140.dll, vcruntime140_1.dll, "
+            "msvcp140.dll) or python3X.dll",
+            "A .pyd whose DLL is missing shows up as ImportError ('DLL load failed'), not "
+            "as this exit code; this code means an executable failed to start",
+        ),
+        (
+            "Install the latest Microsoft Visual C++ Redistributable (x64)",
+            "Run the executable from a console to see which DLL is named, or use a "
+            "dependency walker (e.g. Dependencies / dumpbin /dependents)",
+        ),
+    ),
+    _ci(
+        0xC0000138,
+        "STATUS_ORDINAL_NOT_FOUND",
         "a DLL was found but lacks an export ordinal the executable imports",
         ("An older or different build of a DLL earlier on PATH than the right one",),
-        ("Check which copy of the DLL is loaded (PATH order, the application folder)",)),
-    _ci(0xC0000139, "STATUS_ENTRYPOINT_NOT_FOUND",
+        ("Check which copy of the DLL is loaded (PATH order, the application folder)",),
+    ),
+    _ci(
+        0xC0000139,
+        "STATUS_ENTRYPOINT_NOT_FOUND",
         "a DLL was found but lacks a function the executable imports",
-        ("A different version of a DLL shadows the right one: an old msvcp140.dll / "
-         "vcruntime140.dll shipped by another program, or mismatched CUDA / cuDNN / zlib "
-         "DLLs on PATH",
-         "For a .pyd the same problem appears as ImportError 'The specified procedure "
-         "could not be found'"),
-        ("List the DLLs the process loaded (`dumpkit info` on a dump, or Process "
-         "Explorer) and compare their paths and versions",
-         "Put the right directories first, or use os.add_dll_directory() from Python "
-         "3.8 on")),
-    _ci(0xC000013A, "STATUS_CONTROL_C_EXIT",
+        (
+            "A different version of a DLL shadows the right one: an old msvcp140.dll / "
+            "vcruntime140.dll shipped by another program, or mismatched CUDA / cuDNN / zlib "
+            "DLLs on PATH",
+            "For a .pyd the same problem appears as ImportError 'The specified procedure could not be found'",
+        ),
+        (
+            "List the DLLs the process loaded (`dumpkit info` on a dump, or Process "
+            "Explorer) and compare their paths and versions",
+            "Put the right directories first, or use os.add_dll_directory() from Python 3.8 on",
+        ),
+    ),
+    _ci(
+        0xC000013A,
+        "STATUS_CONTROL_C_EXIT",
         "the process was ended by Ctrl+C, Ctrl+Break or its console closing",
-        ("Ctrl+C while the main thread was blocked in native code that never returned "
-         "to Python to raise KeyboardInterrupt",
-         "The console window was closed, or the parent (IDE, job runner) sent a console "
-         "control event"),
-        ("Not a crash: check what stopped the process",)),
-    _ci(0xC0000142, "STATUS_DLL_INIT_FAILED",
+        (
+            "Ctrl+C while the main thread was blocked in native code that never returned "
+            "to Python to raise KeyboardInterrupt",
+            "The console window was closed, or the parent (IDE, job runner) sent a console control event",
+        ),
+        ("Not a crash: check what stopped the process",),
+    ),
+    _ci(
+        0xC0000142,
+        "STATUS_DLL_INIT_FAILED",
         "a DLL's initialisation (DllMain) failed, so the process could not start",
-        ("A DLL whose DllMain returned FALSE: missing dependencies of its own, a "
-         "security product refusing it",
-         "Out of desktop heap when starting many processes (e.g. many data-loader "
-         "workers from a service)"),
-        ("Start the program from a console to see which DLL fails",
-         "Check antivirus logs and the Application event log")),
-    _ci(0xC0000144, "STATUS_UNHANDLED_EXCEPTION",
+        (
+            "A DLL whose DllMain returned FALSE: missing dependencies of its own, a security product refusing it",
+            "Out of desktop heap when starting many processes (e.g. many data-loader workers from a service)",
+        ),
+        (
+            "Start the program from a console to see which DLL fails",
+            "Check antivirus logs and the Application event log",
+        ),
+    ),
+    _ci(
+        0xC0000144,
+        "STATUS_UNHANDLED_EXCEPTION",
         "an exception was not handled and ended the process",
-        ("The generic 'unhandled exception' status; the original exception code is "
-         "in the dump's exception record or the event log",),
-        ("Look in the Application event log (Event ID 1000) for the real exception code",
-         _ANALYZE)),
-    _ci(0xC0000194, "STATUS_POSSIBLE_DEADLOCK",
+        (
+            "The generic 'unhandled exception' status; the original exception code is "
+            "in the dump's exception record or the event log",
+        ),
+        ("Look in the Application event log (Event ID 1000) for the real exception code", _ANALYZE),
+    ),
+    _ci(
+        0xC0000194,
+        "STATUS_POSSIBLE_DEADLOCK",
         "a wait on a critical section timed out and was reported as a possible deadlock",
-        ("A thread held a critical section for a very long time (deadlock, or a thread "
-         "suspended/killed while holding it), with the timeout check enabled (e.g. "
-         "Application Verifier or a lowered CriticalSectionTimeout)",
-         "The loader lock held while DllMain waits for another thread"),
-        ("Look at all threads' stacks in the dump for the owner of the lock",
-         _ANALYZE)),
-    _ci(0xC00002B4, "STATUS_FLOAT_MULTIPLE_FAULTS",
+        (
+            "A thread held a critical section for a very long time (deadlock, or a thread "
+            "suspended/killed while holding it), with the timeout check enabled (e.g. "
+            "Application Verifier or a lowered CriticalSectionTimeout)",
+            "The loader lock held while DllMain waits for another thread",
+        ),
+        ("Look at all threads' stacks in the dump for the owner of the lock", _ANALYZE),
+    ),
+    _ci(
+        0xC00002B4,
+        "STATUS_FLOAT_MULTIPLE_FAULTS",
         "several floating-point faults at once (SSE) with those exceptions unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC00002B5, "STATUS_FLOAT_MULTIPLE_TRAPS",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC00002B5,
+        "STATUS_FLOAT_MULTIPLE_TRAPS",
         "several floating-point traps at once (SSE) with those exceptions unmasked",
-        _FLOAT_CAUSES, _FLOAT_STEPS),
-    _ci(0xC0000374, "STATUS_HEAP_CORRUPTION",
+        _FLOAT_CAUSES,
+        _FLOAT_STEPS,
+    ),
+    _ci(
+        0xC0000374,
+        "STATUS_HEAP_CORRUPTION",
         "the Windows heap found its data structures corrupted",
-        ("A heap buffer overrun, double free or use-after-free in native code; the code "
-         "that notices is rarely the code that did it",
-         "Memory allocated by one C runtime or heap and freed by another (an extension "
-         "built with a different compiler or a static CRT passing ownership across a "
-         "DLL boundary)",
-         "Extension modules or custom ops built against a different numpy / TensorFlow "
-         "ABI"),
-        ("Enable full page heap for python.exe so the overrun faults where it happens: "
-         "gflags /p /enable python.exe /full (Debugging Tools for Windows), then get a "
-         "dump of the new crash", _ANALYZE)),
-    _ci(STATUS_STACK_BUFFER_OVERRUN, "STATUS_STACK_BUFFER_OVERRUN",
+        (
+            "A heap buffer overrun, double free or use-after-free in native code; the code "
+            "that notices is rarely the code that did it",
+            "Memory allocated by one C runtime or heap and freed by another (an extension "
+            "built with a different compiler or a static CRT passing ownership across a "
+            "DLL boundary)",
+            "Extension modules or custom ops built against a different numpy / TensorFlow ABI",
+        ),
+        (
+            "Enable full page heap for python.exe so the overrun faults where it happens: "
+            "gflags /p /enable python.exe /full (Debugging Tools for Windows), then get a "
+            "dump of the new crash",
+            _ANALYZE,
+        ),
+    ),
+    _ci(
+        STATUS_STACK_BUFFER_OVERRUN,
+        "STATUS_STACK_BUFFER_OVERRUN",
         "the process ended itself with __fastfail; the subcode says why (despite the name, "
         "usually not a buffer overrun)",
-        ("Since Windows 8 every __fastfail ends with this code: abort() (subcode 7), "
-         "the C runtime's invalid-parameter handler (5), a real /GS stack-cookie "
-         "failure (2), Control Flow Guard (10), heap and list corruption checks, ...",
-         "In TensorFlow, subcode 7 from a failed CHECK / LOG(FATAL) is by far the most "
-         "common: the reason is printed on stderr just before the exit",
-         "Python itself: 'Fatal Python error: ...' ends in abort(), so subcode 7"),
-        ("Read the last lines of stderr first: abort() callers print why",
-         "Get the subcode: it is the first exception parameter in a dump "
-         "(`dumpkit analyze` shows it and the function that raised it); "
-         "then `dumpkit explain 0xC0000409/<subcode>`")),
-    _ci(0xC0000417, "STATUS_INVALID_CRUNTIME_PARAMETER",
+        (
+            "Since Windows 8 every __fastfail ends with this code: abort() (subcode 7), "
+            "the C runtime's invalid-parameter handler (5), a real /GS stack-cookie "
+            "failure (2), Control Flow Guard (10), heap and list corruption checks, ...",
+            "In TensorFlow, subcode 7 from a failed CHECK / LOG(FATAL) is by far the most "
+            "common: the reason is printed on stderr just before the exit",
+            "Python itself: 'Fatal Python error: ...' ends in abort(), so subcode 7",
+        ),
+        (
+            "Read the last lines of stderr first: abort() callers print why",
+            "Get the subcode: it is the first exception parameter in a dump "
+            "(`dumpkit analyze` shows it and the function that raised it); "
+            "then `dumpkit explain 0xC0000409/<subcode>`",
+        ),
+    ),
+    _ci(
+        0xC0000417,
+        "STATUS_INVALID_CRUNTIME_PARAMETER",
         "the C runtime's invalid-parameter handler ended the process (older runtimes)",
-        ("A CRT function given a bad argument (bad file descriptor, NULL string, buffer "
-         "too small) in a library linked against an older C runtime",),
-        ("Find the CRT call in the stack and the argument it was given", _ANALYZE)),
-    _ci(0xC0000420, "STATUS_ASSERTION_FAILURE",
+        (
+            "A CRT function given a bad argument (bad file descriptor, NULL string, buffer "
+            "too small) in a library linked against an older C runtime",
+        ),
+        ("Find the CRT call in the stack and the argument it was given", _ANALYZE),
+    ),
+    _ci(
+        0xC0000420,
+        "STATUS_ASSERTION_FAILURE",
         "an assertion raised with the kernel's assertion mechanism (int 0x2C) failed",
-        ("NT_ASSERT-style assertions in system or driver-like code, typically on checked "
-         "or debug builds",),
-        (_ANALYZE,)),
-    _ci(0xC000041D, "STATUS_FATAL_USER_CALLBACK_EXCEPTION",
+        ("NT_ASSERT-style assertions in system or driver-like code, typically on checked or debug builds",),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC000041D,
+        "STATUS_FATAL_USER_CALLBACK_EXCEPTION",
         "an exception escaped a callback that Windows called into user mode (a window "
         "procedure or hook) and could not be passed on",
-        ("A crash inside a GUI callback: a window procedure or hook in a plotting or GUI "
-         "toolkit (Tk, Qt, matplotlib backends), or a crash in a native library called "
-         "from such a callback",),
-        (_ANALYZE,)),
-    _ci(0xC0000602, "STATUS_FAIL_FAST_EXCEPTION",
+        (
+            "A crash inside a GUI callback: a window procedure or hook in a plotting or GUI "
+            "toolkit (Tk, Qt, matplotlib backends), or a crash in a native library called "
+            "from such a callback",
+        ),
+        (_ANALYZE,),
+    ),
+    _ci(
+        0xC0000602,
+        "STATUS_FAIL_FAST_EXCEPTION",
         "the program ended itself with RaiseFailFastException",
-        ("A runtime that fails fast through RaiseFailFastException, e.g. the .NET "
-         "runtime's Environment.FailFast (pythonnet) or other managed hosts",),
-        ("Check stderr and the Application event log for the runtime's own message",
-         _ANALYZE)),
-    _ci(STATUS_CPP_EH_EXCEPTION, "CPP_EH_EXCEPTION",
-        "a C++ exception thrown by MSVC-compiled code ('msc'); fatal only when nobody "
-        "caught it",
-        ("A C++ exception (std::bad_alloc, std::runtime_error, a library's own type) "
-         "thrown in native code and not caught before the boundary to Python; an "
-         "unhandled one goes to std::terminate() and the process then exits with "
-         "0xC0000409 / FAST_FAIL_FATAL_APP_EXIT (7)",
-         "Dump writers that stop at the second-chance exception record this code rather "
-         "than the final fail-fast"),
-        ("The exception object's type is found through the third parameter (ThrowInfo); "
-         "`dumpkit analyze` names it when the memory is in the dump", _ANALYZE)),
+        (
+            "A runtime that fails fast through RaiseFailFastException, e.g. the .NET "
+            "runtime's Environment.FailFast (pythonnet) or other managed hosts",
+        ),
+        ("Check stderr and the Application event log for the runtime's own message", _ANALYZE),
+    ),
+    _ci(
+        STATUS_CPP_EH_EXCEPTION,
+        "CPP_EH_EXCEPTION",
+        "a C++ exception thrown by MSVC-compiled code ('msc'); fatal only when nobody caught it",
+        (
+            "A C++ exception (std::bad_alloc, std::runtime_error, a library's own type) "
+            "thrown in native code and not caught before the boundary to Python; an "
+            "unhandled one goes to std::terminate() and the process then exits with "
+            "0xC0000409 / FAST_FAIL_FATAL_APP_EXIT (7)",
+            "Dump writers that stop at the second-chance exception record this code rather than the final fail-fast",
+        ),
+        (
+            "The exception object's type is found through the third parameter (ThrowInfo); "
+            "`dumpkit analyze` names it when the memory is in the dump",
+            _ANALYZE,
+        ),
+    ),
     # Statuses that show up as the third parameter of an in-page error.
     _ci(0xC000000E, "STATUS_NO_SUCH_DEVICE", "the device does not exist (any more)"),
     _ci(0xC000003F, "STATUS_CRC_ERROR", "a data error (CRC) was reported by the disk"),
@@ -728,11 +973,13 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
     _ci(0xC0000185, "STATUS_IO_DEVICE_ERROR", "the device reported an I/O error"),
     _ci(0xC000020C, "STATUS_CONNECTION_DISCONNECTED", "the network connection was dropped"),
     _ci(0xC000026E, "STATUS_VOLUME_DISMOUNTED", "the volume was dismounted"),
-    _ci(0xE0434352, "CLR_EXCEPTION",
+    _ci(
+        0xE0434352,
+        "CLR_EXCEPTION",
         "a .NET (CLR) exception ('CCR')",
-        ("A managed exception in a .NET component loaded into the process (pythonnet, "
-         "a vendor SDK)",),
-        ("Look at the .NET side's logs; in WinDbg use SOS (!pe) to print it",)),
+        ("A managed exception in a .NET component loaded into the process (pythonnet, a vendor SDK)",),
+        ("Look at the .NET side's logs; in WinDbg use SOS (!pe) to print it",),
+    ),
 )
 
 STATUS_CODES: Dict[int, CodeInfo] = {info.code: info for info in _STATUS_ROWS}
@@ -791,8 +1038,7 @@ def _derived_info(code: int) -> CodeInfo:
     low = code & 0xFFFF
     parts = [f"unrecognised {severity} status"]
     if customer:
-        parts.append("customer-defined (not a Windows code: raised by a program or "
-                     "runtime with RaiseException)")
+        parts.append("customer-defined (not a Windows code: raised by a program or runtime with RaiseException)")
     fac_name = _FACILITIES.get(facility)
     if facility == 0x7 and not customer:
         parts.append(f"facility Win32: Win32 error {low}")
@@ -806,18 +1052,22 @@ def _derived_info(code: int) -> CodeInfo:
     if code < 0x100:
         parts.append("values this small are ordinary exit codes, not crashes")
         plain = {
-            1: "exit code 1: Python ends with 1 after an unhandled Python exception "
-               "(the traceback is on stderr)",
-            2: "exit code 2: a command-line usage error (argparse, or python could not "
-               "open the script)",
+            1: "exit code 1: Python ends with 1 after an unhandled Python exception (the traceback is on stderr)",
+            2: "exit code 2: a command-line usage error (argparse, or python could not open the script)",
             3: "exit code 3: the C runtime's abort() when a SIGABRT handler ran first "
-               "(e.g. with faulthandler enabled), or an explicit exit(3)",
+            "(e.g. with faulthandler enabled), or an explicit exit(3)",
         }
-        causes = (plain[code],) if code in plain else (
-            f"exit code {code}: passed to sys.exit() / exit() by the program",)
-    return CodeInfo(code, f"0x{code:08X}", "; ".join(parts), causes,
-                    ("Search the program's own documentation or source for this value",),
-                    known=False)
+        causes = (
+            (plain[code],) if code in plain else (f"exit code {code}: passed to sys.exit() / exit() by the program",)
+        )
+    return CodeInfo(
+        code,
+        f"0x{code:08X}",
+        "; ".join(parts),
+        causes,
+        ("Search the program's own documentation or source for this value",),
+        known=False,
+    )
 
 
 def lookup_status(code: int) -> CodeInfo:
@@ -855,8 +1105,10 @@ def _fill_pattern(address: int) -> Optional[str]:
             return meaning
     raw = address.to_bytes(8, "little")
     if address > 0xFFFFFFFF and len(set(raw)) == 1 and raw[0] not in (0x00, 0xFF):
-        return (f"a repeated byte 0x{raw[0]:02x}: memory filled with a pattern (memset, "
-                "a poison value, or an allocator's fill), not a real pointer")
+        return (
+            f"a repeated byte 0x{raw[0]:02x}: memory filled with a pattern (memset, "
+            "a poison value, or an allocator's fill), not a real pointer"
+        )
     return None
 
 
@@ -867,8 +1119,7 @@ def is_canonical(address: int) -> bool:
 
 
 def _verb(kind: str) -> str:
-    return {"read": "read from", "write": "write to", "execute": "execute at"}.get(
-        kind, "access to")
+    return {"read": "read from", "write": "write to", "execute": "execute at"}.get(kind, "access to")
 
 
 def describe_access_violation(parameters: Sequence[int]) -> AccessViolation:
@@ -880,9 +1131,14 @@ def describe_access_violation(parameters: Sequence[int]) -> AccessViolation:
     address = params[1] if len(params) > 1 else None
     io_status = params[2] & MASK32 if len(params) > 2 else None
     if address is None:
-        return AccessViolation(kind, None, False, False,
-                               f"A {kind} access fault; the dump does not record the address.",
-                               io_status=io_status)
+        return AccessViolation(
+            kind,
+            None,
+            False,
+            False,
+            f"A {kind} access fault; the dump does not record the address.",
+            io_status=io_status,
+        )
 
     null_page = address < 0x10000
     non_canonical = not is_canonical(address)
@@ -890,43 +1146,63 @@ def describe_access_violation(parameters: Sequence[int]) -> AccessViolation:
     pattern = _fill_pattern(address)
     where = f"{_verb(kind).capitalize()} {address:#x}"
     if gp:
-        sentence = (f"{where}: Windows reports the address as all ones when the CPU raised "
-                    "a general-protection fault instead of a page fault, which on x64 "
-                    "usually means a non-canonical pointer; the real address is in the "
-                    "faulting instruction's operands, and the read/write flag is not "
-                    "reliable then.")
+        sentence = (
+            f"{where}: Windows reports the address as all ones when the CPU raised "
+            "a general-protection fault instead of a page fault, which on x64 "
+            "usually means a non-canonical pointer; the real address is in the "
+            "faulting instruction's operands, and the read/write flag is not "
+            "reliable then."
+        )
     elif null_page:
         if address == 0:
             sentence = f"{where}: a NULL pointer dereference."
         else:
-            sentence = (f"{where}, inside the first 64 KiB that Windows never maps: a NULL "
-                        f"pointer plus an offset (a field at offset {address:#x} of a NULL "
-                        "object, or a small integer used as a pointer).")
+            sentence = (
+                f"{where}, inside the first 64 KiB that Windows never maps: a NULL "
+                f"pointer plus an offset (a field at offset {address:#x} of a NULL "
+                "object, or a small integer used as a pointer)."
+            )
         if kind == "execute":
             sentence += " Calling through a NULL function pointer ends here."
     elif non_canonical:
-        sentence = (f"{where}, a non-canonical x64 address (bits 47-63 are not all equal), "
-                    "so no memory can ever be there: the pointer itself is garbage "
-                    "(freed or uninitialised memory, or an overwritten value).")
+        sentence = (
+            f"{where}, a non-canonical x64 address (bits 47-63 are not all equal), "
+            "so no memory can ever be there: the pointer itself is garbage "
+            "(freed or uninitialised memory, or an overwritten value)."
+        )
     elif io_status is not None:
-        sentence = (f"{where}: the page is mapped, but its contents could not be brought in "
-                    "from the file or page file behind it.")
+        sentence = (
+            f"{where}: the page is mapped, but its contents could not be brought in "
+            "from the file or page file behind it."
+        )
     elif kind == "execute":
-        sentence = (f"{where}: the CPU jumped to memory that is not executable (DEP) or not "
-                    "mapped: a corrupted function pointer or return address, or a call into "
-                    "a DLL that has been unloaded.")
+        sentence = (
+            f"{where}: the CPU jumped to memory that is not executable (DEP) or not "
+            "mapped: a corrupted function pointer or return address, or a call into "
+            "a DLL that has been unloaded."
+        )
     else:
-        sentence = (f"{where}: nothing readable/writable is mapped there (freed or unmapped "
-                    "memory, a dangling pointer, or a write to read-only memory).")
+        sentence = (
+            f"{where}: nothing readable/writable is mapped there (freed or unmapped "
+            "memory, a dangling pointer, or a write to read-only memory)."
+        )
     if pattern and not gp:
         sentence += f" The value looks like {pattern}."
     if io_status is not None:
         status_info = lookup_status(io_status)
-        sentence += (f" The paging I/O failed with 0x{io_status:08X}"
-                     + (f" ({status_info.name})." if status_info.known else "."))
-    return AccessViolation(kind, address, null_page, non_canonical, sentence,
-                           general_protection=gp, io_status=io_status,
-                           fill_pattern=pattern)
+        sentence += f" The paging I/O failed with 0x{io_status:08X}" + (
+            f" ({status_info.name})." if status_info.known else "."
+        )
+    return AccessViolation(
+        kind,
+        address,
+        null_page,
+        non_canonical,
+        sentence,
+        general_protection=gp,
+        io_status=io_status,
+        fill_pattern=pattern,
+    )
 
 
 def crash_summary(decoded: DecodedException) -> str:
@@ -935,8 +1211,10 @@ def crash_summary(decoded: DecodedException) -> str:
     overrun'."""
     ff = decoded.fastfail
     if decoded.code_info.code == STATUS_STACK_BUFFER_OVERRUN and ff is not None and ff.subcode in (0, 2):
-        return ("the process ended itself with __fastfail; this subcode is a real /GS stack buffer "
-                "overrun (a local buffer overflowed its stack cookie), not a stack overflow")
+        return (
+            "the process ended itself with __fastfail; this subcode is a real /GS stack buffer "
+            "overrun (a local buffer overflowed its stack cookie), not a stack overflow"
+        )
     return decoded.code_info.summary
 
 
@@ -952,7 +1230,7 @@ def _plain_name(info: CodeInfo) -> str:
     name = info.name
     for prefix in ("STATUS_", "EXCEPTION_"):
         if name.startswith(prefix):
-            name = name[len(prefix):]
+            name = name[len(prefix) :]
     return name.replace("_", " ").lower()
 
 
@@ -969,11 +1247,12 @@ def decode_exception(code: int, parameters: Sequence[int] = ()) -> DecodedExcept
     if code == STATUS_STACK_BUFFER_OVERRUN:
         if params:
             fastfail = lookup_fastfail(params[0])
-            headline = (f"{hexcode} fail-fast {fastfail.name} ({params[0]}): "
-                        f"{fastfail.summary}")
+            headline = f"{hexcode} fail-fast {fastfail.name} ({params[0]}): {fastfail.summary}"
         else:
-            headline = (f"{hexcode} fail-fast with no subcode recorded: the process ended "
-                        "itself with __fastfail (or an old-style /GS failure report)")
+            headline = (
+                f"{hexcode} fail-fast with no subcode recorded: the process ended "
+                "itself with __fastfail (or an old-style /GS failure report)"
+            )
     elif code in (STATUS_ACCESS_VIOLATION, STATUS_IN_PAGE_ERROR):
         what = "access violation" if code == STATUS_ACCESS_VIOLATION else "in-page error"
         if len(params) >= 2:
@@ -1004,11 +1283,10 @@ def decode_exception(code: int, parameters: Sequence[int] = ()) -> DecodedExcept
     elif code == STATUS_CPP_EH_EXCEPTION:
         headline = f"{hexcode} C++ exception (MSVC throw)"
         if params and params[0] == CPP_EH_MAGIC:
-            headline += (f": object at {params[1]:#x}" if len(params) > 1 else "")
+            headline += f": object at {params[1]:#x}" if len(params) > 1 else ""
         headline += "; fatal only because nothing caught it"
     else:
-        headline = (f"{hexcode} {_plain_name(info)}: {info.summary}" if info.known
-                    else f"{hexcode}: {info.summary}")
+        headline = f"{hexcode} {_plain_name(info)}: {info.summary}" if info.known else f"{hexcode}: {info.summary}"
     return DecodedException(info, fastfail, access, headline)
 
 
@@ -1020,18 +1298,17 @@ _NAME_TO_CODE: Dict[str, int] = {}
 for _info in _STATUS_ROWS:
     _NAME_TO_CODE[_info.name] = _info.code
     if _info.name.startswith("STATUS_"):
-        _NAME_TO_CODE.setdefault(_info.name[len("STATUS_"):], _info.code)
+        _NAME_TO_CODE.setdefault(_info.name[len("STATUS_") :], _info.code)
 for _alias, _code in _ALIASES.items():
     _NAME_TO_CODE.setdefault(_alias, _code)
     if _alias.startswith("STATUS_"):
-        _NAME_TO_CODE.setdefault(_alias[len("STATUS_"):], _code)
+        _NAME_TO_CODE.setdefault(_alias[len("STATUS_") :], _code)
 
 _HEX_RE = re.compile(r"0x[0-9a-f]+")
 _BARE_HEX_RE = re.compile(r"[0-9a-f]+")
 _DEC_RE = re.compile(r"[-+]?[0-9]+")
 _UNKNOWN_FF_RE = re.compile(r"fast_fail_0x([0-9a-f]+)")
-_PREFIX_RE = re.compile(r"^(?:process finished with\s+)?(?:exit\s+(?:code|status)\s*:?\s*)",
-                        re.IGNORECASE)
+_PREFIX_RE = re.compile(r"^(?:process finished with\s+)?(?:exit\s+(?:code|status)\s*:?\s*)", re.IGNORECASE)
 _TWIN_RE = re.compile(r"^(\S+)\s*\(\s*(\S+)\s*\)$")
 
 
@@ -1047,8 +1324,7 @@ def _parse_number(token: str) -> int:
         digits = t.lstrip("+-")
         # An 8-digit run of decimal digits whose hex reading has severity bits set is how
         # WER and the event log print codes (e.g. "80000003", "40000015"): read it as hex.
-        if len(digits) == 8 and t[0] not in "+-" and digits[0] in "456789" and \
-                int(digits, 16) >= 0x40000000:
+        if len(digits) == 8 and t[0] not in "+-" and digits[0] in "456789" and int(digits, 16) >= 0x40000000:
             value = int(digits, 16)
         else:
             value = int(t, 10)

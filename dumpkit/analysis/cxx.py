@@ -5,6 +5,7 @@ the ThrowInfo, the image base those RVAs are relative to]. ThrowInfo -> Catchabl
 -> CatchableType -> TypeDescriptor holds the decorated name (".?AVruntime_error@std@@").
 The structures live in the throwing module's .rdata: readable from its image even when
 the dump does not hold them."""
+
 from __future__ import annotations
 
 import struct

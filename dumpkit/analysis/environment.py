@@ -12,6 +12,7 @@ resource of the module's image when one was found (that adds the version *string
 Every value says where it came from, and nothing is claimed that the dump does not show:
 a CPU feature the dump has no evidence for is None (unknown), not False.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,14 @@ from dumpkit.analysis.model import CudaComponent, Environment
 from dumpkit.pe import VersionInfo
 from dumpkit.target import Module, SystemInfo, Target
 
-__all__ = ["describe_environment", "VersionLookup", "nvidia_driver_version", "cuda_toolkit_version",
-           "python_version_from_file_version", "os_name"]
+__all__ = [
+    "describe_environment",
+    "VersionLookup",
+    "nvidia_driver_version",
+    "cuda_toolkit_version",
+    "python_version_from_file_version",
+    "os_name",
+]
 
 VersionLookup = Callable[[Module], Optional[VersionInfo]]
 
@@ -53,8 +60,9 @@ SRC_PF = "PF_* processor-feature bits (IsProcessorFeaturePresent)"
 SRC_XSTATE = "XSTATE mask in MiscInfo (state the OS enabled)"
 
 
-def cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
-                  ) -> Tuple[Dict[str, Optional[bool]], Dict[str, str], str]:
+def cpu_features(
+    system: Optional[SystemInfo], xstate: Optional[int]
+) -> Tuple[Dict[str, Optional[bool]], Dict[str, str], str]:
     """(feature -> True/False/None, feature -> source sentence, one-line summary).
 
     Rules, strongest first:
@@ -73,7 +81,7 @@ def cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
     * x86 dumps record CPUID leaf 1 EDX only; AVX is a leaf 1 ECX bit (and AVX2/AVX512F are
       leaf 7), so they cannot show any of the three.
     """
-    feats: Dict[str, Optional[bool]] = {f: None for f in FEATURES}
+    feats: Dict[str, Optional[bool]] = dict.fromkeys(FEATURES)
     sources: Dict[str, str] = {}
     if system is None:
         return feats, sources, "no SystemInfo stream in the dump"
@@ -87,15 +95,19 @@ def cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
             if pf >> bit & 1:
                 feats[name] = True
                 sources[name] = f"{SRC_PF}: bit {bit} set"
-            elif (knows_512 if name == "AVX512F" else knows_block):
+            elif knows_512 if name == "AVX512F" else knows_block:
                 feats[name] = False
                 sources[name] = f"{SRC_PF}: bit {bit} clear while the writer fills bits 36+"
         if not knows_block:
-            reason_unknown = ("the PF_* mask has no SSSE3/SSE4 bits (36-38), so this writer/OS "
-                              "does not report PF 39-41 and a clear bit means nothing")
+            reason_unknown = (
+                "the PF_* mask has no SSSE3/SSE4 bits (36-38), so this writer/OS "
+                "does not report PF 39-41 and a clear bit means nothing"
+            )
     elif system.processor_architecture == 0 and system.cpu_vendor:
-        reason_unknown = ("x86 dump: it records CPUID leaf 1 EDX only, and AVX is in ECX "
-                          "(AVX2/AVX-512 in leaf 7), which minidumps do not record")
+        reason_unknown = (
+            "x86 dump: it records CPUID leaf 1 EDX only, and AVX is in ECX "
+            "(AVX2/AVX-512 in leaf 7), which minidumps do not record"
+        )
     if xstate is not None and xstate & 0b11 == 0b11:  # x87 and SSE are always on: sane mask
         if feats["AVX"] is None and xstate >> XSTATE_AVX & 1:
             feats["AVX"] = True
@@ -122,8 +134,12 @@ def cpu_features(system: Optional[SystemInfo], xstate: Optional[int]
 
 
 # ----------------------------------------------------------------------------- OS / CPU
-_SERVER_BY_BUILD = ((26100, "Windows Server 2025"), (20348, "Windows Server 2022"),
-                    (17763, "Windows Server 2019"), (14393, "Windows Server 2016"))
+_SERVER_BY_BUILD = (
+    (26100, "Windows Server 2025"),
+    (20348, "Windows Server 2022"),
+    (17763, "Windows Server 2019"),
+    (14393, "Windows Server 2016"),
+)
 
 
 def os_name(major: int, minor: int, build: int, product_type: int = 1) -> str:
@@ -172,15 +188,23 @@ def _wine_description(wine: str, system: SystemInfo) -> str:
         version = version[5:]
     host = " ".join(parts[1:3]).strip()
     claimed = os_name(system.os_major, system.os_minor, system.os_build, system.product_type)
-    return (f"Wine {version}" + (f" on {host}" if host else "")
-            + f": the program ran under Wine, not Windows (the Wine prefix reports {claimed}, "
-            f"{system.os_major}.{system.os_minor}.{system.os_build})")
+    return (
+        f"Wine {version}"
+        + (f" on {host}" if host else "")
+        + f": the program ran under Wine, not Windows (the Wine prefix reports {claimed}, "
+        f"{system.os_major}.{system.os_minor}.{system.os_build})"
+    )
 
 
 # Families only AMD (or Hygon, 0x18) uses today; Intel uses 6 and 15 and has announced
 # others, so no vendor is inferred from any other family.
-_AMD_FAMILIES = {0x15: "Bulldozer family", 0x16: "Jaguar family", 0x17: "Zen/Zen+/Zen 2",
-                 0x19: "Zen 3/Zen 4", 0x1A: "Zen 5"}
+_AMD_FAMILIES = {
+    0x15: "Bulldozer family",
+    0x16: "Jaguar family",
+    0x17: "Zen/Zen+/Zen 2",
+    0x19: "Zen 3/Zen 4",
+    0x1A: "Zen 5",
+}
 
 
 def _cpu(system: SystemInfo) -> str:
@@ -188,15 +212,17 @@ def _cpu(system: SystemInfo) -> str:
     procs = f", {n} logical processor{'s' if n != 1 else ''}" if n else ""
     if system.cpu_vendor and system.cpuid_version:
         fam, model, step = system.cpu_family, system.cpu_model, system.cpu_stepping
-        return (f"{system.cpu_vendor} family {fam} model {model} stepping {step} "
-                f"(CPUID 0x{system.cpuid_version:x}){procs}")
+        return (
+            f"{system.cpu_vendor} family {fam} model {model} stepping {step} (CPUID 0x{system.cpuid_version:x}){procs}"
+        )
     if system.processor_architecture in (0, 9) and system.processor_level:
         # Windows' ProcessorLevel is the (display) family, ProcessorRevision model<<8|stepping.
         fam = system.processor_level
         model, step = system.processor_revision >> 8, system.processor_revision & 0xFF
         if fam in _AMD_FAMILIES:
-            vendor = (f"AMD {_AMD_FAMILIES[fam]}: the dump does not record the vendor, "
-                      f"but only AMD uses family 0x{fam:x}")
+            vendor = (
+                f"AMD {_AMD_FAMILIES[fam]}: the dump does not record the vendor, but only AMD uses family 0x{fam:x}"
+            )
         else:
             vendor = "vendor not recorded"
         return f"{system.arch_name}, family {fam} model {model} stepping {step} ({vendor}){procs}"
@@ -299,8 +325,7 @@ _PYDLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
 _PYEXE = re.compile(r"^pythonw?(_d)?\.exe$", re.I)
 
 
-def _python(modules: Sequence[Module], vers: _Versions
-            ) -> Tuple[Optional[str], Optional[str], Optional[str]]:
+def _python(modules: Sequence[Module], vers: _Versions) -> Tuple[Optional[str], Optional[str], Optional[str]]:
     exe = next((m.path for m in modules if _PYEXE.match(m.name)), None)
     for m in modules:
         mt = _PYDLL.match(m.name)
@@ -321,25 +346,35 @@ def _python(modules: Sequence[Module], vers: _Versions
 
 
 # ----------------------------------------------------------------------------- TensorFlow
-_TF_NAME = re.compile(r"^(_pywrap_tensorflow\w*\.pyd|tensorflow_framework[\w.]*\.dll|"
-                      r"tensorflow_cc[\w.]*\.dll|tensorflow\.dll)$", re.I)
+_TF_NAME = re.compile(
+    r"^(_pywrap_tensorflow\w*\.pyd|tensorflow_framework[\w.]*\.dll|"
+    r"tensorflow_cc[\w.]*\.dll|tensorflow\.dll)$",
+    re.I,
+)
 _TF_DIR = re.compile(r"[\\/]tensorflow(?:_core)?[\\/]", re.I)
 _TF_PATH_VERSION = re.compile(
-    r"tensorflow(?:[-_](?:gpu|cpu|base|intel|directml))?[-_](\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?=[-_\\/.]|$)",
-    re.I)
+    r"tensorflow(?:[-_](?:gpu|cpu|base|intel|directml))?[-_](\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?=[-_\\/.]|$)", re.I
+)
 _VERSION_TEXT = re.compile(r"^\d+\.\d+(?:\.\d+)?(?:[-.]?(?:rc|dev|a|b)\d*)?$", re.I)
 
 
-def _tensorflow(modules: Sequence[Module], vers: _Versions
-                ) -> Tuple[Tuple[str, ...], Optional[str], Optional[str]]:
-    found = [m for m in modules
-             if _TF_NAME.match(m.name) or (_TF_DIR.search(m.path) and m.name.lower().endswith((".pyd", ".dll")))]
+def _tensorflow(modules: Sequence[Module], vers: _Versions) -> Tuple[Tuple[str, ...], Optional[str], Optional[str]]:
+    found = [
+        m
+        for m in modules
+        if _TF_NAME.match(m.name) or (_TF_DIR.search(m.path) and m.name.lower().endswith((".pyd", ".dll")))
+    ]
     if not found:
         return (), None, None
     # The main extension first: renderers show the first path.
-    found.sort(key=lambda m: (not m.name.lower().startswith("_pywrap_tensorflow_internal"),
-                              not m.name.lower().startswith("_pywrap_tensorflow"),
-                              not m.name.lower().startswith("tensorflow"), m.name.lower()))
+    found.sort(
+        key=lambda m: (
+            not m.name.lower().startswith("_pywrap_tensorflow_internal"),
+            not m.name.lower().startswith("_pywrap_tensorflow"),
+            not m.name.lower().startswith("tensorflow"),
+            m.name.lower(),
+        )
+    )
     primary = found[0]
     for m in found[:3]:
         s = vers.strings(m)
@@ -355,8 +390,11 @@ def _tensorflow(modules: Sequence[Module], vers: _Versions
             g = _groups(v)
             if g and g[0] in (1, 2, 3) and len(g) >= 3:
                 text = _trim(v, 3) if len(g) == 4 and g[3] == 0 else v
-                return (tuple(x.path for x in found), text,
-                        f"VS_FIXEDFILEINFO of {m.name} ({'dump' if src == 'module record' else 'image'})")
+                return (
+                    tuple(x.path for x in found),
+                    text,
+                    f"VS_FIXEDFILEINFO of {m.name} ({'dump' if src == 'module record' else 'image'})",
+                )
     for m in found:
         hint = _TF_PATH_VERSION.search(m.path)
         if hint:
@@ -475,7 +513,9 @@ def _component(name: str, m: Module, tag: Optional[str], vers: _Versions, out: _
         own = _VERSION_IN_TEXT.search(s.get("FileDescription", "")) if s else None
         if own:
             version = own.group(1)
-            detail = f"{name} {own.group(1)} (FileDescription)" + (f", from CUDA {toolkit} (FileVersion {fv})" if toolkit else "")
+            detail = f"{name} {own.group(1)} (FileDescription)" + (
+                f", from CUDA {toolkit} (FileVersion {fv})" if toolkit else ""
+            )
             src = "image"
         elif toolkit:
             version = f"CUDA {toolkit}"
@@ -518,15 +558,14 @@ def _runs(builds: Sequence[tf_builds.TFBuild]) -> str:
 def _cudnn_fits(table: str, loaded: str) -> Optional[bool]:
     """Table "8.1" accepts 8.1.x; table "7" accepts any 7.x. None when the loaded version is
     too coarse to tell (a major from the file name, "7", against a table "7.6")."""
-    t, l = table.split("."), loaded.split(".")
-    n = min(len(t), len(l))
-    if l[:n] != t[:n]:
+    t, have = table.split("."), loaded.split(".")
+    n = min(len(t), len(have))
+    if have[:n] != t[:n]:
         return False
-    return True if len(l) >= len(t) else None
+    return True if len(have) >= len(t) else None
 
 
-def _compatibility(cuda: _Cuda, tf_version: Optional[str], python: Optional[str],
-                   wine: bool) -> Tuple[str, ...]:
+def _compatibility(cuda: _Cuda, tf_version: Optional[str], python: Optional[str], wine: bool) -> Tuple[str, ...]:
     out: List[str] = []
     rows = tf_builds.WINDOWS_GPU_BUILDS
     src = f"({tf_builds.SOURCE})"
@@ -536,37 +575,56 @@ def _compatibility(cuda: _Cuda, tf_version: Optional[str], python: Optional[str]
         exact = [b for b in rows if b.cuda == cuda.runtime and _cudnn_fits(b.cudnn, cuda.cudnn)]
         maybe = [b for b in rows if b.cuda == cuda.runtime and _cudnn_fits(b.cudnn, cuda.cudnn) is None]
         if exact:
-            out.append(f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn} is the tested Windows GPU "
-                       f"configuration of TensorFlow {_runs(exact)} {src}.")
+            out.append(
+                f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn} is the tested Windows GPU "
+                f"configuration of TensorFlow {_runs(exact)} {src}."
+            )
         elif maybe:
-            out.append(f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn}.x is the tested Windows GPU "
-                       f"configuration of TensorFlow {_runs(maybe)} if the cuDNN is {maybe[0].cudnn} "
-                       f"(only its major version is known) {src}.")
+            out.append(
+                f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn}.x is the tested Windows GPU "
+                f"configuration of TensorFlow {_runs(maybe)} if the cuDNN is {maybe[0].cudnn} "
+                f"(only its major version is known) {src}."
+            )
         else:
             by_cuda = [b for b in rows if b.cuda == cuda.runtime]
             by_cudnn = [b for b in rows if _cudnn_fits(b.cudnn, cuda.cudnn) is not False]
-            parts = [f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn} is not a tested Windows GPU configuration of any TensorFlow release"]
+            parts = [
+                f"CUDA {cuda.runtime} with cuDNN {cuda.cudnn} is not a tested Windows GPU configuration of any TensorFlow release"
+            ]
             if by_cuda:
-                parts.append(f"CUDA {cuda.runtime} was tested with TensorFlow {_runs(by_cuda)} (cuDNN {by_cuda[0].cudnn})")
+                parts.append(
+                    f"CUDA {cuda.runtime} was tested with TensorFlow {_runs(by_cuda)} (cuDNN {by_cuda[0].cudnn})"
+                )
             if by_cudnn:
                 parts.append(f"cuDNN {cuda.cudnn} fits TensorFlow {_runs(by_cudnn)} (CUDA {by_cudnn[0].cuda})")
             out.append("; ".join(parts) + f" {src}.")
     elif cuda.runtime and not cuda.cudnn_tag:
         by_cuda = [b for b in rows if b.cuda == cuda.runtime]
-        out.append(f"CUDA {cuda.runtime} is loaded without a cuDNN DLL" +
-                   (f"; TensorFlow {_runs(by_cuda)} was tested with CUDA {cuda.runtime} "
-                    f"and cuDNN {by_cuda[0].cudnn} {src}." if by_cuda else
-                    f"; no TensorFlow release lists CUDA {cuda.runtime} for Windows {src}."))
+        out.append(
+            f"CUDA {cuda.runtime} is loaded without a cuDNN DLL"
+            + (
+                f"; TensorFlow {_runs(by_cuda)} was tested with CUDA {cuda.runtime} and cuDNN {by_cuda[0].cudnn} {src}."
+                if by_cuda
+                else f"; no TensorFlow release lists CUDA {cuda.runtime} for Windows {src}."
+            )
+        )
     # 2. Which TF builds can load DLLs of these names at all.
     if cuda.runtime_tag and cuda.cudnn_tag:
-        loaders = [b for b in rows if tf_builds.cudart_dll_tag(b.cuda) == cuda.runtime_tag
-                   and b.cudnn.split(".")[0] == cuda.cudnn_tag]
+        loaders = [
+            b
+            for b in rows
+            if tf_builds.cudart_dll_tag(b.cuda) == cuda.runtime_tag and b.cudnn.split(".")[0] == cuda.cudnn_tag
+        ]
         if loaders:
-            out.append(f"By DLL name (cudart64_{cuda.runtime_tag}.dll, cudnn64_{cuda.cudnn_tag}.dll) "
-                       f"these are what TensorFlow {_runs(loaders)} Windows GPU builds load.")
+            out.append(
+                f"By DLL name (cudart64_{cuda.runtime_tag}.dll, cudnn64_{cuda.cudnn_tag}.dll) "
+                f"these are what TensorFlow {_runs(loaders)} Windows GPU builds load."
+            )
         else:
-            out.append(f"No native-Windows TensorFlow GPU build loads cudart64_{cuda.runtime_tag}.dll "
-                       f"together with cudnn64_{cuda.cudnn_tag}.dll; TensorFlow itself did not load this pair.")
+            out.append(
+                f"No native-Windows TensorFlow GPU build loads cudart64_{cuda.runtime_tag}.dll "
+                f"together with cudnn64_{cuda.cudnn_tag}.dll; TensorFlow itself did not load this pair."
+            )
     # 3. The loaded TF version against its own tested pair and Python range.
     tf_key = _ver_key(tf_version)[:2] if tf_version else None
     row = tf_builds.build_for(*tf_key) if tf_key and len(tf_key) == 2 else None
@@ -574,38 +632,51 @@ def _compatibility(cuda: _Cuda, tf_version: Optional[str], python: Optional[str]
         if cuda.runtime or cuda.cudnn:
             ok_cuda = cuda.runtime == row.cuda if cuda.runtime else None
             ok_cudnn = _cudnn_fits(row.cudnn, cuda.cudnn) if cuda.cudnn else None
-            loaded = ", ".join(x for x in (f"CUDA {cuda.runtime}" if cuda.runtime else "",
-                                           f"cuDNN {cuda.cudnn}" if cuda.cudnn else "") if x)
+            loaded = ", ".join(
+                x
+                for x in (f"CUDA {cuda.runtime}" if cuda.runtime else "", f"cuDNN {cuda.cudnn}" if cuda.cudnn else "")
+                if x
+            )
             if ok_cuda is False or ok_cudnn is False:
                 verdict = "do not match"
             elif ok_cudnn is None and cuda.cudnn:
                 verdict = "match as far as known (the cuDNN minor version is unknown)"
             else:
                 verdict = "match"
-            out.append(f"TensorFlow {tf_version} was tested on Windows with CUDA {row.cuda} and "
-                       f"cuDNN {row.cudnn}; the loaded {loaded} {verdict}.")
+            out.append(
+                f"TensorFlow {tf_version} was tested on Windows with CUDA {row.cuda} and "
+                f"cuDNN {row.cudnn}; the loaded {loaded} {verdict}."
+            )
         if python:
             lo, hi = row.python
             pv = _ver_key(python)[:2]
             inside = _ver_key(lo)[:2] <= pv <= _ver_key(hi)[:2]
-            out.append(f"Python {'.'.join(map(str, pv))} is {'within' if inside else 'OUTSIDE'} "
-                       f"TensorFlow {'.'.join(map(str, tf_key))}'s tested Python range "
-                       f"{lo}-{hi}" + ("." if inside else "; that combination was never tested."))
+            out.append(
+                f"Python {'.'.join(map(str, pv))} is {'within' if inside else 'OUTSIDE'} "
+                f"TensorFlow {'.'.join(map(str, tf_key))}'s tested Python range "
+                f"{lo}-{hi}" + ("." if inside else "; that combination was never tested.")
+            )
     elif tf_version and tf_key and tf_key > tf_builds.LAST_NATIVE_WINDOWS_GPU:
         if have_gpu:
-            out.append(f"TensorFlow {tf_version} is loaded together with CUDA DLLs, but TensorFlow "
-                       f"2.11 and later have no GPU support on native Windows (2.10 was the last); "
-                       f"TensorFlow does not use these DLLs here. GPU needs WSL2 (or the "
-                       f"TensorFlow-DirectML-Plugin)" + (" - and this process ran under Wine." if wine else "."))
+            out.append(
+                f"TensorFlow {tf_version} is loaded together with CUDA DLLs, but TensorFlow "
+                f"2.11 and later have no GPU support on native Windows (2.10 was the last); "
+                f"TensorFlow does not use these DLLs here. GPU needs WSL2 (or the "
+                f"TensorFlow-DirectML-Plugin)" + (" - and this process ran under Wine." if wine else ".")
+            )
     # 4. Driver against runtime, when the driver's own strings say what CUDA it supports.
     if cuda.driver_cuda and cuda.runtime:
         if _ver_key(cuda.driver_cuda) >= _ver_key(cuda.runtime):
-            out.append(f"The NVIDIA driver{f' {cuda.driver}' if cuda.driver else ''} supports CUDA "
-                       f"up to {cuda.driver_cuda}, enough for the CUDA {cuda.runtime} runtime.")
+            out.append(
+                f"The NVIDIA driver{f' {cuda.driver}' if cuda.driver else ''} supports CUDA "
+                f"up to {cuda.driver_cuda}, enough for the CUDA {cuda.runtime} runtime."
+            )
         else:
-            out.append(f"The NVIDIA driver{f' {cuda.driver}' if cuda.driver else ''} supports CUDA "
-                       f"only up to {cuda.driver_cuda}, older than the CUDA {cuda.runtime} runtime: "
-                       f"CUDA calls fail with cudaErrorInsufficientDriver.")
+            out.append(
+                f"The NVIDIA driver{f' {cuda.driver}' if cuda.driver else ''} supports CUDA "
+                f"only up to {cuda.driver_cuda}, older than the CUDA {cuda.runtime} runtime: "
+                f"CUDA calls fail with cudaErrorInsufficientDriver."
+            )
     return tuple(out)
 
 
@@ -626,8 +697,10 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
         if system.wine_version:
             wine = system.wine_version
             os_text = _wine_description(system.wine_version, system)
-            notes.append("The process ran under Wine: OS version, CPU data and DLL behaviour are "
-                         "Wine's, not those of a Windows machine.")
+            notes.append(
+                "The process ran under Wine: OS version, CPU data and DLL behaviour are "
+                "Wine's, not those of a Windows machine."
+            )
         else:
             os_text = os_name(system.os_major, system.os_minor, system.os_build, system.product_type)
         cpu = _cpu(system)
@@ -638,14 +711,27 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
     cuda = _cuda(modules, vers)
     compat = _compatibility(cuda, tf_version, python, wine is not None)
     if tf_paths and not tf_version:
-        notes.append("TensorFlow's version is unknown: its module has no version resource in the "
-                     "dump and no image was read; run `python -c \"import tensorflow as tf; "
-                     "print(tf.__version__)\"` in the same environment.")
+        notes.append(
+            "TensorFlow's version is unknown: its module has no version resource in the "
+            'dump and no image was read; run `python -c "import tensorflow as tf; '
+            'print(tf.__version__)"` in the same environment.'
+        )
     notes.extend(vers.problems)
     return Environment(
-        os=os_text, os_build=os_build, wine=wine, cpu=cpu,
-        cpu_features=feats, cpu_features_source=feat_summary, cpu_feature_sources=feat_sources,
-        python=python, python_module=python_module, python_executable=python_exe,
-        tensorflow=tf_paths, tensorflow_version=tf_version, tensorflow_version_source=tf_source,
-        cuda=tuple(cuda.components), compatibility=compat, notes=tuple(notes),
+        os=os_text,
+        os_build=os_build,
+        wine=wine,
+        cpu=cpu,
+        cpu_features=feats,
+        cpu_features_source=feat_summary,
+        cpu_feature_sources=feat_sources,
+        python=python,
+        python_module=python_module,
+        python_executable=python_exe,
+        tensorflow=tf_paths,
+        tensorflow_version=tf_version,
+        tensorflow_version_source=tf_source,
+        cuda=tuple(cuda.components),
+        compatibility=compat,
+        notes=tuple(notes),
     )

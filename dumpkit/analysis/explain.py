@@ -4,6 +4,7 @@ Python/TensorFlow process on Windows, what to do next, and how to capture a dump
 Pure: takes a ParsedCode (from codes.parse_code), returns an Explanation; the text renderer
 returns a string. No dump is needed.
 """
+
 from __future__ import annotations
 
 import textwrap
@@ -65,52 +66,60 @@ _CFG_CAUSES = (
     "Run-time generated code (JITs) not registered as valid call targets",
 )
 _CFG_STEPS = (
-    "Frame 1 of the stack is the function that made the indirect call: find where its "
-    "function pointer came from",
+    "Frame 1 of the stack is the function that made the indirect call: find where its function pointer came from",
     "Check the module list for injected third-party DLLs and retry with them disabled",
 )
 
 _FASTFAIL_ADVICE: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     7: (
-        ("A failed CHECK() / LOG(FATAL) in TensorFlow, absl, XLA or a custom op: the "
-         "message ('Check failed: ...' with a file and line) is printed to stderr just "
-         "before the process dies",
-         "std::terminate(): a C++ exception that nobody caught, thrown out of a noexcept "
-         "function, a destructor or a thread's entry function",
-         "Python's own Py_FatalError ('Fatal Python error: ...' on stderr): an extension "
-         "misusing the GIL or thread state, or corrupted interpreter state",
-         "A failed assert() in a library built with assertions on ('Assertion failed: "
-         "..., file ..., line ...')",
-         "GPU start-up failures turned into CHECK failures (cuDNN/cuBLAS handle "
-         "creation, out of GPU memory while initialising, driver/runtime mismatch)"),
-        ("Capture stderr (`python script.py 2> stderr.txt`): the last lines name the check "
-         "that failed, and that is usually the whole diagnosis",
-         "Run with `python -X faulthandler`: abort() raises SIGABRT before it fails fast, "
-         "so faulthandler prints the Python stack of every thread ('Fatal Python error: "
-         "Aborted'); the exit code then becomes 3 instead of 0xC0000409",
-         "`dumpkit analyze` on a dump names the module and function that called abort()"),
+        (
+            "A failed CHECK() / LOG(FATAL) in TensorFlow, absl, XLA or a custom op: the "
+            "message ('Check failed: ...' with a file and line) is printed to stderr just "
+            "before the process dies",
+            "std::terminate(): a C++ exception that nobody caught, thrown out of a noexcept "
+            "function, a destructor or a thread's entry function",
+            "Python's own Py_FatalError ('Fatal Python error: ...' on stderr): an extension "
+            "misusing the GIL or thread state, or corrupted interpreter state",
+            "A failed assert() in a library built with assertions on ('Assertion failed: ..., file ..., line ...')",
+            "GPU start-up failures turned into CHECK failures (cuDNN/cuBLAS handle "
+            "creation, out of GPU memory while initialising, driver/runtime mismatch)",
+        ),
+        (
+            "Capture stderr (`python script.py 2> stderr.txt`): the last lines name the check "
+            "that failed, and that is usually the whole diagnosis",
+            "Run with `python -X faulthandler`: abort() raises SIGABRT before it fails fast, "
+            "so faulthandler prints the Python stack of every thread ('Fatal Python error: "
+            "Aborted'); the exit code then becomes 3 instead of 0xC0000409",
+            "`dumpkit analyze` on a dump names the module and function that called abort()",
+        ),
     ),
     2: (
-        ("A local array overrun in native code: a copy or format into a stack buffer "
-         "without a length check, an off-by-one loop, a too-small buffer for a path or "
-         "string",
-         "Caller and callee disagreeing on a structure's size (built against different "
-         "headers or packing), so the callee writes past the caller's stack object"),
-        ("The function whose stack cookie was smashed is the caller of "
-         "__report_gsfailure (frame 1): look at its local buffers",
-         "Rebuild the extension with AddressSanitizer (/fsanitize=address) to catch the "
-         "overrun at the write",
-         "This is memory corruption: do not trust the rest of the process's state"),
+        (
+            "A local array overrun in native code: a copy or format into a stack buffer "
+            "without a length check, an off-by-one loop, a too-small buffer for a path or "
+            "string",
+            "Caller and callee disagreeing on a structure's size (built against different "
+            "headers or packing), so the callee writes past the caller's stack object",
+        ),
+        (
+            "The function whose stack cookie was smashed is the caller of "
+            "__report_gsfailure (frame 1): look at its local buffers",
+            "Rebuild the extension with AddressSanitizer (/fsanitize=address) to catch the overrun at the write",
+            "This is memory corruption: do not trust the rest of the process's state",
+        ),
     ),
     5: (
-        ("A C runtime function got an invalid argument from native code: an invalid or "
-         "closed file descriptor, a NULL string or format, a buffer size too small for a "
-         "_s function, a bad fopen mode or strftime format",
-         "File descriptors or FILE* passed between modules that use different C runtimes "
-         "(each CRT has its own descriptor table)"),
-        ("The frames just above the handler name the CRT function and the caller that "
-         "passed the bad argument",
-         "`dumpkit analyze` on a dump shows them"),
+        (
+            "A C runtime function got an invalid argument from native code: an invalid or "
+            "closed file descriptor, a NULL string or format, a buffer size too small for a "
+            "_s function, a bad fopen mode or strftime format",
+            "File descriptors or FILE* passed between modules that use different C runtimes "
+            "(each CRT has its own descriptor table)",
+        ),
+        (
+            "The frames just above the handler name the CRT function and the caller that passed the bad argument",
+            "`dumpkit analyze` on a dump shows them",
+        ),
     ),
     3: (_HEAP_CAUSES, _HEAP_STEPS),
     29: (_HEAP_CAUSES, _HEAP_STEPS),
@@ -121,27 +130,39 @@ _FASTFAIL_ADVICE: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
     46: (_CFG_CAUSES, _CFG_STEPS),
     64: (_CFG_CAUSES, _CFG_STEPS),
     44: (
-        ("Hardware-enforced stack protection (CET shadow stack) found a return address "
-         "that does not match its call: stack corruption, or a library that rewrites "
-         "return addresses (some hooking, coroutine or custom unwinding code)",),
-        ("Look for third-party DLLs that hook or switch stacks; check whether "
-         "hardware-enforced stack protection was turned on for python.exe",),
+        (
+            "Hardware-enforced stack protection (CET shadow stack) found a return address "
+            "that does not match its call: stack corruption, or a library that rewrites "
+            "return addresses (some hooking, coroutine or custom unwinding code)",
+        ),
+        (
+            "Look for third-party DLLs that hook or switch stacks; check whether "
+            "hardware-enforced stack protection was turned on for python.exe",
+        ),
     ),
     71: (
         ("A module built with AddressSanitizer found a memory error",),
         ("The ASan report on stderr has the access, the allocation and the free stacks",),
     ),
     13: (
-        ("longjmp or exception unwinding to a corrupted or invalid target (a jump buffer "
-         "used after its function returned, or stack corruption)",),
-        ("Look for setjmp/longjmp-based error handling in the native libraries on the "
-         "stack (image codecs often use it)",),
+        (
+            "longjmp or exception unwinding to a corrupted or invalid target (a jump buffer "
+            "used after its function returned, or stack corruption)",
+        ),
+        (
+            "Look for setjmp/longjmp-based error handling in the native libraries on the "
+            "stack (image codecs often use it)",
+        ),
     ),
     38: (
-        ("longjmp to a target Control Flow Guard does not know: a jump buffer that was "
-         "corrupted or used after its function returned",),
-        ("Look for setjmp/longjmp-based error handling in the native libraries on the "
-         "stack (image codecs often use it)",),
+        (
+            "longjmp to a target Control Flow Guard does not know: a jump buffer that was "
+            "corrupted or used after its function returned",
+        ),
+        (
+            "Look for setjmp/longjmp-based error handling in the native libraries on the "
+            "stack (image codecs often use it)",
+        ),
     ),
 }
 
@@ -155,49 +176,78 @@ _LOCALDUMPS_KEY = r"HKLM\SOFTWARE\Microsoft\Windows\Windows Error Reporting\Loca
 _PROCESS_START_CODES = {0xC0000135, 0xC0000138, 0xC0000139, 0xC0000142, 0xC000007B}
 _NOT_A_CRASH = {0x00000000, 0xC000013A, 0x406D1388}
 _FAULTHANDLER_SEES = {
-    STATUS_ACCESS_VIOLATION, STATUS_IN_PAGE_ERROR, 0xC0000094, 0xC0000095, 0xC000001D,
-    0xC000008D, 0xC000008E, 0xC000008F, 0xC0000090, 0xC0000091, 0xC0000093, 0xC0000096,
-    0xC0000374, 0xC00002B4, 0xC00002B5, 0xC0000008, 0xC0000026, 0xC0000025,
+    STATUS_ACCESS_VIOLATION,
+    STATUS_IN_PAGE_ERROR,
+    0xC0000094,
+    0xC0000095,
+    0xC000001D,
+    0xC000008D,
+    0xC000008E,
+    0xC000008F,
+    0xC0000090,
+    0xC0000091,
+    0xC0000093,
+    0xC0000096,
+    0xC0000374,
+    0xC00002B4,
+    0xC00002B5,
+    0xC0000008,
+    0xC0000026,
+    0xC0000025,
 }
 
 
 def _faulthandler_note(code: int, subcode: Optional[int]) -> str:
     base = "Python's faulthandler (`python -X faulthandler`, or PYTHONFAULTHANDLER=1) "
     if code == STATUS_STACK_BUFFER_OVERRUN:
-        note = (base + "never sees a fail-fast: __fastfail ends the process without "
-                "dispatching any exception inside it, so only a dump shows where it "
-                "happened.")
+        note = (
+            base + "never sees a fail-fast: __fastfail ends the process without "
+            "dispatching any exception inside it, so only a dump shows where it "
+            "happened."
+        )
         if subcode in (None, 7):
-            note += (" abort() (subcode 7) is the exception: the C runtime raises SIGABRT "
-                     "before failing fast, and faulthandler's SIGABRT handler prints the "
-                     "Python stack ('Fatal Python error: Aborted'); the exit code then "
-                     "becomes 3.")
+            note += (
+                " abort() (subcode 7) is the exception: the C runtime raises SIGABRT "
+                "before failing fast, and faulthandler's SIGABRT handler prints the "
+                "Python stack ('Fatal Python error: Aborted'); the exit code then "
+                "becomes 3."
+            )
         return note
     if code == STATUS_STACK_OVERFLOW:
-        return (base + "prints 'Windows fatal exception: stack overflow', but it runs on "
-                "the thread that has just run out of stack, so the Python traceback is "
-                "often cut short or missing; a dump has the whole stack.")
+        return (
+            base + "prints 'Windows fatal exception: stack overflow', but it runs on "
+            "the thread that has just run out of stack, so the Python traceback is "
+            "often cut short or missing; a dump has the whole stack."
+        )
     if code == STATUS_CPP_EH_EXCEPTION:
-        return (base + "deliberately ignores C++ exceptions (0xE06D7363); when one is "
-                "uncaught the process ends in abort(), which faulthandler does report "
-                "(see 0xC0000409/7).")
+        return (
+            base + "deliberately ignores C++ exceptions (0xE06D7363); when one is "
+            "uncaught the process ends in abort(), which faulthandler does report "
+            "(see 0xC0000409/7)."
+        )
     if code in _FAULTHANDLER_SEES:
-        return (base + "prints the Python stack of every thread for this exception, so "
-                "you learn which Python line called into the native code that crashed. "
-                "It hooks exceptions as they are raised, so it also prints for ones "
-                "native code later handles: a 'Windows fatal exception' line before a "
-                "process that keeps running is not the crash.")
-    return (base + "prints the Python stack for access violations, illegal instructions, "
-            "divide errors and stack overflows; it cannot see fail-fast exits.")
+        return (
+            base + "prints the Python stack of every thread for this exception, so "
+            "you learn which Python line called into the native code that crashed. "
+            "It hooks exceptions as they are raised, so it also prints for ones "
+            "native code later handles: a 'Windows fatal exception' line before a "
+            "process that keeps running is not the crash."
+        )
+    return (
+        base + "prints the Python stack for access violations, illegal instructions, "
+        "divide errors and stack overflows; it cannot see fail-fast exits."
+    )
 
 
 def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...]:
     """How to capture a dump of this crash next time (plain-text paragraphs)."""
     code &= 0xFFFFFFFF
     if code in _NOT_A_CRASH:
-        return ("This is not a crash, so there is nothing to dump. If the process should "
-                "not have stopped, find out who stopped it (Ctrl+C, a closed console, a "
-                "job runner's timeout).",)
+        return (
+            "This is not a crash, so there is nothing to dump. If the process should "
+            "not have stopped, find out who stopped it (Ctrl+C, a closed console, a "
+            "job runner's timeout).",
+        )
     if code in _PROCESS_START_CODES:
         return (
             "The process failed while Windows was loading it, before any Python code ran, "
@@ -214,7 +264,8 @@ def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...
         "an elevated prompt, create the key " + _LOCALDUMPS_KEY + r"\python.exe with "
         "three values:\n"
         r'reg add "' + _LOCALDUMPS_KEY + r'\python.exe" /v DumpFolder /t REG_EXPAND_SZ '
-        r"/d C:\dumps /f" "\n"
+        r"/d C:\dumps /f"
+        "\n"
         r'reg add "' + _LOCALDUMPS_KEY + r'\python.exe" /v DumpType /t REG_DWORD /d 2 /f'
         "\n"
         r'reg add "' + _LOCALDUMPS_KEY + r'\python.exe" /v DumpCount /t REG_DWORD /d 10 /f'
@@ -226,8 +277,10 @@ def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...
         "Or use Sysinternals ProcDump, which writes a dump when the process hits an "
         "unhandled exception (fail-fast and stack overflow included). To start the "
         "script under ProcDump, or to wait for the next python.exe to start:\n"
-        r"procdump -accepteula -e -ma -x C:\dumps python.exe script.py" "\n"
-        r"procdump -accepteula -e -ma -w python.exe C:\dumps" "\n"
+        r"procdump -accepteula -e -ma -x C:\dumps python.exe script.py"
+        "\n"
+        r"procdump -accepteula -e -ma -w python.exe C:\dumps"
+        "\n"
         "-e dumps on an unhandled exception, -ma writes a full dump. In a venv, "
         r"Scripts\python.exe is a small launcher that starts the real interpreter as a "
         "child process, so ProcDump would watch the launcher: use the LocalDumps key "
@@ -253,8 +306,7 @@ _MIXUPS: Dict[int, Tuple[str, ...]] = {
         "overflow (that is 0xC00000FD, -1073741571). Since Windows 8 every __fastfail "
         "exits with this code; only subcode 2 (FAST_FAIL_STACK_COOKIE_CHECK_FAILURE) is a "
         "real stack buffer overrun, and subcode 7 (abort()) is the usual one.",
-        "The exit code alone does not carry the subcode: it is the first exception "
-        "parameter in a crash dump.",
+        "The exit code alone does not carry the subcode: it is the first exception parameter in a crash dump.",
     ),
 }
 
@@ -285,25 +337,29 @@ def explain(parsed: ParsedCode) -> Explanation:
         ff = lookup_fastfail(parsed.subcode)
         causes, steps = _FASTFAIL_ADVICE.get(parsed.subcode, ((), ()))
         if not causes:
-            causes = (f"The process ended itself with __fastfail({ff.name}); "
-                      f"{ff.summary}.",)
+            causes = (f"The process ended itself with __fastfail({ff.name}); {ff.summary}.",)
             if ff.likely_raiser:
                 causes += (f"Usually raised by {ff.likely_raiser}.",)
         if not steps:
-            steps = ("`dumpkit analyze` on a dump shows the function that raised the "
-                     "fail-fast and the modules involved",)
+            steps = (
+                "`dumpkit analyze` on a dump shows the function that raised the fail-fast and the modules involved",
+            )
         summary = f"fail-fast {ff.name} ({parsed.subcode}): {ff.summary}"
         if ff.likely_raiser and parsed.subcode in _FASTFAIL_ADVICE:
             summary += _raiser_clause(ff)
         sub_mixups: Tuple[str, ...] = mixups[:1]
         if parsed.subcode == 2:
-            sub_mixups = ("Here the name is right: subcode 2 is a real stack buffer overrun. It is "
-                          "still not a stack overflow (that is 0xC00000FD, -1073741571), and most "
-                          "other 0xC0000409 crashes (subcode 7, abort()) overran nothing.",)
+            sub_mixups = (
+                "Here the name is right: subcode 2 is a real stack buffer overrun. It is "
+                "still not a stack overflow (that is 0xC00000FD, -1073741571), and most "
+                "other 0xC0000409 crashes (subcode 7, abort()) overran nothing.",
+            )
         elif parsed.subcode == 7:
-            sub_mixups = ("This is abort(): nothing overflowed. The name "
-                          "STATUS_STACK_BUFFER_OVERRUN is historical; the subcode is what "
-                          "counts.",)
+            sub_mixups = (
+                "This is abort(): nothing overflowed. The name "
+                "STATUS_STACK_BUFFER_OVERRUN is historical; the subcode is what "
+                "counts.",
+            )
         return Explanation(
             title=f"{code_hex}/{parsed.subcode} {info.name} / {ff.name}: {ff.summary}",
             code_hex=code_hex,
@@ -321,8 +377,7 @@ def explain(parsed: ParsedCode) -> Explanation:
         )
 
     return Explanation(
-        title=_title(code_hex, info.name, info.summary) if info.known
-        else f"{code_hex}: {info.summary}",
+        title=_title(code_hex, info.name, info.summary) if info.known else f"{code_hex}: {info.summary}",
         code_hex=code_hex,
         signed_decimal=signed,
         unsigned_decimal=code,
@@ -348,8 +403,7 @@ def _para(text: str, indent: str = "  ") -> str:
         if line.startswith(_COMMANDS):
             out.append(indent + "    " + line)  # commands are never wrapped
         else:
-            out.append(textwrap.fill(line, _WIDTH, initial_indent=indent,
-                                     subsequent_indent=indent))
+            out.append(textwrap.fill(line, _WIDTH, initial_indent=indent, subsequent_indent=indent))
     return "\n".join(out)
 
 
@@ -357,14 +411,12 @@ def _bullets(items: Tuple[str, ...]) -> str:
     lines = []
     for item in items:
         first, *rest = item.split("\n")
-        lines.append(textwrap.fill(first, _WIDTH, initial_indent="  - ",
-                                   subsequent_indent="    "))
+        lines.append(textwrap.fill(first, _WIDTH, initial_indent="  - ", subsequent_indent="    "))
         for extra in rest:
             if extra.startswith(_COMMANDS):
                 lines.append("      " + extra)  # commands are never wrapped
             else:
-                lines.append(textwrap.fill(extra, _WIDTH, initial_indent="    ",
-                                           subsequent_indent="    "))
+                lines.append(textwrap.fill(extra, _WIDTH, initial_indent="    ", subsequent_indent="    "))
     return "\n".join(lines)
 
 
@@ -372,21 +424,18 @@ def render_explanation_text(e: Explanation) -> str:
     """Plain text for a terminal (no colour, no markup)."""
     name = e.name if e.subcode_name is None else f"{e.name} / {e.subcode_name}"
     code = e.code_hex if e.subcode is None else f"{e.code_hex}/{e.subcode}"
-    heading = f"{code}  {name}" if e.known or name != e.code_hex else \
-        f"{code}  (not a code dumpkit knows)"
+    heading = f"{code}  {name}" if e.known or name != e.code_hex else f"{code}  (not a code dumpkit knows)"
     parts = [
         heading,
         f"  signed: {e.signed_decimal}   unsigned: {e.unsigned_decimal}   hex: {e.code_hex}"
-        + (f"   fail-fast subcode: {e.subcode} (0x{e.subcode:X})" if e.subcode is not None
-           else ""),
+        + (f"   fail-fast subcode: {e.subcode} (0x{e.subcode:X})" if e.subcode is not None else ""),
         "",
         _para(e.summary[:1].upper() + e.summary[1:] + "."),
     ]
     if e.mixups:
         parts += ["", "Common mix-up:"] + [_para(m) for m in e.mixups]
     if e.causes:
-        parts += ["", "What usually causes it (Python / TensorFlow on Windows):",
-                  _bullets(e.causes)]
+        parts += ["", "What usually causes it (Python / TensorFlow on Windows):", _bullets(e.causes)]
     if e.next_steps:
         parts += ["", "What to do next:", _bullets(e.next_steps)]
     if e.capture_help:

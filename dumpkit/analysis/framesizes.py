@@ -14,6 +14,7 @@ page, before its frame existed. Its measured size is tiny (the probe never retur
 Pure apart from the `read_code` callable. Per-function work is memoized, so a stack of
 10^6 frames costs one decode per distinct function.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -27,8 +28,16 @@ __all__ = ["frame_sizes", "PROBE_NAMES", "is_probe_name", "is_oversized", "fault
 
 # Stack-probe helpers (libgcc / mingw, MSVC CRT). None of them has an unwind entry of its
 # own, so the walker cannot always name them; a missing function_start counts too.
-PROBE_NAMES = ("___chkstk_ms", "__chkstk_ms", "__chkstk", "_chkstk", "__alloca_probe",
-               "_alloca_probe", "__alloca_probe_16", "__alloca_probe_8")
+PROBE_NAMES = (
+    "___chkstk_ms",
+    "__chkstk_ms",
+    "__chkstk",
+    "_chkstk",
+    "__alloca_probe",
+    "_alloca_probe",
+    "__alloca_probe_16",
+    "__alloca_probe_8",
+)
 _PROBE_SET = {n.lower() for n in PROBE_NAMES}
 
 # How far from a probe's entry frame 0 may be (the probes are a few dozen bytes long).
@@ -50,7 +59,7 @@ def is_probe_name(symbol: Optional[str]) -> bool:
 def _read(read_code: ReadCode, address: int, size: int) -> bytes:
     try:
         return read_code(address, size) or b""
-    except Exception:  # noqa: BLE001 - any source error means "bytes not available"
+    except Exception:
         return b""
 
 
@@ -79,15 +88,16 @@ def _probe_call_end(read_code: ReadCode, alloc: disasm.StackAllocation) -> Optio
     return None
 
 
-def _probe_name(target: int, name_at: Optional[Callable[[int], Optional[str]]],
-                frames: Sequence[Frame]) -> Optional[str]:
+def _probe_name(
+    target: int, name_at: Optional[Callable[[int], Optional[str]]], frames: Sequence[Frame]
+) -> Optional[str]:
     """The name of the function at a probe call's target: the walker's name for that
     exact address, else frame 0's function when frame 0 is the probe and starts there."""
     name = None
     if name_at is not None:
         try:
             name = name_at(target)
-        except Exception:  # noqa: BLE001 - naming is a nicety, never fatal
+        except Exception:
             name = None
     if name and "+" not in name:  # a name with an offset is some other function's
         return name
@@ -99,9 +109,12 @@ def _probe_name(target: int, name_at: Optional[Callable[[int], Optional[str]]],
     return None
 
 
-def _with_probe_named(alloc: disasm.StackAllocation, read_code: ReadCode,
-                      name_at: Optional[Callable[[int], Optional[str]]],
-                      frames: Sequence[Frame]) -> disasm.StackAllocation:
+def _with_probe_named(
+    alloc: disasm.StackAllocation,
+    read_code: ReadCode,
+    name_at: Optional[Callable[[int], Optional[str]]],
+    frames: Sequence[Frame],
+) -> disasm.StackAllocation:
     """`call 0x276782510` in a prologue's text becomes `call opkernels.dll!___chkstk_ms`
     (or `call to the stack probe at 0x...` when the target has no name)."""
     found = _probe_call_end(read_code, alloc)
@@ -109,12 +122,13 @@ def _with_probe_named(alloc: disasm.StackAllocation, read_code: ReadCode,
     if target is None or f"call {target:#x}" not in alloc.text:
         return alloc
     name = _probe_name(target, name_at, frames)
-    text = alloc.text.replace(f"call {target:#x}", f"call {name}" if name else f"call to the stack probe at {target:#x}")
+    text = alloc.text.replace(
+        f"call {target:#x}", f"call {name}" if name else f"call to the stack probe at {target:#x}"
+    )
     return replace(alloc, text=text)
 
 
-def faulted_in_probe(frames: Sequence[Frame], alloc: Optional[disasm.StackAllocation],
-                     read_code: ReadCode) -> bool:
+def faulted_in_probe(frames: Sequence[Frame], alloc: Optional[disasm.StackAllocation], read_code: ReadCode) -> bool:
     """Did frame 1's function die inside its own prologue's probe call (frame 0)?
 
     Frame 0 must look like a probe (no unwind entry, or a probe's name), frame 1's prologue
@@ -174,15 +188,16 @@ def frame_sizes(
         if f.module not in bases:
             try:
                 bases[f.module] = module_base(f.module)
-            except Exception:  # noqa: BLE001 - unknown module
+            except Exception:
                 bases[f.module] = None
         base = bases[f.module]
         result = None
         if base is not None:
             try:
                 result = disasm.stack_allocation(
-                    lambda va, n: _read(read_code, va, n), base + f.function_start, is_probe)
-            except Exception:  # noqa: BLE001 - undecodable bytes are "unknown", not fatal
+                    lambda va, n: _read(read_code, va, n), base + f.function_start, is_probe
+                )
+            except Exception:
                 result = None
             if result is not None and result.via_probe:
                 result = _with_probe_named(result, lambda va, n: _read(read_code, va, n), name_at, frames)

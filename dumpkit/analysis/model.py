@@ -1,5 +1,6 @@
 """What the analyses produce. Renderers (text, JSON, Markdown, HTML, WinDbg) read these and
 nothing else. Every field that an analysis may fail to establish is Optional."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -5,6 +5,7 @@ __report_gsfailure, _invalid_parameter, the heap's reporting code); the function
 is the first frame below them. That is only knowable when the frames have names: an
 unnamed frame (module+offset) may itself be a statically linked abort(), and the reader
 must be told so instead of being handed frame 0 as the culprit."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,23 +13,53 @@ from typing import Optional, Sequence
 
 from dumpkit.unwind.frames import Frame
 
-__all__ = ["Raiser", "find_raiser", "raising_function", "is_runtime_frame",
-           "RUNTIME_MODULES", "RUNTIME_FUNCTIONS"]
+__all__ = ["Raiser", "find_raiser", "raising_function", "is_runtime_frame", "RUNTIME_MODULES", "RUNTIME_FUNCTIONS"]
 
 # Runtime modules whose frames are the mechanism of a fail-fast, not its cause.
-RUNTIME_MODULES = frozenset({
-    "ntdll.dll", "kernelbase.dll", "kernel32.dll", "ucrtbase.dll", "ucrtbased.dll",
-    "msvcrt.dll", "vcruntime140.dll", "vcruntime140_1.dll", "vcruntime140d.dll",
-    "msvcp140.dll", "api-ms-win-crt-runtime-l1-1-0.dll",
-})
-RUNTIME_FUNCTIONS = ("abort", "__fastfail", "_invalid_parameter", "_invalid_parameter_noinfo",
-                     "_invalid_parameter_noinfo_noreturn", "__report_gsfailure",
-                     "__security_check_cookie", "_invoke_watson", "terminate", "raise",
-                     "__report_rangecheckfailure", "_call_reportfault", "__crt_fast_fail",
-                     "__stack_chk_fail", "__chk_fail",
-                     # a statically linked CRT's allocator lives in the module itself
-                     "free", "_free_base", "_free_dbg", "malloc", "_malloc_base", "calloc",
-                     "_calloc_base", "realloc", "_realloc_base", "operator delete", "operator new")
+RUNTIME_MODULES = frozenset(
+    {
+        "ntdll.dll",
+        "kernelbase.dll",
+        "kernel32.dll",
+        "ucrtbase.dll",
+        "ucrtbased.dll",
+        "msvcrt.dll",
+        "vcruntime140.dll",
+        "vcruntime140_1.dll",
+        "vcruntime140d.dll",
+        "msvcp140.dll",
+        "api-ms-win-crt-runtime-l1-1-0.dll",
+    }
+)
+RUNTIME_FUNCTIONS = (
+    "abort",
+    "__fastfail",
+    "_invalid_parameter",
+    "_invalid_parameter_noinfo",
+    "_invalid_parameter_noinfo_noreturn",
+    "__report_gsfailure",
+    "__security_check_cookie",
+    "_invoke_watson",
+    "terminate",
+    "raise",
+    "__report_rangecheckfailure",
+    "_call_reportfault",
+    "__crt_fast_fail",
+    "__stack_chk_fail",
+    "__chk_fail",
+    # a statically linked CRT's allocator lives in the module itself
+    "free",
+    "_free_base",
+    "_free_dbg",
+    "malloc",
+    "_malloc_base",
+    "calloc",
+    "_calloc_base",
+    "realloc",
+    "_realloc_base",
+    "operator delete",
+    "operator new",
+)
 _RUNTIME_SHORT = frozenset(r.lstrip("_") for r in RUNTIME_FUNCTIONS)
 _LOOK = 32  # the machinery is never deeper than this
 
@@ -68,10 +99,14 @@ def find_raiser(frames: Sequence[Frame], fallback: bool = True) -> Optional[Rais
     for i, f in enumerate(top):
         if is_runtime_frame(f):
             continue
-        caller = next((g for g in top[i + 1:] if not is_runtime_frame(g)), None)
-        return Raiser(f.function_name, f.index, is_named(f),
-                      caller.function_name if caller is not None else None,
-                      caller.trust if caller is not None else None)
+        caller = next((g for g in top[i + 1 :] if not is_runtime_frame(g)), None)
+        return Raiser(
+            f.function_name,
+            f.index,
+            is_named(f),
+            caller.function_name if caller is not None else None,
+            caller.trust if caller is not None else None,
+        )
     if frames and fallback:
         f = frames[0]
         return Raiser(f.function_name, f.index, is_named(f), outside_machinery=False)

@@ -15,6 +15,7 @@ the Python work is proportional to the number of runs found, not to the number o
 
 Nothing here recurses.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -44,9 +45,10 @@ def function_codes(frames: Sequence[Frame]) -> List[int]:
     code_of = ids.setdefault
     # len(ids) is evaluated before setdefault inserts: a new key gets the next code
     return [
-        code_of((f.module, f.function_start)
-                if f.module is not None and f.function_start is not None else f.function_key,
-                len(ids))
+        code_of(
+            (f.module, f.function_start) if f.module is not None and f.function_start is not None else f.function_key,
+            len(ids),
+        )
         for f in frames
     ]
 
@@ -74,7 +76,7 @@ def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
     if need < 1:
         need = 1
     left = int.from_bytes(packed[: m * width], "little")
-    right = int.from_bytes(packed[p * width:], "little")
+    right = int.from_bytes(packed[p * width :], "little")
     diff = (left ^ right).to_bytes(m * width, "little")
     needle = b"\x00" * (need * width)
     pos = 0
@@ -93,7 +95,7 @@ def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
 
 def _primitive_period(codes: List[int], start: int, period: int) -> int:
     """Smallest d dividing `period` such that one repetition is itself d-periodic."""
-    rep = codes[start:start + period]
+    rep = codes[start : start + period]
     for d in range(1, period):
         if period % d == 0 and all(rep[i] == rep[i + d] for i in range(period - d)):
             return d
@@ -183,21 +185,23 @@ def find_cycles(
             p = d
         reps = covered // p
         end = start + reps * p  # exclusive
-        per_rep = sum(_mode(sizes[start + j:end:p]) for j in range(p))
+        per_rep = sum(_mode(sizes[start + j : end : p]) for j in range(p))
         total = prefix[end] - prefix[start]
-        below = frames[end:end + max(0, entry_path_length)]
-        out.append(Cycle(
-            functions=tuple(frames[start + j].function_name for j in range(p)),
-            period=p,
-            repetitions=reps,
-            bytes_per_repetition=per_rep,
-            first_frame=frames[start].index,
-            last_frame=frames[end - 1].index,
-            total_bytes=total,
-            stack_share=(total / used_stack) if used_stack else None,
-            entry_path=tuple(f.function_name for f in below),
-            frames_above=start,
-        ))
+        below = frames[end : end + max(0, entry_path_length)]
+        out.append(
+            Cycle(
+                functions=tuple(frames[start + j].function_name for j in range(p)),
+                period=p,
+                repetitions=reps,
+                bytes_per_repetition=per_rep,
+                first_frame=frames[start].index,
+                last_frame=frames[end - 1].index,
+                total_bytes=total,
+                stack_share=(total / used_stack) if used_stack else None,
+                entry_path=tuple(f.function_name for f in below),
+                frames_above=start,
+            )
+        )
     return out
 
 

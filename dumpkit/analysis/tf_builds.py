@@ -19,6 +19,7 @@ only ("7", "6") means any minor of that major was accepted.
 
 Data only: no logic beyond small lookups used by `dumpkit.analysis.environment`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 
 Pure over what the other analyses established; the only outside call is `read_code`, to
 show the faulting instruction."""
+
 from __future__ import annotations
 
 import re
@@ -14,7 +15,15 @@ from dumpkit.analysis.framesizes import is_oversized
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.model import (
-    CrashInfo, Cycle, Environment, Evidence, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict,
+    CrashInfo,
+    Cycle,
+    Environment,
+    Evidence,
+    Finding,
+    FrameSize,
+    MemoryAccess,
+    ThreadReport,
+    Verdict,
 )
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import StackWalk
@@ -30,12 +39,6 @@ INVALID_PARAMETER = 0xC000000D
 FATAL_APP_EXIT = 0x40000015
 
 
-
-
-
-
-
-
 _PYTHON_DLL = re.compile(r"^python3\d*(_d)?\.dll$", re.I)
 
 
@@ -47,8 +50,6 @@ def python_interpreter_module(c: Cycle) -> Optional[str]:
         if _PYTHON_DLL.match(m):
             return m
     return None
-
-
 
 
 def _cycle_text(c: Cycle) -> str:
@@ -84,23 +85,31 @@ def _is_vector_instruction(text: str) -> Optional[str]:
     return None
 
 
-def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
-           walk: Optional[StackWalk], sizes: Sequence[FrameSize], env: Environment,
-           read_code: Optional[Callable[[int, int], bytes]] = None,
-           threshold: int = 64 * 1024) -> Tuple[Verdict, List[Finding]]:
+def decide(
+    target,
+    crash: Optional[CrashInfo],
+    thread: Optional[ThreadReport],
+    walk: Optional[StackWalk],
+    sizes: Sequence[FrameSize],
+    env: Environment,
+    read_code: Optional[Callable[[int, int], bytes]] = None,
+    threshold: int = 64 * 1024,
+) -> Tuple[Verdict, List[Finding]]:
     findings: List[Finding] = []
     if crash is None and target is not None and target.soft_errors.items:
         return Verdict(
             "no_exception",
             f"No exception record could be read: the dump is damaged ({len(target.soft_errors.items)} problem(s) listed below)",
-            "low", tuple(target.soft_errors.items[:5]),
+            "low",
+            tuple(target.soft_errors.items[:5]),
             ("Get the dump again from the machine that crashed; check that the copy is complete.",),
         ), findings
     if crash is None:
         return Verdict(
             "no_exception",
             "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash",
-            "high", ("the dump has no Exception stream",),
+            "high",
+            ("the dump has no Exception stream",),
             ("Look at the threads' stacks for what each was waiting on.",),
         ), findings
 
@@ -115,9 +124,18 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
     steps: List[str] = list(codes.steps_given_a_dump(info.next_steps))
 
     if crash.code == STACK_OVERFLOW and (walk is None or not walk.frames):
-        headline = (f"Stack overflow on thread {tid}; its stack could not be walked, so the "
-                    "recursion and frame-size analyses have nothing to work on")
-        evidence.append("no frames: " + ("; ".join(target.soft_errors.items[:2]) if target is not None and target.soft_errors.items else "the thread's stack is not in the dump"))
+        headline = (
+            f"Stack overflow on thread {tid}; its stack could not be walked, so the "
+            "recursion and frame-size analyses have nothing to work on"
+        )
+        evidence.append(
+            "no frames: "
+            + (
+                "; ".join(target.soft_errors.items[:2])
+                if target is not None and target.soft_errors.items
+                else "the thread's stack is not in the dump"
+            )
+        )
         findings.append(Finding("stack_overflow", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
         return Verdict("stack_overflow", headline, "medium", tuple(evidence), tuple(steps)), findings
     if crash.code == STACK_OVERFLOW:
@@ -143,21 +161,29 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
             headline = better
         owner = _stack_owner(target, crash.access_address) if crash.access_kind == "execute" else None
         if owner is not None:
-            headline = (f"Access violation: execute at {crash.access_address:#x}, inside thread {owner}'s stack: "
-                        "code ran from the stack (DEP stopped it)")
-            evidence.append(f"{crash.access_address:#x} lies in the captured stack of thread {owner}: a return address "
-                            "or function pointer was overwritten with a stack address (a stack buffer overrun), or "
-                            "code jumped into a buffer on the stack")
-            steps = ["Look for a stack buffer overrun in the functions below the fault on that thread (the frame "
-                     "whose return address was overwritten); build with /GS and AddressSanitizer to catch it "
-                     "where it happens."] + steps
+            headline = (
+                f"Access violation: execute at {crash.access_address:#x}, inside thread {owner}'s stack: "
+                "code ran from the stack (DEP stopped it)"
+            )
+            evidence.append(
+                f"{crash.access_address:#x} lies in the captured stack of thread {owner}: a return address "
+                "or function pointer was overwritten with a stack address (a stack buffer overrun), or "
+                "code jumped into a buffer on the stack"
+            )
+            steps = [
+                "Look for a stack buffer overrun in the functions below the fault on that thread (the frame "
+                "whose return address was overwritten); build with /GS and AddressSanitizer to catch it "
+                "where it happens."
+            ] + steps
         evidence.extend(more)
         if first_step:
             steps = [first_step] + steps
         if dec.null_page:
             small = [name for name, value in (acc.registers if acc is not None else ()) if value < 0x10000]
             reg = f" (it came from {small[0]})" if small else ""
-            steps = [f"A null (or near-null) pointer was dereferenced{at}{reg}; check which argument or field was NULL."] + steps
+            steps = [
+                f"A null (or near-null) pointer was dereferenced{at}{reg}; check which argument or field was NULL."
+            ] + steps
         off_stack = _ran_off_the_stack(crash, thread, sizes, threshold, at)
         if off_stack is not None:
             headline, more_evidence, first = off_stack
@@ -175,31 +201,47 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
             steps = _trap_steps(walk, crash.address)
         elif vec:
             known = {k: v for k, v in feats.items() if v is not None}
-            cpu_says = ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in known.items()) or "the dump does not say which vector extensions the CPU has"
+            cpu_says = (
+                ", ".join(f"{k} {'yes' if v else 'no'}" for k, v in known.items())
+                or "the dump does not say which vector extensions the CPU has"
+            )
             headline = f"Illegal instruction: {vec} instruction `{ins}`{at}; CPU: {cpu_says}"
-            steps = ["Prebuilt TensorFlow wheels need AVX (and newer ones AVX2); on a CPU without them use a build without those instructions."] + steps
+            steps = [
+                "Prebuilt TensorFlow wheels need AVX (and newer ones AVX2); on a CPU without them use a build without those instructions."
+            ] + steps
         else:
             headline = f"Illegal instruction{at}" + (f": `{ins}`" if ins else "")
         if ins:
             evidence.append(f"faulting instruction: {ins}")
         if ins and ins.startswith("ud2"):
-            evidence.append("ud2 is the instruction compilers emit on purpose for __builtin_trap(), code they were "
-                            "told or proved unreachable, and trap-on-failure checks; it faults on every x86-64 CPU")
+            evidence.append(
+                "ud2 is the instruction compilers emit on purpose for __builtin_trap(), code they were "
+                "told or proved unreachable, and trap-on-failure checks; it faults on every x86-64 CPU"
+            )
         findings.append(Finding("illegal_instruction", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
-        return Verdict("illegal_instruction", headline, "high" if ins else "medium", tuple(evidence), tuple(steps)), findings
+        return Verdict(
+            "illegal_instruction", headline, "high" if ins else "medium", tuple(evidence), tuple(steps)
+        ), findings
 
     if crash.code == CXX_EXCEPTION:
-        raiser = next((f.function_name for f in (walk.frames if walk else ())
-                       if (f.module or "").lower() not in ("kernelbase.dll", "vcruntime140.dll", "ntdll.dll")
-                       and "CxxThrowException" not in f.function_name), None)
+        raiser = next(
+            (
+                f.function_name
+                for f in (walk.frames if walk else ())
+                if (f.module or "").lower() not in ("kernelbase.dll", "vcruntime140.dll", "ntdll.dll")
+                and "CxxThrowException" not in f.function_name
+            ),
+            None,
+        )
         what = crash.cxx_types[0] if crash.cxx_types else "of a type the dump does not show"
         headline = f"Unhandled C++ exception {what}" + (f" thrown from {raiser}" if raiser else at)
         if crash.cxx_types:
             evidence.append("catchable as: " + ", ".join(crash.cxx_types))
         steps = _cxx_steps(crash.cxx_types, raiser) + steps
         findings.append(Finding("cxx_exception", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
-        return Verdict("cxx_exception", headline, "high" if crash.cxx_types else "medium",
-                       tuple(evidence), tuple(steps)), findings
+        return Verdict(
+            "cxx_exception", headline, "high" if crash.cxx_types else "medium", tuple(evidence), tuple(steps)
+        ), findings
     if crash.code == HEAP_CORRUPTION:
         return _heap_corruption(crash, walk, evidence, steps, findings, at)
     headline = f"{crash.headline}{at}"
@@ -207,13 +249,14 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
     if crash.code == INVALID_PARAMETER:
         steps, built = _invalid_parameter(crash, walk, evidence, read_code, bits)
         if built and where:
-            headline = (f"Invalid parameter (0xC000000D), recorded in software by frame 0, {where[0]}: typically "
-                        "a crash reporter's handler for a C runtime function given a bad argument")
+            headline = (
+                f"Invalid parameter (0xC000000D), recorded in software by frame 0, {where[0]}: typically "
+                "a crash reporter's handler for a C runtime function given a bad argument"
+            )
     elif crash.code == FATAL_APP_EXIT and crash.raised_by:
         steps.append(f"The call that aborted is in {crash.raised_by}; check what it was checking.")
     if not steps:
-        steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its "
-                 "caller passed in."]
+        steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in."]
     findings.append(Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
     return Verdict(kind, headline, "medium", tuple(evidence), tuple(steps)), findings
 
@@ -222,8 +265,9 @@ def decide(target, crash: Optional[CrashInfo], thread: Optional[ThreadReport],
 _MACHINERY_FOR = {2: "__report_gsfailure", 5: "_invalid_parameter / _invoke_watson", 7: "abort()"}
 
 
-def _fail_fast(crash: CrashInfo, walk: Optional[StackWalk], where: Tuple[str, ...],
-               evidence: List[str], findings: List[Finding]) -> Tuple[Verdict, List[Finding]]:
+def _fail_fast(
+    crash: CrashInfo, walk: Optional[StackWalk], where: Tuple[str, ...], evidence: List[str], findings: List[Finding]
+) -> Tuple[Verdict, List[Finding]]:
     """0xC0000409: the subcode and who raised it. Without symbols frame 0 may be the C
     runtime's abort() / __report_gsfailure linked into the module: then say so, name the
     frame below it as the other candidate, and claim no smashed function."""
@@ -246,35 +290,53 @@ def _fail_fast(crash: CrashInfo, walk: Optional[StackWalk], where: Tuple[str, ..
     if unnamed:
         machinery = _MACHINERY_FOR.get(sub, "fail-fast code (abort() / __report_gsfailure)")
         caller = f", called from {r.caller}" if r.caller else ""
-        headline = (f"Fail-fast {name} ({sub}): {what}, raised inside {r.name}{caller}; no symbols: "
-                    f"{r.name} may be the C runtime's {machinery} itself")
-        evidence.append(f"frame {r.index} ({r.name}) has no name, so the runtime's {machinery} cannot be told "
-                        "apart from the code that called it"
-                        + (f"; the next frame outside the system modules is {r.caller} (found by {r.caller_trust})"
-                           if r.caller else ""))
+        headline = (
+            f"Fail-fast {name} ({sub}): {what}, raised inside {r.name}{caller}; no symbols: "
+            f"{r.name} may be the C runtime's {machinery} itself"
+        )
+        evidence.append(
+            f"frame {r.index} ({r.name}) has no name, so the runtime's {machinery} cannot be told "
+            "apart from the code that called it"
+            + (
+                f"; the next frame outside the system modules is {r.caller} (found by {r.caller_trust})"
+                if r.caller
+                else ""
+            )
+        )
         module = r.name.split("+", 1)[0]
-        symbols = (f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`kn`) to name "
-                   f"{r.name} and its callers")
+        symbols = (
+            f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`kn`) to name {r.name} and its callers"
+        )
     else:
         headline = f"Fail-fast {name} ({sub}): {what}, raised by {raiser}"
         evidence.append(f"first frame outside the fail-fast machinery: {raiser}")
     if sub == 2:
         if unnamed:
-            evidence.append("the function whose /GS cookie was smashed is the caller of __report_gsfailure; "
-                            "without symbols it cannot be told which frame that is")
-            steps = [symbols + ": the first frame below __report_gsfailure is the function whose local buffer "
-                     "overflowed."]
+            evidence.append(
+                "the function whose /GS cookie was smashed is the caller of __report_gsfailure; "
+                "without symbols it cannot be told which frame that is"
+            )
+            steps = [
+                symbols + ": the first frame below __report_gsfailure is the function whose local buffer overflowed."
+            ]
         else:
             evidence.append(f"the function whose cookie check failed: {raiser}")
             steps = [f"Look for writes past a local array in {raiser} (its /GS cookie was smashed)."]
         steps.append("Rebuild with AddressSanitizer (/fsanitize=address) to catch the write itself.")
     elif sub == 7:
-        steps = ["Read the process's stderr just before the crash: TensorFlow/absl print the failed CHECK or "
-                 "LOG(FATAL) message there."]
-        steps.append(symbols + ": the first one outside abort() made the failed check." if unnamed else
-                     f"The call that aborted is in {raiser}; check its inputs (shapes, dtypes, device placement).")
+        steps = [
+            "Read the process's stderr just before the crash: TensorFlow/absl print the failed CHECK or "
+            "LOG(FATAL) message there."
+        ]
+        steps.append(
+            symbols + ": the first one outside abort() made the failed check."
+            if unnamed
+            else f"The call that aborted is in {raiser}; check its inputs (shapes, dtypes, device placement)."
+        )
     else:
-        steps = [symbols + "." if unnamed else f"The fail-fast was raised in {raiser}; see what it checks before failing."]
+        steps = [
+            symbols + "." if unnamed else f"The fail-fast was raised in {raiser}; see what it checks before failing."
+        ]
     if sub is not None:
         steps.append(f"`dumpkit explain 0xC0000409/{sub}` lists what else commonly raises this subcode.")
     confidence = "high" if walk and walk.frames and not unnamed else "medium"
@@ -292,9 +354,17 @@ def _exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:
 
 
 # The C runtime's invalid-parameter path: above the CRT function that got the bad argument.
-_INVALID_PARAMETER_PATH = frozenset({"invalid_parameter", "invalid_parameter_noinfo",
-                                     "invalid_parameter_noinfo_noreturn", "invoke_watson",
-                                     "call_reportfault", "crt_fast_fail", "fastfail"})
+_INVALID_PARAMETER_PATH = frozenset(
+    {
+        "invalid_parameter",
+        "invalid_parameter_noinfo",
+        "invalid_parameter_noinfo_noreturn",
+        "invoke_watson",
+        "call_reportfault",
+        "crt_fast_fail",
+        "fastfail",
+    }
+)
 
 
 def _crt_call(frames, raiser: Raiser) -> Optional[str]:
@@ -302,7 +372,7 @@ def _crt_call(frames, raiser: Raiser) -> Optional[str]:
     not the invalid-parameter path itself), when the stack shows one."""
     if not raiser.outside_machinery:
         return None
-    above = [f for f in frames[:raiser.index] if is_runtime_frame(f)]
+    above = [f for f in frames[: raiser.index] if is_runtime_frame(f)]
     for f in reversed(above):  # nearest to the raiser first
         short = f.function_name.split("!", 1)[-1].lstrip("_")
         if short not in _INVALID_PARAMETER_PATH:
@@ -326,8 +396,9 @@ def _stores_the_code(read_code, crash: CrashInfo, walk: Optional[StackWalk], bit
     return ins if value == crash.code else None
 
 
-def _invalid_parameter(crash: CrashInfo, walk: Optional[StackWalk], evidence: List[str],
-                       read_code, bits: int) -> Tuple[List[str], bool]:
+def _invalid_parameter(
+    crash: CrashInfo, walk: Optional[StackWalk], evidence: List[str], read_code, bits: int
+) -> Tuple[List[str], bool]:
     """0xC000000D: which C runtime call rejected its argument, and how to see the handler's
     arguments. Evidence lines are appended; returns the next steps, and whether frame 0
     built the exception record itself."""
@@ -335,41 +406,54 @@ def _invalid_parameter(crash: CrashInfo, walk: Optional[StackWalk], evidence: Li
     raiser = find_raiser(frames) if frames else None
     built = _stores_the_code(read_code, crash, walk, bits)
     if built is not None:
-        evidence.append(f"frame 0 writes the code itself (`{built}`): the exception record was built in software, "
-                        "typically by a crash reporter's invalid-parameter handler (installed with "
-                        "_set_invalid_parameter_handler) that then wrote this dump")
+        evidence.append(
+            f"frame 0 writes the code itself (`{built}`): the exception record was built in software, "
+            "typically by a crash reporter's invalid-parameter handler (installed with "
+            "_set_invalid_parameter_handler) that then wrote this dump"
+        )
     steps: List[str] = []
     crt = _crt_call(frames, raiser) if raiser is not None else None
     if crt is not None:
         evidence.append(f"the C runtime call that rejected its argument: {crt}, called from {raiser.name}")
-        steps.append(f"Check what {raiser.name} passed to {crt}: a NULL pointer, a closed or invalid file "
-                     "descriptor, a buffer size too small, a bad format string.")
+        steps.append(
+            f"Check what {raiser.name} passed to {crt}: a NULL pointer, a closed or invalid file "
+            "descriptor, a buffer size too small, a bad format string."
+        )
     else:
         named = raiser is not None and raiser.named
-        steps.append("Find the C runtime call that rejected its argument: "
-                     + ("the stack does not show it" if named else "the frames have no names")
-                     + "; open the dump in WinDbg or Visual Studio with the modules' PDBs (`kp`) and look for the "
-                       "CRT function below the invalid-parameter handler and the code that called it.")
-    steps.append("Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
-                 "handler receives the failed expression, function, file and line (the release CRT passes "
-                 "NULLs); or install a handler with _set_invalid_parameter_handler that logs them.")
+        steps.append(
+            "Find the C runtime call that rejected its argument: "
+            + ("the stack does not show it" if named else "the frames have no names")
+            + "; open the dump in WinDbg or Visual Studio with the modules' PDBs (`kp`) and look for the "
+            "CRT function below the invalid-parameter handler and the code that called it."
+        )
+    steps.append(
+        "Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
+        "handler receives the failed expression, function, file and line (the release CRT passes "
+        "NULLs); or install a handler with _set_invalid_parameter_handler that logs them."
+    )
     return steps, built is not None
 
 
 def _trap_steps(walk: Optional[StackWalk], ip: int) -> List[str]:
     """What to do about a ud2: find the check that led to it (never CPU advice)."""
     fn = walk.frames[0].function_name if walk and walk.frames else "the faulting function"
-    steps = [f"Read the code just before the ud2 in {fn} (WinDbg `ub {ip:#x}`, or objdump): the branch that "
-             "jumps to it is the check that failed (an assertion or bounds check in optimized code) or the path "
-             "the compiler considered unreachable (__builtin_unreachable(), a non-void function falling off its "
-             "end, other undefined behaviour).",
-             "Rebuild that code with -O0 -g (or /Od /Zi) and, with GCC/Clang, -fsanitize=undefined: the trap then "
-             "shows as a named check with its source line."]
+    steps = [
+        f"Read the code just before the ud2 in {fn} (WinDbg `ub {ip:#x}`, or objdump): the branch that "
+        "jumps to it is the check that failed (an assertion or bounds check in optimized code) or the path "
+        "the compiler considered unreachable (__builtin_unreachable(), a non-void function falling off its "
+        "end, other undefined behaviour).",
+        "Rebuild that code with -O0 -g (or /Od /Zi) and, with GCC/Clang, -fsanitize=undefined: the trap then "
+        "shows as a named check with its source line.",
+    ]
     names = " ".join(f.function_name.lower() for f in (walk.frames[:2] if walk else ()))
     if "chk_fail" in names:
-        steps.insert(0, "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
-                        "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
-                        "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.")
+        steps.insert(
+            0,
+            "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
+            "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
+            "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.",
+        )
     return steps
 
 
@@ -377,13 +461,17 @@ def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:
     """Next steps for an unhandled C++ exception: where it should have been caught, and
     how to stop at the throw."""
     what = types[0] if types else "the exception"
-    steps = [f"Find why {raiser or 'the code'} throws {what} and where it should have been caught: a C++ exception "
-             "must not leave a function called from C or Python (a callback, a thread entry, an extern \"C\" or "
-             "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
-             "into Python exceptions)."]
+    steps = [
+        f"Find why {raiser or 'the code'} throws {what} and where it should have been caught: a C++ exception "
+        'must not leave a function called from C or Python (a callback, a thread entry, an extern "C" or '
+        "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
+        "into Python exceptions)."
+    ]
     if "std::bad_alloc" in types:
-        steps.append("std::bad_alloc means an allocation failed: check the process's commit size and the size "
-                     "that was asked for (a negative or huge size computed from bad input is common).")
+        steps.append(
+            "std::bad_alloc means an allocation failed: check the process's commit size and the size "
+            "that was asked for (a negative or huge size computed from bad input is common)."
+        )
     steps.append("To stop at the throw itself, run it under WinDbg with `sxe eh` (break on every C++ exception).")
     return steps
 
@@ -391,7 +479,7 @@ def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:
 def _heap_operation(walk: Optional[StackWalk], caller: Optional[str]) -> Optional[str]:
     """'freeing' / 'allocating' / 'resizing': what the heap was asked to do when it noticed,
     from the runtime frames above the caller."""
-    for f in (walk.frames[:32] if walk else ()):
+    for f in walk.frames[:32] if walk else ():
         name = f.function_name
         if caller is not None and name == caller:
             break
@@ -409,19 +497,23 @@ def _heap_corruption(crash, walk, evidence, steps, findings, at):
     caller = crash.raised_by
     op = _heap_operation(walk, caller)
     doing = f" while {op} a block" if op else ""
-    headline = (f"Heap corruption (0xC0000374): the Windows heap found its structures damaged{doing}"
-                + (f", called from {caller}" if caller else at))
+    headline = f"Heap corruption (0xC0000374): the Windows heap found its structures damaged{doing}" + (
+        f", called from {caller}" if caller else at
+    )
     if caller:
         evidence.append(f"first frame outside the heap and C runtime: {caller}")
-        evidence.append("the heap notices damage when a block next to the damaged one is freed or allocated; the "
-                        "code that overran the block, freed it twice or used it after free ran earlier")
-        steps = [f"Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
-                 "heap (gflags /p /enable python.exe /full) so the next overrun faults at the bad write."] + \
-            [s for s in steps if "gflags" not in s]
-    findings.append(Finding("heap_corruption", "fatal", headline, tuple(Evidence(e) for e in evidence),
-                            crash.thread_id))
-    return Verdict("heap_corruption", headline, "high" if caller else "medium", tuple(evidence),
-                   tuple(steps)), findings
+        evidence.append(
+            "the heap notices damage when a block next to the damaged one is freed or allocated; the "
+            "code that overran the block, freed it twice or used it after free ran earlier"
+        )
+        steps = [
+            f"Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
+            "heap (gflags /p /enable python.exe /full) so the next overrun faults at the bad write."
+        ] + [s for s in steps if "gflags" not in s]
+    findings.append(
+        Finding("heap_corruption", "fatal", headline, tuple(Evidence(e) for e in evidence), crash.thread_id)
+    )
+    return Verdict("heap_corruption", headline, "high" if caller else "medium", tuple(evidence), tuple(steps)), findings
 
 
 _VERB = {"read": "reads", "write": "writes", "read/write": "reads and writes"}
@@ -437,8 +529,9 @@ def _stack_owner(target, address: Optional[int]) -> Optional[int]:
     return None
 
 
-def _ran_off_the_stack(crash: CrashInfo, thread: Optional[ThreadReport], sizes: Sequence[FrameSize],
-                       threshold: int, at: str) -> Optional[Tuple[str, List[str], str]]:
+def _ran_off_the_stack(
+    crash: CrashInfo, thread: Optional[ThreadReport], sizes: Sequence[FrameSize], threshold: int, at: str
+) -> Optional[Tuple[str, List[str], str]]:
     """An access violation in the crashing thread's guard region (or just below its
     committed limit), established from independent stack bounds: a stack overflow that
     surfaced as 0xC0000005. Returns (headline, evidence, first step) or None."""
@@ -446,16 +539,21 @@ def _ran_off_the_stack(crash: CrashInfo, thread: Optional[ThreadReport], sizes: 
     if budget is None or not budget.guard_hit or crash.access_address is None:
         return None
     kind = crash.access_kind or "access"
-    headline = (f"Stack overflow seen as an access violation: {kind} at {crash.access_address:#x}, in thread "
-                f"{crash.thread_id}'s stack guard region{at}")
+    headline = (
+        f"Stack overflow seen as an access violation: {kind} at {crash.access_address:#x}, in thread "
+        f"{crash.thread_id}'s stack guard region{at}"
+    )
     evidence = [_guard_evidence(budget, crash) or ""]
     big = next((s for s in sizes if is_oversized(s, threshold)), None)
     if big is not None:
-        evidence.append(f"frame {big.frame_index}: {big.function} uses {human_bytes(max(big.size, big.requested or 0))} "
-                        "of stack")
-    step = ("Treat it as a stack overflow: a frame of a page or more allocated without the stack probe (probes disabled "
-            "with /Gs<size> or -mno-stack-arg-probe, hand-written assembly) can step past the guard page, and a thread whose stack is already exhausted faults there too; look at the frame sizes "
-            "and the depth of this stack.")
+        evidence.append(
+            f"frame {big.frame_index}: {big.function} uses {human_bytes(max(big.size, big.requested or 0))} of stack"
+        )
+    step = (
+        "Treat it as a stack overflow: a frame of a page or more allocated without the stack probe (probes disabled "
+        "with /Gs<size> or -mno-stack-arg-probe, hand-written assembly) can step past the guard page, and a thread whose stack is already exhausted faults there too; look at the frame sizes "
+        "and the depth of this stack."
+    )
     return headline, [e for e in evidence if e], step
 
 
@@ -471,28 +569,48 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
     if not gp:
         return None, [f"faulting instruction: {acc.instruction}, memory operand {acc.formula}{pattern_text}"], None
     if reported == ALL_ONES and not is_canonical(acc.address):
-        headline = (f"Access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x}, a non-canonical "
-                    f"address (general-protection fault){at}")
-        return headline, [
-            f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; the faulting "
-            f"instruction `{acc.instruction}` {_VERB[acc.kind]} at {acc.formula}, which is non-canonical (bits 63-47 "
-            f"differ): nothing can be mapped there, so the pointer is garbage{pattern_text}"
-        ], ("The pointer was corrupted, never initialised or already freed: find where "
-            f"{culprit[0] if culprit else 'it'} got its value (a use-after-free or a buffer overrun that overwrote it).")
+        headline = (
+            f"Access violation: {acc.kind} of {acc.size} bytes at {acc.address:#x}, a non-canonical "
+            f"address (general-protection fault){at}"
+        )
+        return (
+            headline,
+            [
+                f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; the faulting "
+                f"instruction `{acc.instruction}` {_VERB[acc.kind]} at {acc.formula}, which is non-canonical (bits 63-47 "
+                f"differ): nothing can be mapped there, so the pointer is garbage{pattern_text}"
+            ],
+            (
+                "The pointer was corrupted, never initialised or already freed: find where "
+                f"{culprit[0] if culprit else 'it'} got its value (a use-after-free or a buffer overrun that overwrote it)."
+            ),
+        )
     if acc.misaligned:
         mnemonic = acc.instruction.split(" ", 1)[0]
-        headline = (f"Access violation: misaligned {acc.size}-byte {acc.kind} at {acc.address:#x} by `{mnemonic}`, "
-                    f"which requires {acc.size}-byte alignment (general-protection fault){at}")
-        return headline, [
-            f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; `{acc.instruction}` "
-            f"accesses {acc.formula}, {acc.address % acc.size} bytes past a {acc.size}-byte boundary"
-        ], ("A buffer handed to vectorised code is not aligned: allocate it with _aligned_malloc / alignas / "
-            "an aligned allocator, or build that code with unaligned loads and stores (movups, vmovdqu).")
-    return None, [
-        f"Windows recorded {reported:#x} (a general-protection fault); the faulting instruction `{acc.instruction}` "
-        f"accesses {acc.formula}, a canonical{' and aligned' if acc.requires_alignment else ''} address, so the "
-        "fault has another cause (a segment or privilege violation)"
-    ], None
+        headline = (
+            f"Access violation: misaligned {acc.size}-byte {acc.kind} at {acc.address:#x} by `{mnemonic}`, "
+            f"which requires {acc.size}-byte alignment (general-protection fault){at}"
+        )
+        return (
+            headline,
+            [
+                f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; `{acc.instruction}` "
+                f"accesses {acc.formula}, {acc.address % acc.size} bytes past a {acc.size}-byte boundary"
+            ],
+            (
+                "A buffer handed to vectorised code is not aligned: allocate it with _aligned_malloc / alignas / "
+                "an aligned allocator, or build that code with unaligned loads and stores (movups, vmovdqu)."
+            ),
+        )
+    return (
+        None,
+        [
+            f"Windows recorded {reported:#x} (a general-protection fault); the faulting instruction `{acc.instruction}` "
+            f"accesses {acc.formula}, a canonical{' and aligned' if acc.requires_alignment else ''} address, so the "
+            "fault has another cause (a segment or privilege violation)"
+        ],
+        None,
+    )
 
 
 _LIMIT = re.compile(r"frame limit \((\d+)\)")
@@ -509,8 +627,10 @@ def _guard_evidence(budget, crash: CrashInfo) -> Optional[str]:
     if budget is None or crash.access_address is None:
         return None
     if budget.guard_hit:
-        return (f"the fault at {crash.access_address:#x} is in the stack's guard region (bounds from the "
-                f"{'TEB' if budget.source == 'teb' else 'memory map'})")
+        return (
+            f"the fault at {crash.access_address:#x} is in the stack's guard region (bounds from the "
+            f"{'TEB' if budget.source == 'teb' else 'memory map'})"
+        )
     # Bounds estimated from the fault itself prove nothing about it: the budget's note says
     # so where the budget is shown; the evidence list keeps only facts that carry weight.
     return None
@@ -530,8 +650,10 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         evidence.append(guard)
     limit = frame_limit(walk)
     if walk is not None:
-        evidence.append(f"{plural(len(walk.frames), 'frame')} on the crashing thread"
-                        + (f" (the walk stopped at its frame limit, {limit:,}: --max-frames)" if limit else ""))
+        evidence.append(
+            f"{plural(len(walk.frames), 'frame')} on the crashing thread"
+            + (f" (the walk stopped at its frame limit, {limit:,}: --max-frames)" if limit else "")
+        )
 
     main = cycles[0] if cycles else None
     if main is not None and (probe_victim is None or main.repetitions >= 8):
@@ -539,23 +661,32 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         if limit:
             # the walked frames are a prefix: the stack used, not the cycle's bytes, is the share
             share = used / reserve if used and reserve else None
-            reps = (f"at least {main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes "
-                    f"(walk stopped at --max-frames {limit:,})")
-            share_txt = (f"; {human_bytes(used)} used = {share:.0%} of" if share is not None else "; on")
+            reps = (
+                f"at least {main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes "
+                f"(walk stopped at --max-frames {limit:,})"
+            )
+            share_txt = f"; {human_bytes(used)} used = {share:.0%} of" if share is not None else "; on"
         else:
             share = main.total_bytes / reserve if reserve else main.stack_share
             reps = f"{main.repetitions:,} repetitions x {main.bytes_per_repetition:,} bytes"
             share_txt = f" = {share:.0%} of" if share is not None else " on"
-        headline = (f"Stack overflow: unbounded recursion {_cycle_text(main)}, "
-                    f"{reps}{share_txt} a {human_bytes(reserve)} stack")
-        evidence.append(f"cycle of period {main.period}: {_cycle_text(main)} "
-                        f"(frames {main.first_frame}-{main.last_frame}, {main.total_bytes:,} bytes)")
+        headline = (
+            f"Stack overflow: unbounded recursion {_cycle_text(main)}, {reps}{share_txt} a {human_bytes(reserve)} stack"
+        )
+        evidence.append(
+            f"cycle of period {main.period}: {_cycle_text(main)} "
+            f"(frames {main.first_frame}-{main.last_frame}, {main.total_bytes:,} bytes)"
+        )
         if limit and walk is not None and main.last_frame >= len(walk.frames) - 1:
-            evidence.append(f"the cycle runs to the last walked frame: it goes on below frame {main.last_frame:,}, so "
-                            "its full depth and the code that entered it are not known; rerun with a larger --max-frames")
+            evidence.append(
+                f"the cycle runs to the last walked frame: it goes on below frame {main.last_frame:,}, so "
+                "its full depth and the code that entered it are not known; rerun with a larger --max-frames"
+            )
         elif limit:
-            evidence.append("the frames below the walked ones were not walked (frame limit): rerun with a larger "
-                            "--max-frames to see the whole stack")
+            evidence.append(
+                "the frames below the walked ones were not walked (frame limit): rerun with a larger "
+                "--max-frames to see the whole stack"
+            )
         entry = outside_entry_path(main)
         if entry:
             evidence.append("entered from: " + " <- ".join(entry[:5]))
@@ -565,9 +696,13 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
         interpreter = python_interpreter_module(main)
         if interpreter is not None:
             # Every member is the interpreter's own C code: the recursion is in Python.
-            headline = (f"Stack overflow: Python code recursed until the C stack ran out "
-                        f"({interpreter} interpreter frames, {reps}{share_txt} a {human_bytes(reserve)} stack)")
-            evidence.append(f"every function in the cycle is in {interpreter}: each repetition is one Python-level call")
+            headline = (
+                f"Stack overflow: Python code recursed until the C stack ran out "
+                f"({interpreter} interpreter frames, {reps}{share_txt} a {human_bytes(reserve)} stack)"
+            )
+            evidence.append(
+                f"every function in the cycle is in {interpreter}: each repetition is one Python-level call"
+            )
             steps = [
                 "A Python function recursed deeper than the thread's C stack holds: sys.setrecursionlimit() was "
                 "raised (by your code or a library) above what the stack can take (python.exe's main thread "
@@ -582,21 +717,29 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
                 "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
             ]
         if calls_contradict:
-            steps.insert(0, "The code contradicts these frames: check the stack by hand in a debugger "
-                            "(`kf` and `ub <return address>`) before trusting this verdict.")
+            steps.insert(
+                0,
+                "The code contradicts these frames: check the stack by hand in a debugger "
+                "(`kf` and `ub <return address>`) before trusting this verdict.",
+            )
         findings.append(Finding("recursion", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
-        return Verdict("recursion", headline, "medium" if calls_contradict or limit else "high",
-                       tuple(evidence), tuple(steps)), findings
+        return Verdict(
+            "recursion", headline, "medium" if calls_contradict or limit else "high", tuple(evidence), tuple(steps)
+        ), findings
 
     big = probe_victim or (oversized[0] if oversized else None)
     if big is not None:
         asked = big.requested or big.size
         how = f" ({big.prologue_text})" if big.prologue_text else ""
         died = " and died in the stack probe before its frame existed" if big.not_yet_allocated else ""
-        headline = (f"Stack overflow: {big.function} asked for {human_bytes(asked)} of stack{how}"
-                    f"{died}, on a {human_bytes(reserve)} stack")
-        evidence.append(f"frame {big.frame_index}: {big.function} requests {asked:,} bytes"
-                        + (" via the stack probe" if big.via_probe else ""))
+        headline = (
+            f"Stack overflow: {big.function} asked for {human_bytes(asked)} of stack{how}"
+            f"{died}, on a {human_bytes(reserve)} stack"
+        )
+        evidence.append(
+            f"frame {big.frame_index}: {big.function} requests {asked:,} bytes"
+            + (" via the stack probe" if big.via_probe else "")
+        )
         steps = [
             f"Move the large local buffer in {big.function} to the heap (malloc/new/std::vector) or a static.",
             "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
@@ -608,7 +751,9 @@ def _stack_overflow(crash, thread, walk, sizes, evidence, findings, threshold):
     if sizes:
         top = sizes[0]
         headline += f"; the largest frame is {top.function} ({human_bytes(max(top.size, top.requested or 0))})"
-    steps = ["The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
-             "Run the work on a thread with a bigger stack to confirm it is depth, not corruption."]
+    steps = [
+        "The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
+        "Run the work on a thread with a bigger stack to confirm it is depth, not corruption.",
+    ]
     findings.append(Finding("stack_overflow", "fatal", headline, tuple(Evidence(e) for e in evidence), tid))
     return Verdict("stack_overflow", headline, "medium", tuple(evidence), tuple(steps)), findings

@@ -2,6 +2,7 @@
 text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`, after
 `.ecxr` on the crashing thread).
 Dump-derived text is escaped for DML."""
+
 from __future__ import annotations
 
 import html
@@ -16,8 +17,7 @@ from dumpkit.report.text import collapse, frame_name, kf_memory, shows_frame_siz
 
 def dml_text(text: object, limit: int = 512) -> str:
     """Dump-derived text made safe for DML: one line, controls removed, &<>" escaped."""
-    return (clean(text, limit).replace("&", "&amp;").replace("<", "&lt;")
-            .replace(">", "&gt;").replace('"', "&quot;"))
+    return clean(text, limit).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
 
 
 def plain_text(dml_line: str) -> str:
@@ -63,8 +63,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
         line = f"{c.code:#010x} {c.code_name}"
         if c.fastfail_code is not None:
             line += f" / {c.fastfail_name} ({c.fastfail_code})"
-        out.append(f"<b>Crash</b>      {dml_text(line)} on thread {thread_link(c.thread_id)} "
-                   f"at {c.address:#x}")
+        out.append(f"<b>Crash</b>      {dml_text(line)} on thread {thread_link(c.thread_id)} at {c.address:#x}")
         out.append(f"           {dml_text(c.summary, 1000)}")
         if c.raised_by:
             out.append(f"           raised by {dml_text(c.raised_by)}")
@@ -82,9 +81,11 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                 continue
             out.append(f"<b>Recursion on thread</b> {thread_link(t.tid)}")
             share = f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""
-            out.append(f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
-                       f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}{share}, "
-                       f"frames {cyc.first_frame}-{cyc.last_frame}")
+            out.append(
+                f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
+                f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}{share}, "
+                f"frames {cyc.first_frame}-{cyc.last_frame}"
+            )
             for fn in call_order(cyc):
                 out.append(f"    {dml_text(fn)}")
             if outside_entry_path(cyc):
@@ -99,21 +100,28 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             idx = frame_link(crash.tid, fs.frame_index, crashing=True) if crash is not None else str(fs.frame_index)
             pad = " " * max(0, 6 - len(f"{fs.frame_index:02x}" if fs.frame_index < 256 else f"{fs.frame_index:x}"))
             asks = f"{fs.requested:,}" if fs.requested is not None else ""
-            out.append(f"  {pad}{idx}  {fs.size:>10,}  {asks:>13}  {dml_text(fs.function)}"
-                       + (f"  {dml_text(how)}" if how else ""))
+            out.append(
+                f"  {pad}{idx}  {fs.size:>10,}  {asks:>13}  {dml_text(fs.function)}"
+                + (f"  {dml_text(how)}" if how else "")
+            )
     if crash is not None and crash.budget is not None:
         b = crash.budget
         frac = b.used_fraction
-        out.append(f"<b>Stack</b>      used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
-                   + (f" ({frac:.0%})" if frac is not None else "") + f", from {dml_text(b.source)}"
-                   + (", fault in the guard region" if b.guard_hit else ""))
+        out.append(
+            f"<b>Stack</b>      used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
+            + (f" ({frac:.0%})" if frac is not None else "")
+            + f", from {dml_text(b.source)}"
+            + (", fault in the guard region" if b.guard_hit else "")
+        )
     out.append("")
 
     def stack(t, title: str) -> None:
         trust = ", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items()))
         name = f' "{dml_text(t.name, 80)}"' if t.name else ""
-        out.append(f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frame_count:,} frames ({dml_text(trust)}); "
-                   f"walk ended: {dml_text(t.stop_reason)}")
+        out.append(
+            f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frame_count:,} frames ({dml_text(trust)}); "
+            f"walk ended: {dml_text(t.stop_reason)}"
+        )
         out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
         shown = 0
         rows_ = collapse(t.frames, t.cycles)
@@ -127,8 +135,10 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
             pad = " " * max(0, 4 - len(label))
             size = f"{above:x}" if above is not None else ""  # kf's Memory: frame N-1's size
-            out.append(f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
-                       f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})")
+            out.append(
+                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
+                f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})"
+            )
             shown += 1
         out.append("")
 
@@ -149,8 +159,15 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                 continue
             seen.update(t.same_stack_as)
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
-            group = (f" (+{len(t.same_stack_as)} with the same stack: "
-                     + ", ".join(thread_link(x) for x in t.same_stack_as) + ")") if t.same_stack_as else ""
+            group = (
+                (
+                    f" (+{len(t.same_stack_as)} with the same stack: "
+                    + ", ".join(thread_link(x) for x in t.same_stack_as)
+                    + ")"
+                )
+                if t.same_stack_as
+                else ""
+            )
             name = f' "{dml_text(t.name, 80)}"' if t.name else ""
             out.append(f"  {thread_link(t.tid)}{name}: {plural(t.frame_count, 'frame')}, top {dml_text(top)}{group}")
     if report.soft_errors:

@@ -1,5 +1,6 @@
 """Dump strings are attacker-controlled: module names, paths and thread names come from
 whoever wrote the dump. Every renderer passes them through one of these."""
+
 from __future__ import annotations
 
 import html
@@ -86,5 +87,6 @@ def html_prose(text: object, limit: int = MAX_SHOWN) -> str:
     spans = _code_spans(s)
     if spans is None:
         return html.escape(s, quote=True)
-    return "".join(f"<code>{html.escape(p, quote=True)}</code>" if is_code else html.escape(p, quote=True)
-                   for is_code, p in spans)
+    return "".join(
+        f"<code>{html.escape(p, quote=True)}</code>" if is_code else html.escape(p, quote=True) for is_code, p in spans
+    )

@@ -1,5 +1,6 @@
 """JSON rendering. Schema: docs/report-schema.md (every field optional; addresses are
 "0x..." strings; non-fatal problems in `soft_errors`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,17 @@ from dumpkit.analysis.model import Report
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
 ADDRESS_FIELDS = {
-    "ip", "sp", "base", "address", "access_address", "limit", "reserve_low",
-    "return_address", "target", "resolved", "registers",
+    "ip",
+    "sp",
+    "base",
+    "address",
+    "access_address",
+    "limit",
+    "reserve_low",
+    "return_address",
+    "target",
+    "resolved",
+    "registers",
 }
 
 

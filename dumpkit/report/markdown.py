@@ -1,5 +1,6 @@
 """Markdown for GitHub issues and post-mortems: the verdict up top, full stacks folded in
 <details>. Dump strings are escaped (escape.markdown / markdown_code)."""
+
 from __future__ import annotations
 
 from typing import List
@@ -9,8 +10,16 @@ from dumpkit.analysis.recursion import call_order
 from dumpkit.words import plural
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
 from dumpkit.report.text import (
-    budget_line, collapse, cycle_summary, entry_path, frame_name, oversized_legend, pointer_digits,
-    shown_cycles, shows_frame_sizes, stack_groups,
+    budget_line,
+    collapse,
+    cycle_summary,
+    entry_path,
+    frame_name,
+    oversized_legend,
+    pointer_digits,
+    shown_cycles,
+    shows_frame_sizes,
+    stack_groups,
 )
 
 
@@ -52,8 +61,14 @@ def _group_heading(t: ThreadReport, same) -> List[str]:
 def render_markdown(report: Report) -> str:
     v = report.verdict
     digits = pointer_digits(report)
-    out: List[str] = ["## Crash analysis (dumpkit)", "", f"**{prose(v.headline, 2000)}**", "",
-                      f"Confidence: {v.confidence}", ""]
+    out: List[str] = [
+        "## Crash analysis (dumpkit)",
+        "",
+        f"**{prose(v.headline, 2000)}**",
+        "",
+        f"Confidence: {v.confidence}",
+        "",
+    ]
     if v.evidence:
         out.append("**Evidence**")
         out += [f"- {prose(e, 2000)}" for e in v.evidence]
@@ -81,13 +96,18 @@ def render_markdown(report: Report) -> str:
         out.append(f"| CPU | {md(s.cpu)}, {plural(s.processors, 'processor')} |")
     env = report.environment
     if env.cpu_features:
-        feats = ", ".join(f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items())
+        feats = ", ".join(
+            f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items()
+        )
         out.append(f"| CPU features | {md(feats)} |")
     if env.python:
         out.append(f"| Python | {md(env.python)} |")
     if env.tensorflow or env.tensorflow_version:
-        out.append(f"| TensorFlow | {md(env.tensorflow_version or 'version unknown')}"
-                   + (f" ({cell_code(env.tensorflow[0])})" if env.tensorflow else "") + " |")
+        out.append(
+            f"| TensorFlow | {md(env.tensorflow_version or 'version unknown')}"
+            + (f" ({cell_code(env.tensorflow[0])})" if env.tensorflow else "")
+            + " |"
+        )
     for comp in env.cuda:
         out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({cell_code(comp.module)}) |")
     out.append("")
@@ -105,16 +125,23 @@ def render_markdown(report: Report) -> str:
         out += [f"- {code(fn)}" for fn in call_order(cyc)]
         path, more = entry_path(cyc)
         if path:
-            out += ["", "Entered from: " + " \\<- ".join(code(fn) for fn in path)
-                    + (f" \\<- ... ({more} more)" if more else "")]
+            out += [
+                "",
+                "Entered from: "
+                + " \\<- ".join(code(fn) for fn in path)
+                + (f" \\<- ... ({more} more)" if more else ""),
+            ]
         out.append("")
     crash_thread = next((t for t in report.threads if t.is_crashing), None)
     if crash_thread is not None:
         if shows_frame_sizes(report):
             legend = oversized_legend(report)
-            out += ["**Largest frames**", "",
-                    "| # | function | frame bytes | prologue asks |" + (" |" if legend else ""),
-                    "|---:|---|---:|---:|" + ("---|" if legend else "")]
+            out += [
+                "**Largest frames**",
+                "",
+                "| # | function | frame bytes | prologue asks |" + (" |" if legend else ""),
+                "|---:|---|---:|---:|" + ("---|" if legend else ""),
+            ]
             for fs in report.frame_sizes[:8]:
                 asks = f"{fs.requested:,}" if fs.requested is not None else ""
                 if fs.not_yet_allocated:

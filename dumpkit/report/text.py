@@ -1,5 +1,6 @@
 """The terminal view (rich). Every dump-derived string goes through escape.clean and into
 rich Text objects, never into markup, so a hostile module name cannot style or inject."""
+
 from __future__ import annotations
 
 import io
@@ -27,7 +28,8 @@ STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 def shows_frame_sizes(report: Report) -> bool:
     """Frame sizes explain stack overflows; elsewhere they matter only when one is oversized."""
     return bool(report.frame_sizes) and (
-        report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes))
+        report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes)
+    )
 
 
 def oversized_legend(report: Report) -> Optional[str]:
@@ -72,9 +74,11 @@ def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeat
             first, last, c = span
             keep_to = first + c.period * show_repeats - 1
             if f.index > keep_to:
-                out.append(f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
-                           f"{plural(c.repetitions - show_repeats, 'more time')} "
-                           f"({human_bytes(c.total_bytes)} in all) ...")
+                out.append(
+                    f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
+                    f"{plural(c.repetitions - show_repeats, 'more time')} "
+                    f"({human_bytes(c.total_bytes)} in all) ..."
+                )
                 skip_until = prev = last
                 continue
         out.append(f)
@@ -89,16 +93,22 @@ ENTRY_PATH_SHOWN = 6
 
 def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
     """The recursions every renderer lists, crashing thread first."""
-    return [(t, c) for t in report.threads for c in t.cycles[:MAX_CYCLES_SHOWN]
-            if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS]
+    return [
+        (t, c)
+        for t in report.threads
+        for c in t.cycles[:MAX_CYCLES_SHOWN]
+        if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
+    ]
 
 
 def cycle_summary(c: Cycle) -> str:
     """Numbers only (no dump strings): safe in any format as is."""
     share = f" ({c.stack_share:.0%} of the used stack)" if c.stack_share is not None else ""
-    return (f"cycle of {plural(c.period, 'function')} in call order, {plural(c.repetitions, 'repetition')} x "
-            f"{c.bytes_per_repetition:,} bytes = {human_bytes(c.total_bytes)}{share}, "
-            f"frames {c.first_frame}-{c.last_frame}")
+    return (
+        f"cycle of {plural(c.period, 'function')} in call order, {plural(c.repetitions, 'repetition')} x "
+        f"{c.bytes_per_repetition:,} bytes = {human_bytes(c.total_bytes)}{share}, "
+        f"frames {c.first_frame}-{c.last_frame}"
+    )
 
 
 def entry_path(c: Cycle) -> Tuple[Tuple[str, ...], int]:
@@ -113,8 +123,9 @@ def budget_line(b: StackBudget) -> str:
     used = human_bytes(b.used) if b.used is not None else "an unknown amount"
     if b.reserve_size:
         frac = b.used_fraction
-        line = (f"used {used} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}"
-                + (f" ({frac:.0%})" if frac is not None else ""))
+        line = f"used {used} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}" + (
+            f" ({frac:.0%})" if frac is not None else ""
+        )
     else:
         line = f"used {used} (reserve not known)"
     line += f", from {b.source}"
@@ -160,8 +171,13 @@ def kf_memory(rows: Sequence[object], frames: Sequence[FrameRecord]) -> List[Opt
     return out
 
 
-def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycles: bool = True,
-                 hex_index: bool = True, digits: int = 16) -> Table:
+def thread_table(
+    t: ThreadReport,
+    max_rows: Optional[int] = None,
+    collapse_cycles: bool = True,
+    hex_index: bool = True,
+    digits: int = 16,
+) -> Table:
     """`hex_index`: WinDbg's `kf` layout (`dumpkit stack`): frame numbers and Memory in
     hex, Memory on row N being frame N-1's size as kf shows it. Without it (the analyze
     report) both are decimal and each row shows its own frame's size, as the evidence,
@@ -187,7 +203,9 @@ def thread_table(t: ThreadReport, max_rows: Optional[int] = None, collapse_cycle
         table.add_row(
             (f"{r.index:02x}" if r.index < 256 else f"{r.index:x}") if hex_index else str(r.index),
             _memory(kf[k] if kf is not None else r.size, hex_index),
-            f"{r.sp:0{digits}x}", f"{r.ip:0{digits}x}", Text(clean(frame_name(r))),
+            f"{r.sp:0{digits}x}",
+            f"{r.ip:0{digits}x}",
+            Text(clean(frame_name(r))),
             Text(r.trust, style="dim" if r.trust.startswith("scan") else ""),
         )
         shown += 1
@@ -209,8 +227,14 @@ def _lines(console: Console, title: str, items: Iterable[str], numbered: bool = 
 
 def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
     buf = io.StringIO()
-    console = Console(file=buf, force_terminal=color, color_system="standard" if color else None,
-                      width=width, highlight=False, soft_wrap=False)
+    console = Console(
+        file=buf,
+        force_terminal=color,
+        color_system="standard" if color else None,
+        width=width,
+        highlight=False,
+        soft_wrap=False,
+    )
     v = report.verdict
     console.print(Text(f"dumpkit {report.dumpkit_version}: ", style="dim") + Text(clean(report.dump.path)))
     console.print()
@@ -239,12 +263,22 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if env.cpu_features:
         feats = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else '?'}" for k, v in env.cpu_features.items())
         src = env.cpu_features_source
-        env_bits.append(("CPU features", feats + (f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else "")))
+        env_bits.append(
+            (
+                "CPU features",
+                feats + (f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else ""),
+            )
+        )
     if env.python:
         env_bits.append(("Python", env.python))
     if env.tensorflow or env.tensorflow_version:
-        env_bits.append(("TensorFlow", (env.tensorflow_version or "version unknown")
-                         + (f" ({clean(env.tensorflow[0])})" if env.tensorflow else "")))
+        env_bits.append(
+            (
+                "TensorFlow",
+                (env.tensorflow_version or "version unknown")
+                + (f" ({clean(env.tensorflow[0])})" if env.tensorflow else ""),
+            )
+        )
     for comp in env.cuda:
         env_bits.append((comp.name, f"{comp.version or '?'} ({clean(comp.module)})"))
     for label, val in env_bits:
@@ -263,8 +297,11 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
             console.print(Text("    ") + Text(clean(fn)))
         path, more = entry_path(cyc)
         if path:
-            console.print(Text("  entered from: ") + Text(clean(" <- ".join(path), 1000))
-                          + Text(f" <- ... ({more} more)" if more else ""))
+            console.print(
+                Text("  entered from: ")
+                + Text(clean(" <- ".join(path), 1000))
+                + Text(f" <- ... ({more} more)" if more else "")
+            )
     if shows_frame_sizes(report):
         console.print(Text("Largest frames (crashing thread)", style="bold"))
         legend = oversized_legend(report)
@@ -276,8 +313,14 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
             if fs.not_yet_allocated:
                 how += " (died in the probe before the frame existed)"
             mark = (Text("oversized" if fs.oversized else "", style="bold red"),) if legend else ()
-            table.add_row(str(fs.frame_index), Text(clean(fs.function)), f"{fs.size:,}",
-                          f"{fs.requested:,}" if fs.requested is not None else "", *mark, Text(how))
+            table.add_row(
+                str(fs.frame_index),
+                Text(clean(fs.function)),
+                f"{fs.size:,}",
+                f"{fs.requested:,}" if fs.requested is not None else "",
+                *mark,
+                Text(how),
+            )
         console.print(table)
         if legend:
             console.print(Text(f"  {legend}", style="dim"))
@@ -287,9 +330,14 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
 
     if crash_thread is not None:
         trust = ", ".join(f"{k} {v}" for k, v in sorted(crash_thread.trust_counts.items()))
-        console.print(Text(f"Crashing thread {crash_thread.tid}", style="bold")
-                      + Text(f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); "
-                             f"walk ended: {clean(crash_thread.stop_reason, 1000)}", style="dim"))
+        console.print(
+            Text(f"Crashing thread {crash_thread.tid}", style="bold")
+            + Text(
+                f"  {plural(crash_thread.frame_count, 'frame')} ({trust}); "
+                f"walk ended: {clean(crash_thread.stop_reason, 1000)}",
+                style="dim",
+            )
+        )
         console.print(thread_table(crash_thread, max_rows=max_frames, hex_index=False, digits=pointer_digits(report)))
         console.print()
     groups = stack_groups(report.threads)
@@ -298,10 +346,11 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         for t, same in groups:
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
             group = f" (+{len(same)} with the same stack: {', '.join(str(x.tid) for x in same)})" if same else ""
-            name = f" \"{clean(t.name, 80)}\"" if t.name else ""
+            name = f' "{clean(t.name, 80)}"' if t.name else ""
             console.print(Text(f"  {t.tid}{name}: {plural(t.frame_count, 'frame')}, top {clean(top)}{group}"))
-        console.print(Text(f"  (every stack in full: dumpkit stack --all {clean(shlex.quote(report.dump.path))})",
-                           style="dim"))
+        console.print(
+            Text(f"  (every stack in full: dumpkit stack --all {clean(shlex.quote(report.dump.path))})", style="dim")
+        )
     if report.soft_errors:
         console.print()
         _lines(console, "Problems met while reading (the rest of the report stands)", report.soft_errors)

@@ -7,6 +7,7 @@ slice we have already bounds-checked. The package alone raises on stream types i
 not know and on reads that cross memory ranges; here an unknown stream is listed and
 skipped, and damage in one stream is a soft error that leaves the others readable.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -177,7 +178,7 @@ class _Memory:
         while want > 0 and i < n and self.starts[i] <= cur < self.ends[i]:
             take = min(want, self.ends[i] - cur)
             off = self.offsets[i] + (cur - self.starts[i])
-            out.append(self._data[off:off + take])
+            out.append(self._data[off : off + take])
             cur += take
             want -= take
             i += 1
@@ -282,7 +283,7 @@ class MinidumpTarget:
         if length > cap:
             self.soft_errors.add(f"{what}: name of {length} bytes truncated to {cap}")
             length = cap
-        raw = self._data[rva + 4:min(rva + 4 + length, self._size)]
+        raw = self._data[rva + 4 : min(rva + 4 + length, self._size)]
         self._string_budget -= len(raw)
         return raw.decode("utf-16-le", errors="replace")
 
@@ -296,8 +297,9 @@ class MinidumpTarget:
             packed = compressed_format(self._data[:8])
             if packed is not None:
                 kind, how = packed
-                raise DumpError(f"the file is {kind}, not a minidump: decompress it first "
-                                f"({how.format(shlex.quote(self.path))})")
+                raise DumpError(
+                    f"the file is {kind}, not a minidump: decompress it first ({how.format(shlex.quote(self.path))})"
+                )
             raise DumpError(f"not a minidump (signature {self._data[:4]!r}, expected b'MDMP')")
         if ver & 0xFFFF != MDMP_VERSION:
             self.soft_errors.add(f"header: unexpected version {ver & 0xFFFF:#x} (expected {MDMP_VERSION:#x})")
@@ -314,7 +316,9 @@ class MinidumpTarget:
         expected = self._expected_size(dir_rva, nstreams, entries)
         self._truncation: Optional[str] = None
         if expected > self._size:
-            self._truncation = f"file is truncated: {self._size:,} bytes, the stream directory expects at least {expected:,}"
+            self._truncation = (
+                f"file is truncated: {self._size:,} bytes, the stream directory expects at least {expected:,}"
+            )
             self.soft_errors.add(self._truncation)
         if nstreams > fit:
             self.soft_errors.add(f"header: claims {nstreams} streams but only {fit} fit in the file")
@@ -332,8 +336,10 @@ class MinidumpTarget:
             # One line, however many: a garbage directory can repeat thousands of types.
             shown = ", ".join(dict.fromkeys(duplicates[:5]))
             more = f" and {len(duplicates) - 5} more" if len(duplicates) > 5 else ""
-            self.soft_errors.add(f"stream directory: {len(duplicates)} duplicate entr"
-                                 f"{'y' if len(duplicates) == 1 else 'ies'} ({shown}{more}); the first of each type is used")
+            self.soft_errors.add(
+                f"stream directory: {len(duplicates)} duplicate entr"
+                f"{'y' if len(duplicates) == 1 else 'ies'} ({shown}{more}); the first of each type is used"
+            )
 
         handlers: List[Tuple[int, Callable[[bytes], None]]] = [
             (7, self._parse_system_info),  # first: the context layout depends on the CPU
@@ -423,8 +429,8 @@ class MinidumpTarget:
     def _parse_system_info(self, data: bytes) -> None:
         if len(data) < 32:
             raise ValueError(f"{len(data)} bytes, need at least 32")
-        arch, level, rev, nproc, ptype, major, minor, build, platform, csd_rva, _suite, _r2 = (
-            struct.unpack_from("<HHHBBIIIIIHH", data, 0)
+        arch, level, rev, nproc, ptype, major, minor, build, platform, csd_rva, _suite, _r2 = struct.unpack_from(
+            "<HHHBBIIIIIHH", data, 0
         )
         vendor = None
         ver_info = feat = amd = 0
@@ -438,11 +444,22 @@ class MinidumpTarget:
         wine = self._wine_marker()
         csd = self._string(csd_rva, "SystemInfo CSD version") or ""
         self.system = SystemInfo(
-            processor_architecture=arch, processor_level=level, processor_revision=rev,
-            number_of_processors=nproc, product_type=ptype, os_major=major, os_minor=minor,
-            os_build=build, platform_id=platform, csd_version=csd, cpu_vendor=vendor,
-            cpuid_version=ver_info, cpuid_features=feat, amd_extended_features=amd,
-            processor_features=pf, wine_version=wine,
+            processor_architecture=arch,
+            processor_level=level,
+            processor_revision=rev,
+            number_of_processors=nproc,
+            product_type=ptype,
+            os_major=major,
+            os_minor=minor,
+            os_build=build,
+            platform_id=platform,
+            csd_version=csd,
+            cpu_vendor=vendor,
+            cpuid_version=ver_info,
+            cpuid_features=feat,
+            amd_extended_features=amd,
+            processor_features=pf,
+            wine_version=wine,
         )
 
     def _wine_marker(self) -> Optional[str]:
@@ -452,7 +469,7 @@ class MinidumpTarget:
         if entry is None:
             return None
         at = entry.offset + entry.size
-        tail = self._data[at:min(at + 256, self._size)]
+        tail = self._data[at : min(at + 256, self._size)]
         if tail[:4] != b"WINE":
             return None
         parts = [p.decode("ascii", "replace") for p in tail[20:].split(b"\0")[:3] if p]
@@ -474,7 +491,7 @@ class MinidumpTarget:
             processor_current_mhz=cur_mhz,
         )
         if len(data) >= 832 and flags1 & 0x100:
-            raw = data[232:232 + 520]
+            raw = data[232 : 232 + 520]
             self.build_string = raw.decode("utf-16-le", "replace").split("\0", 1)[0] or None
         if len(data) >= 848:
             xsize, _ctx_size, enabled = struct.unpack_from("<IIQ", data, 832)
@@ -487,7 +504,7 @@ class MinidumpTarget:
         # Wine writes a range per unwind record: a million entries is real. Plain ranges
         # go straight in; only suspicious ones take the checked path.
         size, append = self._size, self._mem_ranges.append
-        for start, dsize, rva in struct.iter_unpack("<QII", data[4:4 + 16 * count]):
+        for start, dsize, rva in struct.iter_unpack("<QII", data[4 : 4 + 16 * count]):
             if dsize and rva + dsize <= size and start + dsize <= 1 << 64:
                 append((start, dsize, rva))
             else:
@@ -498,7 +515,7 @@ class MinidumpTarget:
         count = self._records(data, 16, count, 16, "Memory64List")
         off = base_rva
         size, append = self._size, self._mem_ranges.append
-        for start, dsize in struct.iter_unpack("<QQ", data[16:16 + 16 * count]):
+        for start, dsize in struct.iter_unpack("<QQ", data[16 : 16 + 16 * count]):
             if dsize and off + dsize <= size and start + dsize <= 1 << 64:
                 append((start, dsize, off))
             else:
@@ -548,14 +565,15 @@ class MinidumpTarget:
         if rva >= self._size:
             self.soft_errors.add(f"{what}: register context lies past the end of the file (offset {rva:#x})")
             return None
-        raw = self._data[rva:min(rva + size, self._size)]
+        raw = self._data[rva : min(rva + size, self._size)]
         arch = self.system.processor_architecture if self.system else None
         regs, problem = parse_context(raw, arch)
         if len(raw) < size:
             # One line: what the cut cost, not also what the parser then missed.
             lost = "unusable" if regs is None else "registers kept"
-            self.soft_errors.add(f"{what}: register context cut short by the end of the file "
-                                 f"({len(raw)} of {size} bytes; {lost})")
+            self.soft_errors.add(
+                f"{what}: register context cut short by the end of the file ({len(raw)} of {size} bytes; {lost})"
+            )
         elif problem:
             self.soft_errors.add(f"{what}: {problem}")
         return regs
@@ -564,28 +582,36 @@ class MinidumpTarget:
         (count,) = struct.unpack_from("<I", data, 0)
         count = self._records(data, 4, count, 48, "ThreadList")
         for i in range(count):
-            t = MINIDUMP_THREAD.parse(io.BytesIO(data[4 + 48 * i:4 + 48 * (i + 1)]))
+            t = MINIDUMP_THREAD.parse(io.BytesIO(data[4 + 48 * i : 4 + 48 * (i + 1)]))
             stack = t.Stack
             mem = stack.MemoryLocation
             ctx = self._context(t.ThreadContext.DataSize, t.ThreadContext.Rva, f"thread {t.ThreadId}")
-            self.threads.append(Thread(
-                tid=t.ThreadId, context=ctx,
-                stack_start=stack.StartOfMemoryRange, stack_size=mem.DataSize,
-                teb=t.Teb, name=self._thread_names.get(t.ThreadId),
-                suspend_count=t.SuspendCount, priority=t.Priority,
-            ))
+            self.threads.append(
+                Thread(
+                    tid=t.ThreadId,
+                    context=ctx,
+                    stack_start=stack.StartOfMemoryRange,
+                    stack_size=mem.DataSize,
+                    teb=t.Teb,
+                    name=self._thread_names.get(t.ThreadId),
+                    suspend_count=t.SuspendCount,
+                    priority=t.Priority,
+                )
+            )
             if mem.DataSize:
                 if mem.Rva + mem.DataSize > self._size:
                     # Said here, once per thread; not again when the range is added below.
-                    self.soft_errors.add(f"thread {t.ThreadId}: stack memory ({mem.DataSize} bytes at offset "
-                                         f"{mem.Rva:#x}) runs past the end of the file")
+                    self.soft_errors.add(
+                        f"thread {t.ThreadId}: stack memory ({mem.DataSize} bytes at offset "
+                        f"{mem.Rva:#x}) runs past the end of the file"
+                    )
                 self._stack_ranges.append((stack.StartOfMemoryRange, mem.DataSize, mem.Rva))
 
     def _parse_module_list(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)
         count = self._records(data, 4, count, 108, "ModuleList")
         for i in range(count):
-            m = MINIDUMP_MODULE.parse(io.BytesIO(data[4 + 108 * i:4 + 108 * (i + 1)]))
+            m = MINIDUMP_MODULE.parse(io.BytesIO(data[4 + 108 * i : 4 + 108 * (i + 1)]))
             path = self._string(m.ModuleNameRva, f"module {i}") or f"<module {i}>"
             name = path.replace("/", "\\").rsplit("\\", 1)[-1]
             if len(name) > MAX_NAME_COMPONENT:
@@ -599,11 +625,19 @@ class MinidumpTarget:
                 fv = _fmt_version(vi.dwFileVersionMS, vi.dwFileVersionLS)
                 pv = _fmt_version(vi.dwProductVersionMS, vi.dwProductVersionLS)
             cv = self._codeview(m.CvRecord.DataSize, m.CvRecord.Rva, name)
-            self.modules.append(Module(
-                name=name, path=path, base=m.BaseOfImage, size=m.SizeOfImage,
-                timestamp=m.TimeDateStamp, checksum=m.CheckSum,
-                file_version=fv, product_version=pv, cv_record=cv,
-            ))
+            self.modules.append(
+                Module(
+                    name=name,
+                    path=path,
+                    base=m.BaseOfImage,
+                    size=m.SizeOfImage,
+                    timestamp=m.TimeDateStamp,
+                    checksum=m.CheckSum,
+                    file_version=fv,
+                    product_version=pv,
+                    cv_record=cv,
+                )
+            )
 
     def _codeview(self, size: int, rva: int, what: str) -> Optional[CodeViewRecord]:
         if size < 24 or size > 4096:
@@ -647,12 +681,13 @@ class MinidumpTarget:
         count = self._records(data, hsize, count, esize, "MemoryInfoList")
         for i in range(count):
             off = hsize + esize * i
-            mi = MINIDUMP_MEMORY_INFO.parse(io.BytesIO(data[off:off + 48]))
+            mi = MINIDUMP_MEMORY_INFO.parse(io.BytesIO(data[off : off + 48]))
             state, protect, mtype = struct.unpack_from("<III", data, off + 32)
-            self.memory_regions.append(MemoryRegion(
-                mi.BaseAddress, mi.AllocationBase, mi.AllocationProtect, mi.RegionSize,
-                state, protect, mtype,
-            ))
+            self.memory_regions.append(
+                MemoryRegion(
+                    mi.BaseAddress, mi.AllocationBase, mi.AllocationProtect, mi.RegionSize, state, protect, mtype
+                )
+            )
         self.memory_regions.sort(key=lambda r: r.base)
 
     def _parse_function_table(self, data: bytes) -> None:

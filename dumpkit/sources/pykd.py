@@ -31,6 +31,7 @@ Stack bounds come from the TEB's NT_TIB (StackBase at +8, StackLimit at +0x10); 
 minidump often lacks the TEB, and then the stack is the readable memory from SP
 upwards, which is what the dump captured.
 """
+
 from __future__ import annotations
 
 import os
@@ -62,26 +63,32 @@ VS_FIXEDFILEINFO_SIGNATURE = 0xFEEF04BD
 
 # dbgeng register names read for every thread; stored under dumpkit's names.
 _X64_REGS = tuple(GPR_NAMES) + ("rip", "efl", "cs", "ds", "es", "fs", "gs", "ss", "mxcsr")
-_X86_REGS = ("eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip", "efl",
-             "cs", "ds", "es", "fs", "gs", "ss")
+_X86_REGS = ("eax", "ecx", "edx", "ebx", "esp", "ebp", "esi", "edi", "eip", "efl", "cs", "ds", "es", "fs", "gs", "ss")
 _RENAME = {"efl": "eflags"}
 
 # `!address` protection / state / type words -> the Win32 constants MemoryRegion holds.
 _PROTECT = {
-    "PAGE_NOACCESS": 0x01, "PAGE_READONLY": 0x02, "PAGE_READWRITE": 0x04,
-    "PAGE_WRITECOPY": 0x08, "PAGE_EXECUTE": 0x10, "PAGE_EXECUTE_READ": 0x20,
-    "PAGE_EXECUTE_READWRITE": 0x40, "PAGE_EXECUTE_WRITECOPY": 0x80, "PAGE_GUARD": 0x100,
-    "PAGE_NOCACHE": 0x200, "PAGE_WRITECOMBINE": 0x400,
+    "PAGE_NOACCESS": 0x01,
+    "PAGE_READONLY": 0x02,
+    "PAGE_READWRITE": 0x04,
+    "PAGE_WRITECOPY": 0x08,
+    "PAGE_EXECUTE": 0x10,
+    "PAGE_EXECUTE_READ": 0x20,
+    "PAGE_EXECUTE_READWRITE": 0x40,
+    "PAGE_EXECUTE_WRITECOPY": 0x80,
+    "PAGE_GUARD": 0x100,
+    "PAGE_NOCACHE": 0x200,
+    "PAGE_WRITECOMBINE": 0x400,
 }
 _STATE = {"MEM_COMMIT": 0x1000, "MEM_RESERVE": 0x2000, "MEM_FREE": 0x10000}
 _TYPE = {"MEM_PRIVATE": 0x20000, "MEM_MAPPED": 0x40000, "MEM_IMAGE": 0x1000000}
 
 _HEX_ADDR = r"[0-9a-fA-F]+(?:`[0-9a-fA-F]+)?"
-_ADDRESS_LINE = re.compile(
-    rf"^\s*(\+)?\s*({_HEX_ADDR})\s+({_HEX_ADDR})\s+({_HEX_ADDR})\s+(.*)$")
+_ADDRESS_LINE = re.compile(rf"^\s*(\+)?\s*({_HEX_ADDR})\s+({_HEX_ADDR})\s+({_HEX_ADDR})\s+(.*)$")
 _THREAD_LINE = re.compile(
     r"^[\s.#]*\d+\s+Id:\s*[0-9a-fA-F]+\.([0-9a-fA-F]+)\s+Suspend:\s*(-?\d+)"
-    r"(?:.*?\"(.*)\")?\s*$")
+    r"(?:.*?\"(.*)\")?\s*$"
+)
 # `lm`: start, end, module name, then flags and the symbol state in parentheses.
 _LM_LINE = re.compile(rf"^\s*({_HEX_ADDR})\s+{_HEX_ADDR}\s+\S+\s+[^(]*\(([^()]*(?:symbols|deferred))\)")
 _CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
@@ -89,8 +96,12 @@ _CPUID_LINE = re.compile(r"^\s*(\d+)\s+(\d+),(\d+),(\d+)\s+(\S+)?")
 # which may start after the address). The name is the shortest prefix that leaves a
 # whole `[+-]hex` suffix, so `operator-` and `operator+` names stay whole.
 _SYMBOL = re.compile(r"^([^!]+)!(.+?)(?:([+-])([0-9a-fA-F]+))?$")
-_ECXR_FAILED = ("unable to get exception context", "doesn't have an exception context",
-                "no exception context", "not a valid exception context")
+_ECXR_FAILED = (
+    "unable to get exception context",
+    "doesn't have an exception context",
+    "no exception context",
+    "not a valid exception context",
+)
 # `.ecxr` prints the register set it switched to; without it nothing was switched.
 _ECXR_REGISTERS = re.compile(r"\b[re]ip=[0-9a-fA-F]")
 
@@ -110,8 +121,7 @@ def _encode_cpuid_version(family: int, model: int, stepping: int) -> int:
         base_model, ext_model = model & 0xF, (model >> 4) & 0xF
     else:
         base_model, ext_model = model & 0xF, 0
-    return ((ext_family & 0xFF) << 20 | ext_model << 16 | base_family << 8
-            | base_model << 4 | (stepping & 0xF))
+    return (ext_family & 0xFF) << 20 | ext_model << 16 | base_family << 8 | base_model << 4 | (stepping & 0xF)
 
 
 class PykdTarget:
@@ -123,7 +133,7 @@ class PykdTarget:
 
     def __init__(self, pykd_module=None):
         if pykd_module is None:
-            import pykd as pykd_module  # noqa: PLC0415 - lazily, only here
+            import pykd as pykd_module
         self._pykd = pykd_module
         self._MemoryException = getattr(pykd_module, "MemoryException", Exception)
         self._DbgException = getattr(pykd_module, "DbgException", Exception)
@@ -246,9 +256,11 @@ class PykdTarget:
         if budget[0] <= 0:
             if budget[0] == 0:
                 budget[0] = -1
-                self.soft_errors.add(f"memory near {pos:#x}: more than {MAX_SEARCH_LOADS} debugger reads "
-                                     "spent finding where readable ranges end; the rest of that read "
-                                     "is treated as unreadable")
+                self.soft_errors.add(
+                    f"memory near {pos:#x}: more than {MAX_SEARCH_LOADS} debugger reads "
+                    "spent finding where readable ranges end; the rest of that read "
+                    "is treated as unreadable"
+                )
             return None
         budget[0] -= 1
         try:
@@ -270,8 +282,9 @@ class PykdTarget:
             out = self._pykd.dbgCommand(command)
         except self._DbgException as e:
             text = str(e).strip()
-            self.soft_errors.add(f"debugger command `{command}` failed: "
-                                 f"{text.splitlines()[0] if text else type(e).__name__}")
+            self.soft_errors.add(
+                f"debugger command `{command}` failed: {text.splitlines()[0] if text else type(e).__name__}"
+            )
             return failed
         return out or ""
 
@@ -292,7 +305,9 @@ class PykdTarget:
             self.is_dump = True
         try:
             if p.isKernelDebugging():
-                self.soft_errors.add("kernel debugging session: dumpkit reads user-mode processes; results may be meaningless")
+                self.soft_errors.add(
+                    "kernel debugging session: dumpkit reads user-mode processes; results may be meaningless"
+                )
         except self._DbgException:
             pass
         path = ""
@@ -318,8 +333,9 @@ class PykdTarget:
             mode = p.getCPUMode()
             cpu_type = getattr(p, "CPUType", None)
             if cpu_type is not None and mode == getattr(cpu_type, "I386", object()) and is64:
-                self.soft_errors.add("the debugger's effective machine is x86 (WoW64 process?); "
-                                     "use `.effmach amd64` for the 64-bit view")
+                self.soft_errors.add(
+                    "the debugger's effective machine is x86 (WoW64 process?); use `.effmach amd64` for the 64-bit view"
+                )
         except self._DbgException:
             pass
         major = minor = build = 0
@@ -354,10 +370,19 @@ class PykdTarget:
                 break
         features = self._processor_features()
         return SystemInfo(
-            processor_architecture=9 if is64 else 0, processor_level=level,
-            processor_revision=revision, number_of_processors=nproc, product_type=product,
-            os_major=major, os_minor=minor, os_build=build, platform_id=2, csd_version=csd,
-            cpu_vendor=vendor, cpuid_version=cpuid_version, processor_features=features,
+            processor_architecture=9 if is64 else 0,
+            processor_level=level,
+            processor_revision=revision,
+            number_of_processors=nproc,
+            product_type=product,
+            os_major=major,
+            os_minor=minor,
+            os_build=build,
+            platform_id=2,
+            csd_version=csd,
+            cpu_vendor=vendor,
+            cpuid_version=cpuid_version,
+            processor_features=features,
         )
 
     def _processor_features(self) -> Tuple[int, int]:
@@ -397,9 +422,18 @@ class PykdTarget:
             stamp = self._call(f"module {short} timestamp", m.timestamp, default=0) or 0
             check = self._call(f"module {short} checksum", m.checksum, default=0) or 0
             fv, pv = self._module_versions(m)
-            out.append(Module(name=name, path=path or name, base=base, size=size,
-                              timestamp=int(stamp), checksum=int(check),
-                              file_version=fv, product_version=pv))
+            out.append(
+                Module(
+                    name=name,
+                    path=path or name,
+                    base=base,
+                    size=size,
+                    timestamp=int(stamp),
+                    checksum=int(check),
+                    file_version=fv,
+                    product_version=pv,
+                )
+            )
         # dbgeng lists modules in its own order (load order on a live process): by base,
         # so the report does not depend on how the debugger met them.
         out.sort(key=lambda mod: mod.base)
@@ -418,8 +452,10 @@ class PykdTarget:
             return None, None  # no version resource: normal for many modules
         if int(getattr(info, "Signature", 0) or 0) != VS_FIXEDFILEINFO_SIGNATURE:
             return None, None
-        return (_version(info.FileVersionMS, info.FileVersionLS),
-                _version(info.ProductVersionMS, info.ProductVersionLS))
+        return (
+            _version(info.FileVersionMS, info.FileVersionLS),
+            _version(info.ProductVersionMS, info.ProductVersionLS),
+        )
 
     def _module_has_pdb(self, module: Module) -> bool:
         """Whether dbgeng has already loaded a PDB for the module.
@@ -433,7 +469,8 @@ class PykdTarget:
         dumpkit names frames itself."""
         if self._pdb_bases is None:
             self._pdb_bases = frozenset(
-                base for base, state in _loaded_symbols(self._command("lm")) if "pdb symbols" in state)
+                base for base, state in _loaded_symbols(self._command("lm")) if "pdb symbols" in state
+            )
         return module.base in self._pdb_bases
 
     # -- memory map ---------------------------------------------------------------------
@@ -457,9 +494,17 @@ class PykdTarget:
                 protect |= _PROTECT.get(w, 0)
             if m.group(1) or state == 0x10000:
                 alloc_base = base
-            regions.append(MemoryRegion(
-                base=base, allocation_base=0 if state == 0x10000 else alloc_base,
-                allocation_protect=0, size=size, state=state, protect=protect, type=mtype))
+            regions.append(
+                MemoryRegion(
+                    base=base,
+                    allocation_base=0 if state == 0x10000 else alloc_base,
+                    allocation_protect=0,
+                    size=size,
+                    state=state,
+                    protect=protect,
+                    type=mtype,
+                )
+            )
         regions.sort(key=lambda r: r.base)
         return regions
 
@@ -531,9 +576,17 @@ class PykdTarget:
                 sps.append(ex.context.sp)
             lo, hi = self._stack_range(teb, sps)
             suspend, name = details.get(tid, (0, None))
-            self.threads.append(Thread(tid=tid, context=ctx, stack_start=lo,
-                                       stack_size=max(0, hi - lo), teb=teb, name=name,
-                                       suspend_count=suspend))
+            self.threads.append(
+                Thread(
+                    tid=tid,
+                    context=ctx,
+                    stack_start=lo,
+                    stack_size=max(0, hi - lo),
+                    teb=teb,
+                    name=name,
+                    suspend_count=suspend,
+                )
+            )
 
     def _exception(self, raw) -> Optional[ExceptionInfo]:
         p = self._pykd
@@ -557,9 +610,13 @@ class PykdTarget:
         context = self._exception_context(teb) if teb is not None else None
         params = tuple(int(x) for x in list(info.parameters)[:15])
         return ExceptionInfo(
-            code=int(info.exceptionCode) & 0xFFFFFFFF, flags=int(info.exceptionFlags),
-            address=int(info.exceptionAddress), parameters=params, thread_id=tid,
-            context=context, nested=bool(int(getattr(info, "exceptionRecord", 0) or 0)),
+            code=int(info.exceptionCode) & 0xFFFFFFFF,
+            flags=int(info.exceptionFlags),
+            address=int(info.exceptionAddress),
+            parameters=params,
+            thread_id=tid,
+            context=context,
+            nested=bool(int(getattr(info, "exceptionRecord", 0) or 0)),
         )
 
     def _exception_context(self, teb: int) -> Optional[Registers]:
@@ -587,8 +644,10 @@ class PykdTarget:
                     said = f"printed {out.strip().splitlines()[0][:200]!r} instead of registers"
                 else:
                     said = "printed no registers"
-                self.soft_errors.add(f"the debugger has no exception context (`.ecxr` {said}); "
-                                     "the exception thread's own context is used")
+                self.soft_errors.add(
+                    f"the debugger has no exception context (`.ecxr` {said}); "
+                    "the exception thread's own context is used"
+                )
                 return None
             return self._registers("exception context")
         finally:

@@ -13,6 +13,7 @@ Iterative, bounded by a frame limit and by SP strictly increasing inside the sta
 per-function unwind recipe is compiled once, so a million identical recursive frames
 cost one dictionary lookup and a few reads each.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -101,8 +102,13 @@ RETURN_CACHE_LIMIT = 1 << 18
 class Walker:
     """Walks threads of one target. Keep one per target: its caches are the speed."""
 
-    def __init__(self, target: Target, images: ImageProvider,
-                 max_frames: int = DEFAULT_MAX_FRAMES, scan_words: int = DEFAULT_SCAN_WORDS):
+    def __init__(
+        self,
+        target: Target,
+        images: ImageProvider,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        scan_words: int = DEFAULT_SCAN_WORDS,
+    ):
         self.target = target
         self.images = images
         self.max_frames = max_frames
@@ -262,8 +268,9 @@ class Walker:
         return self._dynamic_reader(base).unwind_chain(unwind_rva)
 
     # -- walking --------------------------------------------------------------------------
-    def walk(self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int,
-             max_frames: Optional[int] = None) -> StackWalk:
+    def walk(
+        self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int, max_frames: Optional[int] = None
+    ) -> StackWalk:
         limit = self.max_frames if max_frames is None else max_frames
         problems: List[str] = []
         if stack_hi <= stack_lo:
@@ -341,11 +348,19 @@ class Walker:
                         continue
             place = self._places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
-            frames.append(Frame(
-                n, ip, sp, mod.name if mod else None, place.rva,
-                place.function.begin_rva if place.function is not None else None,
-                place.symbol, None, trust,
-            ))
+            frames.append(
+                Frame(
+                    n,
+                    ip,
+                    sp,
+                    mod.name if mod else None,
+                    place.rva,
+                    place.function.begin_rva if place.function is not None else None,
+                    place.symbol,
+                    None,
+                    trust,
+                )
+            )
             nxt = self._caller(place, ip, sp, regs, read_u64, exact, stack_hi)
             if nxt is None:
                 stop = "no caller found (end of stack or unrecoverable)"
@@ -388,8 +403,7 @@ class Walker:
         result = None
         if place.function is not None and place.module is not None:
             recipe = self._recipe(place, ip - 1)
-            if recipe is not None and all(k in (_ADD, _POP) or (k == _FRAME and a is None)
-                                          for k, a, _ in recipe):
+            if recipe is not None and all(k in (_ADD, _POP) or (k == _FRAME and a is None) for k, a, _ in recipe):
                 off = 0
                 pops = []
                 for kind, a, _ in recipe:
@@ -404,12 +418,14 @@ class Walker:
         self._fast[ip] = result
         return result
 
-    def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int],
-                read_u64, exact: bool, stack_hi: int):
+    def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int], read_u64, exact: bool, stack_hi: int):
         """(caller ip, caller sp, caller regs, trust, caller ip is exact) or None. `exact`:
         `ip` is where execution stopped, not a return address."""
-        recipe = self._recipe(place, ip if exact else ip - 1) if (
-            place.function is not None or place.dynamic is not None) else None
+        recipe = (
+            self._recipe(place, ip if exact else ip - 1)
+            if (place.function is not None or place.dynamic is not None)
+            else None
+        )
         if recipe is not None:
             if exact:
                 epi = self._epilogue(place, ip, sp, regs, read_u64)
@@ -566,8 +582,9 @@ def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
     once for the whole chain: the frame register minus its offset when the function has
     one and it is set up (always, for a chained entry), else RSP as it is."""
     first = chain[0]
-    uses_fp = first.frame_register != 0 and (len(chain) > 1 or any(
-        op.op == UWOP_SET_FPREG and op.code_offset <= offset for op in first.ops))
+    uses_fp = first.frame_register != 0 and (
+        len(chain) > 1 or any(op.op == UWOP_SET_FPREG and op.code_offset <= offset for op in first.ops)
+    )
     steps = [(_FRAME, GPR_NAMES[first.frame_register] if uses_fp else None, first.frame_offset)]
     for depth, info in enumerate(chain):
         for op in info.ops:
@@ -637,8 +654,9 @@ def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
     return ip, rsp + 8, new, False
 
 
-def walk_thread(walker: Walker, thread: Thread, context: Optional[Registers] = None,
-                max_frames: Optional[int] = None) -> StackWalk:
+def walk_thread(
+    walker: Walker, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None
+) -> StackWalk:
     ctx = context or thread.context
     if ctx is None:
         return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])

@@ -10,6 +10,7 @@
 - `stack_allocation`: what a prologue asks of the stack (`sub rsp, N`, or
   `mov eax, N` + call to the stack probe).
 """
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,7 @@ from dumpkit.target import GPR_NAMES
 _IMM = re.compile(r"^(?:0x[0-9a-f]+|\d+)$")
 # 64-bit general-purpose registers only: anything else (pop of a 16-bit reg...) is not
 # something a prologue or epilogue does, and we give up.
-_GPR64 = {
-    "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
-    "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15",
-}
+_GPR64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
 
 MAX_SIMULATED_INSTRUCTIONS = 200
 
@@ -66,8 +64,9 @@ _CALL_MNEMONICS = ("call", "bnd call", "notrack call")
 # Bytes a CALL can start with: E8, FF, and prefixes capstone accepts in front of them
 # (REX in 64-bit code; F2/F3, segment, operand/address size). Scanning asks about many
 # words that are not return addresses; this check spares most of them any decoding.
-_CALL_FIRST_BYTES = frozenset([0xE8, 0xFF, 0xF2, 0xF3, 0x2E, 0x3E, 0x26, 0x36, 0x64, 0x65, 0x66, 0x67]
-                              + list(range(0x40, 0x50)))
+_CALL_FIRST_BYTES = frozenset(
+    [0xE8, 0xFF, 0xF2, 0xF3, 0x2E, 0x3E, 0x26, 0x36, 0x64, 0x65, 0x66, 0x67] + list(range(0x40, 0x50))
+)
 
 
 def call_ends_at(code_before: bytes, return_address: int, bits: int = 64) -> Optional[int]:
@@ -81,7 +80,7 @@ def call_ends_at(code_before: bytes, return_address: int, bits: int = 64) -> Opt
         if length > n or code_before[n - length] not in _CALL_FIRST_BYTES:
             continue
         start = return_address - length
-        got = decode_one(code_before[n - length:], start, bits)
+        got = decode_one(code_before[n - length :], start, bits)
         if got and got[0] == length and got[1] in _CALL_MNEMONICS:
             return length
     return None
@@ -135,7 +134,7 @@ def simulate_to_return(
             buf_at = pc
             if not buf:
                 return None
-        got = decode_one(buf[pc - buf_at:], pc)
+        got = decode_one(buf[pc - buf_at :], pc)
         if got is None:
             return None
         size, mnem, ops = got
@@ -183,7 +182,7 @@ def simulate_to_return(
             if src not in regs:
                 return None
             rsp = regs[src]
-        elif mnem.startswith("j") or mnem.startswith("loop"):
+        elif mnem.startswith(("j", "loop")):
             pass  # conditional: take the fall-through
         elif mnem == "call":
             pass  # returns to the next instruction with the stack as it was
@@ -238,7 +237,7 @@ def match_epilogue(
         if got is None:
             return None
         size, mnem, ops = got
-        raw = code[pos:pos + size]
+        raw = code[pos : pos + size]
         if _is_return(raw):
             steps.append(EpilogueStep("ret"))
             return tuple(steps)
@@ -370,7 +369,7 @@ def stack_allocation(
     if not code:
         return None
     pending_eax: Optional[Tuple[int, int, str]] = None
-    for _, (addr, size, mnem, ops) in zip(range(max_instructions), _lite(code, function_start)):
+    for _, (addr, _size, mnem, ops) in zip(range(max_instructions), _lite(code, function_start)):
         ops_c = ops.replace(" ", "")
         text = f"{mnem} {ops}".strip()
         if mnem == "sub" and ops_c.startswith("rsp,"):
@@ -379,7 +378,7 @@ def stack_allocation(
                 return StackAllocation(val, False, addr, text)
             if ops_c == "rsp,rax" and pending_eax:
                 return StackAllocation(pending_eax[0], True, pending_eax[1], pending_eax[2])
-        if mnem == "mov" and (ops_c.startswith("eax,") or ops_c.startswith("rax,")):
+        if mnem == "mov" and (ops_c.startswith(("eax,", "rax,"))):
             val = _imm(ops_c[4:])
             if val is not None:
                 pending_eax = (val, addr, text)
@@ -387,8 +386,7 @@ def stack_allocation(
         if mnem == "call" and pending_eax:
             target = _imm(ops_c)
             if is_probe is None or (target is not None and is_probe(target)):
-                return StackAllocation(pending_eax[0], True, pending_eax[1],
-                                       f"{pending_eax[2]}; call {ops}")
+                return StackAllocation(pending_eax[0], True, pending_eax[1], f"{pending_eax[2]}; call {ops}")
         if mnem in ("ret", "jmp") or (mnem.startswith("j") and mnem != "jmp"):
             break
     return None
@@ -397,5 +395,3 @@ def stack_allocation(
 def _lite(code: bytes, address: int):
     for addr, size, mnem, ops in _cs().disasm_lite(code, address):
         yield addr, size, mnem, ops
-
-

@@ -1,4 +1,5 @@
 """Stack frames as the walker produces them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

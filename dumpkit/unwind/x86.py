@@ -7,6 +7,7 @@ on the stack and points into module code, and scan for a return address when it 
 not. Iterative and bounded like the x64 walker; frames are named through the same
 Walker (exports / COFF symbols when the image is found).
 """
+
 from __future__ import annotations
 
 import struct
@@ -19,8 +20,9 @@ from dumpkit.unwind.frames import Frame, StackWalk
 MAX_STACK_BYTES = 64 << 20
 
 
-def walk_x86(walker: Walker, thread: Thread, context: Optional[Registers] = None,
-             max_frames: Optional[int] = None) -> StackWalk:
+def walk_x86(
+    walker: Walker, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None
+) -> StackWalk:
     ctx = context or thread.context
     if ctx is None:
         return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
@@ -56,8 +58,9 @@ def walk_x86(walker: Walker, thread: Thread, context: Optional[Registers] = None
             break
         place = walker.place(eip, not first)
         mod = place.module
-        frames.append(Frame(len(frames), eip, esp, mod.name if mod else None, place.rva, None,
-                            place.symbol, None, trust))
+        frames.append(
+            Frame(len(frames), eip, esp, mod.name if mod else None, place.rva, None, place.symbol, None, trust)
+        )
         first = False
         nxt = None
         # Frame pointer: only while EBP lies on the stack above ESP.

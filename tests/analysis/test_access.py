@@ -1,4 +1,5 @@
 """The faulting instruction's memory operand, computed from the context registers."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,7 +10,7 @@ IP = 0x7FF600001000
 
 
 def _reader(code: bytes):
-    return lambda addr, n: code[addr - IP:addr - IP + n] if addr >= IP else b""
+    return lambda addr, n: code[addr - IP : addr - IP + n] if addr >= IP else b""
 
 
 def _at(code_hex: str, regs, bits=64):
@@ -95,8 +96,22 @@ GP_SAMPLES = [e for e in sample_manifest() if e.get("fault_instruction")]
 
 
 def _analyze(name):
-    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(sample_path(name)), "--image-path",
-                        str(SAMPLE_BIN), "--format", "json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dumpkit",
+            "analyze",
+            str(sample_path(name)),
+            "--image-path",
+            str(SAMPLE_BIN),
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -122,5 +137,7 @@ def test_gp_fault_operand_matches_the_recorded_facts(entry):
         assert any("freed through the debug CRT" in e for e in v["evidence"])
         assert f"find where {facts['base_register']} got its value" in v["next_steps"][0]
     else:
-        assert v["headline"].startswith(f"Access violation: misaligned 16-byte read at {facts['effective_address']:#x} by `movaps`")
+        assert v["headline"].startswith(
+            f"Access violation: misaligned 16-byte read at {facts['effective_address']:#x} by `movaps`"
+        )
         assert "_aligned_malloc" in v["next_steps"][0]

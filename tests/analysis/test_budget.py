@@ -1,13 +1,13 @@
 """Stack budget (dumpkit.analysis.budget): the real Wine dumps (no TEB memory, no memory
 map: estimated from the captured stack) and synthetic targets with a TEB or a memory map."""
+
 from __future__ import annotations
 
 import struct
 from typing import Dict, List, Optional
 
 from conftest import SAMPLE_BIN, sample_facts
-from dumpkit.analysis.budget import (TEB_DEALLOCATION_STACK, TEB_STACK_BASE, TEB_STACK_LIMIT,
-                                     stack_budget)
+from dumpkit.analysis.budget import TEB_DEALLOCATION_STACK, TEB_STACK_BASE, TEB_STACK_LIMIT, stack_budget
 from dumpkit.target import ExceptionInfo, MemoryNotInDump, MemoryRegion, Registers, Thread
 
 MIB = 1 << 20
@@ -25,7 +25,7 @@ def _exe_reserve() -> int:
                 return img.size_of_stack_reserve
             finally:
                 img.close()
-        except Exception:  # noqa: BLE001 - fall back to the known header value
+        except Exception:
             pass
     return 2 * MIB
 
@@ -93,8 +93,9 @@ def test_idle_threads_have_sane_budgets(crash_walk):
 
 # ------------------------------------------------------------------ synthetic targets
 class _FakeTarget:
-    def __init__(self, memory: Dict[int, bytes], regions: List[MemoryRegion] = (),
-                 exception: Optional[ExceptionInfo] = None):
+    def __init__(
+        self, memory: Dict[int, bytes], regions: List[MemoryRegion] = (), exception: Optional[ExceptionInfo] = None
+    ):
         self.memory = memory
         self.memory_regions = list(regions)
         self.exception = exception
@@ -102,7 +103,7 @@ class _FakeTarget:
     def read(self, address: int, size: int) -> bytes:
         for start, data in self.memory.items():
             if start <= address and address + size <= start + len(data):
-                return data[address - start:address - start + size]
+                return data[address - start : address - start + size]
         raise MemoryNotInDump(address, size)
 
 
@@ -121,8 +122,7 @@ def _teb_bytes(dealloc: bool = True) -> bytes:
 
 
 def _thread(sp: int) -> Thread:
-    return Thread(tid=7, context=Registers({"rsp": sp}), stack_start=sp,
-                  stack_size=BASE - sp, teb=TEB)
+    return Thread(tid=7, context=Registers({"rsp": sp}), stack_start=sp, stack_size=BASE - sp, teb=TEB)
 
 
 def test_teb_offsets():
@@ -183,12 +183,10 @@ def test_fault_estimate_only_for_a_stack_overflow_on_this_thread():
     fault = LOW + 0x1FF8
     thread = _thread(sp)
     ex = ExceptionInfo(0xC0000005, 0, 0x1234, (1, fault), thread.tid, None)
-    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault,
-                     exe_stack_reserve=4 * MIB)
+    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
     assert b.source == "captured+image" and b.reserve_size == 4 * MIB
     ex = ExceptionInfo(0xC00000FD, 0, 0x1234, (1, fault), thread.tid, None)
-    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault,
-                     exe_stack_reserve=4 * MIB)
+    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
     assert b.source == "captured+fault"
     assert b.reserve_low == LOW and b.reserve_size == BASE - LOW and b.guard_hit is None
     assert "not independent evidence" in b.note

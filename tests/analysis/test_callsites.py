@@ -5,6 +5,7 @@ swapped for the return address of the other call `visit` makes (`call expand`): 
 and the function identities stay the same (both addresses are inside `visit`, past its
 prologue), so only the call-site check can tell that the chain is not real.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,12 @@ from dumpkit.pe import PEImage
 
 
 def _analyze(dump: Path) -> dict:
-    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN),
-                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in r.stderr
     return json.loads(r.stdout)
 

@@ -1,4 +1,5 @@
 """Behaviour of dumpkit.analysis.codes: names, fail-fast table, parsing, parameter decoding."""
+
 import pytest
 
 from dumpkit.analysis import codes
@@ -30,42 +31,45 @@ def test_stack_buffer_overrun_is_fail_fast():
     assert "__fastfail" in info.summary and "subcode" in info.summary
 
 
-@pytest.mark.parametrize("code,name", [
-    (0xC00000FD, "STATUS_STACK_OVERFLOW"),
-    (0xC0000409, "STATUS_STACK_BUFFER_OVERRUN"),
-    (0xC0000005, "STATUS_ACCESS_VIOLATION"),
-    (0xC000001D, "STATUS_ILLEGAL_INSTRUCTION"),
-    (0xC0000374, "STATUS_HEAP_CORRUPTION"),
-    (0xC000000D, "STATUS_INVALID_PARAMETER"),
-    (0xC0000135, "STATUS_DLL_NOT_FOUND"),
-    (0xC0000139, "STATUS_ENTRYPOINT_NOT_FOUND"),
-    (0xC0000142, "STATUS_DLL_INIT_FAILED"),
-    (0xE06D7363, "CPP_EH_EXCEPTION"),
-    (0x40000015, "STATUS_FATAL_APP_EXIT"),
-    (0x80000003, "STATUS_BREAKPOINT"),
-    (0x80000004, "STATUS_SINGLE_STEP"),
-    (0xC0000006, "STATUS_IN_PAGE_ERROR"),
-    (0xC0000017, "STATUS_NO_MEMORY"),
-    (0xC000008C, "STATUS_ARRAY_BOUNDS_EXCEEDED"),
-    (0xC000008E, "STATUS_FLOAT_DIVIDE_BY_ZERO"),
-    (0xC0000094, "STATUS_INTEGER_DIVIDE_BY_ZERO"),
-    (0xC0000096, "STATUS_PRIVILEGED_INSTRUCTION"),
-    (0xC0000420, "STATUS_ASSERTION_FAILURE"),
-    (0xC0000602, "STATUS_FAIL_FAST_EXCEPTION"),
-    (0xC000041D, "STATUS_FATAL_USER_CALLBACK_EXCEPTION"),
-    (0xC0000194, "STATUS_POSSIBLE_DEADLOCK"),
-    (0x80000002, "STATUS_DATATYPE_MISALIGNMENT"),
-    (0xC0000025, "STATUS_NONCONTINUABLE_EXCEPTION"),
-    (0xC0000026, "STATUS_INVALID_DISPOSITION"),
-    (0xC00002B4, "STATUS_FLOAT_MULTIPLE_FAULTS"),
-    (0xC00002B5, "STATUS_FLOAT_MULTIPLE_TRAPS"),
-    (0xC0000008, "STATUS_INVALID_HANDLE"),
-    (0xC000013A, "STATUS_CONTROL_C_EXIT"),
-    (0xC0000144, "STATUS_UNHANDLED_EXCEPTION"),
-    (0xC0000022, "STATUS_ACCESS_DENIED"),
-    (0xC0000034, "STATUS_OBJECT_NAME_NOT_FOUND"),
-    (0x4000001F, "STATUS_WX86_BREAKPOINT"),
-])
+@pytest.mark.parametrize(
+    "code,name",
+    [
+        (0xC00000FD, "STATUS_STACK_OVERFLOW"),
+        (0xC0000409, "STATUS_STACK_BUFFER_OVERRUN"),
+        (0xC0000005, "STATUS_ACCESS_VIOLATION"),
+        (0xC000001D, "STATUS_ILLEGAL_INSTRUCTION"),
+        (0xC0000374, "STATUS_HEAP_CORRUPTION"),
+        (0xC000000D, "STATUS_INVALID_PARAMETER"),
+        (0xC0000135, "STATUS_DLL_NOT_FOUND"),
+        (0xC0000139, "STATUS_ENTRYPOINT_NOT_FOUND"),
+        (0xC0000142, "STATUS_DLL_INIT_FAILED"),
+        (0xE06D7363, "CPP_EH_EXCEPTION"),
+        (0x40000015, "STATUS_FATAL_APP_EXIT"),
+        (0x80000003, "STATUS_BREAKPOINT"),
+        (0x80000004, "STATUS_SINGLE_STEP"),
+        (0xC0000006, "STATUS_IN_PAGE_ERROR"),
+        (0xC0000017, "STATUS_NO_MEMORY"),
+        (0xC000008C, "STATUS_ARRAY_BOUNDS_EXCEEDED"),
+        (0xC000008E, "STATUS_FLOAT_DIVIDE_BY_ZERO"),
+        (0xC0000094, "STATUS_INTEGER_DIVIDE_BY_ZERO"),
+        (0xC0000096, "STATUS_PRIVILEGED_INSTRUCTION"),
+        (0xC0000420, "STATUS_ASSERTION_FAILURE"),
+        (0xC0000602, "STATUS_FAIL_FAST_EXCEPTION"),
+        (0xC000041D, "STATUS_FATAL_USER_CALLBACK_EXCEPTION"),
+        (0xC0000194, "STATUS_POSSIBLE_DEADLOCK"),
+        (0x80000002, "STATUS_DATATYPE_MISALIGNMENT"),
+        (0xC0000025, "STATUS_NONCONTINUABLE_EXCEPTION"),
+        (0xC0000026, "STATUS_INVALID_DISPOSITION"),
+        (0xC00002B4, "STATUS_FLOAT_MULTIPLE_FAULTS"),
+        (0xC00002B5, "STATUS_FLOAT_MULTIPLE_TRAPS"),
+        (0xC0000008, "STATUS_INVALID_HANDLE"),
+        (0xC000013A, "STATUS_CONTROL_C_EXIT"),
+        (0xC0000144, "STATUS_UNHANDLED_EXCEPTION"),
+        (0xC0000022, "STATUS_ACCESS_DENIED"),
+        (0xC0000034, "STATUS_OBJECT_NAME_NOT_FOUND"),
+        (0x4000001F, "STATUS_WX86_BREAKPOINT"),
+    ],
+)
 def test_known_status_names(code, name):
     info = lookup_status(code)
     assert info.name == name and info.known
@@ -101,10 +105,10 @@ def test_unknown_code_named_in_hex_with_derived_summary():
     assert "error" in info.summary and "facility 0xDE" in info.summary
 
 
-@pytest.mark.parametrize("code,word", [
-    (0x00001234, "success"), (0x40001234, "informational"),
-    (0x80001234, "warning"), (0xC0001234, "error"),
-])
+@pytest.mark.parametrize(
+    "code,word",
+    [(0x00001234, "success"), (0x40001234, "informational"), (0x80001234, "warning"), (0xC0001234, "error")],
+)
 def test_unknown_code_severity(code, word):
     assert lookup_status(code).summary.startswith(f"unrecognised {word}")
 
@@ -128,7 +132,7 @@ def test_fast_fail_table_matches_the_header_numbering():
     top = max(defined)
     assert top >= 77
     # contiguous from 0, except 15..17 which winnt.h never defined
-    assert defined == set(range(0, top + 1)) - {15, 16, 17}
+    assert defined == set(range(top + 1)) - {15, 16, 17}
     assert FAST_FAIL[0xFFFFFFFF].name == "FAST_FAIL_INVALID_FAST_FAIL_CODE"
 
 
@@ -140,26 +144,29 @@ def test_fast_fail_names_are_distinct_and_prefixed():
     assert all(info.summary and "\n" not in info.summary for info in FAST_FAIL.values())
 
 
-@pytest.mark.parametrize("subcode,name", [
-    (0, "FAST_FAIL_LEGACY_GS_VIOLATION"),
-    (2, "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"),
-    (3, "FAST_FAIL_CORRUPT_LIST_ENTRY"),
-    (5, "FAST_FAIL_INVALID_ARG"),
-    (7, "FAST_FAIL_FATAL_APP_EXIT"),
-    (10, "FAST_FAIL_GUARD_ICALL_CHECK_FAILURE"),
-    (13, "FAST_FAIL_INVALID_SET_OF_CONTEXT"),
-    (18, "FAST_FAIL_INVALID_JUMP_BUFFER"),
-    (22, "FAST_FAIL_CRYPTO_LIBRARY"),
-    (28, "FAST_FAIL_INVALID_BUFFER_ACCESS"),
-    (38, "FAST_FAIL_INVALID_LONGJUMP_TARGET"),
-    (48, "FAST_FAIL_SET_CONTEXT_DENIED"),
-    (50, "FAST_FAIL_HEAP_METADATA_CORRUPTION"),
-    (54, "FAST_FAIL_UNHANDLED_LSS_EXCEPTON"),
-    (57, "FAST_FAIL_CONTROL_INVALID_RETURN_ADDRESS"),
-    (70, "FAST_FAIL_INVALID_FLS_DATA"),
-    (71, "FAST_FAIL_ASAN_ERROR"),
-    (77, "FAST_FAIL_KERNEL_POINTER_EXPECTED"),
-])
+@pytest.mark.parametrize(
+    "subcode,name",
+    [
+        (0, "FAST_FAIL_LEGACY_GS_VIOLATION"),
+        (2, "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"),
+        (3, "FAST_FAIL_CORRUPT_LIST_ENTRY"),
+        (5, "FAST_FAIL_INVALID_ARG"),
+        (7, "FAST_FAIL_FATAL_APP_EXIT"),
+        (10, "FAST_FAIL_GUARD_ICALL_CHECK_FAILURE"),
+        (13, "FAST_FAIL_INVALID_SET_OF_CONTEXT"),
+        (18, "FAST_FAIL_INVALID_JUMP_BUFFER"),
+        (22, "FAST_FAIL_CRYPTO_LIBRARY"),
+        (28, "FAST_FAIL_INVALID_BUFFER_ACCESS"),
+        (38, "FAST_FAIL_INVALID_LONGJUMP_TARGET"),
+        (48, "FAST_FAIL_SET_CONTEXT_DENIED"),
+        (50, "FAST_FAIL_HEAP_METADATA_CORRUPTION"),
+        (54, "FAST_FAIL_UNHANDLED_LSS_EXCEPTON"),
+        (57, "FAST_FAIL_CONTROL_INVALID_RETURN_ADDRESS"),
+        (70, "FAST_FAIL_INVALID_FLS_DATA"),
+        (71, "FAST_FAIL_ASAN_ERROR"),
+        (77, "FAST_FAIL_KERNEL_POINTER_EXPECTED"),
+    ],
+)
 def test_fast_fail_values(subcode, name):
     assert lookup_fastfail(subcode).name == name
 
@@ -173,8 +180,7 @@ def test_fast_fail_meanings_of_the_common_ones():
     assert "Control Flow Guard" in lookup_fastfail(10).summary
 
 
-@pytest.mark.parametrize("subcode,name", [(15, "FAST_FAIL_0xF"), (99, "FAST_FAIL_0x63"),
-                                          (0x1234, "FAST_FAIL_0x1234")])
+@pytest.mark.parametrize("subcode,name", [(15, "FAST_FAIL_0xF"), (99, "FAST_FAIL_0x63"), (0x1234, "FAST_FAIL_0x1234")])
 def test_unknown_fast_fail_in_hex(subcode, name):
     info = lookup_fastfail(subcode)
     assert info.name == name and not info.known and info.likely_raiser is None
@@ -183,11 +189,22 @@ def test_unknown_fast_fail_in_hex(subcode, name):
 # ---- parsing ----------------------------------------------------------------------------
 
 SAME_STACK_OVERFLOW = [
-    "-1073741571", "3221225725", "0xC00000FD", "C00000FD", "0xc00000fd", "c00000fd",
-    "0XC00000FD", "STATUS_STACK_OVERFLOW", "status_stack_overflow", "STACK_OVERFLOW",
-    "Stack_Overflow", "EXCEPTION_STACK_OVERFLOW", "  0xC00000FD  ",
-    "-1073741571 (0xC00000FD)", "exit code -1073741571", "Process finished with exit code "
+    "-1073741571",
+    "3221225725",
+    "0xC00000FD",
+    "C00000FD",
+    "0xc00000fd",
+    "c00000fd",
+    "0XC00000FD",
+    "STATUS_STACK_OVERFLOW",
+    "status_stack_overflow",
+    "STACK_OVERFLOW",
+    "Stack_Overflow",
+    "EXCEPTION_STACK_OVERFLOW",
+    "  0xC00000FD  ",
     "-1073741571 (0xC00000FD)",
+    "exit code -1073741571",
+    "Process finished with exit code -1073741571 (0xC00000FD)",
 ]
 
 
@@ -201,27 +218,30 @@ def test_signed_unsigned_hex_agree():
     assert parse_code("-1073740791") == parse_code("3221226505") == parse_code("0xC0000409")
 
 
-@pytest.mark.parametrize("text,code,sub", [
-    ("0xC0000409/7", 0xC0000409, 7),
-    ("0xC0000409:7", 0xC0000409, 7),
-    ("0xC0000409 / 7", 0xC0000409, 7),
-    ("-1073740791/2", 0xC0000409, 2),
-    ("3221226505:5", 0xC0000409, 5),
-    ("0xC0000409/0xA", 0xC0000409, 10),
-    ("0xC0000409/FATAL_APP_EXIT", 0xC0000409, 7),
-    ("STATUS_STACK_BUFFER_OVERRUN/FAST_FAIL_INVALID_ARG", 0xC0000409, 5),
-    ("FAST_FAIL_FATAL_APP_EXIT", 0xC0000409, 7),
-    ("fast_fail_stack_cookie_check_failure", 0xC0000409, 2),
-    ("FAST_FAIL_0x63", 0xC0000409, 0x63),
-    ("FATAL_APP_EXIT", 0x40000015, None),  # without the prefix it is the STATUS_ name
-    ("EXCEPTION_INT_DIVIDE_BY_ZERO", 0xC0000094, None),
-    ("80000003", 0x80000003, None),  # WER-style bare hex of digits only
-    ("40000015", 0x40000015, None),
-    ("12345678", 12345678, None),  # otherwise digits are decimal
-    ("1", 1, None),
-    ("0", 0, None),
-    ("E06D7363", 0xE06D7363, None),
-])
+@pytest.mark.parametrize(
+    "text,code,sub",
+    [
+        ("0xC0000409/7", 0xC0000409, 7),
+        ("0xC0000409:7", 0xC0000409, 7),
+        ("0xC0000409 / 7", 0xC0000409, 7),
+        ("-1073740791/2", 0xC0000409, 2),
+        ("3221226505:5", 0xC0000409, 5),
+        ("0xC0000409/0xA", 0xC0000409, 10),
+        ("0xC0000409/FATAL_APP_EXIT", 0xC0000409, 7),
+        ("STATUS_STACK_BUFFER_OVERRUN/FAST_FAIL_INVALID_ARG", 0xC0000409, 5),
+        ("FAST_FAIL_FATAL_APP_EXIT", 0xC0000409, 7),
+        ("fast_fail_stack_cookie_check_failure", 0xC0000409, 2),
+        ("FAST_FAIL_0x63", 0xC0000409, 0x63),
+        ("FATAL_APP_EXIT", 0x40000015, None),  # without the prefix it is the STATUS_ name
+        ("EXCEPTION_INT_DIVIDE_BY_ZERO", 0xC0000094, None),
+        ("80000003", 0x80000003, None),  # WER-style bare hex of digits only
+        ("40000015", 0x40000015, None),
+        ("12345678", 12345678, None),  # otherwise digits are decimal
+        ("1", 1, None),
+        ("0", 0, None),
+        ("E06D7363", 0xE06D7363, None),
+    ],
+)
 def test_parse_other_spellings(text, code, sub):
     assert parse_code(text) == ParsedCode(code, sub)
 
@@ -246,20 +266,23 @@ def test_unknown_names_round_trip_through_hex():
     assert parse_code(lookup_fastfail(200).name) == ParsedCode(0xC0000409, 200)
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("foo", "not an NTSTATUS code or name: 'foo'"),
-    ("", "not an NTSTATUS code or name"),
-    ("0x", "not an NTSTATUS code or name"),
-    ("0xC0000005/7", "a subcode only applies to 0xC0000409"),
-    ("0x1C00000FD", "out of range"),
-    ("4294967296", "out of range"),
-    ("-2147483649", "out of range"),
-    ("0xC0000409/banana", "not a fail-fast subcode"),
-    ("FAST_FAIL_FATAL_APP_EXIT/2", "already includes its subcode"),
-    ("1/2/3", "not an NTSTATUS code or name"),
-    ("-1073741571 (0xC0000005)", "disagree"),
-    ("bad\nline", "not an NTSTATUS code or name"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("foo", "not an NTSTATUS code or name: 'foo'"),
+        ("", "not an NTSTATUS code or name"),
+        ("0x", "not an NTSTATUS code or name"),
+        ("0xC0000005/7", "a subcode only applies to 0xC0000409"),
+        ("0x1C00000FD", "out of range"),
+        ("4294967296", "out of range"),
+        ("-2147483649", "out of range"),
+        ("0xC0000409/banana", "not a fail-fast subcode"),
+        ("FAST_FAIL_FATAL_APP_EXIT/2", "already includes its subcode"),
+        ("1/2/3", "not an NTSTATUS code or name"),
+        ("-1073741571 (0xC0000005)", "disagree"),
+        ("bad\nline", "not an NTSTATUS code or name"),
+    ],
+)
 def test_bad_input_raises_one_line_value_error(text, fragment):
     with pytest.raises(ValueError) as exc:
         parse_code(text)
@@ -343,8 +366,7 @@ def test_guard_page_helper():
 def test_decode_fail_fast_abort():
     d = decode_exception(0xC0000409, [7])
     assert d.fastfail is not None and d.fastfail.subcode == 7
-    assert d.headline == ("0xC0000409 fail-fast FAST_FAIL_FATAL_APP_EXIT (7): "
-                          "abort() was called")
+    assert d.headline == ("0xC0000409 fail-fast FAST_FAIL_FATAL_APP_EXIT (7): abort() was called")
 
 
 def test_decode_fail_fast_unknown_and_missing_subcode():
@@ -355,8 +377,7 @@ def test_decode_fail_fast_unknown_and_missing_subcode():
 
 def test_decode_access_violation_headline():
     d = decode_exception(0xC0000005, [1, 0xFEFEFEFEFEFEFEFE])
-    assert d.headline == ("0xC0000005 access violation: write to 0xfefefefefefefefe "
-                          "(non-canonical address)")
+    assert d.headline == ("0xC0000005 access violation: write to 0xfefefefefefefefe (non-canonical address)")
     assert d.access is not None and d.fastfail is None
     assert decode_exception(0xC0000005, [0, 0]).headline.endswith("(NULL pointer)")
     assert "execute at" in decode_exception(0xC0000005, [8, 0x1234567890]).headline
@@ -372,5 +393,4 @@ def test_decode_stack_overflow():
 def test_decode_unknown_and_other():
     assert decode_exception(0xC0DE1234).headline.startswith("0xC0DE1234: unrecognised")
     assert decode_exception(0xC000001D).headline.startswith("0xC000001D illegal instruction")
-    assert "C++ exception" in decode_exception(
-        0xE06D7363, [0x19930520, 0x1000, 0x2000, 0x7FF000000000]).headline
+    assert "C++ exception" in decode_exception(0xE06D7363, [0x19930520, 0x1000, 0x2000, 0x7FF000000000]).headline

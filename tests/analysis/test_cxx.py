@@ -1,6 +1,7 @@
 """Thrown C++ type from MSVC's ThrowInfo chain. No real dump here has a C++ exception
 (mingw's g++ throws through libgcc, not 0xE06D7363), so the structures are laid out in
 memory by hand exactly as MSVC's compiler emits them."""
+
 import struct
 
 from dumpkit.analysis.cxx import thrown_types, undecorate_type
@@ -39,4 +40,7 @@ def test_thrown_type_follows_throwinfo_to_the_type_descriptors():
 def test_undecorate():
     assert undecorate_type(".?AVbad_alloc@std@@") == "std::bad_alloc"
     assert undecorate_type(".?AUStatus@tensorflow@@") == "tensorflow::Status"
-    assert undecorate_type(".?AV?$basic_string@DU?$char_traits@D@std@@@std@@") == ".?AV?$basic_string@DU?$char_traits@D@std@@@std@@"
+    assert (
+        undecorate_type(".?AV?$basic_string@DU?$char_traits@D@std@@@std@@")
+        == ".?AV?$basic_string@DU?$char_traits@D@std@@@std@@"
+    )

@@ -1,6 +1,7 @@
 """Behaviour of dumpkit.analysis.environment: what a TensorFlow issue report would be told
 about the machine and the loaded stack, from real dumps first and small fakes for the rules
 no real dump here exercises."""
+
 from __future__ import annotations
 
 import os
@@ -69,14 +70,22 @@ class FakeTarget:
 
 
 def _mod(path: str, fv: Optional[str] = None, base: int = 0x10000) -> Module:
-    return Module(name=path.rsplit("\\", 1)[-1], path=path, base=base, size=0x1000,
-                  file_version=fv, product_version=fv)
+    return Module(name=path.rsplit("\\", 1)[-1], path=path, base=base, size=0x1000, file_version=fv, product_version=fv)
 
 
 def _win10_amd64(pf: int = 0, **kw) -> SystemInfo:
-    args = dict(processor_architecture=9, processor_level=6, processor_revision=0x9E0A,
-                number_of_processors=8, product_type=1, os_major=10, os_minor=0, os_build=19045,
-                platform_id=2, processor_features=(pf, 0))
+    args = {
+        "processor_architecture": 9,
+        "processor_level": 6,
+        "processor_revision": 0x9E0A,
+        "number_of_processors": 8,
+        "product_type": 1,
+        "os_major": 10,
+        "os_minor": 0,
+        "os_build": 19045,
+        "platform_id": 2,
+        "processor_features": (pf, 0),
+    }
     args.update(kw)
     return SystemInfo(**args)
 
@@ -99,7 +108,8 @@ def test_tf_env_python_from_python310_dll(tf_env):
 def test_tf_env_tensorflow_module_and_version_from_its_resource(tf_env):
     env, _ = tf_env
     assert env.tensorflow and env.tensorflow[0].endswith(
-        "\\site-packages\\tensorflow\\python\\_pywrap_tensorflow_internal.pyd")
+        "\\site-packages\\tensorflow\\python\\_pywrap_tensorflow_internal.pyd"
+    )
     assert env.tensorflow_version == "2.10.0"
     assert "version resource" in env.tensorflow_version_source
 
@@ -235,39 +245,59 @@ def test_dumps_without_system_info_still_describe():
 
 
 # ----------------------------------------------------------------------------- decoding rules
-@pytest.mark.parametrize("fv,expected", [
-    ("31.0.15.3179", "531.79"),
-    ("27.21.14.5671", "456.71"),
-    ("30.0.15.1179", "511.79"),
-    ("26.21.14.3200", "432.00"),
-    ("32.0.15.6094", "560.94"),
-    ("1.2", None),
-])
+@pytest.mark.parametrize(
+    "fv,expected",
+    [
+        ("31.0.15.3179", "531.79"),
+        ("27.21.14.5671", "456.71"),
+        ("30.0.15.1179", "511.79"),
+        ("26.21.14.3200", "432.00"),
+        ("32.0.15.6094", "560.94"),
+        ("1.2", None),
+    ],
+)
 def test_nvidia_driver_version(fv, expected):
     assert nvidia_driver_version(fv) == expected
 
 
-@pytest.mark.parametrize("fv,expected", [
-    ("6.14.11.11020", "11.2"), ("6.14.11.10010", "10.1"), ("6.14.11.9000", "9.0"),
-    ("6.14.11.12010", "12.1"), ("8.1.0.77", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "fv,expected",
+    [
+        ("6.14.11.11020", "11.2"),
+        ("6.14.11.10010", "10.1"),
+        ("6.14.11.9000", "9.0"),
+        ("6.14.11.12010", "12.1"),
+        ("8.1.0.77", None),
+        (None, None),
+    ],
+)
 def test_cuda_toolkit_version(fv, expected):
     assert cuda_toolkit_version(fv) == expected
 
 
-@pytest.mark.parametrize("fv,expected", [
-    ("3.10.11150.1013", "3.10.11"), ("3.12.1150.1013", "3.12.1"),
-    ("3.13.0101.1013", "3.13.0a1"), ("3.11.0122.1013", "3.11.0rc2"),
-])
+@pytest.mark.parametrize(
+    "fv,expected",
+    [
+        ("3.10.11150.1013", "3.10.11"),
+        ("3.12.1150.1013", "3.12.1"),
+        ("3.13.0101.1013", "3.13.0a1"),
+        ("3.11.0122.1013", "3.11.0rc2"),
+    ],
+)
 def test_python_file_version(fv, expected):
     assert python_version_from_file_version(fv) == expected
 
 
-@pytest.mark.parametrize("ver,ptype,name", [
-    ((10, 0, 22000), 1, "Windows 11"), ((10, 0, 19045), 1, "Windows 10"),
-    ((10, 0, 20348), 3, "Windows Server 2022"), ((6, 1, 7601), 1, "Windows 7"),
-    ((6, 1, 7601), 3, "Windows Server 2008 R2"),
-])
+@pytest.mark.parametrize(
+    "ver,ptype,name",
+    [
+        ((10, 0, 22000), 1, "Windows 11"),
+        ((10, 0, 19045), 1, "Windows 10"),
+        ((10, 0, 20348), 3, "Windows Server 2022"),
+        ((6, 1, 7601), 1, "Windows 7"),
+        ((6, 1, 7601), 3, "Windows Server 2008 R2"),
+    ],
+)
 def test_os_names(ver, ptype, name):
     assert os_name(*ver, product_type=ptype) == name
 
@@ -323,8 +353,10 @@ def test_names_only_when_nothing_carries_a_version():
         _mod(r"C:\x\cudart64_101.dll"),
         _mod(r"C:\x\cudnn64_7.dll", base=0x20000),
         _mod(r"C:\Windows\System32\nvcuda.dll", base=0x30000),
-        _mod(r"C:\envs\tensorflow-gpu-2.3.0\Lib\site-packages\tensorflow_core\python\_pywrap_tensorflow_internal.pyd",
-             base=0x40000),
+        _mod(
+            r"C:\envs\tensorflow-gpu-2.3.0\Lib\site-packages\tensorflow_core\python\_pywrap_tensorflow_internal.pyd",
+            base=0x40000,
+        ),
     ]
     env = describe_environment(FakeTarget(_win10_amd64(), mods), image_version=lambda m: None)
     by = {c.name: c for c in env.cuda}
@@ -334,8 +366,9 @@ def test_names_only_when_nothing_carries_a_version():
     assert env.tensorflow_version == "2.3.0" and env.tensorflow_version_source.startswith("path hint")
     text = " ".join(env.compatibility)
     # Only cuDNN's major is known: never "tested", never "mismatch", but "if it is 7.6".
-    assert ("CUDA 10.1 with cuDNN 7.x is the tested Windows GPU configuration of TensorFlow 2.1-2.3 "
-            "if the cuDNN is 7.6") in text
+    assert (
+        "CUDA 10.1 with cuDNN 7.x is the tested Windows GPU configuration of TensorFlow 2.1-2.3 if the cuDNN is 7.6"
+    ) in text
     assert "match as far as known" in text and "do not match" not in text
 
 

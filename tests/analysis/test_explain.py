@@ -1,4 +1,5 @@
 """Behaviour of `dumpkit explain`: what a user sees for each spelling of a code."""
+
 import pytest
 
 from dumpkit.analysis.codes import FAST_FAIL, STATUS_CODES, parse_code
@@ -37,12 +38,15 @@ def test_every_spelling_shows_name_and_both_decimals(spelling, code, name):
     assert f"0x{code:08X}" in text
 
 
-@pytest.mark.parametrize("spelling,sub,ffname", [
-    ("0xC0000409/7", 7, "FAST_FAIL_FATAL_APP_EXIT"),
-    ("0xC0000409:7", 7, "FAST_FAIL_FATAL_APP_EXIT"),
-    ("-1073740791/2", 2, "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"),
-    ("FAST_FAIL_INVALID_ARG", 5, "FAST_FAIL_INVALID_ARG"),
-])
+@pytest.mark.parametrize(
+    "spelling,sub,ffname",
+    [
+        ("0xC0000409/7", 7, "FAST_FAIL_FATAL_APP_EXIT"),
+        ("0xC0000409:7", 7, "FAST_FAIL_FATAL_APP_EXIT"),
+        ("-1073740791/2", 2, "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"),
+        ("FAST_FAIL_INVALID_ARG", 5, "FAST_FAIL_INVALID_ARG"),
+    ],
+)
 def test_fail_fast_spellings(spelling, sub, ffname):
     e = explain(parse_code(spelling))
     assert e.subcode == sub and e.subcode_name == ffname
@@ -80,8 +84,7 @@ def test_capture_help_has_localdumps_procdump_and_faulthandler():
     e = explain(parse_code("0xC0000005"))
     joined = "\n".join(e.capture_help)
     assert r"HKLM\SOFTWARE\Microsoft\Windows\Windows Error Reporting\LocalDumps" in joined
-    for value in ("DumpFolder", "REG_EXPAND_SZ", "DumpCount", "DumpType", "REG_DWORD",
-                  r"LocalDumps\python.exe"):
+    for value in ("DumpFolder", "REG_EXPAND_SZ", "DumpCount", "DumpType", "REG_DWORD", r"LocalDumps\python.exe"):
         assert value in joined
     assert "procdump -accepteula -e -ma -x" in joined
     assert "procdump -accepteula -e -ma -w python.exe" in joined

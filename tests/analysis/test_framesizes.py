@@ -1,6 +1,7 @@
 """Frame sizes and oversized frames (dumpkit.analysis.framesizes): the real big_frame dump,
 whose conv_big_kernel died inside ___chkstk_ms before its 4 MiB frame existed, and
 synthetic prologues."""
+
 from __future__ import annotations
 
 import re
@@ -96,13 +97,13 @@ SMALL = 0x3000  # helper: sub rsp, 0x28; ...
 def _code() -> Dict[int, bytes]:
     n = 0x400020
     fn = bytearray(b"\x53")  # push rbx
-    fn += b"\xB8" + struct.pack("<I", n)  # mov eax, n
+    fn += b"\xb8" + struct.pack("<I", n)  # mov eax, n
     call_at = BASE + FN + len(fn)
-    fn += b"\xE8" + struct.pack("<i", (BASE + PROBE) - (call_at + 5))  # call probe
-    fn += b"\x48\x29\xC4"  # sub rsp, rax
-    fn += b"\x90" * 16 + b"\xC3"
-    probe = b"\x51\x50\x48\x3D\x00\x10\x00\x00" + b"\x90" * 24 + b"\xC3"
-    small = b"\x48\x83\xEC\x28" + b"\x90" * 8 + b"\xC3"
+    fn += b"\xe8" + struct.pack("<i", (BASE + PROBE) - (call_at + 5))  # call probe
+    fn += b"\x48\x29\xc4"  # sub rsp, rax
+    fn += b"\x90" * 16 + b"\xc3"
+    probe = b"\x51\x50\x48\x3d\x00\x10\x00\x00" + b"\x90" * 24 + b"\xc3"
+    small = b"\x48\x83\xec\x28" + b"\x90" * 8 + b"\xc3"
     return {BASE + FN: bytes(fn), BASE + PROBE: probe, BASE + SMALL: small}
 
 
@@ -116,7 +117,7 @@ class _Code:
         for start, data in self.blocks.items():
             if start <= va < start + len(data):
                 off = va - start
-                return data[off:off + n]
+                return data[off : off + n]
         return b""
 
 
@@ -128,8 +129,7 @@ def _f(i, ip, fstart, symbol, size) -> Frame:
     return Frame(i, ip, 0x10000 + 0x100 * i, "ops.dll", rva, fstart, symbol, size, "unwind_info")
 
 
-def _stack(frame0_start=None, frame0_symbol="ops.dll!something_else+0xd96",
-           frame1_ip=AFTER_CALL) -> List[Frame]:
+def _stack(frame0_start=None, frame0_symbol="ops.dll!something_else+0xd96", frame1_ip=AFTER_CALL) -> List[Frame]:
     return [
         _f(0, BASE + PROBE + 0x10, frame0_start, frame0_symbol, 24),
         _f(1, frame1_ip, FN, "ops.dll!conv+0xb", 16),
@@ -153,14 +153,12 @@ def test_synthetic_probe_fault_is_reported_before_allocation():
 
 
 def test_synthetic_named_probe_with_unwind_entry():
-    out = frame_sizes(_stack(frame0_start=PROBE, frame0_symbol="ops.dll!___chkstk_ms+0x10"),
-                      _Code(), module_base=_base)
+    out = frame_sizes(_stack(frame0_start=PROBE, frame0_symbol="ops.dll!___chkstk_ms+0x10"), _Code(), module_base=_base)
     assert out[0].not_yet_allocated and out[0].requested == 0x400020
 
 
 def test_synthetic_no_probe_fault_when_frame0_is_an_ordinary_function():
-    out = frame_sizes(_stack(frame0_start=PROBE, frame0_symbol="ops.dll!memset+0x10"),
-                      _Code(), module_base=_base)
+    out = frame_sizes(_stack(frame0_start=PROBE, frame0_symbol="ops.dll!memset+0x10"), _Code(), module_base=_base)
     conv = next(f for f in out if f.function == "ops.dll!conv")
     # the prologue still says what it asks for, and it is oversized by request
     assert conv.requested == 0x400020 and conv.via_probe and conv.oversized
@@ -187,14 +185,17 @@ def test_decoding_is_memoized_per_function():
 
 
 def test_top_bounds_the_list_but_keeps_oversized():
-    frames = [Frame(i, 0x1000 * (i + 1), 0x10000 + i, None, None, None, f"x!f{i}",
-                    (70_000 if i in (7, 9) else 100 + i), "scan") for i in range(20)]
+    frames = [
+        Frame(
+            i, 0x1000 * (i + 1), 0x10000 + i, None, None, None, f"x!f{i}", (70_000 if i in (7, 9) else 100 + i), "scan"
+        )
+        for i in range(20)
+    ]
     out = frame_sizes(frames, lambda va, n: b"", module_base=lambda n: None, top=1)
     assert [f.frame_index for f in out] == [7, 9]  # ties: nearer the top first
     out = frame_sizes(frames, lambda va, n: b"", module_base=lambda n: None, top=3)
     assert [f.frame_index for f in out] == [7, 9, 19]
-    out = frame_sizes(frames, lambda va, n: b"", module_base=lambda n: None,
-                      top=0, threshold=1 << 20)
+    out = frame_sizes(frames, lambda va, n: b"", module_base=lambda n: None, top=0, threshold=1 << 20)
     assert out == []
 
 
@@ -208,8 +209,9 @@ def test_probe_names():
 
 def test_probe_call_is_named_from_the_walker_or_frame_0_else_said_to_be_the_probe():
     probe = BASE + PROBE
-    named = frame_sizes(_stack(), _Code(), module_base=_base,
-                        name_at=lambda va: "ops.dll!__chkstk" if va == probe else None)
+    named = frame_sizes(
+        _stack(), _Code(), module_base=_base, name_at=lambda va: "ops.dll!__chkstk" if va == probe else None
+    )
     assert named[0].prologue_text == "mov eax, 0x400020; call ops.dll!__chkstk"
     # no walker name: frame 0's own name, when it starts exactly at the call target
     from_frame0 = frame_sizes(_stack(frame0_symbol="ops.dll!___chkstk_ms+0x10"), _Code(), module_base=_base)

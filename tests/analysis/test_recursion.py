@@ -1,5 +1,6 @@
 """Cycle detection (dumpkit.analysis.recursion) on the real sample dumps, on a synthetic
 1,000,000-frame stack, and as properties of random small stacks."""
+
 from __future__ import annotations
 
 from typing import List, Sequence
@@ -21,7 +22,7 @@ def _is_rotation(a: Sequence[str], b: Sequence[str]) -> bool:
     if len(a) != len(b):
         return False
     doubled = list(b) + list(b)
-    return any(doubled[i:i + len(a)] == list(a) for i in range(len(b)))
+    return any(doubled[i : i + len(a)] == list(a) for i in range(len(b)))
 
 
 def _used(cw) -> int:
@@ -97,8 +98,17 @@ def test_no_cycle_without_recursion(crash_walk, name):
 
 # ------------------------------------------------------------------ synthetic stacks
 def _frame(i: int, name: str, start: int, size: int) -> Frame:
-    return Frame(i, 0x7FF600000000 + start + 0x11, 0x10000 + 64 * i, "k.dll", start + 0x11,
-                 start, f"k.dll!{name}+0x11", size, "unwind_info")
+    return Frame(
+        i,
+        0x7FF600000000 + start + 0x11,
+        0x10000 + 64 * i,
+        "k.dll",
+        start + 0x11,
+        start,
+        f"k.dll!{name}+0x11",
+        size,
+        "unwind_info",
+    )
 
 
 def test_million_frames_period3_with_noise():
@@ -127,7 +137,7 @@ def test_million_frames_period3_with_noise():
     assert c.total_bytes == c.repetitions * 608
     # the partial repetition left at the bottom, then the real entry path, outermost last
     tail = [_short(x) for x in c.entry_path]
-    assert tail[-len(bottom_names):] == bottom_names
+    assert tail[-len(bottom_names) :] == bottom_names
     assert 0.9 < c.stack_share <= 1.0
 
 
@@ -150,7 +160,7 @@ def test_same_function_different_return_addresses_is_one_function():
 
 def test_secondary_cycle_deeper_in_the_stack():
     frames: List[Frame] = []
-    for i in range(50):
+    for _ in range(50):
         frames.append(_frame(len(frames), "visit", 0x100, 96))
     frames.append(_frame(len(frames), "bridge", 0x800, 64))
     for i in range(40):
@@ -173,8 +183,7 @@ def test_short_repeat_deep_in_the_stack_is_not_a_cycle():
 
 
 def test_frames_without_module_use_symbol_or_ip():
-    frames = [Frame(i, 0x1234, 0x1000 + 32 * i, None, None, None, None, 32, "scan")
-              for i in range(12)]
+    frames = [Frame(i, 0x1234, 0x1000 + 32 * i, None, None, None, None, 32, "scan") for i in range(12)]
     (c,) = find_cycles(frames)
     assert c.period == 1 and c.functions == ("0x1234",) and c.repetitions == 12
 
@@ -190,8 +199,7 @@ def _frames_from_keys(keys: Sequence[int]) -> List[Frame]:
     return [_frame(i, f"fn{k}", 0x1000 * (k + 1), 16 * (k + 1)) for i, k in enumerate(keys)]
 
 
-def _brute_best_cover(keys: Sequence[int], max_period: int, min_reps: int, top_noise: int,
-                      secondary_reps: int) -> int:
+def _brute_best_cover(keys: Sequence[int], max_period: int, min_reps: int, top_noise: int, secondary_reps: int) -> int:
     n = len(keys)
     best = 0
     for p in range(1, max_period + 1):
@@ -227,12 +235,11 @@ def test_property_reported_cycles_really_repeat(keys):
         # the period is primitive: no smaller period explains one repetition
         for d in range(1, p):
             if p % d == 0:
-                assert any(codes[c.first_frame + j] != codes[c.first_frame + j + d]
-                           for j in range(p - d))
+                assert any(codes[c.first_frame + j] != codes[c.first_frame + j + d] for j in range(p - d))
         assert c.frames_above == c.first_frame
-        assert c.bytes_per_repetition == sum(f.size for f in frames[c.first_frame:c.first_frame + p])
-        assert c.total_bytes == sum(f.size for f in frames[c.first_frame:c.last_frame + 1])
-        assert c.entry_path == tuple(f.function_name for f in frames[c.last_frame + 1:c.last_frame + 17])
+        assert c.bytes_per_repetition == sum(f.size for f in frames[c.first_frame : c.first_frame + p])
+        assert c.total_bytes == sum(f.size for f in frames[c.first_frame : c.last_frame + 1])
+        assert c.entry_path == tuple(f.function_name for f in frames[c.last_frame + 1 : c.last_frame + 17])
 
 
 @settings(max_examples=300, deadline=None)
@@ -250,10 +257,12 @@ def test_property_primary_cycle_is_the_largest(keys):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6),
-       st.integers(min_value=3, max_value=30),
-       st.lists(st.integers(min_value=10, max_value=14), max_size=8),
-       st.lists(st.integers(min_value=20, max_value=24), max_size=8))
+@given(
+    st.lists(st.integers(min_value=0, max_value=3), min_size=1, max_size=6),
+    st.integers(min_value=3, max_value=30),
+    st.lists(st.integers(min_value=10, max_value=14), max_size=8),
+    st.lists(st.integers(min_value=20, max_value=24), max_size=8),
+)
 def test_property_planted_cycle_is_found(unit, reps, above, below):
     # plant `reps` repetitions of `unit` under up to 8 noise frames; noise keys never
     # occur in the unit, so the planted run cannot be extended
@@ -262,12 +271,15 @@ def test_property_planted_cycle_is_found(unit, reps, above, below):
     cycles = find_cycles(frames, max_period=8)
     assert cycles
     # the smallest period of the unit
-    p = next(d for d in range(1, len(unit) + 1)
-             if len(unit) % d == 0 and all(unit[i] == unit[i % d] for i in range(len(unit))))
+    p = next(
+        d
+        for d in range(1, len(unit) + 1)
+        if len(unit) % d == 0 and all(unit[i] == unit[i % d] for i in range(len(unit)))
+    )
     planted = len(unit) * reps
-    covering = [c for c in cycles
-                if c.first_frame <= len(above) + p and c.period == p
-                and c.repetitions * p >= planted - p]
+    covering = [
+        c for c in cycles if c.first_frame <= len(above) + p and c.period == p and c.repetitions * p >= planted - p
+    ]
     assert covering, (unit, reps, above, below, cycles)
 
 
@@ -290,8 +302,7 @@ def test_four_byte_codes():
     frames = [_frame(j, ("a", "b")[j % 2], (0x1000, 0x2000)[j % 2], 48) for j in range(2 * 12)]
     frames += [_frame(len(frames), f"u{i}", 0x100000 + 0x10 * i, 32) for i in range(70_000)]
     (c,) = find_cycles(frames)
-    assert (c.functions, c.period, c.repetitions, c.first_frame) == (
-        ("k.dll!a", "k.dll!b"), 2, 12, 0)
+    assert (c.functions, c.period, c.repetitions, c.first_frame) == (("k.dll!a", "k.dll!b"), 2, 12, 0)
     assert c.entry_path[0] == "k.dll!u0"
 
 
@@ -303,5 +314,4 @@ def test_wide_codes_planted_cycle_after_many_functions():
         frames.append(_frame(len(frames), name, start, 48))
     frames.append(_frame(len(frames), "main", 0x9000, 48))
     (c,) = find_cycles(frames)
-    assert (c.functions, c.period, c.repetitions, c.first_frame) == (
-        ("k.dll!a", "k.dll!b", "k.dll!c"), 3, 40, 300)
+    assert (c.functions, c.period, c.repetitions, c.first_frame) == (("k.dll!a", "k.dll!b", "k.dll!c"), 3, 40, 300)

@@ -1,4 +1,5 @@
 """Verdicts for situations the sample dumps do not show, from the analyses' plain data."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -17,21 +18,45 @@ def _target(errors=()):
 
 
 def _overflow_case(functions, period, reps, size):
-    frames = [Frame(i, 0x7FF000001000 + i, 0x1000 + i * size, functions[i % period].split("!")[0],
-                    0x1000, 0x1000 + (i % period) * 0x100, functions[i % period], size, "unwind_info")
-              for i in range(period * reps)]
-    cyc = Cycle(tuple(functions), period, reps, size * period, 0, period * reps - 1, size * period * reps,
-                entry_path=("python.exe!pymain_run_python", "python.exe!Py_BytesMain"))
+    frames = [
+        Frame(
+            i,
+            0x7FF000001000 + i,
+            0x1000 + i * size,
+            functions[i % period].split("!")[0],
+            0x1000,
+            0x1000 + (i % period) * 0x100,
+            functions[i % period],
+            size,
+            "unwind_info",
+        )
+        for i in range(period * reps)
+    ]
+    cyc = Cycle(
+        tuple(functions),
+        period,
+        reps,
+        size * period,
+        0,
+        period * reps - 1,
+        size * period * reps,
+        entry_path=("python.exe!pymain_run_python", "python.exe!Py_BytesMain"),
+    )
     budget = StackBudget(1, 0x200000, None, 0, 2_000_000, size * period * reps, "teb")
     thread = ThreadReport(1, None, True, len(frames), (), 0, "end of stack", {}, (cyc,), budget)
-    crash = CrashInfo(0xC00000FD, "STATUS_STACK_OVERFLOW", "out of stack", "0xC00000FD stack overflow", 1,
-                      0x7FF000001000, (1, 0x1000))
+    crash = CrashInfo(
+        0xC00000FD, "STATUS_STACK_OVERFLOW", "out of stack", "0xC00000FD stack overflow", 1, 0x7FF000001000, (1, 0x1000)
+    )
     return crash, thread, StackWalk(1, frames, "end of stack", [])
 
 
 def test_recursion_made_of_interpreter_frames_is_called_python_recursion():
-    fns = ["python310.dll!_PyEval_EvalFrameDefault", "python310.dll!_PyFunction_Vectorcall",
-           "python310.dll!PyObject_Call", "python310.dll!method_vectorcall"]
+    fns = [
+        "python310.dll!_PyEval_EvalFrameDefault",
+        "python310.dll!_PyFunction_Vectorcall",
+        "python310.dll!PyObject_Call",
+        "python310.dll!method_vectorcall",
+    ]
     crash, thread, walk = _overflow_case(fns, 4, 2000, 240)
     v, findings = decide(_target(), crash, thread, walk, (), Environment())
     assert v.kind == "recursion"
@@ -56,30 +81,58 @@ def test_damaged_dump_without_exception_says_so():
 
 def _heap_case(names):
     from dumpkit.engine import raising_function  # what the engine uses to fill raised_by
-    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000,
-                    n, 0x40, "unwind_info") for i, n in enumerate(names)]
-    crash = CrashInfo(0xC0000374, "STATUS_HEAP_CORRUPTION", "the heap is corrupted", "0xC0000374 heap corruption", 1,
-                      frames[0].ip, (0,), raised_by=raising_function(frames, fallback=False))
+
+    frames = [
+        Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000, n, 0x40, "unwind_info")
+        for i, n in enumerate(names)
+    ]
+    crash = CrashInfo(
+        0xC0000374,
+        "STATUS_HEAP_CORRUPTION",
+        "the heap is corrupted",
+        "0xC0000374 heap corruption",
+        1,
+        frames[0].ip,
+        (0,),
+        raised_by=raising_function(frames, fallback=False),
+    )
     return crash, StackWalk(1, frames, "end of stack", [])
 
 
 def test_heap_corruption_names_the_caller_and_the_operation():
     # the shape of a real 0xC0000374 stack: the heap reports from inside RtlFreeHeap
-    crash, walk = _heap_case(["ntdll.dll!RtlReportFatalFailure", "ntdll.dll!RtlReportCriticalFailure",
-                              "ntdll.dll!RtlpHeapHandleError", "ntdll.dll!RtlpLogHeapFailure",
-                              "ntdll.dll!RtlFreeHeap", "ucrtbase.dll!_free_base",
-                              "my_ops.pyd!Tensor_release", "my_ops.pyd!run_kernel", "python310.dll!PyObject_Call"])
+    crash, walk = _heap_case(
+        [
+            "ntdll.dll!RtlReportFatalFailure",
+            "ntdll.dll!RtlReportCriticalFailure",
+            "ntdll.dll!RtlpHeapHandleError",
+            "ntdll.dll!RtlpLogHeapFailure",
+            "ntdll.dll!RtlFreeHeap",
+            "ucrtbase.dll!_free_base",
+            "my_ops.pyd!Tensor_release",
+            "my_ops.pyd!run_kernel",
+            "python310.dll!PyObject_Call",
+        ]
+    )
     v, findings = decide(_target(), crash, None, walk, (), Environment())
     assert v.kind == "heap_corruption" and v.confidence == "high"
-    assert v.headline == ("Heap corruption (0xC0000374): the Windows heap found its structures damaged while freeing "
-                          "a block, called from my_ops.pyd!Tensor_release")
+    assert v.headline == (
+        "Heap corruption (0xC0000374): the Windows heap found its structures damaged while freeing "
+        "a block, called from my_ops.pyd!Tensor_release"
+    )
     assert "Tensor_release" in v.next_steps[0] and "gflags" in v.next_steps[0]
     assert findings[0].kind == "heap_corruption"
 
 
 def test_heap_corruption_with_a_static_crt_skips_its_allocator():
-    crash, walk = _heap_case(["ntdll.dll!RtlReportCriticalFailure", "ntdll.dll!RtlAllocateHeap",
-                              "my_ops.pyd!_malloc_base", "my_ops.pyd!make_buffer"])
+    crash, walk = _heap_case(
+        [
+            "ntdll.dll!RtlReportCriticalFailure",
+            "ntdll.dll!RtlAllocateHeap",
+            "my_ops.pyd!_malloc_base",
+            "my_ops.pyd!make_buffer",
+        ]
+    )
     v, _ = decide(_target(), crash, None, walk, (), Environment())
     assert "while allocating a block, called from my_ops.pyd!make_buffer" in v.headline
 
@@ -94,13 +147,33 @@ def test_heap_corruption_seen_only_inside_the_heap_is_medium():
 
 def _fastfail_case(subcode, names):
     from dumpkit.engine import raising_function
-    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0].split("+")[0],
-                    0x1000 + i * 0x10, 0x1000 if "!" in n else None, n if "!" in n else None, 0x40, "scan")
-              for i, n in enumerate(names)]
-    crash = CrashInfo(0xC0000409, "STATUS_STACK_BUFFER_OVERRUN", "fail-fast", "0xC0000409 fail-fast", 1,
-                      frames[0].ip, (subcode,), fastfail_code=subcode,
-                      fastfail_name={2: "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"}.get(subcode, "FAST_FAIL_FATAL_APP_EXIT"),
-                      raised_by=raising_function(frames))
+
+    frames = [
+        Frame(
+            i,
+            0x7FF000001000 + i * 0x10,
+            0x1000 + i * 0x40,
+            n.split("!")[0].split("+")[0],
+            0x1000 + i * 0x10,
+            0x1000 if "!" in n else None,
+            n if "!" in n else None,
+            0x40,
+            "scan",
+        )
+        for i, n in enumerate(names)
+    ]
+    crash = CrashInfo(
+        0xC0000409,
+        "STATUS_STACK_BUFFER_OVERRUN",
+        "fail-fast",
+        "0xC0000409 fail-fast",
+        1,
+        frames[0].ip,
+        (subcode,),
+        fastfail_code=subcode,
+        fastfail_name={2: "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"}.get(subcode, "FAST_FAIL_FATAL_APP_EXIT"),
+        raised_by=raising_function(frames),
+    )
     return crash, StackWalk(1, frames, "end of stack", [])
 
 
@@ -127,16 +200,37 @@ def test_access_violation_in_the_guard_region_is_a_stack_overflow():
     # TEB bounds: StackLimit 0x7000, reserve from 0x0; the write lands a page below the limit
     budget = StackBudget(1, 0x100000, 0x7000, 0x1000, 0xFF000, 0xF8F00, "teb", guard_hit=True)
     thread = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (), budget)
-    crash = CrashInfo(0xC0000005, "STATUS_ACCESS_VIOLATION", "av", "0xC0000005 access violation: write to 0x6ff8",
-                      1, 0x7FF000001000, (1, 0x6FF8), access_kind="write", access_address=0x6FF8)
+    crash = CrashInfo(
+        0xC0000005,
+        "STATUS_ACCESS_VIOLATION",
+        "av",
+        "0xC0000005 access violation: write to 0x6ff8",
+        1,
+        0x7FF000001000,
+        (1, 0x6FF8),
+        access_kind="write",
+        access_address=0x6FF8,
+    )
     v, _ = decide(_target(), crash, thread, None, (), Environment())
     assert v.kind == "access_violation"
-    assert v.headline.startswith("Stack overflow seen as an access violation: write at 0x6ff8, in thread 1's stack guard region")
+    assert v.headline.startswith(
+        "Stack overflow seen as an access violation: write at 0x6ff8, in thread 1's stack guard region"
+    )
     assert "the fault at 0x6ff8 is in the stack's guard region (bounds from the TEB)" in v.evidence
     assert v.next_steps[0].startswith("Treat it as a stack overflow")
     # the same fault with bounds that are only an estimate claims nothing
-    estimated = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (),
-                             StackBudget(1, 0x100000, None, 0, 0x100000, 0xF8F00, "captured+image"))
+    estimated = ThreadReport(
+        1,
+        None,
+        True,
+        1,
+        (),
+        0,
+        "end of stack",
+        {},
+        (),
+        StackBudget(1, 0x100000, None, 0, 0x100000, 0xF8F00, "captured+image"),
+    )
     v, _ = decide(_target(), crash, estimated, None, (), Environment())
     assert not v.headline.startswith("Stack overflow")
 
@@ -150,22 +244,41 @@ def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
 
     base = 0x7FF700000000
     mem = {}
-    for va, data in ((base + 0x1000, struct.pack("<IiiI", 0, 0, 0, 0x1100)),
-                     (base + 0x1100, struct.pack("<iII", 2, 0x1200, 0x1300)),
-                     (base + 0x1200, struct.pack("<II", 0, 0x2000)), (base + 0x1300, struct.pack("<II", 0, 0x2100)),
-                     (base + 0x2010, b".?AVbad_alloc@std@@\0"), (base + 0x2110, b".?AVexception@std@@\0")):
+    for va, data in (
+        (base + 0x1000, struct.pack("<IiiI", 0, 0, 0, 0x1100)),
+        (base + 0x1100, struct.pack("<iII", 2, 0x1200, 0x1300)),
+        (base + 0x1200, struct.pack("<II", 0, 0x2000)),
+        (base + 0x1300, struct.pack("<II", 0, 0x2100)),
+        (base + 0x2010, b".?AVbad_alloc@std@@\0"),
+        (base + 0x2110, b".?AVexception@std@@\0"),
+    ):
         mem.update({va + i: b for i, b in enumerate(data)})
 
     def read(va, n):
         return bytes(mem[a] for a in range(va, va + n) if a in mem)
 
     params = (0x19930520, 0x2A0000, base + 0x1000, base)
-    names = ["KERNELBASE.dll!RaiseException", "VCRUNTIME140.dll!_CxxThrowException", "my_ops.pyd!make_tensor",
-             "my_ops.pyd!run_kernel", "python310.dll!PyObject_Call"]
-    frames = [Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000, n, 0x40,
-                    "unwind_info") for i, n in enumerate(names)]
-    crash = CrashInfo(0xE06D7363, "CPP_EH_EXCEPTION", "C++ exception", "0xE06D7363 C++ exception", 1,
-                      frames[0].ip, params, cxx_types=tuple(thrown_types(params, read)))
+    names = [
+        "KERNELBASE.dll!RaiseException",
+        "VCRUNTIME140.dll!_CxxThrowException",
+        "my_ops.pyd!make_tensor",
+        "my_ops.pyd!run_kernel",
+        "python310.dll!PyObject_Call",
+    ]
+    frames = [
+        Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000, n, 0x40, "unwind_info")
+        for i, n in enumerate(names)
+    ]
+    crash = CrashInfo(
+        0xE06D7363,
+        "CPP_EH_EXCEPTION",
+        "C++ exception",
+        "0xE06D7363 C++ exception",
+        1,
+        frames[0].ip,
+        params,
+        cxx_types=tuple(thrown_types(params, read)),
+    )
     v, findings = decide(_target(), crash, None, StackWalk(1, frames, "end of stack", []), (), Environment())
     assert v.kind == "cxx_exception" and v.confidence == "high" and findings[0].kind == "cxx_exception"
     assert v.headline == "Unhandled C++ exception std::bad_alloc thrown from my_ops.pyd!make_tensor"

@@ -1,6 +1,7 @@
 """Verdicts as users read them (headline, confidence, evidence, next steps) on the real
 sample dumps and on ../shared/real_dumps. Expected values come from
 sample_dumps/manifest.json, the real dumps' README and the peers' outputs."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,7 @@ def real_report(rel: str):
 
 
 def _peer(rel: str) -> dict:
-    path = REAL_DUMPS / (rel[:-len(".dmp")] + ".peer.rust-minidump.json")
+    path = REAL_DUMPS / (rel[: -len(".dmp")] + ".peer.rust-minidump.json")
     if not path.exists():
         pytest.skip(f"no rust-minidump output next to {rel}")
     return json.loads(path.read_text())
@@ -84,6 +85,7 @@ def test_ud2_trap_gets_trap_advice_not_cpu_advice():
 def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them():
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain, render_explanation_text
+
     text = render_explanation_text(explain(parse_code("0xC000001D")))
     assert "python -m cpuinfo" in text and "import cpuinfo" not in text
 
@@ -91,6 +93,7 @@ def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them(
 def test_explain_states_the_mingw_stack_protector_by_version():
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain, render_explanation_text
+
     text = " ".join(render_explanation_text(explain(parse_code("0xC000001D"))).split())
     assert "mingw-w64 10 and older (GCC's libssp): a smashed stack ends in a ud2 trap" in text
     assert "mingw-w64 11 and later ship their own __stack_chk_fail, which raises 0xC0000409 subcode 2" in text
@@ -168,7 +171,9 @@ def test_fastfail_without_symbols_does_not_blame_frame_0():
 
 
 # ---------------------------------------------------------------- frame sizes
-@pytest.mark.parametrize("name", [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp") and d.get("call_chain")])
+@pytest.mark.parametrize(
+    "name", [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp") and d.get("call_chain")]
+)
 def test_frames_of_unknown_size_are_not_ranked(name):
     """The manifest gives no frame_bytes for the outermost frame (nothing above it to
     measure against); the ranking must not show it with a size of 0 ranked by its prologue."""
@@ -195,8 +200,9 @@ def test_big_frame_headline_names_the_probe():
 
 
 # ---------------------------------------------------------------- guard region
-@pytest.mark.parametrize("name", [d["file"] for d in sample_manifest()
-                                  if d["file"].endswith(".dmp") and d["exception_code"] == 0xC00000FD])
+@pytest.mark.parametrize(
+    "name", [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp") and d["exception_code"] == 0xC00000FD]
+)
 def test_guard_hit_is_not_claimed_from_bounds_derived_from_the_fault(name):
     """The Wine dumps hold no TEB memory and no memory map (README): the reserve bottom is
     placed from the overflow's own fault address, so the guard hit is only 'consistent'."""
@@ -231,8 +237,9 @@ def test_recursion_cut_short_by_max_frames_says_so():
 
 
 # ---------------------------------------------------------------- access violations near a stack
-@pytest.mark.parametrize("facts", [d for d in sample_manifest() if d["exception_code"] == 0xC0000005],
-                         ids=lambda d: d["file"])
+@pytest.mark.parametrize(
+    "facts", [d for d in sample_manifest() if d["exception_code"] == 0xC0000005], ids=lambda d: d["file"]
+)
 def test_access_violation_address_is_checked_against_the_stack(facts):
     """The AV's address reaches the stack-budget check too. None of the samples ran off
     its stack: a page-fault address outside the stack is a clear 'no'; a #GP's all-ones
@@ -255,7 +262,7 @@ def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_pa
     import lzma
     from dumpkit.words import human_bytes
 
-    dump = tmp_path / facts["file"][:-len(".xz")]
+    dump = tmp_path / facts["file"][: -len(".xz")]
     with lzma.open(sample_path(facts["file"])) as src, open(dump, "wb") as out:
         while True:
             chunk = src.read(1 << 22)
@@ -272,12 +279,16 @@ def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_pa
     cyc = crashing.cycles[0]
     assert sorted(f.split("!", 1)[1] for f in cyc.functions) == sorted(facts["cycle_functions"])
     assert (cyc.period, cyc.repetitions, cyc.bytes_per_repetition) == (
-        facts["cycle_period"], facts["cycle_repetitions"], facts["cycle_bytes_per_repetition"])
+        facts["cycle_period"],
+        facts["cycle_repetitions"],
+        facts["cycle_bytes_per_repetition"],
+    )
     assert (cyc.first_frame, cyc.last_frame) == (facts["cycle_first_frame"], facts["cycle_last_frame"])
     order = " -> ".join(f"{facts['rip_module']}!{fn}" for fn in facts["cycle_functions_call_order"])
     assert v.headline.startswith(
         f"Stack overflow: unbounded recursion {order}, {facts['cycle_repetitions']:,} repetitions x "
-        f"{facts['cycle_bytes_per_repetition']} bytes = ")
+        f"{facts['cycle_bytes_per_repetition']} bytes = "
+    )
     assert v.headline.endswith(f"of a {human_bytes(facts['stack_reserve_requested'])} stack")
     entry = " <- ".join(_chain_name(c) for c in facts["call_chain"] if not c.get("cycle"))
     assert f"entered from: {entry}" in v.evidence
@@ -289,7 +300,9 @@ def test_single_unconfirmed_call_site_is_worded_for_one():
     assert r.crash.code == 0xC00000FD and r.verdict.kind == "recursion"
     line = next(e for e in r.verdict.evidence if e.startswith("call site"))
     assert len(r.threads[0].cycles[0].call_edges) == 1
-    assert line.startswith("call site checked: the one call in the cycle could not be confirmed: it is a direct CALL to 0x")
+    assert line.startswith(
+        "call site checked: the one call in the cycle could not be confirmed: it is a direct CALL to 0x"
+    )
     assert "0 of 1" not in line and "the others" not in line
 
 
@@ -305,8 +318,11 @@ def test_gs_failure_summary_does_not_call_it_usually_not_an_overrun():
 def test_explain_fastfail_subcodes_read_without_redundancy():
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain
+
     seven = explain(parse_code("0xC0000409/7"))
-    assert seven.summary.startswith("fail-fast FAST_FAIL_FATAL_APP_EXIT (7): abort() was called, typically reached from")
+    assert seven.summary.startswith(
+        "fail-fast FAST_FAIL_FATAL_APP_EXIT (7): abort() was called, typically reached from"
+    )
     assert "raised by abort()" not in seven.summary
     two = explain(parse_code("0xC0000409/2"))
     assert not any(m.startswith("Despite its name") for m in two.mixups)

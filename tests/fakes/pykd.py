@@ -43,6 +43,7 @@ list's context; `.ecxr` switches the register context to the exception record's 
 Install it with `monkeypatch.setitem(sys.modules, "pykd", fake)` after
 `fake._open_dump_for_tests(path)`.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,7 +70,7 @@ class CPUType:
     AMD64 = "AMD64"
 
 
-class eventType:  # noqa: N801 - pykd's spelling
+class eventType:
     Breakpoint = "Breakpoint"
     Exception = "Exception"
 
@@ -146,26 +147,26 @@ def _check_int(value, what: str) -> int:
 
 
 # ----------------------------------------------------------------------------- session
-def isDumpAnalyzing() -> bool:  # noqa: N802
+def isDumpAnalyzing() -> bool:
     _s()
     return True
 
 
-def isKernelDebugging() -> bool:  # noqa: N802
+def isKernelDebugging() -> bool:
     _s()
     return False
 
 
-def is64bitSystem() -> bool:  # noqa: N802
+def is64bitSystem() -> bool:
     sysinfo = _s().target.system
     return sysinfo is None or sysinfo.processor_architecture in (9, 12)
 
 
-def getCPUMode():  # noqa: N802
+def getCPUMode():
     return CPUType.AMD64 if is64bitSystem() else CPUType.I386
 
 
-class systemVersion:  # noqa: N801
+class systemVersion:
     def __init__(self, major: int, minor: int, build: int, build_string: str, sp: int):
         self.win32Major = major
         self.win32Minor = minor
@@ -174,11 +175,10 @@ class systemVersion:  # noqa: N801
         self.servicePack = sp
 
     def __str__(self) -> str:
-        return (f"Major Version: {self.win32Major}\nMinor Version: {self.win32Minor}\n"
-                f"Description: {self.buildString}\n")
+        return f"Major Version: {self.win32Major}\nMinor Version: {self.win32Minor}\nDescription: {self.buildString}\n"
 
 
-def getSystemVersion() -> systemVersion:  # noqa: N802
+def getSystemVersion() -> systemVersion:
     t = _s().target
     s = t.system
     if s is None:
@@ -192,20 +192,20 @@ def getSystemVersion() -> systemVersion:  # noqa: N802
     return systemVersion(s.os_major, s.os_minor, s.os_build, t.build_string or "", sp)
 
 
-def getProcessSystemID(id: int = -1) -> int:  # noqa: N802, A002
+def getProcessSystemID(id: int = -1) -> int:
     p = _s().target.process
     if p is None or p.pid is None:
         raise DbgException("process id unavailable")
     return p.pid
 
 
-def getSymbolPath() -> str:  # noqa: N802
+def getSymbolPath() -> str:
     _s()
     return ""  # like a WinDbg with no .sympath set
 
 
 # ----------------------------------------------------------------------------- memory
-def loadBytes(offset: int, count: int, phyAddr: bool = False) -> List[int]:  # noqa: N802, N803
+def loadBytes(offset: int, count: int, phyAddr: bool = False) -> List[int]:
     _check_int(offset, "offset")
     _check_int(count, "count")
     if phyAddr:
@@ -224,22 +224,22 @@ def loadBytes(offset: int, count: int, phyAddr: bool = False) -> List[int]:  # n
         raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual") from None
 
 
-def loadQWords(offset: int, count: int, phyAddr: bool = False) -> List[int]:  # noqa: N802, N803
+def loadQWords(offset: int, count: int, phyAddr: bool = False) -> List[int]:
     raw = bytes(loadBytes(offset, 8 * _check_int(count, "count"), phyAddr))
-    return [int.from_bytes(raw[i:i + 8], "little") for i in range(0, len(raw), 8)]
+    return [int.from_bytes(raw[i : i + 8], "little") for i in range(0, len(raw), 8)]
 
 
 # ----------------------------------------------------------------------------- threads
-def getProcessThreads() -> List[int]:  # noqa: N802
+def getProcessThreads() -> List[int]:
     return [t.teb for t in _s().target.threads]
 
 
-def getCurrentThread() -> int:  # noqa: N802
+def getCurrentThread() -> int:
     s = _s()
     return s.target.threads[s.current].teb
 
 
-def setCurrentThread(offset: int) -> None:  # noqa: N802
+def setCurrentThread(offset: int) -> None:
     s = _s()
     _check_int(offset, "offset")
     for i, t in enumerate(s.target.threads):
@@ -250,7 +250,7 @@ def setCurrentThread(offset: int) -> None:  # noqa: N802
     raise DbgException(f"no thread with TEB 0x{offset:x}")
 
 
-def getThreadSystemID(id: int = -1) -> int:  # noqa: N802, A002
+def getThreadSystemID(id: int = -1) -> int:
     s = _s()
     index = s.current if id == -1 else id
     if not 0 <= index < len(s.target.threads):
@@ -281,14 +281,14 @@ def reg(name: str) -> int:
 
 
 # ----------------------------------------------------------------------------- events
-class debugEvent:  # noqa: N801
+class debugEvent:
     def __init__(self, type_, process: int, thread: int):
         self.type = type_
         self.process = process
         self.thread = thread
 
 
-class exceptionInfo:  # noqa: N801
+class exceptionInfo:
     def __init__(self, code: int, flags: int, record: int, address: int, params, first: bool):
         self.firstChance = first
         self.exceptionCode = code
@@ -302,10 +302,13 @@ class exceptionInfo:  # noqa: N801
         return list(self._params)
 
     def __str__(self) -> str:
-        lines = [f"FirstChance= {self.firstChance}", f"ExceptionCode= 0x{self.exceptionCode:x}",
-                 f"ExceptionFlags= 0x{self.exceptionFlags:x}",
-                 f"ExceptionRecord= 0x{self.exceptionRecord:x}",
-                 f"ExceptionAddress= 0x{self.exceptionAddress:x}"]
+        lines = [
+            f"FirstChance= {self.firstChance}",
+            f"ExceptionCode= 0x{self.exceptionCode:x}",
+            f"ExceptionFlags= 0x{self.exceptionFlags:x}",
+            f"ExceptionRecord= 0x{self.exceptionRecord:x}",
+            f"ExceptionAddress= 0x{self.exceptionAddress:x}",
+        ]
         lines += [f"Param[{i}]= 0x{p:x}" for i, p in enumerate(self._params)]
         return "\n".join(lines) + "\n"
 
@@ -321,7 +324,7 @@ def _event_thread_index() -> Optional[int]:
     return None
 
 
-def getLastEvent() -> debugEvent:  # noqa: N802
+def getLastEvent() -> debugEvent:
     s = _s()
     i = _event_thread_index()
     if s.target.exception is None or i is None:
@@ -329,13 +332,12 @@ def getLastEvent() -> debugEvent:  # noqa: N802
     return debugEvent(eventType.Exception, 0, i)
 
 
-def getLastException() -> exceptionInfo:  # noqa: N802
+def getLastException() -> exceptionInfo:
     ex = _s().target.exception
     if ex is None:
         raise DbgException("last event is not an exception")
     # The dump's record; `nested` only says whether ExceptionRecord was non-null.
-    return exceptionInfo(ex.code, ex.flags, 1 if ex.nested else 0, ex.address, ex.parameters,
-                         first=not ex.flags & 1)
+    return exceptionInfo(ex.code, ex.flags, 1 if ex.nested else 0, ex.address, ex.parameters, first=not ex.flags & 1)
 
 
 # ----------------------------------------------------------------------------- modules
@@ -353,7 +355,7 @@ class FixedFileInfo:
         self.ProductVersionLS = pv[2] << 16 | pv[3]
 
 
-class module:  # noqa: N801 - pykd's class name
+class module:
     def __init__(self, name_or_offset):
         mods = _s().target.modules
         found = None
@@ -384,7 +386,7 @@ class module:  # noqa: N801 - pykd's class name
     def checksum(self) -> int:
         return self._m.checksum
 
-    def getFixedFileInfo(self) -> FixedFileInfo:  # noqa: N802
+    def getFixedFileInfo(self) -> FixedFileInfo:
         # The sample dumps' writers zero the block of a module without version resource
         # (the raw reader reports those as file_version None); it comes back as stored.
         return FixedFileInfo(self._m.file_version, self._m.product_version)
@@ -393,8 +395,9 @@ class module:  # noqa: N801 - pykd's class name
         return self._m.base
 
     def __str__(self) -> str:
-        return (f"Module: {self.name()}\nStart: {self.begin():x} Size: {self.size():x}\n"
-                f"Image: {self.image()}\nSymbols: \n")
+        return (
+            f"Module: {self.name()}\nStart: {self.begin():x} Size: {self.size():x}\nImage: {self.image()}\nSymbols: \n"
+        )
 
 
 def _short_name(file_name: str) -> str:
@@ -402,12 +405,12 @@ def _short_name(file_name: str) -> str:
     return base
 
 
-def getModulesList() -> List[module]:  # noqa: N802
+def getModulesList() -> List[module]:
     # dbgeng's order, not sorted: the dump's module list order (load order, exe first).
     return [module(m.base) for m in _s().target.modules]
 
 
-def findSymbol(offset: int, showDisplacement: bool = True) -> str:  # noqa: N802, N803
+def findSymbol(offset: int, showDisplacement: bool = True) -> str:
     for m in _s().target.modules:
         if m.contains(offset):
             short = _short_name(m.name)
@@ -416,14 +419,14 @@ def findSymbol(offset: int, showDisplacement: bool = True) -> str:  # noqa: N802
 
 
 # ----------------------------------------------------------------------------- output
-def dprintln(str, dml: bool = False) -> None:  # noqa: A002
+def dprintln(str, dml: bool = False) -> None:
     if not isinstance(str, type("")):
         raise TypeError("dprintln() takes a string")
     _s().output.append((str + "\n", bool(dml)))
 
 
 # ----------------------------------------------------------------------------- commands
-def dbgCommand(command: str, suppressOutput: bool = True) -> Optional[str]:  # noqa: N802, N803
+def dbgCommand(command: str, suppressOutput: bool = True) -> Optional[str]:
     s = _s()
     if not isinstance(command, str):
         raise TypeError("dbgCommand() takes a string")
@@ -442,16 +445,23 @@ def _error(s: _State, text: str) -> str:
     return ""
 
 
-_ECXR_ROWS_X64 = (("rax", "rbx", "rcx"), ("rdx", "rsi", "rdi"), ("rip", "rsp", "rbp"),
-                  ("r8", "r9", "r10"), ("r11", "r12", "r13"), ("r14", "r15"))
+_ECXR_ROWS_X64 = (
+    ("rax", "rbx", "rcx"),
+    ("rdx", "rsi", "rdi"),
+    ("rip", "rsp", "rbp"),
+    ("r8", "r9", "r10"),
+    ("r11", "r12", "r13"),
+    ("r14", "r15"),
+)
 _ECXR_ROWS_X86 = (("eax", "ebx", "ecx", "edx", "esi", "edi"), ("eip", "esp", "ebp"))
 
 
 def _cmd_ecxr(s: _State, _cmd: str) -> str:
     ex = s.target.exception
     if ex is None or ex.context is None:
-        return _error(s, "Minidump doesn't have an exception context\n"
-                         "Unable to get exception context, HRESULT 0x80004002\n")
+        return _error(
+            s, "Minidump doesn't have an exception context\nUnable to get exception context, HRESULT 0x80004002\n"
+        )
     s.ecxr = True
     v = ex.context.values
     rows, width = (_ECXR_ROWS_X64, 16) if "rip" in v else (_ECXR_ROWS_X86, 8)
@@ -471,8 +481,7 @@ def _cmd_threads(s: _State, _cmd: str) -> str:
         mark = "." if i == s.current else "#" if i == event else " "
         teb = f"{t.teb >> 32:08x}`{t.teb & 0xFFFFFFFF:08x}"
         name = f' "{t.name}"' if t.name else ""
-        lines.append(f"{mark}{i:3d}  Id: {pid:x}.{t.tid:x} Suspend: {t.suspend_count} "
-                     f"Teb: {teb} Unfrozen{name}")
+        lines.append(f"{mark}{i:3d}  Id: {pid:x}.{t.tid:x} Suspend: {t.suspend_count} Teb: {teb} Unfrozen{name}")
     return "\n".join(lines) + "\n"
 
 
@@ -492,12 +501,18 @@ def _cmd_vertarget(s: _State, _cmd: str) -> str:
     mp = "MP" if si.number_of_processors > 1 else "UP"
     arch = "x64" if si.processor_architecture == 9 else si.arch_name
     product = {1: "WinNt", 2: "LanManNt", 3: "Server"}.get(si.product_type, "WinNt")
-    lines = [f"Windows {os_name} Version {si.os_build}{sp} {mp} ({si.number_of_processors} procs) Free {arch}",
-             f"Product: {product}, suite: SingleUserTS"]
+    lines = [
+        f"Windows {os_name} Version {si.os_build}{sp} {mp} ({si.number_of_processors} procs) Free {arch}",
+        f"Product: {product}, suite: SingleUserTS",
+    ]
     if s.target.build_string:
         lines.append(f"Edition build lab: {s.target.build_string}")
-    lines += ["Machine Name:", "Debug session time: not available", "System Uptime: not available",
-              "Process Uptime: not available"]
+    lines += [
+        "Machine Name:",
+        "Debug session time: not available",
+        "System Uptime: not available",
+        "Process Uptime: not available",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -513,15 +528,21 @@ def _cmd_cpuid(s: _State, _cmd: str) -> str:
     mhz = p.processor_current_mhz if p is not None and p.processor_current_mhz else ""
     vendor = si.cpu_vendor or ""
     # A user-mode minidump only describes the active processor.
-    return ("CP  F/M/S  Manufacturer     MHz\n"
-            f" 0  {fms[0]},{fms[1]},{fms[2]}  {vendor:<16} {mhz}\n")
+    return f"CP  F/M/S  Manufacturer     MHz\n 0  {fms[0]},{fms[1]},{fms[2]}  {vendor:<16} {mhz}\n"
 
 
 _STATE_NAMES = {0x1000: "MEM_COMMIT", 0x2000: "MEM_RESERVE", 0x10000: "MEM_FREE"}
 _TYPE_NAMES = {0x20000: "MEM_PRIVATE", 0x40000: "MEM_MAPPED", 0x1000000: "MEM_IMAGE"}
-_PROTECT_NAMES = {0x01: "PAGE_NOACCESS", 0x02: "PAGE_READONLY", 0x04: "PAGE_READWRITE",
-                  0x08: "PAGE_WRITECOPY", 0x10: "PAGE_EXECUTE", 0x20: "PAGE_EXECUTE_READ",
-                  0x40: "PAGE_EXECUTE_READWRITE", 0x80: "PAGE_EXECUTE_WRITECOPY"}
+_PROTECT_NAMES = {
+    0x01: "PAGE_NOACCESS",
+    0x02: "PAGE_READONLY",
+    0x04: "PAGE_READWRITE",
+    0x08: "PAGE_WRITECOPY",
+    0x10: "PAGE_EXECUTE",
+    0x20: "PAGE_EXECUTE_READ",
+    0x40: "PAGE_EXECUTE_READWRITE",
+    0x80: "PAGE_EXECUTE_WRITECOPY",
+}
 
 
 def _tick(v: int) -> str:
@@ -532,8 +553,12 @@ def _cmd_address(s: _State, _cmd: str) -> str:
     regions = s.target.memory_regions
     if not regions:
         return _error(s, "Unable to read the memory map: the dump has no memory information.\n")
-    lines = ["", "        BaseAddress      EndAddress+1        RegionSize     Type       State"
-             "                 Protect             Usage", "-" * 118]
+    lines = [
+        "",
+        "        BaseAddress      EndAddress+1        RegionSize     Type       State"
+        "                 Protect             Usage",
+        "-" * 118,
+    ]
     last_alloc = None
     for r in regions:
         start = "+" if r.allocation_base != last_alloc or r.state == 0x10000 else " "
@@ -541,9 +566,11 @@ def _cmd_address(s: _State, _cmd: str) -> str:
         prot = _PROTECT_NAMES.get(r.protect & 0xFF, "")
         if r.protect & 0x100:
             prot += " | PAGE_GUARD"
-        lines.append(f"{start} {_tick(r.base):>17} {_tick(r.end):>17} {_tick(r.size):>17} "
-                     f"{_TYPE_NAMES.get(r.type, ''):<11} {_STATE_NAMES.get(r.state, ''):<11} "
-                     f"{prot:<34} <unknown>")
+        lines.append(
+            f"{start} {_tick(r.base):>17} {_tick(r.end):>17} {_tick(r.size):>17} "
+            f"{_TYPE_NAMES.get(r.type, ''):<11} {_STATE_NAMES.get(r.state, ''):<11} "
+            f"{prot:<34} <unknown>"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -555,8 +582,7 @@ def _cmd_lm(s: _State, _cmd: str) -> str:
         lines.append(f"{_tick(m.base):>17} {_tick(m.end):>17}   {_short_name(m.name):<10} {state}")
     if s.target.unloaded_modules:
         lines += ["", "Unloaded modules:"]
-        lines += [f"{_tick(u.base):>17} {_tick(u.base + u.size):>17}   {u.name}"
-                  for u in s.target.unloaded_modules]
+        lines += [f"{_tick(u.base):>17} {_tick(u.base + u.size):>17}   {u.name}" for u in s.target.unloaded_modules]
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ Two drivers share `run_one`:
 * a structure-aware random mutator with no dependency (`campaign`), used by
   tests/fuzz/test_fuzz_smoke.py and by `python tests/fuzz/harness.py --random SECONDS`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -39,8 +40,14 @@ REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
 
 # Seeds: small ones first (the fuzzer is faster on them); the big sample dumps still
 # exercise thousands of memory ranges and deep walks.
-SEED_SAMPLES = ("null_deref.dmp", "gp_wild_pointer.dmp", "fastfail_abort.dmp", "big_frame.dmp", "tf_env_abort.dmp",
-                "recursion_cycle3.dmp")
+SEED_SAMPLES = (
+    "null_deref.dmp",
+    "gp_wild_pointer.dmp",
+    "fastfail_abort.dmp",
+    "big_frame.dmp",
+    "tf_env_abort.dmp",
+    "recursion_cycle3.dmp",
+)
 MAX_SEED_BYTES = 2 << 20
 
 
@@ -90,14 +97,19 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
         target = open_dump(path)
     except DumpError as e:
         if "\n" in str(e):
-            raise Bug(f"DumpError message is not one line: {e!r}")
+            raise Bug(f"DumpError message is not one line: {e!r}") from None
         return None
     try:
         # Limits well below the CLI defaults keep one execution short (a mutated thread
         # list naming thousands of threads is the common expensive input); the code paths
         # are the same, only repeated less.
-        opts = Options(image_paths=tuple(image_paths), max_frames=20_000, other_thread_max_frames=500,
-                       max_other_threads=64, other_frames_budget=5_000)
+        opts = Options(
+            image_paths=tuple(image_paths),
+            max_frames=20_000,
+            other_thread_max_frames=500,
+            max_other_threads=64,
+            other_frames_budget=5_000,
+        )
         report = analyze(target, opts).report
         # Compact JSON in the long campaign: the C encoder, the same objects; indentation
         # is whitespace the pure-Python encoder would spend most of an execution on.
@@ -118,8 +130,23 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
 
 
 # ----------------------------------------------------------------- random mutator
-INTERESTING32 = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000,
-                 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF)
+INTERESTING32 = (
+    0,
+    1,
+    2,
+    0x7F,
+    0x80,
+    0xFF,
+    0x100,
+    0x7FFF,
+    0x8000,
+    0xFFFF,
+    0x10000,
+    0x7FFFFFFF,
+    0x80000000,
+    0xFFFFFFFE,
+    0xFFFFFFFF,
+)
 
 
 def _structure_offsets(data: bytes) -> List[int]:
@@ -134,7 +161,7 @@ def _structure_offsets(data: bytes) -> List[int]:
             break
         offs += [e, e + 4, e + 8]
         _t, size, srva = struct.unpack_from("<III", data, e)
-        offs += [o for o in range(srva, min(srva + min(size, 256), len(data) - 3), 4)]
+        offs += list(range(srva, min(srva + min(size, 256), len(data) - 3), 4))
     return offs
 
 
@@ -147,44 +174,52 @@ def mutate(data: bytes, rng: random.Random, pool: Sequence[bytes] = ()) -> bytes
         if op <= 2:  # a structure word set to an interesting or random value
             offs = _structure_offsets(bytes(buf))
             at = rng.choice(offs) if offs and rng.random() < 0.8 else rng.randrange(max(1, len(buf) - 3))
-            val = rng.choice(INTERESTING32 + (len(buf), len(buf) - 1, len(buf) + 12)) if rng.random() < 0.6 \
+            val = (
+                rng.choice(INTERESTING32 + (len(buf), len(buf) - 1, len(buf) + 12))
+                if rng.random() < 0.6
                 else rng.getrandbits(32)
+            )
             if at + 4 <= len(buf):
-                buf[at:at + 4] = struct.pack("<I", val & 0xFFFFFFFF)
+                buf[at : at + 4] = struct.pack("<I", val & 0xFFFFFFFF)
         elif op == 3:  # +- a small delta to a structure word
             offs = _structure_offsets(bytes(buf))
             if offs:
                 at = rng.choice(offs)
                 if at + 4 <= len(buf):
                     (v,) = struct.unpack_from("<I", buf, at)
-                    buf[at:at + 4] = struct.pack("<I", (v + rng.randint(-64, 64)) & 0xFFFFFFFF)
+                    buf[at : at + 4] = struct.pack("<I", (v + rng.randint(-64, 64)) & 0xFFFFFFFF)
         elif op == 4:  # bit flips
             for _ in range(rng.randrange(1, 16)):
                 i = rng.randrange(len(buf))
                 buf[i] ^= 1 << rng.randrange(8)
         elif op == 5:  # truncate
-            del buf[rng.randrange(len(buf)):]
+            del buf[rng.randrange(len(buf)) :]
         elif op == 6:  # random bytes over a span
             at = rng.randrange(len(buf))
             n = rng.randrange(1, 256)
-            buf[at:at + n] = rng.randbytes(min(n, len(buf) - at))
+            buf[at : at + n] = rng.randbytes(min(n, len(buf) - at))
         elif op == 7:  # copy a span from elsewhere (this or another seed)
             src = rng.choice(pool) if pool and rng.random() < 0.3 else bytes(buf)
             if src:
                 a = rng.randrange(len(src))
                 n = rng.randrange(1, 512)
                 b = rng.randrange(len(buf))
-                chunk = src[a:a + n]
-                buf[b:b + len(chunk)] = chunk
+                chunk = src[a : a + n]
+                buf[b : b + len(chunk)] = chunk
         else:  # append garbage / 64-bit word
             at = rng.randrange(max(1, len(buf) - 7))
             if at + 8 <= len(buf):
-                buf[at:at + 8] = struct.pack("<Q", rng.choice((0, (1 << 64) - 1, 1 << 63, rng.getrandbits(64))))
+                buf[at : at + 8] = struct.pack("<Q", rng.choice((0, (1 << 64) - 1, 1 << 63, rng.getrandbits(64))))
     return bytes(buf)
 
 
-def campaign(seconds: float, seed: int = 0, on_case: Optional[Callable[[int, bytes], None]] = None,
-             crash_dir: Optional[str] = None, max_case_seconds: float = 10.0) -> dict:
+def campaign(
+    seconds: float,
+    seed: int = 0,
+    on_case: Optional[Callable[[int, bytes], None]] = None,
+    crash_dir: Optional[str] = None,
+    max_case_seconds: float = 10.0,
+) -> dict:
     """Mutate seeds for `seconds`; return counts. Raises (after saving the input to
     crash_dir, if given) on the first bug."""
     pool = seeds()
@@ -214,8 +249,13 @@ def campaign(seconds: float, seed: int = 0, on_case: Optional[Callable[[int, byt
         execs += 1
         if on_case:
             on_case(execs, data)
-    return {"executions": execs, "rejected": rejected, "seconds": time.monotonic() - started,
-            "slowest": slowest, "seed": seed}
+    return {
+        "executions": execs,
+        "rejected": rejected,
+        "seconds": time.monotonic() - started,
+        "slowest": slowest,
+        "seed": seed,
+    }
 
 
 def _save(crash_dir: Optional[str], data: bytes) -> None:
@@ -232,21 +272,21 @@ def _atheris_main(argv: List[str]) -> None:
     # Only our code and the record parsers we lean on are instrumented: coverage of rich
     # or capstone internals says nothing about dumpkit and costs most of the time.
     with atheris.instrument_imports(include=["dumpkit", "minidump"]):
-        import dumpkit.analysis.budget  # noqa: F401
-        import dumpkit.analysis.environment  # noqa: F401
-        import dumpkit.analysis.framesizes  # noqa: F401
-        import dumpkit.analysis.recursion  # noqa: F401
-        import dumpkit.analysis.verdict  # noqa: F401
-        import dumpkit.context  # noqa: F401
-        import dumpkit.engine  # noqa: F401
-        import dumpkit.images  # noqa: F401
-        import dumpkit.pe  # noqa: F401
-        import dumpkit.report.html  # noqa: F401
-        import dumpkit.report.json_report  # noqa: F401
-        import dumpkit.report.markdown  # noqa: F401
-        import dumpkit.report.text  # noqa: F401
-        import dumpkit.sources.minidump  # noqa: F401
-        import dumpkit.unwind.amd64  # noqa: F401
+        import dumpkit.analysis.budget
+        import dumpkit.analysis.environment
+        import dumpkit.analysis.framesizes
+        import dumpkit.analysis.recursion
+        import dumpkit.analysis.verdict
+        import dumpkit.context
+        import dumpkit.engine
+        import dumpkit.images
+        import dumpkit.pe
+        import dumpkit.report.html
+        import dumpkit.report.json_report
+        import dumpkit.report.markdown
+        import dumpkit.report.text
+        import dumpkit.sources.minidump
+        import dumpkit.unwind.amd64
         import dumpkit.unwind.disasm  # noqa: F401
 
     # Seed the first corpus folder given (libFuzzer reads and extends it).

@@ -4,6 +4,7 @@ real dumps through open + walk + analyze + render (every format), in-process.
 ~60 s by default, bounded by time (DUMPKIT_FUZZ_SECONDS changes it). The long
 coverage-guided campaign (atheris) is run by hand: see tests/fuzz/README.md; its pytest
 form below is skipped unless DUMPKIT_FUZZ_LONG is set (and always under CI)."""
+
 from __future__ import annotations
 
 import os
@@ -32,15 +33,17 @@ def test_mutator_is_deterministic():
 def test_fuzz_smoke_campaign():
     seconds = float(os.environ.get("DUMPKIT_FUZZ_SECONDS", "60"))
     crash_dir = tempfile.mkdtemp(prefix="dumpkit-fuzz-crash-")
-    stats = harness.campaign(seconds, seed=int(os.environ.get("DUMPKIT_FUZZ_SEED", "20261122")),
-                             crash_dir=crash_dir)
+    stats = harness.campaign(seconds, seed=int(os.environ.get("DUMPKIT_FUZZ_SEED", "20261122")), crash_dir=crash_dir)
     assert stats["executions"] > 0
     print(f"fuzz smoke: {stats}")
 
 
-@pytest.mark.skipif(not os.environ.get("DUMPKIT_FUZZ_LONG") or bool(os.environ.get("CI")),
-                    reason="long campaign: set DUMPKIT_FUZZ_LONG=SECONDS (never under CI)")
+@pytest.mark.skipif(
+    not os.environ.get("DUMPKIT_FUZZ_LONG") or bool(os.environ.get("CI")),
+    reason="long campaign: set DUMPKIT_FUZZ_LONG=SECONDS (never under CI)",
+)
 def test_fuzz_long_campaign():
-    stats = harness.campaign(float(os.environ["DUMPKIT_FUZZ_LONG"]), seed=1,
-                             crash_dir=str(harness.ROOT / "tests" / "fuzz" / "crashes"))
+    stats = harness.campaign(
+        float(os.environ["DUMPKIT_FUZZ_LONG"]), seed=1, crash_dir=str(harness.ROOT / "tests" / "fuzz" / "crashes")
+    )
     assert stats["executions"] > 0

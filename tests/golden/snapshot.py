@@ -9,6 +9,7 @@ committed ones. A change that is meant to change a report regenerates them with
     python tests/golden/snapshot.py NAME...    # only these (file names of the dumps)
 
 and the diff of tests/golden/*.json is reviewed with the change that caused it."""
+
 from __future__ import annotations
 
 import json

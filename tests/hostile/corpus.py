@@ -8,6 +8,7 @@ The structure edits (header, stream directory, list counts, thread/module/memory
 records, MINIDUMP_STRINGs, appended streams) are done here with `struct`, independently
 of dumpkit's reader, so a reader bug cannot hide itself.
 """
+
 from __future__ import annotations
 
 import random
@@ -99,9 +100,17 @@ class Dump:
         out = []
         for k in range(self.u32(rva)):
             off = rva + 4 + 48 * k
-            out.append(dict(off=off, tid=self.u32(off), stack_start=self.u64(off + 24),
-                            stack_size=self.u32(off + 32), stack_rva=self.u32(off + 36),
-                            ctx_size=self.u32(off + 40), ctx_rva=self.u32(off + 44)))
+            out.append(
+                {
+                    "off": off,
+                    "tid": self.u32(off),
+                    "stack_start": self.u64(off + 24),
+                    "stack_size": self.u32(off + 32),
+                    "stack_rva": self.u32(off + 36),
+                    "ctx_size": self.u32(off + 40),
+                    "ctx_rva": self.u32(off + 44),
+                }
+            )
         return out
 
     def modules(self) -> List[dict]:
@@ -110,23 +119,36 @@ class Dump:
         for k in range(self.u32(rva)):
             off = rva + 4 + 108 * k
             name_rva = self.u32(off + 20)
-            out.append(dict(off=off, base=self.u64(off), size=self.u32(off + 8),
-                            name_rva=name_rva, name=self.string(name_rva)))
+            out.append(
+                {
+                    "off": off,
+                    "base": self.u64(off),
+                    "size": self.u32(off + 8),
+                    "name_rva": name_rva,
+                    "name": self.string(name_rva),
+                }
+            )
         return out
 
     def memory(self) -> List[dict]:
         _i, _s, rva = self.stream(5)
-        return [dict(off=rva + 4 + 16 * k, start=self.u64(rva + 4 + 16 * k),
-                     size=self.u32(rva + 12 + 16 * k), rva=self.u32(rva + 16 + 16 * k))
-                for k in range(self.u32(rva))]
+        return [
+            {
+                "off": rva + 4 + 16 * k,
+                "start": self.u64(rva + 4 + 16 * k),
+                "size": self.u32(rva + 12 + 16 * k),
+                "rva": self.u32(rva + 16 + 16 * k),
+            }
+            for k in range(self.u32(rva))
+        ]
 
     def exception(self) -> dict:
         _i, _s, rva = self.stream(6)
-        return dict(off=rva, tid=self.u32(rva), ctx_size=self.u32(rva + 160), ctx_rva=self.u32(rva + 164))
+        return {"off": rva, "tid": self.u32(rva), "ctx_size": self.u32(rva + 160), "ctx_rva": self.u32(rva + 164)}
 
     def string(self, rva: int) -> str:
         n = self.u32(rva)
-        return bytes(self.data[rva + 4:rva + 4 + n]).decode("utf-16-le", "replace")
+        return bytes(self.data[rva + 4 : rva + 4 + n]).decode("utf-16-le", "replace")
 
     # appending
     def append(self, blob: bytes) -> int:
@@ -205,9 +227,9 @@ def loop_unwind_image(src: Path, dst: Path, functions: Sequence[str] = ("expand"
     secs = {}
     for i in range(nsec):
         off = sec_table + 40 * i
-        name = bytes(data[off:off + 8]).rstrip(b"\0").decode("ascii", "replace")
+        name = bytes(data[off : off + 8]).rstrip(b"\0").decode("ascii", "replace")
         vsize, va, rsize, roff = struct.unpack_from("<IIII", data, off + 8)
-        secs[name] = dict(hdr=off, vsize=vsize, va=va, rsize=rsize, roff=roff)
+        secs[name] = {"hdr": off, "vsize": vsize, "va": va, "rsize": rsize, "roff": roff}
     x, p = secs[".xdata"], secs[".pdata"]
     slack_at = (x["vsize"] + 15) & ~15
     if x["rsize"] - slack_at < 64:
@@ -238,6 +260,7 @@ def loop_unwind_image(src: Path, dst: Path, functions: Sequence[str] = ("expand"
 
     # COFF symbols give function RVAs; mingw keeps them.
     import sys
+
     sys.path.insert(0, str(ROOT))
     from dumpkit.pe import PEImage
 
@@ -262,8 +285,7 @@ def _cut_points(d: Dump, extra: int, rng: random.Random, fine: bool) -> List[int
     """Every stream start and end (and, when `fine`, one byte in, the middle and one
     byte short), inside the header and directory, and `extra` random points."""
     size = len(d.data)
-    cuts = {0, 1, 4, 8, 16, 31, 32, d.dir_rva + 12, d.dir_rva + 12 * d.nstreams - 1,
-            d.dir_rva + 12 * d.nstreams}
+    cuts = {0, 1, 4, 8, 16, 31, 32, d.dir_rva + 12, d.dir_rva + 12 * d.nstreams - 1, d.dir_rva + 12 * d.nstreams}
     for _i, t, s, r in d.streams():
         if t:
             cuts.update((r, r + 1, r + s // 2, r + s - 1, r + s) if fine else (r, r + s // 2, r + s))
@@ -292,8 +314,10 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     rc_raw = (samples / "recursion_cycle3.dmp").read_bytes()
 
     # 1. truncation: at every stream boundary, inside streams, and at random points.
-    for label, raw, extra, fine in (("null_deref", nd_raw, extra_cuts, True),
-                                    ("recursion_cycle3", rc_raw, extra_cuts // 4, False)):
+    for label, raw, extra, fine in (
+        ("null_deref", nd_raw, extra_cuts, True),
+        ("recursion_cycle3", rc_raw, extra_cuts // 4, False),
+    ):
         d = Dump(raw)
         needed = _needed_to(d)
         for cut in _cut_points(d, extra, rng, fine):
@@ -353,10 +377,10 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     # 5. memory ranges out of order and overlapping.
     d = Dump(nd_raw)
     mem = d.memory()
-    descs = [bytes(d.data[m["off"]:m["off"] + 16]) for m in mem]
+    descs = [bytes(d.data[m["off"] : m["off"] + 16]) for m in mem]
     base = mem[0]["off"]
     for k, blob in enumerate(reversed(descs)):
-        d.data[base + 16 * k:base + 16 * (k + 1)] = blob
+        d.data[base + 16 * k : base + 16 * (k + 1)] = blob
     add("memory_out_of_order", d.bytes(), (0,), "the format does not require sorted ranges")
     d = Dump(nd_raw)
     ct = d.crash_thread()
@@ -423,9 +447,13 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     first = rsp - lo + 8
     for off in range(first, ct["stack_size"] - 7, 8):
         d.set_u64(ct["stack_rva"] + off, lo + off)  # each word points at itself
-    add("stack_self_pointers", d.bytes(), (0, 1),
-        "the file is intact: the process's stack held these words; the walk must stop, and "
-        "its stop_reason says where", image_paths=[str(SAMPLE_BIN)])
+    add(
+        "stack_self_pointers",
+        d.bytes(),
+        (0, 1),
+        "the file is intact: the process's stack held these words; the walk must stop, and its stop_reason says where",
+        image_paths=[str(SAMPLE_BIN)],
+    )
     d = Dump(rc_raw)
     ct = d.crash_thread()
     # the return address the real stack holds right above frame 0 (into visit)
@@ -434,18 +462,28 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     ret = next(w for w in words if opk["base"] + 0x1000 <= w < opk["base"] + opk["size"])
     for off in range(first, ct["stack_size"] - 7, 8):
         d.set_u64(ct["stack_rva"] + off, ret)
-    add("stack_same_return_address", d.bytes(), (0, 1),
+    add(
+        "stack_same_return_address",
+        d.bytes(),
+        (0, 1),
         "every word is the same valid return address: indistinguishable from a real recursion "
         "without call-target checks; it must stay bounded",
-        image_paths=[str(SAMPLE_BIN)], notes={"return_address": ret})
+        image_paths=[str(SAMPLE_BIN)],
+        notes={"return_address": ret},
+    )
     d = Dump(rc_raw)
     ct = d.crash_thread()
     for k, off in enumerate(range(first, ct["stack_size"] - 15, 16)):
         # [saved rbx, saved rsi] pairs pointing down the stack, return addresses below SP
         d.set_u64(ct["stack_rva"] + off, lo + max(0, off - 4096))
         d.set_u64(ct["stack_rva"] + off + 8, ret if k % 3 else lo + 16)
-    add("stack_pointing_down", d.bytes(), (0, 1),
-        "the file is intact; the walk must stop without looping", image_paths=[str(SAMPLE_BIN)])
+    add(
+        "stack_pointing_down",
+        d.bytes(),
+        (0, 1),
+        "the file is intact; the walk must stop without looping",
+        image_paths=[str(SAMPLE_BIN)],
+    )
 
     # 9. unwind info whose chain loops (patched copy of opkernels.dll via --image-path).
     img_dir = out / "images_loop"
@@ -468,10 +506,15 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
         for t, text in zip(d.threads(), (SCRIPT_NAME, ANSI_NAME, LINK_NAME, BACKTICK_NAME, MD_NAME)):
             names[t["tid"]] = text
         d.add_thread_names(names)
-        add(f"hostile_names_{label}", d.bytes(), (1,),
+        add(
+            f"hostile_names_{label}",
+            d.bytes(),
+            (1,),
             "the names are valid strings that must only come out escaped; one file name is "
             "32,767 characters, more than NTFS allows, and is cut to 255 (a soft error)",
-            image_paths=[str(SAMPLE_BIN)], notes={"thread_names": names})
+            image_paths=[str(SAMPLE_BIN)],
+            notes={"thread_names": names},
+        )
     d = Dump(nd_raw)
     d.set_module_name(0, HUGE_TEXT)
     d.add_thread_names({t["tid"]: HUGE_TEXT for t in d.threads()})

@@ -1,6 +1,7 @@
 """Strings from the dump (module names, paths, thread names) come out escaped for each
 output format, shown on real sample dumps whose module and thread names were rewritten
 (tests/hostile/corpus.py: MINIDUMP_STRINGs appended, a ThreadNames stream added)."""
+
 from __future__ import annotations
 
 import json
@@ -8,9 +9,7 @@ import re
 
 import pytest
 
-from tests.hostile.corpus import (
-    ANSI_NAME, BACKTICK_NAME, HOSTILE_NAMES, LINK_NAME, SAMPLES, SCRIPT_NAME, build_corpus,
-)
+from tests.hostile.corpus import ANSI_NAME, BACKTICK_NAME, HOSTILE_NAMES, LINK_NAME, SAMPLES, SCRIPT_NAME, build_corpus
 from tests.hostile.test_hostile import run_cli
 
 pytestmark = pytest.mark.skipif(not (SAMPLES / "null_deref.dmp").exists(), reason="sample dumps not present")

@@ -5,6 +5,7 @@ Every case: exit 1 (partial report; soft_errors in the JSON and warnings on stde
 does not matter. Never a traceback, never more than a few seconds, never more than a few
 hundred MB, and the dump file is never modified. Cases run in parallel, once per session.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -31,8 +32,10 @@ MAX_RSS_KB = 400 << 10  # what a case may really use
 TIMEOUT = 30.0  # hard kill
 MAX_SECONDS = 10.0  # "a few seconds", with headroom for a loaded CI machine
 
-pytestmark = pytest.mark.skipif(not (SAMPLES / "null_deref.dmp").exists() or not (SAMPLES / "recursion_cycle3.dmp").exists(),
-                                reason="sample dumps not present")
+pytestmark = pytest.mark.skipif(
+    not (SAMPLES / "null_deref.dmp").exists() or not (SAMPLES / "recursion_cycle3.dmp").exists(),
+    reason="sample dumps not present",
+)
 
 
 def _limits():
@@ -53,8 +56,14 @@ def run_cli(args, timeout: float = TIMEOUT, cwd=None) -> Run:
     """The CLI in a child with an address-space limit; its own peak RSS from wait4."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "dumpkit", *map(str, args)], stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL, preexec_fn=_limits, cwd=cwd or ROOT)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "dumpkit", *map(str, args)],
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_limits,
+            cwd=cwd or ROOT,
+        )
         timer = threading.Timer(timeout, p.kill)
         timer.start()
         try:
@@ -65,8 +74,13 @@ def run_cli(args, timeout: float = TIMEOUT, cwd=None) -> Run:
         took = time.monotonic() - started
         out.seek(0)
         err.seek(0)
-        return Run(p.returncode, out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"),
-                   took, usage.ru_maxrss)
+        return Run(
+            p.returncode,
+            out.read().decode("utf-8", "replace"),
+            err.read().decode("utf-8", "replace"),
+            took,
+            usage.ru_maxrss,
+        )
 
 
 def _sha(path: Path) -> str:
@@ -81,6 +95,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="session")
 def results(corpus):
     """Every case analysed once (JSON to stdout), in parallel; dump made read-only first."""
+
     def one(case):
         os.chmod(case.path, 0o444)
         before = _sha(case.path)
@@ -97,11 +112,25 @@ def results(corpus):
 
 def test_the_corpus_covers_what_it_should(corpus):
     names = {c.name for c in corpus}
-    for must in ("bad_signature", "bad_version", "directory_past_end", "stream_count_max",
-                 "count_max_threads", "count_max_modules", "count_max_memory_ranges",
-                 "memory_overlapping", "memory_out_of_order", "stack_absent", "thread_context_zero",
-                 "exception_context_huge", "unwind_chain_loops", "stack_self_pointers",
-                 "stack_same_return_address", "hostile_names_null_deref", "names_64k"):
+    for must in (
+        "bad_signature",
+        "bad_version",
+        "directory_past_end",
+        "stream_count_max",
+        "count_max_threads",
+        "count_max_modules",
+        "count_max_memory_ranges",
+        "memory_overlapping",
+        "memory_out_of_order",
+        "stack_absent",
+        "thread_context_zero",
+        "exception_context_huge",
+        "unwind_chain_loops",
+        "stack_self_pointers",
+        "stack_same_return_address",
+        "hostile_names_null_deref",
+        "names_64k",
+    ):
         assert must in names
     assert sum(n.startswith("trunc_") for n in names) >= 60
     for c in corpus:
@@ -260,8 +289,9 @@ def test_existing_output_is_replaced_whole(tmp_path):
     out.write_text("OLD" * 200_000)  # longer than any report: a partial overwrite would show
     link = tmp_path / "hardlink"
     os.link(out, link)
-    r = run_cli(["analyze", SAMPLES / "null_deref.dmp", "--image-path", SAMPLES / "bin", "--format", "json",
-                 "--output", out])
+    r = run_cli(
+        ["analyze", SAMPLES / "null_deref.dmp", "--image-path", SAMPLES / "bin", "--format", "json", "--output", out]
+    )
     assert r.code == 0, r.stderr
     text = out.read_text()
     assert "OLD" not in text and json.loads(text)["crash"]["code"] == 0xC0000005

@@ -1,6 +1,7 @@
 """`dumpkit info` through the real CLI on the sample dumps and damaged copies of them.
 
 The damage is done here with `struct`, independently of dumpkit's reader."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,9 @@ EXCEPTION, SYSTEM_INFO = 6, 7
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
 
 
 def directory(data: bytes):
@@ -42,6 +44,7 @@ def set_entry(stype: int, *, stream_type=None, rva=None):
             struct.pack_into("<I", data, at, stream_type)
         if rva is not None:
             struct.pack_into("<I", data, at + 8, rva(data))
+
     return edit
 
 
@@ -95,6 +98,7 @@ def test_a_stream_cut_short_is_named_in_plain_words(tmp_path):
     def shrink(data: bytearray) -> None:
         at = next(off for off, t, _s, _r in directory(data) if t == 3)
         struct.pack_into("<I", data, at + 4, 2)
+
     doc = json.loads(run("info", edited(tmp_path, "null_deref.dmp", shrink), "--json").stdout)
     line = next(e for e in doc["soft_errors"] if e.startswith("ThreadListStream"))
     assert line == "ThreadListStream: unreadable (cut short: 2 bytes, a record in it needs 4)", line
@@ -115,7 +119,7 @@ SAMPLE_CASES = [c for c in sample_manifest() if c["file"].endswith(".dmp")]
 
 def stream_bytes(data: bytes, stype: int) -> bytes:
     _off, _t, size, rva = next(e for e in directory(data) if e[1] == stype)
-    return data[rva:rva + size]
+    return data[rva : rva + size]
 
 
 @pytest.mark.parametrize("case", SAMPLE_CASES, ids=[c["file"] for c in SAMPLE_CASES])
@@ -160,8 +164,10 @@ def test_info_shows_module_checksums_from_the_module_records():
     mods = stream_bytes(raw, 4)
     (count,) = struct.unpack_from("<I", mods, 0)
     # MINIDUMP_MODULE: BaseOfImage u64, SizeOfImage u32, CheckSum u32 (108 bytes each)
-    want = {struct.unpack_from("<Q", mods, 4 + 108 * i)[0]: struct.unpack_from("<I", mods, 16 + 108 * i)[0]
-            for i in range(count)}
+    want = {
+        struct.unpack_from("<Q", mods, 4 + 108 * i)[0]: struct.unpack_from("<I", mods, 16 + 108 * i)[0]
+        for i in range(count)
+    }
     assert any(want.values())
     doc = json.loads(run("info", dump, "--json").stdout)
     assert {int(m["base"], 16): int(m["checksum"], 16) for m in doc["modules"]} == want
@@ -186,6 +192,7 @@ def test_a_compressed_dump_says_how_to_decompress_it(name):
 
 def test_a_gzipped_dump_says_how_to_decompress_it(tmp_path):
     import gzip
+
     dump = tmp_path / "crash.dmp.gz"
     dump.write_bytes(gzip.compress(sample_path("null_deref.dmp").read_bytes()))
     r = run("analyze", dump)
@@ -222,6 +229,7 @@ def test_info_on_every_sample_dump_matches_the_manifest(case, tmp_path):
     if dump.suffix == ".xz":  # what the error message tells the user to do
         import lzma
         import shutil
+
         plain = tmp_path / dump.stem
         with lzma.open(dump) as fin, open(plain, "wb") as fout:
             shutil.copyfileobj(fin, fout)
@@ -235,8 +243,9 @@ def test_info_on_every_sample_dump_matches_the_manifest(case, tmp_path):
     assert int(ex["context"]["rip"], 16) == case["rip"] and int(ex["context"]["rsp"], 16) == case["rsp"]
     assert [t["tid"] for t in doc["threads"]] == [t["tid"] for t in case["threads"]]
     assert [int(t["rip"], 16) for t in doc["threads"]] == [t["rip"] for t in case["threads"]]
-    assert sorted((int(m["base"], 16), m["size"]) for m in doc["modules"]) == \
-        sorted((m["base"], m["size"]) for m in case["modules"])
+    assert sorted((int(m["base"], 16), m["size"]) for m in doc["modules"]) == sorted(
+        (m["base"], m["size"]) for m in case["modules"]
+    )
     text = run("info", dump)
     assert text.returncode == 0 and f"{case['exception_code']:#010x}" in text.stdout
 
@@ -244,11 +253,15 @@ def test_info_on_every_sample_dump_matches_the_manifest(case, tmp_path):
 def test_a_thread_stack_claiming_more_than_the_file_is_reported(tmp_path):
     """The stack also sits in the MemoryList, so nothing is lost, but the thread record
     is damaged: that is a problem (exit 1), named once."""
+
     def huge_stack(data: bytearray) -> None:
         _off, _t, _s, rva = next(e for e in directory(data) if e[1] == 3)
         struct.pack_into("<I", data, rva + 4 + 32, 0xFFFFFFFF)  # first thread's Stack.DataSize
+
     dump = edited(tmp_path, "null_deref.dmp", huge_stack)
-    tid = struct.unpack_from("<I", dump.read_bytes(), next(e for e in directory(dump.read_bytes()) if e[1] == 3)[3] + 4)[0]
+    tid = struct.unpack_from(
+        "<I", dump.read_bytes(), next(e for e in directory(dump.read_bytes()) if e[1] == 3)[3] + 4
+    )[0]
     r = run("info", dump, "--json")
     assert r.returncode == 1
     errors = json.loads(r.stdout)["soft_errors"]

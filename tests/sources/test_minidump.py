@@ -1,4 +1,5 @@
 """The minidump reader on Wine's raw dumps (as Wine wrote them) and their facts."""
+
 from __future__ import annotations
 
 import json
@@ -57,11 +58,14 @@ def test_memory_reads_cross_adjacent_ranges_and_gaps_say_not_in_dump():
     ranges = _memory_list(raw)
     # Two ranges adjacent in memory whose bytes are NOT adjacent in the file: one slice of
     # the file cannot serve the read, the reader must join two. Wine's dumps have many.
-    pairs = [(a, b) for a, b in zip(ranges, ranges[1:])
-             if a[0] + a[1] == b[0] and a[2] + a[1] != b[2] and a[1] >= 4 and b[1] >= 4]
+    pairs = [
+        (a, b)
+        for a, b in zip(ranges, ranges[1:])
+        if a[0] + a[1] == b[0] and a[2] + a[1] != b[2] and a[1] >= 4 and b[1] >= 4
+    ]
     assert pairs, "the sample has no adjacent memory ranges: pick another dump for this test"
-    for (s1, n1, off1), (s2, _n2, off2) in pairs[:50]:
-        want = raw[off1 + n1 - 4:off1 + n1] + raw[off2:off2 + 4]
+    for (_s1, n1, off1), (s2, _n2, off2) in pairs[:50]:
+        want = raw[off1 + n1 - 4 : off1 + n1] + raw[off2 : off2 + 4]
         assert t.read(s2 - 4, 8) == want, hex(s2)
         assert t.read_available(s2 - 4, 8) == want
     gap = next((a[0] + a[1], b[0]) for a, b in zip(ranges, ranges[1:]) if b[0] > a[0] + a[1])
@@ -97,12 +101,16 @@ def test_not_a_minidump_is_a_one_line_dump_error(tmp_path):
 
 def test_repeated_problems_are_counted_not_listed():
     from dumpkit.target import SoftErrors
+
     se = SoftErrors()
     for i in range(1000):
         se.add(f"thread {i}: no register context")
     se.add("header: something else")
-    assert se.items[:3] == ["thread 0: no register context", "thread 1: no register context",
-                            "thread 2: no register context"]
+    assert se.items[:3] == [
+        "thread 0: no register context",
+        "thread 1: no register context",
+        "thread 2: no register context",
+    ]
     assert se.items[3] == "... and 997 more like: thread 999: no register context"
     assert se.items[4] == "header: something else" and len(se.items) == 5
 
@@ -121,8 +129,10 @@ def _thread_contexts(raw: bytes):
     entries = [struct.unpack_from("<III", raw, dir_rva + 12 * i) for i in range(n)]
     _t, _s, rva = next(e for e in entries if e[0] == 3)
     (count,) = struct.unpack_from("<I", raw, rva)
-    return {struct.unpack_from("<I", raw, rva + 4 + 48 * i)[0]: struct.unpack_from("<I", raw, rva + 4 + 48 * i + 44)[0]
-            for i in range(count)}
+    return {
+        struct.unpack_from("<I", raw, rva + 4 + 48 * i)[0]: struct.unpack_from("<I", raw, rva + 4 + 48 * i + 44)[0]
+        for i in range(count)
+    }
 
 
 def test_registers_the_context_flags_leave_out_are_absent():
@@ -147,10 +157,13 @@ def _exception_context_rva(raw: bytes) -> int:
     return struct.unpack_from("<I", raw, rva + 164)[0]
 
 
-@pytest.mark.parametrize("clear, gone, problem", [
-    (0x2, GPRS, False),  # no INTEGER group: no rax..r15, rbp included
-    (0x1, ("rip", "rsp", "eflags", "cs", "ss"), True),  # no CONTROL: said so
-])
+@pytest.mark.parametrize(
+    "clear, gone, problem",
+    [
+        (0x2, GPRS, False),  # no INTEGER group: no rax..r15, rbp included
+        (0x1, ("rip", "rsp", "eflags", "cs", "ss"), True),  # no CONTROL: said so
+    ],
+)
 def test_an_unsaved_register_group_is_not_reported_as_values(tmp_path, clear, gone, problem):
     data = bytearray(sample_path("null_deref.dmp").read_bytes())
     at = _exception_context_rva(data) + 0x30
@@ -161,7 +174,12 @@ def test_an_unsaved_register_group_is_not_reported_as_values(tmp_path, clear, go
     assert not set(gone) & set(t.exception.context.values), t.exception.context.values
     assert any("CONTEXT_CONTROL" in e for e in t.soft_errors.items) == problem
     # the rest of dumpkit copes with the missing registers: a report, no traceback
-    r = subprocess.run([sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert json.loads(r.stdout)["verdict"]["headline"]

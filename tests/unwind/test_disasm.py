@@ -1,11 +1,18 @@
 """Capstone-backed code questions the walker asks, on hand-assembled x64 bytes (edge
 cases the sample dumps do not show: an IP inside an epilogue, tail calls, call forms)."""
+
 from __future__ import annotations
 
 import struct
 
-from dumpkit.unwind.disasm import (CALL_LOOKBACK, call_ends_at, call_target, epilogue_path, simulate_to_return,
-                                   stack_allocation)
+from dumpkit.unwind.disasm import (
+    CALL_LOOKBACK,
+    call_ends_at,
+    call_target,
+    epilogue_path,
+    simulate_to_return,
+    stack_allocation,
+)
 
 BASE = 0x140001000
 
@@ -13,7 +20,8 @@ BASE = 0x140001000
 def reader(code: bytes, base: int = BASE):
     def read(addr, n):
         off = addr - base
-        return code[off:off + n] if 0 <= off < len(code) else b""
+        return code[off : off + n] if 0 <= off < len(code) else b""
+
     return read
 
 
@@ -64,8 +72,15 @@ def test_jump_inside_the_function_is_a_loop_not_a_tail_call():
 def _epilogue(code, words=(0xB0B, 0xBEEF, 0x140009999), regs=None, frame_register=None):
     """epilogue_path over `code` at BASE with the stack holding `words`."""
     read_u64, sp = stack(list(words))
-    return epilogue_path(reader(code + b"\xcc" * 16), read_u64, BASE, sp, regs or {}, frame_register,
-                         lambda target: not (BASE - 0x100 <= target < BASE + 0x100)), sp
+    return epilogue_path(
+        reader(code + b"\xcc" * 16),
+        read_u64,
+        BASE,
+        sp,
+        regs or {},
+        frame_register,
+        lambda target: not (BASE - 0x100 <= target < BASE + 0x100),
+    ), sp
 
 
 def test_epilogue_grammar_accepts_only_what_windows_unwinder_does():
@@ -108,8 +123,15 @@ def test_stack_probe_loop_falls_through_to_its_ret():
     # libgcc ___chkstk_ms, entered with rcx/rax pushed, IP at the probing `or`:
     # or qword [rcx], 0 ; sub rax, 0x1000 ; cmp rax, 0x1000 ; ja back ; sub rcx, rax ;
     # or qword [rcx], 0 ; pop rax ; pop rcx ; ret
-    code = (bytes.fromhex("48830900") + bytes.fromhex("482d00100000") + bytes.fromhex("483d00100000")
-            + b"\x77\xee" + bytes.fromhex("4829c1") + bytes.fromhex("48830900") + b"\x58\x59\xc3")
+    code = (
+        bytes.fromhex("48830900")
+        + bytes.fromhex("482d00100000")
+        + bytes.fromhex("483d00100000")
+        + b"\x77\xee"
+        + bytes.fromhex("4829c1")
+        + bytes.fromhex("48830900")
+        + b"\x58\x59\xc3"
+    )
     read_u64, sp = stack([0x11, 0x22, 0x276781590])
     path = simulate_to_return(reader(code), read_u64, BASE, sp, {"rcx": 0, "rax": 0})
     assert path is not None and path.rsp == sp + 16 and read_u64(path.rsp) == 0x276781590
@@ -127,8 +149,12 @@ def test_call_sites_are_recognised_in_every_common_form():
     # prefix in front) validate through their last 7 bytes, which are the same CALL without
     # its prefixes
     r12_disp32 = bytes.fromhex("41ff9424") + struct.pack("<i", 0x100)  # call [r12+0x100]: 8 bytes
-    for longer in (r12_disp32, b"\x3e" + r12_disp32, b"\xf2" + r12_disp32,
-                   bytes.fromhex("4aff94c0") + struct.pack("<i", 8)):  # call [rax+r8*8+8]
+    for longer in (
+        r12_disp32,
+        b"\x3e" + r12_disp32,
+        b"\xf2" + r12_disp32,
+        bytes.fromhex("4aff94c0") + struct.pack("<i", 8),
+    ):  # call [rax+r8*8+8]
         assert call_ends_at(longer[-CALL_LOOKBACK:], ret) == 7, longer.hex()
     assert call_ends_at(b"\x90" * 7, ret) is None
     assert call_ends_at(b"\x48\x83\xc4\x28\x5b\x5d\xc3", ret) is None
@@ -140,7 +166,14 @@ def test_prologue_allocations_are_decoded():
     assert got.size == 0x10000 and not got.via_probe
     # push rbx ; mov eax, 0x400020 ; call probe ; sub rsp, rax
     probe = BASE + 0x100
-    code = b"\x53" + b"\xb8" + struct.pack("<I", 0x400020) + b"\xe8" + struct.pack("<i", probe - (BASE + 11)) + bytes.fromhex("4829c4")
+    code = (
+        b"\x53"
+        + b"\xb8"
+        + struct.pack("<I", 0x400020)
+        + b"\xe8"
+        + struct.pack("<i", probe - (BASE + 11))
+        + bytes.fromhex("4829c4")
+    )
     got = stack_allocation(reader(code), BASE, is_probe=lambda t: t == probe)
     assert got.size == 0x400020 and got.via_probe
     # the call's target unconfirmed as the probe: `sub rsp, rax` after it still says the
@@ -155,6 +188,7 @@ def test_prologue_allocations_are_decoded():
 
 def test_32_bit_code_decodes_in_32_bit_mode():
     from dumpkit.unwind.disasm import decode_one
+
     # 0x48 is a REX.W prefix in 64-bit mode but `dec eax` in 32-bit mode.
     assert decode_one(b"\x48\xff\xd0", 0x401000, bits=64)[1:] == ("call", "rax")
     assert decode_one(b"\x48\xff\xd0", 0x401000, bits=32)[1:] == ("dec", "eax")

@@ -1,5 +1,6 @@
 """The walker against the true call chains of the sample dumps (sample_dumps/manifest.json,
 derived from the binaries by sample_dumps/src/dumpfacts.py, independently of dumpkit)."""
+
 from __future__ import annotations
 
 import lzma
@@ -44,7 +45,7 @@ def test_crashing_thread_matches_true_call_chain(case):
         assert _name(frame) == (want["module"], want["function"])
         assert frame.rva == want["rva"]
     # The bottom: every frame down to ntdll!RtlUserThreadStart, with exact RVAs.
-    for frame, want in zip(frames[-len(tail):], tail):
+    for frame, want in zip(frames[-len(tail) :], tail):
         assert _name(frame) == (want["module"], want["function"]), frame
         assert frame.rva == want["rva"]
         assert frame.trust in ("unwind_info", "prologue", "context")
@@ -115,7 +116,7 @@ def test_every_thread_walks_to_its_start_from_unwind_data(path):
         if ("tfhost.exe", "idle_worker_main") in names:
             at = names.index(("tfhost.exe", "idle_worker_main"))
             assert names[at - 1] == ("kernelbase.dll", "WaitForSingleObject")
-            assert names[at + 1:] == [("kernel32.dll", "BaseThreadInitThunk"), ("ntdll.dll", "RtlUserThreadStart")]
+            assert names[at + 1 :] == [("kernel32.dll", "BaseThreadInitThunk"), ("ntdll.dll", "RtlUserThreadStart")]
             idle += 1
     if any(m.name == "tfhost.exe" for m in target.modules):
         assert idle == 3
@@ -126,7 +127,7 @@ def _copy_without_coff_symbols(src, dst):
     PointerToSymbolTable and NumberOfSymbols zeroed), names only from exports."""
     data = bytearray(src.read_bytes())
     e_lfanew = int.from_bytes(data[0x3C:0x40], "little")
-    data[e_lfanew + 12:e_lfanew + 20] = bytes(8)
+    data[e_lfanew + 12 : e_lfanew + 20] = bytes(8)
     dst.write_bytes(bytes(data))
 
 
@@ -137,8 +138,9 @@ def test_code_without_pdata_entry_does_not_borrow_the_export_below_it(tmp_path):
     for name in ("opkernels.dll", "tfhost.exe"):
         _copy_without_coff_symbols(SAMPLE_BIN / name, tmp_path / name)
     case = next(c for c in sample_manifest() if c["file"] == "big_frame.dmp")
-    target, walk = _walk(SAMPLES / "big_frame.dmp",
-                         image_paths=(str(tmp_path), str(SAMPLE_BIN / "wine")), recorded=False)
+    target, walk = _walk(
+        SAMPLES / "big_frame.dmp", image_paths=(str(tmp_path), str(SAMPLE_BIN / "wine")), recorded=False
+    )
     chain = case["call_chain"]
     f0, f1 = walk.frames[:2]
     assert f0.rva == chain[0]["rva"] and f0.function_start is None

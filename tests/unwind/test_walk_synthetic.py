@@ -3,14 +3,14 @@ Target: the unwind paths no sample dump exercises (mingw code only pushes and
 allocates). Each case lays out real prologue/epilogue bytes, the UNWIND_INFO that
 describes them, and the stack a CPU running that code would have left, then checks the
 caller's RIP/RSP and the nonvolatile registers the unwind recovered."""
+
 from __future__ import annotations
 
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.images import ImageLocator
-from dumpkit.target import (DumpInfo, MemoryNotInDump, Module, ModuleMap, Registers, SoftErrors,
-                            SystemInfo, Thread)
+from dumpkit.target import DumpInfo, MemoryNotInDump, Module, ModuleMap, Registers, SoftErrors, SystemInfo, Thread
 from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
 
 from synth_pe import TEXT_CHARS, PEBuilder, code, unwind_info
@@ -36,21 +36,34 @@ CALL = b"\xe8\0\0\0\0"  # the call before each return site (its target does not 
 
 # name: (offset in .text, size, code bytes at the start, UNWIND_INFO or None)
 # H: the outermost caller (sub rsp, 0x28); its return slot holds 0, the end of the stack.
-H = (0x000, 0x40, bytes.fromhex("4883ec28") + b"\xcc" * 12 + CALL,
-     unwind_info([code(4, ASMALL, 4)], prolog=4))
+H = (0x000, 0x40, bytes.fromhex("4883ec28") + b"\xcc" * 12 + CALL, unwind_info([code(4, ASMALL, 4)], prolog=4))
 H_RET = va(0x015)
 # F: push rbp; push rbx; sub rsp, 0x40; lea rbp, [rsp+0x20] (frame register rbp, offset 0x20)
-F = (0x040, 0x60, bytes.fromhex("55534883ec40488d6c2420"),
-     unwind_info([code(11, FPREG), code(6, ASMALL, 7), code(2, PUSH, RBX), code(1, PUSH, RBP)],
-                 prolog=11, frame_reg=RBP, frame_off=2))
+F = (
+    0x040,
+    0x60,
+    bytes.fromhex("55534883ec40488d6c2420"),
+    unwind_info(
+        [code(11, FPREG), code(6, ASMALL, 7), code(2, PUSH, RBX), code(1, PUSH, RBP)],
+        prolog=11,
+        frame_reg=RBP,
+        frame_off=2,
+    ),
+)
 # F2: sub rsp, 0x48; mov [rsp+0x30], rbp; mov [rsp+0x38], rsi (SAVE_NONVOL, SAVE_NONVOL_FAR)
-F2 = (0x0A0, 0x40, bytes.fromhex("4883ec48") + bytes.fromhex("48896c2430") + bytes.fromhex("4889742438"),
-      unwind_info([code(14, SAVEF, RSI), 0x38, 0, code(9, SAVE, RBP), 0x30 // 8, code(4, ASMALL, 8)],
-                  prolog=14))
+F2 = (
+    0x0A0,
+    0x40,
+    bytes.fromhex("4883ec48") + bytes.fromhex("48896c2430") + bytes.fromhex("4889742438"),
+    unwind_info([code(14, SAVEF, RSI), 0x38, 0, code(9, SAVE, RBP), 0x30 // 8, code(4, ASMALL, 8)], prolog=14),
+)
 # G2: push rbp; sub rsp, 0x30; lea rbp, [rsp+0x10]; ... call F2 (rbp is its frame register)
-G2 = (0x0E0, 0x40, bytes.fromhex("554883ec30488d6c2410") + b"\xcc" * 22 + CALL,
-      unwind_info([code(10, FPREG), code(5, ASMALL, 5), code(1, PUSH, RBP)], prolog=10,
-                  frame_reg=RBP, frame_off=1))
+G2 = (
+    0x0E0,
+    0x40,
+    bytes.fromhex("554883ec30488d6c2410") + b"\xcc" * 22 + CALL,
+    unwind_info([code(10, FPREG), code(5, ASMALL, 5), code(1, PUSH, RBP)], prolog=10, frame_reg=RBP, frame_off=1),
+)
 G2_RET = va(0x0E0 + 0x25)
 # K0 / K1: machine frame (without / with an error code) below a 0x28-byte allocation
 K0 = (0x120, 0x20, bytes.fromhex("4883ec28"), unwind_info([code(4, ASMALL, 4), code(0, MACH, 0)], prolog=4))
@@ -59,8 +72,12 @@ K1 = (0x140, 0x20, bytes.fromhex("4883ec28"), unwind_info([code(4, ASMALL, 4), c
 M0 = (0x160, 0x20, bytes.fromhex("4883ec78"), unwind_info([code(4, ASMALL, 14)], prolog=4))
 N = (0x180, 0x20, b"\x53", unwind_info([code(1, PUSH, RBX)], prolog=1))
 # N2: push rbx; sub rsp, 0x20; ...; epilogue at +0x10: add rsp, 0x20; pop rbx; ret
-N2 = (0x1A0, 0x20, b"\x53" + bytes.fromhex("4883ec20") + b"\xcc" * 11 + bytes.fromhex("4883c4205bc3"),
-      unwind_info([code(5, ASMALL, 3), code(1, PUSH, RBX)], prolog=5))
+N2 = (
+    0x1A0,
+    0x20,
+    b"\x53" + bytes.fromhex("4883ec20") + b"\xcc" * 11 + bytes.fromhex("4883c4205bc3"),
+    unwind_info([code(5, ASMALL, 3), code(1, PUSH, RBX)], prolog=5),
+)
 # Q, Q2, Q3: push rbx; push rsi; sub rsp, 0x28; ...; at +0x10: add rsp, 0x28; pop rsi; pop rbx; END
 _Q_UNWIND = unwind_info([code(6, ASMALL, 4), code(2, PUSH, RSI), code(1, PUSH, RBX)], prolog=6)
 _Q_BODY = bytes.fromhex("53564883ec28") + b"\xcc" * 10 + bytes.fromhex("4883c4285e5b")
@@ -78,18 +95,32 @@ LONG_CALL_AT = 0x300
 NO_PDATA = {LONG_CALL_AT: bytes.fromhex("41ff942410000000")}
 LONG_CALL_RET = va(LONG_CALL_AT + 8)
 
-FUNCTIONS = {"H": H, "F": F, "F2": F2, "G2": G2, "K0": K0, "K1": K1, "M0": M0, "N": N, "N2": N2,
-             "Q": Q, "Q2": Q2, "Q3": Q3, "P": P, "P2": P2}
+FUNCTIONS = {
+    "H": H,
+    "F": F,
+    "F2": F2,
+    "G2": G2,
+    "K0": K0,
+    "K1": K1,
+    "M0": M0,
+    "N": N,
+    "N2": N2,
+    "Q": Q,
+    "Q2": Q2,
+    "Q3": Q3,
+    "P": P,
+    "P2": P2,
+}
 
 
 def build_image():
     text = bytearray(b"\xcc" * 0x400)
     for off, body in NO_PDATA.items():
-        text[off:off + len(body)] = body
+        text[off : off + len(body)] = body
     xdata = bytearray()
     placed: Dict[str, Tuple[int, int, int]] = {}
     for name, (off, size, body, unwind) in FUNCTIONS.items():
-        text[off:off + len(body)] = body
+        text[off : off + len(body)] = body
         if isinstance(unwind, str):  # chained: the parent's RUNTIME_FUNCTION follows the codes
             unwind = unwind_info([code(1, PUSH, RSI)], flags=4, prolog=1, chain=placed[unwind.split(":")[1]])
         placed[name] = (rva(off), rva(off + size), XDATA + len(xdata))
@@ -128,13 +159,13 @@ class MemoryTarget:
     def read(self, address: int, size: int) -> bytes:
         for start, data in self._regions:
             if start <= address and address + size <= start + len(data):
-                return bytes(data[address - start:address - start + size])
+                return bytes(data[address - start : address - start + size])
         raise MemoryNotInDump(address, size)
 
     def read_available(self, address: int, size: int) -> bytes:
         for start, data in self._regions:
             if start <= address < start + len(data):
-                return bytes(data[address - start:address - start + size])
+                return bytes(data[address - start : address - start + size])
         return b""
 
     def module_at(self, address: int) -> Optional[Module]:
@@ -165,8 +196,9 @@ def end_in_h(stack: Stack, sp: int) -> int:
 
 
 def setup(stack: Stack, ip: int, sp: int, regs: Dict[str, int], extra=(), dynamic=()):
-    target = MemoryTarget([(BASE, IMAGE.memory_at(0, IMAGE.size_of_image)), (STACK_LO, bytes(stack.mem)), *extra],
-                          dynamic)
+    target = MemoryTarget(
+        [(BASE, IMAGE.memory_at(0, IMAGE.size_of_image)), (STACK_LO, bytes(stack.mem)), *extra], dynamic
+    )
     walker = Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)))
     values = dict(regs, rip=ip, rsp=sp)
     thread = Thread(1, Registers(values), STACK_LO, STACK_HI - STACK_LO)
@@ -343,7 +375,7 @@ def test_function_table_stream_unwinds_jit_code():
     jit[0x100:0x105] = b"\x53" + bytes.fromhex("4883ec30")
     jit[0x11B:0x120] = CALL
     info = unwind_info([code(5, ASMALL, 5), code(1, PUSH, RBX)], prolog=5)
-    jit[0x800:0x800 + len(info)] = info
+    jit[0x800 : 0x800 + len(info)] = info
     j_ret = JIT + 0x120
     dynamic = [(JIT + 0x100, JIT + 0x140, JIT + 0x800, JIT)]
     stack = Stack()
@@ -368,7 +400,9 @@ def test_scan_validates_a_return_after_an_eight_byte_call():
     stack.put(rsp, 0x1234, LONG_CALL_RET)  # junk, then the return site of `call [r12+0x10]`
     result = walk(stack, va(0x380), rsp, {})  # int3 padding: no unwind entry, no RET ahead
     assert [(f.ip, f.sp, f.trust) for f in result.frames[:2]] == [
-        (va(0x380), rsp, "context"), (LONG_CALL_RET, rsp + 16, "scan_validated")]
+        (va(0x380), rsp, "context"),
+        (LONG_CALL_RET, rsp + 16, "scan_validated"),
+    ]
 
 
 def test_indirect_function_table_entry_is_resolved_like_pdata():
@@ -379,7 +413,7 @@ def test_indirect_function_table_entry_is_resolved_like_pdata():
     jit[0x100:0x105] = b"\x53" + bytes.fromhex("4883ec30")
     jit[0x18B:0x190] = CALL
     info = unwind_info([code(5, ASMALL, 5), code(1, PUSH, RBX)], prolog=5)
-    jit[0x800:0x800 + len(info)] = info
+    jit[0x800 : 0x800 + len(info)] = info
     jit[0x900:0x90C] = struct.pack("<III", 0x100, 0x140, 0x800)  # J's RUNTIME_FUNCTION
     dynamic = [(JIT + 0x100, JIT + 0x140, JIT + 0x800, JIT), (JIT + 0x180, JIT + 0x1A0, JIT + 0x901, JIT)]
     stack = Stack()
@@ -390,4 +424,7 @@ def test_indirect_function_table_entry_is_resolved_like_pdata():
     h_sp = end_in_h(stack, j2_sp + 0x38)
     result = walk(stack, va(H[0] + 0x8), rsp, {}, extra=[(JIT, bytes(jit))], dynamic=dynamic)
     assert [(f.ip, f.sp, f.trust) for f in result.frames] == [
-        (va(H[0] + 0x8), rsp, "context"), (j2_ret, j2_sp, "unwind_info"), (H_RET, h_sp, "unwind_info")]
+        (va(H[0] + 0x8), rsp, "context"),
+        (j2_ret, j2_sp, "unwind_info"),
+        (H_RET, h_sp, "unwind_info"),
+    ]
