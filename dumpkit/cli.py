@@ -177,16 +177,14 @@ def stack(
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
 ) -> None:
     """Print stack frames like WinDbg's `kf` (frame size, SP, return address, call site, how found)."""
-    from dumpkit.engine import Options, crashing_thread, make_walker, walker_for
+    from dumpkit.engine import Options, crashing_thread, stacks, walker_for
 
     target = _open(dump)
-    walk = walker_for(target)
-    if walk is None:
-        raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {target.system.arch_name})")
+    if walker_for(target) is None:
+        arch = target.system.arch_name if target.system is not None else "of an unknown architecture"
+        raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {arch})")
     opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path), max_frames=max(1, max_frames))
-    walker = make_walker(target, opts)
     crash = crashing_thread(target)
-    digits = 8 if target.system.pointer_mask == 0xFFFFFFFF else 16  # addresses as wide as the CPU's
     if all_threads:
         chosen = list(target.threads)
     elif thread is not None:
@@ -197,80 +195,19 @@ def stack(
         chosen = [crash]
     else:
         chosen = list(target.threads[:1])
-    walks = []
-    for t in chosen:
-        ctx = (
-            target.exception.context
-            if (crash is not None and t.tid == crash.tid and target.exception.context)
-            else None
-        )
-        walks.append((t, walk(walker, t, ctx, opts.max_frames)))
+    doc, _walker = stacks(target, opts, chosen)
     if json_out:
-        import json
+        from dumpkit.report.json_report import render_json
 
-        doc = {
-            "threads": [
-                {
-                    "tid": t.tid,
-                    "name": t.name,
-                    "stop_reason": w.stop_reason,
-                    "problems": w.problems,
-                    "frames": [
-                        {
-                            "index": f.index,
-                            "ip": f"{f.ip:#x}",
-                            "sp": f"{f.sp:#x}",
-                            "module": f.module,
-                            "rva": f.rva,
-                            "function_start": f.function_start,
-                            "symbol": f.symbol,
-                            "size": f.size,
-                            "trust": f.trust,
-                        }
-                        for f in w.frames
-                    ],
-                }
-                for t, w in walks
-            ],
-            "image_sources": walker.images.sources(),
-            "soft_errors": list(target.soft_errors.items),
-        }
-        write_output(json.dumps(doc, indent=1) + "\n", None, dump)
+        write_output(render_json(doc, indent=1) + "\n", None, dump)
     else:
         from rich.console import Console
-        from rich.text import Text
-        from dumpkit.analysis.model import ThreadReport
-        from dumpkit.engine import frame_record
-        from dumpkit.report.escape import clean
-        from dumpkit.words import plural
-        from dumpkit.report.text import thread_table
 
-        console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
-        for t, w in walks:
-            recs = tuple(frame_record(f) for f in w.frames)
-            tr = ThreadReport(
-                t.tid,
-                t.name,
-                crash is not None and t.tid == crash.tid,
-                len(w.frames),
-                recs,
-                0,
-                w.stop_reason,
-                w.trust_counts,
-            )
-            console.print(
-                Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
-                + Text(f"  {plural(len(w.frames), 'frame')}; walk ended: {w.stop_reason}", style="dim")
-            )
-            console.print(thread_table(tr, collapse_cycles=False, digits=digits))
-            console.print()
-        srcs = walker.images.sources()
-        if srcs:
-            console.print(Text("Module images", style="bold"))
-            for name, src in sorted(srcs.items()):
-                console.print(Text(f"  {clean(name)}: {clean(src)}"))
-    warn_problems(list(target.soft_errors.items))
-    raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
+        from dumpkit.report.text import render_stacks
+
+        render_stacks(doc, Console(highlight=False, soft_wrap=False, width=max(120, Console().width)))
+    warn_problems(list(doc.soft_errors))
+    raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
 
 
 @app.command()
@@ -279,17 +216,21 @@ def info(
     json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
 ) -> None:
     """What the dump holds: system, process, exception, threads, modules, streams."""
-    from dumpkit.info import info_dict, render_info
+    from dumpkit.engine import contents
 
-    target = _open(dump)
+    doc = contents(_open(dump))
     if json_out:
-        import json
+        from dumpkit.report.json_report import render_json
 
-        write_output(json.dumps(info_dict(target), indent=1) + "\n", None, dump)
+        write_output(render_json(doc, indent=1) + "\n", None, dump)
     else:
-        render_info(target)
-    warn_problems(list(target.soft_errors.items))
-    raise typer.Exit(EXIT_PROBLEMS if target.soft_errors.items else EXIT_OK)
+        from rich.console import Console
+
+        from dumpkit.report.contents import render_contents
+
+        render_contents(doc, Console(highlight=False, soft_wrap=False, width=max(120, Console().width)))
+    warn_problems(list(doc.soft_errors))
+    raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
 
 
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.

@@ -356,6 +356,15 @@ class Target(Protocol):
     exception: Optional[ExceptionInfo]
     memory_regions: List[MemoryRegion]
     soft_errors: SoftErrors
+    # what the OS said of itself beyond the version numbers (MiscInfo BuildString, e.g.
+    # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
+    build_string: Optional[str]
+    xstate_enabled_features: Optional[int]
+
+    @property
+    def memory_range_count(self) -> Optional[int]:
+        """How many captured memory ranges the source holds; None when it cannot tell."""
+        ...
 
     def read(self, address: int, size: int) -> bytes: ...
 

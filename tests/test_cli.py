@@ -463,10 +463,10 @@ def test_stack_command_prints_addresses_as_wide_as_the_cpu():
 def test_info_lists_what_the_dump_holds():
     r = run("info", SAMPLES / "tf_env_abort.dmp", "--json")
     doc = json.loads(r.stdout)
-    assert doc["exception"]["code"] == "0xc0000409"
+    assert doc["crash"]["code"] == 0xC0000409
     assert doc["system"]["wine"].startswith("wine-8.0")
     assert any(m["name"] == "cudnn64_8.dll" for m in doc["modules"])
-    assert any(s["name"] == "WineHostLibraries" and not s["known"] for s in doc["dump"]["streams"])
+    assert any(s["name"] == "WineHostLibraries" and not s["known"] for s in doc["dump"]["stream_details"])
     r = run("info", SAMPLES / "tf_env_abort.dmp")
     assert r.returncode == 0 and "cudnn64_8.dll" in r.stdout
 

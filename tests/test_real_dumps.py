@@ -118,8 +118,8 @@ def test_32bit_crash_address_ignores_garbage_in_the_upper_half():
         assert doc["crash"]["parameters"] == [1, 0x45]
         assert "write to 0x45 (NULL page)" in doc["verdict"]["headline"]
     raw = json.loads(run("info", real_dump("breakpad/minidump_32bit_crash_addr.dmp"), "--json").stdout)
-    assert raw["exception"]["parameters"] == ["0x1", "0xffffffff00000045"]
-    assert "write to 0x45" in raw["exception"]["headline"]
+    assert raw["crash"]["raw_parameters"] == [1, 0xFFFFFFFF00000045]
+    assert "write to 0x45" in raw["crash"]["headline"]
 
 
 AV_DUMPS = [REAL_DUMPS / e["file"] for e in real_manifest() if e["exception"] == "0xc0000005"]
@@ -388,10 +388,10 @@ def test_every_threads_registers_agree_with_rust_minidump(dump):
             assert {k: ctx.values.get(k) for k in theirs} == theirs, tid
             assert ctx.values["eflags"] & 0x2 and ctx.values["eflags"] < 1 << 22, hex(ctx.values["eflags"])
         doc = json.loads(run("info", dump, "--json").stdout)
-        by_tid = {th["tid"]: th["registers"] for th in doc["threads"]}
+        by_tid = {th["tid"]: dict(th["registers"]) for th in doc["threads"]}
         crash = t.exception.thread_id if t.exception else None
     for tid, theirs in peer.items():
-        mine = doc["exception"]["context"] if tid == crash else by_tid[tid]
+        mine = dict(doc["crash"]["registers"]) if tid == crash else by_tid[tid]
         assert {k: int(mine[k], 16) for k in theirs} == theirs, tid
 
 

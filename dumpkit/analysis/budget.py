@@ -146,7 +146,7 @@ def _from_teb(target: Target, thread: Thread, sp: int) -> Optional[Tuple[int, in
 
 
 def _from_memory_info(target: Target, sp: int):
-    regions: List[MemoryRegion] = list(getattr(target, "memory_regions", None) or [])
+    regions: List[MemoryRegion] = list(target.memory_regions)
     if not regions:
         return None
     holder = next((r for r in regions if r.base <= sp < r.end and r.state != MEM_FREE), None)
@@ -246,7 +246,7 @@ def stack_budget(
         image_low = base - _align_down(exe_stack_reserve + ALLOCATION_GRANULARITY - 1, ALLOCATION_GRANULARITY)
 
     fault_low = None
-    exc = getattr(target, "exception", None)
+    exc = target.exception
     if (
         fault_address is not None
         and exc is not None

@@ -693,7 +693,7 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
 
     os_text = os_build = wine = cpu = None
     if system is not None:
-        os_build = _os_build(system, getattr(target, "build_string", None))
+        os_build = _os_build(system, target.build_string)
         if system.wine_version:
             wine = system.wine_version
             os_text = _wine_description(system.wine_version, system)
@@ -704,7 +704,7 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
         else:
             os_text = os_name(system.os_major, system.os_minor, system.os_build, system.product_type)
         cpu = _cpu(system)
-    feats, feat_sources, feat_summary = cpu_features(system, getattr(target, "xstate_enabled_features", None))
+    feats, feat_sources, feat_summary = cpu_features(system, target.xstate_enabled_features)
 
     python, python_module, python_exe = _python(modules, vers)
     tf_paths, tf_version, tf_source = _tensorflow(modules, vers)

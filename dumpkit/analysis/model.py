@@ -132,6 +132,14 @@ class CrashInfo:
     cxx_types: Tuple[str, ...] = ()  # 0xE06D7363: the thrown C++ type, most derived first
     # access violations: the faulting instruction's memory operand, computed from the context
     instruction_access: Optional[MemoryAccess] = None
+    # the record as the dump holds it: flags (1 = non-continuable), a chained record, the
+    # address and parameters before masking to the CPU's pointer width, the context
+    flags: int = 0
+    nested: bool = False
+    raw_address: Optional[int] = None
+    raw_parameters: Tuple[int, ...] = ()
+    context_flags: Optional[int] = None
+    registers: Tuple[Tuple[str, int], ...] = ()  # (name, value), WinDbg's reading order
 
 
 @dataclass(frozen=True)
@@ -162,6 +170,13 @@ class ThreadReport:
     cycles: Tuple[Cycle, ...] = ()
     budget: Optional[StackBudget] = None
     same_stack_as: Tuple[int, ...] = ()  # other thread ids with an identical stack
+    # the thread as the dump records it
+    teb: int = 0
+    stack_start: int = 0  # lowest captured stack address
+    stack_end: int = 0
+    context_size: Optional[int] = None
+    context_flags: Optional[int] = None
+    registers: Tuple[Tuple[str, int], ...] = ()  # (name, value), WinDbg's reading order
 
 
 @dataclass(frozen=True)
@@ -175,6 +190,18 @@ class ModuleRecord:
     product_version: Optional[str]
     pdb: Optional[str]
     image_source: Optional[str]  # where its PE image came from, if it was needed
+    checksum: int = 0
+    pdb_guid: Optional[str] = None  # with pdb_age: which PDB build matches
+    pdb_age: Optional[int] = None
+    pdb_id: Optional[str] = None  # GUID and age as symbol servers key the PDB
+
+
+@dataclass(frozen=True)
+class UnloadedModuleRecord:
+    name: str
+    base: int
+    size: int
+    timestamp: int
 
 
 @dataclass(frozen=True)
@@ -224,7 +251,21 @@ class DumpSummary:
     skipped_streams: Tuple[str, ...]
     thread_count: int
     module_count: int
-    memory_ranges: int
+    memory_ranges: Optional[int]  # captured memory ranges; None when the source cannot tell
+    version: int = 0
+    flags: int = 0  # MINIDUMP_TYPE the writer was asked for
+    stream_details: Tuple["StreamRecord", ...] = ()
+    memory_regions: int = 0  # MemoryInfoList entries (the address-space map)
+    function_tables: int = 0  # FunctionTable stream entries (JIT code unwind data)
+
+
+@dataclass(frozen=True)
+class StreamRecord:
+    type: int
+    name: str
+    size: int
+    known: bool  # dumpkit reads this stream type
+    problem: Optional[str] = None  # why it could not be read, when it could not
 
 
 @dataclass(frozen=True)
@@ -237,6 +278,21 @@ class SystemSummary:
     wine: Optional[str] = None
     pid: Optional[int] = None
     process_create_time: Optional[int] = None
+    # the rest of what SystemInfo and MiscInfo record
+    csd_version: str = ""
+    product_type: int = 0
+    cpu_vendor: Optional[str] = None
+    cpu_family: Optional[int] = None  # None when the dump gives no CPU signature
+    cpu_model: Optional[int] = None
+    cpu_stepping: Optional[int] = None
+    processor_level: int = 0
+    processor_revision: int = 0
+    cpuid_version: int = 0
+    cpuid_features_edx: int = 0
+    processor_features: Tuple[int, ...] = ()
+    xstate_enabled_features: Optional[int] = None
+    process_user_seconds: Optional[int] = None
+    process_kernel_seconds: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -254,3 +310,37 @@ class Report:
     modules: Tuple[ModuleRecord, ...]
     soft_errors: Tuple[str, ...]
     oversized_threshold: Optional[int] = None  # bytes; frame_sizes[].oversized is measured against it
+    unloaded_modules: Tuple[UnloadedModuleRecord, ...] = ()
+    crash_absent: Optional[str] = None  # why there is no crash record (absent, or present but unreadable)
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a dump holds, read but not walked or analysed (`dumpkit info`): the Report's
+    own records, so every command's JSON has one shape for dump, system, crash, threads
+    and modules."""
+
+    schema_version: int
+    dumpkit_version: str
+    dump: DumpSummary
+    system: Optional[SystemSummary]
+    crash: Optional[CrashInfo]
+    crash_absent: Optional[str]
+    threads: Tuple[ThreadReport, ...]  # not walked: no frames
+    modules: Tuple[ModuleRecord, ...]
+    unloaded_modules: Tuple[UnloadedModuleRecord, ...]
+    environment: Environment
+    soft_errors: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Stacks:
+    """Walked stacks without the analyses (`dumpkit stack`): every frame of the threads asked for."""
+
+    schema_version: int
+    dumpkit_version: str
+    dump: DumpSummary
+    system: Optional[SystemSummary]
+    threads: Tuple[ThreadReport, ...]
+    modules: Tuple[ModuleRecord, ...]
+    soft_errors: Tuple[str, ...]

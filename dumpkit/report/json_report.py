@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import Report
+from dumpkit.analysis.model import Contents, Report, Stacks
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -16,6 +16,10 @@ ADDRESS_FIELDS = {
     "sp",
     "base",
     "address",
+    "raw_address",
+    "teb",
+    "stack_start",
+    "stack_end",
     "access_address",
     "limit",
     "reserve_low",
@@ -60,9 +64,11 @@ def _convert(obj: Any, key: str = "") -> Any:
     return obj
 
 
-def report_dict(report: Report) -> dict:
+def report_dict(report: Union[Report, Contents, Stacks]) -> dict:
     return _convert(report)
 
 
-def render_json(report: Report, indent: int = 2) -> str:
+def render_json(report: Union[Report, Contents, Stacks], indent: int = 2) -> str:
+    """Any of the engine's documents (analyze's Report, info's Contents, stack's Stacks):
+    they share their records, so they share their JSON shapes too."""
     return json.dumps(report_dict(report), indent=indent, ensure_ascii=True)

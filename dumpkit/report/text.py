@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
+from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, Stacks, ThreadReport
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.words import human_bytes, plural
 from dumpkit.report.escape import clean
@@ -355,3 +355,21 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         console.print()
         _lines(console, "Problems met while reading (the rest of the report stands)", report.soft_errors)
     return buf.getvalue()
+
+
+def render_stacks(doc: Stacks, console: Console) -> None:
+    """`dumpkit stack`: each thread asked for, every frame, in WinDbg's `kf` layout, then
+    where each module image came from."""
+    digits = 8 if doc.system is not None and doc.system.arch == "x86" else 16  # as wide as the CPU's addresses
+    for t in doc.threads:
+        console.print(
+            Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
+            + Text(f"  {plural(t.frame_count, 'frame')}; walk ended: {t.stop_reason}", style="dim")
+        )
+        console.print(thread_table(t, collapse_cycles=False, digits=digits))
+        console.print()
+    sources = [(m.name, m.image_source) for m in doc.modules if m.image_source is not None]
+    if sources:
+        console.print(Text("Module images", style="bold"))
+        for name, src in sorted(sources):
+            console.print(Text(f"  {clean(name)}: {clean(src)}"))

@@ -158,6 +158,10 @@ class PykdTarget:
         self._read_threads_and_exception()
 
     # -- Target API ---------------------------------------------------------------------
+    @property
+    def memory_range_count(self) -> Optional[int]:
+        return None  # dbgeng does not say how the dump's memory lists were cut
+
     def read(self, address: int, size: int) -> bytes:
         if size <= 0:
             return b""

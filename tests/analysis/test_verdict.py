@@ -2,19 +2,20 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 from dumpkit.analysis.model import CrashInfo, Cycle, Environment, StackBudget, ThreadReport
-from dumpkit.analysis.verdict import decide
-from dumpkit.target import SoftErrors
+from dumpkit.analysis.verdict import Case
+from dumpkit.analysis.verdict import decide as decide_case
 from dumpkit.unwind.frames import Frame, StackWalk
 
 
+def decide(problems, crash, thread, walk, sizes, env):
+    """The verdict for these facts, as the engine would ask for it."""
+    return decide_case(Case(crash, thread, walk.frames if walk else (), None, sizes, env, tuple(problems)))
+
+
 def _target(errors=()):
-    se = SoftErrors()
-    for e in errors:
-        se.add(e)
-    return SimpleNamespace(soft_errors=se)
+    return list(errors)
 
 
 def _overflow_case(functions, period, reps, size):
@@ -80,7 +81,7 @@ def test_damaged_dump_without_exception_says_so():
 
 
 def _heap_case(names):
-    from dumpkit.engine import raising_function  # what the engine uses to fill raised_by
+    from dumpkit.analysis.raiser import raising_function  # what the engine uses to fill raised_by
 
     frames = [
         Frame(i, 0x7FF000001000 + i * 0x10, 0x1000 + i * 0x40, n.split("!")[0], 0x1000, 0x1000, n, 0x40, "unwind_info")
@@ -146,7 +147,7 @@ def test_heap_corruption_seen_only_inside_the_heap_is_medium():
 
 
 def _fastfail_case(subcode, names):
-    from dumpkit.engine import raising_function
+    from dumpkit.analysis.raiser import raising_function
 
     frames = [
         Frame(

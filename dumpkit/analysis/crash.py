@@ -1,0 +1,71 @@
+"""The exception record decoded: what was raised, where, with what parameters, and who
+raised it when it was the C runtime or the heap acting for a caller."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+from dumpkit.analysis import codes
+from dumpkit.analysis.access import faulting_access, operand_headline
+from dumpkit.analysis.cxx import thrown_types
+from dumpkit.analysis.facts import register_pairs
+from dumpkit.analysis.model import CrashInfo
+from dumpkit.analysis.raiser import raising_function
+from dumpkit.target import ExceptionInfo, SystemInfo, significant_exception
+from dumpkit.unwind.frames import Frame
+
+ReadMemory = Callable[[int, int], bytes]
+
+ACCESS_VIOLATION = 0xC0000005
+CXX_EXCEPTION = 0xE06D7363
+# raised by the CRT or the heap on behalf of a caller: the report names that caller
+_RAISED_FOR_A_CALLER = (0x40000015, 0xC000000D, 0xC0000374)
+HEAP_CORRUPTION = 0xC0000374
+
+
+def decode_crash(
+    ex: ExceptionInfo, system: Optional[SystemInfo], frames: Sequence[Frame], read_code: Optional[ReadMemory]
+) -> CrashInfo:
+    """`frames`: the crashing thread's walked frames (may be empty); `read_code` reads code
+    bytes (image first, then the dump), to decode the faulting instruction's operand."""
+    address, parameters = significant_exception(ex, system)
+    dec = codes.decode_exception(ex.code, parameters)
+    instruction_access = None
+    arch = system.processor_architecture if system is not None else None
+    # (an execute fault's "instruction" is whatever data lies at the bad IP: nothing to decode)
+    executing = bool(parameters) and parameters[0] == 8
+    if ex.code == ACCESS_VIOLATION and not executing and ex.context is not None and arch in (0, 9) and read_code:
+        instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
+    ff = dec.fastfail
+    acc = dec.access
+    headline = dec.headline
+    if instruction_access is not None and acc is not None and acc.address is not None:
+        # a #GP's recorded address and read/write flag mean nothing: say what the code did
+        headline = operand_headline(ex.code, acc.address, instruction_access) or headline
+    raised_by = None
+    # abort / invalid parameter / fail-fast / heap corruption are raised by the CRT or the
+    # heap on behalf of a caller: name the first frame outside that machinery
+    if frames and (ff is not None or ex.code in _RAISED_FOR_A_CALLER):
+        raised_by = raising_function(frames, fallback=ex.code != HEAP_CORRUPTION)
+    return CrashInfo(
+        code=ex.code,
+        code_name=dec.code_info.name,
+        summary=codes.crash_summary(dec),
+        headline=headline,
+        thread_id=ex.thread_id,
+        address=address,
+        parameters=parameters,
+        fastfail_code=ff.subcode if ff else None,
+        fastfail_name=ff.name if ff else None,
+        access_kind=acc.kind if acc else None,
+        access_address=acc.address if acc else None,
+        raised_by=raised_by,
+        cxx_types=tuple(thrown_types(parameters, read_code)) if ex.code == CXX_EXCEPTION and read_code else (),
+        instruction_access=instruction_access,
+        flags=ex.flags,
+        nested=ex.nested,
+        raw_address=ex.address,
+        raw_parameters=tuple(ex.parameters),
+        context_flags=ex.context.context_flags if ex.context else None,
+        registers=register_pairs(ex.context),
+    )

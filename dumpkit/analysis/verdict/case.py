@@ -1,0 +1,99 @@
+"""What every verdict is decided from, and the few helpers all crash kinds share.
+
+A `Case` is the established facts about the crash (the decoded exception, the crashing
+thread's frames, budget, cycles and frame sizes, the environment); each module of this
+package turns one kind of crash into a headline, a confidence, evidence and next steps."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import CrashInfo, Environment, Evidence, Finding, FrameSize, ThreadReport, Verdict
+from dumpkit.unwind.disasm import decode_one
+from dumpkit.unwind.frames import Frame, StackWalk
+
+ReadCode = Callable[[int, int], bytes]
+
+STACK_OVERFLOW = 0xC00000FD
+FAIL_FAST = 0xC0000409
+ACCESS_VIOLATION = 0xC0000005
+ILLEGAL_INSTRUCTION = 0xC000001D
+HEAP_CORRUPTION = 0xC0000374
+CXX_EXCEPTION = 0xE06D7363
+INVALID_PARAMETER = 0xC000000D
+FATAL_APP_EXIT = 0x40000015
+
+
+@dataclass(frozen=True)
+class Case:
+    """The facts a verdict is decided from.
+
+    `frames` are the crashing thread's walked frames (all of them; `thread.frames` keeps
+    only head and tail); `frame_limit` is the --max-frames the walk stopped at, if it did;
+    `problems` the non-fatal problems met reading the dump so far; `stacks` the captured
+    stack range of every thread, (thread id, low, high); `read_code` reads code bytes
+    (module image first, then the dump) to show the faulting instruction."""
+
+    crash: Optional[CrashInfo]
+    thread: Optional[ThreadReport] = None
+    frames: Sequence[Frame] = ()
+    frame_limit: Optional[int] = None
+    sizes: Sequence[FrameSize] = ()
+    environment: Environment = field(default_factory=Environment)
+    problems: Sequence[str] = ()
+    bits: int = 64
+    stacks: Sequence[Tuple[int, int, int]] = ()
+    threshold: int = 64 * 1024
+    read_code: Optional[ReadCode] = None
+
+    @property
+    def frame0(self) -> Optional[str]:
+        """Frame 0's name, as headlines cite it."""
+        f = self.frames[0] if self.frames else None
+        return (f.symbol or f.function_name) if f is not None else None
+
+    @property
+    def at(self) -> str:
+        """' in mod!fn+0x1a' for headlines, or '' when there is no frame."""
+        return f" in {self.frame0}" if self.frame0 else ""
+
+
+def conclude(
+    kind: str, headline: str, confidence: str, evidence: Sequence[str], steps: Sequence[str], thread_id: Optional[int]
+) -> Tuple[Verdict, List[Finding]]:
+    """The verdict and the fatal finding that carries the same headline and evidence."""
+    finding = Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), thread_id)
+    return Verdict(kind, headline, confidence, tuple(evidence), tuple(steps)), [finding]
+
+
+def exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:
+    """The first evidence line: code, thread, and where. An exception address of 0 is
+    "not given" (a record built in software), not a location."""
+    line = f"exception {crash.code:#010x} {crash.code_name} on thread {crash.thread_id}"
+    if crash.address == 0:
+        return line + "; the exception record gives no address (0)" + (f"; frame 0 is {frame0}" if frame0 else "")
+    return line + f" at {crash.address:#x}" + (f" in {frame0}" if frame0 else "")
+
+
+def instruction(read_code: Optional[ReadCode], ip: int, bits: int = 64) -> Optional[str]:
+    """The instruction at `ip` as text ("movaps xmm0, xmmword ptr [rcx]"), when its bytes are known."""
+    if read_code is None:
+        return None
+    code = read_code(ip, 16)
+    if not code:
+        return None
+    got = decode_one(code, ip, bits)
+    if got is None:
+        return None
+    return f"{got[1]} {got[2]}".strip()
+
+
+_LIMIT = re.compile(r"frame limit \((\d+)\)")
+
+
+def frame_limit(walk: Optional[StackWalk]) -> Optional[int]:
+    """The frame limit the walk stopped at (--max-frames), or None when it ended on its own."""
+    m = _LIMIT.search(walk.stop_reason) if walk is not None else None
+    return int(m.group(1)) if m else None

@@ -1,0 +1,50 @@
+"""0xE06D7363: an MSVC C++ exception nobody caught."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.verdict.case import Case, conclude
+
+# Where the throw machinery lives: the thrower is the first frame outside these.
+_THROW_MODULES = ("kernelbase.dll", "vcruntime140.dll", "ntdll.dll")
+
+
+def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+    crash = case.crash
+    assert crash is not None
+    raiser = next(
+        (
+            f.function_name
+            for f in case.frames
+            if (f.module or "").lower() not in _THROW_MODULES and "CxxThrowException" not in f.function_name
+        ),
+        None,
+    )
+    what = crash.cxx_types[0] if crash.cxx_types else "of a type the dump does not show"
+    headline = f"Unhandled C++ exception {what}" + (f" thrown from {raiser}" if raiser else case.at)
+    if crash.cxx_types:
+        evidence.append("catchable as: " + ", ".join(crash.cxx_types))
+    steps = _cxx_steps(crash.cxx_types, raiser) + steps
+    confidence = "high" if crash.cxx_types else "medium"
+    return conclude("cxx_exception", headline, confidence, evidence, steps, crash.thread_id)
+
+
+def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:
+    """Next steps for an unhandled C++ exception: where it should have been caught, and
+    how to stop at the throw."""
+    what = types[0] if types else "the exception"
+    steps = [
+        f"Find why {raiser or 'the code'} throws {what} and where it should have been caught: a C++ exception "
+        'must not leave a function called from C or Python (a callback, a thread entry, an extern "C" or '
+        "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
+        "into Python exceptions)."
+    ]
+    if "std::bad_alloc" in types:
+        steps.append(
+            "std::bad_alloc means an allocation failed: check the process's commit size and the size "
+            "that was asked for (a negative or huge size computed from bad input is common)."
+        )
+    steps.append("To stop at the throw itself, run it under WinDbg with `sxe eh` (break on every C++ exception).")
+    return steps

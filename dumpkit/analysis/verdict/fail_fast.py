@@ -1,0 +1,94 @@
+"""0xC0000409: the __fastfail subcode, what it means, and who raised it."""
+
+from __future__ import annotations
+
+from typing import List, Tuple
+
+from dumpkit.analysis import codes
+from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.raiser import find_raiser
+from dumpkit.analysis.verdict.case import Case, conclude
+
+# What an unnamed frame 0 of a fail-fast may be: the runtime's own code for the subcode.
+_MACHINERY_FOR = {2: "__report_gsfailure", 5: "_invalid_parameter / _invoke_watson", 7: "abort()"}
+
+
+def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+    """Without symbols frame 0 may be the C runtime's abort() / __report_gsfailure linked
+    into the module: then say so, name the frame below it as the other candidate, and
+    claim no smashed function."""
+    crash = case.crash
+    assert crash is not None
+    frames = case.frames
+    name = crash.fastfail_name or "unknown subcode"
+    sub = crash.fastfail_code
+    ff = codes.lookup_fastfail(sub) if sub is not None else None
+    r = find_raiser(frames) if frames else None
+    raiser = crash.raised_by or (r.name if r else case.frame0 or "an unknown function")
+    # only an unnamed frame with no runtime frame above it can be the static CRT's own code
+    unnamed = r is not None and not r.named and r.index == frames[0].index
+    if sub == 7:
+        what = "abort() was called (a failed CHECK / LOG(FATAL) / std::terminate in native code)"
+    elif sub == 2:
+        what = "a /GS stack cookie was found overwritten: a real stack buffer overrun"
+    elif sub == 5:
+        what = "the C runtime's invalid-parameter handler fired"
+    else:
+        what = ff.summary if ff else "the process ended itself with __fastfail"
+    evidence.append(f"parameter[0] = {sub}: {name}")
+    symbols = ""
+    if unnamed:
+        assert r is not None
+        machinery = _MACHINERY_FOR.get(sub, "fail-fast code (abort() / __report_gsfailure)")  # type: ignore[arg-type]
+        caller = f", called from {r.caller}" if r.caller else ""
+        headline = (
+            f"Fail-fast {name} ({sub}): {what}, raised inside {r.name}{caller}; no symbols: "
+            f"{r.name} may be the C runtime's {machinery} itself"
+        )
+        evidence.append(
+            f"frame {r.index} ({r.name}) has no name, so the runtime's {machinery} cannot be told "
+            "apart from the code that called it"
+            + (
+                f"; the next frame outside the system modules is {r.caller} (found by {r.caller_trust})"
+                if r.caller
+                else ""
+            )
+        )
+        module = r.name.split("+", 1)[0]
+        symbols = (
+            f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`kn`) to name {r.name} and its callers"
+        )
+    else:
+        headline = f"Fail-fast {name} ({sub}): {what}, raised by {raiser}"
+        evidence.append(f"first frame outside the fail-fast machinery: {raiser}")
+    if sub == 2:
+        if unnamed:
+            evidence.append(
+                "the function whose /GS cookie was smashed is the caller of __report_gsfailure; "
+                "without symbols it cannot be told which frame that is"
+            )
+            steps = [
+                symbols + ": the first frame below __report_gsfailure is the function whose local buffer overflowed."
+            ]
+        else:
+            evidence.append(f"the function whose cookie check failed: {raiser}")
+            steps = [f"Look for writes past a local array in {raiser} (its /GS cookie was smashed)."]
+        steps.append("Rebuild with AddressSanitizer (/fsanitize=address) to catch the write itself.")
+    elif sub == 7:
+        steps = [
+            "Read the process's stderr just before the crash: TensorFlow/absl print the failed CHECK or "
+            "LOG(FATAL) message there."
+        ]
+        steps.append(
+            symbols + ": the first one outside abort() made the failed check."
+            if unnamed
+            else f"The call that aborted is in {raiser}; check its inputs (shapes, dtypes, device placement)."
+        )
+    else:
+        steps = [
+            symbols + "." if unnamed else f"The fail-fast was raised in {raiser}; see what it checks before failing."
+        ]
+    if sub is not None:
+        steps.append(f"`dumpkit explain 0xC0000409/{sub}` lists what else commonly raises this subcode.")
+    confidence = "high" if frames and not unnamed else "medium"
+    return conclude("fastfail", headline, confidence, evidence, steps, crash.thread_id)

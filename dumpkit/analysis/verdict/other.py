@@ -1,0 +1,112 @@
+"""Every other exception: invalid parameter (0xC000000D), fatal app exit, and the rest."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import CrashInfo, Finding, Verdict
+from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
+from dumpkit.analysis.verdict.case import FATAL_APP_EXIT, INVALID_PARAMETER, Case, ReadCode, conclude, instruction
+from dumpkit.unwind.frames import Frame
+
+# The C runtime's invalid-parameter path: above the CRT function that got the bad argument.
+_INVALID_PARAMETER_PATH = frozenset(
+    {
+        "invalid_parameter",
+        "invalid_parameter_noinfo",
+        "invalid_parameter_noinfo_noreturn",
+        "invoke_watson",
+        "call_reportfault",
+        "crt_fast_fail",
+        "fastfail",
+    }
+)
+
+
+def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+    crash = case.crash
+    assert crash is not None
+    at = case.at
+    headline = f"{crash.headline}{at}"
+    if crash.code == INVALID_PARAMETER:
+        steps, built = _invalid_parameter(case, evidence)
+        if built and case.frame0:
+            headline = (
+                f"Invalid parameter (0xC000000D), recorded in software by frame 0, {case.frame0}: typically "
+                "a crash reporter's handler for a C runtime function given a bad argument"
+            )
+    elif crash.code == FATAL_APP_EXIT and crash.raised_by:
+        steps.append(f"The call that aborted is in {crash.raised_by}; check what it was checking.")
+    if not steps:
+        steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in."]
+    return conclude("exception", headline, "medium", evidence, steps, crash.thread_id)
+
+
+def _crt_call(frames: Sequence[Frame], raiser: Raiser) -> Optional[str]:
+    """The C runtime function the raiser called (the runtime frame just above it that is
+    not the invalid-parameter path itself), when the stack shows one."""
+    if not raiser.outside_machinery:
+        return None
+    above = [f for f in frames[: raiser.index] if is_runtime_frame(f)]
+    for f in reversed(above):  # nearest to the raiser first
+        short = f.function_name.split("!", 1)[-1].lstrip("_")
+        if short not in _INVALID_PARAMETER_PATH:
+            return f.function_name
+    return None
+
+
+def _stores_the_code(
+    read_code: Optional[ReadCode], crash: CrashInfo, frames: Sequence[Frame], bits: int
+) -> Optional[str]:
+    """Frame 0's instruction when it writes the exception code itself (`mov [mem], code`):
+    the exception record was built by code, not raised by the CPU or the CRT."""
+    if not frames:
+        return None
+    ins = instruction(read_code, frames[0].ip, bits)
+    if not ins or not ins.startswith("mov") or "[" not in ins.split(",", 1)[0]:
+        return None
+    imm = ins.rsplit(",", 1)[-1].strip()
+    try:
+        value = int(imm, 0) & 0xFFFFFFFF
+    except ValueError:
+        return None
+    return ins if value == crash.code else None
+
+
+def _invalid_parameter(case: Case, evidence: List[str]) -> Tuple[List[str], bool]:
+    """0xC000000D: which C runtime call rejected its argument, and how to see the handler's
+    arguments. Evidence lines are appended; returns the next steps, and whether frame 0
+    built the exception record itself."""
+    assert case.crash is not None
+    frames = case.frames
+    raiser = find_raiser(frames) if frames else None
+    built = _stores_the_code(case.read_code, case.crash, frames, case.bits)
+    if built is not None:
+        evidence.append(
+            f"frame 0 writes the code itself (`{built}`): the exception record was built in software, "
+            "typically by a crash reporter's invalid-parameter handler (installed with "
+            "_set_invalid_parameter_handler) that then wrote this dump"
+        )
+    steps: List[str] = []
+    crt = _crt_call(frames, raiser) if raiser is not None else None
+    if crt is not None:
+        assert raiser is not None
+        evidence.append(f"the C runtime call that rejected its argument: {crt}, called from {raiser.name}")
+        steps.append(
+            f"Check what {raiser.name} passed to {crt}: a NULL pointer, a closed or invalid file "
+            "descriptor, a buffer size too small, a bad format string."
+        )
+    else:
+        named = raiser is not None and raiser.named
+        steps.append(
+            "Find the C runtime call that rejected its argument: "
+            + ("the stack does not show it" if named else "the frames have no names")
+            + "; open the dump in WinDbg or Visual Studio with the modules' PDBs (`kp`) and look for the "
+            "CRT function below the invalid-parameter handler and the code that called it."
+        )
+    steps.append(
+        "Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
+        "handler receives the failed expression, function, file and line (the release CRT passes "
+        "NULLs); or install a handler with _set_invalid_parameter_handler that logs them."
+    )
+    return steps, built is not None
