@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from dumpkit.analysis import tf_builds
+from dumpkit.analysis.environment import tf_builds
 from dumpkit.analysis.environment import (
     cuda_toolkit_version,
     describe_environment,

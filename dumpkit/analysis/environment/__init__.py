@@ -1,0 +1,94 @@
+"""The environment a TensorFlow issue report asks for, read from a dump.
+
+OS and build, CPU and its AVX support, Python, the TensorFlow module, the CUDA runtime /
+cuDNN / CUDA libraries / NVIDIA driver, and whether they fit TensorFlow's tested Windows
+GPU configurations (`tf_builds`).
+
+Pure over a `Target`: no file I/O here. Versions come from the dump's own module records
+(VS_FIXEDFILEINFO); the caller may pass `image_version(module)`, which reads the PE version
+resource of the module's image when one was found (that adds the version *strings*, e.g.
+"NVIDIA CUDA 11.2.152 Runtime", which a minidump never carries).
+
+Every value says where it came from, and nothing is claimed that the dump does not show:
+a CPU feature the dump has no evidence for is None (unknown), not False.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from dumpkit.analysis.environment.compatibility import compatibility
+from dumpkit.analysis.environment.cpu import cpu_features, cpu_name
+from dumpkit.analysis.environment.cuda import cuda_toolkit_version, find_cuda, nvidia_driver_version
+from dumpkit.analysis.environment.python import find_python, python_version_from_file_version
+from dumpkit.analysis.environment.tensorflow import find_tensorflow
+from dumpkit.analysis.environment.versions import VersionLookup, Versions
+from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
+from dumpkit.analysis.model import Environment
+from dumpkit.target import Target
+
+__all__ = [
+    "describe_environment",
+    "VersionLookup",
+    "cpu_features",
+    "nvidia_driver_version",
+    "cuda_toolkit_version",
+    "python_version_from_file_version",
+    "os_name",
+]
+
+
+def describe_environment(target: Target, *, image_version: Optional[VersionLookup] = None) -> Environment:
+    """Everything an issue report asks about the machine and the loaded stack, from a dump.
+
+    `image_version(module)` (optional) returns the PE version resource of the module's image
+    (or None); it is called at most once per module and only for modules named here."""
+    system = target.system
+    modules = list(target.modules)
+    vers = Versions(image_version)
+    notes: List[str] = []
+
+    os_text = build = wine = cpu = None
+    if system is not None:
+        build = os_build(system, target.build_string)
+        if system.wine_version:
+            wine = system.wine_version
+            os_text = wine_description(system.wine_version, system)
+            notes.append(
+                "The process ran under Wine: OS version, CPU data and DLL behaviour are "
+                "Wine's, not those of a Windows machine."
+            )
+        else:
+            os_text = os_name(system.os_major, system.os_minor, system.os_build, system.product_type)
+        cpu = cpu_name(system)
+    feats, feat_sources, feat_summary = cpu_features(system, target.xstate_enabled_features)
+
+    python, python_module, python_exe = find_python(modules, vers)
+    tf_paths, tf_version, tf_source = find_tensorflow(modules, vers)
+    cuda = find_cuda(modules, vers)
+    compat = compatibility(cuda, tf_version, python, wine is not None)
+    if tf_paths and not tf_version:
+        notes.append(
+            "TensorFlow's version is unknown: its module has no version resource in the "
+            'dump and no image was read; run `python -c "import tensorflow as tf; '
+            'print(tf.__version__)"` in the same environment.'
+        )
+    notes.extend(vers.problems)
+    return Environment(
+        os=os_text,
+        os_build=build,
+        wine=wine,
+        cpu=cpu,
+        cpu_features=feats,
+        cpu_features_source=feat_summary,
+        cpu_feature_sources=feat_sources,
+        python=python,
+        python_module=python_module,
+        python_executable=python_exe,
+        tensorflow=tf_paths,
+        tensorflow_version=tf_version,
+        tensorflow_version_source=tf_source,
+        cuda=tuple(cuda.components),
+        compatibility=compat,
+        notes=tuple(notes),
+    )
