@@ -21,7 +21,9 @@
 #   3. runs every scenario (src/NAME.py, copied to C:\scripts) under `timeout` as
 #        dumper.exe OUT.dmp [--full] python.exe C:\scripts\NAME.py [ARGS]
 #      keeping stdout/stderr in logs/NAME.log (the script's MARKER line has the versions);
-#   4. xz-compresses every dump over 2 MB and regenerates manifest.json (src/pyfacts.py).
+#   4. keeps full-memory dumps in $PYDUMPS_CACHE/full-dumps and commits them without the
+#      memory of Wine's own DLLs (src/trim_full.py: 55-80 MB raw would be 10-12 MB xz),
+#      xz-compresses every dump over 2 MB and regenerates manifest.json (src/pyfacts.py).
 # The wheels and the extracted images (642 MB for TensorFlow's pyd alone) stay in the cache,
 # never in the repository: dumpkit needs them as --image-path to unwind through MSVC code.
 #
@@ -118,7 +120,7 @@ cp src/*.py "$C/scripts/"
 for s in "${wanted[@]}"; do
   IFS='|' read -r name env kind script args <<<"$(echo "$SCENARIOS" | grep "^$s|")"
   out="$HERE/$name.dmp"
-  rm -f "$out" "$out.xz"
+  rm -f "$out" "$out.xz" "$HERE/$name.trimmed.dmp" "$HERE/$name.trimmed.dmp.xz"
   full=()
   [ "$kind" = full ] && full=(--full)
   pydir='C:\Python38'
@@ -134,6 +136,15 @@ for s in "${wanted[@]}"; do
   cat "logs/$name.log"
   timeout 60 "${WINE%wine64}wineserver" -k 2>/dev/null || true
   test -s "$out" || { echo "no dump for $name" >&2; exit 1; }
+  if [ "$kind" = full ]; then
+    # a full-memory dump is 55-80 MB, 42 MB of it Wine's own DLL images: the raw dump stays
+    # in the cache, the repository gets it without those (src/trim_full.py)
+    mkdir -p "$CACHE/full-dumps"
+    mv "$out" "$CACHE/full-dumps/$name.dmp"
+    rm -f "$HERE/$name.trimmed.dmp" "$HERE/$name.trimmed.dmp.xz"
+    out="$HERE/$name.trimmed.dmp"
+    python3 src/trim_full.py "$CACHE/full-dumps/$name.dmp" "$out" | tee -a "logs/$name.log"
+  fi
   # 4. compress what is over 2 MB
   if [ "$(stat -c %s "$out")" -gt 2000000 ]; then
     stat -c 'raw_bytes %s' "$out" >> "logs/$name.log"

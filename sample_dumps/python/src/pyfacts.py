@@ -421,7 +421,7 @@ def marked_stack(script: str, tag: str) -> List[dict]:
 
 
 def read_log(path: str) -> dict:
-    out: dict = {"marker": None, "dumper": None, "elapsed_seconds": None, "raw_bytes": None}
+    out: dict = {"marker": None, "dumper": None, "elapsed_seconds": None, "raw_bytes": None, "trim": None}
     if not os.path.exists(path):
         return out
     with open(path, errors="replace") as f:
@@ -432,6 +432,8 @@ def read_log(path: str) -> dict:
                 out["dumper"] = line.strip()
             elif line.startswith("elapsed_seconds "):
                 out["elapsed_seconds"] = float(line.split()[1])
+            elif line.startswith("TRIM "):
+                out["trim"] = json.loads(line[5:])
             elif line.startswith("raw_bytes "):
                 out["raw_bytes"] = int(line.split()[1])
     return out
@@ -446,6 +448,61 @@ def find_image(images: str, windows_path: str) -> Optional[str]:
             if os.path.isfile(candidate) and "Python38" in parts[i - 1]:
                 return os.path.relpath(candidate, images)
     return None
+
+
+REGISTERS = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi"] + ["r%d" % i for i in range(8, 16)]
+
+
+def fault_instruction(dump: Dump, exc: dict, module: Optional[dict], images: str) -> Optional[dict]:
+    """The instruction at RIP (objdump of the extracted image) and the address its memory
+    operand computes from the exception context's registers."""
+    if module is None:
+        return None
+    rel = find_image(images, module["path"])
+    loc = dump.stream(6)
+    if rel is None or loc is None:
+        return None
+    ctx = u32(dump.data, loc[1] + 164)
+    regs = {r: u64(dump.data, ctx + 0x78 + 8 * i) for i, r in enumerate(REGISTERS)}
+    import subprocess
+
+    address = exc["address"] - module["base"] + pe_image_base(os.path.join(images, rel))
+    out = subprocess.run(
+        ["objdump", "-d", "-M", "intel", "--start-address=0x%x" % address, "--stop-address=0x%x" % (address + 16)]
+        + [os.path.join(images, rel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
+    first = next((ln for ln in out.splitlines() if re.match(r"\s*[0-9a-f]+:\t", ln)), None)
+    if first is None:
+        return None
+    parts = first.split("\t")
+    text = parts[2].strip() if len(parts) > 2 else ""
+    result: dict = {"rva": "0x%x" % (exc["address"] - module["base"]), "bytes": parts[1].strip(), "intel": text}
+    m = re.search(r"\[([^\]]+)\]", text)
+    if m:
+        ea = 0
+        for term in re.findall(r"[+-]?[^+-]+", m.group(1).replace(" ", "")):
+            sign = -1 if term.startswith("-") else 1
+            term = term.lstrip("+-")
+            if "*" in term:
+                reg, scale = term.split("*")
+                ea += sign * regs[reg] * int(scale, 0)
+            elif term in regs:
+                ea += sign * regs[term]
+            else:
+                ea += sign * int(term, 0)
+        ea &= (1 << 64) - 1
+        result.update(memory_operand=m.group(1), effective_address="0x%x" % ea, canonical=canonical(ea))
+        result["registers"] = {r: "0x%x" % regs[r] for r in re.findall(r"r[a-z0-9]+", m.group(1)) if r in regs}
+    return result
+
+
+def pe_image_base(path: str) -> int:
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return u64(head, u32(head, 0x3C) + 24 + 24)
 
 
 def canonical(address: int) -> bool:
@@ -524,6 +581,7 @@ def facts_for(path: str, logs: str, images: str) -> dict:
         "script_path": SCRIPT_DIR_WINDOWS + "\\" + program + ".py",
         "marker": marker,
         "dumper_line": log["dumper"],
+        "trimmed": log["trim"],
     }
     fact.update(PROGRAMS.get(program, {}))
     if "depth" in marker:
@@ -547,16 +605,27 @@ def facts_for(path: str, logs: str, images: str) -> dict:
     code = exc["code"]
     params = exc["parameters"]
     if code == 0xC0000005 and len(params) >= 2:
+        gp = params == [0, 0xFFFFFFFFFFFFFFFF]  # a #GP reports no address (see ../README.md)
         fact["access"] = {
             "kind": {0: "read", 1: "write", 8: "execute"}.get(params[0], str(params[0])),
-            "address": "0x%x" % params[1],
-            "canonical": canonical(params[1]),
+            "address": None if gp else "0x%x" % params[1],
+            "general_protection": gp,
+            "canonical": None if gp else canonical(params[1]),
         }
+        if gp:
+            fact["fault_instruction"] = fault_instruction(dump, exc, module_at(exc["address"]), images)
     if code == 0xC00000FD and crash is not None and len(params) >= 2:
         # how much stack the thread had used when the guard page ran out
         fact["stack_used_at_overflow"] = stack_end - params[1]
     if program == "thread_stack_size":
         fact["stack_size_requested"] = marker.get("stack_size")
+        if "worker_stack_high" in marker:
+            # GetCurrentThreadStackLimits in the worker: [DeallocationStack, StackBase)
+            fact["worker_stack_from_program"] = {
+                "low": "0x%x" % marker["worker_stack_low"],
+                "high": "0x%x" % marker["worker_stack_high"],
+                "reserve": marker["worker_stack_high"] - marker["worker_stack_low"],
+            }
         fact["thread_role"] = "worker: threading.Thread(name='descender') after threading.stack_size(%s)" % marker.get(
             "stack_size"
         )

@@ -1,7 +1,9 @@
 """tf.nest.flatten of a list nested 100,000 deep, with TensorFlow loaded.
 
 tf.nest.flatten calls tensorflow::swig::Flatten in _pywrap_tensorflow_internal.pyd,
-which recurses once per nesting level in C++ (no recursion limit applies).
+which recurses once per nesting level in C++. Flatten counts its levels against
+the interpreter's recursion limit (Py_EnterRecursiveCall: "maximum recursion depth
+exceeded in flatten" at the default 1000), so the limit is raised first.
 """
 
 import json
@@ -25,6 +27,7 @@ def leaves(structure):
 
 
 def main():
+    sys.setrecursionlimit(100_000_000)
     structure = nested_list(DEPTH)
     facts = {
         "scenario": "tf_nest_flatten",
