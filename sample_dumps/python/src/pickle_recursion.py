@@ -11,7 +11,7 @@ DEPTH = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 
 
 def nested_list(depth):
-    value = []
+    value: list = []
     for _ in range(depth):
         value = [value]
     return value

@@ -16,7 +16,7 @@ DEPTH = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 
 
 def nested_list(depth):
-    value = [0]
+    value: list = [0]
     for _ in range(depth):
         value = [value]
     return value
