@@ -17,6 +17,7 @@ from dumpkit import __version__
 from dumpkit.analysis import facts
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
+from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.framesizes import frame_sizes
@@ -24,6 +25,7 @@ from dumpkit.analysis.model import (
     SCHEMA_VERSION,
     Contents,
     CrashInfo,
+    Cycle,
     FrameRecord,
     FrameSize,
     Report,
@@ -31,6 +33,7 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
+from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.images import ImageLocator
@@ -276,6 +279,24 @@ def _module_base(target: Target, name: str) -> Optional[int]:
     return None
 
 
+def _cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
+    """What the code of the cycle's unnamed members refers to (strings, callees): how an
+    MSVC module's static functions are recognised without its PDB."""
+    wanted = set(facts_needed(cycle))
+    out: Dict[str, CodeFacts] = {}
+    start = cycle.frames_above
+    for f in frames[start : start + cycle.period]:
+        name = f.function_name
+        if name not in wanted or name in out or f.function_start is None or f.rva is None:
+            continue
+        base = f.ip - f.rva
+        entry = base + f.function_start
+        place = walker.place(entry)
+        end = base + place.function.end_rva if place.function is not None else None
+        out[name] = code_facts(walker.read_code, entry, end, lambda va: walker.place(va).symbol)
+    return out
+
+
 @dataclass
 class _ThreadAnalysis:
     report: ThreadReport
@@ -319,6 +340,7 @@ def _analyse_thread(
                     call_edges=cycle_call_edges(
                         w.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
                     ),
+                    kind=classify_recursion(c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}),
                 )
                 for c in find_cycles(w.frames, used_stack=used)
             )

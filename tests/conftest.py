@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import json
 import sys
 from pathlib import Path
@@ -102,3 +103,57 @@ def crash_walk():
         return cache[name]
 
     return get
+
+
+# --- compressed sample dumps: decompressed once per session into a temporary folder
+_PLAIN: dict = {}
+
+
+def plain_dump(path: Path, tmp_root: Path) -> Path:
+    """`path` itself, or for NAME.dmp.xz a decompressed copy under `tmp_root` (made once
+    per session): dumpkit reads plain dumps, the big samples are committed xz'd."""
+    if path.suffix != ".xz":
+        return path
+    if path not in _PLAIN:
+        import lzma
+        import shutil
+
+        out = tmp_root / path.parent.name / path.stem
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(path) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        _PLAIN[path] = out
+    return _PLAIN[path]
+
+
+@pytest.fixture(scope="session")
+def plain(tmp_path_factory):
+    """plain(path) -> a readable dump path (xz samples decompressed once per session)."""
+    root = tmp_path_factory.mktemp("plain-dumps")
+    return lambda path: plain_dump(Path(path), root)
+
+
+# --- the Python sample dumps (sample_dumps/python): real CPython 3.8 processes
+PY_SAMPLES = SAMPLES / "python"
+WINPYTHON = ROOT.parent / "shared" / "winpython" / "cpython-3.8-amd64"
+
+
+def python_manifest():
+    path = PY_SAMPLES / "manifest.json"
+    return json.loads(path.read_text())["dumps"] if path.exists() else []
+
+
+def python_images(facts: dict) -> list:
+    """Folders holding the images a Python sample dump needs, or skip: the genuine CPython
+    in ../shared/winpython serves python38.dll; NumPy's and TensorFlow's images come from
+    the folder named by DUMPKIT_PYDUMPS_IMAGES (build.sh's cache) when set."""
+    folders = []
+    extra = os.environ.get("DUMPKIT_PYDUMPS_IMAGES")
+    if extra and Path(extra).is_dir():
+        folders.append(str(extra))
+    if WINPYTHON.is_dir():
+        folders.append(str(WINPYTHON))
+    needs_extension = bool(facts.get("extension"))
+    if not folders or (needs_extension and not extra):
+        pytest.skip(f"images for {facts['file']} not here (../shared/winpython, DUMPKIT_PYDUMPS_IMAGES)")
+    return folders

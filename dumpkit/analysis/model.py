@@ -49,6 +49,26 @@ class CallEdge:
 
 
 @dataclass(frozen=True)
+class RecursionKind:
+    """A recursion in the terms of the code that recursed (analysis/python.py).
+
+    `kind`: "python" (Python functions calling each other: the eval loop is in the cycle),
+    "c_protocol" (the interpreter's C code recursing through an object protocol: repr,
+    json, pickle, comparison...), "extension" (inside an extension module: NumPy,
+    TensorFlow...), "native" (other native code). `what`: in words, e.g. "json's C encoder
+    (json.dumps / json.dump)" or "tf.nest.flatten". `depth`: the nesting levels (or Python
+    calls) the repetitions imply, one per repetition."""
+
+    kind: str
+    what: str
+    module: Optional[str]
+    evidence: Tuple[str, ...]
+    depth: Optional[int]
+    library: Optional[str] = None  # "NumPy", "TensorFlow"...
+    protocol: Optional[str] = None  # "json", "pickle", "repr", "comparison"...
+
+
+@dataclass(frozen=True)
 class Cycle:
     """A repeating run of frames on one stack (unbounded recursion).
 
@@ -66,6 +86,7 @@ class Cycle:
     entry_path: Tuple[str, ...] = ()  # the frames below the cycle, outermost last
     frames_above: int = 0  # non-matching frames at the top (the faulting helper...)
     call_edges: Tuple[CallEdge, ...] = ()  # the distinct calls inside, checked (callsites.py)
+    kind: Optional[RecursionKind] = None  # what recursed, in the terms of its code (analysis/python.py)
 
 
 @dataclass(frozen=True)

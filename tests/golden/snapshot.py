@@ -35,8 +35,19 @@ def inputs() -> Iterator[Tuple[str, Path, List[str]]]:
             yield f"real--{p.parent.name}--{p.name}", p, []
 
 
+def _where_found(doc: dict) -> None:
+    """A module's image_source says which file served it; on a machine with a Wine prefix
+    the recorded Windows paths resolve to that prefix's identical DLLs instead of the
+    --image-path copies. Which copy served is machine-dependent; whether one did is not."""
+    for m in doc.get("modules") or ():
+        src = m.get("image_source")
+        if src and not src.startswith("not found"):
+            m["image_source"] = "found: " + src.split(" (", 1)[1] if " (" in src else "found"
+
+
 def normalized_report(dump: Path, image_paths: List[str]) -> dict:
-    """The JSON report as a dict, paths of this checkout replaced by "$ROOT"."""
+    """The JSON report as a dict, paths of this checkout replaced by "$ROOT", image
+    sources reduced to whether (and by what match) an image was found."""
     from dumpkit.engine import Options, analyze
     from dumpkit.report.json_report import render_json
     from dumpkit.sources.minidump import open_dump
@@ -53,7 +64,9 @@ def normalized_report(dump: Path, image_paths: List[str]) -> dict:
         text = render_json(report)
     for root, name in ((REAL.parent, "$SHARED"), (ROOT, "$ROOT")):
         text = text.replace(json.dumps(str(root))[1:-1], name)
-    return json.loads(text)
+    doc = json.loads(text)
+    _where_found(doc)
+    return doc
 
 
 def snapshot_path(name: str) -> Path:

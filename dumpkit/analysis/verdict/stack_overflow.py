@@ -2,26 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional, Tuple
 
 from dumpkit.analysis.callsites import call_summary
-from dumpkit.analysis.model import CrashInfo, Cycle, Finding, StackBudget, Verdict
+from dumpkit.analysis.model import CrashInfo, Cycle, Finding, RecursionKind, StackBudget, Verdict
+from dumpkit.analysis.python import classify_recursion
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.verdict.case import Case, conclude
 from dumpkit.words import human_bytes, plural
-
-_PYTHON_DLL = re.compile(r"^python3\d*(_d)?\.dll$", re.I)
-
-
-def python_interpreter_module(c: Cycle) -> Optional[str]:
-    """The pythonXY.dll every member of the cycle belongs to, if they all do."""
-    modules = {fn.split("!", 1)[0] if "!" in fn else fn.split("+", 1)[0] for fn in c.functions}
-    if len(modules) == 1:
-        (m,) = modules
-        if _PYTHON_DLL.match(m):
-            return m
-    return None
 
 
 def cycle_text(c: Cycle) -> str:
@@ -102,6 +90,82 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     return conclude("stack_overflow", headline, "medium", evidence, steps, crash.thread_id)
 
 
+def _per_level(main: Cycle, reserve: Optional[int]) -> str:
+    """'528 bytes of C stack each, so the 1.9 MiB stack holds about 3,800 of them'."""
+    each = main.bytes_per_repetition
+    fits = f", so the {human_bytes(reserve)} stack holds about {reserve // each:,} of them" if reserve and each else ""
+    return f"{each:,} bytes of C stack each{fits}"
+
+
+_BIGGER_STACK = (
+    "If the depth is real, run the work on a thread with a bigger stack: threading.stack_size(N) before "
+    "starting the thread (on Windows the whole size is committed up front, not just reserved; python.exe's "
+    "main thread keeps its fixed 2 MB)."
+)
+
+
+def _in_python_terms(kind: RecursionKind, main: Cycle, cost: str, reserve: Optional[int]) -> Tuple[str, List[str]]:
+    """Headline and next steps for a recursion of Python code, of the interpreter's C
+    code, or inside an extension module."""
+    depth = f"about {kind.depth:,}" if kind.depth else "many"
+    if kind.kind == "python":
+        headline = (
+            f"Stack overflow: Python functions recursed {depth} calls deep until the C stack ran out "
+            f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
+        )
+        steps = [
+            f"Python code recursed {depth} calls deep at {_per_level(main, reserve)}: the recursion limit was "
+            "raised (sys.setrecursionlimit, by your code or a library) above what the thread's C stack holds; "
+            "with CPython's default limit of 1000 a RecursionError would have stopped it.",
+            "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
+            "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash.",
+            "Make it iterative, or lower the recursion limit so a RecursionError stops it. " + _BIGGER_STACK,
+        ]
+        return headline, steps
+    if kind.kind == "c_protocol":
+        through = f" through {kind.what}" if kind.protocol else ""
+        headline = (
+            f"Stack overflow: C recursion inside {kind.module}{through}, {depth} levels of nesting "
+            f"({cost}); not Python functions calling each other"
+        )
+        what = kind.what if kind.protocol else f"the C code of {kind.module}"
+        steps = [
+            f"The data given to {what} is nested {depth} levels deep (one repetition of the cycle per level, "
+            f"at {_per_level(main, reserve)}); look for a runaway or accidental nesting (a list that contains "
+            "itself through a copy, a tree built one level per item).",
+            "CPython's C code checks the recursion limit at each level and raises RecursionError; the limit was "
+            "raised (sys.setrecursionlimit) above what the stack holds: keep it near its default so the error is "
+            "raised instead of the process dying.",
+            "Flatten the structure or process it iteratively. " + _BIGGER_STACK,
+        ]
+        return headline, steps
+    library = kind.library or kind.module or "an extension module"
+    headline = f"Stack overflow: recursion inside {library}: {kind.what}, {depth} levels deep ({cost})"
+    steps = [
+        f"{kind.what} recursed {depth} levels (one repetition of the cycle per level, at {_per_level(main, reserve)}): "
+        + _LIBRARY_ADVICE.get(library, "the input is nested that deep; find where the structure gets so deep."),
+        "Python's recursion limit is checked on the way down (CPython's C code and TensorFlow's nest functions "
+        "raise RecursionError at it): no error was raised, so the limit was set above what the stack holds; "
+        "keep it near its default.",
+        "Flatten or bound the nesting before the call. " + _BIGGER_STACK,
+    ]
+    return headline, steps
+
+
+# What each library's recursion means for the data it was given.
+_LIBRARY_ADVICE = {
+    "NumPy": (
+        "NumPy recurses once per level of object arrays nested inside object arrays (dtype=object elements "
+        "that are themselves arrays), e.g. when comparing or converting them; build regular numeric arrays, or "
+        "walk the nesting iteratively."
+    ),
+    "TensorFlow": (
+        "tf.nest functions recurse once per level of the nested structure (lists, tuples, dicts, namedtuples); "
+        "find where the structure gets so deep (a container that holds itself, a tree built one level per item)."
+    ),
+}
+
+
 def _recursion(
     case: Case, main: Cycle, budget: Optional[StackBudget], evidence: List[str]
 ) -> Tuple[Verdict, List[Finding]]:
@@ -145,27 +209,16 @@ def _recursion(
     calls_text, calls_contradict = call_summary(main.call_edges)
     if calls_text:
         evidence.append(calls_text)
-    interpreter = python_interpreter_module(main)
-    if interpreter is not None:
-        # Every member is the interpreter's own C code: the recursion is in Python.
-        headline = (
-            f"Stack overflow: Python code recursed until the C stack ran out "
-            f"({interpreter} interpreter frames, {reps}{share_txt} a {human_bytes(reserve)} stack)"
-        )
-        evidence.append(f"every function in the cycle is in {interpreter}: each repetition is one Python-level call")
-        steps = [
-            "A Python function recursed deeper than the thread's C stack holds: sys.setrecursionlimit() was "
-            "raised (by your code or a library) above what the stack can take (python.exe's main thread "
-            "reserves about 2 MB on Windows, other threads 1 MB, against 8 MB on Linux).",
-            "Find the recursive Python function: run with `python -X faulthandler` (it prints the Python stack "
-            "on a stack overflow) or `py-spy dump --native` on the live process.",
-            "Make it iterative, or run it in a threading.Thread started after threading.stack_size(128 * 1024 * 1024).",
-        ]
-    else:
+    kind = main.kind or classify_recursion(main, {})
+    cost = f"{reps}{share_txt} a {human_bytes(reserve)} stack"
+    if kind.kind == "native":
         steps = [
             f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
             "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
         ]
+    else:
+        headline, steps = _in_python_terms(kind, main, cost, reserve)
+        evidence.extend(kind.evidence)
     if calls_contradict:
         steps.insert(
             0,

@@ -1,0 +1,188 @@
+"""Recursion in Python terms: is a cycle Python functions calling each other (the eval
+loop is in it), C code recursing through an object protocol (repr, json, pickle,
+comparison...), or recursion inside an extension module (NumPy, TensorFlow)?
+
+Names come from the frames (exports, COFF or PDB symbols, demangled) and, for functions
+that have none (an MSVC module's static functions without its PDB), from what their code
+refers to (`codefacts`): the strings it loads and the exported functions it calls. Each
+recognition says which evidence it rests on, and what could not be told."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from dumpkit.analysis.codefacts import CodeFacts
+from dumpkit.analysis.model import Cycle, RecursionKind
+
+PYTHON_DLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
+UNNAMED = re.compile(r"^func_[0-9a-f]+$|^\S+\+0x[0-9a-f]+$|^0x[0-9a-f]+$")
+
+# The functions each Python-level call runs through (CPython 3.8-3.13).
+EVAL_LOOP = frozenset({"_PyEval_EvalFrameDefault", "_PyEval_EvalFrame", "PyEval_EvalFrameEx", "_PyEval_Vector"})
+
+# Object protocols, recognised by an exported entry point in the cycle or called by its
+# code, or by a string its code loads: (what, plain words, names, string prefixes).
+PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
+    (
+        "json",
+        "json's C encoder (json.dumps / json.dump)",
+        (),
+        ("Circular reference detected", " while encoding a JSON object", "_iterencode_list needs"),
+    ),
+    (
+        "pickle",
+        "pickle's C pickler (pickle.dumps / pickle.dump)",
+        (),
+        ("__reduce__ must return", " while pickling an object", "can't pickle", "Can't pickle"),
+    ),
+    ("repr", "repr() of nested containers (each repr calls repr on its items)", ("PyObject_Repr", "Py_ReprEnter"), ()),
+    ("str", "str() of nested objects", ("PyObject_Str",), ()),
+    (
+        "comparison",
+        "rich comparison (==, <, ...) of nested containers",
+        ("PyObject_RichCompare", "PyObject_RichCompareBool"),
+        (" in comparison",),
+    ),
+    ("hash", "hash() of nested objects", ("PyObject_Hash",), ()),
+    ("getattr", "attribute lookup (__getattr__ / properties calling each other)", ("PyObject_GetAttr",), ()),
+    ("call", "calls between C functions and callables (PyObject_Call)", ("PyObject_Call", "_PyObject_MakeTpCall"), ()),
+)
+
+# Extension modules by file name: (library, pattern).
+EXTENSIONS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
+    ("NumPy", re.compile(r"^_?(multiarray_umath|multiarray|umath)\b.*\.pyd$", re.I)),
+    ("TensorFlow", re.compile(r"^_pywrap_tensorflow_internal\b.*\.pyd$|^_pywrap_tf.*\.pyd$|^_pywrap_.*\.pyd$", re.I)),
+    ("PyTorch", re.compile(r"^(torch_cpu|torch_python|c10)\.dll$|^_C\..*\.pyd$", re.I)),
+)
+
+# TensorFlow C++ entry points and the Python API that reaches them (tensorflow/python/util/
+# util.cc, exposed through _pywrap_utils to tensorflow/python/util/nest.py).
+TENSORFLOW_APIS: Tuple[Tuple[str, str], ...] = (
+    ("tensorflow::swig::FlattenForData", "tf.data's nest.flatten (tensorflow.python.data.util.nest)"),
+    ("tensorflow::swig::Flatten", "tf.nest.flatten"),
+    ("tensorflow::swig::AssertSameStructureForData", "tf.data's nest.assert_same_structure"),
+    ("tensorflow::swig::AssertSameStructure", "tf.nest.assert_same_structure"),
+    ("tensorflow::swig::IsNestedForData", "tf.data's nest.is_nested"),
+    ("tensorflow::swig::IsNested", "tf.nest.is_nested"),
+    ("tensorflow::swig::IsSequence", "tf.nest.is_nested (is_sequence)"),
+    ("tensorflow::swig::SameNamedtuples", "tf.nest (namedtuple structure checks)"),
+)
+
+
+def split_name(function: str) -> Tuple[Optional[str], str]:
+    """('python38.dll', 'PyObject_Repr') from 'python38.dll!PyObject_Repr'."""
+    if "!" in function:
+        module, name = function.split("!", 1)
+        return module, name.split("+", 1)[0]
+    return (function.split("+", 1)[0] if "+" in function else None), function
+
+
+def _library(module: Optional[str]) -> Optional[str]:
+    if module is None:
+        return None
+    return next((lib for lib, pattern in EXTENSIONS if pattern.match(module)), None)
+
+
+def _protocol(names: Sequence[str], facts: Mapping[str, CodeFacts]) -> Optional[Tuple[str, str, str]]:
+    """(key, plain words, the evidence) of the first protocol the cycle's names, callees or
+    strings show."""
+    callees = {split_name(c)[1] for f in facts.values() for c in f.callees}
+    strings = [s for f in facts.values() for s in f.strings]
+    for key, words, entry_points, prefixes in PROTOCOLS:
+        named = next((n for n in names if n in entry_points), None)
+        if named is not None:
+            return key, words, f"{named} is in the cycle"
+        called = next((n for n in entry_points if n in callees), None)
+        if called is not None:
+            return key, words, f"the cycle's code calls {called}"
+        text = next((s for s in strings if s.startswith(prefixes)), None) if prefixes else None
+        if text is not None:
+            return key, words, f"the cycle's code uses the string {text.strip()!r}"
+    return None
+
+
+def _tensorflow_api(functions: Sequence[str], demangle: Callable[[str], str]) -> Optional[Tuple[str, str]]:
+    """(C++ function, Python API) of the first known TensorFlow entry point among `functions`."""
+    for function in functions:
+        name = demangle(split_name(function)[1])
+        for cpp, api in TENSORFLOW_APIS:
+            if name == cpp or name.startswith(cpp + "("):
+                return cpp, api
+    return None
+
+
+def classify_recursion(
+    cycle: Cycle, facts: Mapping[str, CodeFacts], demangle: Callable[[str], str] = lambda name: name
+) -> RecursionKind:
+    """What kind of recursion `cycle` is. `facts` maps cycle members (as named in
+    `cycle.functions`) to what their code refers to; `demangle` turns a decorated C++
+    name into its qualified name."""
+    members = [split_name(f) for f in cycle.functions]
+    names = [n for _, n in members]
+    modules = [m for m, _ in members]
+    depth = cycle.repetitions
+    unnamed = sorted({f for f, (_, n) in zip(cycle.functions, members) if UNNAMED.match(n)})
+    evidence: List[str] = []
+    python_dlls = sorted({m for m in modules if m and PYTHON_DLL.match(m)})
+    interpreter = python_dlls[0] if python_dlls else None
+
+    loop = next((n for n in names if n in EVAL_LOOP), None)
+    if loop is not None:
+        evidence.append(
+            f"{interpreter or 'the interpreter'}!{loop} (the eval loop) is in the cycle: "
+            "each repetition is one Python-level call"
+        )
+        via = _protocol(names, facts)
+        if via is not None and via[0] != "call":
+            evidence.append(f"the calls go through {via[1]}: {via[2]}")
+        return RecursionKind("python", "Python functions calling each other", interpreter, tuple(evidence), depth)
+
+    libraries = [lib for lib in (_library(m) for m in modules) if lib]
+    if libraries:
+        library = libraries[0]
+        module = next(m for m in modules if _library(m) == library)
+        tf = (
+            _tensorflow_api(list(cycle.functions) + list(cycle.entry_path[:8]), demangle)
+            if library == "TensorFlow"
+            else None
+        )
+        if tf is not None:
+            cpp, api = tf
+            evidence.append(f"the recursion is in {module}, entered through {cpp}, the C++ side of {api}")
+            return RecursionKind("extension", api, module, tuple(evidence), depth, library)
+        via = _protocol(names, facts)
+        what = f"C code of {library} ({module})"
+        evidence.append(f"{len(libraries)} of the cycle's {len(members)} functions are in {module}")
+        if via is not None:
+            what += f", through {via[1]}"
+            evidence.append(via[2])
+        return RecursionKind("extension", what, module, tuple(evidence), depth, library)
+
+    if interpreter is not None and all(m == interpreter for m in modules):
+        via = _protocol(names, facts)
+        evidence.append(
+            f"every function in the cycle is C code of {interpreter} and the eval loop is not among "
+            "them: C recursion, not Python functions calling each other"
+        )
+        if via is not None:
+            evidence.append(via[2])
+            return RecursionKind("c_protocol", via[1], interpreter, tuple(evidence), depth, protocol=via[0])
+        if unnamed:
+            evidence.append(
+                f"{interpreter} has no symbols here (exports only) and its code shows no known "
+                "protocol: which C path recursed cannot be told without its PDB"
+            )
+        return RecursionKind("c_protocol", f"C code of {interpreter}", interpreter, tuple(evidence), depth)
+
+    return RecursionKind("native", "native code", modules[0] if modules else None, (), depth)
+
+
+def facts_needed(cycle: Cycle) -> Tuple[str, ...]:
+    """The cycle members whose code is worth reading: the unnamed ones (names say enough
+    for the others)."""
+    return tuple(f for f in cycle.functions if UNNAMED.match(split_name(f)[1]))
+
+
+def by_name(functions: Sequence[str], facts: Sequence[CodeFacts]) -> Dict[str, CodeFacts]:
+    return dict(zip(functions, facts))

@@ -1,0 +1,106 @@
+"""Recursion in Python terms, on the real CPython 3.8 dumps in sample_dumps/python: the
+kind (Python functions, C recursion through a protocol, an extension module), the protocol
+or library, and the depth, checked against what each program did (its manifest entry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dumpkit.analysis.codefacts import CodeFacts
+from dumpkit.analysis.model import Cycle
+from dumpkit.analysis.python import classify_recursion
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.minidump import open_dump
+from tests.conftest import PY_SAMPLES, python_images, python_manifest
+
+RECURSIONS = [d for d in python_manifest() if d.get("expected_class") == "recursion"]
+LIBRARIES = {"numpy": "NumPy", "tensorflow": "TensorFlow"}
+
+
+@pytest.fixture(scope="module")
+def reports(plain):
+    cache = {}
+
+    def get(facts):
+        if facts["file"] not in cache:
+            path = PY_SAMPLES / facts["file"]
+            if not path.exists():
+                pytest.skip(f"{facts['file']} not present")
+            images = python_images(facts)
+            cache[facts["file"]] = analyze(open_dump(str(plain(path))), Options(image_paths=images)).report
+        return cache[facts["file"]]
+
+    return get
+
+
+@pytest.mark.parametrize("facts", RECURSIONS, ids=[d["file"] for d in RECURSIONS])
+def test_the_recursion_is_named_in_python_terms(facts, reports):
+    report = reports(facts)
+    crash = next(t for t in report.threads if t.is_crashing)
+    assert crash.tid == facts["crash_thread_tid"]
+    assert report.verdict.kind == "recursion", report.verdict.headline
+    kind = crash.cycles[0].kind
+    assert kind is not None and kind.kind == facts["recursion_kind"], (kind, report.verdict.headline)
+    headline = report.verdict.headline
+    if kind.kind == "python":
+        assert "Python functions recursed" in headline
+        assert any("eval loop" in e for e in report.verdict.evidence)
+    elif kind.kind == "c_protocol":
+        assert kind.protocol == facts["protocol"]
+        assert "not Python functions calling each other" in headline
+        assert facts["protocol"] in headline  # "json's C encoder", "pickle's C pickler", "repr()"
+    else:
+        assert kind.library == LIBRARIES[facts["extension"]]
+        assert f"recursion inside {kind.library}" in headline
+        if facts.get("python_api"):
+            assert facts["python_api"] in headline
+    # one repetition per nesting level (or Python call): never more than the program built
+    assert kind.depth is not None and 100 < kind.depth <= facts["depth_built"]
+
+
+def _cycle(functions, reps=1000):
+    return Cycle(tuple(functions), len(functions), reps, 128 * len(functions), 0, reps * len(functions), 0)
+
+
+def test_an_unnamed_interpreter_cycle_is_recognised_by_the_strings_its_code_uses():
+    cycle = _cycle(["python38.dll!func_b50e0", "python38.dll!func_b5a50"])
+    facts = {
+        "python38.dll!func_b5a50": CodeFacts(("_iterencode_list needs a sequence",), ("python38.dll!PySequence_Fast",))
+    }
+    kind = classify_recursion(cycle, facts)
+    assert (kind.kind, kind.protocol, kind.depth) == ("c_protocol", "json", 1000)
+    assert any("'_iterencode_list needs a sequence'" in e for e in kind.evidence)
+
+
+def test_without_names_or_known_strings_it_says_what_cannot_be_told():
+    kind = classify_recursion(_cycle(["python38.dll!func_1000", "python38.dll!func_2000"]), {})
+    assert kind.kind == "c_protocol" and kind.protocol is None
+    assert any("cannot be told without its PDB" in e for e in kind.evidence)
+
+
+def test_the_eval_loop_in_the_cycle_makes_it_python_recursion_even_through_a_protocol():
+    cycle = _cycle(["python310.dll!_PyEval_EvalFrameDefault", "python310.dll!PyObject_Repr", "python310.dll!func_10"])
+    kind = classify_recursion(cycle, {})
+    assert kind.kind == "python" and kind.module == "python310.dll"
+    assert any("repr()" in e for e in kind.evidence)
+
+
+def test_a_tensorflow_entry_point_names_the_python_api():
+    cycle = _cycle(["_pywrap_tensorflow_internal.pyd!func_12262a0"])
+    cycle = Cycle(
+        cycle.functions,
+        1,
+        5000,
+        96,
+        0,
+        4999,
+        480000,
+        entry_path=("_pywrap_tensorflow_internal.pyd!tensorflow::swig::Flatten",),
+    )
+    kind = classify_recursion(cycle, {})
+    assert (kind.kind, kind.library, kind.what) == ("extension", "TensorFlow", "tf.nest.flatten")
+
+
+def test_plain_native_recursion_stays_native():
+    kind = classify_recursion(_cycle(["opkernels.dll!visit", "opkernels.dll!expand"]), {})
+    assert kind.kind == "native"
