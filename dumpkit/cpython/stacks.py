@@ -1,0 +1,352 @@
+"""Python stacks from a crashed process's memory: _PyRuntime -> interpreters -> thread
+states -> frames, each frame named from its code object (co_name, co_filename, the line
+from the line table and the instruction the frame is at).
+
+Everything read is dump data: every list is walked with a cap and loop detection, nothing
+recurses, and a part that cannot be read becomes a one-line problem on what holds it (a
+frame, a thread, the state), never an exception. Code objects and the lines computed from
+them are cached by address, since a deep recursion repeats the same few functions."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Set, Tuple
+
+from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
+from dumpkit.cpython.interpreter import Interpreter, find_interpreter
+from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
+from dumpkit.cpython.linetable import line_from_linetable, line_from_lnotab, line_from_locations
+from dumpkit.cpython.model import DUMP_ADVICE, PythonFrame, PythonState, PythonThread, Status
+from dumpkit.target import MemoryNotInDump, Target
+
+ExportAddress = Callable[[str], Optional[int]]  # export name -> its address in the process
+
+MAX_INTERPRETERS = 64
+MAX_THREADS = 1024
+MAX_FRAMES = 250_000  # per thread; a Python recursion can hold 10^5 frames and more
+MAX_STRING_BYTES = 1024
+MAX_LINE_TABLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Code:
+    name: Optional[str]
+    filename: Optional[str]
+    first_line: Optional[int]
+    table: Optional[bytes]
+    problem: Optional[str]
+
+
+class _Missing(Exception):
+    """Memory the walk needed is not in the dump; the message says which, in one line."""
+
+
+class _Reader:
+    def __init__(self, target: Target, layout: Layout, types: Dict[str, Optional[int]], max_frames: int):
+        self.target = target
+        self.layout = layout
+        self.types = types
+        self.max_frames = max_frames
+        self.codes: Dict[int, _Code] = {}
+        self.frames: Dict[Tuple[int, int], PythonFrame] = {}
+        self.strings: Dict[int, Tuple[Optional[str], Optional[str]]] = {}
+
+    # --- memory ------------------------------------------------------------------------
+    def read(self, address: int, size: int, what: str) -> bytes:
+        try:
+            return self.target.read(address, size)
+        except MemoryNotInDump:
+            raise _Missing(f"{what} at {address:#x} is not in the dump") from None
+
+    def pointer(self, address: int, what: str) -> int:
+        return struct.unpack("<Q", self.read(address, 8, what))[0]
+
+    def type_problem(self, raw: bytes, kind: str, what: str, address: int) -> Optional[str]:
+        expected = self.types.get(kind)
+        if expected is None:
+            return None
+        (found,) = struct.unpack_from("<Q", raw, PY_OBJECT_TYPE)
+        if found != expected:
+            return f"{what} at {address:#x} is not a {kind} object (type {found:#x})"
+        return None
+
+    # --- objects -------------------------------------------------------------------------
+    def string(self, address: int, what: str) -> Tuple[Optional[str], Optional[str]]:
+        """(text, problem) of a compact str object, at most MAX_STRING_BYTES of it."""
+        cached = self.strings.get(address)
+        if cached is not None:
+            return cached
+        result = self._string(address, what)
+        self.strings[address] = result
+        return result
+
+    def _string(self, address: int, what: str) -> Tuple[Optional[str], Optional[str]]:
+        lay = self.layout
+        if address == 0:
+            return None, f"{what} is NULL"
+        try:
+            head = self.read(address, lay.unicode_ascii_size, what)
+        except _Missing as e:
+            return None, str(e)
+        problem = self.type_problem(head, "str", what, address)
+        if problem:
+            return None, problem
+        (length,) = struct.unpack_from("<q", head, lay.unicode_length)
+        (state,) = struct.unpack_from("<I", head, lay.unicode_state)
+        # state bit-fields (MSVC allocates from bit 0): interned:2 kind:3 compact:1 ascii:1
+        kind, compact, ascii_ = (state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1
+        if not compact or kind not in (1, 2, 4) or length < 0:
+            return None, f"{what} at {address:#x} is not a compact str (state {state:#x})"
+        data = address + (lay.unicode_ascii_size if ascii_ else lay.unicode_compact_size)
+        want = min(length * kind, MAX_STRING_BYTES // kind * kind)
+        try:
+            raw = self.read(data, want, what)
+        except _Missing as e:
+            return None, str(e)
+        codec = {1: "latin-1", 2: "utf-16-le", 4: "utf-32-le"}[kind]
+        text = raw.decode(codec, errors="replace")
+        return (text + "...", None) if want < length * kind else (text, None)
+
+    def line_table(self, address: int) -> Tuple[Optional[bytes], Optional[str]]:
+        lay = self.layout
+        what = "line table"
+        if address == 0:
+            return None, "line table is NULL"
+        try:
+            head = self.read(address, lay.bytes_sval, what)
+            problem = self.type_problem(head, "bytes", what, address)
+            if problem:
+                return None, problem
+            (size,) = struct.unpack_from("<q", head, lay.bytes_size)
+            if size < 0:
+                return None, f"line table at {address:#x} has a negative size"
+            return self.read(address + lay.bytes_sval, min(size, MAX_LINE_TABLE), what), None
+        except _Missing as e:
+            return None, str(e)
+
+    def code(self, address: int) -> _Code:
+        cached = self.codes.get(address)
+        if cached is None:
+            cached = self._code(address)
+            self.codes[address] = cached
+        return cached
+
+    def _code(self, address: int) -> _Code:
+        lay = self.layout
+        try:
+            raw = self.read(address, lay.code_size, "code object")
+        except _Missing as e:
+            return _Code(None, None, None, None, str(e))
+        problem = self.type_problem(raw, "code", "code object", address)
+        if problem:
+            return _Code(None, None, None, None, problem)
+        first_line = struct.unpack_from("<i", raw, lay.code_firstlineno)[0]
+        name, p1 = self.string(struct.unpack_from("<Q", raw, lay.code_name)[0], "co_name")
+        filename, p2 = self.string(struct.unpack_from("<Q", raw, lay.code_filename)[0], "co_filename")
+        table, p3 = self.line_table(struct.unpack_from("<Q", raw, lay.code_line_table)[0])
+        problem = "; ".join(p for p in (p1, p2, p3) if p) or None
+        return _Code(name, filename, first_line, table, problem)
+
+    def frame(self, code_address: int, offset: Optional[int]) -> PythonFrame:
+        """The PythonFrame for `offset` (bytes into the bytecode) of a code object; shared
+        by every activation at the same place."""
+        key = (code_address, -1 if offset is None else offset)
+        cached = self.frames.get(key)
+        if cached is not None:
+            return cached
+        code = self.code(code_address)
+        line: Optional[int] = None
+        problem = code.problem
+        if offset is None:
+            problem = problem or "the frame's instruction pointer lies outside its code"
+        elif code.table is not None and code.first_line is not None:
+            if self.layout.line_table == "lnotab":
+                line = line_from_lnotab(code.table, code.first_line, offset)
+            elif self.layout.line_table == "linetable":
+                line = line_from_linetable(code.table, code.first_line, offset)
+            else:
+                line = line_from_locations(code.table, code.first_line, offset)
+        made = PythonFrame(code.name, code.filename, line, code.first_line, code_address, problem)
+        self.frames[key] = made
+        return made
+
+    # --- chains ----------------------------------------------------------------------------
+    def first_frame(self, tstate_raw: bytes, tstate: int) -> int:
+        lay = self.layout
+        (pointer,) = struct.unpack_from("<Q", tstate_raw, lay.tstate_frame)
+        if lay.cframe_current_frame is None or pointer == 0:
+            return pointer
+        # 3.11-3.12: the thread state points at a _PyCFrame (on the C stack or inside the
+        # thread state), which points at the current frame
+        return self.pointer(pointer + lay.cframe_current_frame, "_PyCFrame")
+
+    def walk_frames(self, first: int) -> Tuple[List[PythonFrame], bool, List[str]]:
+        lay = self.layout
+        frames: List[PythonFrame] = []
+        problems: List[str] = []
+        seen: Set[int] = set()
+        address = first
+        steps = 0
+        while address:
+            if len(frames) >= self.max_frames:
+                return frames, True, problems
+            steps += 1
+            if steps > 2 * self.max_frames + 16:  # shim frames are skipped, not counted
+                problems.append(f"more than {2 * self.max_frames} links in the frame chain; stopped")
+                return frames, True, problems
+            if address in seen:
+                problems.append(f"the frame chain loops back to {address:#x} after {len(frames)} frames")
+                break
+            seen.add(address)
+            try:
+                raw = self.read(address, lay.frame_size, "frame")
+            except _Missing as e:
+                frames.append(PythonFrame(None, None, None, None, 0, str(e)))
+                problems.append(f"chain cut: {e}")
+                break
+            (back,) = struct.unpack_from("<Q", raw, lay.frame_back)
+            (code,) = struct.unpack_from("<Q", raw, lay.frame_code)
+            if lay.frames == "frame_object":
+                problem = self.type_problem(raw, "frame", "frame", address)
+                if problem:
+                    frames.append(PythonFrame(None, None, None, None, code, problem))
+                    problems.append(f"chain cut: {problem}")
+                    break
+                (lasti,) = struct.unpack_from("<i", raw, lay.frame_instr)
+                offset: Optional[int] = lasti * 2 if lay.line_table == "linetable" else lasti
+            else:
+                if lay.owner_cstack is not None and lay.frame_owner is not None:
+                    if raw[lay.frame_owner] == lay.owner_cstack:
+                        address = back  # a C entry shim, not Python code
+                        continue
+                (instr,) = struct.unpack_from("<Q", raw, lay.frame_instr)
+                base = code + (lay.code_adaptive or 0)
+                offset = instr - base if base <= instr < base + (1 << 28) else None
+            frames.append(self.frame(code, offset))
+            address = back
+        return frames, False, problems
+
+
+def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Optional[Layout], Optional[PythonState]]:
+    dll = interp.module.name
+    base = {"dll": dll, "version": interp.version_text}
+    if interp.free_threaded or interp.debug:
+        kind = "free-threaded" if interp.free_threaded else "debug"
+        return None, PythonState(
+            Status.UNSUPPORTED, f"{dll} is a {kind} build; its structure layout is not known to dumpkit", **base
+        )
+    if interp.version in LAYOUTS:
+        return LAYOUTS[interp.version], None
+    if interp.version < (3, 8):
+        return None, PythonState(Status.UNSUPPORTED, f"CPython {interp.version_text} is older than 3.8", **base)
+    try:
+        raw = target.read(runtime, record_size())
+    except MemoryNotInDump:
+        msg = f"_PyRuntime of {dll} (its data section, at {runtime:#x}) is not in the dump; {DUMP_ADVICE}"
+        return None, PythonState(Status.MEMORY_MISSING, msg, **base)
+    try:
+        return layout_from_record(raw, interp.version), None
+    except DebugOffsetsError as e:
+        return None, PythonState(Status.UNSUPPORTED, f"{dll}: {e}", **base)
+
+
+def read_python_state(
+    target: Target,
+    export_address: Optional[ExportAddress],
+    interpreter: Optional[Interpreter] = None,
+    max_frames: int = MAX_FRAMES,
+    max_threads: int = MAX_THREADS,
+) -> PythonState:
+    """The Python stacks of every thread that has a Python thread state.
+
+    `export_address(name)` gives the address, in the process, of an export of the
+    interpreter DLL (`find_interpreter(target.modules).module`), or None; without it the
+    runtime cannot be found. Never raises on dump data."""
+    interp = interpreter or find_interpreter(target.modules)
+    if interp is None:
+        return PythonState(Status.NO_PYTHON, "no python3X.dll among the loaded modules")
+    dll = interp.module.name
+    runtime = export_address("_PyRuntime") if export_address else None
+    if runtime is None:
+        msg = f"{dll}'s export _PyRuntime could not be read: the DLL's image (its export table) is needed"
+        return PythonState(Status.NO_RUNTIME, msg, dll=dll, version=interp.version_text)
+    layout, failed = _layout_for(target, interp, runtime)
+    if failed is not None or layout is None:
+        return failed or PythonState(Status.UNSUPPORTED, f"no layout for {dll}", dll=dll)
+    types: Dict[str, Optional[int]] = {}
+    if export_address is not None:
+        for kind, name in (("code", "PyCode_Type"), ("str", "PyUnicode_Type"), ("bytes", "PyBytes_Type")):
+            types[kind] = export_address(name)
+        if layout.frames == "frame_object":
+            types["frame"] = export_address("PyFrame_Type")
+    reader = _Reader(target, layout, types, max_frames)
+    common = {
+        "dll": dll,
+        "version": interp.version_text,
+        "layout": layout.source,
+        "layout_verified": layout.verified,
+    }
+    try:
+        head = reader.pointer(runtime + layout.runtime_interpreters_head, f"_PyRuntime of {dll} (its data section)")
+    except _Missing as e:
+        return PythonState(Status.MEMORY_MISSING, f"{e}; {DUMP_ADVICE}", **common)
+    return _walk_runtime(reader, head, max_threads, common)
+
+
+def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: dict) -> PythonState:
+    layout = reader.layout
+    threads: List[PythonThread] = []
+    problems: List[str] = []
+    missing: List[str] = []
+    seen_interps: Set[int] = set()
+    seen_tstates: Set[int] = set()
+    interp, index = head, 0
+    while interp and index < MAX_INTERPRETERS:
+        if interp in seen_interps:
+            problems.append(f"the interpreter list loops back to {interp:#x}")
+            break
+        seen_interps.add(interp)
+        try:
+            tstate = reader.pointer(interp + layout.interp_threads_head, "interpreter state")
+            next_interp = reader.pointer(interp + layout.interp_next, "interpreter state")
+        except _Missing as e:
+            missing.append(str(e))
+            break
+        while tstate and len(threads) < max_threads:
+            if tstate in seen_tstates:
+                problems.append(f"the thread-state list loops back to {tstate:#x}")
+                break
+            seen_tstates.add(tstate)
+            size = max(layout.tstate_frame, layout.tstate_next, layout.tstate_thread_id) + 8
+            try:
+                raw = reader.read(tstate, size, "thread state")
+            except _Missing as e:
+                missing.append(str(e))
+                break
+            (tid,) = struct.unpack_from("<I", raw, layout.tstate_thread_id)
+            thread_problems: List[str] = []
+            frames: List[PythonFrame] = []
+            truncated = False
+            try:
+                first = reader.first_frame(raw, tstate)
+                frames, truncated, thread_problems = reader.walk_frames(first)
+            except _Missing as e:
+                thread_problems.append(str(e))
+            threads.append(PythonThread(tid, tuple(frames), truncated, tuple(thread_problems), tstate, index))
+            (tstate,) = struct.unpack_from("<Q", raw, layout.tstate_next)
+        if len(threads) >= max_threads and tstate:
+            problems.append(f"more than {max_threads} thread states; the rest are not read")
+            break
+        interp, index = next_interp, index + 1
+    if interp and index >= MAX_INTERPRETERS:
+        problems.append(f"more than {MAX_INTERPRETERS} interpreters; the rest are not read")
+    if not threads and missing:
+        return PythonState(Status.MEMORY_MISSING, f"{missing[0]}; {DUMP_ADVICE}", problems=tuple(problems), **common)
+    problems.extend(missing)
+    if not threads:
+        return PythonState(Status.NO_THREADS, "no Python thread state in the dump's interpreter", **common)
+    n_frames = sum(len(t.frames) for t in threads)
+    running = sum(1 for t in threads if t.frames)
+    msg = f"Python {common['version']}: {running} of {len(threads)} thread states running Python, {n_frames} frames"
+    return PythonState(Status.READ, msg, threads=tuple(threads), problems=tuple(problems), **common)
