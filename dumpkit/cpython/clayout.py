@@ -49,13 +49,14 @@ def _size_align(ctype) -> Tuple[int, int]:
 
 
 def _layout(fields: Sequence[Field]) -> Tuple[Dict[str, int], int, int]:
-    offsets: Dict[str, int] = {}
+    offsets: Dict[str, int] = {}  # name -> offset; "name:end" -> offset + size
     at = 0
     widest = 1
     for name, ctype in fields:
         size, align = _size_align(ctype)
         at = (at + align - 1) // align * align
         offsets[name] = at
+        offsets[f"{name}:end"] = at + size
         if not isinstance(ctype, str) and ctype and ctype[0] != "array":
             inner, _, _ = _layout(ctype)
             for sub, off in inner.items():
@@ -66,7 +67,8 @@ def _layout(fields: Sequence[Field]) -> Tuple[Dict[str, int], int, int]:
 
 
 def offsets(fields: Sequence[Field]) -> Dict[str, int]:
-    """Offset of every field (nested ones as `outer.inner`), plus `sizeof` for the whole."""
+    """Offset of every field (nested ones as `outer.inner`), where each ends (`name:end`),
+    and `sizeof` for the whole."""
     found, size, _ = _layout(fields)
     found["sizeof"] = size
     return found

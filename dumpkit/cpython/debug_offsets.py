@@ -38,7 +38,17 @@ FIELDS_313: Sequence[Tuple[str, Sequence[str]]] = (
     ),
     (
         "thread_state",
-        ("size", "prev", "next", "interp", "current_frame", "thread_id", "native_thread_id", "datastack_chunk", "status"),
+        (
+            "size",
+            "prev",
+            "next",
+            "interp",
+            "current_frame",
+            "thread_id",
+            "native_thread_id",
+            "datastack_chunk",
+            "status",
+        ),
     ),
     ("interpreter_frame", ("size", "previous", "executable", "instr_ptr", "localsplus", "owner")),
     (
@@ -127,7 +137,7 @@ def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
     problem = _check(v)
     if problem:
         raise DebugOffsetsError(f"_Py_DebugOffsets does not hold together: {problem}")
-    frame_fields = ("previous", "executable", "instr_ptr", "owner")
+    frame_fields = ("previous", "executable", "instr_ptr")
     code_fields = ("filename", "name", "firstlineno", "linetable")
     ascii_size = v["unicode_object.asciiobject_size"]
     return Layout(
@@ -148,7 +158,7 @@ def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
         frame_instr=v["interpreter_frame.instr_ptr"],
         frame_owner=v["interpreter_frame.owner"],
         owner_cstack=FRAME_OWNED_BY_CSTACK_313,
-        frame_size=max(v[f"interpreter_frame.{k}"] for k in frame_fields) + 8,
+        frame_size=max(max(v[f"interpreter_frame.{k}"] for k in frame_fields) + 8, v["interpreter_frame.owner"] + 1),
         code_filename=v["code_object.filename"],
         code_name=v["code_object.name"],
         code_firstlineno=v["code_object.firstlineno"],

@@ -54,5 +54,7 @@ def find_interpreter(modules: Sequence[Module]) -> Optional[Interpreter]:
         match = _DLL.match(m.name)
         if match:
             minor = int(match.group(1))
-            found.append(Interpreter(m, minor, bool(match.group(2)), bool(match.group(3)), _micro(m.file_version, minor)))
+            found.append(
+                Interpreter(m, minor, bool(match.group(2)), bool(match.group(3)), _micro(m.file_version, minor))
+            )
     return max(found, key=lambda i: i.minor) if found else None

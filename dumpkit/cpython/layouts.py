@@ -61,8 +61,8 @@ class Layout:
 
 
 def _prefix_size(table: Dict[str, int], *fields: str) -> int:
-    # enough bytes to hold every field the reader uses (the widest is a pointer)
-    return max(table[f] for f in fields) + 8
+    # enough bytes to hold every field the reader uses, and no more
+    return max(table[f + ":end"] for f in fields)
 
 
 # --- strings and bytes ----------------------------------------------------------------

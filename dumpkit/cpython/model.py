@@ -33,11 +33,12 @@ _DESCRIPTIONS = {
     Status.NO_THREADS: "no thread was running Python",
 }
 
-# Which dumps hold the heap the Python stack lives in, for messages that say what to do.
-DUMP_ADVICE = (
-    "a full-memory dump has it: MiniDumpWithFullMemory (procdump -ma, or WER LocalDumps with DumpType=2)"
-    "; MiniDumpWithPrivateReadWriteMemory also holds the heap"
-)
+# Which dumps hold what the reader needs, for messages that say what to do. _PyRuntime sits
+# in python3X.dll's data section (image memory); thread states, frames and code objects on
+# the heap (private memory). A MiniDumpNormal dump holds neither, only thread stacks.
+FULL_DUMP = "a full-memory dump has it: MiniDumpWithFullMemory (procdump -ma, or WER LocalDumps with DumpType=2)"
+RUNTIME_ADVICE = FULL_DUMP + "; MiniDumpWithDataSegs also holds module data sections"
+HEAP_ADVICE = FULL_DUMP + "; MiniDumpWithPrivateReadWriteMemory also holds the heap"
 
 
 @dataclass(frozen=True)

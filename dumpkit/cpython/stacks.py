@@ -17,7 +17,7 @@ from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record,
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
 from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
 from dumpkit.cpython.linetable import line_from_linetable, line_from_lnotab, line_from_locations
-from dumpkit.cpython.model import DUMP_ADVICE, PythonFrame, PythonState, PythonThread, Status
+from dumpkit.cpython.model import HEAP_ADVICE, RUNTIME_ADVICE, PythonFrame, PythonState, PythonThread, Status
 from dumpkit.target import MemoryNotInDump, Target
 
 ExportAddress = Callable[[str], Optional[int]]  # export name -> its address in the process
@@ -243,7 +243,7 @@ def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Opti
     try:
         raw = target.read(runtime, record_size())
     except MemoryNotInDump:
-        msg = f"_PyRuntime of {dll} (its data section, at {runtime:#x}) is not in the dump; {DUMP_ADVICE}"
+        msg = f"_PyRuntime of {dll} (its data section, at {runtime:#x}) is not in the dump; {RUNTIME_ADVICE}"
         return None, PythonState(Status.MEMORY_MISSING, msg, **base)
     try:
         return layout_from_record(raw, interp.version), None
@@ -281,16 +281,11 @@ def read_python_state(
         if layout.frames == "frame_object":
             types["frame"] = export_address("PyFrame_Type")
     reader = _Reader(target, layout, types, max_frames)
-    common = {
-        "dll": dll,
-        "version": interp.version_text,
-        "layout": layout.source,
-        "layout_verified": layout.verified,
-    }
+    common = {"dll": dll, "version": interp.version_text, "layout": layout.source, "layout_verified": layout.verified}
     try:
         head = reader.pointer(runtime + layout.runtime_interpreters_head, f"_PyRuntime of {dll} (its data section)")
     except _Missing as e:
-        return PythonState(Status.MEMORY_MISSING, f"{e}; {DUMP_ADVICE}", **common)
+        return PythonState(Status.MEMORY_MISSING, f"{e}; {RUNTIME_ADVICE}", **common)
     return _walk_runtime(reader, head, max_threads, common)
 
 
@@ -342,7 +337,8 @@ def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: dict) ->
     if interp and index >= MAX_INTERPRETERS:
         problems.append(f"more than {MAX_INTERPRETERS} interpreters; the rest are not read")
     if not threads and missing:
-        return PythonState(Status.MEMORY_MISSING, f"{missing[0]}; {DUMP_ADVICE}", problems=tuple(problems), **common)
+        msg = f"{missing[0]} (heap); {HEAP_ADVICE}"
+        return PythonState(Status.MEMORY_MISSING, msg, problems=tuple(problems), **common)
     problems.extend(missing)
     if not threads:
         return PythonState(Status.NO_THREADS, "no Python thread state in the dump's interpreter", **common)
