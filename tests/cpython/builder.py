@@ -62,6 +62,14 @@ class Memory:
     def put_struct(self, address: int, obj) -> None:
         self.put(address, string_at(addressof(obj), sizeof(obj)))
 
+    def patch(self, address: int, data: bytes) -> None:
+        """Overwrite bytes inside an object already written."""
+        i = bisect.bisect_right(self._starts, address) - 1
+        start = self._starts[i]
+        block = bytearray(self.blocks[start])
+        block[address - start : address - start + len(data)] = data
+        self.blocks[start] = bytes(block)
+
     def drop(self, address: int) -> None:
         del self.blocks[address]
         self._starts.remove(address)
@@ -100,6 +108,7 @@ class Process:
     strings: Dict[str, int] = field(default_factory=dict)
     threads: List[Tuple[int, List[Call]]] = field(default_factory=list)
     addresses: Dict[str, int] = field(default_factory=dict)  # what tests may damage
+    frame_addresses: Dict[int, List[int]] = field(default_factory=dict)  # tid -> frames, innermost first
 
     def __post_init__(self) -> None:
         for i, name in enumerate(("PyCode_Type", "PyUnicode_Type", "PyBytes_Type", "PyFrame_Type")):
@@ -204,8 +213,10 @@ class Process:
         return at
 
     def frames(self, calls: List[Call]) -> int:
-        """Writes the chain (outermost first) and returns the innermost frame's address."""
+        """Writes the chain (outermost first) and returns the innermost frame's address;
+        `last_frames` lists the frames written, innermost first."""
         back = 0
+        self.last_frames: List[int] = []
         for call in reversed(calls):
             if call.shim_below:
                 back = self.shim_frame(back)
@@ -230,6 +241,7 @@ class Process:
             at = self.memory.alloc(sizeof(frame))
             self.memory.put_struct(at, frame)
             back = at
+            self.last_frames.insert(0, at)
         return back
 
     # --- the runtime -------------------------------------------------------------------
@@ -238,6 +250,7 @@ class Process:
 
     def tstate(self, tid: int, calls: List[Call], interp: int, next_: int) -> int:
         innermost = self.frames(list(calls)) if calls else 0
+        self.frame_addresses[tid] = list(self.last_frames) if calls else []
         cls = {8: H.TSTATE_38, 9: H.TSTATE_38, 10: H.TSTATE_310, 11: H.TSTATE_311, 12: H.TSTATE_312}.get(
             self.minor, H.TSTATE_313
         )

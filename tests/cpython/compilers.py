@@ -3,7 +3,8 @@
 emit rules, not from the reader's decoders.
 
 A program is a list of segments, in order: (code units, location), where location is a line
-number, None (no line: 3.10+ only), or for 3.11+ a (line, end_line, col, end_col) tuple."""
+number, None (no line: 3.10+ only), or for 3.11+ a (line, end_line, col, end_col) tuple
+(a plain line there has no columns, col = end_col = -1)."""
 
 from __future__ import annotations
 
@@ -114,6 +115,8 @@ def locations_311(segments: Sequence[Segment], first_line: int) -> bytes:
         if loc is None:
             first_byte(15, size)
             return
+        if isinstance(loc, int):  # a line without columns
+            loc = (loc, loc, -1, -1)
         line, end_line, col, end_col = loc
         delta = line - prev_line
         if col < 0 or end_col < 0:
