@@ -10,7 +10,7 @@ them are cached by address, since a deep recursion repeats the same few function
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
@@ -27,6 +27,10 @@ MAX_THREADS = 1024
 MAX_FRAMES = 250_000  # per thread; a Python recursion can hold 10^5 frames and more
 MAX_STRING_BYTES = 1024
 MAX_LINE_TABLE = 1 << 20
+PAGE = 4096
+MAX_CACHED_PAGES = 8192  # 32 MiB of the target's memory at most
+_U64 = struct.Struct("<Q").unpack_from
+_I32 = struct.Struct("<i").unpack_from
 
 
 @dataclass(frozen=True)
@@ -51,9 +55,23 @@ class _Reader:
         self.codes: Dict[int, _Code] = {}
         self.frames: Dict[Tuple[int, int], PythonFrame] = {}
         self.strings: Dict[int, Tuple[Optional[str], Optional[str]]] = {}
+        self.pages: Dict[int, bytes] = {}
 
     # --- memory ------------------------------------------------------------------------
     def read(self, address: int, size: int, what: str) -> bytes:
+        # Whole pages are fetched once and kept: the frames of a recursion sit next to each
+        # other, and a live debugger (pykd) pays per call, not per byte.
+        page = address & ~(PAGE - 1)
+        end = address - page + size
+        if end <= PAGE:
+            data = self.pages.get(page)
+            if data is None:
+                if len(self.pages) >= MAX_CACHED_PAGES:
+                    self.pages.clear()
+                data = self.target.read_available(page, PAGE)
+                self.pages[page] = data
+            if end <= len(data):
+                return data[address - page : end]
         try:
             return self.target.read(address, size)
         except MemoryNotInDump:
@@ -66,7 +84,7 @@ class _Reader:
         expected = self.types.get(kind)
         if expected is None:
             return None
-        (found,) = struct.unpack_from("<Q", raw, PY_OBJECT_TYPE)
+        (found,) = _U64(raw, PY_OBJECT_TYPE)
         if found != expected:
             return f"{what} at {address:#x} is not a {kind} object (type {found:#x})"
         return None
@@ -205,22 +223,22 @@ class _Reader:
                 frames.append(PythonFrame(None, None, None, None, 0, str(e)))
                 problems.append(f"chain cut: {e}")
                 break
-            (back,) = struct.unpack_from("<Q", raw, lay.frame_back)
-            (code,) = struct.unpack_from("<Q", raw, lay.frame_code)
+            (back,) = _U64(raw, lay.frame_back)
+            (code,) = _U64(raw, lay.frame_code)
             if lay.frames == "frame_object":
                 problem = self.type_problem(raw, "frame", "frame", address)
                 if problem:
                     frames.append(PythonFrame(None, None, None, None, code, problem))
                     problems.append(f"chain cut: {problem}")
                     break
-                (lasti,) = struct.unpack_from("<i", raw, lay.frame_instr)
+                (lasti,) = _I32(raw, lay.frame_instr)
                 offset: Optional[int] = lasti * 2 if lay.line_table == "linetable" else lasti
             else:
                 if lay.owner_cstack is not None and lay.frame_owner is not None:
                     if raw[lay.frame_owner] == lay.owner_cstack:
                         address = back  # a C entry shim, not Python code
                         continue
-                (instr,) = struct.unpack_from("<Q", raw, lay.frame_instr)
+                (instr,) = _U64(raw, lay.frame_instr)
                 base = code + (lay.code_adaptive or 0)
                 offset = instr - base if base <= instr < base + (1 << 28) else None
             frames.append(self.frame(code, offset))
@@ -230,25 +248,23 @@ class _Reader:
 
 def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Optional[Layout], Optional[PythonState]]:
     dll = interp.module.name
-    base = {"dll": dll, "version": interp.version_text}
+    base = PythonState(Status.UNSUPPORTED, "", dll=dll, version=interp.version_text)
     if interp.free_threaded or interp.debug:
         kind = "free-threaded" if interp.free_threaded else "debug"
-        return None, PythonState(
-            Status.UNSUPPORTED, f"{dll} is a {kind} build; its structure layout is not known to dumpkit", **base
-        )
+        return None, replace(base, message=f"{dll} is a {kind} build; its structure layout is not known to dumpkit")
     if interp.version in LAYOUTS:
         return LAYOUTS[interp.version], None
     if interp.version < (3, 8):
-        return None, PythonState(Status.UNSUPPORTED, f"CPython {interp.version_text} is older than 3.8", **base)
+        return None, replace(base, message=f"CPython {interp.version_text} is older than 3.8")
     try:
         raw = target.read(runtime, record_size())
     except MemoryNotInDump:
         msg = f"_PyRuntime of {dll} (its data section, at {runtime:#x}) is not in the dump; {RUNTIME_ADVICE}"
-        return None, PythonState(Status.MEMORY_MISSING, msg, **base)
+        return None, replace(base, status=Status.MEMORY_MISSING, message=msg)
     try:
         return layout_from_record(raw, interp.version), None
     except DebugOffsetsError as e:
-        return None, PythonState(Status.UNSUPPORTED, f"{dll}: {e}", **base)
+        return None, replace(base, message=f"{dll}: {e}")
 
 
 def read_python_state(
@@ -281,15 +297,17 @@ def read_python_state(
         if layout.frames == "frame_object":
             types["frame"] = export_address("PyFrame_Type")
     reader = _Reader(target, layout, types, max_frames)
-    common = {"dll": dll, "version": interp.version_text, "layout": layout.source, "layout_verified": layout.verified}
+    common = PythonState(
+        Status.READ, "", dll=dll, version=interp.version_text, layout=layout.source, layout_verified=layout.verified
+    )
     try:
         head = reader.pointer(runtime + layout.runtime_interpreters_head, f"_PyRuntime of {dll} (its data section)")
     except _Missing as e:
-        return PythonState(Status.MEMORY_MISSING, f"{e}; {RUNTIME_ADVICE}", **common)
+        return replace(common, status=Status.MEMORY_MISSING, message=f"{e}; {RUNTIME_ADVICE}")
     return _walk_runtime(reader, head, max_threads, common)
 
 
-def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: dict) -> PythonState:
+def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: PythonState) -> PythonState:
     layout = reader.layout
     threads: List[PythonThread] = []
     problems: List[str] = []
@@ -338,11 +356,11 @@ def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: dict) ->
         problems.append(f"more than {MAX_INTERPRETERS} interpreters; the rest are not read")
     if not threads and missing:
         msg = f"{missing[0]} (heap); {HEAP_ADVICE}"
-        return PythonState(Status.MEMORY_MISSING, msg, problems=tuple(problems), **common)
+        return replace(common, status=Status.MEMORY_MISSING, message=msg, problems=tuple(problems))
     problems.extend(missing)
     if not threads:
-        return PythonState(Status.NO_THREADS, "no Python thread state in the dump's interpreter", **common)
+        return replace(common, status=Status.NO_THREADS, message="no Python thread state in the dump's interpreter")
     n_frames = sum(len(t.frames) for t in threads)
     running = sum(1 for t in threads if t.frames)
-    msg = f"Python {common['version']}: {running} of {len(threads)} thread states running Python, {n_frames} frames"
-    return PythonState(Status.READ, msg, threads=tuple(threads), problems=tuple(problems), **common)
+    msg = f"Python {common.version}: {running} of {len(threads)} thread states running Python, {n_frames} frames"
+    return replace(common, message=msg, threads=tuple(threads), problems=tuple(problems))

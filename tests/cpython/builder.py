@@ -83,6 +83,15 @@ class Memory:
                 return data[address - start : address - start + size]
         raise MemoryNotInDump(address, size)
 
+    def read_available(self, address: int, size: int) -> bytes:
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i >= 0:
+            start = self._starts[i]
+            data = self.blocks[start]
+            if address < start + len(data):
+                return data[address - start : address - start + size]
+        return b""
+
 
 class FakeTarget:
     """What the reader asks of a Target: modules and reads."""
@@ -94,6 +103,9 @@ class FakeTarget:
 
     def read(self, address: int, size: int) -> bytes:
         return self.memory.read(address, size)
+
+    def read_available(self, address: int, size: int) -> bytes:
+        return self.memory.read_available(address, size)
 
 
 @dataclass

@@ -137,7 +137,9 @@ def test_long_names_are_cut_at_one_kib():
 
 def test_what_is_not_a_supported_python():
     mem = Memory()
-    none = FakeTarget(mem, [Module("python.exe", "python.exe", 0x1000, 0x1000), Module("python3.dll", "p", 0x9000, 0x10)])
+    none = FakeTarget(
+        mem, [Module("python.exe", "python.exe", 0x1000, 0x1000), Module("python3.dll", "p", 0x9000, 0x10)]
+    )
     assert read_python_state(none, lambda name: None).status is Status.NO_PYTHON
     old = FakeTarget(mem, [Module("python37.dll", "p", 0x10000, 0x1000)])
     assert read_python_state(old, lambda name: 0x10100).status is Status.UNSUPPORTED
