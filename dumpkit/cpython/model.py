@@ -7,7 +7,7 @@ from enum import Enum
 from typing import Optional, Tuple
 
 
-class Status(Enum):
+class Status(str, Enum):
     """How far the reader got. `description` is what a report may say about it."""
 
     READ = "read"  # Python stacks read (individual frames may still carry problems)
@@ -64,14 +64,25 @@ class PythonFrame:
 
 @dataclass(frozen=True)
 class PythonThread:
-    """The Python stack of one OS thread, innermost frame first."""
+    """The Python stack of one OS thread, innermost frame first.
+
+    A very deep stack keeps its innermost frames and its outermost ones (the entry path):
+    `omitted` frames were walked but not kept between frames[omitted_at - 1] and
+    frames[omitted_at]. `truncated`: the walk stopped at its cap, outermost frames unknown."""
 
     thread_id: int  # the OS thread id (matches dumpkit.target.Thread.tid)
     frames: Tuple[PythonFrame, ...]
-    truncated: bool = False  # the frame cap was reached: more frames exist below
+    truncated: bool = False
     problems: Tuple[str, ...] = ()  # the chain's own problems (loop, unreadable link)
     thread_state: int = 0  # address of the PyThreadState
     interpreter: int = 0  # index of its interpreter in the runtime's list (0 = main)
+    omitted: int = 0
+    omitted_at: Optional[int] = None
+
+    @property
+    def depth(self) -> int:
+        """Python frames on the thread (at least this many when truncated)."""
+        return len(self.frames) + self.omitted
 
 
 @dataclass(frozen=True)

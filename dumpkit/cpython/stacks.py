@@ -10,8 +10,9 @@ them are cached by address, since a deep recursion repeats the same few function
 from __future__ import annotations
 
 import struct
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Set, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
@@ -24,7 +25,9 @@ ExportAddress = Callable[[str], Optional[int]]  # export name -> its address in 
 
 MAX_INTERPRETERS = 64
 MAX_THREADS = 1024
-MAX_FRAMES = 250_000  # per thread; a Python recursion can hold 10^5 frames and more
+KEEP_FRAMES = 100_000  # per thread: the innermost frames kept (a recursion repeats them)
+TAIL = 1_000  # the outermost frames kept, for the entry path below a deep recursion
+MAX_LINKS = 2_000_000  # frames followed per thread at most (about 10^5 per second)
 MAX_STRING_BYTES = 1024
 MAX_LINE_TABLE = 1 << 20
 PAGE = 4096
@@ -47,11 +50,12 @@ class _Missing(Exception):
 
 
 class _Reader:
-    def __init__(self, target: Target, layout: Layout, types: Dict[str, Optional[int]], max_frames: int):
+    def __init__(self, target: Target, layout: Layout, types: Dict[str, Optional[int]], keep: int, max_links: int):
         self.target = target
         self.layout = layout
         self.types = types
-        self.max_frames = max_frames
+        self.keep = keep
+        self.max_links = max_links
         self.codes: Dict[int, _Code] = {}
         self.frames: Dict[Tuple[int, int], PythonFrame] = {}
         self.strings: Dict[int, Tuple[Optional[str], Optional[str]]] = {}
@@ -199,51 +203,87 @@ class _Reader:
         # thread state), which points at the current frame
         return self.pointer(pointer + lay.cframe_current_frame, "_PyCFrame")
 
-    def walk_frames(self, first: int) -> Tuple[List[PythonFrame], bool, List[str]]:
+    def walk_frames(self, first: int) -> "_Chain":
+        """Follows the frame chain from the innermost frame. The first `keep` frames and the
+        last TAIL are kept; the links between are followed (to count them and to reach the
+        entry path) without keeping their frames, up to `max_links` in all."""
         lay = self.layout
-        frames: List[PythonFrame] = []
+        head: List[PythonFrame] = []
+        tail: Deque[Tuple[int, Optional[int]]] = deque(maxlen=TAIL)
         problems: List[str] = []
         seen: Set[int] = set()
+        checkpoint, power, steps = 0, 1, 0  # Brent's loop detection once frames are not kept
+        walked = 0
         address = first
-        steps = 0
+        frame_object = lay.frames == "frame_object"
         while address:
-            if len(frames) >= self.max_frames:
-                return frames, True, problems
+            if steps >= self.max_links:
+                problems.append(f"the frame chain is longer than {self.max_links} links; the rest was not followed")
+                return _Chain(head, self._frames(tail), walked, True, problems)
             steps += 1
-            if steps > 2 * self.max_frames + 16:  # shim frames are skipped, not counted
-                problems.append(f"more than {2 * self.max_frames} links in the frame chain; stopped")
-                return frames, True, problems
-            if address in seen:
-                problems.append(f"the frame chain loops back to {address:#x} after {len(frames)} frames")
+            if len(head) < self.keep:
+                if address in seen:
+                    problems.append(f"the frame chain loops back to {address:#x} after {walked} frames")
+                    break
+                seen.add(address)
+            elif address == checkpoint:
+                problems.append(f"the frame chain loops back to {address:#x} after {walked} frames")
                 break
-            seen.add(address)
+            if steps >= power:
+                checkpoint, power = address, power * 2
             try:
                 raw = self.read(address, lay.frame_size, "frame")
             except _Missing as e:
-                frames.append(PythonFrame(None, None, None, None, 0, str(e)))
+                self._append(head, tail, None, None, str(e))
                 problems.append(f"chain cut: {e}")
+                walked += 1
                 break
             (back,) = _U64(raw, lay.frame_back)
             (code,) = _U64(raw, lay.frame_code)
-            if lay.frames == "frame_object":
+            if frame_object:
                 problem = self.type_problem(raw, "frame", "frame", address)
                 if problem:
-                    frames.append(PythonFrame(None, None, None, None, code, problem))
+                    self._append(head, tail, code, None, problem)
                     problems.append(f"chain cut: {problem}")
+                    walked += 1
                     break
                 (lasti,) = _I32(raw, lay.frame_instr)
                 offset: Optional[int] = lasti * 2 if lay.line_table == "linetable" else lasti
             else:
-                if lay.owner_cstack is not None and lay.frame_owner is not None:
-                    if raw[lay.frame_owner] == lay.owner_cstack:
-                        address = back  # a C entry shim, not Python code
-                        continue
+                if lay.frame_owner is not None and raw[lay.frame_owner] == lay.owner_cstack:
+                    address = back  # a C entry shim, not Python code
+                    continue
                 (instr,) = _U64(raw, lay.frame_instr)
                 base = code + (lay.code_adaptive or 0)
                 offset = instr - base if base <= instr < base + (1 << 28) else None
-            frames.append(self.frame(code, offset))
+            self._append(head, tail, code, offset, None)
+            walked += 1
             address = back
-        return frames, False, problems
+        return _Chain(head, self._frames(tail), walked, False, problems)
+
+    def _append(self, head, tail, code: Optional[int], offset: Optional[int], problem: Optional[str]) -> None:
+        if problem is not None:
+            frame = PythonFrame(None, None, None, None, code or 0, problem)
+            if len(head) < self.keep:
+                head.append(frame)
+            else:
+                tail.append(frame)
+        elif len(head) < self.keep:
+            head.append(self.frame(code or 0, offset))
+        else:
+            tail.append((code or 0, offset))
+
+    def _frames(self, tail) -> List[PythonFrame]:
+        return [t if isinstance(t, PythonFrame) else self.frame(*t) for t in tail]
+
+
+@dataclass(frozen=True)
+class _Chain:
+    head: List[PythonFrame]  # innermost frames, in order
+    tail: List[PythonFrame]  # outermost frames (only when the chain was longer than `keep`)
+    walked: int  # frames followed in all
+    truncated: bool  # the link cap stopped the walk: the outermost frames are unknown
+    problems: List[str]
 
 
 def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Optional[Layout], Optional[PythonState]]:
@@ -271,7 +311,8 @@ def read_python_state(
     target: Target,
     export_address: Optional[ExportAddress],
     interpreter: Optional[Interpreter] = None,
-    max_frames: int = MAX_FRAMES,
+    keep_frames: int = KEEP_FRAMES,
+    max_links: int = MAX_LINKS,
     max_threads: int = MAX_THREADS,
 ) -> PythonState:
     """The Python stacks of every thread that has a Python thread state.
@@ -296,7 +337,7 @@ def read_python_state(
             types[kind] = export_address(name)
         if layout.frames == "frame_object":
             types["frame"] = export_address("PyFrame_Type")
-    reader = _Reader(target, layout, types, max_frames)
+    reader = _Reader(target, layout, types, keep_frames, max(max_links, keep_frames))
     common = PythonState(
         Status.READ, "", dll=dll, version=interp.version_text, layout=layout.source, layout_verified=layout.verified
     )
@@ -338,15 +379,23 @@ def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: PythonSt
                 missing.append(str(e))
                 break
             (tid,) = struct.unpack_from("<I", raw, layout.tstate_thread_id)
-            thread_problems: List[str] = []
-            frames: List[PythonFrame] = []
-            truncated = False
             try:
-                first = reader.first_frame(raw, tstate)
-                frames, truncated, thread_problems = reader.walk_frames(first)
+                chain = reader.walk_frames(reader.first_frame(raw, tstate))
             except _Missing as e:
-                thread_problems.append(str(e))
-            threads.append(PythonThread(tid, tuple(frames), truncated, tuple(thread_problems), tstate, index))
+                chain = _Chain([], [], 0, False, [str(e)])
+            omitted = chain.walked - len(chain.head) - len(chain.tail)
+            threads.append(
+                PythonThread(
+                    tid,
+                    tuple(chain.head + chain.tail),
+                    chain.truncated,
+                    tuple(chain.problems),
+                    tstate,
+                    index,
+                    omitted=omitted,
+                    omitted_at=len(chain.head) if omitted else None,
+                )
+            )
             (tstate,) = struct.unpack_from("<Q", raw, layout.tstate_next)
         if len(threads) >= max_threads and tstate:
             problems.append(f"more than {max_threads} thread states; the rest are not read")
@@ -360,7 +409,7 @@ def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: PythonSt
     problems.extend(missing)
     if not threads:
         return replace(common, status=Status.NO_THREADS, message="no Python thread state in the dump's interpreter")
-    n_frames = sum(len(t.frames) for t in threads)
+    n_frames = sum(t.depth for t in threads)
     running = sum(1 for t in threads if t.frames)
     msg = f"Python {common.version}: {running} of {len(threads)} thread states running Python, {n_frames} frames"
     return replace(common, message=msg, threads=tuple(threads), problems=tuple(problems))

@@ -123,7 +123,7 @@ def test_full_dump_agrees_with_the_builders_own_parser(entry, state_of):
     assert {t.thread_id for t in state.threads} == set(theirs)
     for thread in state.threads:
         fact = theirs[thread.thread_id]
-        assert len(thread.frames) == fact["frame_count"]
+        assert thread.depth == fact["frame_count"]
         for want, got in zip(fact["innermost"], thread.frames):
             assert (got.function, got.filename, got.line) == (want["function"], want["file"], want["line"])
         for want, got in zip(fact["outermost"], reversed(thread.frames)):

@@ -47,6 +47,18 @@ def test_a_frame_chain_that_loops_back_stops_with_a_problem(minor):
 
 
 @pytest.mark.parametrize("minor", [8, 12])
+def test_a_loop_deep_below_the_kept_frames_is_still_caught(minor):
+    p = Process((3, minor))
+    p.add_thread(11, [Call(WALK, 10)] * 300)
+    target = p.build()
+    frames = p.frame_addresses[11]
+    p.memory.patch(frames[250] + FRAME_BACK[minor], struct.pack("<Q", frames[200]))
+    thread = read_python_state(target, p.export, keep_frames=50).thread(11)
+    assert any("loops back" in q for q in thread.problems)
+    assert thread.depth < 400
+
+
+@pytest.mark.parametrize("minor", [8, 12])
 def test_a_frame_missing_from_the_dump_ends_the_chain_with_what_is_known(minor):
     p = _process(minor)
     target = p.build()
@@ -163,6 +175,6 @@ def test_random_damage_never_raises(minor):
             size = len(p.memory.blocks[start])
             at = start + rng.randrange(size)
             p.memory.patch(at, bytes(rng.randrange(256) for _ in range(min(8, start + size - at))))
-        state = read_python_state(target, p.export, max_frames=1000)
+        state = read_python_state(target, p.export, keep_frames=1000)
         assert isinstance(state.status, Status)
         _one_line(state)

@@ -93,12 +93,24 @@ def test_deep_recursion_is_read_whole_and_fast(version):
     assert elapsed < 10, f"{depth} frames took {elapsed:.1f}s"
 
 
-def test_frame_cap_marks_the_thread_truncated():
+def test_a_very_deep_stack_keeps_its_innermost_frames_and_its_entry_path():
+    p = Process((3, 10))
+    walk, run, main = (_func((3, 10), f) for f in (WALK, RUN, MAIN))
+    p.add_thread(1, [Call(walk, 10)] * 2998 + [Call(run, 20), Call(main, 12)])
+    thread = read_python_state(p.build(), p.export, keep_frames=100).threads[0]
+    assert thread.depth == 3000 and not thread.truncated
+    assert len(thread.frames) == 100 + 1000 and thread.omitted == 1900 and thread.omitted_at == 100
+    assert [f.function for f in thread.frames[-3:]] == ["walk", "run_job", "<module>"]
+    assert thread.frames[-1].line == 250
+
+
+def test_the_link_cap_marks_the_thread_truncated():
     p = Process((3, 10))
     walk = _func((3, 10), WALK)
-    p.add_thread(1, [Call(walk, 10)] * 50)
-    state = read_python_state(p.build(), p.export, max_frames=20)
-    assert len(state.threads[0].frames) == 20 and state.threads[0].truncated
+    p.add_thread(1, [Call(walk, 10)] * 3000)
+    thread = read_python_state(p.build(), p.export, keep_frames=100, max_links=500).threads[0]
+    assert thread.truncated and thread.depth == 500
+    assert any("longer than 500 links" in q for q in thread.problems)
 
 
 def test_version_comes_from_the_version_resource():
