@@ -7,7 +7,7 @@ is fixed for a minor version; the offsets themselves come from the dump."""
 from __future__ import annotations
 
 import struct
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from dumpkit.cpython.layouts import PY_OBJECT_TYPE, Layout
 
@@ -76,6 +76,29 @@ FIELDS_313: Sequence[Tuple[str, Sequence[str]]] = (
     ("bytes_object", ("size", "ob_size", "ob_sval")),
     ("unicode_object", ("size", "state", "length", "asciiobject_size")),
 )
+# Layout field -> the _Py_DebugOffsets field that gives it
+_ROLES = {
+    "runtime_interpreters_head": "runtime_state.interpreters_head",
+    "interp_next": "interpreter_state.next",
+    "interp_threads_head": "interpreter_state.threads_head",
+    "tstate_next": "thread_state.next",
+    "tstate_thread_id": "thread_state.thread_id",
+    "tstate_frame": "thread_state.current_frame",
+    "frame_back": "interpreter_frame.previous",
+    "frame_code": "interpreter_frame.executable",
+    "frame_instr": "interpreter_frame.instr_ptr",
+    "frame_owner": "interpreter_frame.owner",
+    "code_filename": "code_object.filename",
+    "code_name": "code_object.name",
+    "code_firstlineno": "code_object.firstlineno",
+    "code_line_table": "code_object.linetable",
+    "code_adaptive": "code_object.co_code_adaptive",
+    "unicode_length": "unicode_object.length",
+    "unicode_state": "unicode_object.state",
+    "unicode_ascii_size": "unicode_object.asciiobject_size",
+    "bytes_size": "bytes_object.ob_size",
+    "bytes_sval": "bytes_object.ob_sval",
+}
 FRAME_OWNED_BY_CSTACK_313 = 3  # Include/internal/pycore_frame.h: enum _frameowner
 HEADER_SIZE = 8 + 8 + 8  # cookie, version, free_threaded
 
@@ -137,39 +160,22 @@ def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
     problem = _check(v)
     if problem:
         raise DebugOffsetsError(f"_Py_DebugOffsets does not hold together: {problem}")
+    values: Dict[str, Any] = {key: v[field] for key, field in _ROLES.items()}
     frame_fields = ("previous", "executable", "instr_ptr")
     code_fields = ("filename", "name", "firstlineno", "linetable")
-    ascii_size = v["unicode_object.asciiobject_size"]
+    values["frame_size"] = max(
+        max(v[f"interpreter_frame.{k}"] for k in frame_fields) + 8, v["interpreter_frame.owner"] + 1
+    )
+    values["code_size"] = max(max(v[f"code_object.{k}"] for k in code_fields) + 8, PY_OBJECT_TYPE + 8)
+    # PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 (3.12+)
+    values["unicode_compact_size"] = v["unicode_object.asciiobject_size"] + 16
     return Layout(
         version=found,
         verified=False,
         source=f"_Py_DebugOffsets in the dump ({found[0]}.{found[1]})",
         frames="interpreter_frame",
         line_table="locations",
-        runtime_interpreters_head=v["runtime_state.interpreters_head"],
-        interp_next=v["interpreter_state.next"],
-        interp_threads_head=v["interpreter_state.threads_head"],
-        tstate_next=v["thread_state.next"],
-        tstate_thread_id=v["thread_state.thread_id"],
-        tstate_frame=v["thread_state.current_frame"],
         cframe_current_frame=None,
-        frame_back=v["interpreter_frame.previous"],
-        frame_code=v["interpreter_frame.executable"],
-        frame_instr=v["interpreter_frame.instr_ptr"],
-        frame_owner=v["interpreter_frame.owner"],
         owner_cstack=FRAME_OWNED_BY_CSTACK_313,
-        frame_size=max(max(v[f"interpreter_frame.{k}"] for k in frame_fields) + 8, v["interpreter_frame.owner"] + 1),
-        code_filename=v["code_object.filename"],
-        code_name=v["code_object.name"],
-        code_firstlineno=v["code_object.firstlineno"],
-        code_line_table=v["code_object.linetable"],
-        code_adaptive=v["code_object.co_code_adaptive"],
-        code_size=max(max(v[f"code_object.{k}"] for k in code_fields) + 8, PY_OBJECT_TYPE + 8),
-        unicode_length=v["unicode_object.length"],
-        unicode_state=v["unicode_object.state"],
-        unicode_ascii_size=ascii_size,
-        # PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 (3.12+)
-        unicode_compact_size=ascii_size + 16,
-        bytes_size=v["bytes_object.ob_size"],
-        bytes_sval=v["bytes_object.ob_sval"],
+        **values,
     )

@@ -14,7 +14,7 @@ on synthetic memory laid out by ctypes from independently transcribed field list
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from dumpkit.cpython.clayout import offsets
 
@@ -95,6 +95,17 @@ RUNTIME_38 = (
 INTERP_38 = (("next", P), ("tstate_head", P), ("id", "int64_t"))
 # Include/cpython/pystate.h: _PyErr_StackItem (3.7-3.10)
 ERR_STACKITEM_38 = (("exc_type", P), ("exc_value", P), ("exc_traceback", P), ("previous_item", P))
+# Runs of fields that several versions' struct _ts share, in header order:
+TRACE_FUNCS = (("c_profilefunc", P), ("c_tracefunc", P), ("c_profileobj", P), ("c_traceobj", P))  # 3.8-3.12
+CUREXC = (("curexc_type", P), ("curexc_value", P), ("curexc_traceback", P))  # 3.8-3.11
+# ... exc_info up to thread_id, the last field read (3.8-3.12)
+TSTATE_END = (
+    ("exc_info", P),
+    ("dict", P),
+    ("gilstate_counter", "int"),
+    ("async_exc", P),
+    ("thread_id", "unsigned long"),
+)
 # Include/cpython/pystate.h: struct _ts
 TSTATE_38 = (
     ("prev", P),
@@ -107,19 +118,10 @@ TSTATE_38 = (
     ("stackcheck_counter", "int"),
     ("tracing", "int"),
     ("use_tracing", "int"),
-    ("c_profilefunc", P),
-    ("c_tracefunc", P),
-    ("c_profileobj", P),
-    ("c_traceobj", P),
-    ("curexc_type", P),
-    ("curexc_value", P),
-    ("curexc_traceback", P),
+    *TRACE_FUNCS,
+    *CUREXC,
     ("exc_state", ERR_STACKITEM_38),
-    ("exc_info", P),
-    ("dict", P),
-    ("gilstate_counter", "int"),
-    ("async_exc", P),
-    ("thread_id", "unsigned long"),
+    *TSTATE_END,
 )
 # Include/frameobject.h: struct _frame
 FRAME_38 = (
@@ -184,19 +186,10 @@ TSTATE_310 = (
     ("stackcheck_counter", "int"),
     ("tracing", "int"),
     ("cframe", P),  # CFrame *
-    ("c_profilefunc", P),
-    ("c_tracefunc", P),
-    ("c_profileobj", P),
-    ("c_traceobj", P),
-    ("curexc_type", P),
-    ("curexc_value", P),
-    ("curexc_traceback", P),
+    *TRACE_FUNCS,
+    *CUREXC,
     ("exc_state", ERR_STACKITEM_38),
-    ("exc_info", P),
-    ("dict", P),
-    ("gilstate_counter", "int"),
-    ("async_exc", P),
-    ("thread_id", "unsigned long"),
+    *TSTATE_END,
 )
 # Include/cpython/frameobject.h: f_stacktop gave way to f_stackdepth; f_lasti counts code units
 FRAME_310 = (
@@ -237,18 +230,9 @@ TSTATE_311 = (
     ("tracing", "int"),
     ("tracing_what", "int"),
     ("cframe", P),  # _PyCFrame *
-    ("c_profilefunc", P),
-    ("c_tracefunc", P),
-    ("c_profileobj", P),
-    ("c_traceobj", P),
-    ("curexc_type", P),
-    ("curexc_value", P),
-    ("curexc_traceback", P),
-    ("exc_info", P),
-    ("dict", P),
-    ("gilstate_counter", "int"),
-    ("async_exc", P),
-    ("thread_id", "unsigned long"),
+    *TRACE_FUNCS,
+    *CUREXC,  # exc_state moved to the end of the struct
+    *TSTATE_END,
 )
 # Include/cpython/pystate.h: _PyCFrame
 CFRAME_311 = (("use_tracing", "uint8_t"), ("current_frame", P), ("previous", P))
@@ -266,18 +250,27 @@ IFRAME_311 = (
     ("is_entry", "bool"),
     ("owner", "char"),
 )
+# Runs of fields the 3.11 and 3.12 code objects share, in header order:
+CODE_HEAD_311 = (*VAR_HEAD, ("co_consts", P), ("co_names", P), ("co_exceptiontable", P), ("co_flags", "int"))
+CODE_ARGS_311 = tuple((name, "int") for name in ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount"))
+CODE_NAMES_311 = tuple(
+    (name, P)
+    for name in (
+        "co_localsplusnames",
+        "co_localspluskinds",
+        "co_filename",
+        "co_name",
+        "co_qualname",
+        "co_linetable",
+        "co_weakreflist",
+    )
+)
 # Include/cpython/code.h: _PyCode_DEF
 CODE_311 = (
-    *VAR_HEAD,
-    ("co_consts", P),
-    ("co_names", P),
-    ("co_exceptiontable", P),
-    ("co_flags", "int"),
+    *CODE_HEAD_311,
     ("co_warmup", "short"),
     ("_co_linearray_entry_size", "short"),
-    ("co_argcount", "int"),
-    ("co_posonlyargcount", "int"),
-    ("co_kwonlyargcount", "int"),
+    *CODE_ARGS_311,
     ("co_stacksize", "int"),
     ("co_firstlineno", "int"),
     ("co_nlocalsplus", "int"),
@@ -285,13 +278,7 @@ CODE_311 = (
     ("co_nplaincellvars", "int"),
     ("co_ncellvars", "int"),
     ("co_nfreevars", "int"),
-    ("co_localsplusnames", P),
-    ("co_localspluskinds", P),
-    ("co_filename", P),
-    ("co_name", P),
-    ("co_qualname", P),
-    ("co_linetable", P),
-    ("co_weakreflist", P),
+    *CODE_NAMES_311,
     ("_co_code", P),
     ("_co_linearray", P),
     ("_co_firsttraceable", "int"),
@@ -327,16 +314,9 @@ TSTATE_312 = (
     ("tracing", "int"),
     ("what_event", "int"),
     ("cframe", P),  # _PyCFrame *
-    ("c_profilefunc", P),
-    ("c_tracefunc", P),
-    ("c_profileobj", P),
-    ("c_traceobj", P),
-    ("current_exception", P),
-    ("exc_info", P),
-    ("dict", P),
-    ("gilstate_counter", "int"),
-    ("async_exc", P),
-    ("thread_id", "unsigned long"),
+    *TRACE_FUNCS,
+    ("current_exception", P),  # replaces curexc_type/value/traceback
+    *TSTATE_END,
 )
 CFRAME_312 = (("current_frame", P), ("previous", P))  # use_tracing is gone
 # Include/internal/pycore_frame.h: _PyInterpreterFrame, f_code first
@@ -355,14 +335,8 @@ IFRAME_312 = (
 )
 # Include/cpython/code.h: _PyCode_DEF
 CODE_312 = (
-    *VAR_HEAD,
-    ("co_consts", P),
-    ("co_names", P),
-    ("co_exceptiontable", P),
-    ("co_flags", "int"),
-    ("co_argcount", "int"),
-    ("co_posonlyargcount", "int"),
-    ("co_kwonlyargcount", "int"),
+    *CODE_HEAD_311,
+    *CODE_ARGS_311,
     ("co_stacksize", "int"),
     ("co_firstlineno", "int"),
     ("co_nlocalsplus", "int"),
@@ -371,13 +345,7 @@ CODE_312 = (
     ("co_ncellvars", "int"),
     ("co_nfreevars", "int"),
     ("co_version", "uint32_t"),
-    ("co_localsplusnames", P),
-    ("co_localspluskinds", P),
-    ("co_filename", P),
-    ("co_name", P),
-    ("co_qualname", P),
-    ("co_linetable", P),
-    ("co_weakreflist", P),
+    *CODE_NAMES_311,
     ("_co_cached", P),
     ("_co_instrumentation_version", "uint64_t"),
     ("_co_monitoring", P),
@@ -388,89 +356,91 @@ CODE_312 = (
 FRAME_OWNED_BY_CSTACK_312 = 3  # Include/internal/pycore_frame.h: enum _frameowner
 
 
-def _frame_object_layout(version, runtime, interp, tstate, frame, code, line_table: str) -> Layout:
-    r, i, t, f, c = offsets(runtime), offsets(interp), offsets(tstate), offsets(frame), offsets(code)
-    a, u, b = offsets(ASCII_38), offsets(COMPACT_38), offsets(BYTES)
-    last = "co_lnotab" if line_table == "lnotab" else "co_linetable"
+# Where each Layout field comes from: (structure, field), per family of versions. The
+# structures are named by their role; each version supplies its own field lists.
+_COMMON = {
+    "runtime_interpreters_head": ("runtime", "interpreters.head"),
+    "interp_next": ("interp", "next"),
+    "tstate_next": ("tstate", "next"),
+    "tstate_thread_id": ("tstate", "thread_id"),
+    "code_filename": ("code", "co_filename"),
+    "code_name": ("code", "co_name"),
+    "code_firstlineno": ("code", "co_firstlineno"),
+    "unicode_length": ("ascii", "length"),
+    "unicode_state": ("ascii", "state"),
+    "unicode_ascii_size": ("ascii", "sizeof"),
+    "unicode_compact_size": ("compact", "sizeof"),
+    "bytes_size": ("bytes", "ob_size"),
+    "bytes_sval": ("bytes", "ob_sval"),
+}
+_FRAME_OBJECT = {
+    "interp_threads_head": ("interp", "tstate_head"),
+    "tstate_frame": ("tstate", "frame"),
+    "frame_back": ("frame", "f_back"),
+    "frame_code": ("frame", "f_code"),
+    "frame_instr": ("frame", "f_lasti"),
+}
+_INTERPRETER_FRAME = {
+    "interp_threads_head": ("interp", "threads.head"),
+    "tstate_frame": ("tstate", "cframe"),
+    "cframe_current_frame": ("cframe", "current_frame"),
+    "frame_back": ("frame", "previous"),
+    "frame_code": ("frame", "f_code"),
+    "frame_instr": ("frame", "prev_instr"),
+    "frame_owner": ("frame", "owner"),
+    "code_line_table": ("code", "co_linetable"),
+    "code_adaptive": ("code", "co_code_adaptive"),
+}
+
+
+def _from_headers(version: Tuple[int, int], line_table: str, structs: Dict[str, tuple]) -> Layout:
+    tables = {role: offsets(fields) for role, fields in structs.items()}
+    frame_object = "cframe" not in structs
+    roles = {**_COMMON, **(_FRAME_OBJECT if frame_object else _INTERPRETER_FRAME)}
+    values: Dict[str, Any] = {key: tables[role][name] for key, (role, name) in roles.items()}
+    if frame_object:
+        table_field = "co_lnotab" if line_table == "lnotab" else "co_linetable"
+        values.update(code_line_table=tables["code"][table_field], cframe_current_frame=None, code_adaptive=None)
+        values.update(
+            frame_owner=None, frame_size=_prefix_size(tables["frame"], "f_back", "f_code", "f_lasti", "ob_type")
+        )
+    else:
+        table_field = "co_linetable"
+        values["frame_size"] = _prefix_size(tables["frame"], "previous", "f_code", "prev_instr", "owner")
+    values["code_size"] = _prefix_size(
+        tables["code"], "co_filename", "co_name", "co_firstlineno", table_field, "ob_type"
+    )
+    values["owner_cstack"] = FRAME_OWNED_BY_CSTACK_312 if version >= (3, 12) else None
     return Layout(
         version=version,
         verified=version == (3, 8),
         source=f"CPython {version[0]}.{version[1]} headers (Windows x64, LLP64)",
-        frames="frame_object",
+        frames="frame_object" if frame_object else "interpreter_frame",
         line_table=line_table,
-        runtime_interpreters_head=r["interpreters.head"],
-        interp_next=i["next"],
-        interp_threads_head=i["tstate_head"],
-        tstate_next=t["next"],
-        tstate_thread_id=t["thread_id"],
-        tstate_frame=t["frame"],
-        cframe_current_frame=None,
-        frame_back=f["f_back"],
-        frame_code=f["f_code"],
-        frame_instr=f["f_lasti"],
-        frame_owner=None,
-        owner_cstack=None,
-        frame_size=_prefix_size(f, "f_back", "f_code", "f_lasti", "ob_type"),
-        code_filename=c["co_filename"],
-        code_name=c["co_name"],
-        code_firstlineno=c["co_firstlineno"],
-        code_line_table=c[last],
-        code_adaptive=None,
-        code_size=_prefix_size(c, "co_filename", "co_name", "co_firstlineno", last, "ob_type"),
-        unicode_length=a["length"],
-        unicode_state=a["state"],
-        unicode_ascii_size=a["sizeof"],
-        unicode_compact_size=u["sizeof"],
-        bytes_size=b["ob_size"],
-        bytes_sval=b["ob_sval"],
+        **values,
     )
 
 
-def _interpreter_frame_layout(version, runtime, interp, tstate, cframe, frame, code, ascii_, compact) -> Layout:
-    r, i, t, cf = offsets(runtime), offsets(interp), offsets(tstate), offsets(cframe)
-    f, c, a, u, b = offsets(frame), offsets(code), offsets(ascii_), offsets(compact), offsets(BYTES)
-    return Layout(
-        version=version,
-        verified=False,
-        source=f"CPython {version[0]}.{version[1]} headers (Windows x64, LLP64)",
-        frames="interpreter_frame",
-        line_table="locations",
-        runtime_interpreters_head=r["interpreters.head"],
-        interp_next=i["next"],
-        interp_threads_head=i["threads.head"],
-        tstate_next=t["next"],
-        tstate_thread_id=t["thread_id"],
-        tstate_frame=t["cframe"],
-        cframe_current_frame=cf["current_frame"],
-        frame_back=f["previous"],
-        frame_code=f["f_code"],
-        frame_instr=f["prev_instr"],
-        frame_owner=f["owner"],
-        owner_cstack=FRAME_OWNED_BY_CSTACK_312 if version >= (3, 12) else None,
-        frame_size=_prefix_size(f, "previous", "f_code", "prev_instr", "owner"),
-        code_filename=c["co_filename"],
-        code_name=c["co_name"],
-        code_firstlineno=c["co_firstlineno"],
-        code_line_table=c["co_linetable"],
-        code_adaptive=c["co_code_adaptive"],
-        code_size=_prefix_size(c, "co_filename", "co_name", "co_firstlineno", "co_linetable", "ob_type"),
-        unicode_length=a["length"],
-        unicode_state=a["state"],
-        unicode_ascii_size=a["sizeof"],
-        unicode_compact_size=u["sizeof"],
-        bytes_size=b["ob_size"],
-        bytes_sval=b["ob_sval"],
-    )
+def _structs(
+    runtime, interp, tstate, frame, code, cframe=None, ascii_=ASCII_38, compact=COMPACT_38
+) -> Dict[str, tuple]:
+    found = {"runtime": runtime, "interp": interp, "tstate": tstate, "frame": frame, "code": code}
+    found.update(ascii=ascii_, compact=compact, bytes=BYTES)
+    if cframe is not None:
+        found["cframe"] = cframe
+    return found
 
 
 LAYOUTS: Dict[Tuple[int, int], Layout] = {
-    (3, 8): _frame_object_layout((3, 8), RUNTIME_38, INTERP_38, TSTATE_38, FRAME_38, CODE_38, "lnotab"),
-    (3, 9): _frame_object_layout((3, 9), RUNTIME_39, INTERP_39, TSTATE_39, FRAME_39, CODE_39, "lnotab"),
-    (3, 10): _frame_object_layout((3, 10), RUNTIME_310, INTERP_310, TSTATE_310, FRAME_310, CODE_310, "linetable"),
-    (3, 11): _interpreter_frame_layout(
-        (3, 11), RUNTIME_311, INTERP_311, TSTATE_311, CFRAME_311, IFRAME_311, CODE_311, ASCII_38, COMPACT_38
+    (3, 8): _from_headers((3, 8), "lnotab", _structs(RUNTIME_38, INTERP_38, TSTATE_38, FRAME_38, CODE_38)),
+    (3, 9): _from_headers((3, 9), "lnotab", _structs(RUNTIME_39, INTERP_39, TSTATE_39, FRAME_39, CODE_39)),
+    (3, 10): _from_headers((3, 10), "linetable", _structs(RUNTIME_310, INTERP_310, TSTATE_310, FRAME_310, CODE_310)),
+    (3, 11): _from_headers(
+        (3, 11), "locations", _structs(RUNTIME_311, INTERP_311, TSTATE_311, IFRAME_311, CODE_311, CFRAME_311)
     ),
-    (3, 12): _interpreter_frame_layout(
-        (3, 12), RUNTIME_312, INTERP_312, TSTATE_312, CFRAME_312, IFRAME_312, CODE_312, ASCII_312, COMPACT_312
+    (3, 12): _from_headers(
+        (3, 12),
+        "locations",
+        _structs(RUNTIME_312, INTERP_312, TSTATE_312, IFRAME_312, CODE_312, CFRAME_312, ASCII_312, COMPACT_312),
     ),
 }

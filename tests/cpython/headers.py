@@ -16,7 +16,17 @@ ULONG = c_uint32  # LLP64
 
 
 def struct(name, fields):
-    return type(name, (Structure,), {"_fields_": fields})
+    return type(name, (Structure,), {"_fields_": list(fields)})
+
+
+def fields(cls, start=None, stop=None):
+    """cls's fields from the one named `start` up to, not including, the one named `stop`."""
+    names = [n for n, _ in cls._fields_]
+    return cls._fields_[names.index(start) if start else 0 : names.index(stop) if stop else None]
+
+
+def renamed(field_list, **new_names):
+    return [(new_names.get(n, n), t) for n, t in field_list]
 
 
 HEAD = [("ob_refcnt", SSIZE), ("ob_type", PTR)]  # Include/object.h PyObject_HEAD
@@ -122,106 +132,38 @@ CODE_38 = struct(
         ("co_zombieframe", PTR),
     ],
 )
-RUNTIME_39 = struct(
+RUNTIME_39 = struct(  # _finalizing: a _Py_atomic_address (one uintptr_t) instead of a pointer
     "RUNTIME_39",
-    [
-        ("preinitializing", c_int32),
-        ("preinitialized", c_int32),
-        ("core_initialized", c_int32),
-        ("initialized", c_int32),
-        ("_finalizing", c_uint64),
-        ("interpreters", PYINTERPRETERS),
-    ],
+    fields(RUNTIME_38, None, "finalizing") + [("_finalizing", c_uint64)] + fields(RUNTIME_38, "interpreters"),
 )
 
 # ---- 3.10 ---------------------------------------------------------------------------
-TSTATE_310 = struct(
+TSTATE_310 = struct(  # use_tracing moved into CFrame, recursion_headroom replaced the two chars
     "TSTATE_310",
-    [
-        ("prev", PTR),
-        ("next", PTR),
-        ("interp", PTR),
-        ("frame", PTR),
+    fields(TSTATE_38, None, "recursion_depth")
+    + [
         ("recursion_depth", c_int32),
         ("recursion_headroom", c_int32),
         ("stackcheck_counter", c_int32),
         ("tracing", c_int32),
         ("cframe", PTR),
-        ("c_profilefunc", PTR),
-        ("c_tracefunc", PTR),
-        ("c_profileobj", PTR),
-        ("c_traceobj", PTR),
-        ("curexc_type", PTR),
-        ("curexc_value", PTR),
-        ("curexc_traceback", PTR),
-        ("exc_state", ERR_ITEM),
-        ("exc_info", PTR),
-        ("dict", PTR),
-        ("gilstate_counter", c_int32),
-        ("async_exc", PTR),
-        ("thread_id", ULONG),
-        ("trash_delete_nesting", c_int32),
-    ],
+    ]
+    + fields(TSTATE_38, "c_profilefunc"),
 )
-FRAME_310 = struct(
+FRAME_310 = struct(  # f_stacktop gave way to f_stackdepth after f_trace; f_state replaced f_executing
     "FRAME_310",
-    VAR_HEAD
-    + [
-        ("f_back", PTR),
-        ("f_code", PTR),
-        ("f_builtins", PTR),
-        ("f_globals", PTR),
-        ("f_locals", PTR),
-        ("f_valuestack", PTR),
-        ("f_trace", PTR),
-        ("f_stackdepth", c_int32),
-        ("f_trace_lines", c_char),
-        ("f_trace_opcodes", c_char),
-        ("f_gen", PTR),
-        ("f_lasti", c_int32),
-        ("f_lineno", c_int32),
-        ("f_iblock", c_int32),
-        ("f_state", c_int8),
-    ],
+    fields(FRAME_38, None, "f_stacktop")
+    + [("f_trace", PTR), ("f_stackdepth", c_int32)]
+    + fields(FRAME_38, "f_trace_lines", "f_executing")
+    + [("f_state", c_int8)],
 )
-CODE_310 = struct(
+CODE_310 = struct(  # co_lnotab renamed co_linetable (a new format)
     "CODE_310",
-    HEAD
-    + [
-        ("co_argcount", c_int32),
-        ("co_posonlyargcount", c_int32),
-        ("co_kwonlyargcount", c_int32),
-        ("co_nlocals", c_int32),
-        ("co_stacksize", c_int32),
-        ("co_flags", c_int32),
-        ("co_firstlineno", c_int32),
-        ("co_code", PTR),
-        ("co_consts", PTR),
-        ("co_names", PTR),
-        ("co_varnames", PTR),
-        ("co_freevars", PTR),
-        ("co_cellvars", PTR),
-        ("co_cell2arg", PTR),
-        ("co_filename", PTR),
-        ("co_name", PTR),
-        ("co_linetable", PTR),
-        ("co_exceptiontable", PTR),
-    ],
+    renamed(fields(CODE_38, None, "co_zombieframe"), co_lnotab="co_linetable") + [("co_exceptiontable", PTR)],
 )
 
 # ---- 3.11 ---------------------------------------------------------------------------
-RUNTIME_311 = struct(
-    "RUNTIME_311",
-    [
-        ("_initialized", c_int32),
-        ("preinitializing", c_int32),
-        ("preinitialized", c_int32),
-        ("core_initialized", c_int32),
-        ("initialized", c_int32),
-        ("_finalizing", c_uint64),
-        ("interpreters", PYINTERPRETERS),
-    ],
-)
+RUNTIME_311 = struct("RUNTIME_311", [("_initialized", c_int32)] + fields(RUNTIME_39))
 PYTHREADS = struct("PYTHREADS", [("next_unique_id", c_uint64), ("head", PTR), ("count", LONG), ("stacksize", c_uint64)])
 INTERP_311 = struct("INTERP_311", [("next", PTR), ("threads", PYTHREADS), ("runtime", PTR), ("id", c_int64)])
 TSTATE_311 = struct(
@@ -324,10 +266,8 @@ INTERP_312 = struct(
 )
 TSTATE_312 = struct(
     "TSTATE_312",
-    [
-        ("prev", PTR),
-        ("next", PTR),
-        ("interp", PTR),
+    fields(TSTATE_311, None, "_initialized")
+    + [
         ("_status", c_uint32),
         ("py_recursion_remaining", c_int32),
         ("py_recursion_limit", c_int32),
@@ -335,19 +275,10 @@ TSTATE_312 = struct(
         ("recursion_headroom", c_int32),
         ("tracing", c_int32),
         ("what_event", c_int32),
-        ("cframe", PTR),
-        ("c_profilefunc", PTR),
-        ("c_tracefunc", PTR),
-        ("c_profileobj", PTR),
-        ("c_traceobj", PTR),
-        ("current_exception", PTR),
-        ("exc_info", PTR),
-        ("dict", PTR),
-        ("gilstate_counter", c_int32),
-        ("async_exc", PTR),
-        ("thread_id", ULONG),
-        ("native_thread_id", ULONG),
-    ],
+    ]
+    + fields(TSTATE_311, "cframe", "curexc_type")
+    + [("current_exception", PTR)]
+    + fields(TSTATE_311, "exc_info"),
 )
 CFRAME_312 = struct("CFRAME_312", [("current_frame", PTR), ("previous", PTR)])
 IFRAME_312 = struct(
@@ -368,68 +299,25 @@ IFRAME_312 = struct(
 )
 CODE_312 = struct(
     "CODE_312",
-    VAR_HEAD
-    + [
-        ("co_consts", PTR),
-        ("co_names", PTR),
-        ("co_exceptiontable", PTR),
-        ("co_flags", c_int32),
-        ("co_argcount", c_int32),
-        ("co_posonlyargcount", c_int32),
-        ("co_kwonlyargcount", c_int32),
-        ("co_stacksize", c_int32),
-        ("co_firstlineno", c_int32),
-        ("co_nlocalsplus", c_int32),
-        ("co_framesize", c_int32),
-        ("co_nlocals", c_int32),
-        ("co_ncellvars", c_int32),
-        ("co_nfreevars", c_int32),
-        ("co_version", c_uint32),
-        ("co_localsplusnames", PTR),
-        ("co_localspluskinds", PTR),
-        ("co_filename", PTR),
-        ("co_name", PTR),
-        ("co_qualname", PTR),
-        ("co_linetable", PTR),
-        ("co_weakreflist", PTR),
-        ("_co_cached", PTR),
-        ("_co_instrumentation_version", c_uint64),
-        ("_co_monitoring", PTR),
-        ("_co_firsttraceable", c_int32),
-        ("co_extra", PTR),
-        ("co_code_adaptive", c_char * 2),
-    ],
+    fields(CODE_311, None, "co_warmup")
+    + fields(CODE_311, "co_argcount", "co_nlocals")
+    + [("co_framesize", c_int32), ("co_nlocals", c_int32)]
+    + fields(CODE_311, "co_ncellvars", "co_localsplusnames")
+    + [("co_version", c_uint32)]
+    + fields(CODE_311, "co_localsplusnames", "_co_code")
+    + [("_co_cached", PTR), ("_co_instrumentation_version", c_uint64), ("_co_monitoring", PTR)]
+    + fields(CODE_311, "_co_firsttraceable"),
 )
 
 # ---- 3.13 (the reader takes offsets from _Py_DebugOffsets; these only place the data) ---
 TSTATE_313 = struct(
     "TSTATE_313",
-    [
-        ("prev", PTR),
-        ("next", PTR),
-        ("interp", PTR),
-        ("eval_breaker", c_uint64),
-        ("_status", c_uint32),
-        ("_whence", c_int32),
-        ("state", c_int32),
-        ("py_recursion_remaining", c_int32),
-        ("py_recursion_limit", c_int32),
-        ("c_recursion_remaining", c_int32),
-        ("recursion_headroom", c_int32),
-        ("tracing", c_int32),
-        ("what_event", c_int32),
-        ("current_frame", PTR),
-        ("c_profilefunc", PTR),
-        ("c_tracefunc", PTR),
-        ("c_profileobj", PTR),
-        ("c_traceobj", PTR),
-        ("current_exception", PTR),
-        ("exc_info", PTR),
-        ("dict", PTR),
-        ("gilstate_counter", c_int32),
-        ("async_exc", PTR),
-        ("thread_id", ULONG),
-        ("native_thread_id", ULONG),
+    fields(TSTATE_312, None, "_status")
+    + [("eval_breaker", c_uint64), ("_status", c_uint32), ("_whence", c_int32), ("state", c_int32)]
+    + fields(TSTATE_312, "py_recursion_remaining", "cframe")
+    + [("current_frame", PTR)]
+    + fields(TSTATE_312, "c_profilefunc")
+    + [
         ("delete_later", PTR),
         ("critical_section", c_uint64),
         ("coroutine_origin_tracking_depth", c_int32),
@@ -442,56 +330,10 @@ TSTATE_313 = struct(
     ],
 )
 IFRAME_313 = struct(
-    "IFRAME_313",
-    [
-        ("f_executable", PTR),
-        ("previous", PTR),
-        ("f_funcobj", PTR),
-        ("f_globals", PTR),
-        ("f_builtins", PTR),
-        ("f_locals", PTR),
-        ("frame_obj", PTR),
-        ("instr_ptr", PTR),
-        ("stacktop", c_int32),
-        ("return_offset", c_uint16),
-        ("owner", c_int8),
-        ("localsplus", PTR * 1),
-    ],
+    "IFRAME_313", renamed(fields(IFRAME_312), f_code="f_executable", prev_instr="instr_ptr") + [("localsplus", PTR * 1)]
 )
 CODE_313 = struct(
-    "CODE_313",
-    VAR_HEAD
-    + [
-        ("co_consts", PTR),
-        ("co_names", PTR),
-        ("co_exceptiontable", PTR),
-        ("co_flags", c_int32),
-        ("co_argcount", c_int32),
-        ("co_posonlyargcount", c_int32),
-        ("co_kwonlyargcount", c_int32),
-        ("co_stacksize", c_int32),
-        ("co_firstlineno", c_int32),
-        ("co_nlocalsplus", c_int32),
-        ("co_framesize", c_int32),
-        ("co_nlocals", c_int32),
-        ("co_ncellvars", c_int32),
-        ("co_nfreevars", c_int32),
-        ("co_version", c_uint32),
-        ("co_localsplusnames", PTR),
-        ("co_localspluskinds", PTR),
-        ("co_filename", PTR),
-        ("co_name", PTR),
-        ("co_qualname", PTR),
-        ("co_linetable", PTR),
-        ("co_weakreflist", PTR),
-        ("co_executors", PTR),
-        ("_co_cached", PTR),
-        ("_co_instrumentation_version", c_uint64),
-        ("_co_monitoring", PTR),
-        ("_co_firsttraceable", c_int32),
-        ("co_extra", PTR),
-        ("co_code_adaptive", c_char * 2),
-    ],
+    "CODE_313", fields(CODE_312, None, "_co_cached") + [("co_executors", PTR)] + fields(CODE_312, "_co_cached")
 )
 # The 3.13 interpreter starts with `struct _ceval_state ceval` (eval_breaker first); its
 # size does not matter here because _Py_DebugOffsets publishes where `next` and `threads`
