@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
 from dumpkit.cpython.model import PythonFrame, PythonState, PythonThread, Status
-from dumpkit.cpython.stacks import read_python_state
+from dumpkit.cpython.stacks import export_lookup, read_python_state
 
 __all__ = [
     "Interpreter",
@@ -14,6 +14,7 @@ __all__ = [
     "PythonState",
     "PythonThread",
     "Status",
+    "export_lookup",
     "find_interpreter",
     "read_python_state",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
@@ -255,7 +255,9 @@ class _Reader:
                     continue
                 (instr,) = _U64(raw, lay.frame_instr)
                 base = code + (lay.code_adaptive or 0)
-                offset = instr - base if base <= instr < base + (1 << 28) else None
+                # a frame not yet started points one code unit before its code: offset -2,
+                # which the line table maps to the first line, as CPython does
+                offset = instr - base if base - 2 <= instr < base + (1 << 28) else None
             self._append(head, tail, code, offset, None)
             walked += 1
             address = back
@@ -307,6 +309,13 @@ def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Opti
         return None, replace(base, message=f"{dll}: {e}")
 
 
+def export_lookup(base: int, exports: Iterable[Tuple[int, str]]) -> ExportAddress:
+    """An `export_address` from a module's base and its export table as (RVA, name) pairs
+    (what dumpkit's PE reader lists)."""
+    table = {name: rva for rva, name in exports}
+    return lambda name: base + table[name] if name in table else None
+
+
 def read_python_state(
     target: Target,
     export_address: Optional[ExportAddress],
@@ -324,19 +333,21 @@ def read_python_state(
     if interp is None:
         return PythonState(Status.NO_PYTHON, "no python3X.dll among the loaded modules")
     dll = interp.module.name
-    runtime = export_address("_PyRuntime") if export_address else None
+    if export_address is None:
+        msg = f"{dll}'s image was not found, so its export _PyRuntime cannot be located (give its folder as an image path)"
+        return PythonState(Status.NO_RUNTIME, msg, dll=dll, version=interp.version_text)
+    runtime = export_address("_PyRuntime")
     if runtime is None:
-        msg = f"{dll}'s export _PyRuntime could not be read: the DLL's image (its export table) is needed"
+        msg = f"{dll} does not export _PyRuntime: the interpreter's state cannot be located"
         return PythonState(Status.NO_RUNTIME, msg, dll=dll, version=interp.version_text)
     layout, failed = _layout_for(target, interp, runtime)
     if failed is not None or layout is None:
         return failed or PythonState(Status.UNSUPPORTED, f"no layout for {dll}", dll=dll)
     types: Dict[str, Optional[int]] = {}
-    if export_address is not None:
-        for kind, name in (("code", "PyCode_Type"), ("str", "PyUnicode_Type"), ("bytes", "PyBytes_Type")):
-            types[kind] = export_address(name)
-        if layout.frames == "frame_object":
-            types["frame"] = export_address("PyFrame_Type")
+    for kind, name in (("code", "PyCode_Type"), ("str", "PyUnicode_Type"), ("bytes", "PyBytes_Type")):
+        types[kind] = export_address(name)
+    if layout.frames == "frame_object":
+        types["frame"] = export_address("PyFrame_Type")
     reader = _Reader(target, layout, types, keep_frames, max(max_links, keep_frames))
     common = PythonState(
         Status.READ, "", dll=dll, version=interp.version_text, layout=layout.source, layout_verified=layout.verified

@@ -239,7 +239,7 @@ class Process:
                 frame.ob_type = self.exports["PyFrame_Type"]
                 frame.f_back = back
                 frame.f_code = code
-                frame.f_lasti = call.unit * 2 if self.minor <= 9 else call.unit
+                frame.f_lasti = call.unit * 2 if self.minor <= 9 and call.unit >= 0 else call.unit
                 frame.f_lineno = -7  # stale unless tracing: the reader must not use it
             else:
                 frame = {11: H.IFRAME_311, 12: H.IFRAME_312}.get(self.minor, H.IFRAME_313)()

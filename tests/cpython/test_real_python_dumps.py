@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from dumpkit.cpython import PythonThread, Status, find_interpreter, read_python_state
+from dumpkit.cpython import PythonThread, Status, export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
 from dumpkit.sources.minidump import open_dump
 from tests.conftest import ROOT, SAMPLES
@@ -68,9 +68,7 @@ def _exports(target) -> Optional[Callable[[str], Optional[int]]]:
     )
     if found is None:
         pytest.skip(f"no image of {interp.module.name} to read its exports from")
-    table = {name: rva for rva, name in found.image.exports()}
-    base = interp.module.base
-    return lambda name: base + table[name] if name in table else None
+    return export_lookup(interp.module.base, found.image.exports())
 
 
 def _same_file(windows_path: str, co_filename: Optional[str]) -> bool:

@@ -159,8 +159,10 @@ def test_what_is_not_a_supported_python():
     state = read_python_state(ft, lambda name: 0x10100)
     assert state.status is Status.UNSUPPORTED and "free-threaded" in state.message
     p = _process(11)
-    assert read_python_state(p.build(), None).status is Status.NO_RUNTIME
-    assert read_python_state(p.build(), lambda name: None).status is Status.NO_RUNTIME
+    no_image = read_python_state(p.build(), None)
+    assert no_image.status is Status.NO_RUNTIME and "image path" in no_image.message
+    no_export = read_python_state(p.build(), lambda name: None)
+    assert no_export.status is Status.NO_RUNTIME and "does not export _PyRuntime" in no_export.message
 
 
 @pytest.mark.parametrize("minor", [8, 10, 11, 13])

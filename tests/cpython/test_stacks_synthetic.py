@@ -119,3 +119,14 @@ def test_version_comes_from_the_version_resource():
     target = p.build()
     assert find_interpreter(target.modules).version_text == "3.11.1rc1"
     assert read_python_state(target, p.export).version == "3.11.1rc1"
+
+
+@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
+def test_a_frame_not_yet_started_is_on_its_first_line(version):
+    """A frame pushed but not yet run points before its first instruction (f_lasti -1,
+    prev_instr one code unit before the code): CPython reports co_firstlineno."""
+    p = Process(version)
+    walk, run = _func(version, WALK), _func(version, RUN)
+    p.add_thread(1, [Call(walk, -1), Call(run, 20)])
+    frames = read_python_state(p.build(), p.export).threads[0].frames
+    assert [(f.function, f.line, f.problem) for f in frames] == [("walk", 29, None), ("run_job", 44, None)]
