@@ -1,0 +1,31 @@
+"""CPython interpreter state read from a target's memory: the Python-level stack of every
+thread, for the versions whose structure layouts are known (3.8-3.12 from their headers,
+3.13 from the _Py_DebugOffsets record it carries).
+
+Wiring, for a front door that has an image locator::
+
+    interp = find_interpreter(target.modules)          # None: not a Python process
+    image = locator.locate(interp.module, target.read)  # python3X.dll, for its export table
+    exports = export_lookup(interp.module.base, image.image.exports()) if image else None
+    state = read_python_state(target, exports, interp)  # never raises on dump data
+
+`state.status` says how far it got (a MiniDumpNormal dump: MEMORY_MISSING, with a message
+naming the dump type that would have the memory); `state.threads[i].thread_id` is the OS
+thread id of dumpkit.target.Thread.tid."""
+
+from __future__ import annotations
+
+from dumpkit.cpython.interpreter import Interpreter, find_interpreter
+from dumpkit.cpython.model import PythonFrame, PythonState, PythonThread, Status
+from dumpkit.cpython.stacks import export_lookup, read_python_state
+
+__all__ = [
+    "Interpreter",
+    "PythonFrame",
+    "PythonState",
+    "PythonThread",
+    "Status",
+    "export_lookup",
+    "find_interpreter",
+    "read_python_state",
+]

@@ -1,0 +1,102 @@
+"""What the reader returns: plain frozen data a Report can carry and JSON can show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Optional, Tuple
+
+
+class Status(str, Enum):
+    """How far the reader got. `description` is what a report may say about it."""
+
+    READ = "read"  # Python stacks read (individual frames may still carry problems)
+    NO_PYTHON = "no_python"  # no python3X.dll among the modules
+    UNSUPPORTED = "unsupported"  # a Python whose layout this reader does not know
+    NO_RUNTIME = "no_runtime"  # _PyRuntime not found (export table unavailable)
+    MEMORY_MISSING = "memory_missing"  # the dump does not hold the interpreter's memory
+    DAMAGED = "damaged"  # the memory is there but does not hold together
+    NO_THREADS = "no_threads"  # the runtime is readable but no thread runs Python
+
+    @property
+    def description(self) -> str:
+        return _DESCRIPTIONS[self]
+
+
+_DESCRIPTIONS = {
+    Status.READ: "Python stacks read from the dump",
+    Status.NO_PYTHON: "no CPython interpreter (python3X.dll) in this process",
+    Status.UNSUPPORTED: "this CPython version's layout is not known to dumpkit",
+    Status.NO_RUNTIME: "the interpreter's runtime state could not be located",
+    Status.MEMORY_MISSING: "the dump does not hold the interpreter's memory",
+    Status.DAMAGED: "the interpreter's memory in the dump does not hold together",
+    Status.NO_THREADS: "no thread was running Python",
+}
+
+# Which dumps hold what the reader needs, for messages that say what to do. _PyRuntime sits
+# in python3X.dll's data section (image memory); thread states, frames and code objects on
+# the heap (private memory). A MiniDumpNormal dump holds neither, only thread stacks.
+FULL_DUMP = "a full-memory dump has it: MiniDumpWithFullMemory (procdump -ma, or WER LocalDumps with DumpType=2)"
+RUNTIME_ADVICE = FULL_DUMP + "; MiniDumpWithDataSegs also holds module data sections"
+HEAP_ADVICE = FULL_DUMP + "; MiniDumpWithPrivateReadWriteMemory also holds the heap"
+
+
+@dataclass(frozen=True)
+class PythonFrame:
+    """One Python function activation. `line` is the line being executed (None when the
+    line table has none for the instruction or could not be read); `problem` is one line
+    saying what could not be read, None when nothing was missing."""
+
+    function: Optional[str]
+    filename: Optional[str]
+    line: Optional[int]
+    first_line: Optional[int]
+    code_address: int
+    problem: Optional[str] = None
+
+    @property
+    def location(self) -> str:
+        """'filename:line in function', with '?' for what is unknown."""
+        where = self.filename or "?"
+        line = "?" if self.line is None else str(self.line)
+        return f"{where}:{line} in {self.function or '?'}"
+
+
+@dataclass(frozen=True)
+class PythonThread:
+    """The Python stack of one OS thread, innermost frame first.
+
+    A very deep stack keeps its innermost frames and its outermost ones (the entry path):
+    `omitted` frames were walked but not kept between frames[omitted_at - 1] and
+    frames[omitted_at]. `truncated`: the walk stopped at its cap, outermost frames unknown."""
+
+    thread_id: int  # the OS thread id (matches dumpkit.target.Thread.tid)
+    frames: Tuple[PythonFrame, ...]
+    truncated: bool = False
+    problems: Tuple[str, ...] = ()  # the chain's own problems (loop, unreadable link)
+    thread_state: int = 0  # address of the PyThreadState
+    interpreter: int = 0  # index of its interpreter in the runtime's list (0 = main)
+    omitted: int = 0
+    omitted_at: Optional[int] = None
+
+    @property
+    def depth(self) -> int:
+        """Python frames on the thread (at least this many when truncated)."""
+        return len(self.frames) + self.omitted
+
+
+@dataclass(frozen=True)
+class PythonState:
+    """Everything the reader found about the Python side of a process."""
+
+    status: Status
+    message: str  # one line: what was read, or what is missing and which dump would have it
+    dll: Optional[str] = None  # "python38.dll"
+    version: Optional[str] = None  # "3.8.1" when the version resource says so, else "3.8"
+    layout: Optional[str] = None  # where the structure offsets came from
+    layout_verified: bool = False  # False: "layout not verified on a real dump"
+    threads: Tuple[PythonThread, ...] = ()
+    problems: Tuple[str, ...] = ()
+
+    def thread(self, thread_id: int) -> Optional[PythonThread]:
+        return next((t for t in self.threads if t.thread_id == thread_id), None)
