@@ -28,14 +28,17 @@ from dumpkit.analysis.model import (
     Cycle,
     FrameRecord,
     FrameSize,
+    PythonReport,
     Report,
     Stacks,
     StackBudget,
     ThreadReport,
 )
+from dumpkit.analysis.pystack import python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
+from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
@@ -235,6 +238,23 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread]) -> Tuple
     return doc, walker
 
 
+# ----------------------------------------------------------------------------- python
+def read_python(target: Target, walker: Walker) -> Optional[PythonReport]:
+    """The Python phase: each thread's Python stack when the process runs CPython and the
+    dump holds its memory (else a status saying what is missing). None: not Python."""
+    interp = find_interpreter(target.modules)
+    if interp is None:
+        return None
+    image = walker.images.image(interp.module)
+    exports = None
+    if image is not None:
+        try:
+            exports = export_lookup(interp.module.base, image.exports())
+        except (PEError, MemoryNotInDump) as e:
+            target.soft_errors.add(f"{interp.module.name}: export table unreadable ({e})")
+    return python_report(read_python_state(target, exports, interp))
+
+
 # ----------------------------------------------------------------------------- analyse
 def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
     exe = next((m for m in target.modules if m.name.lower().endswith(".exe")), None)
@@ -421,6 +441,9 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
     env = describe_environment(target, image_version=_image_version(walker))
 
+    # python
+    python = read_python(target, walker)
+
     # decide
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
     verdict, findings = decide(
@@ -436,6 +459,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             stacks=tuple((t.tid, t.stack_start, t.stack_end) for t in target.threads[:4096] if t.stack_size),
             threshold=options.oversized_threshold,
             read_code=walker.read_code,
+            python=python,
         )
     )
 
@@ -456,5 +480,6 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         oversized_threshold=options.oversized_threshold,
         unloaded_modules=facts.unloaded_records(target),
         crash_absent=facts.crash_absent(target),
+        python=python,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)

@@ -201,6 +201,62 @@ class ThreadReport:
 
 
 @dataclass(frozen=True)
+class PythonFrameRecord:
+    """A Python function activation as reports show it. `index`: 0 is the innermost frame."""
+
+    index: int
+    function: Optional[str]
+    filename: Optional[str]
+    line: Optional[int]
+    first_line: Optional[int]
+    problem: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class PythonCycle:
+    """Python functions recursing: `functions` ('visit (C:\\job.py:39)') in stack order from the
+    top, callee first; frame indices are inclusive, into the thread's Python frames."""
+
+    functions: Tuple[str, ...]
+    period: int
+    repetitions: int
+    first_frame: int
+    last_frame: int
+    entry_path: Tuple[str, ...] = ()  # the Python frames below the cycle, outermost last
+
+
+@dataclass(frozen=True)
+class PythonThreadReport:
+    thread_id: int
+    depth: int  # Python frames on the thread (at least this many when truncated)
+    frames: Tuple[PythonFrameRecord, ...]  # head and tail of a deep stack
+    elided_frames: int  # frames left out between head and tail
+    truncated: bool = False  # the walk stopped at its cap: the outermost frames are unknown
+    cycles: Tuple[PythonCycle, ...] = ()
+    problems: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PythonReport:
+    """The Python side of the process (dumpkit.cpython): which interpreter, and each thread's
+    Python stack when the dump holds the interpreter's memory. `status`: `read`,
+    `memory_missing` (a MiniDumpNormal dump: `message` says which dump type has it),
+    `no_runtime`, `unsupported`, `damaged`, `no_threads`."""
+
+    status: str
+    message: str
+    dll: Optional[str] = None
+    version: Optional[str] = None
+    layout: Optional[str] = None
+    layout_verified: bool = False
+    threads: Tuple[PythonThreadReport, ...] = ()
+    problems: Tuple[str, ...] = ()
+
+    def thread(self, thread_id: int) -> Optional[PythonThreadReport]:
+        return next((t for t in self.threads if t.thread_id == thread_id), None)
+
+
+@dataclass(frozen=True)
 class ModuleRecord:
     name: str
     path: str
@@ -333,6 +389,7 @@ class Report:
     oversized_threshold: Optional[int] = None  # bytes; frame_sizes[].oversized is measured against it
     unloaded_modules: Tuple[UnloadedModuleRecord, ...] = ()
     crash_absent: Optional[str] = None  # why there is no crash record (absent, or present but unreadable)
+    python: Optional[PythonReport] = None  # None: not a Python process
 
 
 @dataclass(frozen=True)

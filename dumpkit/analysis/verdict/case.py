@@ -10,7 +10,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import CrashInfo, Environment, Evidence, Finding, FrameSize, ThreadReport, Verdict
+from dumpkit.analysis.model import (
+    CrashInfo,
+    Environment,
+    Evidence,
+    Finding,
+    FrameSize,
+    PythonReport,
+    PythonThreadReport,
+    ThreadReport,
+    Verdict,
+)
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import Frame, StackWalk
 
@@ -47,6 +57,14 @@ class Case:
     stacks: Sequence[Tuple[int, int, int]] = ()
     threshold: int = 64 * 1024
     read_code: Optional[ReadCode] = None
+    python: Optional[PythonReport] = None  # the process's Python side (None: not Python)
+
+    @property
+    def python_thread(self) -> Optional[PythonThreadReport]:
+        """The crashing thread's Python stack, when the dump holds it."""
+        if self.python is None or self.crash is None:
+            return None
+        return self.python.thread(self.crash.thread_id)
 
     @property
     def frame0(self) -> Optional[str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from dumpkit.analysis.callsites import call_summary
-from dumpkit.analysis.model import CrashInfo, Cycle, Finding, RecursionKind, StackBudget, Verdict
+from dumpkit.analysis.model import CrashInfo, Cycle, Finding, PythonCycle, RecursionKind, StackBudget, Verdict
+from dumpkit.analysis.pystack import cycle_text as python_cycle_text
+from dumpkit.analysis.pystack import optional_line
 from dumpkit.analysis.python import classify_recursion
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.verdict.case import Case, conclude
@@ -104,24 +106,73 @@ _BIGGER_STACK = (
 )
 
 
-def _in_python_terms(kind: RecursionKind, main: Cycle, cost: str, reserve: Optional[int]) -> Tuple[str, List[str]]:
-    """Headline and next steps for a recursion of Python code, of the interpreter's C
-    code, or inside an extension module."""
+def _python_evidence(case: Case, kind: RecursionKind) -> Tuple[List[str], Optional[PythonCycle]]:
+    """What the Python stack read from the dump adds (the recursing Python functions, the
+    Python code that called into C), or why there is none; and its main cycle."""
+    py = case.python
+    thread = case.python_thread
+    if py is None:
+        return [], None
+    if thread is None:
+        why = (
+            py.message
+            if py.status != "read"
+            else f"thread {case.crash.thread_id if case.crash else '?'} runs no Python"
+        )
+        return [f"Python stack: not available ({why})"], None
+    lines = []
+    cycle = thread.cycles[0] if thread.cycles else None
+    if kind.kind == "python" and cycle is not None:
+        lines.append(
+            f"Python stack ({thread.depth:,} frames, read from the dump): {python_cycle_text(cycle)} repeats "
+            f"{cycle.repetitions:,} times"
+            + (f"; entered from {' <- '.join(cycle.entry_path[:4])}" if cycle.entry_path else "")
+        )
+    else:
+        called = [x for x in (optional_line(f) for f in thread.frames[:3]) if x]
+        if called:
+            lines.append(f"called from Python ({thread.depth:,} frames, read from the dump): " + " <- ".join(called))
+    if not py.layout_verified:
+        lines.append(
+            f"the {py.dll} {py.version} structure layout is from CPython's headers, not verified on a real dump"
+        )
+    return lines, cycle
+
+
+def _in_python_terms(
+    case: Case, kind: RecursionKind, main: Cycle, cost: str, reserve: Optional[int]
+) -> Tuple[str, List[str], List[str]]:
+    """Headline, evidence and next steps for a recursion of Python code, of the
+    interpreter's C code, or inside an extension module."""
     depth = f"about {kind.depth:,}" if kind.depth else "many"
+    evidence, py_cycle = _python_evidence(case, kind)
     if kind.kind == "python":
+        thread = case.python_thread
+        if py_cycle is not None and thread is not None:
+            depth = f"{thread.depth:,}"
+            who = f" ({python_cycle_text(py_cycle)}, {py_cycle.repetitions:,} times)"
+            find = (
+                f"The recursing Python functions are {python_cycle_text(py_cycle)}: find why they do not stop "
+                "(a missing base case, a cyclic structure, input deeper than expected)."
+            )
+        else:
+            who = ""
+            find = (
+                "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
+                "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash."
+            )
         headline = (
-            f"Stack overflow: Python functions recursed {depth} calls deep until the C stack ran out "
+            f"Stack overflow: Python functions recursed {depth} calls deep{who} until the C stack ran out "
             f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
         )
         steps = [
             f"Python code recursed {depth} calls deep at {_per_level(main, reserve)}: the recursion limit was "
             "raised (sys.setrecursionlimit, by your code or a library) above what the thread's C stack holds; "
             "with CPython's default limit of 1000 a RecursionError would have stopped it.",
-            "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
-            "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash.",
+            find,
             "Make it iterative, or lower the recursion limit so a RecursionError stops it. " + _BIGGER_STACK,
         ]
-        return headline, steps
+        return headline, evidence, steps
     if kind.kind == "c_protocol":
         through = f" through {kind.what}" if kind.protocol else ""
         headline = (
@@ -138,7 +189,7 @@ def _in_python_terms(kind: RecursionKind, main: Cycle, cost: str, reserve: Optio
             "raised instead of the process dying.",
             "Flatten the structure or process it iteratively. " + _BIGGER_STACK,
         ]
-        return headline, steps
+        return headline, evidence, steps
     library = kind.library or kind.module or "an extension module"
     headline = f"Stack overflow: recursion inside {library}: {kind.what}, {depth} levels deep ({cost})"
     steps = [
@@ -149,7 +200,7 @@ def _in_python_terms(kind: RecursionKind, main: Cycle, cost: str, reserve: Optio
         "keep it near its default.",
         "Flatten or bound the nesting before the call. " + _BIGGER_STACK,
     ]
-    return headline, steps
+    return headline, evidence, steps
 
 
 # What each library's recursion means for the data it was given.
@@ -217,8 +268,9 @@ def _recursion(
             "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
         ]
     else:
-        headline, steps = _in_python_terms(kind, main, cost, reserve)
+        headline, more, steps = _in_python_terms(case, kind, main, cost, reserve)
         evidence.extend(kind.evidence)
+        evidence.extend(more)
     if calls_contradict:
         steps.insert(
             0,
