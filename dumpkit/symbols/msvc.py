@@ -17,9 +17,9 @@ input, hence the output cap.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
-MAX_DEPTH = 48  # nested types/templates/scopes; real names stay below 20
+MAX_DEPTH = 96  # nested types, templates, symbols; TensorFlow 2.13 exports reach 21
 MAX_OUTPUT = 16384  # characters of any one rendered piece
 MAX_INPUT = 4096  # longer decorated names are not read (MSVC itself truncates at 4 KiB)
 
@@ -184,7 +184,8 @@ def _function_class(c: str) -> Tuple[str, str]:
 
 
 class _Type:
-    """A type split around the declarator spot: ``pre`` + name + ``post``.
+    """A type split around the declarator spot: ``pre`` + name + ``post`` (a plain class with
+    slots, not a dataclass: it is built for every type in every name).
 
     cv-qualifiers are kept apart from the text because MSVC may state them twice (a
     reference to a const pointer names the const on the reference's pointee and again on
@@ -236,16 +237,13 @@ class _Type:
         )
 
 
-class _Func:
+class _Func(NamedTuple):
     """A function signature, kept in parts so a pointer can put its calling convention inside."""
 
-    __slots__ = ("ret", "cc", "params", "quals")
-
-    def __init__(self, ret: Optional[_Type], cc: str, params: str, quals: str) -> None:
-        self.ret = ret
-        self.cc = cc
-        self.params = params
-        self.quals = quals
+    ret: Optional[_Type]
+    cc: str
+    params: str
+    quals: str
 
 
 def _is_digit(c: str) -> bool:
@@ -273,14 +271,11 @@ class _Backrefs:
             self.names.append((key, text))
 
 
-class Symbol:
+class _Symbol(NamedTuple):
     """What a decorated name declares: the qualified name, and the whole declaration."""
 
-    __slots__ = ("qualified", "full")
-
-    def __init__(self, qualified: str, full: str) -> None:
-        self.qualified = qualified
-        self.full = full
+    qualified: str
+    full: str
 
 
 class _Parser:
@@ -357,6 +352,15 @@ class _Parser:
         word = self.s[self.i : end]
         self.i = end + 1
         return word
+
+    def through_at(self, back: int) -> str:
+        """The text from ``back`` characters before the cursor through the next '@', consumed."""
+        end = self.s.find("@", self.i)
+        if end < 0:
+            raise Malformed("unterminated")
+        text = self.s[self.i - back : end + 1]
+        self.i = end + 1
+        return text
 
     def backref_name(self) -> str:
         n = int(self.take())
@@ -481,13 +485,8 @@ class _Parser:
         if self.eat("?$"):
             return self.template_name(remember=True)
         if self.eat("?A"):
-            end = self.s.find("@", self.i)
-            if end < 0:
-                raise Malformed("anonymous namespace")
-            key = self.s[self.i - 2 : end + 1]
-            self.i = end + 1
             text = "`anonymous namespace'"
-            self.refs.remember_name(key, text)
+            self.refs.remember_name(self.through_at(2), text)  # keyed by ``?A0x...@``
             return text
         if c == "?" and (_is_digit(self.peek(1)) or "A" <= self.peek(1) <= "P"):
             return self.local_scope()
@@ -720,22 +719,17 @@ class _Parser:
 
     # --- symbols ---------------------------------------------------------------------------------
 
-    def symbol(self) -> Symbol:
+    def symbol(self) -> _Symbol:
         """``?`` name encoding; the leading '?' not yet read."""
         self.expect("?")
         if self.eat("?@"):
-            # MD5-hashed name: kept whole
-            end = self.s.find("@", self.i)
-            if end < 0:
-                raise Malformed("md5")
-            text = self.s[self.i - 3 : end + 1]
-            self.i = end + 1
-            return Symbol(text, text)
+            text = self.through_at(3)  # an MD5-hashed name (over 4 KiB decorated): kept whole
+            return _Symbol(text, text)
         if self.eat("?_R"):
             return self.rtti()
         if self.eat("?_C@_"):
             text = self.string_literal()
-            return Symbol(text, text)
+            return _Symbol(text, text)
         if self.eat("?__E") or self.eat("?__F"):
             return self.init_fini_stub(self.s[self.i - 1] == "E")
         if self.eat("?$"):
@@ -751,7 +745,7 @@ class _Parser:
         first = _structor(first, scopes)
         return self.encoding(first, scopes, conversion=first.startswith("\x00conv"))
 
-    def init_fini_stub(self, init: bool) -> Symbol:
+    def init_fini_stub(self, init: bool) -> _Symbol:
         """The compiler's function that constructs (or, at exit, destroys) a static object."""
         label = "`dynamic initializer for '" if init else "`dynamic atexit destructor for '"
         if self.eat("?"):  # a static data member, mangled as a whole variable
@@ -810,13 +804,13 @@ class _Parser:
         body = "".join(_char_literal(u) for u in units)
         return ("L" if width == 2 else "") + '"' + body + '"' + ("" if complete else "...")
 
-    def rtti(self) -> Symbol:
+    def rtti(self) -> _Symbol:
         c = self.take()
         if c == "0":
             t = self.type(result=True)
             self.expect("@8")
             text = _space(t.pre) + "`RTTI Type Descriptor'" + t.post
-            return Symbol(text, text)
+            return _Symbol(text, text)
         if c == "1":
             nums = [self.signed_number() for _ in range(4)]
             label = "`RTTI Base Class Descriptor at (" + ", ".join(nums) + ")'"
@@ -829,11 +823,11 @@ class _Parser:
             self.expect("6")
             const, _ = self.cv_ext()
             self.expect("@")
-            return Symbol(name, ("const " if const else "") + name)
+            return _Symbol(name, ("const " if const else "") + name)
         self.expect("8")
-        return Symbol(name, name)
+        return _Symbol(name, name)
 
-    def encoding(self, first: str, scopes: List[str], conversion: bool) -> Symbol:
+    def encoding(self, first: str, scopes: List[str], conversion: bool) -> _Symbol:
         c = self.take()
         if _is_digit(c):
             return self.data(first, scopes, c)
@@ -876,21 +870,21 @@ class _Parser:
             full += ret.post
         if len(full) > MAX_OUTPUT:
             raise Malformed("too long")
-        return Symbol(name, full)
+        return _Symbol(name, full)
 
-    def data(self, first: str, scopes: List[str], c: str) -> Symbol:
+    def data(self, first: str, scopes: List[str], c: str) -> _Symbol:
         name = _join_scopes(first, scopes)
         if c == "5" and first.endswith("guard'"):
             # local static guard, numbered when a function has several
             guard = name + ("{" + self.signed_number() + "}" if self.i < len(self.s) else "")
-            return Symbol(guard, guard)
+            return _Symbol(guard, guard)
         if c in "012345":
             t = self.type()
             const, volatile = self.cv_ext()
             if t.kind != "pointer":  # for a pointer MSVC repeats the pointee's cv here
                 t = t.qualified(const, volatile)
             head = {"0": "private: static ", "1": "protected: static ", "2": "public: static "}.get(c, "")
-            return Symbol(name, head + _space(t.pre) + name + t.post)
+            return _Symbol(name, head + _space(t.pre) + name + t.post)
         if c in "67":  # vftable / vbtable
             const, _ = self.cv_ext()
             target = ""
@@ -901,7 +895,7 @@ class _Parser:
                     if len(fors) > 16:
                         raise Malformed("vftable")
                 target = "".join(fors)
-            return Symbol(name + target, ("const " if const else "") + name + target)
+            return _Symbol(name + target, ("const " if const else "") + name + target)
         raise Malformed("data " + c)
 
     def cv_ext(self) -> Tuple[bool, bool]:
@@ -962,6 +956,6 @@ def parse(name: str) -> Optional[Tuple[str, str]]:
         sym = p.symbol()
     except (Malformed, IndexError, ValueError, RecursionError):
         return None
-    if p.i != len(name) or "\x00" in sym.full:
+    if p.i != len(name) or "\x00" in sym.full or "\x00" in sym.qualified:
         return None  # trailing bytes, or a marker (ctor/dtor/conversion) left where it cannot be
     return sym.qualified, sym.full

