@@ -40,6 +40,7 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
+from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
 from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
@@ -360,7 +361,9 @@ def _analyse_thread(
                     call_edges=cycle_call_edges(
                         w.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
                     ),
-                    kind=classify_recursion(c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}),
+                    kind=classify_recursion(
+                        c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}, demangle=display_name
+                    ),
                 )
                 for c in find_cycles(w.frames, used_stack=used)
             )

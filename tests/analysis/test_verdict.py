@@ -61,7 +61,10 @@ def test_recursion_made_of_interpreter_frames_is_called_python_recursion():
     crash, thread, walk = _overflow_case(fns, 4, 2000, 240)
     v, findings = decide(_target(), crash, thread, walk, (), Environment())
     assert v.kind == "recursion"
-    assert v.headline.startswith("Stack overflow: Python functions recursed about 2,000 calls deep") and "python310.dll" in v.headline
+    assert (
+        v.headline.startswith("Stack overflow: Python functions recursed about 2,000 calls deep")
+        and "python310.dll" in v.headline
+    )
     assert any("setrecursionlimit" in s for s in v.next_steps)
     assert any("faulthandler" in s for s in v.next_steps)
 

@@ -42,7 +42,7 @@ def _where_found(doc: dict) -> None:
     for m in doc.get("modules") or ():
         src = m.get("image_source")
         if src and not src.startswith("not found"):
-            m["image_source"] = "found: " + src.split(" (", 1)[1] if " (" in src else "found"
+            m["image_source"] = "found: " + src.split(" (", 1)[1].rstrip(")") if " (" in src else "found"
 
 
 def normalized_report(dump: Path, image_paths: List[str]) -> dict:
