@@ -206,7 +206,9 @@ class SynthFile:
     data: bytearray
     dir_rva: int
     streams: List[Tuple[int, int, int]]  # (type, size, rva) in directory order
-    where: Dict[str, int] = field(default_factory=dict)  # named offsets: "thread 7 context", ...
+    # named file offsets: "thread 7 context", "exception context", "module 0 name", "SystemInfo",
+    # "memory 0x10000" (the bytes of the first range listed at that address)
+    where: Dict[str, int] = field(default_factory=dict)
 
     def stream(self, stype: int) -> Tuple[int, int]:
         """(rva, size) of the first stream of `stype`."""
@@ -584,8 +586,8 @@ class SynthDump:
             struct.pack_into("<III", w.data, dir_rva + 12 * i, stype, size, rva)
         version = VERSION | (self.version_high << 16)
         struct.pack_into("<IIIIIIQ", w.data, 0, SIGNATURE, version, count, dir_rva, 0, self.timestamp, self.flags)
-        for r in self._memory + self._memory64:
-            where[f"memory {r.address:#x}"] = mem_at[id(r)]
+        for r in self._memory + self._memory64:  # the first range listed at each address
+            where.setdefault(f"memory {r.address:#x}", mem_at[id(r)])
         return SynthFile(w.data, dir_rva, directory, where)
 
     def write(self, path: Union[str, Path]) -> str:
