@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 X64 = 9  # PROCESSOR_ARCHITECTURE_AMD64
 X86 = 0  # PROCESSOR_ARCHITECTURE_INTEL
@@ -275,6 +275,11 @@ class SynthFile:
         return str(path)
 
 
+def _settings(args: Dict[str, object]) -> Dict[str, Any]:
+    """A setter's keyword arguments, kept until `build` lays the stream out."""
+    return {k: v for k, v in args.items() if k != "self"}
+
+
 class SynthDump:
     """A minidump described in code; `build()` lays it out. See the module docstring."""
 
@@ -283,8 +288,8 @@ class SynthDump:
         self.timestamp = timestamp
         self.flags = flags  # MINIDUMP_TYPE: 0 MiniDumpNormal, 2 WithFullMemory...
         self.version_high = version_high
-        self._system: Optional[dict] = None
-        self._misc: Optional[dict] = None
+        self._system: Optional[Dict[str, Any]] = None
+        self._misc: Optional[Dict[str, Any]] = None
         self._threads: List[_Thread] = []
         self._modules: List[_Module] = []
         self._unloaded: List[Tuple[str, int, int, int, int]] = []
@@ -318,8 +323,7 @@ class SynthDump:
         EAX/EDX, AMD extended features) when `vendor` is given, else OtherCpuInfo
         (`processor_features`). `wine`: (version, host OS, host release) written after the
         record as Wine does ("WINE", a count, three offsets, NUL-separated strings)."""
-        self._system = dict(locals())
-        del self._system["self"]
+        self._system = _settings(locals())
         return self
 
     def no_system_info(self) -> "SynthDump":
@@ -339,8 +343,7 @@ class SynthDump:
         """MINIDUMP_MISC_INFO, grown to _2 (processor MHz), _4 (build string) or _5 (XState
         configuration) as the fields given need. `times`: (create, user, kernel) seconds.
         `size` overrides SizeOfInfo and the stream's length (short or odd records)."""
-        self._misc = dict(locals())
-        del self._misc["self"]
+        self._misc = _settings(locals())
         return self
 
     def no_misc_info(self) -> "SynthDump":
@@ -550,8 +553,10 @@ class SynthDump:
         if self._exception is not None:
             e = self._exception
             params = list(e.params) + [0] * (15 - len(e.params))
-            body = struct.pack("<IIIIQQII15QII", e.tid, 0, e.code, e.flags, e.nested_record, e.address,
-                               e.number_parameters, 0, *params, *exc_ctx)  # fmt: skip
+            # ThreadId, alignment; EXCEPTION_RECORD64 (code, flags, record, address, count,
+            # alignment, 15 parameters); the context's location
+            record = (e.code, e.flags, e.nested_record, e.address, e.number_parameters, 0, *params)
+            body = struct.pack("<IIIIQQII15QII", e.tid, 0, *record, *exc_ctx)
             bodies.append((EXCEPTION, body, 8))
         if self._function_tables:
             bodies.append((FUNCTION_TABLE, self._function_table_body(), 8))

@@ -251,6 +251,7 @@ def test_limits_are_parameters_with_safe_defaults():
     assert 0 < o.scan_words <= 4096 and 0 < o.keep_frames <= 10_000
     assert 0 < minidump.MAX_RECORDS <= 1 << 24
     assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
+    assert 0 < minidump.OVERLAP_COMPARE_BUDGET <= 1 << 30
     assert 0 < amd64.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
     assert 0 < amd64.DEFAULT_SCAN_WORDS <= 4096
