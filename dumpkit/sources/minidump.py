@@ -169,6 +169,7 @@ class _Memory:
         self.unchecked = 0
         self._budget = budget
         starts, ends, offs = self.starts, self.ends, self.offsets
+        budget_left = budget
         last_end = -1
         for start, size, off in ranges:
             end = start + size
@@ -180,12 +181,27 @@ class _Memory:
                 continue
             # Every earlier range starts at or below `start`, so what is kept already
             # covers [start, last_end) without a gap: compare that part, keep the tail.
-            self._compare(start, min(end, last_end), off)
+            hi = min(end, last_end)
+            n = hi - start
+            if start >= starts[-1] and n <= min(_COMPARE_CHUNK, budget_left):
+                # Inline, the common case (Wine: hundreds of thousands of small ranges
+                # inside the last one kept): one slice comparison, no bisect, no call.
+                kept = offs[-1] + (start - starts[-1])
+                budget_left -= n + _PIECE_COST
+                if kept != off:
+                    a, b = data[kept : kept + n], data[off : off + n]
+                    if a != b:
+                        self._conflict(start + _first_mismatch(a, b))
+            else:
+                self._budget = budget_left
+                self._compare(start, hi, off)
+                budget_left = self._budget
             if end > last_end:
                 starts.append(last_end)
                 ends.append(end)
                 offs.append(off + (last_end - start))
                 last_end = end
+        self._budget = budget_left
 
     def _compare(self, lo: int, hi: int, off: int) -> None:
         """Compare a range's copy of [lo, hi) (at file offset `off`) with the kept bytes."""
@@ -207,16 +223,18 @@ class _Memory:
                     self.unchecked += 1
                     return
                 if differs >= 0:
-                    self.conflicts += 1
-                    at = cur + differs
-                    if self.first_conflict is None or at < self.first_conflict:
-                        self.first_conflict = at
+                    self._conflict(cur + differs)
                     return
             cur += take
             i += 1
             if self._budget <= 0 and cur < hi:
                 self.unchecked += 1
                 return
+
+    def _conflict(self, address: int) -> None:
+        self.conflicts += 1
+        if self.first_conflict is None or address < self.first_conflict:
+            self.first_conflict = address
 
     def _first_difference(self, a: int, b: int, size: int) -> Optional[int]:
         """Offset of the first byte where file[a:] and file[b:] differ within `size`, -1

@@ -8,13 +8,20 @@ ranges that disagree and the first address where they do."""
 
 from __future__ import annotations
 
+import json
+import lzma
+import shutil
+import struct
 from pathlib import Path
 
 import pytest
 
 from dumpkit.sources.minidump import open_dump
+from tests.conftest import SAMPLES
 
-from synth_dump import SynthDump, x64_context
+from synth_dump import Range, SynthDump, x64_context
+
+PYTHON_DUMPS = SAMPLES / "python"
 
 DATA = bytes((i * 7 + 3) & 0xFF for i in range(0x400))
 BASE = 0x2605E0000
@@ -98,8 +105,6 @@ def test_a_range_adjacent_to_another_is_not_an_overlap(tmp_path):
 def test_a_thread_stack_missing_from_the_memory_list_is_compared_too(tmp_path):
     """A stack only the thread record holds joins the ranges after the first pass: a
     different copy of bytes the MemoryList also has is still found."""
-    from synth_dump import Range
-
     d = SynthDump()
     d.module("C:\\app\\app.exe", 0x1_4000_0000, 0x5000)
     d.memory(BASE + 0x100, DATA[0x100:0x200])
@@ -109,3 +114,42 @@ def test_a_thread_stack_missing_from_the_memory_list_is_compared_too(tmp_path):
     t = open_dump(d.write(tmp_path / "stack.dmp"))
     assert len(t.soft_errors.items) == 1 and f"the first at {BASE + 0x150:#x}" in t.soft_errors.items[0]
     assert t.read(BASE + 0x150, 1) == bytes([DATA[0x150] ^ 1])  # the stack starts lower: its byte is used
+
+
+def _python_dumps_with_overlaps():
+    manifest = PYTHON_DUMPS / "manifest.json"
+    if not manifest.exists():
+        return []
+    return [d for d in json.loads(manifest.read_text())["dumps"] if d["overlapping_ranges"]]
+
+
+def _memory_list(raw: bytes):
+    """(start, size, file offset) of every MemoryList descriptor, parsed here with struct."""
+    n, dir_rva = struct.unpack_from("<II", raw, 8)
+    entries = [struct.unpack_from("<III", raw, dir_rva + 12 * i) for i in range(n)]
+    _t, _s, rva = next(e for e in entries if e[0] == 5)
+    (count,) = struct.unpack_from("<I", raw, rva)
+    return struct.iter_unpack("<QII", raw[rva + 4 : rva + 4 + 16 * count])
+
+
+@pytest.mark.parametrize("case", _python_dumps_with_overlaps(), ids=lambda c: c["file"])
+def test_real_wine_python_dumps_reconcile_their_overlaps_silently(case, tmp_path):
+    """The real MiniDumpNormal dumps of python.exe under Wine (sample_dumps/python): 213 to
+    406,558 overlapping ranges each, all agreeing (the manifest's count comes from
+    pyfacts.py, not from dumpkit). Opening them reports nothing, and every range the
+    MemoryList holds reads back as its own bytes, whichever copy serves it (up to 20,000
+    ranges spread over the list: tf_nest_flatten has 803,255)."""
+    assert case["overlaps_with_equal_bytes"] == case["overlapping_ranges"]
+    path = PYTHON_DUMPS / case["file"]
+    if path.suffix == ".xz":
+        plain = tmp_path / path.stem
+        with lzma.open(path) as fin, open(plain, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+        path = plain
+    raw = path.read_bytes()
+    with open_dump(str(path)) as t:
+        assert t.soft_errors.items == []
+        ranges = list(_memory_list(raw))
+        for start, size, rva in ranges[:: max(1, len(ranges) // 20_000)]:
+            if size and t.read(start, size) != raw[rva : rva + size]:
+                pytest.fail(f"range at {start:#x} (+{size:#x}) reads other bytes than its own")
