@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import json
 import sys
 from pathlib import Path
@@ -11,6 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# Tests must not depend on what else is on the machine: a Wine prefix in ~/.wine or
+# $WINEPREFIX would serve the recorded Windows paths of the sample dumps with its own DLLs,
+# and ~/.cache would hold a symbol cache. The session (and every CLI it runs) gets an empty
+# home of its own.
+_HOME = tempfile.mkdtemp(prefix="dumpkit-tests-home-")
+os.environ["HOME"] = _HOME
+os.environ.pop("WINEPREFIX", None)
+os.environ.pop("_NT_SYMBOL_PATH", None)
 
 SAMPLES = ROOT / "sample_dumps"
 SAMPLE_BIN = SAMPLES / "bin"
