@@ -41,25 +41,6 @@ class PEImage(UnwindReader):
     """A PE image read lazily through one reader. Use `from_file`, `from_bytes`,
     `from_backing` or `from_memory`."""
 
-    # header fields (copied from pe.headers.Headers)
-    machine: int
-    is_pe32plus: bool
-    timestamp: int
-    characteristics: int
-    size_of_image: int
-    size_of_headers: int
-    checksum: int
-    entry_point_rva: int
-    image_base: int
-    section_alignment: int
-    file_alignment: int
-    subsystem: int
-    dll_characteristics: int
-    size_of_stack_reserve: int
-    size_of_stack_commit: int
-    sections: Tuple[Section, ...]
-    data_directories: Tuple[DataDirectory, ...]
-
     def __init__(
         self,
         header_reader: Callable[[int, int], bytes],
@@ -104,15 +85,7 @@ class PEImage(UnwindReader):
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_file(cls, path: str) -> "PEImage":
-        backing = FileBacking(path)
-        try:
-            img = cls(backing.read, source="file", file=backing)
-        except PEError as e:
-            backing.close()
-            raise PEError(f"{os.path.basename(path)}: {e}") from None
-        except Exception:
-            backing.close()
-            raise
+        img = cls.from_backing(FileBacking(path), os.path.basename(path))
         img.path = path
         return img
 
@@ -168,6 +141,7 @@ class PEImage(UnwindReader):
 
     # ---------------------------------------------------------------- headers
     def _take_headers(self, rd: Callable[[int, int], bytes]) -> None:
+        """Every field of pe.headers.Headers becomes an attribute of the image."""
         h = parse_headers(rd)
         self.machine = h.machine
         self.timestamp = h.timestamp
