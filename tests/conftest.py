@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 import json
 import sys
@@ -25,6 +26,18 @@ os.environ.pop("_NT_SYMBOL_PATH", None)
 SAMPLES = ROOT / "sample_dumps"
 SAMPLE_BIN = SAMPLES / "bin"
 REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
+
+
+def run_cli(*args, cwd=None, timeout: float = 300, env=None) -> "subprocess.CompletedProcess[str]":
+    """`python -m dumpkit ARGS...` in a child, as a user runs it: text output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+        env=env,
+    )
 
 
 def sample_manifest():
