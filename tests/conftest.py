@@ -180,3 +180,33 @@ def python_images(facts: dict) -> list:
     if not folders or (needs_extension and not extra):
         pytest.skip(f"images for {facts['file']} not here (../shared/winpython, DUMPKIT_PYDUMPS_IMAGES)")
     return folders
+
+
+# --- the fast tier: `pytest -m "not slow"` for development, the full run for CI
+# Slow are the tests that run the CLI once per case (a child process each), walk or
+# decompress the million-frame samples, or fuzz: the behaviour is the same, the price is
+# minutes. Listed here, in one place, by module or module::function.
+SLOW = (
+    "tests/hostile/test_hostile.py",
+    "tests/fuzz/",
+    "tests/test_cli.py",
+    "tests/test_real_dumps.py",
+    "tests/sources/test_info_cli.py",
+    "tests/test_windbg.py::test_tfstack_json_matches_cli",
+    "tests/test_golden.py",
+    "tests/hostile/test_escaping.py::test_json_is_valid_and_keeps_names_as_the_dump_holds_them",
+    "tests/analysis/test_verdict_dumps.py::test_compressed_samples_get_the_verdict_their_manifest_records",
+    "tests/cpython/test_stacks_synthetic.py::test_deep_recursion_is_read_whole_and_fast",
+    "tests/analysis/test_recursion.py::test_million_frames_period3_with_noise",
+    "tests/unwind/test_walk_samples.py::test_million_frame_recursion_walks_completely",
+    "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
+    "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        node = item.nodeid.split("[", 1)[0]
+        if any(node == s or node.startswith(s if s.endswith("/") else s + "::") for s in SLOW):
+            item.add_marker(pytest.mark.slow)
+
