@@ -9,10 +9,21 @@ import html
 import re
 from typing import List, Sequence
 
-from dumpkit.analysis.recursion import call_order, outside_entry_path
-from dumpkit.words import human_bytes, plural
+from dumpkit.analysis.recursion import call_order
+from dumpkit.words import plural
 from dumpkit.report.escape import clean
-from dumpkit.report.text import collapse, frame_name, kf_memory, shows_frame_sizes
+from dumpkit.report.text import (
+    budget_line,
+    collapse,
+    cycle_summary,
+    entry_path,
+    frame_name,
+    kf_memory,
+    pointer_digits,
+    shown_cycles,
+    shows_frame_sizes,
+    stack_groups,
+)
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -70,26 +81,23 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
     s = report.system
     if s is not None:
         os_line = f"{s.arch}, Windows {s.os_version}" + (f" ({s.os_build})" if s.os_build else "")
+        if s.wine:
+            os_line += f", under {s.wine}"
         out.append(f"<b>System</b>     {dml_text(os_line)}")
-        out.append(f"<b>CPU</b>        {dml_text(s.cpu)}, {s.processors} processors")
+        out.append(f"<b>CPU</b>        {dml_text(s.cpu)}, {plural(s.processors, 'processor')}")
     out.append("")
 
     crash = next((t for t in report.threads if t.is_crashing), None)
-    for t in report.threads:
-        for cyc in t.cycles[:3]:
-            if not t.is_crashing and cyc.repetitions < 10:
-                continue
-            out.append(f"<b>Recursion on thread</b> {thread_link(t.tid)}")
-            share = f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""
+    for t, cyc in shown_cycles(report):
+        out.append(f"<b>Recursion on thread</b> {thread_link(t.tid)}")
+        out.append(f"  {cycle_summary(cyc)}")
+        for fn in call_order(cyc):
+            out.append(f"    {dml_text(fn)}")
+        path, more = entry_path(cyc)
+        if path:
             out.append(
-                f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
-                f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}{share}, "
-                f"frames {cyc.first_frame}-{cyc.last_frame}"
+                "  entered from: " + dml_text(" <- ".join(path), 1000) + (f" &lt;- ... ({more} more)" if more else "")
             )
-            for fn in call_order(cyc):
-                out.append(f"    {dml_text(fn)}")
-            if outside_entry_path(cyc):
-                out.append("  entered from: " + dml_text(" <- ".join(outside_entry_path(cyc)[:6]), 1000))
     if shows_frame_sizes(report):
         out.append("<b>Largest frames (crashing thread)</b>")
         out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
@@ -105,24 +113,20 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
                 + (f"  {dml_text(how)}" if how else "")
             )
     if crash is not None and crash.budget is not None:
-        b = crash.budget
-        frac = b.used_fraction
-        out.append(
-            f"<b>Stack</b>      used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
-            + (f" ({frac:.0%})" if frac is not None else "")
-            + f", from {dml_text(b.source)}"
-            + (", fault in the guard region" if b.guard_hit else "")
-        )
+        out.append(f"<b>Stack</b>      {dml_text(budget_line(crash.budget), 1000)}")
     out.append("")
+    digits = pointer_digits(report)
 
     def stack(t, title: str) -> None:
         trust = ", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items()))
         name = f' "{dml_text(t.name, 80)}"' if t.name else ""
         out.append(
-            f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frame_count:,} frames ({dml_text(trust)}); "
+            f"<b>{title}</b> {thread_link(t.tid)}{name}  {plural(t.frame_count, 'frame')} ({dml_text(trust)}); "
             f"walk ended: {dml_text(t.stop_reason)}"
         )
-        out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
+        out.append(
+            f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>{digits}}  {'RetAddr/IP':>{digits}}  Call site  (found by)"
+        )
         shown = 0
         rows_ = collapse(t.frames, t.cycles)
         for r, above in zip(rows_, kf_memory(rows_, t.frames)):
@@ -136,7 +140,7 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             pad = " " * max(0, 4 - len(label))
             size = f"{above:x}" if above is not None else ""  # kf's Memory: frame N-1's size
             out.append(
-                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
+                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:0{digits}x}  {r.ip:0{digits}x}  "
                 f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})"
             )
             shown += 1
@@ -150,22 +154,14 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
             continue
         if all_threads or t.tid in wanted:
             stack(t, "Thread")
-    others = [t for t in report.threads if not t.is_crashing and not (all_threads or t.tid in wanted)]
-    if others:
+    groups = stack_groups([t for t in report.threads if not (all_threads or t.tid in wanted)])
+    if groups:
         out.append("<b>Other threads</b>")
-        seen = set()
-        for t in others:
-            if t.tid in seen:
-                continue
-            seen.update(t.same_stack_as)
+        for t, same in groups:
             top = frame_name(t.frames[0]) if t.frames else "(no frames)"
             group = (
-                (
-                    f" (+{len(t.same_stack_as)} with the same stack: "
-                    + ", ".join(thread_link(x) for x in t.same_stack_as)
-                    + ")"
-                )
-                if t.same_stack_as
+                f" (+{len(same)} with the same stack: " + ", ".join(thread_link(x.tid) for x in same) + ")"
+                if same
                 else ""
             )
             name = f' "{dml_text(t.name, 80)}"' if t.name else ""
