@@ -87,9 +87,14 @@ def render_html(report: Report) -> str:
             f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items()
         )
         out.append(f"<tr><th>CPU features</th><td>{h(feats)}</td></tr>")
-    for label, val in (("Python", env.python), ("TensorFlow", env.tensorflow_version)):
-        if val:
-            out.append(f"<tr><th>{label}</th><td>{h(val)}</td></tr>")
+    if env.python:
+        out.append(f"<tr><th>Python</th><td>{h(env.python)}</td></tr>")
+    if env.tensorflow or env.tensorflow_version:
+        out.append(
+            f"<tr><th>TensorFlow</th><td>{h(env.tensorflow_version or 'version unknown')}"
+            + (f" ({h(env.tensorflow[0])})" if env.tensorflow else "")
+            + "</td></tr>"
+        )
     for comp in env.cuda:
         out.append(f"<tr><th>{h(comp.name)}</th><td>{h(comp.version or '?')} ({h(comp.module)})</td></tr>")
     out.append("</table>")
