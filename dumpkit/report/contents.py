@@ -14,6 +14,7 @@ from rich.text import Text
 from dumpkit.analysis.facts import POINTER_REGISTERS
 from dumpkit.analysis.model import Contents, CrashInfo, Environment, SystemSummary
 from dumpkit.report.escape import clean
+from dumpkit.words import plural
 
 EXCEPTION_NONCONTINUABLE = 1
 _FEATURE_NAMES = {"AVX512F": "AVX-512 (F)"}
@@ -62,7 +63,7 @@ def _system(c: Console, s: Optional[SystemSummary], env: Environment) -> None:
             + (f" under {clean(s.wine)}" if s.wine else "")
         )
     )
-    c.print(Text(f"CPU      {clean(s.cpu)}, {s.processors} processors"))
+    c.print(Text(f"CPU      {clean(s.cpu)}, {plural(s.processors, 'processor')}"))
     c.print(Text(f"         {clean(feature_line(env), 1000)}"))
 
 
