@@ -172,3 +172,9 @@ def test_stack_command_view_lists_every_frame_and_where_images_came_from():
     assert table is not None and len(table.rows) == 300 and not table.cut  # never folded
     assert [r.number for r in table.rows][254:258] == ["fe", "ff", "100", "101"]
     assert [(m.name, m.source) for m in view.images] == [("a.dll", "dump memory"), ("b.dll", "image-path: /x/b.dll")]
+
+
+def test_one_distinct_stack_is_singular():
+    same = frames(2)
+    threads = [thread(1, frames(1), crashing=True), thread(2, same, same=(3,)), thread(3, same, same=(2,))]
+    assert report_view(report(threads)).threads.count == "2; 1 distinct stack"

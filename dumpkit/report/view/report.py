@@ -348,7 +348,7 @@ def report_view(
         crashing=thread_view(crash, table(crash)) if crash is not None else None,
         threads=Threads(
             title="Other threads" if crash is not None else "Threads",
-            count=f"{count}" + (f"; {len(groups)} distinct stacks" if len(groups) < count else ""),
+            count=f"{count}" + (f"; {plural(len(groups), 'distinct stack')}" if len(groups) < count else ""),
             groups=tuple(groups),
             full=full,
         ),
