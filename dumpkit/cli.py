@@ -243,7 +243,8 @@ def explain(
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
     from dumpkit.analysis.codes import parse_code
-    from dumpkit.analysis.explain import explain as run, render_explanation_text
+    from dumpkit.analysis.explain import explain as run
+    from dumpkit.report.explanation import render_explanation_text
 
     try:
         parsed = parse_code(code)
