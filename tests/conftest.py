@@ -209,4 +209,3 @@ def pytest_collection_modifyitems(config, items):
         node = item.nodeid.split("[", 1)[0]
         if any(node == s or node.startswith(s if s.endswith("/") else s + "::") for s in SLOW):
             item.add_marker(pytest.mark.slow)
-
