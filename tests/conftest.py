@@ -201,6 +201,7 @@ SLOW = (
     "tests/unwind/test_walk_samples.py::test_million_frame_recursion_walks_completely",
     "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
+    "tests/test_python_stack_cli.py",
 )
 
 

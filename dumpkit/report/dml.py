@@ -93,6 +93,17 @@ def render_dml(
     out.append("")
 
     crash = view.crashing
+    if view.python is not None:
+        py = view.python
+        out.append(f"<b>Python stacks</b> {dml_text(py.summary, 1000)}")
+        for s in py.stacks:
+            out.append(f"<b>{dml_text(s.title)}</b> ({thread_link(s.tid)})")
+            for r in s.rows[:rows]:
+                if isinstance(r, Fold):
+                    out.append(f"        {dml_text(r.text, 1000)}")
+                else:
+                    out.append(f"  {r.index:>5}  {dml_text(r.function, 200)}  {dml_text(r.location, 300)}")
+        out.append("")
     for rec in view.recursions:
         out.append(f"<b>Recursion on thread</b> {thread_link(rec.tid)}")
         out.append(f"  {rec.summary}")

@@ -7,7 +7,7 @@ from typing import List
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import html_prose as prose, html_text as h
-from dumpkit.report.view import CODE, DOCUMENT, PROSE, WORDS, Fold, Line, StackTable, report_view
+from dumpkit.report.view import CODE, DOCUMENT, PROSE, WORDS, Fold, Line, PythonView, StackTable, report_view
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -50,6 +50,23 @@ def _stack(table: StackTable) -> List[str]:
     return rows
 
 
+def _python(py: PythonView, max_rows: int = 200) -> List[str]:
+    out = [f"<h2>Python stacks</h2><p>{h(py.summary, 1000)}</p>"]
+    for s in py.stacks:
+        out.append(f'<h3>{h(s.title)}</h3><table class="stack"><tr><th>#</th><th>function</th><th>file:line</th></tr>')
+        for r in s.rows[:max_rows]:
+            if isinstance(r, Fold):
+                out.append(f'<tr><td colspan="3" class="fold">{h(r.text)}</td></tr>')
+            else:
+                problem = f' <span class="dim">({h(r.problem)})</span>' if r.problem else ""
+                out.append(
+                    f"<tr><td class=num>{r.index}</td><td>{h(r.function, 200)}</td>"
+                    f"<td>{h(r.location, 300)}{problem}</td></tr>"
+                )
+        out.append("</table>")
+    return out
+
+
 def render_html(report: Report) -> str:
     view = report_view(report, DOCUMENT)
     v = view.verdict
@@ -71,6 +88,8 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for r in view.facts.remarks:
         out.append(f'<p class="dim">{"Note: " if r.note else ""}{prose(r.text, 1000)}</p>')
+    if view.python is not None:
+        out += _python(view.python)
     for rec in view.recursions:
         out.append(
             f"<h2>Recursion on thread {rec.tid}</h2><p>{h(rec.summary)}</p><ul>"

@@ -8,7 +8,19 @@ from typing import List
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
-from dumpkit.report.view import CODE, DOCUMENT, LITERAL, PROSE, WORDS, Fold, Line, StackTable, ThreadView, report_view
+from dumpkit.report.view import (
+    CODE,
+    DOCUMENT,
+    LITERAL,
+    PROSE,
+    WORDS,
+    Fold,
+    Line,
+    PythonView,
+    StackTable,
+    ThreadView,
+    report_view,
+)
 
 
 def cell_code(text: object) -> str:
@@ -46,6 +58,24 @@ def _stack_block(table: StackTable, digits: int = 16) -> List[str]:
         lines.append(f"{r.number:>{width}} {r.memory:>8} {r.child_sp} {r.ip} {name}  [{r.found_by}]")
     lines.append("```")
     return lines
+
+
+def _python(py: PythonView, max_rows: int = 60) -> List[str]:
+    """The Python stacks in fenced blocks (innermost first), with the interpreter line."""
+    out = [f"**Python stacks**: {md(py.summary, 1000)}", ""]
+    for s in py.stacks:
+        out += [f"{md(s.title)}:", "", "```"]
+        for r in s.rows[:max_rows]:
+            if isinstance(r, Fold):
+                out.append(f"      {r.text}")
+            else:
+                # Inside a fence only a line starting with ``` could end it; strip backticks.
+                line = f"{r.index:>5} {clean(r.function, 200)}  {clean(r.location, 300)}"
+                out.append(line.replace("`", "'") + (f"  ({clean(r.problem)})" if r.problem else ""))
+        if len(s.rows) > max_rows:
+            out.append("      ... (every frame: dumpkit stack --python)")
+        out += ["```", ""]
+    return out
 
 
 def _thread_label(t: ThreadView) -> str:
@@ -90,6 +120,8 @@ def render_markdown(report: Report) -> str:
     if view.facts.remarks:
         out.append("")
 
+    if view.python is not None:
+        out += _python(view.python)
     for rec in view.recursions:
         out.append(f"**Recursion on thread {rec.tid}**: {rec.summary}")
         out.append("")

@@ -15,7 +15,18 @@ from rich.text import Text
 
 from dumpkit.analysis.model import Report, Stacks
 from dumpkit.report.escape import clean
-from dumpkit.report.view import REPORT, WORDS, Fact, Fold, Line, StackTable, report_view, stacks_view
+from dumpkit.report.view import (
+    REPORT,
+    WORDS,
+    Fact,
+    Fold,
+    Line,
+    PythonView,
+    StackTable,
+    python_view,
+    report_view,
+    stacks_view,
+)
 
 LABEL_WIDTH = 15  # "CUDA runtime", "NVIDIA driver", "CPU features" fit whole
 
@@ -52,6 +63,29 @@ def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit s
     if table.cut:
         out.add_row("", "", "", "", Text(more, style="dim"), "")
     return out
+
+
+def python_section(console: Console, py: PythonView, max_rows: Optional[int] = 40) -> None:
+    """The interpreter, and each thread's Python stack, innermost first (`max_rows` rows
+    each; None: all)."""
+    console.print(_label("Python stacks") + Text(clean(py.summary, 1000)))
+    for s in py.stacks:
+        console.print(Text(s.title, style="bold"))
+        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
+        for col, justify in (("#", "right"), ("function", "left"), ("file:line", "left")):
+            table.add_column(col, justify=justify)  # type: ignore[arg-type]
+        for r in s.rows if max_rows is None else s.rows[:max_rows]:
+            if isinstance(r, Fold):
+                table.add_row("", Text(r.text, style="yellow"), "")
+            else:
+                where = clean(r.location, 300) + (f"  ({clean(r.problem)})" if r.problem else "")
+                table.add_row(str(r.index), Text(clean(r.function, 200)), Text(where))
+        if max_rows is not None and len(s.rows) > max_rows:
+            table.add_row("", Text("... (every frame: dumpkit stack --python)", style="dim"), "")
+        console.print(table)
+        for p in s.problems:
+            console.print(Text(f"  problem: {clean(p, 1000)}", style="dim"))
+    console.print()
 
 
 def _lines(console: Console, title: str, items: Iterable[str], numbered: bool = False) -> None:
@@ -97,6 +131,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         console.print(Text(" " * LABEL_WIDTH) + Text(("note: " if r.note else "") + clean(r.text, 1000), style="dim"))
     console.print()
 
+    if view.python is not None:
+        python_section(console, view.python)
     for rec in view.recursions:
         console.print(Text(f"Recursion on thread {rec.tid}", style="bold"))
         console.print(Text(f"  {rec.summary}"))
@@ -150,6 +186,10 @@ def render_stacks(doc: Stacks, console: Console, max_rows: Optional[int] = None)
     """`dumpkit stack`: each thread asked for, every frame, in WinDbg's `kf` layout, then
     where each module image came from."""
     view = stacks_view(doc)
+    crash = next((t.tid for t in doc.threads if t.is_crashing), None)
+    py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
+    if py is not None:
+        python_section(console, py, max_rows=None)
     for t in view.threads:
         console.print(
             Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")

@@ -4,6 +4,7 @@ markup. Renderers import this package and dumpkit.analysis.model, nothing else o
 but their escaping (import-linter keeps it so)."""
 
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, TEXT, THREAD, WORDS, Line, Span, plain
+from dumpkit.report.view.python import PythonFrameRow, PythonStackView, PythonView, python_view
 from dumpkit.report.view.report import (
     Fact,
     Facts,
@@ -49,6 +50,9 @@ __all__ = [
     "FrameSizeTable",
     "Line",
     "ModuleImage",
+    "PythonFrameRow",
+    "PythonStackView",
+    "PythonView",
     "RecursionView",
     "Remark",
     "ReportView",
@@ -61,6 +65,7 @@ __all__ = [
     "VerdictView",
     "kf_number",
     "plain",
+    "python_view",
     "report_view",
     "stacks_view",
 ]

@@ -10,6 +10,7 @@ from typing import Collection, List, Optional, Tuple
 
 from dumpkit.analysis.model import Cycle, Environment, Report, StackBudget, SystemSummary, ThreadReport
 from dumpkit.analysis.recursion import call_order, outside_entry_path
+from dumpkit.report.view.python import PythonView, python_view
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, THREAD, Line, Span, text, words
 from dumpkit.report.view.stacks import (
     DOCUMENT,
@@ -306,6 +307,7 @@ class ReportView:
     crashing: Optional[ThreadView]  # with its stack
     threads: Threads
     problems: Tuple[str, ...]  # met while reading; the rest of the report stands
+    python: Optional[PythonView] = None  # None: the process runs no CPython
 
 
 def report_view(
@@ -353,4 +355,5 @@ def report_view(
             full=full,
         ),
         problems=report.soft_errors,
+        python=python_view(report.python, crash.tid if crash is not None else None),
     )
