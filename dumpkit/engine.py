@@ -39,11 +39,11 @@ from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
-from dumpkit.images import ImageLocator
+from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
-from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.amd64 import Walker, walk_thread
 from dumpkit.unwind.frames import Frame, StackWalk
 from dumpkit.unwind.x86 import walk_x86
 

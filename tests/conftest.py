@@ -111,9 +111,9 @@ def crash_walk():
     def get(name: str) -> CrashWalk:
         if name not in cache:
             path = sample_path(name)
-            from dumpkit.images import ImageLocator
+            from dumpkit.images import ImageLocator, ImageProvider
             from dumpkit.sources.minidump import open_dump
-            from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+            from dumpkit.unwind.amd64 import Walker, walk_thread
 
             target = open_dump(str(path))
             locator = ImageLocator(image_paths=[str(SAMPLE_BIN)] if SAMPLE_BIN.is_dir() else [])

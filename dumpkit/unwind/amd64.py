@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.images import ImageProvider
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, epilogue_path, simulate_to_return
@@ -44,44 +45,6 @@ _MISSING = object()
 
 # Compiled unwind steps. One tuple per step: (kind, a, b)
 _FRAME, _POP, _ADD, _SETFP, _LOAD, _MACH = range(6)
-
-
-class ImageProvider:
-    """Which PE image serves each module (cached); `None` when none can be found."""
-
-    def __init__(self, target: Target, locator=None):
-        self._target = target
-        self._locator = locator
-        self._cache: Dict[int, object] = {}
-
-    def located(self, module: Module):
-        if module.base not in self._cache:
-            found = None
-            if self._locator is not None:
-                try:
-                    found = self._locator.locate(module, self._target.read)
-                except (PEError, OSError, ValueError, MemoryNotInDump) as e:
-                    self._target.soft_errors.add(f"{module.name}: image unusable ({e})")
-            self._cache[module.base] = found
-        return self._cache[module.base]
-
-    def image(self, module: Module) -> Optional[PEImage]:
-        found = self.located(module)
-        return found.image if found is not None else None
-
-    def sources(self) -> Dict[str, str]:
-        """module name -> where its image came from (for the report)."""
-        out = {}
-        misses = getattr(self._locator, "misses", None)
-        for m in self._target.modules:
-            if m.base in self._cache:
-                found = self._cache[m.base]
-                if found:
-                    out[m.name] = f"{found.source}: {found.detail}"
-                else:
-                    why = misses(m) if misses is not None else []
-                    out[m.name] = "not found" + (f" ({'; '.join(why)})" if why else "")
-        return out
 
 
 @dataclass

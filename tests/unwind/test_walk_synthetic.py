@@ -9,9 +9,9 @@ from __future__ import annotations
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from dumpkit.images import ImageLocator
+from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.target import DumpInfo, MemoryNotInDump, Module, ModuleMap, Registers, SoftErrors, SystemInfo, Thread
-from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.amd64 import Walker, walk_thread
 
 from synth_pe import TEXT_CHARS, PEBuilder, code, unwind_info
 
