@@ -25,7 +25,7 @@ from dumpkit.images import ImageProvider
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, epilogue_path, simulate_to_return
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 
 DEFAULT_MAX_FRAMES = 2_000_000
 # How far (in 8-byte words) to scan for a caller. Breakpad and rust-minidump use 40, which
@@ -84,7 +84,7 @@ class Walker:
         self._in_module: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         # Scanning asks about the same stack words again and again (every thread of a
         # process shares the same return sites); bounded so a hostile dump cannot grow it.
-        self._returns: Dict[int, Optional[str]] = {}
+        self._returns: Dict[int, Optional[Trust]] = {}
         self._dynamic = sorted(target.function_table_entries() or [])
         # 32-bit dumps decode call sites in 32-bit mode (0x40-0x4F are not REX there).
         self.bits = 32 if target.system is not None and target.system.processor_architecture == 0 else 64
@@ -263,15 +263,15 @@ class Walker:
         append = frames.append
         fast_steps = self._fast
         in_module = self._in_module
-        trust = "context"
-        stop = "end of stack"
+        trust = Trust.CONTEXT
+        stop = StopReason.END_OF_STACK
         # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
         while True:
             n = len(frames)
             if n >= limit:
-                stop = f"frame limit ({limit}) reached"
+                stop = StopReason.FRAME_LIMIT
                 break
             if not exact:
                 # Fast path: a caller frame whose unwind is pure pushes and allocations
@@ -300,14 +300,14 @@ class Walker:
                             if v is not None:
                                 regs[reg] = v
                         if cip == 0:
-                            stop = "end of stack (return address 0)"
+                            stop = StopReason.RETURN_ADDRESS_ZERO
                             break
                         csp = ra + 8
                         if csp > stack_hi + 8:
-                            stop = "end of stack"
+                            stop = StopReason.END_OF_STACK
                             break
                         frame.size = csp - sp
-                        ip, sp, trust = cip, csp, "unwind_info"
+                        ip, sp, trust = cip, csp, Trust.UNWIND_INFO
                         continue
             place = self._places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
@@ -326,22 +326,22 @@ class Walker:
             )
             nxt = self._caller(place, ip, sp, regs, read_u64, exact, stack_hi)
             if nxt is None:
-                stop = "no caller found (end of stack or unrecoverable)"
+                stop = StopReason.NO_CALLER
                 break
             cip, csp, cregs, ctrust, exact = nxt
             if cip == 0:
-                stop = "end of stack (return address 0)"
+                stop = StopReason.RETURN_ADDRESS_ZERO
                 break
             if csp <= sp:
                 problems.append(f"frame {len(frames) - 1}: caller SP {csp:#x} not above {sp:#x}; stopped")
-                stop = "stack pointer did not increase"
+                stop = StopReason.SP_NOT_INCREASING
                 break
             if csp > stack_hi + 8:
-                stop = "end of stack"
+                stop = StopReason.END_OF_STACK
                 break
             frames[-1].size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread_id, frames, stop, problems)
+        return StackWalk(thread_id, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
 
     def _in_dynamic_table(self, ip: int) -> bool:
         i = bisect.bisect_right(self._dynamic_starts, ip) - 1
@@ -396,7 +396,7 @@ class Walker:
                     return epi
             out = _run(recipe, sp, regs, read_u64)
             if out is not None and (out[0] == 0 or self._in_module.get(out[0]) or self._note_module(out[0])):
-                return out[0], out[1], out[2], "unwind_info", out[3]
+                return out[0], out[1], out[2], Trust.UNWIND_INFO, out[3]
         elif place.module is not None:
             # No unwind entry. Follow the code to its RET (hand-written probes such as
             # ___chkstk_ms push and pop around a loop), then the leaf rule.
@@ -405,11 +405,11 @@ class Walker:
                 ret = read_u64(path.rsp)
                 if ret is not None and self._plausible_return(ret) is not None:
                     new = _volatile_cleared(regs, path.restored)
-                    return ret, path.rsp + 8, new, "prologue", False
+                    return ret, path.rsp + 8, new, Trust.PROLOGUE, False
             if place.image is not None and exact:
                 ret = read_u64(sp)
-                if ret is not None and self._plausible_return(ret) == "scan_validated":
-                    return ret, sp + 8, _volatile_cleared(regs, {}), "prologue", False
+                if ret is not None and self._plausible_return(ret) is Trust.SCAN_VALIDATED:
+                    return ret, sp + 8, _volatile_cleared(regs, {}), Trust.PROLOGUE, False
         return self._scan(sp, regs, read_u64, stack_hi)
 
     def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
@@ -456,9 +456,9 @@ class Walker:
         ret = read_u64(path.rsp)
         if ret is None:
             return None
-        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), "unwind_info", False
+        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), Trust.UNWIND_INFO, False
 
-    def _plausible_return(self, addr: int) -> Optional[str]:
+    def _plausible_return(self, addr: int) -> Optional[Trust]:
         """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
         the code bytes are not available, None if it cannot be a return address."""
         try:
@@ -470,7 +470,7 @@ class Walker:
         kind = self._returns[addr] = self._classify_return(addr)
         return kind
 
-    def _classify_return(self, addr: int) -> Optional[str]:
+    def _classify_return(self, addr: int) -> Optional[Trust]:
         module = self.target.module_at(addr)
         if module is None:
             if self._dynamic and self._in_dynamic_table(addr):
@@ -478,8 +478,8 @@ class Walker:
                 # the dump holds the code, else take it as a plain scan.
                 before = _code_before(self.target.read_available, addr)
                 if before:
-                    return "scan_validated" if call_ends_at(before, addr, self.bits) else None
-                return "scan"
+                    return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
+                return Trust.SCAN
             return None
         if addr - module.base < 0x1000:
             return None  # the first page of an image is its headers, never code
@@ -488,8 +488,8 @@ class Walker:
             return None
         before = _code_before(self.read_code, addr)
         if before:
-            return "scan_validated" if call_ends_at(before, addr, self.bits) else None
-        return "scan" if image is None else None
+            return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
+        return Trust.SCAN if image is None else None
 
     def _scan(self, sp: int, regs, read_u64, stack_hi: int):
         """The first word at or above sp that can be a return address (a CALL ends there
@@ -622,7 +622,7 @@ def walk_thread(
 ) -> StackWalk:
     ctx = context or thread.context
     if ctx is None:
-        return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
+        return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
     lo, hi = thread.stack_start, thread.stack_end
     if not (lo <= ctx.sp < hi) and hi > lo:
         # Exception contexts can sit below the captured range (the writer's own frames

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 from dumpkit.target import MemoryNotInDump, Registers, Thread
 from dumpkit.unwind.amd64 import Walker
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 
 MAX_STACK_BYTES = 64 << 20
 
@@ -25,7 +25,7 @@ def walk_x86(
 ) -> StackWalk:
     ctx = context or thread.context
     if ctx is None:
-        return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
+        return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
     limit = walker.max_frames if max_frames is None else max_frames
     target = walker.target
     eip, esp, ebp = ctx.values.get("eip", 0), ctx.values.get("esp", 0), ctx.values.get("ebp", 0)
@@ -49,12 +49,12 @@ def walk_x86(
         return walker._plausible_return(addr) is not None
 
     frames: List[Frame] = []
-    trust = "context"
-    stop = "end of stack"
+    trust = Trust.CONTEXT
+    stop = StopReason.END_OF_STACK
     first = True
     while True:
         if len(frames) >= limit:
-            stop = f"frame limit ({limit}) reached"
+            stop = StopReason.FRAME_LIMIT
             break
         place = walker.place(eip, not first)
         mod = place.module
@@ -67,7 +67,7 @@ def walk_x86(
         if esp <= ebp < hi:
             ret, saved = u32(ebp + 4), u32(ebp)
             if ret and code_ok(ret) and (saved is None or saved == 0 or saved > ebp):
-                nxt = (ret, ebp + 8, saved or 0, "frame_pointer")
+                nxt = (ret, ebp + 8, saved or 0, Trust.FRAME_POINTER)
         if nxt is None:
             addr = esp
             for _ in range(walker.scan_words):
@@ -83,14 +83,14 @@ def walk_x86(
                     break
                 addr += 4
         if nxt is None:
-            stop = "no caller found (end of stack or unrecoverable)"
+            stop = StopReason.NO_CALLER
             break
         ceip, cesp, cebp, ctrust = nxt
         if cesp <= esp:
-            stop = "stack pointer did not increase"
+            stop = StopReason.SP_NOT_INCREASING
             break
         if cesp > hi + 4:
             break
         frames[-1].size = cesp - esp
         eip, esp, ebp, trust = ceip, cesp, cebp, ctrust
-    return StackWalk(thread.tid, frames, stop, problems)
+    return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
