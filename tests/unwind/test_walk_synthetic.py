@@ -11,7 +11,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.target import DumpInfo, MemoryNotInDump, Module, ModuleMap, Registers, SoftErrors, SystemInfo, Thread
-from dumpkit.unwind.amd64 import Walker, walk_thread
+from dumpkit.unwind.amd64 import Amd64Step
+from dumpkit.unwind.walk import Walker, walk_thread
 
 from synth_pe import TEXT_CHARS, PEBuilder, code, unwind_info
 
@@ -199,7 +200,7 @@ def setup(stack: Stack, ip: int, sp: int, regs: Dict[str, int], extra=(), dynami
     target = MemoryTarget(
         [(BASE, IMAGE.memory_at(0, IMAGE.size_of_image)), (STACK_LO, bytes(stack.mem)), *extra], dynamic
     )
-    walker = Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)))
+    walker = Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)), Amd64Step)
     values = dict(regs, rip=ip, rsp=sp)
     thread = Thread(1, Registers(values), STACK_LO, STACK_HI - STACK_LO)
     return target, walker, thread
@@ -222,7 +223,7 @@ def unwind_once(stack: Stack, ip: int, sp: int, regs: Dict[str, int], **kw):
         except MemoryNotInDump:
             return None
 
-    got = walker._caller(walker.place(ip), ip, sp, dict(regs), read_u64, True, STACK_HI)
+    got = walker.step.caller(walker.place(ip), ip, sp, dict(regs), read_u64, True, STACK_HI)
     assert got is not None
     return got[0], got[1], got[2]
 
