@@ -108,6 +108,7 @@ class Step(Protocol):
 
 
 StepFactory = Callable[["Walker"], Step]
+_FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]  # a FixedFrame's fields
 
 
 class Walker:
@@ -129,7 +130,7 @@ class Walker:
         self.max_frames = max_frames
         self.scan_words = scan_words
         self._places: Dict[Tuple[int, bool], Place] = {}
-        self._fixed: Dict[int, Optional[FixedFrame]] = {}
+        self._fixed: Dict[int, Optional[_FixedTuple]] = {}
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         self._returns: Dict[int, Optional[Trust]] = {}
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
@@ -250,12 +251,17 @@ class Walker:
         return None
 
     # -- walking --------------------------------------------------------------------------
-    def _fixed_frame(self, step: Step, ip: int) -> Optional[FixedFrame]:
+    def _fixed_frame(self, step: Step, ip: int) -> Optional[_FixedTuple]:
+        """The step's FixedFrame for ip, cached as a plain tuple: the loop unpacks one per
+        frame, and unpacking a NamedTuple (a tuple subclass) takes CPython's slow path."""
         fixed = step.fixed_frame(ip)
+        plain: Optional[_FixedTuple] = None
+        if fixed is not None:
+            plain = (fixed.place, fixed.return_offset, fixed.saved, fixed.module, fixed.function_start)
         if len(self._fixed) > FIXED_CACHE_LIMIT:
             self._fixed.clear()
-        self._fixed[ip] = fixed
-        return fixed
+        self._fixed[ip] = plain
+        return plain
 
     def walk(self, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None) -> StackWalk:
         """Walk `thread` from `context` (default: its own) for at most `max_frames`
