@@ -9,7 +9,15 @@ from enum import Enum
 from typing import Dict, List, Optional
 
 
-class Trust(str, Enum):
+class _Described:
+    """`description`: what a member means, in a sentence."""
+
+    @property
+    def description(self) -> str:
+        return DESCRIPTIONS[self]
+
+
+class Trust(str, _Described, Enum):
     """How a frame was found, weakest first: the definition order is the order of trust.
 
     A `str` mixin, so a member compares, hashes and serialises as its value ("scan",
@@ -29,25 +37,12 @@ class Trust(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
-    @property
-    def description(self) -> str:
-        return _TRUST_DESCRIPTIONS[self]
-
-
-_TRUST_DESCRIPTIONS: Dict[Trust, str] = {
-    Trust.SCAN: "stack scanning: a word on the stack that points into code (the code before it was not available)",
-    Trust.SCAN_VALIDATED: "stack scanning: a word on the stack right after a CALL instruction",
-    Trust.FRAME_POINTER: "the saved frame-pointer chain",
-    Trust.PROLOGUE: "the function's code read up to its RET (it has no unwind data)",
-    Trust.UNWIND_INFO: "the module's unwind data (.pdata/.xdata or a registered function table)",
-    Trust.CONTEXT: "the thread's register context",
-}
 
 # The trust levels' names, weakest first.
 TRUST_LEVELS = tuple(t.value for t in Trust)
 
 
-class StopReason(Enum):
+class StopReason(_Described, Enum):
     """Why a walk ended. `text()` is the wording reports show (the frame limit says its
     value); `description` says what it means."""
 
@@ -71,12 +66,14 @@ class StopReason(Enum):
         """The walk got to the stack's outermost frame (rather than giving up or being cut)."""
         return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO)
 
-    @property
-    def description(self) -> str:
-        return _STOP_DESCRIPTIONS[self]
 
-
-_STOP_DESCRIPTIONS: Dict[StopReason, str] = {
+DESCRIPTIONS: Dict[_Described, str] = {
+    Trust.SCAN: "stack scanning: a word on the stack that points into code (the code before it was not available)",
+    Trust.SCAN_VALIDATED: "stack scanning: a word on the stack right after a CALL instruction",
+    Trust.FRAME_POINTER: "the saved frame-pointer chain",
+    Trust.PROLOGUE: "the function's code read up to its RET (it has no unwind data)",
+    Trust.UNWIND_INFO: "the module's unwind data (.pdata/.xdata or a registered function table)",
+    Trust.CONTEXT: "the thread's register context",
     StopReason.END_OF_STACK: "the caller's stack pointer is past the top of the thread's stack",
     StopReason.RETURN_ADDRESS_ZERO: "the outermost frame returns to address 0, where thread start routines end",
     StopReason.NO_CALLER: "no unwind data, frame pointer or scanned word gave a caller",
