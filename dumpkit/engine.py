@@ -20,6 +20,7 @@ from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.environment import describe_environment
+from dumpkit.packages import owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -444,7 +445,11 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         )
     # Crashing thread first, then by id: that is the order people read them in.
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
-    env = describe_environment(target, image_version=_image_version(walker))
+    env = describe_environment(
+        target,
+        image_version=_image_version(walker),
+        installed_package=lambda module: owning_package(walker.images.files(module)),
+    )
 
     # python
     python = read_python(target, walker)

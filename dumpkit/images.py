@@ -43,6 +43,7 @@ class LocatedImage:
     image: PEImage
     source: str  # one of SOURCES
     detail: str  # one line: which file / why it was accepted
+    path: Optional[str] = None  # the local file, when the image is one
 
 
 # ----------------------------------------------------------------------------- paths
@@ -298,7 +299,7 @@ class ImageLocator:
         if not ok:
             img.close()
             return None
-        return LocatedImage(img, source, f"{path} ({why})")
+        return LocatedImage(img, source, f"{path} ({why})", path)
 
     def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
         if not self.use_recorded_path or not module.path:
@@ -441,6 +442,21 @@ class ImageProvider:
     def image(self, module: Module) -> Optional[PEImage]:
         found = self.located(module)
         return found.image if found is not None else None
+
+    def files(self, module: Module) -> List[str]:
+        """Local files that are this module's: the one its image was read from, then the
+        recorded path where it exists here. Its installation (e.g. the Python package that
+        owns it) is found next to them."""
+        out: List[str] = []
+        found = self.located(module)
+        if found is not None and found.path:
+            out.append(found.path)
+        if self._locator is not None and self._locator.use_recorded_path and module.path:
+            for cand in windows_path_candidates(module.path):
+                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+                if real and os.path.isfile(real) and real not in out:
+                    out.append(real)
+        return out
 
     def sources(self) -> Dict[str, str]:
         """module name -> where its image came from (for the report)."""

@@ -203,6 +203,8 @@ SLOW = (
     "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
     "tests/test_python_stack_cli.py",
+    "tests/test_code_checks.py",
+    "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
 )
 
 
