@@ -3,10 +3,12 @@ real pykd 0.3.4.15 (its dbgeng.dll) in a genuine Windows CPython 3.8 under Wine,
 sample dump, against `dumpkit analyze --format json` run natively on the same dump.
 
 The debugger is set up the way a WinDbg user would: the dump opened (`pykd.loadDump`),
-the folder of the crashed program's binaries on the executable image path (`.exepath` +
+the folders of the crashed program's binaries on the executable image path (`.exepath` +
 `.reload`), so dbgeng maps the images it finds into the dump's address space, as it does
 for every module whose file it can reach. `!tfstack` gets no `--image-path`: what it knows
-of the images it learns from the debugger. The CLI gets `--image-path sample_dumps/bin`.
+of the images it learns from the debugger. The CLI gets the same folders as `--image-path`
+(sample_dumps/bin; for sample_dumps/python, ../shared/winpython's CPython and
+sample_dumps/bin/wine).
 Both must tell the same story: verdict, crash, cycles, findings, every thread's frames
 (SP, IP, module, size, how found, name), the Python stacks. What the debugger does not
 expose (the dump's stream list and header, Wine's marker stream, CPU feature bits,
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import os
 import re
 import shutil
 import subprocess
@@ -39,8 +42,25 @@ from tests.windbg_real import lane
 _CACHE: Dict[str, dict] = {}
 
 
+PYTHON_DUMPS = SAMPLES / "python"
+WINPYTHON = lane.WINPYTHON
+
+
 def _sample_dumps() -> List[str]:
-    return sorted(p.name for p in SAMPLES.glob("*.dmp")) + sorted(p.name for p in SAMPLES.glob("*.dmp.xz"))
+    """The sample dumps, then the real CPython 3.8 ones (sample_dumps/python: the Python
+    stacks are read through the debugger too), named relative to sample_dumps/."""
+    out = []
+    for folder in (SAMPLES, PYTHON_DUMPS):
+        for pattern in ("*.dmp", "*.dmp.xz"):
+            out += sorted(str(p.relative_to(SAMPLES)) for p in folder.glob(pattern))
+    return out
+
+
+def _image_dirs(name: str) -> List[Path]:
+    """Where the crashed program's images are: the CLI's --image-path, the debugger's .exepath."""
+    if name.startswith("python/"):  # the PSF's CPython these dumps crashed, Wine's own DLLs
+        return [WINPYTHON, SAMPLE_BIN / "wine"]
+    return [SAMPLE_BIN]
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +82,7 @@ def _dump_file(name: str, scratch: Path) -> Path:
     path = SAMPLES / name
     if not name.endswith(".xz"):
         return path
-    out = scratch / name[:-3]
+    out = scratch / Path(name[:-3]).name
     if not out.exists():
         with lzma.open(path) as src, open(out, "wb") as dst:
             shutil.copyfileobj(src, dst)
@@ -74,8 +94,13 @@ def _session(env: lane.Env, name: str, scratch: Path) -> dict:
     if name in _CACHE:
         return _CACHE[name]
     dump = _dump_file(name, scratch)
+    dirs = _image_dirs(name)
     proc = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN), "--format", "json"],
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"]
+        + [arg for d in dirs for arg in ("--image-path", str(d))],
+        # the same images reachable: a path like C:\windows\system32\ucrtbase.dll is found
+        # in the lane's Wine prefix, by the debugger and (through WINEPREFIX) by the CLI
+        env=dict(os.environ, WINEPREFIX=str(env.prefix)),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -86,7 +111,7 @@ def _session(env: lane.Env, name: str, scratch: Path) -> dict:
     debugger = env.debugger(
         dump,
         runs=[{"args": ["--json"]}, {"args": ["--all"], "check_links": True}],
-        setup=[".exepath " + lane.windows_path(SAMPLE_BIN), ".reload"],
+        setup=[".exepath " + ";".join(lane.windows_path(d) for d in dirs), ".reload"],
         facts=["lmv"],
         timeout=900,
     )
@@ -102,7 +127,7 @@ def _tfstack_json(session: dict) -> dict:
     return json.loads(out)
 
 
-def _thread_story(t: dict) -> dict:
+def _thread_story(t: dict, teb_stack: bool) -> dict:
     return {
         "tid": t["tid"],
         "crashing": t["is_crashing"],
@@ -113,19 +138,23 @@ def _thread_story(t: dict) -> dict:
             (f["index"], f["ip"], f["sp"], f["module"], f["size"], f["trust"], f["symbol"]) for f in t["frames"]
         ],
         "cycles": t["cycles"],
-        "stack": (t["stack_start"], t["stack_end"], t["teb"]),
+        "stack": (t["stack_start"] if not teb_stack else None, t["stack_end"], t["teb"]),
         "budget": t["budget"],
     }
 
 
-def _story(doc: dict) -> dict:
-    """Everything the report says about what happened (not about the file it came from)."""
+def _story(doc: dict, teb_stack: bool = False) -> dict:
+    """Everything the report says about what happened (not about the file it came from).
+
+    `teb_stack`: the dump holds the threads' TEBs (full-memory dumps). The debugger's
+    stack then starts at SP (its TEB's StackLimit is far below); the file reader's at the
+    thread's stack descriptor, which may start a few bytes below SP: not compared."""
     return {
         "verdict": doc["verdict"],
         "crash": {k: v for k, v in (doc["crash"] or {}).items() if k != "context_flags"},
         "findings": doc["findings"],
         "frame_sizes": doc["frame_sizes"],
-        "threads": [_thread_story(t) for t in doc["threads"]],
+        "threads": [_thread_story(t, teb_stack) for t in doc["threads"]],
         "python": doc["python"],
         "modules": [(m["name"], m["base"], m["size"], m.get("file_version")) for m in doc["modules"]],
     }
@@ -134,7 +163,8 @@ def _story(doc: dict) -> dict:
 @pytest.mark.parametrize("name", _sample_dumps())
 def test_real_engine_tells_the_same_story_as_the_cli(name, env, dumps_dir):
     session = _session(env, name, dumps_dir)
-    cli, windbg = _story(session["cli"]), _story(_tfstack_json(session))
+    full = "_full" in name  # full-memory dumps hold the TEBs
+    cli, windbg = _story(session["cli"], full), _story(_tfstack_json(session), full)
     assert windbg["verdict"] == cli["verdict"]
     assert windbg["crash"] == cli["crash"]
     assert windbg["findings"] == cli["findings"]
@@ -191,9 +221,11 @@ def test_images_the_debugger_maps_are_read_from_their_files(name, env, dumps_dir
     instead of run_scenario). The pykd source must take such images from files too."""
     session = _session(env, name, dumps_dir)
     mapped = _mapped(session)
-    exe = next(m["name"].lower() for m in session["cli"]["modules"] if m["name"].lower().endswith(".exe"))
-    assert exe in mapped, f"dbgeng did not map {exe} from .exepath: {sorted(mapped)}"
     cli_sources = {m["name"].lower(): m["image_source"] or "" for m in session["cli"]["modules"]}
+    exe = next(name for name in cli_sources if name.endswith(".exe"))
+    if not cli_sources[exe].startswith("dump-memory"):  # a full dump holds the image itself
+        assert exe in mapped, f"dbgeng did not map {exe} from .exepath: {sorted(mapped)}"
+    assert mapped, "dbgeng mapped no image: nothing here tests reading them from files"
     for m in _tfstack_json(session)["modules"]:
         key = m["name"].lower()
         if key in mapped and not cli_sources[key].startswith("dump-memory"):
