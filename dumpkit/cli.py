@@ -175,6 +175,11 @@ def stack(
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     max_frames: int = typer.Option(2_000_000, help="Most frames walked per thread."),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
+    python: bool = typer.Option(
+        False,
+        "--python",
+        help="Also the Python stack of each thread shown (CPython processes; needs a full-memory dump).",
+    ),
 ) -> None:
     """Print stack frames like WinDbg's `kf` (frame size, SP, return address, call site, how found)."""
     from dumpkit.engine import Options, crashing_thread, stacks, walker_for
@@ -195,7 +200,7 @@ def stack(
         chosen = [crash]
     else:
         chosen = list(target.threads[:1])
-    doc, _walker = stacks(target, opts, chosen)
+    doc, _walker = stacks(target, opts, chosen, python=python)
     if json_out:
         from dumpkit.report.json_report import render_json
 
@@ -243,7 +248,8 @@ def explain(
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
     from dumpkit.analysis.codes import parse_code
-    from dumpkit.analysis.explain import explain as run, render_explanation_text
+    from dumpkit.analysis.explain import explain as run
+    from dumpkit.report.explanation import render_explanation_text
 
     try:
         parsed = parse_code(code)

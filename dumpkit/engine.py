@@ -34,7 +34,7 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
-from dumpkit.analysis.pystack import python_report
+from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
@@ -211,9 +211,10 @@ def _thread_report(
     )
 
 
-def stacks(target: Target, options: Options, threads: Iterable[Thread]) -> Tuple[Stacks, Walker]:
+def stacks(target: Target, options: Options, threads: Iterable[Thread], python: bool = False) -> Tuple[Stacks, Walker]:
     """Read and walk phases for the threads asked for (`dumpkit stack`): every frame kept.
-    The crashing thread is walked from the exception context."""
+    The crashing thread is walked from the exception context. `python`: the Python
+    phase too, every Python frame kept."""
     walker = make_walker(target, options)
     walk_thread = walker_for(target)
     crash = crashing_thread(target)
@@ -235,12 +236,13 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread]) -> Tuple
         threads=tuple(reports),
         modules=facts.module_records(target, walker.images.sources()),
         soft_errors=tuple(target.soft_errors.items),
+        python=read_python(target, walker, keep=None) if python else None,
     )
     return doc, walker
 
 
 # ----------------------------------------------------------------------------- python
-def read_python(target: Target, walker: Walker) -> Optional[PythonReport]:
+def read_python(target: Target, walker: Walker, keep: Optional[int] = KEEP_FRAMES) -> Optional[PythonReport]:
     """The Python phase: each thread's Python stack when the process runs CPython and the
     dump holds its memory (else a status saying what is missing). None: not Python."""
     interp = find_interpreter(target.modules)
@@ -253,7 +255,7 @@ def read_python(target: Target, walker: Walker) -> Optional[PythonReport]:
             exports = export_lookup(interp.module.base, image.exports())
         except (PEError, MemoryNotInDump) as e:
             target.soft_errors.add(f"{interp.module.name}: export table unreadable ({e})")
-    return python_report(read_python_state(target, exports, interp))
+    return python_report(read_python_state(target, exports, interp), keep=keep)
 
 
 # ----------------------------------------------------------------------------- analyse

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import tempfile
 import json
 import sys
 from pathlib import Path
@@ -12,9 +14,30 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# Tests must not depend on what else is on the machine: a Wine prefix in ~/.wine or
+# $WINEPREFIX would serve the recorded Windows paths of the sample dumps with its own DLLs,
+# and ~/.cache would hold a symbol cache. The session (and every CLI it runs) gets an empty
+# home of its own.
+_HOME = tempfile.mkdtemp(prefix="dumpkit-tests-home-")
+os.environ["HOME"] = _HOME
+os.environ.pop("WINEPREFIX", None)
+os.environ.pop("_NT_SYMBOL_PATH", None)
+
 SAMPLES = ROOT / "sample_dumps"
 SAMPLE_BIN = SAMPLES / "bin"
 REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
+
+
+def run_cli(*args, cwd=None, timeout: float = 300, env=None) -> "subprocess.CompletedProcess[str]":
+    """`python -m dumpkit ARGS...` in a child, as a user runs it: text output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+        env=env,
+    )
 
 
 def sample_manifest():
@@ -157,3 +180,33 @@ def python_images(facts: dict) -> list:
     if not folders or (needs_extension and not extra):
         pytest.skip(f"images for {facts['file']} not here (../shared/winpython, DUMPKIT_PYDUMPS_IMAGES)")
     return folders
+
+
+# --- the fast tier: `pytest -m "not slow"` for development, the full run for CI
+# Slow are the tests that run the CLI once per case (a child process each), walk or
+# decompress the million-frame samples, or fuzz: the behaviour is the same, the price is
+# minutes. Listed here, in one place, by module or module::function.
+SLOW = (
+    "tests/hostile/test_hostile.py",
+    "tests/fuzz/",
+    "tests/test_cli.py",
+    "tests/test_real_dumps.py",
+    "tests/sources/test_info_cli.py",
+    "tests/test_windbg.py::test_tfstack_json_matches_cli",
+    "tests/test_golden.py",
+    "tests/hostile/test_escaping.py::test_json_is_valid_and_keeps_names_as_the_dump_holds_them",
+    "tests/analysis/test_verdict_dumps.py::test_compressed_samples_get_the_verdict_their_manifest_records",
+    "tests/cpython/test_stacks_synthetic.py::test_deep_recursion_is_read_whole_and_fast",
+    "tests/analysis/test_recursion.py::test_million_frames_period3_with_noise",
+    "tests/unwind/test_walk_samples.py::test_million_frame_recursion_walks_completely",
+    "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
+    "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
+    "tests/test_python_stack_cli.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        node = item.nodeid.split("[", 1)[0]
+        if any(node == s or node.startswith(s if s.endswith("/") else s + "::") for s in SLOW):
+            item.add_marker(pytest.mark.slow)

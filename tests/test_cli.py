@@ -9,22 +9,27 @@ import lzma
 import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REAL_DUMPS, ROOT, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, sample_facts, sample_manifest
+from tests.conftest import (
+    REAL_DUMPS,
+    ROOT,
+    run_cli,
+    SAMPLE_BIN,
+    SAMPLES,
+    real_dump,
+    real_dumps,
+    sample_facts,
+    sample_manifest,
+)
 
 # Every sample the manifest records, the .xz ones included (decompressed once per session).
 CASES = [d for d in sample_manifest() if d["file"].endswith((".dmp", ".dmp.xz"))]
 
 
-def run(*args, cwd=None):
-    return subprocess.run(
-        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd
-    )
+run = run_cli
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
 from synth_pe import make_sample_image
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_BIN = REPO / "sample_dumps" / "bin"
@@ -410,8 +411,6 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     """End to end: Wine's ntdll reached through a file.ptr in a symbol store is what
     `dumpkit stack` says served it; a module the store has only compressed says so."""
     import json
-    import subprocess
-    import sys
 
     dump = REPO / "sample_dumps" / "fastfail_abort.dmp"
     ntdll = SAMPLE_BIN / "wine" / "ntdll.dll.xz"
@@ -423,14 +422,7 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     k = tmp_path / "kernel32.dll" / "63F14E2B195000"
     k.mkdir(parents=True)
     (k / "kernel32.dl_").write_bytes(b"MSCF" + bytes(60))
-    env = {k2: v for k2, v in os.environ.items() if k2 != "_NT_SYMBOL_PATH"}
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "stack", str(dump), "--json", "--symbol-path", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=REPO,
-    )
+    r = run_cli("stack", dump, "--json", "--symbol-path", tmp_path)  # conftest clears _NT_SYMBOL_PATH
     assert r.returncode in (0, 1), r.stderr
     sources = {m["name"]: m["image_source"] for m in json.loads(r.stdout)["modules"] if m["image_source"]}
     assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))

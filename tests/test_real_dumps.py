@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from collections import Counter
-import sys
 from pathlib import Path
 
 import pytest
 
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import REAL_DUMPS, real_dump, real_dumps, real_manifest
+from tests.conftest import REAL_DUMPS, run_cli, real_dump, real_dumps, real_manifest
 
 ALL = real_dumps()
 WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]
@@ -25,10 +23,7 @@ X64_WITH_PEERS = [
 ]
 
 
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
+run = run_cli
 
 
 def peer_json(dump: Path) -> dict:

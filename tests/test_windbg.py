@@ -140,7 +140,7 @@ def test_dml_output_has_verdict_and_links(tfstack, pykd):
     tid = cli["crash"]["thread_id"]
     assert f'<link cmd="~~[0x{tid:x}]s">' in dml
     assert f'<link cmd="~~[0x{tid:x}]s; .ecxr; .frame 0x0">00</link>' in dml
-    assert "cycle of 3 function(s), 1,710 repetitions" in dml
+    assert "cycle of 3 functions in call order, 1,710 repetitions" in dml
     # No raw markup from dump strings: every '<' starts one of our own tags.
     assert not re.search(r"<(?!/?(b|link)[ >])", dml)
 

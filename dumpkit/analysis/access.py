@@ -18,6 +18,7 @@ import capstone
 from capstone import x86
 
 from dumpkit.analysis.model import MemoryAccess
+from dumpkit.analysis.pointers import fill_pattern, is_canonical
 
 __all__ = ["faulting_access", "fill_pattern", "is_canonical", "operand_headline", "ALL_ONES"]
 
@@ -56,12 +57,6 @@ for _n in ("si", "di", "bp", "sp"):
     _PARENT.update({f"e{_n}": f"r{_n}", _n: f"r{_n}", f"{_n}l": f"r{_n}"})
 for _i in range(8, 16):
     _PARENT.update({f"r{_i}d": f"r{_i}", f"r{_i}w": f"r{_i}", f"r{_i}b": f"r{_i}"})
-
-
-def is_canonical(address: int) -> bool:
-    """x64 with 48-bit virtual addresses: bits 63..47 are copies of bit 47."""
-    top = address >> 47
-    return top == 0 or top == (1 << 17) - 1
 
 
 @lru_cache(maxsize=2)
@@ -173,31 +168,6 @@ def faulting_access(
         aligned_only and op.size > 1 and address % op.size != 0,
         tuple(used),
     )
-
-
-# Values that are fill patterns, not pointers (MSVC debug CRT, the Windows debug heap, /RTC).
-FILL_PATTERNS = {
-    0xFEEEFEEE: "memory released by HeapFree (the debug heap's freed-block fill)",
-    0xDDDDDDDD: "memory freed through the debug CRT (its freed-block fill)",
-    0xCDCDCDCD: "heap memory allocated but never initialised (debug CRT fill)",
-    0xCCCCCCCC: "an uninitialised stack variable (/RTC fill)",
-    0xBAADF00D: "heap memory allocated but never initialised (debug heap fill)",
-    0xABABABAB: "the guard bytes after a heap block (read past its end)",
-    0xFDFDFDFD: "the debug CRT's no-man's-land guard around a block (an overrun)",
-}
-
-
-def fill_pattern(value: int) -> Optional[str]:
-    """What a pointer-sized value that is really a fill pattern says, if it is one."""
-    for half in (value & 0xFFFFFFFF, value >> 32):
-        if half in FILL_PATTERNS:
-            return f"{half:#010x}: {FILL_PATTERNS[half]}"
-    b = value & 0xFF
-    for width in (8, 4):  # a 64-bit or a 32-bit value made of one repeated byte
-        if value > 0xFF and value == int.from_bytes(bytes([b]) * width, "little"):
-            text = f" ({chr(b) * 4!r}...)" if 0x20 < b < 0x7F else ""
-            return f"the byte {b:#04x} repeated{text}: memory filled with a pattern or overwritten with data, not a pointer"
-    return None
 
 
 def operand_headline(code: int, reported: int, acc: MemoryAccess) -> Optional[str]:

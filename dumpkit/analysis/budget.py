@@ -24,7 +24,7 @@ Wine's Normal dumps hold neither TEB memory nor a MemoryInfoList, so they end in
 from __future__ import annotations
 
 import struct
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import StackBudget
 from dumpkit.target import MemoryRegion, Target, Thread
@@ -80,7 +80,7 @@ def _mib(x: int) -> str:
 
 
 def _guard_hit(
-    fault: Optional[int], reserve_low: Optional[int], limit: Optional[int], guard: List[Tuple[int, int]] = ()
+    fault: Optional[int], reserve_low: Optional[int], limit: Optional[int], guard: Sequence[Tuple[int, int]] = ()
 ) -> Optional[bool]:
     """Fault inside [reserve_low, limit), within a page below limit, or in a PAGE_GUARD
     region; with no limit, inside the lowest granule of the reservation."""
@@ -221,13 +221,13 @@ def stack_budget(
         notes.append(f"TEB at {thread.teb:#x} not in the dump and no memory map")
     else:
         notes.append("no TEB address and no memory map")
-    base = thread.stack_end if thread.stack_size else None
-    if base is None or not (thread.stack_start <= sp <= base + PAGE):
-        if base is not None:
-            notes.append(f"SP {sp:#x} is outside the captured stack {thread.stack_start:#x}..{base:#x}")
+    top = thread.stack_end if thread.stack_size else None
+    if top is None or not (thread.stack_start <= sp <= top + PAGE):
+        if top is not None:
+            notes.append(f"SP {sp:#x} is outside the captured stack {thread.stack_start:#x}..{top:#x}")
         return StackBudget(
             thread_id=tid,
-            base=base,
+            base=top,
             limit=None,
             reserve_low=None,
             reserve_size=None,
@@ -236,6 +236,7 @@ def stack_budget(
             guard_hit=None,
             note="; ".join(notes),
         )
+    base = top
     notes.append(f"base {base:#x} is the top of the captured stack")
     if base % PAGE:
         notes.append("(not page aligned: the capture may not reach the real base)")
@@ -268,11 +269,11 @@ def stack_budget(
         )
         if image_low is not None:
             if image_low == fault_low:
-                notes.append(f"agrees with the executable's SizeOfStackReserve ({_mib(exe_stack_reserve)})")
+                notes.append(f"agrees with the executable's SizeOfStackReserve ({_mib(exe_stack_reserve or 0)})")
             else:
                 notes.append(
                     f"the executable's SizeOfStackReserve says "
-                    f"{_mib(exe_stack_reserve)}: this thread was created with "
+                    f"{_mib(exe_stack_reserve or 0)}: this thread was created with "
                     f"its own stack size"
                 )
     elif image_low is not None:
@@ -280,7 +281,7 @@ def stack_budget(
         source = "captured+image"
         notes.append(
             f"reserve estimated from the executable's SizeOfStackReserve "
-            f"({_mib(exe_stack_reserve)}); a thread created with its own stack "
+            f"({_mib(exe_stack_reserve or 0)}); a thread created with its own stack "
             f"size has a different one"
         )
     else:

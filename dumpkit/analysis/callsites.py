@@ -148,7 +148,7 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
     open_ = [e for e in edges if e.confirmed is None]
     parts = []
     direct = [e for e in open_ if e.call == "direct" and e.target is not None]
-    unknown_entry = sorted({e.resolved or e.target for e in direct})
+    unknown_entry = sorted({t for t in (e.resolved or e.target for e in direct) if t is not None})
     if unknown_entry:
         parts.append(
             ("a direct CALL to " if len(direct) == 1 else "direct CALLs to ")

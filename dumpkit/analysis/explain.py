@@ -1,13 +1,13 @@
 """`dumpkit explain <code>`: what an exit/exception code means, what usually causes it in a
 Python/TensorFlow process on Windows, what to do next, and how to capture a dump next time.
 
-Pure: takes a ParsedCode (from codes.parse_code), returns an Explanation; the text renderer
-returns a string. No dump is needed.
+Pure: takes a ParsedCode (from codes.parse_code), returns an Explanation (the meaning,
+causes, steps and capture help as data; report/view/explanation.py decides how it is
+shown). No dump is needed.
 """
 
 from __future__ import annotations
 
-import textwrap
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -292,7 +292,7 @@ def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...
 
 
 # --------------------------------------------------------------------------------------
-# explain / render
+# explain
 # --------------------------------------------------------------------------------------
 
 _MIXUPS: Dict[int, Tuple[str, ...]] = {
@@ -389,55 +389,3 @@ def explain(parsed: ParsedCode) -> Explanation:
         mixups=mixups,
         known=info.known,
     )
-
-
-_WIDTH = 88
-
-
-_COMMANDS = ("reg add", "procdump", "gflags", "cdb")
-
-
-def _para(text: str, indent: str = "  ") -> str:
-    out = []
-    for line in text.split("\n"):
-        if line.startswith(_COMMANDS):
-            out.append(indent + "    " + line)  # commands are never wrapped
-        else:
-            out.append(textwrap.fill(line, _WIDTH, initial_indent=indent, subsequent_indent=indent))
-    return "\n".join(out)
-
-
-def _bullets(items: Tuple[str, ...]) -> str:
-    lines = []
-    for item in items:
-        first, *rest = item.split("\n")
-        lines.append(textwrap.fill(first, _WIDTH, initial_indent="  - ", subsequent_indent="    "))
-        for extra in rest:
-            if extra.startswith(_COMMANDS):
-                lines.append("      " + extra)  # commands are never wrapped
-            else:
-                lines.append(textwrap.fill(extra, _WIDTH, initial_indent="    ", subsequent_indent="    "))
-    return "\n".join(lines)
-
-
-def render_explanation_text(e: Explanation) -> str:
-    """Plain text for a terminal (no colour, no markup)."""
-    name = e.name if e.subcode_name is None else f"{e.name} / {e.subcode_name}"
-    code = e.code_hex if e.subcode is None else f"{e.code_hex}/{e.subcode}"
-    heading = f"{code}  {name}" if e.known or name != e.code_hex else f"{code}  (not a code dumpkit knows)"
-    parts = [
-        heading,
-        f"  signed: {e.signed_decimal}   unsigned: {e.unsigned_decimal}   hex: {e.code_hex}"
-        + (f"   fail-fast subcode: {e.subcode} (0x{e.subcode:X})" if e.subcode is not None else ""),
-        "",
-        _para(e.summary[:1].upper() + e.summary[1:] + "."),
-    ]
-    if e.mixups:
-        parts += ["", "Common mix-up:"] + [_para(m) for m in e.mixups]
-    if e.causes:
-        parts += ["", "What usually causes it (Python / TensorFlow on Windows):", _bullets(e.causes)]
-    if e.next_steps:
-        parts += ["", "What to do next:", _bullets(e.next_steps)]
-    if e.capture_help:
-        parts += ["", "Capturing a dump next time:", _bullets(e.capture_help)]
-    return "\n".join(parts) + "\n"

@@ -422,3 +422,4 @@ class Stacks:
     threads: Tuple[ThreadReport, ...]
     modules: Tuple[ModuleRecord, ...]
     soft_errors: Tuple[str, ...]
+    python: Optional["PythonReport"] = None  # with --python: the Python stacks, every frame

@@ -44,7 +44,7 @@ def _cycles(frames: Sequence[PythonFrame], first_index: int) -> Tuple[PythonCycl
     )
 
 
-def _thread(t: PythonThread, keep: int) -> PythonThreadReport:
+def _thread(t: PythonThread, keep: Optional[int]) -> PythonThreadReport:
     records = [
         PythonFrameRecord(i, f.function, f.filename, f.line, f.first_line, f.problem) for i, f in enumerate(t.frames)
     ]
@@ -57,7 +57,7 @@ def _thread(t: PythonThread, keep: int) -> PythonThreadReport:
     inner = t.frames[: t.omitted_at] if t.omitted and t.omitted_at is not None else t.frames
     cycles = _cycles(inner, 0)
     elided = 0
-    if len(records) > keep:
+    if keep is not None and len(records) > keep:
         head = keep * 3 // 4
         elided = len(records) - keep + t.omitted
         records = records[:head] + records[-(keep - head) :]
@@ -66,8 +66,9 @@ def _thread(t: PythonThread, keep: int) -> PythonThreadReport:
     return PythonThreadReport(t.thread_id, t.depth, tuple(records), elided, t.truncated, cycles, tuple(t.problems))
 
 
-def python_report(state: Optional[PythonState], keep: int = KEEP_FRAMES) -> Optional[PythonReport]:
-    """The report's Python section; None when the process runs no CPython."""
+def python_report(state: Optional[PythonState], keep: Optional[int] = KEEP_FRAMES) -> Optional[PythonReport]:
+    """The report's Python section; None when the process runs no CPython. `keep`: frames
+    kept per thread (head and tail), None for every frame the reader kept."""
     if state is None or state.status.value == "no_python":
         return None
     return PythonReport(

@@ -1,7 +1,7 @@
 """DML (WinDbg's Debugger Markup Language) rendering of a Report, for `!tfstack`: the
 text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`, after
-`.ecxr` on the crashing thread).
-Dump-derived text is escaped for DML."""
+`.ecxr` on the crashing thread). What is shown comes from report.view (in WinDbg's `kf`
+layout); dump-derived text is escaped for DML."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import html
 import re
 from typing import List, Sequence
 
-from dumpkit.analysis.recursion import call_order, outside_entry_path
-from dumpkit.words import human_bytes, plural
+from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
-from dumpkit.report.text import collapse, frame_name, kf_memory, shows_frame_sizes
+from dumpkit.report.view import KF, THREAD, WORDS, Fact, Fold, Line, Span, ThreadView, kf_number, report_view
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -39,15 +38,41 @@ def frame_link(tid: int, index: int, crashing: bool = False) -> str:
     Switching threads puts WinDbg in the thread list's context, but the crashing thread's
     frames are walked (and numbered) from the exception record's context, so its links
     add `.ecxr` first; other threads are walked from the thread-list context itself."""
-    label = f"{index:02x}" if index < 256 else f"{index:x}"
     context = "; .ecxr" if crashing else ""
-    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{index:x}", label)
+    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{index:x}", kf_number(index))
 
 
-def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_threads: bool = False) -> List[str]:
+def _span(s: Span) -> str:
+    if s.kind == WORDS:
+        return s.text
+    return thread_link(int(s.text)) if s.kind == THREAD else dml_text(s.text, s.limit)
+
+
+def inline(line: Line) -> str:
+    """A view line as DML: thread ids become links, values are escaped."""
+    return "".join(_span(s) for s in line)
+
+
+LABEL_WIDTH = 11
+
+
+def _fact(out: List[str], f: Fact) -> None:
+    value = inline(f.terminal_value or f.value)
+    if f.terminal_label is None:
+        out.append(f"{' ' * LABEL_WIDTH}{value}")
+    else:
+        out.append(f"<b>{f.terminal_label}</b>{' ' * (LABEL_WIDTH - len(f.terminal_label))}{value}")
+
+
+def render_dml(
+    report: Report, rows: int = 40, show_threads: Sequence[int] = (), all_threads: bool = False
+) -> List[str]:
+    view = report_view(
+        report, KF, max_rows=rows, other_stacks=False, full_threads=show_threads, all_threads=all_threads
+    )
     out: List[str] = []
-    v = report.verdict
-    out.append(f"<b>dumpkit {dml_text(report.dumpkit_version)}</b>: {dml_text(report.dump.path)}")
+    v = view.verdict
+    out.append(f"<b>dumpkit {dml_text(view.dumpkit_version)}</b>: {dml_text(view.dump_path)}")
     out.append(f"<b>VERDICT</b>  <b>{dml_text(v.headline, 2000)}</b>")
     out.append(f"confidence: {dml_text(v.confidence)}")
     if v.evidence:
@@ -58,120 +83,87 @@ def render_dml(report, rows: int = 40, show_threads: Sequence[int] = (), all_thr
         out.extend(f"  {i}. {dml_text(s, 2000)}" for i, s in enumerate(v.next_steps, 1))
     out.append("")
 
-    c = report.crash
-    if c is not None:
-        line = f"{c.code:#010x} {c.code_name}"
-        if c.fastfail_code is not None:
-            line += f" / {c.fastfail_name} ({c.fastfail_code})"
-        out.append(f"<b>Crash</b>      {dml_text(line)} on thread {thread_link(c.thread_id)} at {c.address:#x}")
-        out.append(f"           {dml_text(c.summary, 1000)}")
-        if c.raised_by:
-            out.append(f"           raised by {dml_text(c.raised_by)}")
-    s = report.system
-    if s is not None:
-        os_line = f"{s.arch}, Windows {s.os_version}" + (f" ({s.os_build})" if s.os_build else "")
-        out.append(f"<b>System</b>     {dml_text(os_line)}")
-        out.append(f"<b>CPU</b>        {dml_text(s.cpu)}, {s.processors} processors")
+    facts = view.facts
+    for f in facts.exception:
+        _fact(out, f)
+    if facts.raised_by:
+        out.append(f"{' ' * LABEL_WIDTH}raised by {dml_text(facts.raised_by)}")
+    for f in facts.machine:
+        _fact(out, f)
     out.append("")
 
-    crash = next((t for t in report.threads if t.is_crashing), None)
-    for t in report.threads:
-        for cyc in t.cycles[:3]:
-            if not t.is_crashing and cyc.repetitions < 10:
-                continue
-            out.append(f"<b>Recursion on thread</b> {thread_link(t.tid)}")
-            share = f" ({cyc.stack_share:.0%} of the used stack)" if cyc.stack_share is not None else ""
+    crash = view.crashing
+    if view.python is not None:
+        py = view.python
+        out.append(f"<b>Python stacks</b> {dml_text(py.summary, 1000)}")
+        for s in py.stacks:
+            out.append(f"<b>{dml_text(s.title)}</b> ({thread_link(s.tid)})")
+            for r in s.rows[:rows]:
+                if isinstance(r, Fold):
+                    out.append(f"        {dml_text(r.text, 1000)}")
+                else:
+                    out.append(f"  {r.index:>5}  {dml_text(r.function, 200)}  {dml_text(r.location, 300)}")
+        out.append("")
+    for rec in view.recursions:
+        out.append(f"<b>Recursion on thread</b> {thread_link(rec.tid)}")
+        out.append(f"  {rec.summary}")
+        for fn in rec.functions:
+            out.append(f"    {dml_text(fn)}")
+        if rec.entry_path:
             out.append(
-                f"  cycle of {cyc.period} function(s), {cyc.repetitions:,} repetitions x "
-                f"{cyc.bytes_per_repetition:,} bytes = {human_bytes(cyc.total_bytes)}{share}, "
-                f"frames {cyc.first_frame}-{cyc.last_frame}"
+                "  entered from: "
+                + dml_text(" <- ".join(rec.entry_path), 1000)
+                + (f" &lt;- ... ({rec.entry_more} more)" if rec.entry_more else "")
             )
-            for fn in call_order(cyc):
-                out.append(f"    {dml_text(fn)}")
-            if outside_entry_path(cyc):
-                out.append("  entered from: " + dml_text(" <- ".join(outside_entry_path(cyc)[:6]), 1000))
-    if shows_frame_sizes(report):
+    sizes = view.frame_sizes
+    if sizes is not None:
         out.append("<b>Largest frames (crashing thread)</b>")
         out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
-        for fs in report.frame_sizes[:8]:
-            how = fs.prologue_text or ""
-            if fs.not_yet_allocated:
-                how += " (died in the probe before the frame existed)"
-            idx = frame_link(crash.tid, fs.frame_index, crashing=True) if crash is not None else str(fs.frame_index)
-            pad = " " * max(0, 6 - len(f"{fs.frame_index:02x}" if fs.frame_index < 256 else f"{fs.frame_index:x}"))
-            asks = f"{fs.requested:,}" if fs.requested is not None else ""
+        for fs in sizes.rows:
+            idx = frame_link(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
+            pad = " " * max(0, 6 - len(kf_number(fs.index)))
             out.append(
-                f"  {pad}{idx}  {fs.size:>10,}  {asks:>13}  {dml_text(fs.function)}"
-                + (f"  {dml_text(how)}" if how else "")
+                f"  {pad}{idx}  {fs.size:>10}  {fs.asks:>13}  {dml_text(fs.function)}"
+                + (f"  {dml_text(fs.how)}" if fs.how else "")
             )
-    if crash is not None and crash.budget is not None:
-        b = crash.budget
-        frac = b.used_fraction
-        out.append(
-            f"<b>Stack</b>      used {human_bytes(b.used)} of {human_bytes(b.reserve_size)}"
-            + (f" ({frac:.0%})" if frac is not None else "")
-            + f", from {dml_text(b.source)}"
-            + (", fault in the guard region" if b.guard_hit else "")
-        )
+    if view.budget is not None:
+        out.append(f"<b>Stack</b>      {dml_text(view.budget, 1000)}")
     out.append("")
+    digits = view.pointer_digits
 
-    def stack(t, title: str) -> None:
-        trust = ", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items()))
+    def stack(t: ThreadView, title: str) -> None:
         name = f' "{dml_text(t.name, 80)}"' if t.name else ""
         out.append(
-            f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frame_count:,} frames ({dml_text(trust)}); "
+            f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frames} ({dml_text(t.trust)}); "
             f"walk ended: {dml_text(t.stop_reason)}"
         )
-        out.append(f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>16}  {'RetAddr/IP':>16}  Call site  (found by)")
-        shown = 0
-        rows_ = collapse(t.frames, t.cycles)
-        for r, above in zip(rows_, kf_memory(rows_, t.frames)):
-            if shown >= rows:
-                out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
-                break
-            if isinstance(r, str):
-                out.append(f"        {dml_text(r, 1000)}")
+        out.append(
+            f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>{digits}}  {'RetAddr/IP':>{digits}}  Call site  (found by)"
+        )
+        table = t.stack
+        for r in table.rows if table is not None else ():
+            if isinstance(r, Fold):
+                out.append(f"        {dml_text(r.text, 1000)}")
                 continue
-            label = f"{r.index:02x}" if r.index < 256 else f"{r.index:x}"
-            pad = " " * max(0, 4 - len(label))
-            size = f"{above:x}" if above is not None else ""  # kf's Memory: frame N-1's size
+            pad = " " * max(0, 4 - len(r.number))
             out.append(
-                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {size:>8}  {r.sp:016x}  {r.ip:016x}  "
-                f"{dml_text(frame_name(r))}  ({dml_text(r.trust)})"
+                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {r.memory:>8}  {r.child_sp}  {r.ip}  "
+                f"{dml_text(r.call_site)}  ({dml_text(r.found_by)})"
             )
-            shown += 1
+        if table is not None and table.cut:
+            out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
         out.append("")
 
     if crash is not None:
         stack(crash, "Crashing thread")
-    wanted = set(show_threads)
-    for t in report.threads:
-        if t.is_crashing:
-            continue
-        if all_threads or t.tid in wanted:
-            stack(t, "Thread")
-    others = [t for t in report.threads if not t.is_crashing and not (all_threads or t.tid in wanted)]
-    if others:
+    for t in view.threads.full:
+        stack(t, "Thread")
+    if view.threads.groups:
         out.append("<b>Other threads</b>")
-        seen = set()
-        for t in others:
-            if t.tid in seen:
-                continue
-            seen.update(t.same_stack_as)
-            top = frame_name(t.frames[0]) if t.frames else "(no frames)"
-            group = (
-                (
-                    f" (+{len(t.same_stack_as)} with the same stack: "
-                    + ", ".join(thread_link(x) for x in t.same_stack_as)
-                    + ")"
-                )
-                if t.same_stack_as
-                else ""
-            )
-            name = f' "{dml_text(t.name, 80)}"' if t.name else ""
-            out.append(f"  {thread_link(t.tid)}{name}: {plural(t.frame_count, 'frame')}, top {dml_text(top)}{group}")
-    if report.soft_errors:
+        for g in view.threads.groups:
+            out.append(f"  {inline(g.summary)}")
+    if view.problems:
         out.append("")
         out.append("<b>Problems met while reading (the rest of the report stands)</b>")
-        out.extend(f"  - {dml_text(e, 2000)}" for e in report.soft_errors)
+        out.extend(f"  - {dml_text(e, 2000)}" for e in view.problems)
     return out

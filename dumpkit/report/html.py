@@ -1,26 +1,13 @@
-"""A single self-contained HTML page (no scripts, no external resources). Every dump
-string is HTML-escaped."""
+"""A single self-contained HTML page (no scripts, no external resources). What is shown
+comes from report.view; every dump string is HTML-escaped."""
 
 from __future__ import annotations
 
 from typing import List
 
-from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.recursion import call_order
-from dumpkit.words import plural
+from dumpkit.analysis.model import Report
 from dumpkit.report.escape import html_prose as prose, html_text as h
-from dumpkit.report.text import (
-    budget_line,
-    collapse,
-    cycle_summary,
-    entry_path,
-    frame_name,
-    oversized_legend,
-    pointer_digits,
-    shown_cycles,
-    shows_frame_sizes,
-    stack_groups,
-)
+from dumpkit.report.view import CODE, DOCUMENT, PROSE, WORDS, Fold, Line, PythonView, StackTable, report_view
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -31,31 +18,63 @@ table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertica
 """
 
 
-def _stack(t: ThreadReport, digits: int = 16) -> List[str]:
+def inline(line: Line) -> str:
+    """A view line as HTML: names as <code>, dumpkit's sentences with their code spans."""
+    out = []
+    for s in line:
+        if s.kind == WORDS:
+            out.append(s.text)
+        elif s.kind == CODE:
+            out.append(f"<code>{h(s.text, s.limit)}</code>")
+        elif s.kind == PROSE:
+            out.append(prose(s.text, s.limit))
+        else:
+            out.append(h(s.text, s.limit))
+    return "".join(out)
+
+
+def _stack(table: StackTable) -> List[str]:
     rows = [
         '<table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>'
     ]
-    for r in collapse(t.frames, t.cycles):
-        if isinstance(r, str):
-            rows.append(f'<tr><td colspan="6" class="fold">{h(r)}</td></tr>')
+    for r in table.rows:
+        if isinstance(r, Fold):
+            rows.append(f'<tr><td colspan="6" class="fold">{h(r.text)}</td></tr>')
             continue
-        cls = ' class="scan"' if r.trust.startswith("scan") else ""
-        size = f"{r.size:x}" if r.size is not None else ""
+        cls = ' class="scan"' if r.scanned else ""
         rows.append(
-            f"<tr{cls}><td class=num>{r.index}</td><td class=num>{size}</td><td>{r.sp:0{digits}x}</td>"
-            f"<td>{r.ip:0{digits}x}</td><td>{h(frame_name(r))}</td><td>{h(r.trust)}</td></tr>"
+            f"<tr{cls}><td class=num>{r.number}</td><td class=num>{r.memory}</td><td>{r.child_sp}</td>"
+            f"<td>{r.ip}</td><td>{h(r.call_site)}</td><td>{h(r.found_by)}</td></tr>"
         )
     rows.append("</table>")
     return rows
 
 
+def _python(py: PythonView, max_rows: int = 200) -> List[str]:
+    out = [f"<h2>Python stacks</h2><p>{h(py.summary, 1000)}</p>"]
+    for s in py.stacks:
+        out.append(f'<h3>{h(s.title)}</h3><table class="stack"><tr><th>#</th><th>function</th><th>file:line</th></tr>')
+        for r in s.rows[:max_rows]:
+            if isinstance(r, Fold):
+                out.append(f'<tr><td colspan="3" class="fold">{h(r.text)}</td></tr>')
+            else:
+                problem = f' <span class="dim">({h(r.problem)})</span>' if r.problem else ""
+                out.append(
+                    f"<tr><td class=num>{r.index}</td><td>{h(r.function, 200)}</td>"
+                    f"<td>{h(r.location, 300)}{problem}</td></tr>"
+                )
+        out.append("</table>")
+    return out
+
+
 def render_html(report: Report) -> str:
-    v = report.verdict
+    view = report_view(report, DOCUMENT)
+    v = view.verdict
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>dumpkit: {h(v.headline, 200)}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>Crash analysis of {h(report.dump.path)}</h1>",
+        f"<h1>Crash analysis of {h(view.dump_path)}</h1>",
         f'<p class="verdict">{prose(v.headline, 2000)}</p>',
         f'<p class="dim">confidence: {h(v.confidence)}</p>',
     ]
@@ -64,95 +83,67 @@ def render_html(report: Report) -> str:
     if v.next_steps:
         out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{prose(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
     out.append("<h2>Facts</h2><table>")
-    c = report.crash
-    if c is not None:
-        ex = f"{c.code:#010x} {h(c.code_name)}"
-        if c.fastfail_code is not None:
-            ex += f" / {h(c.fastfail_name)} ({c.fastfail_code})"
-        out.append(f"<tr><th>Exception</th><td>{ex} on thread {c.thread_id} at {c.address:#x}</td></tr>")
-        if c.summary:
-            out.append(f"<tr><th>Meaning</th><td>{prose(c.summary, 1000)}</td></tr>")
-    s = report.system
-    if s is not None:
-        out.append(
-            f"<tr><th>OS</th><td>{h(s.arch)}, Windows {h(s.os_version)}"
-            + (f" ({h(s.os_build)})" if s.os_build else "")
-            + (f", under {h(s.wine)}" if s.wine else "")
-            + "</td></tr>"
-        )
-        out.append(f"<tr><th>CPU</th><td>{h(s.cpu)}, {plural(s.processors, 'processor')}</td></tr>")
-    env = report.environment
-    if env.cpu_features:
-        feats = ", ".join(
-            f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items()
-        )
-        out.append(f"<tr><th>CPU features</th><td>{h(feats)}</td></tr>")
-    for label, val in (("Python", env.python), ("TensorFlow", env.tensorflow_version)):
-        if val:
-            out.append(f"<tr><th>{label}</th><td>{h(val)}</td></tr>")
-    for comp in env.cuda:
-        out.append(f"<tr><th>{h(comp.name)}</th><td>{h(comp.version or '?')} ({h(comp.module)})</td></tr>")
+    for f in view.facts.rows:
+        out.append(f"<tr><th>{h(f.label)}</th><td>{inline(f.value)}</td></tr>")
     out.append("</table>")
-    for sentence in env.compatibility:
-        out.append(f'<p class="dim">{prose(sentence, 1000)}</p>')
-    for note in env.notes:
-        out.append(f'<p class="dim">Note: {prose(note, 1000)}</p>')
-    for t, cyc in shown_cycles(report):
+    for r in view.facts.remarks:
+        out.append(f'<p class="dim">{"Note: " if r.note else ""}{prose(r.text, 1000)}</p>')
+    if view.python is not None:
+        out += _python(view.python)
+    for rec in view.recursions:
         out.append(
-            f"<h2>Recursion on thread {t.tid}</h2><p>{h(cycle_summary(cyc))}</p><ul>"
-            + "".join(f"<li><code>{h(fn)}</code></li>" for fn in call_order(cyc))
+            f"<h2>Recursion on thread {rec.tid}</h2><p>{h(rec.summary)}</p><ul>"
+            + "".join(f"<li><code>{h(fn)}</code></li>" for fn in rec.functions)
             + "</ul>"
         )
-        path, more = entry_path(cyc)
-        if path:
+        if rec.entry_path:
             out.append(
                 "<p>entered from: "
-                + " &lt;- ".join(f"<code>{h(fn)}</code>" for fn in path)
-                + (f" &lt;- ... ({more} more)" if more else "")
+                + " &lt;- ".join(f"<code>{h(fn)}</code>" for fn in rec.entry_path)
+                + (f" &lt;- ... ({rec.entry_more} more)" if rec.entry_more else "")
                 + "</p>"
             )
-    crash_thread = next((t for t in report.threads if t.is_crashing), None)
-    if crash_thread is not None:
-        if crash_thread.budget is not None:
-            out.append(f"<p><b>Stack</b>: {h(budget_line(crash_thread.budget), 1000)}</p>")
-        if shows_frame_sizes(report):
-            legend = oversized_legend(report)
+    crash = view.crashing
+    if crash is not None and crash.stack is not None:
+        if view.budget is not None:
+            out.append(f"<p><b>Stack</b>: {h(view.budget, 1000)}</p>")
+        sizes = view.frame_sizes
+        if sizes is not None:
+            legend = sizes.legend
             out.append(
                 "<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th>"
                 "<th>prologue asks</th>" + ("<th></th>" if legend else "") + "</tr>"
             )
-            for fs in report.frame_sizes[:8]:
-                asks = f"{fs.requested:,}" if fs.requested is not None else ""
-                if fs.not_yet_allocated:
-                    asks += " (died in the stack probe)"
+            for fs in sizes.rows:
                 mark = f'<td class="flag">{"oversized" if fs.oversized else ""}</td>' if legend else ""
                 out.append(
-                    f"<tr><td class=num>{fs.frame_index}</td><td><code>{h(fs.function)}</code></td>"
-                    f"<td class=num>{fs.size:,}</td><td class=num>{asks}</td>{mark}</tr>"
+                    f"<tr><td class=num>{fs.index}</td><td><code>{h(fs.function)}</code></td>"
+                    f"<td class=num>{fs.size}</td><td class=num>{fs.asks_noted}</td>{mark}</tr>"
                 )
             out.append("</table>")
             if legend:
                 out.append(f'<p class="dim">{h(legend)}</p>')
-        out.append(f"<h2>Crashing thread {crash_thread.tid} ({plural(crash_thread.frame_count, 'frame')})</h2>")
-        out += _stack(crash_thread, pointer_digits(report))
-    for t, same in stack_groups(report.threads):
-        if not t.frames:
+        out.append(f"<h2>Crashing thread {crash.tid} ({crash.frames})</h2>")
+        out += _stack(crash.stack)
+    for g in view.threads.groups:
+        t = g.lead
+        if not t.has_frames or t.stack is None:
             continue
-        label = ", ".join(f"{x.tid}" + (f" {h(x.name, 80)}" if x.name else "") for x in (t, *same))
-        if same:
-            title = f"Threads {label} (identical stacks, {plural(t.frame_count, 'frame')}; Child-SP shown for {t.tid})"
+        label = ", ".join(f"{x.tid}" + (f" {h(x.name, 80)}" if x.name else "") for x in (t, *g.same))
+        if g.same:
+            title = f"Threads {label} (identical stacks, {t.frames}; Child-SP shown for {t.tid})"
         else:
-            title = f"Thread {label} ({plural(t.frame_count, 'frame')})"
+            title = f"Thread {label} ({t.frames})"
         out.append(f"<details><summary>{title}</summary>")
-        out += _stack(t, pointer_digits(report))
+        out += _stack(t.stack)
         out.append("</details>")
-    if report.soft_errors:
+    if view.problems:
         out.append(
             "<h2>Problems met while reading</h2><ul>"
-            + "".join(f"<li>{h(e, 1000)}</li>" for e in report.soft_errors)
+            + "".join(f"<li>{h(e, 1000)}</li>" for e in view.problems)
             + "</ul>"
         )
     out.append(
-        f'<p class="dim">dumpkit {h(report.dumpkit_version)}, report schema {report.schema_version}</p></body></html>'
+        f'<p class="dim">dumpkit {h(view.dumpkit_version)}, report schema {view.schema_version}</p></body></html>'
     )
     return "\n".join(out) + "\n"

@@ -1,25 +1,25 @@
 """Markdown for GitHub issues and post-mortems: the verdict up top, full stacks folded in
-<details>. Dump strings are escaped (escape.markdown / markdown_code)."""
+<details>. What is shown comes from report.view; dump strings are escaped
+(escape.markdown / markdown_code)."""
 
 from __future__ import annotations
 
 from typing import List
 
-from dumpkit.analysis.model import Report, ThreadReport
-from dumpkit.analysis.recursion import call_order
-from dumpkit.words import plural
+from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean, markdown as md, markdown_code as code, markdown_prose as prose
-from dumpkit.report.text import (
-    budget_line,
-    collapse,
-    cycle_summary,
-    entry_path,
-    frame_name,
-    oversized_legend,
-    pointer_digits,
-    shown_cycles,
-    shows_frame_sizes,
-    stack_groups,
+from dumpkit.report.view import (
+    CODE,
+    DOCUMENT,
+    LITERAL,
+    PROSE,
+    WORDS,
+    Fold,
+    Line,
+    PythonView,
+    StackTable,
+    ThreadView,
+    report_view,
 )
 
 
@@ -28,29 +28,61 @@ def cell_code(text: object) -> str:
     return code(text).replace("|", "\\|")
 
 
-def _stack_block(t: ThreadReport, digits: int = 16) -> List[str]:
+def inline(line: Line, cell: bool = False) -> str:
+    """A view line as Markdown; `cell`: inside a table row."""
+    out = []
+    for s in line:
+        if s.kind == WORDS:
+            out.append(s.text)
+        elif s.kind in (CODE, LITERAL):
+            out.append(cell_code(s.text) if cell else code(s.text, s.limit))
+        elif s.kind == PROSE:
+            out.append(prose(s.text, s.limit, table_cell=cell))
+        else:
+            out.append(md(s.text, s.limit))
+    return "".join(out)
+
+
+def _stack_block(table: StackTable, digits: int = 16) -> List[str]:
     """A fenced `kf`-style table: frame number (decimal), frame size (hex, like `kf`),
     Child-SP, return address / IP, call site, how the frame was found."""
-    width = max(4, len(str(t.frames[-1].index)) if t.frames else 0)
+    width = max(4, table.number_width)
     header = f"{'#':>{width}} {'Memory':>8} {'Child-SP':>{digits}} {'RetAddr/IP':>{digits}} Call site  [found by]"
     lines = ["```", header]
-    for r in collapse(t.frames, t.cycles):
-        if isinstance(r, str):
-            lines.append(f"{'':>{width + 2}}{r}")
+    for r in table.rows:
+        if isinstance(r, Fold):
+            lines.append(f"{'':>{width + 2}}{r.text}")
             continue
-        size = f"{r.size:x}" if r.size is not None else ""
         # Inside a fence only a line starting with ``` could end it; strip backticks.
-        name = clean(frame_name(r)).replace("`", "'")
-        lines.append(f"{r.index:{width}d} {size:>8} {r.sp:0{digits}x} {r.ip:0{digits}x} {name}  [{r.trust}]")
+        name = clean(r.call_site).replace("`", "'")
+        lines.append(f"{r.number:>{width}} {r.memory:>8} {r.child_sp} {r.ip} {name}  [{r.found_by}]")
     lines.append("```")
     return lines
 
 
-def _thread_label(t: ThreadReport) -> str:
+def _python(py: PythonView, max_rows: int = 60) -> List[str]:
+    """The Python stacks in fenced blocks (innermost first), with the interpreter line."""
+    out = [f"**Python stacks**: {md(py.summary, 1000)}", ""]
+    for s in py.stacks:
+        out += [f"{md(s.title)}:", "", "```"]
+        for r in s.rows[:max_rows]:
+            if isinstance(r, Fold):
+                out.append(f"      {r.text}")
+            else:
+                # Inside a fence only a line starting with ``` could end it; strip backticks.
+                line = f"{r.index:>5} {clean(r.function, 200)}  {clean(r.location, 300)}"
+                out.append(line.replace("`", "'") + (f"  ({clean(r.problem)})" if r.problem else ""))
+        if len(s.rows) > max_rows:
+            out.append("      ... (every frame: dumpkit stack --python)")
+        out += ["```", ""]
+    return out
+
+
+def _thread_label(t: ThreadView) -> str:
     return f"{t.tid}" + (f" {code(t.name, 80)}" if t.name else "")
 
 
-def _group_heading(t: ThreadReport, same) -> List[str]:
+def _group_heading(t: ThreadView, same) -> List[str]:
     """`Thread 388:`, or for identical stacks `Threads 392, 396, 400 (identical stacks...):`."""
     if not same:
         return [f"Thread {_thread_label(t)}:"]
@@ -59,8 +91,8 @@ def _group_heading(t: ThreadReport, same) -> List[str]:
 
 
 def render_markdown(report: Report) -> str:
-    v = report.verdict
-    digits = pointer_digits(report)
+    view = report_view(report, DOCUMENT)
+    v = view.verdict
     out: List[str] = [
         "## Crash analysis (dumpkit)",
         "",
@@ -79,97 +111,65 @@ def render_markdown(report: Report) -> str:
         out.append("")
 
     out += ["| | |", "|---|---|"]
-    c = report.crash
-    if c is not None:
-        ex = f"`{c.code:#010x}` {md(c.code_name)}"
-        if c.fastfail_code is not None:
-            ex += f" / {md(c.fastfail_name)} ({c.fastfail_code})"
-        out.append(f"| Exception | {ex} on thread {c.thread_id} at `{c.address:#x}` |")
-        if c.summary:
-            out.append(f"| Meaning | {prose(c.summary, 1000, table_cell=True)} |")
-    s = report.system
-    if s is not None:
-        os_line = f"{md(s.arch)}, Windows {md(s.os_version)}" + (f" ({md(s.os_build)})" if s.os_build else "")
-        if s.wine:
-            os_line += f", under {md(s.wine)}"
-        out.append(f"| OS | {os_line} |")
-        out.append(f"| CPU | {md(s.cpu)}, {plural(s.processors, 'processor')} |")
-    env = report.environment
-    if env.cpu_features:
-        feats = ", ".join(
-            f"{k} {'yes' if val else 'no' if val is not None else 'unknown'}" for k, val in env.cpu_features.items()
-        )
-        out.append(f"| CPU features | {md(feats)} |")
-    if env.python:
-        out.append(f"| Python | {md(env.python)} |")
-    if env.tensorflow or env.tensorflow_version:
-        out.append(
-            f"| TensorFlow | {md(env.tensorflow_version or 'version unknown')}"
-            + (f" ({cell_code(env.tensorflow[0])})" if env.tensorflow else "")
-            + " |"
-        )
-    for comp in env.cuda:
-        out.append(f"| {md(comp.name)} | {md(comp.version or '?')} ({cell_code(comp.module)}) |")
+    for f in view.facts.rows:
+        out.append(f"| {md(f.label)} | {inline(f.value, cell=True)} |")
     out.append("")
     # One bullet each: consecutive quoted lines would run together into one paragraph.
-    for sentence in env.compatibility:
-        out.append(f"> - {prose(sentence, 1000)}")
-    for note in env.notes:
-        out.append(f"> - Note: {prose(note, 1000)}")
-    if env.compatibility or env.notes:
+    for r in view.facts.remarks:
+        out.append(f"> - {'Note: ' if r.note else ''}{prose(r.text, 1000)}")
+    if view.facts.remarks:
         out.append("")
 
-    for t, cyc in shown_cycles(report):
-        out.append(f"**Recursion on thread {t.tid}**: {cycle_summary(cyc)}")
+    if view.python is not None:
+        out += _python(view.python)
+    for rec in view.recursions:
+        out.append(f"**Recursion on thread {rec.tid}**: {rec.summary}")
         out.append("")
-        out += [f"- {code(fn)}" for fn in call_order(cyc)]
-        path, more = entry_path(cyc)
-        if path:
+        out += [f"- {code(fn)}" for fn in rec.functions]
+        if rec.entry_path:
             out += [
                 "",
                 "Entered from: "
-                + " \\<- ".join(code(fn) for fn in path)
-                + (f" \\<- ... ({more} more)" if more else ""),
+                + " \\<- ".join(code(fn) for fn in rec.entry_path)
+                + (f" \\<- ... ({rec.entry_more} more)" if rec.entry_more else ""),
             ]
         out.append("")
-    crash_thread = next((t for t in report.threads if t.is_crashing), None)
-    if crash_thread is not None:
-        if shows_frame_sizes(report):
-            legend = oversized_legend(report)
+    crash = view.crashing
+    if crash is not None and crash.stack is not None:
+        sizes = view.frame_sizes
+        if sizes is not None:
+            legend = sizes.legend
             out += [
                 "**Largest frames**",
                 "",
                 "| # | function | frame bytes | prologue asks |" + (" |" if legend else ""),
                 "|---:|---|---:|---:|" + ("---|" if legend else ""),
             ]
-            for fs in report.frame_sizes[:8]:
-                asks = f"{fs.requested:,}" if fs.requested is not None else ""
-                if fs.not_yet_allocated:
-                    asks += " (died in the stack probe)"
+            for fs in sizes.rows:
                 mark = (" **oversized** |" if fs.oversized else " |") if legend else ""
-                out.append(f"| {fs.frame_index} | {cell_code(fs.function)} | {fs.size:,} | {asks} |{mark}")
+                out.append(f"| {fs.index} | {cell_code(fs.function)} | {fs.size} | {fs.asks_noted} |{mark}")
             if legend:
                 out += ["", f"<sub>{md(legend)}</sub>"]
             out.append("")
-        if crash_thread.budget is not None:
-            out += [f"**Stack**: {md(budget_line(crash_thread.budget), 1000)}", ""]
-        summary = f"Crashing thread {crash_thread.tid}: {plural(crash_thread.frame_count, 'frame')}"
-        out += ["<details>", f"<summary>{summary}</summary>", ""] + _stack_block(crash_thread, digits)
+        if view.budget is not None:
+            out += [f"**Stack**: {md(view.budget, 1000)}", ""]
+        summary = f"Crashing thread {crash.tid}: {crash.frames}"
+        out += ["<details>", f"<summary>{summary}</summary>", ""] + _stack_block(crash.stack, view.pointer_digits)
         out += ["", "</details>", ""]
-    groups = stack_groups(report.threads)
-    if groups:
-        count = sum(1 + len(same) for _t, same in groups)
-        distinct = f"; {len(groups)} distinct stacks" if len(groups) < count else ""
-        title = "Other threads" if crash_thread is not None else "Threads"
-        out += ["<details>", f"<summary>{title} ({count}{distinct})</summary>", ""]
-        for t, same in groups:
-            out += _group_heading(t, same)
-            out += _stack_block(t, digits) if t.frames else [f"No frames: {md(t.stop_reason)}"]
+    others = view.threads
+    if others.groups:
+        out += ["<details>", f"<summary>{others.title} ({others.count})</summary>", ""]
+        for g in others.groups:
+            out += _group_heading(g.lead, g.same)
+            if g.lead.has_frames and g.lead.stack is not None:
+                out += _stack_block(g.lead.stack, view.pointer_digits)
+            else:
+                out += [f"No frames: {md(g.lead.stop_reason)}"]
             out.append("")
         out += ["</details>", ""]
-    if report.soft_errors:
-        out += ["<details>", f"<summary>Problems met while reading ({len(report.soft_errors)})</summary>", ""]
-        out += [f"- {md(e, 1000)}" for e in report.soft_errors]
+    if view.problems:
+        out += ["<details>", f"<summary>Problems met while reading ({len(view.problems)})</summary>", ""]
+        out += [f"- {md(e, 1000)}" for e in view.problems]
         out += ["", "</details>", ""]
-    out.append(f"<sub>dumpkit {md(report.dumpkit_version)}, report schema {report.schema_version}</sub>")
+    out.append(f"<sub>dumpkit {md(view.dumpkit_version)}, report schema {view.schema_version}</sub>")
     return "\n".join(out) + "\n"

@@ -127,15 +127,49 @@ def _plain_problem(e: Exception, available: int) -> str:
     return str(e)
 
 
-class _Memory:
-    """Captured memory ranges: O(log n) lookup, reads may span adjacent ranges."""
+# Writers save some bytes twice (Wine: a stack and the memory around each pointer in it;
+# dbghelp: a stack and the code around an IP). Overlaps are compared byte for byte, so
+# agreeing copies pass silently and only different bytes for one address are a problem.
+# A hostile list can repeat one large range a million times, so the comparing has a
+# budget per dump: bytes compared, plus _PIECE_COST for each kept range a comparison visits.
+OVERLAP_COMPARE_BUDGET = 64 << 20
+_PIECE_COST = 64
+_COMPARE_CHUNK = 1 << 20
 
-    def __init__(self, data: mmap.mmap, ranges: List[Tuple[int, int, int]], errors: SoftErrors):
+
+def _first_mismatch(x: bytes, y: bytes) -> int:
+    """Index of the first differing byte of two unequal, equally long strings: halving
+    with C-speed comparisons, not a Python loop over up to a MiB."""
+    lo, hi = 0, len(x)  # x[:lo] == y[:lo], and the difference lies before hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if x[lo:mid] == y[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class _Memory:
+    """Captured memory ranges: O(log n) lookup, reads may span adjacent ranges.
+
+    Overlapping ranges are reconciled: where two copies of an address exist, the range
+    that sorts first (lowest start) serves it. `conflicts` counts ranges whose copy holds
+    different bytes from the one kept (`first_conflict`: the lowest such address);
+    `unchecked` counts overlapping ranges left uncompared once the budget was spent."""
+
+    def __init__(self, data: mmap.mmap, ranges: List[Tuple[int, int, int]], budget: int = OVERLAP_COMPARE_BUDGET):
         ranges.sort()
-        starts: List[int] = []
-        ends: List[int] = []
-        offs: List[int] = []
-        overlaps = 0
+        self._data = data
+        self.starts: List[int] = []
+        self.ends: List[int] = []
+        self.offsets: List[int] = []
+        self.conflicts = 0
+        self.first_conflict: Optional[int] = None
+        self.unchecked = 0
+        self._budget = budget
+        starts, ends, offs = self.starts, self.ends, self.offsets
+        budget_left = budget
         last_end = -1
         for start, size, off in ranges:
             end = start + size
@@ -145,22 +179,94 @@ class _Memory:
                 offs.append(off)
                 last_end = end
                 continue
-            if starts and start < ends[-1]:
-                if end <= ends[-1]:
-                    continue  # wholly inside the previous range: writers often repeat stacks
-                overlaps += 1
-                off += ends[-1] - start  # keep only the new tail
-                start = ends[-1]
-            starts.append(start)
-            ends.append(end)
-            offs.append(off)
-            last_end = end
-        if overlaps:
-            errors.add(f"memory lists: {overlaps} overlapping range(s); the first copy of each byte is used")
-        self._data = data
-        self.starts = starts
-        self.ends = ends
-        self.offsets = offs
+            # Every earlier range starts at or below `start`, so what is kept already
+            # covers [start, last_end) without a gap: compare that part, keep the tail.
+            hi = min(end, last_end)
+            n = hi - start
+            if start >= starts[-1] and n <= min(_COMPARE_CHUNK, budget_left):
+                # Inline, the common case (Wine: hundreds of thousands of small ranges
+                # inside the last one kept): one slice comparison, no bisect, no call.
+                kept = offs[-1] + (start - starts[-1])
+                budget_left -= n + _PIECE_COST
+                if kept != off:
+                    a, b = data[kept : kept + n], data[off : off + n]
+                    if a != b:
+                        self._conflict(start + _first_mismatch(a, b))
+            else:
+                self._budget = budget_left
+                self._compare(start, hi, off)
+                budget_left = self._budget
+            if end > last_end:
+                starts.append(last_end)
+                ends.append(end)
+                offs.append(off + (last_end - start))
+                last_end = end
+        self._budget = budget_left
+
+    def _compare(self, lo: int, hi: int, off: int) -> None:
+        """Compare a range's copy of [lo, hi) (at file offset `off`) with the kept bytes."""
+        if self._budget <= 0:
+            self.unchecked += 1
+            return
+        i = bisect.bisect_right(self.starts, lo) - 1
+        cur = lo
+        while cur < hi:
+            if i < 0 or i >= len(self.starts) or not self.starts[i] <= cur < self.ends[i]:
+                return  # cannot happen while the kept ranges are contiguous; never loop
+            take = min(hi, self.ends[i]) - cur
+            kept = self.offsets[i] + (cur - self.starts[i])
+            mine = off + (cur - lo)
+            self._budget -= _PIECE_COST
+            if kept != mine:  # the same file bytes need no comparing
+                differs = self._first_difference(kept, mine, take)
+                if differs is None:
+                    self.unchecked += 1
+                    return
+                if differs >= 0:
+                    self._conflict(cur + differs)
+                    return
+            cur += take
+            i += 1
+            if self._budget <= 0 and cur < hi:
+                self.unchecked += 1
+                return
+
+    def _conflict(self, address: int) -> None:
+        self.conflicts += 1
+        if self.first_conflict is None or address < self.first_conflict:
+            self.first_conflict = address
+
+    def _first_difference(self, a: int, b: int, size: int) -> Optional[int]:
+        """Offset of the first byte where file[a:] and file[b:] differ within `size`, -1
+        when they agree, None when the budget ran out first."""
+        done = 0
+        while done < size:
+            if self._budget <= 0:
+                return None
+            n = min(size - done, _COMPARE_CHUNK, self._budget)
+            self._budget -= n
+            x = self._data[a + done : a + done + n]
+            y = self._data[b + done : b + done + n]
+            if x != y:
+                return done + _first_mismatch(x, y)
+            done += n
+        return -1
+
+    def problems(self) -> List[str]:
+        """What the reconciling found that a user should know, one line each."""
+        out = []
+        if self.conflicts:
+            out.append(
+                f"memory lists: {self.conflicts} overlapping range(s) hold different bytes for addresses "
+                f"another range already gave (the first at {self.first_conflict:#x}); the lowest-starting "
+                "range's bytes are used"
+            )
+        if self.unchecked:
+            out.append(
+                f"memory lists: {self.unchecked} overlapping range(s) not compared (over the "
+                f"{OVERLAP_COMPARE_BUDGET >> 20} MiB comparison budget); the lowest-starting range's bytes are used"
+            )
+        return out
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -372,13 +478,15 @@ class MinidumpTarget:
             stype, problem = unreadable[0]
             why = self._truncation or f"every stream is damaged ({by_type[stype].name}: {problem})"
             raise DumpError(f"{why}; no stream in it could be read")
-        self._memory = _Memory(self._data, self._mem_ranges, self.soft_errors)
+        self._memory = _Memory(self._data, self._mem_ranges)
         # Some writers put a thread's stack only in its thread record, not the memory list.
         missing = [r for r in self._stack_ranges if not self._memory.read_available(r[0], 1)]
         if missing:
             for start, size, rva in missing:
                 self._add_range(start, size, rva, "thread stack", past_end_reported=True)
-            self._memory = _Memory(self._data, self._mem_ranges, SoftErrors())
+            self._memory = _Memory(self._data, self._mem_ranges)
+        for problem in self._memory.problems():
+            self.soft_errors.add(problem)
         self._report_range_problems()
         self._module_map = ModuleMap(self.modules)
         # Unknown streams are listed (DumpInfo.streams, `known=False`) but are no error:

@@ -9,24 +9,17 @@ prologue), so only the call-site check can tell that the chain is not real.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import capstone
 import pytest
 
-from conftest import SAMPLE_BIN, sample_path
+from tests.conftest import SAMPLE_BIN, run_cli, sample_path
 from dumpkit.pe import PEImage
 
 
 def _analyze(dump: Path) -> dict:
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--image-path", str(SAMPLE_BIN), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_cli("analyze", dump, "--image-path", SAMPLE_BIN, "--format", "json")
     assert "Traceback" not in r.stderr
     return json.loads(r.stdout)
 

@@ -3,7 +3,8 @@
 import pytest
 
 from dumpkit.analysis.codes import FAST_FAIL, STATUS_CODES, parse_code
-from dumpkit.analysis.explain import Explanation, explain, render_explanation_text
+from dumpkit.analysis.explain import Explanation, explain
+from dumpkit.report.explanation import render_explanation_text
 
 
 def _text(spelling: str) -> str:

@@ -84,7 +84,8 @@ def test_ud2_trap_gets_trap_advice_not_cpu_advice():
 
 def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them():
     from dumpkit.analysis.codes import parse_code
-    from dumpkit.analysis.explain import explain, render_explanation_text
+    from dumpkit.analysis.explain import explain
+    from dumpkit.report.explanation import render_explanation_text
 
     text = render_explanation_text(explain(parse_code("0xC000001D")))
     assert "python -m cpuinfo" in text and "import cpuinfo" not in text
@@ -92,7 +93,8 @@ def test_explain_illegal_instruction_names_a_cpu_flags_command_that_prints_them(
 
 def test_explain_states_the_mingw_stack_protector_by_version():
     from dumpkit.analysis.codes import parse_code
-    from dumpkit.analysis.explain import explain, render_explanation_text
+    from dumpkit.analysis.explain import explain
+    from dumpkit.report.explanation import render_explanation_text
 
     text = " ".join(render_explanation_text(explain(parse_code("0xC000001D"))).split())
     assert "mingw-w64 10 and older (GCC's libssp): a smashed stack ends in a ud2 trap" in text

@@ -4,11 +4,11 @@ no traceback, well inside the hang guard."""
 from __future__ import annotations
 
 import lzma
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_cli
 
 HERE = Path(__file__).resolve().parent / "regressions"
 CASES = sorted(HERE.glob("*.dmp.xz"))
@@ -18,12 +18,7 @@ CASES = sorted(HERE.glob("*.dmp.xz"))
 def test_fuzz_finding_stays_fixed(case, tmp_path):
     dump = tmp_path / case.name[:-3]
     dump.write_bytes(lzma.decompress(case.read_bytes()))
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_cli("analyze", str(dump), "--format", "json", timeout=60)
     assert "Traceback" not in r.stderr
     assert r.returncode in (1, 2)
 
@@ -40,12 +35,7 @@ def test_thread_limits_are_reported():
     with tempfile.TemporaryDirectory() as d:
         dump = Path(d) / "x.dmp"
         dump.write_bytes(lzma.decompress(case.read_bytes()))
-        r = subprocess.run(
-            [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        r = run_cli("analyze", str(dump), "--format", "json", timeout=60)
     doc = json.loads(r.stdout)
     assert any("not walked" in e for e in doc["soft_errors"])
     walked = [t for t in doc["threads"] if t["frame_count"]]
@@ -62,12 +52,7 @@ def test_huge_module_names_do_not_blow_up_the_report(tmp_path):
     dump = tmp_path / "x.dmp"
     dump.write_bytes(lzma.decompress(case.read_bytes()))
     out = tmp_path / "r.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_cli("analyze", str(dump), "--format", "json", "-o", str(out), timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert out.stat().st_size < 64 << 20
     assert "cut to 255" in out.read_text()
@@ -85,12 +70,7 @@ def test_repeated_thread_ids_are_walked_once(tmp_path):
 
     dump = tmp_path / "x.dmp"
     dump.write_bytes(lzma.decompress(case.read_bytes()))
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = run_cli("analyze", str(dump), "--format", "json", timeout=60)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     doc = json.loads(r.stdout)
     assert any("repeat an earlier thread id" in e for e in doc["soft_errors"])

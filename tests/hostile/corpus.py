@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
@@ -259,8 +260,6 @@ def loop_unwind_image(src: Path, dst: Path, functions: Sequence[str] = ("expand"
     put_info(d, (d + 4) | 1)  # the RUNTIME_FUNCTION at d+4 -> itself (indirect)
 
     # COFF symbols give function RVAs; mingw keeps them.
-    import sys
-
     sys.path.insert(0, str(ROOT))
     from dumpkit.pe import PEImage
 
@@ -531,11 +530,97 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     _i, _s, rva = d.stream(0x18)
     d.set_u32(rva, 0xFFFFFFFF)
     add("thread_names_count_max", d.bytes(), PROBLEMS)
+
+    # 11. cases the synthetic builder makes easy (tests/synth_dump.py).
+    for name, data, expect, why in synthetic_cases():
+        add(name, data, expect, why)
     return cases
 
 
+def synthetic_cases() -> List[Tuple[str, bytes, Tuple[int, ...], str]]:
+    """(name, dump bytes, exit codes, why exit 0 is fine) for damage no sample dump shows:
+    overlapping copies (agreeing, as Wine and dbghelp write them, and conflicting), an
+    overlap flood for the comparison budget, a cut Memory64 list, a short x86 context, a
+    function table and an unloaded-module list that claim more than they hold."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from tests.synth_dump import (
+        FUNCTION_TABLE,
+        MEMORY_LIST,
+        UNLOADED_MODULE_LIST,
+        X86,
+        SynthDump,
+        x64_context,
+        x86_context,
+    )
+
+    stack_at = 0x7FF0_0010_0000
+    stack = bytes((i * 13) & 0xFF for i in range(0x2000))
+    rip = 0x1_4000_1000
+
+    def base(arch: int = 9) -> SynthDump:
+        d = SynthDump(arch=arch)
+        d.module("C:\\app\\app.exe", 0x1_4000_0000, 0x5000, version=(1, 0, 0, 0))
+        d.unloaded_module("C:\\app\\old.dll", 0x1_9000_0000, 0x2000)
+        return d
+
+    def x64_crash(d: SynthDump, st) -> SynthDump:
+        ctx = x64_context(rip=rip, rsp=stack_at + 0x1000)
+        d.thread(1, context=ctx, stack=st)
+        d.exception(1, 0xC0000005, rip, params=(0, 0), context=ctx)
+        return d
+
+    out: List[Tuple[str, bytes, Tuple[int, ...], str]] = []
+    d = base()
+    st = d.memory(stack_at, stack)
+    d.memory(stack_at + 0x100, stack[0x100:0x180])  # inside the stack
+    d.memory(stack_at + 0x1F00, stack[0x1F00:] + b"\x99" * 0x100)  # across its end
+    out.append(
+        (
+            "synth_overlaps_agree",
+            x64_crash(d, st).build().data,
+            (0,),
+            "overlapping copies of the same bytes are how Wine's and dbghelp's writers save memory",
+        )
+    )
+    d = base()
+    st = d.memory(stack_at, stack)
+    d.memory(stack_at + 0x800, b"\xee" * 0x100)  # inside the stack, different bytes
+    out.append(("synth_overlaps_conflict", x64_crash(d, st).build().data, PROBLEMS, ""))
+
+    d = base()
+    st = d.memory(stack_at, bytes(8 << 20))
+    for _ in range(199):
+        d.memory(stack_at, b"\0")
+    f = x64_crash(d, st).build()
+    zeros_at = f.where[f"memory {stack_at:#x}"]
+    rva, _size = f.stream(MEMORY_LIST)
+    for k in range(1, 200):  # 199 more copies of the 8 MiB stack, each from a different offset
+        struct.pack_into("<QII", f.data, rva + 4 + 16 * k, stack_at, (8 << 20) - k, zeros_at + k)
+    out.append(("synth_overlap_flood", f.data, PROBLEMS, ""))
+
+    d = base()
+    d.memory64(stack_at, stack)
+    st = d.memory64(stack_at + len(stack), b"\x77" * 0x1000)
+    f = x64_crash(d, st).build()
+    out.append(("synth_memory64_cut", f.cut(f.where[f"memory {stack_at + len(stack):#x}"] + 0x10).data, PROBLEMS, ""))
+
+    d = base(X86)
+    ctx = x86_context(eip=0x401000, esp=0x19F800, ebp=0x19F900)
+    d.thread(1, context=ctx[:100], stack=d.memory(0x19F000, stack))
+    d.exception(1, 0xC0000005, 0x401000, params=(0, 0), context=ctx)
+    out.append(("synth_x86_thread_context_short", d.build().data, PROBLEMS, ""))
+
+    d = base()
+    d.function_table(0x2000_0000, [(0x100, 0x180, 0x1000)])
+    f = x64_crash(d, d.memory(stack_at, stack)).build().lie_count(FUNCTION_TABLE, 5000)
+    out.append(("synth_function_table_lies", f.data, PROBLEMS, ""))
+    f = x64_crash(base(), None).build().lie_count(UNLOADED_MODULE_LIST, 0xFFFFFFFF)
+    out.append(("synth_unloaded_count_lies", f.data, PROBLEMS, ""))
+    return [(name, bytes(data), expect, why) for name, data, expect, why in out]
+
+
 if __name__ == "__main__":
-    import sys
     import tempfile
 
     where = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="dumpkit-hostile-"))

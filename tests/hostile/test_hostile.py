@@ -130,6 +130,9 @@ def test_the_corpus_covers_what_it_should(corpus):
         "stack_same_return_address",
         "hostile_names_null_deref",
         "names_64k",
+        "synth_overlaps_agree",
+        "synth_overlaps_conflict",
+        "synth_overlap_flood",
     ):
         assert must in names
     assert sum(n.startswith("trunc_") for n in names) >= 60
@@ -208,6 +211,18 @@ def test_partial_reports_keep_what_can_be_read(results):
     r, _ = results["memory_overlapping"]
     doc = json.loads(r.stdout)
     assert any("overlapping" in e for e in doc["soft_errors"]) and doc["crash"]
+    # Overlapping copies that agree are no problem (issue #13); different bytes are one line.
+    r, _ = results["synth_overlaps_agree"]
+    assert r.code == 0 and json.loads(r.stdout)["soft_errors"] == [], r.stderr
+    r, _ = results["synth_overlaps_conflict"]
+    doc = json.loads(r.stdout)
+    assert [e for e in doc["soft_errors"] if "overlapping" in e] == [
+        "memory lists: 1 overlapping range(s) hold different bytes for addresses another range already gave "
+        "(the first at 0x7ff000100800); the lowest-starting range's bytes are used"
+    ]
+    assert doc["crash"]["code"] == 0xC0000005 and doc["threads"][0]["frame_count"] >= 1
+    r, _ = results["synth_overlap_flood"]
+    assert any("not compared" in e for e in json.loads(r.stdout)["soft_errors"])
     # The crashing thread without its stack memory: the fault itself is still there.
     r, _ = results["stack_absent"]
     doc = json.loads(r.stdout)
@@ -236,6 +251,7 @@ def test_limits_are_parameters_with_safe_defaults():
     assert 0 < o.scan_words <= 4096 and 0 < o.keep_frames <= 10_000
     assert 0 < minidump.MAX_RECORDS <= 1 << 24
     assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
+    assert 0 < minidump.OVERLAP_COMPARE_BUDGET <= 1 << 30
     assert 0 < amd64.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
     assert 0 < amd64.DEFAULT_SCAN_WORDS <= 4096

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, sample_manifest, sample_path
+from tests.conftest import ROOT, run_cli, sample_manifest, sample_path
 
 EXCEPTION, SYSTEM_INFO = 6, 7
 
 
-def run(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT
-    )
+run = run_cli
 
 
 def directory(data: bytes):

@@ -6,14 +6,12 @@ import json
 import lzma
 import shutil
 import struct
-import subprocess
-import sys
 
 import pytest
 
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import DumpError, MemoryNotInDump
-from tests.conftest import ROOT, SAMPLES, sample_manifest, sample_path
+from tests.conftest import SAMPLES, run_cli, sample_manifest, sample_path
 
 CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 
@@ -174,12 +172,6 @@ def test_an_unsaved_register_group_is_not_reported_as_values(tmp_path, clear, go
     assert not set(gone) & set(t.exception.context.values), t.exception.context.values
     assert any("CONTEXT_CONTROL" in e for e in t.soft_errors.items) == problem
     # the rest of dumpkit copes with the missing registers: a report, no traceback
-    r = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    r = run_cli("analyze", dump, "--format", "json")
     assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert json.loads(r.stdout)["verdict"]["headline"]

@@ -1,126 +1,33 @@
-"""What a Windows exception code or process exit code means, in plain words.
+"""What dumpkit says about the codes that matter in Python/TensorFlow crashes: hand-written
+summaries, causes and next steps for NTSTATUS codes, and a summary and likely raiser for
+every fail-fast subcode. The one place this prose lives.
 
-Pure functions and tables, no I/O. Used by `dumpkit explain <code>` (no dump needed) and by
-the crash-decoding step of `dumpkit analyze` (exception code + parameters from the dump).
-
-The facts that most often go wrong in write-ups, and that this module gets right:
-
-* 0xC00000FD STATUS_STACK_OVERFLOW is a thread running out of stack. It is not a buffer
-  overrun.
-* 0xC0000409 STATUS_STACK_BUFFER_OVERRUN kept its old name, but since Windows 8 it is the
-  exit code of every `__fastfail`. The first exception parameter (the subcode) says what
-  happened: 7 is abort(), 2 is a real /GS stack-cookie failure, 5 is the C runtime's
-  invalid-parameter handler, and so on (see FAST_FAIL).
-* A process exit code printed by Python is the same 32-bit value in another spelling:
-  -1073741571 == 3221225725 == 0xC00000FD.
+Each row carries the SDK name and value it is about; tests check both against the table
+generated from the SDK headers (ntstatus.tsv), so a typo in a value cannot hide here.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
-MASK32 = 0xFFFFFFFF
-MASK64 = 0xFFFFFFFFFFFFFFFF
-
-# The codes the rest of dumpkit refers to by name.
-STATUS_GUARD_PAGE_VIOLATION = 0x80000001
-STATUS_ACCESS_VIOLATION = 0xC0000005
-STATUS_IN_PAGE_ERROR = 0xC0000006
-STATUS_STACK_OVERFLOW = 0xC00000FD
-STATUS_STACK_BUFFER_OVERRUN = 0xC0000409
-STATUS_CPP_EH_EXCEPTION = 0xE06D7363
-CPP_EH_MAGIC = 0x19930520  # first parameter of an MSVC C++ throw
-
-
-# --------------------------------------------------------------------------------------
-# Data classes
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CodeInfo:
-    """One NTSTATUS / exception code. `summary` is one line of plain language without a
-    trailing full stop; `causes` are what commonly produces it in Python/TensorFlow
-    processes on Windows; `next_steps` are what to do about it."""
-
-    code: int
-    name: str
-    summary: str
-    causes: Tuple[str, ...] = ()
-    next_steps: Tuple[str, ...] = ()
-    known: bool = True  # False when name/summary were derived from the bits alone
-
-    @property
-    def hex(self) -> str:
-        return f"0x{self.code:08X}"
-
-
-@dataclass(frozen=True)
-class FastFailInfo:
-    """One `__fastfail` subcode (the first parameter of a 0xC0000409 exception)."""
-
-    subcode: int
-    name: str
-    summary: str
-    likely_raiser: Optional[str] = None
-    known: bool = True
-
-
-@dataclass(frozen=True)
-class AccessViolation:
-    """The parameters of an access violation (or of another memory fault that uses the same
-    layout: in-page error, stack overflow, guard page) in words."""
-
-    kind: str  # "read" | "write" | "execute" | "unknown"
-    address: Optional[int]
-    null_page: bool  # address below 0x10000, which Windows never maps
-    non_canonical: bool  # x64: bits 47..63 not all equal; no page can ever be there
-    sentence: str
-    general_protection: bool = False  # address reported as all ones: a #GP, not a #PF
-    io_status: Optional[int] = None  # in-page error only: the NTSTATUS of the failed I/O
-    fill_pattern: Optional[str] = None  # what a recognisable garbage value usually is
-
-
-@dataclass(frozen=True)
-class DecodedException:
-    code_info: CodeInfo
-    fastfail: Optional[FastFailInfo]
-    access: Optional[AccessViolation]
-    headline: str
-
-
-@dataclass(frozen=True)
-class ParsedCode:
-    code: int  # 0..0xFFFFFFFF
-    subcode: Optional[int] = None  # fail-fast subcode, only with 0xC0000409
-
-    @property
-    def signed(self) -> int:
-        return to_signed32(self.code)
-
-
-def to_signed32(code: int) -> int:
-    code &= MASK32
-    return code - (1 << 32) if code & 0x80000000 else code
-
+from dumpkit.analysis.codes.model import (
+    STATUS_ACCESS_VIOLATION,
+    STATUS_CPP_EH_EXCEPTION,
+    STATUS_GUARD_PAGE_VIOLATION,
+    STATUS_IN_PAGE_ERROR,
+    STATUS_STACK_BUFFER_OVERRUN,
+    STATUS_STACK_OVERFLOW,
+    CodeInfo,
+)
 
 # --------------------------------------------------------------------------------------
 # Fail-fast subcodes
 # --------------------------------------------------------------------------------------
-# Numbers and names are those of the FAST_FAIL_* constants in winnt.h. Checked against:
-#  * Wine's include/winnt.h (values 0..70 and FAST_FAIL_INVALID_FAST_FAIL_CODE), and a
-#    second header copy with the same 0..70 block (found with the `code` search corpus);
-#  * a copy of the current SDK block that continues with 71..77
-#    (ASAN_ERROR .. KERNEL_POINTER_EXPECTED, with the SDK's "Known to compiler / Known to
-#    Asan, must retain value" remarks on 37, 65 and 71);
-#  * microsoft/windows-rs generated bindings (Win32 System.SystemServices, produced from
-#    the SDK headers via win32metadata), which list every name below including
-#    FAST_FAIL_INVALID_SME_STATE = 78, the highest value defined there.
-# Values 15, 16 and 17 are not defined in any of these headers; the table is contiguous
-# except for that gap. FAST_FAIL_UNHANDLED_LSS_EXCEPTON is spelled that way in the SDK.
-# The SDK marks 31, 41, 42, 43, 45, 52 and 55 as telemetry (non-fatal) codes.
+# One row per FAST_FAIL_* constant of winnt.h; test_codes checks every row's name and
+# value against ntstatus.tsv (mingw-w64's and Wine's winnt.h, plus the SDK's newer 71..78
+# declared in tools/status_codes_extra.h). Values 15, 16 and 17 are not defined in any
+# header. FAST_FAIL_UNHANDLED_LSS_EXCEPTON is spelled that way in the SDK. The SDK marks
+# 31, 41, 42, 43, 45, 52 and 55 as telemetry (non-fatal) codes.
 
 
 _TELEMETRY = " (a telemetry code the SDK marks non-fatal; seeing it as a crash is unusual)"
@@ -128,7 +35,7 @@ _HEAP = "the ntdll heap manager, on the first heap call after the damage (not th
 _CFG = "the Control Flow Guard check in ntdll, on behalf of the function making the indirect call"
 
 # (subcode, name without the FAST_FAIL_ prefix, summary, likely raiser)
-_FAST_FAIL_ROWS: Tuple[Tuple[int, str, str, Optional[str]], ...] = (
+FAST_FAIL_ROWS: Tuple[Tuple[int, str, str, Optional[str]], ...] = (
     (
         0,
         "LEGACY_GS_VIOLATION",
@@ -332,48 +239,11 @@ _FAST_FAIL_ROWS: Tuple[Tuple[int, str, str, Optional[str]], ...] = (
     (0xFFFFFFFF, "INVALID_FAST_FAIL_CODE", "__fastfail was called with a code that is not itself valid", None),
 )
 
-FAST_FAIL: Dict[int, FastFailInfo] = {
-    n: FastFailInfo(n, "FAST_FAIL_" + short, summary, raiser) for n, short, summary, raiser in _FAST_FAIL_ROWS
-}
-FAST_FAIL_BY_NAME: Dict[str, int] = {info.name: n for n, info in FAST_FAIL.items()}
-FAST_FAIL_INVALID_FAST_FAIL_CODE = 0xFFFFFFFF
-
-
-def fastfail_name(subcode: int) -> str:
-    info = FAST_FAIL.get(subcode)
-    return info.name if info else f"FAST_FAIL_0x{subcode:X}"
-
-
-def lookup_fastfail(subcode: int) -> FastFailInfo:
-    """The meaning of a `__fastfail` subcode. Unknown subcodes come back named
-    FAST_FAIL_0x<hex> with `known=False`."""
-    subcode &= MASK64
-    info = FAST_FAIL.get(subcode)
-    if info is not None:
-        return info
-    return FastFailInfo(
-        subcode,
-        f"FAST_FAIL_0x{subcode:X}",
-        "a fail-fast subcode not defined in the Windows SDK headers dumpkit knows "
-        "(a newer Windows, or a program passing its own value to __fastfail)",
-        None,
-        known=False,
-    )
-
-
 # --------------------------------------------------------------------------------------
 # NTSTATUS / exception codes
 # --------------------------------------------------------------------------------------
 
-_ANALYZE = "Get a dump of the crash (see 'capturing a dump') and run `dumpkit analyze` on it"
-
-
-def steps_given_a_dump(steps: Sequence[str]) -> Tuple[str, ...]:
-    """The table's next steps that still make sense in a verdict built from a dump: the
-    ones about capturing a dump or running `dumpkit analyze` are dropped (the reader has
-    done both; `dumpkit explain` keeps them)."""
-    return tuple(s for s in steps if s != _ANALYZE and "dumpkit analyze" not in s)
-
+ANALYZE = "Get a dump of the crash (see 'capturing a dump') and run `dumpkit analyze` on it"
 
 _FLOAT_CAUSES = (
     "Floating-point exceptions are masked by default on Windows, so this only happens when "
@@ -384,7 +254,7 @@ _FLOAT_CAUSES = (
 _FLOAT_STEPS = (
     "Find the module that unmasked the exceptions: the faulting frame is where the "
     "arithmetic happened, not who changed the control word",
-    _ANALYZE,
+    ANALYZE,
 )
 
 
@@ -392,7 +262,7 @@ def _ci(code: int, name: str, summary: str, causes: Sequence[str] = (), steps: S
     return CodeInfo(code, name, summary, tuple(causes), tuple(steps))
 
 
-_STATUS_ROWS: Tuple[CodeInfo, ...] = (
+STATUS_ROWS: Tuple[CodeInfo, ...] = (
     _ci(0x00000000, "STATUS_SUCCESS", "success: the process exited normally (exit code 0)"),
     _ci(
         0x40000015,
@@ -406,7 +276,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
         (
             "Read stderr just before the exit: abort() callers (CHECK failures, LOG(FATAL), "
             "std::terminate) usually print the reason there",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -453,7 +323,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Misaligned access with alignment checking enabled, or in code that requires "
             "alignment (some SIMD instructions report access violations instead)",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0x80000003,
@@ -468,7 +338,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
         (
             "If frame 0 is a DebugBreak / __debugbreak, read the code around it; if it is in "
             "the middle of padding, treat it as a bad jump and look at the caller",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -479,7 +349,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A hardware breakpoint (debug registers) left set by a debugger, an anti-cheat or a profiler",
             "The trap flag set by code that expected a debugger",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         STATUS_ACCESS_VIOLATION,
@@ -501,7 +371,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
             "general-protection fault (a non-canonical pointer or a misaligned vector access), "
             "whose real address `dumpkit analyze` computes from the faulting instruction",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -527,7 +397,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Closing a handle twice, or using a closed handle, under a debugger or "
             "Application Verifier (which turn the error into an exception)",
         ),
-        ("Look for a double CloseHandle in the native frames", _ANALYZE),
+        ("Look for a double CloseHandle in the native frames", ANALYZE),
     ),
     _ci(
         0xC000000D,
@@ -538,7 +408,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "raises it explicitly, or from the C runtime's invalid-parameter path",
             "Current C runtimes report a bad CRT argument as 0xC0000409 with FAST_FAIL_INVALID_ARG (5) instead",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000017,
@@ -577,7 +447,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "CPUID data",
             "If a vector instruction faulted, install a build made for your CPU (e.g. a "
             "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -602,7 +472,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A handler returning 'continue execution' for a fatal exception (buggy "
             "vectored handler or SEH filter in native code)",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000026,
@@ -612,14 +482,14 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A corrupted exception handler or stack (the dispatcher read garbage where a handler result was expected)",
             "Mixing incompatible exception-handling runtimes in one process",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000028,
         "STATUS_BAD_STACK",
         "an invalid or unaligned stack was found while unwinding",
         ("Stack corruption, or native code with wrong unwind data",),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000034,
@@ -647,7 +517,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
         "STATUS_ARRAY_BOUNDS_EXCEEDED",
         "a hardware array-bounds check failed",
         ("Rare on x64: raised by code that checks bounds in hardware or raises it explicitly",),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC000008D,
@@ -689,7 +559,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
         "STATUS_FLOAT_STACK_CHECK",
         "the x87 floating-point register stack overflowed or underflowed",
         ("x87 code with unbalanced pushes and pops, or calling-convention mismatches in 32-bit code",),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000093,
@@ -708,14 +578,14 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "that does not check",
             "Overclocking / GPU tuning tools injecting into the process have been reported to cause it",
         ),
-        ("faulthandler reports it ('int divide by zero') with the Python stack", _ANALYZE),
+        ("faulthandler reports it ('int divide by zero') with the Python stack", ANALYZE),
     ),
     _ci(
         0xC0000095,
         "STATUS_INTEGER_OVERFLOW",
         "an integer overflow trap (the x86 INTO instruction or equivalent)",
         ("Rare: code compiled to trap on integer overflow",),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000096,
@@ -725,7 +595,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A jump into data or a corrupted code pointer (random bytes decode as a privileged instruction)",
             "Code written for a different CPU mode",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         STATUS_STACK_OVERFLOW,
@@ -754,7 +624,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Find the recursion: `dumpkit analyze` shows the repeating cycle of frames and "
             "the bytes each repetition costs; fix the recursion or make it iterative",
             "If one frame is huge, move its buffer to the heap",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -839,7 +709,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "The generic 'unhandled exception' status; the original exception code is "
             "in the dump's exception record or the event log",
         ),
-        ("Look in the Application event log (Event ID 1000) for the real exception code", _ANALYZE),
+        ("Look in the Application event log (Event ID 1000) for the real exception code", ANALYZE),
     ),
     _ci(
         0xC0000194,
@@ -851,7 +721,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Application Verifier or a lowered CriticalSectionTimeout)",
             "The loader lock held while DllMain waits for another thread",
         ),
-        ("Look at all threads' stacks in the dump for the owner of the lock", _ANALYZE),
+        ("Look at all threads' stacks in the dump for the owner of the lock", ANALYZE),
     ),
     _ci(
         0xC00002B4,
@@ -883,7 +753,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Enable full page heap for python.exe so the overrun faults where it happens: "
             "gflags /p /enable python.exe /full (Debugging Tools for Windows), then get a "
             "dump of the new crash",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     _ci(
@@ -914,14 +784,14 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A CRT function given a bad argument (bad file descriptor, NULL string, buffer "
             "too small) in a library linked against an older C runtime",
         ),
-        ("Find the CRT call in the stack and the argument it was given", _ANALYZE),
+        ("Find the CRT call in the stack and the argument it was given", ANALYZE),
     ),
     _ci(
         0xC0000420,
         "STATUS_ASSERTION_FAILURE",
         "an assertion raised with the kernel's assertion mechanism (int 0x2C) failed",
         ("NT_ASSERT-style assertions in system or driver-like code, typically on checked or debug builds",),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC000041D,
@@ -933,7 +803,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "toolkit (Tk, Qt, matplotlib backends), or a crash in a native library called "
             "from such a callback",
         ),
-        (_ANALYZE,),
+        (ANALYZE,),
     ),
     _ci(
         0xC0000602,
@@ -943,7 +813,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A runtime that fails fast through RaiseFailFastException, e.g. the .NET "
             "runtime's Environment.FailFast (pythonnet) or other managed hosts",
         ),
-        ("Check stderr and the Application event log for the runtime's own message", _ANALYZE),
+        ("Check stderr and the Application event log for the runtime's own message", ANALYZE),
     ),
     _ci(
         STATUS_CPP_EH_EXCEPTION,
@@ -959,7 +829,7 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
         (
             "The exception object's type is found through the third parameter (ThrowInfo); "
             "`dumpkit analyze` names it when the memory is in the dump",
-            _ANALYZE,
+            ANALYZE,
         ),
     ),
     # Statuses that show up as the third parameter of an in-page error.
@@ -982,443 +852,10 @@ _STATUS_ROWS: Tuple[CodeInfo, ...] = (
     ),
 )
 
-STATUS_CODES: Dict[int, CodeInfo] = {info.code: info for info in _STATUS_ROWS}
-
-# Names accepted by parse_code besides each row's own name: the winbase.h/minwinbase.h
-# EXCEPTION_* spellings (they differ from the STATUS_ names for a few codes).
-_ALIASES: Dict[str, int] = {
-    "EXCEPTION_ACCESS_VIOLATION": 0xC0000005,
-    "EXCEPTION_DATATYPE_MISALIGNMENT": 0x80000002,
-    "EXCEPTION_BREAKPOINT": 0x80000003,
-    "EXCEPTION_SINGLE_STEP": 0x80000004,
-    "EXCEPTION_ARRAY_BOUNDS_EXCEEDED": 0xC000008C,
-    "EXCEPTION_FLT_DENORMAL_OPERAND": 0xC000008D,
-    "EXCEPTION_FLT_DIVIDE_BY_ZERO": 0xC000008E,
-    "EXCEPTION_FLT_INEXACT_RESULT": 0xC000008F,
-    "EXCEPTION_FLT_INVALID_OPERATION": 0xC0000090,
-    "EXCEPTION_FLT_OVERFLOW": 0xC0000091,
-    "EXCEPTION_FLT_STACK_CHECK": 0xC0000092,
-    "EXCEPTION_FLT_UNDERFLOW": 0xC0000093,
-    "EXCEPTION_INT_DIVIDE_BY_ZERO": 0xC0000094,
-    "EXCEPTION_INT_OVERFLOW": 0xC0000095,
-    "EXCEPTION_PRIV_INSTRUCTION": 0xC0000096,
-    "EXCEPTION_IN_PAGE_ERROR": 0xC0000006,
-    "EXCEPTION_ILLEGAL_INSTRUCTION": 0xC000001D,
-    "EXCEPTION_NONCONTINUABLE_EXCEPTION": 0xC0000025,
-    "EXCEPTION_STACK_OVERFLOW": 0xC00000FD,
-    "EXCEPTION_INVALID_DISPOSITION": 0xC0000026,
-    "EXCEPTION_GUARD_PAGE": 0x80000001,
-    "EXCEPTION_INVALID_HANDLE": 0xC0000008,
-    "STATUS_INTEGER_DIVIDE_BY_ZERO": 0xC0000094,
-    "STATUS_FLOAT_DIVIDE_BY_ZERO": 0xC000008E,
+# Names users type that no SDK header defines (the EXCEPTION_* spellings of winbase.h come
+# from the generated table instead).
+INFORMAL_ALIASES: Dict[str, int] = {
     "STATUS_MSC_EXCEPTION": STATUS_CPP_EH_EXCEPTION,
     "MSC_EXCEPTION": STATUS_CPP_EH_EXCEPTION,
     "CPP_EXCEPTION": STATUS_CPP_EH_EXCEPTION,
 }
-
-_FACILITIES: Dict[int, str] = {
-    0x0: "none",
-    0x1: "debugger",
-    0x2: "RPC runtime",
-    0x3: "RPC stubs",
-    0x4: "I/O error",
-    0x7: "Win32 (wraps a Win32 error code)",
-    0x8: "certificates",
-    0x9: "SSPI",
-    0xA: "terminal server",
-}
-_SEVERITIES = ("success", "informational", "warning", "error")
-
-
-def _derived_info(code: int) -> CodeInfo:
-    severity = _SEVERITIES[code >> 30]
-    customer = bool(code & 0x20000000)
-    n_bit = bool(code & 0x10000000)
-    facility = (code >> 16) & 0xFFF
-    low = code & 0xFFFF
-    parts = [f"unrecognised {severity} status"]
-    if customer:
-        parts.append("customer-defined (not a Windows code: raised by a program or runtime with RaiseException)")
-    fac_name = _FACILITIES.get(facility)
-    if facility == 0x7 and not customer:
-        parts.append(f"facility Win32: Win32 error {low}")
-    elif fac_name and facility:
-        parts.append(f"facility 0x{facility:X} ({fac_name}), code 0x{low:04X}")
-    else:
-        parts.append(f"facility 0x{facility:X}, code 0x{low:04X}")
-    if n_bit:
-        parts.append("reserved N bit set: possibly an HRESULT stored in an NTSTATUS")
-    causes: Tuple[str, ...] = ()
-    if code < 0x100:
-        parts.append("values this small are ordinary exit codes, not crashes")
-        plain = {
-            1: "exit code 1: Python ends with 1 after an unhandled Python exception (the traceback is on stderr)",
-            2: "exit code 2: a command-line usage error (argparse, or python could not open the script)",
-            3: "exit code 3: the C runtime's abort() when a SIGABRT handler ran first "
-            "(e.g. with faulthandler enabled), or an explicit exit(3)",
-        }
-        causes = (
-            (plain[code],) if code in plain else (f"exit code {code}: passed to sys.exit() / exit() by the program",)
-        )
-    return CodeInfo(
-        code,
-        f"0x{code:08X}",
-        "; ".join(parts),
-        causes,
-        ("Search the program's own documentation or source for this value",),
-        known=False,
-    )
-
-
-def lookup_status(code: int) -> CodeInfo:
-    """Name and meaning of an NTSTATUS / exception code (any int; taken modulo 2**32 so
-    negative exit codes work). Unknown codes get the name 0x%08X and a summary derived
-    from the severity, customer and facility bits, with `known=False`."""
-    code &= MASK32
-    info = STATUS_CODES.get(code)
-    return info if info is not None else _derived_info(code)
-
-
-# --------------------------------------------------------------------------------------
-# Exception parameters
-# --------------------------------------------------------------------------------------
-
-_ACCESS_KINDS = {0: "read", 1: "write", 8: "execute"}
-
-# Values that are recognisable garbage. Each matches as a 32-bit value, its 64-bit repeat,
-# or (for the repeated-byte ones) any pointer whose 8 bytes are all the same.
-_FILL_PATTERNS: Dict[int, str] = {
-    0xFEEEFEEE: "memory already freed with HeapFree (the fill the debug heap writes)",
-    0xDDDDDDDD: "memory freed by the MSVC debug C runtime",
-    0xCDCDCDCD: "uninitialised heap memory from the MSVC debug C runtime",
-    0xCCCCCCCC: "uninitialised stack memory in an MSVC debug (/RTC) build",
-    0xBAADF00D: "uninitialised memory from HeapAlloc/LocalAlloc under the debug heap",
-    0xABABABAB: "the guard bytes after a heap block (an overrun read past the end)",
-    0xFDFDFDFD: "the debug C runtime's guard bytes around a heap block (an overrun)",
-    0xDEADBEEF: "a 'dead' marker some code writes into freed or invalid objects",
-}
-
-
-def _fill_pattern(address: int) -> Optional[str]:
-    for value, meaning in _FILL_PATTERNS.items():
-        if address in (value, value | (value << 32)):
-            return meaning
-    raw = address.to_bytes(8, "little")
-    if address > 0xFFFFFFFF and len(set(raw)) == 1 and raw[0] not in (0x00, 0xFF):
-        return (
-            f"a repeated byte 0x{raw[0]:02x}: memory filled with a pattern (memset, "
-            "a poison value, or an allocator's fill), not a real pointer"
-        )
-    return None
-
-
-def is_canonical(address: int) -> bool:
-    """x64: bits 47..63 must all equal bit 47 (48-bit virtual addresses)."""
-    top = (address & MASK64) >> 47
-    return top == 0 or top == 0x1FFFF
-
-
-def _verb(kind: str) -> str:
-    return {"read": "read from", "write": "write to", "execute": "execute at"}.get(kind, "access to")
-
-
-def describe_access_violation(parameters: Sequence[int]) -> AccessViolation:
-    """Decode ExceptionInformation[] of an access violation (also used for in-page errors,
-    stack overflows and guard-page hits, which share the layout): [0] 0 = read, 1 = write,
-    8 = execute (DEP); [1] the address; [2] (in-page error only) the NTSTATUS of the I/O."""
-    params = [p & MASK64 for p in parameters]
-    kind = _ACCESS_KINDS.get(params[0], "unknown") if params else "unknown"
-    address = params[1] if len(params) > 1 else None
-    io_status = params[2] & MASK32 if len(params) > 2 else None
-    if address is None:
-        return AccessViolation(
-            kind,
-            None,
-            False,
-            False,
-            f"A {kind} access fault; the dump does not record the address.",
-            io_status=io_status,
-        )
-
-    null_page = address < 0x10000
-    non_canonical = not is_canonical(address)
-    gp = address == MASK64
-    pattern = _fill_pattern(address)
-    where = f"{_verb(kind).capitalize()} {address:#x}"
-    if gp:
-        sentence = (
-            f"{where}: Windows reports the address as all ones when the CPU raised "
-            "a general-protection fault instead of a page fault, which on x64 "
-            "usually means a non-canonical pointer; the real address is in the "
-            "faulting instruction's operands, and the read/write flag is not "
-            "reliable then."
-        )
-    elif null_page:
-        if address == 0:
-            sentence = f"{where}: a NULL pointer dereference."
-        else:
-            sentence = (
-                f"{where}, inside the first 64 KiB that Windows never maps: a NULL "
-                f"pointer plus an offset (a field at offset {address:#x} of a NULL "
-                "object, or a small integer used as a pointer)."
-            )
-        if kind == "execute":
-            sentence += " Calling through a NULL function pointer ends here."
-    elif non_canonical:
-        sentence = (
-            f"{where}, a non-canonical x64 address (bits 47-63 are not all equal), "
-            "so no memory can ever be there: the pointer itself is garbage "
-            "(freed or uninitialised memory, or an overwritten value)."
-        )
-    elif io_status is not None:
-        sentence = (
-            f"{where}: the page is mapped, but its contents could not be brought in "
-            "from the file or page file behind it."
-        )
-    elif kind == "execute":
-        sentence = (
-            f"{where}: the CPU jumped to memory that is not executable (DEP) or not "
-            "mapped: a corrupted function pointer or return address, or a call into "
-            "a DLL that has been unloaded."
-        )
-    else:
-        sentence = (
-            f"{where}: nothing readable/writable is mapped there (freed or unmapped "
-            "memory, a dangling pointer, or a write to read-only memory)."
-        )
-    if pattern and not gp:
-        sentence += f" The value looks like {pattern}."
-    if io_status is not None:
-        status_info = lookup_status(io_status)
-        sentence += f" The paging I/O failed with 0x{io_status:08X}" + (
-            f" ({status_info.name})." if status_info.known else "."
-        )
-    return AccessViolation(
-        kind,
-        address,
-        null_page,
-        non_canonical,
-        sentence,
-        general_protection=gp,
-        io_status=io_status,
-        fill_pattern=pattern,
-    )
-
-
-def crash_summary(decoded: DecodedException) -> str:
-    """The code's meaning for one crash: the table's summary, except that a fail-fast
-    whose subcode is a real /GS cookie failure (0, 2) is not told 'usually not a buffer
-    overrun'."""
-    ff = decoded.fastfail
-    if decoded.code_info.code == STATUS_STACK_BUFFER_OVERRUN and ff is not None and ff.subcode in (0, 2):
-        return (
-            "the process ended itself with __fastfail; this subcode is a real /GS stack buffer "
-            "overrun (a local buffer overflowed its stack cookie), not a stack overflow"
-        )
-    return decoded.code_info.summary
-
-
-def is_guard_page_hit(code: int, parameters: Sequence[int] = ()) -> bool:
-    """True for STATUS_GUARD_PAGE_VIOLATION: a PAGE_GUARD page was touched (normally the
-    stack growing, recorded as a first-chance exception, not a crash by itself)."""
-    return (code & MASK32) == STATUS_GUARD_PAGE_VIOLATION
-
-
-def _plain_name(info: CodeInfo) -> str:
-    if not info.known:
-        return "exception"
-    name = info.name
-    for prefix in ("STATUS_", "EXCEPTION_"):
-        if name.startswith(prefix):
-            name = name[len(prefix) :]
-    return name.replace("_", " ").lower()
-
-
-def decode_exception(code: int, parameters: Sequence[int] = ()) -> DecodedException:
-    """The exception record of a dump (code + ExceptionInformation[]) in words, with a
-    one-sentence headline."""
-    code &= MASK32
-    params = [p & MASK64 for p in parameters]
-    info = lookup_status(code)
-    fastfail: Optional[FastFailInfo] = None
-    access: Optional[AccessViolation] = None
-    hexcode = f"0x{code:08X}"
-
-    if code == STATUS_STACK_BUFFER_OVERRUN:
-        if params:
-            fastfail = lookup_fastfail(params[0])
-            headline = f"{hexcode} fail-fast {fastfail.name} ({params[0]}): {fastfail.summary}"
-        else:
-            headline = (
-                f"{hexcode} fail-fast with no subcode recorded: the process ended "
-                "itself with __fastfail (or an old-style /GS failure report)"
-            )
-    elif code in (STATUS_ACCESS_VIOLATION, STATUS_IN_PAGE_ERROR):
-        what = "access violation" if code == STATUS_ACCESS_VIOLATION else "in-page error"
-        if len(params) >= 2:
-            access = describe_access_violation(params)
-            headline = f"{hexcode} {what}: {_verb(access.kind)} {access.address:#x}"
-            extra = []
-            if access.general_protection:
-                extra.append("general-protection fault, real address unknown")
-            elif access.null_page:
-                extra.append("NULL pointer" if access.address == 0 else "NULL page")
-            elif access.non_canonical:
-                extra.append("non-canonical address")
-            if access.io_status is not None:
-                extra.append(f"I/O status 0x{access.io_status:08X}")
-            if extra:
-                headline += f" ({', '.join(extra)})"
-        else:
-            headline = f"{hexcode} {what}: {info.summary}"
-    elif code == STATUS_STACK_OVERFLOW:
-        headline = f"{hexcode} stack overflow: the thread ran out of stack (not a buffer overrun)"
-        if len(params) >= 2:
-            access = describe_access_violation(params)
-            headline += f"; it died touching {access.address:#x}"
-    elif code == STATUS_GUARD_PAGE_VIOLATION:
-        headline = f"{hexcode} guard page hit: {info.summary}"
-        if len(params) >= 2:
-            access = describe_access_violation(params)
-    elif code == STATUS_CPP_EH_EXCEPTION:
-        headline = f"{hexcode} C++ exception (MSVC throw)"
-        if params and params[0] == CPP_EH_MAGIC:
-            headline += f": object at {params[1]:#x}" if len(params) > 1 else ""
-        headline += "; fatal only because nothing caught it"
-    else:
-        headline = f"{hexcode} {_plain_name(info)}: {info.summary}" if info.known else f"{hexcode}: {info.summary}"
-    return DecodedException(info, fastfail, access, headline)
-
-
-# --------------------------------------------------------------------------------------
-# Parsing what the user typed
-# --------------------------------------------------------------------------------------
-
-_NAME_TO_CODE: Dict[str, int] = {}
-for _info in _STATUS_ROWS:
-    _NAME_TO_CODE[_info.name] = _info.code
-    if _info.name.startswith("STATUS_"):
-        _NAME_TO_CODE.setdefault(_info.name[len("STATUS_") :], _info.code)
-for _alias, _code in _ALIASES.items():
-    _NAME_TO_CODE.setdefault(_alias, _code)
-    if _alias.startswith("STATUS_"):
-        _NAME_TO_CODE.setdefault(_alias[len("STATUS_") :], _code)
-
-_HEX_RE = re.compile(r"0x[0-9a-f]+")
-_BARE_HEX_RE = re.compile(r"[0-9a-f]+")
-_DEC_RE = re.compile(r"[-+]?[0-9]+")
-_UNKNOWN_FF_RE = re.compile(r"fast_fail_0x([0-9a-f]+)")
-_PREFIX_RE = re.compile(r"^(?:process finished with\s+)?(?:exit\s+(?:code|status)\s*:?\s*)", re.IGNORECASE)
-_TWIN_RE = re.compile(r"^(\S+)\s*\(\s*(\S+)\s*\)$")
-
-
-class _Bad(Exception):
-    pass
-
-
-def _parse_number(token: str) -> int:
-    t = token.strip().lower()
-    if _HEX_RE.fullmatch(t):
-        value = int(t, 16)
-    elif _DEC_RE.fullmatch(t):
-        digits = t.lstrip("+-")
-        # An 8-digit run of decimal digits whose hex reading has severity bits set is how
-        # WER and the event log print codes (e.g. "80000003", "40000015"): read it as hex.
-        if len(digits) == 8 and t[0] not in "+-" and digits[0] in "456789" and int(digits, 16) >= 0x40000000:
-            value = int(digits, 16)
-        else:
-            value = int(t, 10)
-            if value < 0:
-                if value < -(1 << 31):
-                    raise _Bad("out of range for a 32-bit status code")
-                return value & MASK32
-    elif _BARE_HEX_RE.fullmatch(t):
-        value = int(t, 16)
-    else:
-        raise _Bad("not an NTSTATUS code or name")
-    if value > MASK32:
-        raise _Bad("out of range for a 32-bit status code")
-    return value
-
-
-def _parse_code_token(token: str) -> Tuple[int, Optional[int]]:
-    """A code given as a number or a name. A FAST_FAIL_* name yields 0xC0000409 plus its
-    subcode."""
-    t = token.strip()
-    up = t.upper()
-    if up in FAST_FAIL_BY_NAME:
-        return STATUS_STACK_BUFFER_OVERRUN, FAST_FAIL_BY_NAME[up]
-    m = _UNKNOWN_FF_RE.fullmatch(t.lower())
-    if m:
-        return STATUS_STACK_BUFFER_OVERRUN, int(m.group(1), 16)
-    if up in _NAME_TO_CODE:
-        return _NAME_TO_CODE[up], None
-    return _parse_number(t), None
-
-
-def _parse_subcode(token: str) -> int:
-    t = token.strip()
-    up = t.upper()
-    if up in FAST_FAIL_BY_NAME:
-        return FAST_FAIL_BY_NAME[up]
-    if "FAST_FAIL_" + up in FAST_FAIL_BY_NAME:
-        return FAST_FAIL_BY_NAME["FAST_FAIL_" + up]
-    m = _UNKNOWN_FF_RE.fullmatch(t.lower())
-    if m:
-        return int(m.group(1), 16)
-    low = t.lower()
-    if _HEX_RE.fullmatch(low):
-        value = int(low, 16)
-    elif re.fullmatch(r"[0-9]+", low):
-        value = int(low, 10)
-    else:
-        raise _Bad("not a fail-fast subcode")
-    if value > MASK32:
-        raise _Bad("fail-fast subcode out of range")
-    return value
-
-
-def parse_code(text: str) -> ParsedCode:
-    """Read a code the way users paste it.
-
-    Accepted: signed or unsigned decimal (-1073741571, 3221225725; what Python's
-    subprocess and most launchers print), hex with or without 0x in any case
-    (0xC00000FD, C00000FD), "-1073741571 (0xC00000FD)" as IDEs print it, names
-    (STATUS_STACK_OVERFLOW, stack_overflow, EXCEPTION_ACCESS_VIOLATION), FAST_FAIL_* names
-    (-> 0xC0000409 + subcode), and a fail-fast subcode after '/' or ':'
-    (0xC0000409/7, 0xC0000409:7, -1073740791/2, 0xC0000409/FATAL_APP_EXIT).
-    An 8-digit all-decimal-digit string that reads as a hex code with severity bits set
-    ("80000003") is taken as hex, the way WER prints codes.
-
-    Raises ValueError with a one-line message for anything else.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"not an NTSTATUS code or name: {text!r}")
-    original = text
-    try:
-        t = _PREFIX_RE.sub("", text.strip()).strip().rstrip(".")
-        if not t:
-            raise _Bad("not an NTSTATUS code or name")
-        subcode: Optional[int] = None
-        code: Optional[int] = None
-        twin = _TWIN_RE.match(t)
-        if twin:
-            first, _ = _parse_code_token(twin.group(1))
-            second, _ = _parse_code_token(twin.group(2))
-            if first != second:
-                raise _Bad(f"the two spellings disagree (0x{first:08X} vs 0x{second:08X})")
-            code = first
-        else:
-            parts = re.split(r"\s*[/:]\s*", t)
-            if len(parts) > 2:
-                raise _Bad("not an NTSTATUS code or name")
-            code, subcode = _parse_code_token(parts[0])
-            if len(parts) == 2:
-                if subcode is not None:
-                    raise _Bad("a FAST_FAIL name already includes its subcode")
-                subcode = _parse_subcode(parts[1])
-        if subcode is not None and code != STATUS_STACK_BUFFER_OVERRUN:
-            raise _Bad("a subcode only applies to 0xC0000409 (fail-fast)")
-        return ParsedCode(code, subcode)
-    except _Bad as exc:
-        raise ValueError(f"{exc}: {original!r}") from None

@@ -1,0 +1,87 @@
+"""The data of code lookups, and the codes the rest of dumpkit refers to by name. Plain
+frozen data classes; nothing here reads a table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+MASK32 = 0xFFFFFFFF
+MASK64 = 0xFFFFFFFFFFFFFFFF
+
+# The codes the rest of dumpkit refers to by name (tests check them against ntstatus.tsv).
+STATUS_GUARD_PAGE_VIOLATION = 0x80000001
+STATUS_ACCESS_VIOLATION = 0xC0000005
+STATUS_IN_PAGE_ERROR = 0xC0000006
+STATUS_STACK_OVERFLOW = 0xC00000FD
+STATUS_STACK_BUFFER_OVERRUN = 0xC0000409
+STATUS_CPP_EH_EXCEPTION = 0xE06D7363
+CPP_EH_MAGIC = 0x19930520  # first parameter of an MSVC C++ throw
+FAST_FAIL_INVALID_FAST_FAIL_CODE = 0xFFFFFFFF
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    """One NTSTATUS / exception code. `summary` is one line of plain language without a
+    trailing full stop; `causes` are what commonly produces it in Python/TensorFlow
+    processes on Windows; `next_steps` are what to do about it."""
+
+    code: int
+    name: str
+    summary: str
+    causes: Tuple[str, ...] = ()
+    next_steps: Tuple[str, ...] = ()
+    known: bool = True  # False when name/summary were derived from the bits alone
+
+    @property
+    def hex(self) -> str:
+        return f"0x{self.code:08X}"
+
+
+@dataclass(frozen=True)
+class FastFailInfo:
+    """One `__fastfail` subcode (the first parameter of a 0xC0000409 exception)."""
+
+    subcode: int
+    name: str
+    summary: str
+    likely_raiser: Optional[str] = None
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class AccessViolation:
+    """The parameters of an access violation (or of another memory fault that uses the same
+    layout: in-page error, stack overflow, guard page) in words."""
+
+    kind: str  # "read" | "write" | "execute" | "unknown"
+    address: Optional[int]
+    null_page: bool  # address below 0x10000, which Windows never maps
+    non_canonical: bool  # x64: bits 47..63 not all equal; no page can ever be there
+    sentence: str
+    general_protection: bool = False  # address reported as all ones: a #GP, not a #PF
+    io_status: Optional[int] = None  # in-page error only: the NTSTATUS of the failed I/O
+    fill_pattern: Optional[str] = None  # what a recognisable garbage value usually is
+
+
+@dataclass(frozen=True)
+class DecodedException:
+    code_info: CodeInfo
+    fastfail: Optional[FastFailInfo]
+    access: Optional[AccessViolation]
+    headline: str
+
+
+@dataclass(frozen=True)
+class ParsedCode:
+    code: int  # 0..0xFFFFFFFF
+    subcode: Optional[int] = None  # fail-fast subcode, only with 0xC0000409
+
+    @property
+    def signed(self) -> int:
+        return to_signed32(self.code)
+
+
+def to_signed32(code: int) -> int:
+    code &= MASK32
+    return code - (1 << 32) if code & 0x80000000 else code

@@ -1,0 +1,51 @@
+"""What `dumpkit explain` shows for a code: a heading, the code in every spelling, the
+meaning, then sections of paragraphs (mix-ups, causes, next steps, capture help)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from dumpkit.analysis.explain import Explanation
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    items: Tuple[str, ...]  # paragraphs; a line starting with a command is a command
+    bullets: bool = True  # a list of items, or running paragraphs
+
+
+@dataclass(frozen=True)
+class ExplanationView:
+    heading: str  # "0xC00000FD  STATUS_STACK_OVERFLOW"
+    spellings: str  # "signed: -1073741571   unsigned: 3221225725   hex: 0xC00000FD"
+    summary: str  # one sentence, capitalised, with its full stop
+    sections: Tuple[Section, ...]  # only the ones with something to say
+
+
+__all__ = ["COMMANDS", "Explanation", "ExplanationView", "Section", "explanation_view"]
+
+# Paragraph lines that are commands to type: a renderer never wraps them.
+COMMANDS = ("reg add", "procdump", "gflags", "cdb")
+
+
+def explanation_view(e: Explanation) -> ExplanationView:
+    name = e.name if e.subcode_name is None else f"{e.name} / {e.subcode_name}"
+    code = e.code_hex if e.subcode is None else f"{e.code_hex}/{e.subcode}"
+    heading = f"{code}  {name}" if e.known or name != e.code_hex else f"{code}  (not a code dumpkit knows)"
+    spellings = f"signed: {e.signed_decimal}   unsigned: {e.unsigned_decimal}   hex: {e.code_hex}"
+    if e.subcode is not None:
+        spellings += f"   fail-fast subcode: {e.subcode} (0x{e.subcode:X})"
+    sections = (
+        Section("Common mix-up:", e.mixups, bullets=False),
+        Section("What usually causes it (Python / TensorFlow on Windows):", e.causes),
+        Section("What to do next:", e.next_steps),
+        Section("Capturing a dump next time:", e.capture_help),
+    )
+    return ExplanationView(
+        heading=heading,
+        spellings=spellings,
+        summary=e.summary[:1].upper() + e.summary[1:] + ".",
+        sections=tuple(s for s in sections if s.items),
+    )

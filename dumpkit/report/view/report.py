@@ -1,0 +1,359 @@
+"""What `dumpkit analyze` (and `!tfstack`) shows, decided once for every format: the
+verdict, the facts rows, the recursion summaries, the frame-size table, the stack budget,
+the crashing thread's stack and the other threads grouped. Plain typed data; the
+renderers (text, Markdown, HTML, DML) only mark it up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Collection, List, Optional, Tuple
+
+from dumpkit.analysis.model import Cycle, Environment, Report, StackBudget, SystemSummary, ThreadReport
+from dumpkit.analysis.recursion import call_order, outside_entry_path
+from dumpkit.report.view.python import PythonView, python_view
+from dumpkit.report.view.inline import CODE, LITERAL, PROSE, THREAD, Line, Span, text, words
+from dumpkit.report.view.stacks import (
+    DOCUMENT,
+    StackTable,
+    ThreadGroup,
+    ThreadView,
+    pointer_digits,
+    stack_groups,
+    stack_table,
+    thread_view,
+)
+from dumpkit.words import human_bytes, plural
+
+# --------------------------------------------------------------------------- verdict
+
+
+@dataclass(frozen=True)
+class VerdictView:
+    headline: str  # dumpkit's sentences, with `code` spans (PROSE)
+    confidence: str
+    evidence: Tuple[str, ...]
+    next_steps: Tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of facts. Tables head it with `label`; the terminal (text, DML) with
+    `terminal_label` in its label column, or, when that is None, shows the value as a
+    continuation line under the row above."""
+
+    label: str
+    value: Line
+    terminal_label: Optional[str]
+    terminal_value: Optional[Line] = None  # the terminal's wording, where it differs from the tables'
+
+
+@dataclass(frozen=True)
+class Remark:
+    """A sentence under the facts: a compatibility finding, or a caveat (`note`)."""
+
+    text: str  # PROSE
+    note: bool
+
+
+@dataclass(frozen=True)
+class Facts:
+    exception: Tuple[Fact, ...]  # what was raised, where, and what it means
+    machine: Tuple[Fact, ...]  # OS and CPU
+    environment: Tuple[Fact, ...]  # CPU features, Python, TensorFlow, CUDA (all but DML's compact view)
+    remarks: Tuple[Remark, ...]
+    raised_by: Optional[str]  # the function that raised a fail-fast (DML's extra line)
+
+    @property
+    def rows(self) -> Tuple[Fact, ...]:
+        """Every row, in order."""
+        return self.exception + self.machine + self.environment
+
+
+def _exception_facts(report: Report) -> List[Fact]:
+    out: List[Fact] = []
+    c = report.crash
+    if c is not None:
+        value: List[Span] = [Span(f"{c.code:#010x}", LITERAL), words(" "), text(c.code_name)]
+        if c.fastfail_code is not None:
+            value += [words(" / "), text(c.fastfail_name or ""), words(f" ({c.fastfail_code})")]
+        value += [words(" on thread "), Span(str(c.thread_id), THREAD), words(" at "), Span(f"{c.address:#x}", LITERAL)]
+        out.append(Fact("Exception", tuple(value), "Crash"))
+        if c.summary:
+            out.append(Fact("Meaning", (Span(c.summary, PROSE, 1000),), None))
+    return out
+
+
+def _machine_facts(s: Optional[SystemSummary]) -> List[Fact]:
+    out: List[Fact] = []
+    if s is not None:
+        out.append(Fact("OS", _os_line(s), "System"))
+        out.append(Fact("CPU", (text(s.cpu), words(f", {plural(s.processors, 'processor')}")), "CPU"))
+    return out
+
+
+def _os_line(s: SystemSummary) -> Line:
+    line = [text(s.arch), words(", Windows "), text(s.os_version)]
+    if s.os_build:
+        line += [words(" ("), text(s.os_build), words(")")]
+    if s.wine:
+        line += [words(", under "), text(s.wine)]
+    return tuple(line)
+
+
+def _environment_facts(env: Environment) -> List[Fact]:
+    out: List[Fact] = []
+    if env.cpu_features:
+        states = env.cpu_features.items()
+        feats = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else 'unknown'}" for k, v in states)
+        terse = ", ".join(f"{k} {'yes' if v else 'no' if v is not None else '?'}" for k, v in states)
+        src = env.cpu_features_source
+        terse += f" ({src})" if src and src.startswith("unknown") else f" (from {src})" if src else ""
+        out.append(Fact("CPU features", (text(feats),), "CPU features", (text(terse, 1000),)))
+    if env.python:
+        out.append(Fact("Python", (text(env.python, 1000),), "Python"))
+    if env.tensorflow or env.tensorflow_version:
+        value = [text(env.tensorflow_version or "version unknown", 1000)]
+        if env.tensorflow:
+            value += [words(" ("), Span(env.tensorflow[0], LITERAL), words(")")]
+        out.append(Fact("TensorFlow", tuple(value), "TensorFlow"))
+    for comp in env.cuda:
+        line = (text(comp.version or "?"), words(" ("), Span(comp.module, LITERAL), words(")"))
+        out.append(Fact(comp.name, line, comp.name))
+    return out
+
+
+def facts(report: Report) -> Facts:
+    env = report.environment
+    remarks = tuple(Remark(s, False) for s in env.compatibility) + tuple(Remark(n, True) for n in env.notes)
+    raised_by = report.crash.raised_by if report.crash is not None else None
+    return Facts(
+        tuple(_exception_facts(report)),
+        tuple(_machine_facts(report.system)),
+        tuple(_environment_facts(env)),
+        remarks,
+        raised_by,
+    )
+
+
+# --------------------------------------------------------------------------- recursion
+
+MAX_CYCLES_SHOWN = 3  # per thread
+MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordinary code
+ENTRY_PATH_SHOWN = 6
+
+
+@dataclass(frozen=True)
+class RecursionView:
+    tid: int
+    summary: str  # numbers only
+    functions: Tuple[str, ...]  # the cycle in call order (caller first)
+    entry_path: Tuple[str, ...]  # the functions below the cycle, innermost first, as many as shown
+    entry_more: int  # how many more the entry path has
+
+
+def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
+    """The recursions every format lists, crashing thread first."""
+    return [
+        (t, c)
+        for t in report.threads
+        for c in t.cycles[:MAX_CYCLES_SHOWN]
+        if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
+    ]
+
+
+def cycle_summary(c: Cycle) -> str:
+    share = f" ({c.stack_share:.0%} of the used stack)" if c.stack_share is not None else ""
+    return (
+        f"cycle of {plural(c.period, 'function')} in call order, {plural(c.repetitions, 'repetition')} x "
+        f"{c.bytes_per_repetition:,} bytes = {human_bytes(c.total_bytes)}{share}, "
+        f"frames {c.first_frame}-{c.last_frame}"
+    )
+
+
+def recursion_view(t: ThreadReport, c: Cycle) -> RecursionView:
+    path = outside_entry_path(c)
+    return RecursionView(
+        tid=t.tid,
+        summary=cycle_summary(c),
+        functions=tuple(call_order(c)),
+        entry_path=tuple(path[:ENTRY_PATH_SHOWN]),
+        entry_more=max(0, len(path) - ENTRY_PATH_SHOWN),
+    )
+
+
+# --------------------------------------------------------------------------- frame sizes
+
+STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
+FRAME_SIZES_SHOWN = 8
+
+
+@dataclass(frozen=True)
+class FrameSizeRow:
+    index: int
+    function: str
+    size: str  # bytes, decimal
+    asks: str  # what the prologue asks for, or ""
+    asks_noted: str  # `asks`, and when the thread died in the stack probe, a short note (tables without `how`)
+    how: str  # the prologue instruction(s), and the long probe note
+    oversized: bool
+
+
+@dataclass(frozen=True)
+class FrameSizeTable:
+    rows: Tuple[FrameSizeRow, ...]
+    legend: Optional[str]  # what the `oversized` mark means; None when no row carries it (and no mark column)
+
+
+def shows_frame_sizes(report: Report) -> bool:
+    """Frame sizes explain stack overflows; elsewhere they matter only when one is oversized."""
+    return bool(report.frame_sizes) and (
+        report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes)
+    )
+
+
+def oversized_legend(report: Report) -> Optional[str]:
+    if not any(fs.oversized for fs in report.frame_sizes):
+        return None
+    threshold = report.oversized_threshold
+    limit = f"{human_bytes(threshold)} (--threshold)" if threshold else "the --threshold (default 64 KiB)"
+    return f"oversized: the frame, or what its prologue asks for, is at least {limit}"
+
+
+def frame_size_table(report: Report) -> Optional[FrameSizeTable]:
+    if not shows_frame_sizes(report):
+        return None
+    rows = []
+    for fs in report.frame_sizes[:FRAME_SIZES_SHOWN]:
+        asks = f"{fs.requested:,}" if fs.requested is not None else ""
+        how = fs.prologue_text or ""
+        rows.append(
+            FrameSizeRow(
+                index=fs.frame_index,
+                function=fs.function,
+                size=f"{fs.size:,}",
+                asks=asks,
+                asks_noted=asks + (" (died in the stack probe)" if fs.not_yet_allocated else ""),
+                how=how + (" (died in the probe before the frame existed)" if fs.not_yet_allocated else ""),
+                oversized=fs.oversized,
+            )
+        )
+    return FrameSizeTable(tuple(rows), oversized_legend(report))
+
+
+# --------------------------------------------------------------------------- stack budget
+
+
+def budget_line(b: StackBudget) -> str:
+    """The crashing thread's stack use in one line (dumpkit's words and numbers only)."""
+    estimated = b.source == "captured+image"
+    used = human_bytes(b.used) if b.used is not None else "an unknown amount"
+    if b.reserve_size:
+        frac = b.used_fraction
+        line = f"used {used} of {'~' if estimated else ''}{human_bytes(b.reserve_size)}" + (
+            f" ({frac:.0%})" if frac is not None else ""
+        )
+    else:
+        line = f"used {used} (reserve not known)"
+    line += f", from {b.source}"
+    if estimated:
+        line += " (the reserve is the executable's default; a thread created with its own stack size has another)"
+    if b.guard_hit:
+        line += ", fault in the guard region"
+    return line
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def group_summary(lead: ThreadView, same: Tuple[ThreadView, ...]) -> Line:
+    """`488 "worker": 6 frames, top ntdll.dll!NtWait... (+2 with the same stack: 492, 496)`."""
+    line: List[Span] = [Span(str(lead.tid), THREAD)]
+    if lead.name:
+        line += [words(' "'), text(lead.name, 80), words('"')]
+    line += [words(f": {lead.frames}, top "), Span(lead.top, CODE)]
+    if same:
+        line.append(words(f" (+{len(same)} with the same stack: "))
+        for i, x in enumerate(same):
+            line += [words(", ")] if i else []
+            line.append(Span(str(x.tid), THREAD))
+        line.append(words(")"))
+    return tuple(line)
+
+
+@dataclass(frozen=True)
+class Threads:
+    """The threads besides the crashing one."""
+
+    title: str  # "Other threads", or "Threads" when none crashed
+    count: str  # "19; 5 distinct stacks": how many, and how many stacks they make
+    groups: Tuple[ThreadGroup, ...]  # identical stacks folded (threads shown in full left out)
+    full: Tuple[ThreadView, ...]  # threads shown with their whole stack besides the crashing one (DML)
+
+
+@dataclass(frozen=True)
+class ReportView:
+    dumpkit_version: str
+    schema_version: int
+    dump_path: str
+    pointer_digits: int  # hex digits of an address: 8 on 32-bit dumps, else 16
+    verdict: VerdictView
+    facts: Facts
+    recursions: Tuple[RecursionView, ...]
+    frame_sizes: Optional[FrameSizeTable]  # None when not shown
+    budget: Optional[str]  # the crashing thread's stack use
+    crashing: Optional[ThreadView]  # with its stack
+    threads: Threads
+    problems: Tuple[str, ...]  # met while reading; the rest of the report stands
+    python: Optional[PythonView] = None  # None: the process runs no CPython
+
+
+def report_view(
+    report: Report,
+    convention: str = DOCUMENT,
+    max_rows: Optional[int] = None,
+    other_stacks: bool = True,
+    full_threads: Collection[int] = (),
+    all_threads: bool = False,
+) -> ReportView:
+    """`convention`: the stack tables' cells (stacks.REPORT / DOCUMENT / KF); `max_rows`:
+    frame rows shown per stack; `other_stacks`: build the stacks of the grouped threads too;
+    `full_threads` / `all_threads`: threads shown in full, apart from the groups."""
+    digits = pointer_digits(report.system)
+
+    def table(t: ThreadReport) -> StackTable:
+        return stack_table(t, convention, digits, max_rows=max_rows)
+
+    v = report.verdict
+    crash = next((t for t in report.threads if t.is_crashing), None)
+    full = tuple(
+        thread_view(t, table(t)) for t in report.threads if not t.is_crashing and (all_threads or t.tid in full_threads)
+    )
+    shown = {t.tid for t in full}
+    groups = []
+    for t, same in stack_groups([t for t in report.threads if t.tid not in shown]):
+        lead, others = thread_view(t, table(t) if other_stacks else None), tuple(thread_view(x) for x in same)
+        groups.append(ThreadGroup(lead, others, group_summary(lead, others)))
+    count = sum(1 + len(g.same) for g in groups)
+    return ReportView(
+        dumpkit_version=report.dumpkit_version,
+        schema_version=report.schema_version,
+        dump_path=report.dump.path,
+        pointer_digits=digits,
+        verdict=VerdictView(v.headline, v.confidence, v.evidence, v.next_steps),
+        facts=facts(report),
+        recursions=tuple(recursion_view(t, c) for t, c in shown_cycles(report)),
+        frame_sizes=frame_size_table(report),
+        budget=budget_line(crash.budget) if crash is not None and crash.budget is not None else None,
+        crashing=thread_view(crash, table(crash)) if crash is not None else None,
+        threads=Threads(
+            title="Other threads" if crash is not None else "Threads",
+            count=f"{count}" + (f"; {plural(len(groups), 'distinct stack')}" if len(groups) < count else ""),
+            groups=tuple(groups),
+            full=full,
+        ),
+        problems=report.soft_errors,
+        python=python_view(report.python, crash.tid if crash is not None else None),
+    )

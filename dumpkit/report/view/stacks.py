@@ -1,0 +1,229 @@
+"""Stacks as every format shows them: frame rows, recursion folded into one row per cycle,
+frames the report did not keep marked, identical stacks grouped, pointers as wide as the
+CPU's. The cell conventions of the layouts in use today are named here, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
+
+from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
+from dumpkit.report.view.inline import Line
+from dumpkit.words import human_bytes, plural
+
+# Cell conventions of a stack table (issue #16 item 2 will make these one per column):
+REPORT = "report"  # `analyze` text: decimal frame numbers, each frame's own size in decimal bytes
+DOCUMENT = "document"  # Markdown, HTML: decimal frame numbers, each frame's own size in hex
+KF = "kf"  # WinDbg's `kf` (`dumpkit stack`, `!tfstack`): hex numbers, row N shows frame N-1's size in hex
+
+NO_FRAMES = "(no frames)"
+
+
+def pointer_digits(system: Optional[SystemSummary]) -> int:
+    """Hex digits of a pointer, as debuggers print them: 8 on 32-bit dumps, else 16."""
+    return 8 if system is not None and system.arch == "x86" else 16
+
+
+def frame_name(f: FrameRecord) -> str:
+    if f.symbol:
+        return f.symbol
+    if f.module is not None and f.rva is not None:
+        return f"{f.module}+{f.rva:#x}"
+    return f"{f.ip:#x}"
+
+
+def kf_number(index: int) -> str:
+    """A frame number as `kf` writes it: hex, two digits at least."""
+    return f"{index:02x}" if index < 256 else f"{index:x}"
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A row standing for frames not shown: a cycle's further repetitions, or frames the
+    report did not keep."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class FrameRow:
+    index: int  # the frame's number (DML links to `.frame index`)
+    number: str  # as the table's convention writes it
+    memory: str  # the Memory cell, by the convention ("" when unknown)
+    child_sp: str
+    ip: str
+    call_site: str  # the frame's name, as the dump and the walker give it (escape it)
+    found_by: str  # how the walker found the frame
+    scanned: bool  # found by stack scanning: shown dimmer
+
+
+Row = Union[FrameRow, Fold]
+
+
+@dataclass(frozen=True)
+class StackTable:
+    rows: Tuple[Row, ...]
+    cut: bool  # frames beyond the rows asked for were left out
+    number_width: int  # characters of the highest frame number (fixed-width layouts)
+
+
+def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1) -> List[object]:
+    """A stack's frames, with each cycle's repetitions beyond the first `show_repeats`
+    folded into one marker string, and a marker where the report did not keep frames
+    (long stacks keep their head and tail)."""
+    spans = sorted(((c.first_frame, c.last_frame, c) for c in cycles), key=lambda s: s[0])
+    out: List[object] = []
+    skip_until = -1
+    prev: Optional[int] = None  # index of the last frame shown or folded
+    for f in frames:
+        if f.index <= skip_until:
+            continue
+        if prev is not None and f.index > prev + 1:
+            out.append(f"... {plural(f.index - prev - 1, 'frame')} not kept in the report ...")
+        span = next((s for s in spans if s[0] <= f.index <= s[1]), None)
+        if span is not None:
+            first, last, c = span
+            keep_to = first + c.period * show_repeats - 1
+            if f.index > keep_to:
+                out.append(
+                    f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
+                    f"{plural(c.repetitions - show_repeats, 'more time')} "
+                    f"({human_bytes(c.total_bytes)} in all) ..."
+                )
+                skip_until = prev = last
+                continue
+        out.append(f)
+        prev = f.index
+    return out
+
+
+def kf_memory(rows: Sequence[object], frames: Sequence[FrameRecord]) -> List[Optional[int]]:
+    """WinDbg's `kf` Memory column for each row: the distance from this frame's Child-SP
+    to the one above it, i.e. the size of frame N-1 on row N (row 0 is blank). `rows` is
+    `collapse()` output (marker strings get None); `frames` is sorted by index, and both
+    are walked once, so a million-frame stack costs no lookup table."""
+    out: List[Optional[int]] = []
+    j = 0
+    for r in rows:
+        if not isinstance(r, FrameRecord) or r.index == 0:
+            out.append(None)
+            continue
+        while j < len(frames) and frames[j].index < r.index - 1:
+            j += 1
+        above = frames[j] if j < len(frames) and frames[j].index == r.index - 1 else None
+        out.append(above.size if above is not None else None)
+    return out
+
+
+def _memory(size: Optional[int], convention: str) -> str:
+    if size is None:
+        return ""
+    return f"{size:,}" if convention == REPORT else f"{size:x}"
+
+
+def stack_table(
+    t: ThreadReport, convention: str, digits: int = 16, fold_cycles: bool = True, max_rows: Optional[int] = None
+) -> StackTable:
+    """The thread's stack in rows. `max_rows` bounds the frame rows (folds do not count)."""
+    items = collapse(t.frames, t.cycles) if fold_cycles else list(t.frames)
+    sizes = kf_memory(items, t.frames) if convention == KF else [None] * len(items)
+    rows: List[Row] = []
+    shown = 0
+    cut = False
+    for item, above in zip(items, sizes):
+        if max_rows is not None and shown >= max_rows:
+            cut = True
+            break
+        if not isinstance(item, FrameRecord):
+            rows.append(Fold(str(item)))
+            continue
+        rows.append(
+            FrameRow(
+                index=item.index,
+                number=kf_number(item.index) if convention == KF else str(item.index),
+                memory=_memory(above if convention == KF else item.size, convention),
+                child_sp=f"{item.sp:0{digits}x}",
+                ip=f"{item.ip:0{digits}x}",
+                call_site=frame_name(item),
+                found_by=item.trust,
+                scanned=item.trust.startswith("scan"),
+            )
+        )
+        shown += 1
+    last = t.frames[-1].index if t.frames else 0
+    return StackTable(tuple(rows), cut, len(kf_number(last) if convention == KF else str(last)))
+
+
+@dataclass(frozen=True)
+class ThreadView:
+    tid: int
+    name: Optional[str]  # from the dump: escape it
+    is_crashing: bool
+    frames: str  # "7 frames": how many the walk found
+    trust: str  # "context 1, unwind_info 6": how they were found
+    stop_reason: str
+    top: str  # the top frame's name, or NO_FRAMES
+    has_frames: bool
+    stack: Optional[StackTable]  # None when this view does not show the thread's frames
+
+
+def thread_view(t: ThreadReport, stack: Optional[StackTable] = None) -> ThreadView:
+    return ThreadView(
+        tid=t.tid,
+        name=t.name,
+        is_crashing=t.is_crashing,
+        frames=plural(t.frame_count, "frame"),
+        trust=", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items())),
+        stop_reason=t.stop_reason,
+        top=frame_name(t.frames[0]) if t.frames else NO_FRAMES,
+        has_frames=bool(t.frames),
+        stack=stack,
+    )
+
+
+@dataclass(frozen=True)
+class ThreadGroup:
+    """Threads with identical stacks, like `!uniqstack`: the first, and the others."""
+
+    lead: ThreadView  # with its stack, when the view shows the groups' stacks
+    same: Tuple[ThreadView, ...]
+    summary: Line  # the group in one line: lead, name, frames, top frame, the others with its stack
+
+
+def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tuple[ThreadReport, ...]]]:
+    """The threads other than the crashing one, those with identical stacks folded into
+    one entry: (the first such thread, the others with its stack)."""
+    others = [t for t in threads if not t.is_crashing]
+    by_tid = {t.tid: t for t in others}
+    seen = set()
+    groups = []
+    for t in others:
+        if t.tid in seen:
+            continue
+        same = tuple(by_tid[x] for x in sorted(t.same_stack_as) if x in by_tid and x not in seen and x != t.tid)
+        seen.add(t.tid)
+        seen.update(x.tid for x in same)
+        groups.append((t, same))
+    return groups
+
+
+@dataclass(frozen=True)
+class ModuleImage:
+    name: str
+    source: str  # where its PE image came from
+
+
+@dataclass(frozen=True)
+class StacksView:
+    """`dumpkit stack`: each thread asked for with every frame (kf layout), then where each
+    module image came from."""
+
+    threads: Tuple[ThreadView, ...]
+    images: Tuple[ModuleImage, ...]
+
+
+def stacks_view(doc: Stacks) -> StacksView:
+    digits = pointer_digits(doc.system)
+    threads = tuple(thread_view(t, stack_table(t, KF, digits, fold_cycles=False)) for t in doc.threads)
+    images = sorted((m.name, m.image_source) for m in doc.modules if m.image_source is not None)
+    return StacksView(threads, tuple(ModuleImage(n, s) for n, s in images))

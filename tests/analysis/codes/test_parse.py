@@ -1,0 +1,115 @@
+"""dumpkit.analysis.codes.parse_code: every way users paste a code."""
+
+import pytest
+
+from dumpkit.analysis import codes
+from dumpkit.analysis.codes import FAST_FAIL, ParsedCode, lookup_fastfail, lookup_status, parse_code
+
+# ---- parsing ----------------------------------------------------------------------------
+
+SAME_STACK_OVERFLOW = [
+    "-1073741571",
+    "3221225725",
+    "0xC00000FD",
+    "C00000FD",
+    "0xc00000fd",
+    "c00000fd",
+    "0XC00000FD",
+    "STATUS_STACK_OVERFLOW",
+    "status_stack_overflow",
+    "STACK_OVERFLOW",
+    "Stack_Overflow",
+    "EXCEPTION_STACK_OVERFLOW",
+    "  0xC00000FD  ",
+    "-1073741571 (0xC00000FD)",
+    "exit code -1073741571",
+    "Process finished with exit code -1073741571 (0xC00000FD)",
+]
+
+
+@pytest.mark.parametrize("text", SAME_STACK_OVERFLOW)
+def test_stack_overflow_spellings(text):
+    assert parse_code(text) == ParsedCode(0xC00000FD, None)
+
+
+def test_signed_unsigned_hex_agree():
+    assert parse_code("-1073741571") == parse_code("3221225725") == parse_code("0xC00000FD")
+    assert parse_code("-1073740791") == parse_code("3221226505") == parse_code("0xC0000409")
+
+
+@pytest.mark.parametrize(
+    "text,code,sub",
+    [
+        ("0xC0000409/7", 0xC0000409, 7),
+        ("0xC0000409:7", 0xC0000409, 7),
+        ("0xC0000409 / 7", 0xC0000409, 7),
+        ("-1073740791/2", 0xC0000409, 2),
+        ("3221226505:5", 0xC0000409, 5),
+        ("0xC0000409/0xA", 0xC0000409, 10),
+        ("0xC0000409/FATAL_APP_EXIT", 0xC0000409, 7),
+        ("STATUS_STACK_BUFFER_OVERRUN/FAST_FAIL_INVALID_ARG", 0xC0000409, 5),
+        ("FAST_FAIL_FATAL_APP_EXIT", 0xC0000409, 7),
+        ("fast_fail_stack_cookie_check_failure", 0xC0000409, 2),
+        ("FAST_FAIL_0x63", 0xC0000409, 0x63),
+        ("FATAL_APP_EXIT", 0x40000015, None),  # without the prefix it is the STATUS_ name
+        ("EXCEPTION_INT_DIVIDE_BY_ZERO", 0xC0000094, None),
+        ("80000003", 0x80000003, None),  # WER-style bare hex of digits only
+        ("40000015", 0x40000015, None),
+        ("12345678", 12345678, None),  # otherwise digits are decimal
+        ("1", 1, None),
+        ("0", 0, None),
+        ("E06D7363", 0xE06D7363, None),
+    ],
+)
+def test_parse_other_spellings(text, code, sub):
+    assert parse_code(text) == ParsedCode(code, sub)
+
+
+def test_every_fast_fail_name_round_trips():
+    for n, info in FAST_FAIL.items():
+        assert parse_code(info.name) == ParsedCode(0xC0000409, n)
+        assert parse_code(f"0xC0000409/{n}") == ParsedCode(0xC0000409, n)
+
+
+def test_every_status_name_and_hex_round_trips():
+    for code, info in codes.STATUS_CODES.items():
+        assert parse_code(info.name).code == code
+        assert parse_code(f"0x{code:08X}").code == code
+        assert parse_code(str(code)).code == code
+        assert parse_code(str(codes.to_signed32(code))).code == code
+
+
+def test_unknown_names_round_trip_through_hex():
+    info = lookup_status(0xC0DE1234)
+    assert parse_code(info.name) == ParsedCode(0xC0DE1234)
+    assert parse_code(lookup_fastfail(200).name) == ParsedCode(0xC0000409, 200)
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("foo", "not an NTSTATUS code or name: 'foo'"),
+        ("", "not an NTSTATUS code or name"),
+        ("0x", "not an NTSTATUS code or name"),
+        ("0xC0000005/7", "a subcode only applies to 0xC0000409"),
+        ("0x1C00000FD", "out of range"),
+        ("4294967296", "out of range"),
+        ("-2147483649", "out of range"),
+        ("0xC0000409/banana", "not a fail-fast subcode"),
+        ("FAST_FAIL_FATAL_APP_EXIT/2", "already includes its subcode"),
+        ("1/2/3", "not an NTSTATUS code or name"),
+        ("-1073741571 (0xC0000005)", "disagree"),
+        ("bad\nline", "not an NTSTATUS code or name"),
+    ],
+)
+def test_bad_input_raises_one_line_value_error(text, fragment):
+    with pytest.raises(ValueError) as exc:
+        parse_code(text)
+    msg = str(exc.value)
+    assert fragment in msg
+    assert "\n" not in msg
+
+
+def test_non_string_is_rejected():
+    with pytest.raises(ValueError):
+        parse_code(123)  # type: ignore[arg-type]
