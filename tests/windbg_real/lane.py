@@ -123,10 +123,21 @@ def windows_path(path: Path) -> str:
 
 
 def cache_dir() -> Path:
+    """$DUMPKIT_WINDBG_CACHE, else dumpkit/windbg-lane in the user's cache folder. The
+    account's real home, not $HOME: the test session gives itself an empty $HOME (tests
+    must not see ~/.wine), which would rebuild the 750 MB environment every run."""
     explicit = os.environ.get("DUMPKIT_WINDBG_CACHE")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            import pwd
+
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (ImportError, KeyError):
+            home = os.path.expanduser("~")
+        base = os.path.join(home, ".cache")
     return Path(base) / "dumpkit" / "windbg-lane"
 
 
