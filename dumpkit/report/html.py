@@ -18,7 +18,7 @@ h1{font-size:1.3em} .verdict{font-size:1.15em;font-weight:bold;padding:.6em;back
 table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertical-align:top}
 .stack td{font-family:ui-monospace,monospace;font-size:.9em} .num{text-align:right}
 .scan{color:#777} .flag{color:#c62828;font-weight:bold} .fold{color:#a06000;font-style:italic} .dim{color:#666}
-.wide{overflow-x:auto;max-width:100%} code,table:not(.stack) td{overflow-wrap:anywhere}
+.wide{overflow-x:auto;max-width:100%} body{overflow-wrap:anywhere} .stack td{overflow-wrap:normal}
 figure{margin:1em 0 1.4em} figcaption{color:#444;font-size:.92em;margin-top:.3em;max-width:60em}
 svg.pic{display:block;max-width:100%;height:auto}
 """

@@ -8,6 +8,7 @@ evidence is hatched as well as coloured, and every colour has a text label besid
 
 from __future__ import annotations
 
+import unicodedata
 from typing import List, Sequence, Tuple
 
 from dumpkit.report.escape import html_text
@@ -56,16 +57,28 @@ _DARK_FILLS = (INDIGO, BLUE, GREEN, VERMILLION)  # white text reads on these, in
 # --------------------------------------------------------------------------- helpers
 
 
+def _em(c: str, mono: bool) -> float:
+    """A generous width of one character in em: CJK and other wide characters take a whole one."""
+    if ord(c) > 0x1000 and unicodedata.east_asian_width(c) in "WF":
+        return 1.05
+    return 0.62 if mono else 0.6
+
+
 def text_width(s: str, size: float, mono: bool = False) -> float:
     """A generous estimate of the drawn width: labels are fitted by it, never measured."""
-    return len(s) * size * (0.62 if mono else 0.6)
+    return sum(_em(c, mono) for c in s) * size
 
 
 def fit(s: str, size: float, room: float, mono: bool = False) -> str:
     """`s` cut with an ellipsis so that it fits `room` units."""
     if text_width(s, size, mono) <= room:
         return s
-    keep = max(0, int(room / (size * (0.62 if mono else 0.6))) - 1)
+    used, keep = size, 0  # the ellipsis first
+    for c in s:
+        used += _em(c, mono) * size
+        if used > room:
+            break
+        keep += 1
     return s[:keep] + "\u2026"
 
 
@@ -113,17 +126,14 @@ def _svg(uid: str, height: float, label: str, defs: Sequence[str], body: Sequenc
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" class="pic" id="{uid}" viewBox="0 0 {WIDTH} {height:.0f}" '
         f'width="{WIDTH}" height="{height:.0f}" role="img" aria-label="{esc(label)}">'
-        f"<title>{esc(label)}</title>"
-        + (f"<defs>{''.join(defs)}</defs>" if defs else "")
-        + "".join(body)
-        + "</svg>"
+        f"<title>{esc(label)}</title>" + (f"<defs>{''.join(defs)}</defs>" if defs else "") + "".join(body) + "</svg>"
     )
 
 
 def _legend(y: float, items: Sequence[Tuple[str, str]], size: float = 12) -> Tuple[List[str], float]:
     """Swatch + label entries left to right, wrapping at the right edge: (elements, height)."""
     out: List[str] = []
-    x, line = PAD, 0
+    x, line = float(PAD), 0
     step = size + 8
     for fill, label in items:
         need = 16 + text_width(label, size) + 18
@@ -165,16 +175,18 @@ def budget_svg(p: BudgetPicture, uid: str = "budget") -> str:
             body.append(_text(PAD, 15, words, base_room, 11, fill=DIM))
             break
     # the band: the reserve, the used part, the guard region
-    body.append(_rect(PAD, band_y, end - PAD, band_h, LIGHT, ' stroke="#777" stroke-width="1"'))
+    body.append(_rect(PAD, band_y, end - PAD, band_h, LIGHT, ' class="reserve" stroke="#777" stroke-width="1"'))
     if p.used:
-        body.append(_rect(PAD, band_y, max(at(p.used) - PAD, 2), band_h, BLUE))
+        body.append(_rect(PAD, band_y, max(at(p.used) - PAD, 2), band_h, BLUE, ' class="used"'))
     if p.guard is not None:
         g0, g1 = at(p.guard[0]), at(p.guard[1])
         width = max(g1 - g0, 5)
-        body.append(_rect(min(g0, g1 - width), band_y, width, band_h, f"url(#{uid}-guard)"))
+        body.append(_rect(min(g0, g1 - width), band_y, width, band_h, f"url(#{uid}-guard)", ' class="guard"'))
     if p.committed is not None:
         c = at(p.committed)
-        body.append(f'<line x1="{c:.1f}" y1="{band_y - 4}" x2="{c:.1f}" y2="{band_y + band_h + 4}" stroke="{INK}" stroke-dasharray="3 2"/>')
+        body.append(
+            f'<line x1="{c:.1f}" y1="{band_y - 4}" x2="{c:.1f}" y2="{band_y + band_h + 4}" stroke="{INK}" stroke-dasharray="3 2"/>'
+        )
     # the used label, inside the band when it fits there
     used_x = at(p.used)
     if used_x - PAD > text_width(p.used_label, 13) + 12:
@@ -185,7 +197,9 @@ def budget_svg(p: BudgetPicture, uid: str = "budget") -> str:
     line_end = y + 4
     if p.request is not None:
         r0, r1 = at(p.used), at(p.used + p.request.bytes)
-        body.append(_rect(r0, y + 8, max(r1 - r0, 3), 24, f"url(#{uid}-request)", f' stroke="{VERMILLION}"'))
+        body.append(
+            _rect(r0, y + 8, max(r1 - r0, 3), 24, f"url(#{uid}-request)", f' class="request" stroke="{VERMILLION}"')
+        )
         y += 8 + 24
         line_end = y + 4
         body.append(_text(PAD, y + 18, p.request.label, WIDTH - 2 * PAD, 13, fill="#A0410A", weight="bold"))
@@ -324,7 +338,7 @@ def trust_svg(p: TrustStrip, uid: str = "trust") -> str:
     for run, w in zip(p.runs, _widths([r.frames for r in p.runs], span)):
         colour = TRUST_COLOURS.get(run.trust, GREY)
         fill = f"url(#{uid}-{run.trust})" if run.trust in HATCHED_TRUST else colour
-        body.append(f'<g><title>{esc(run.label)}</title>{_rect(x, strip_y, w, strip_h, fill)}</g>')
+        body.append(f"<g><title>{esc(run.label)}</title>{_rect(x, strip_y, w, strip_h, fill)}</g>")
         inside = f"{run.trust} {run.frames:,}"
         if w > text_width(inside, 11) + 10:
             if run.trust in HATCHED_TRUST:  # ink with a white halo reads on stripes
@@ -337,7 +351,15 @@ def trust_svg(p: TrustStrip, uid: str = "trust") -> str:
     last = p.frames - 1
     body.append(_text(PAD, strip_y + strip_h + 15, "frame 0 (where it stopped)", span / 2, 11, fill=DIM))
     body.append(
-        _text(WIDTH - PAD, strip_y + strip_h + 15, f"frame {last:,} (thread start)", span / 2 - 10, 11, anchor="end", fill=DIM)
+        _text(
+            WIDTH - PAD,
+            strip_y + strip_h + 15,
+            f"frame {last:,} (thread start)",
+            span / 2 - 10,
+            11,
+            anchor="end",
+            fill=DIM,
+        )
     )
     fills = [
         (f"url(#{uid}-{k})" if k in HATCHED_TRUST else TRUST_COLOURS.get(k, GREY), f"{k} {n:,}") for k, n in p.legend
@@ -347,4 +369,3 @@ def trust_svg(p: TrustStrip, uid: str = "trust") -> str:
     legend, h = _legend(strip_y + strip_h + 26, fills)
     defs = [_hatch(uid, TRUST_COLOURS[k], k) for k in HATCHED_TRUST]
     return _svg(uid, strip_y + strip_h + 26 + h + 2, p.caption, defs, body + legend)
-

@@ -132,7 +132,9 @@ def _request(report: Report, used: int, reserve: int) -> Optional[StackRequest]:
     versus = ""
     if used + fs.requested > reserve:
         ratio = fs.requested / reserve
-        versus = f"{ratio:.1f}x the whole reserve" if ratio >= 1 else f"{_percent(fs.requested, reserve)} of the reserve"
+        versus = (
+            f"{ratio:.1f}x the whole reserve" if ratio >= 1 else f"{_percent(fs.requested, reserve)} of the reserve"
+        )
         versus += f", {_short_bytes(used + fs.requested - reserve)} past its end"
     label = f"{fs.function} asked for {_short_bytes(fs.requested)} more"
     return StackRequest(fs.function, fs.requested, label, versus)
@@ -222,12 +224,13 @@ def _call_order_positions(c: Cycle) -> List[int]:
     return positions
 
 
+def _member(function: str, size: Optional[int]) -> CycleMember:
+    return CycleMember(function, size, _short_bytes(size) if size is not None else "?")
+
+
 def cycle_picture(t: ThreadReport, c: Cycle) -> CyclePicture:
     sizes = _position_sizes(t, c)
-    members = tuple(
-        CycleMember(c.functions[j], sizes[j], _short_bytes(sizes[j]) if sizes[j] is not None else "?")
-        for j in _call_order_positions(c)[:MEMBERS_DRAWN]
-    )
+    members = tuple(_member(c.functions[j], sizes[j]) for j in _call_order_positions(c)[:MEMBERS_DRAWN])
     return CyclePicture(
         tid=t.tid,
         members=members,
@@ -240,7 +243,11 @@ def cycle_picture(t: ThreadReport, c: Cycle) -> CyclePicture:
         share_label=f"{_share(c.stack_share)} of the used stack" if c.stack_share is not None else "",
         caption=(
             f"Thread {t.tid}: "
-            + (f"{c.functions[0]} calling itself" if c.period == 1 else f"{c.period} functions calling each other in this order")
+            + (
+                f"{c.functions[0]} calling itself"
+                if c.period == 1
+                else f"{c.period} functions calling each other in this order"
+            )
             + f", {plural(c.repetitions, 'time')} over, {c.bytes_per_repetition:,} bytes each time"
             f" (frames {c.first_frame:,}-{c.last_frame:,})."
         ),
