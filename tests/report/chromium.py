@@ -4,7 +4,7 @@ download, no network): load a page at a given width, measure it, screenshot it.
 Used by tests/report/test_html_pictures.py, and as a script that writes the screenshots
 shown in the README:
 
-    python tests/report/chromium.py            # docs/images/*.png from the sample dumps
+    python tests/report/chromium.py      # docs/images/*.png from the sample dumps
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -117,6 +118,7 @@ class Chromium:
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         self.send("Page.enable", session=session)
+        self.send("Network.enable", session=session)
         self.send(
             "Emulation.setDeviceMetricsOverride",
             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
@@ -124,7 +126,13 @@ class Chromium:
         )
         self.send("Page.navigate", {"url": Path(path).resolve().as_uri()}, session=session)
         self.wait_event("Page.loadEventFired", session)
-        return Page(self, session, target, width)
+        requests = [
+            e["params"]["request"]["url"]
+            for e in self._events
+            if e.get("sessionId") == session and e.get("method") == "Network.requestWillBeSent"
+        ]
+        self._events = [e for e in self._events if e.get("sessionId") != session]
+        return Page(self, session, target, width, tuple(requests))
 
     def close(self) -> None:
         try:
@@ -161,11 +169,12 @@ def _dup_to(fds: Dict[int, int]) -> None:
 
 
 class Page:
-    def __init__(self, browser: Chromium, session: str, target: str, width: int) -> None:
+    def __init__(self, browser: Chromium, session: str, target: str, width: int, requests: Tuple[str, ...]) -> None:
         self.browser = browser
         self.session = session
         self.target = target
         self.width = width
+        self.requests = requests  # every URL the page asked for while loading (itself included)
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (returned by value)."""
@@ -194,3 +203,50 @@ class Page:
 
     def close(self) -> None:
         self.browser.send("Target.closeTarget", {"targetId": self.target})
+
+
+# --------------------------------------------------------------------------- the README's screenshots
+
+# (sample, what to show): "glance" = the verdict and the stack pictures, "page" = all of it
+SCREENSHOTS = (
+    ("recursion_cycle3.dmp", "glance"),
+    ("big_frame.dmp", "glance"),
+    ("null_deref.dmp", "page"),
+)
+SHOT_WIDTH = 1100
+
+
+def write_screenshots(out_dir: Path) -> List[Path]:
+    """docs/images/<sample>.png: each report as Chromium draws it at SHOT_WIDTH px."""
+    sys.path.insert(0, str(ROOT))
+    from dumpkit.engine import Options, analyze
+    from dumpkit.report.html import render_html
+    from dumpkit.sources.minidump import open_dump
+
+    binary = chromium_path()
+    if binary is None:
+        raise SystemExit("chromium not installed (apt-get install chromium)")
+    os.chdir(ROOT)  # the page names the dump by its path from the repository root
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    with tempfile.TemporaryDirectory() as tmp, Chromium(binary) as browser:
+        for name, part in SCREENSHOTS:
+            report = analyze(open_dump(f"sample_dumps/{name}"), Options(image_paths=["sample_dumps/bin"])).report
+            page_path = Path(tmp) / f"{name}.html"
+            page_path.write_text(render_html(report), encoding="utf-8")
+            page = browser.page(page_path, SHOT_WIDTH)
+            # the glance ends where the Evidence heading starts
+            end = page.evaluate(
+                "(() => { const h = [...document.querySelectorAll('h2')].find(e => e.textContent === 'Evidence');"
+                " return h ? Math.ceil(h.getBoundingClientRect().top + window.scrollY) - 8 : null })()"
+            )
+            out = out_dir / (name.split(".")[0] + ".png")
+            page.screenshot(out, clip_height=end if part == "glance" and end else None)
+            page.close()
+            written.append(out)
+    return written
+
+
+if __name__ == "__main__":
+    for path in write_screenshots(ROOT / "docs" / "images"):
+        print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KiB")

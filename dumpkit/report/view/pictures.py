@@ -306,9 +306,17 @@ def _bytes_by_function(t: ThreadReport) -> Tuple[Dict[str, int], Dict[str, bool]
     return totals, members, missing, missing_bytes
 
 
+FILLED = 0.25  # the used stack explains the crash only when it fills this share of the reserve
+
+
 def stack_by_function(report: Report) -> Optional[StackByFunction]:
+    """Shown when the stack matters and its contents do: a thread that died asking for a
+    frame on a nearly empty stack is told by the budget picture alone."""
     t = _crashing(report)
     if t is None or not t.frames or not stack_matters(report):
+        return None
+    b = t.budget
+    if b is not None and b.reserve_size and b.used is not None and b.used < FILLED * b.reserve_size:
         return None
     totals, members, missing, missing_bytes = _bytes_by_function(t)
     used = t.budget.used if t.budget is not None and t.budget.used else sum(totals.values()) + missing_bytes
