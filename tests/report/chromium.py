@@ -208,11 +208,7 @@ class Page:
 # --------------------------------------------------------------------------- the README's screenshots
 
 # (sample, what to show): "glance" = the verdict and the stack pictures, "page" = all of it
-SCREENSHOTS = (
-    ("recursion_cycle3.dmp", "glance"),
-    ("big_frame.dmp", "glance"),
-    ("null_deref.dmp", "page"),
-)
+SCREENSHOTS = (("recursion_cycle3.dmp", "glance"), ("big_frame.dmp", "glance"), ("null_deref.dmp", "page"))
 SHOT_WIDTH = 1100
 
 
