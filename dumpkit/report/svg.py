@@ -181,7 +181,8 @@ def budget_svg(p: BudgetPicture, uid: str = "budget") -> str:
     if p.guard is not None:
         g0, g1 = at(p.guard[0]), at(p.guard[1])
         width = max(g1 - g0, 5)
-        body.append(_rect(min(g0, g1 - width), band_y, width, band_h, f"url(#{uid}-guard)", ' class="guard"'))
+        # at least visible: widened toward the reserve's end, never past it
+        body.append(_rect(min(g0, end - width), band_y, width, band_h, f"url(#{uid}-guard)", ' class="guard"'))
     if p.committed is not None:
         c = at(p.committed)
         body.append(

@@ -195,3 +195,19 @@ def test_budget_picture_draws_a_request_far_beyond_the_reserve_to_scale():
     widths = [float(w) for w in re.findall(r'<rect x="[\d.]+" y="[\d.]+" width="([\d.]+)"', svg)]
     assert max(widths) <= WIDTH
     assert "1 MiB reserved" in svg and "100.0x the whole reserve" in svg
+
+
+def test_a_budget_read_from_the_teb_draws_the_committed_part_and_the_guard_page_below_it():
+    from dumpkit.analysis.model import StackBudget
+    from dumpkit.report.view.pictures import budget_picture
+
+    base = 0x2000_0000
+    b = StackBudget(1, base, base - 0x3000, base - MiB, MiB, 0x2F00, "teb", guard_hit=True)
+    t = thread(1, tuple(frame(i) for i in range(4)), crashing=True, budget=b)
+    p = budget_picture(report([t], kind="stack_overflow"))
+    assert p.committed == 0x3000 and p.guard == (0x3000, 0x4000) and not p.guard_estimated
+    assert p.guard_label == "guard page (the fault hit it)"
+    svg = svgs(render_html(report([t], kind="stack_overflow")))["budget"]
+    guard, band = part(svg, "guard"), part(svg, "reserve")
+    # the guard page starts where the committed stack ends: 12 KiB into the 1 MiB band
+    assert float(guard.get("x")) - float(band.get("x")) == pytest.approx(float(band.get("width")) * 0x3000 / MiB, abs=1)
