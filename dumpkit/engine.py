@@ -39,13 +39,13 @@ from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
-from dumpkit.images import ImageLocator
+from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
-from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
-from dumpkit.unwind.x86 import walk_x86
+from dumpkit.unwind.walk import Walker, walk_thread
 
 
 @dataclass
@@ -123,13 +123,13 @@ def contents(target: Target) -> Contents:
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
     locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
-    return Walker(target, ImageProvider(target, locator), max_frames=options.max_frames, scan_words=options.scan_words)
+    images = ImageProvider(target, locator)
+    return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
 
 
 def walker_for(target: Target):
     """The thread walker for the dump's CPU, or None when it is not one we walk."""
-    arch = target.system.processor_architecture if target.system is not None else 9
-    return {9: walk_thread, 0: walk_x86}.get(arch)
+    return walk_thread if step_for(target) is not None else None
 
 
 def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, StackWalk]:

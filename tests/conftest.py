@@ -111,13 +111,14 @@ def crash_walk():
     def get(name: str) -> CrashWalk:
         if name not in cache:
             path = sample_path(name)
-            from dumpkit.images import ImageLocator
+            from dumpkit.images import ImageLocator, ImageProvider
             from dumpkit.sources.minidump import open_dump
-            from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+            from dumpkit.unwind.cpus import step_for
+            from dumpkit.unwind.walk import Walker, walk_thread
 
             target = open_dump(str(path))
             locator = ImageLocator(image_paths=[str(SAMPLE_BIN)] if SAMPLE_BIN.is_dir() else [])
-            walker = Walker(target, ImageProvider(target, locator))
+            walker = Walker(target, ImageProvider(target, locator), step_for(target))
             ex = target.exception
             thread = next(t for t in target.threads if t.tid == ex.thread_id)
             walk = walk_thread(walker, thread, ex.context)
