@@ -142,6 +142,7 @@ def facts(report: Report) -> Facts:
 
 MAX_CYCLES_SHOWN = 3  # per thread
 MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordinary code
+STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 ENTRY_PATH_SHOWN = 6
 
 
@@ -155,12 +156,15 @@ class RecursionView:
 
 
 def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
-    """The recursions every format lists, crashing thread first."""
+    """The recursions every format lists, crashing thread first. A short repeat is news only
+    on the thread whose stack ran out: elsewhere (and on a thread that crashed otherwise) a
+    few repetitions are ordinary code, e.g. the eval loop once per nested Python call."""
+    stack_crash = report.verdict.kind in STACK_VERDICTS
     return [
         (t, c)
         for t in report.threads
         for c in t.cycles[:MAX_CYCLES_SHOWN]
-        if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
+        if (t.is_crashing and stack_crash) or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
     ]
 
 
@@ -186,7 +190,6 @@ def recursion_view(t: ThreadReport, c: Cycle) -> RecursionView:
 
 # --------------------------------------------------------------------------- frame sizes
 
-STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 FRAME_SIZES_SHOWN = 8
 
 
