@@ -19,6 +19,7 @@ from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
+from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.packages import owning_package
 from dumpkit.analysis.framesizes import frame_sizes
@@ -53,6 +54,9 @@ from dumpkit.unwind.walk import Walker, walk_thread
 class Options:
     image_paths: Sequence[str] = ()
     symbol_paths: Sequence[str] = ()
+    # False: ignore the paths the dump recorded, as on a machine without the crashed
+    # program's files (what a colleague reading the dump would see)
+    use_recorded_paths: bool = True
     max_frames: int = 2_000_000  # crashing thread
     other_thread_max_frames: int = 2_000
     oversized_threshold: int = 64 * 1024
@@ -123,7 +127,11 @@ def contents(target: Target) -> Contents:
 
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
-    locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
+    locator = ImageLocator(
+        image_paths=list(options.image_paths),
+        symbol_paths=list(options.symbol_paths),
+        use_recorded_path=options.use_recorded_paths,
+    )
     images = ImageProvider(target, locator)
     return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
 
@@ -454,6 +462,14 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     # python
     python = read_python(target, walker)
 
+    coverage = image_coverage(
+        crash_walk.frames if crash_walk else (),
+        target.modules,
+        lambda module: walker.images.image(module) is not None,
+        walker.images.search_problems(),
+        wine=bool(target.system is not None and target.system.wine_version),
+    )
+
     # decide
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
     verdict, findings = decide(
@@ -470,6 +486,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             threshold=options.oversized_threshold,
             read_code=walker.read_code,
             python=python,
+            coverage=coverage,
         )
     )
 
@@ -491,5 +508,6 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         unloaded_modules=facts.unloaded_records(target),
         crash_absent=facts.crash_absent(target),
         python=python,
+        images=coverage,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)

@@ -109,6 +109,12 @@ def render_html(report: Report) -> str:
         out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{prose(e, 2000)}</li>" for e in v.evidence) + "</ul>")
     if v.next_steps:
         out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{prose(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
+    if view.images is not None:
+        out.append(
+            f"<h2>{h(view.images.title)}</h2><ul>"
+            + "".join(f"<li>{h(x, 2000)}</li>" for x in view.images.lines)
+            + "</ul>"
+        )
     out.append("<h2>Facts</h2><table>")
     for f in view.facts.rows:
         out.append(f"<tr><th>{h(f.label)}</th><td>{inline(f.value)}</td></tr>")
