@@ -59,7 +59,7 @@ class PdbSymbols:
         """Why this PDB is not the one `cv` names (GUID and age), or None when it is."""
         if self.info.guid.upper() != cv.guid.upper():
             return f"GUID {self.info.guid}, the image wants {cv.guid}"
-        if cv.age not in (self.info.age, self.dbi.age):
+        if cv.age != self.info.age:
             return f"age {self.info.age}, the image wants {cv.age}"
         return None
 
