@@ -154,3 +154,29 @@ def test_pdb_from_a_symbol_server_over_loopback(tmp_path):
     downloaded = list(cache.glob("pdbkernels.pdb/*/pdbkernels.pdb"))
     assert len(downloaded) == 1
     assert module(r, "pdbkernels.dll").symbol_source == f"pdb: {downloaded[0]}"
+
+
+def test_call_sites_in_the_cycle_have_their_source_lines():
+    """The C13 line records put each return address of the cycle on the source line that
+    makes the next call (the lines are read from the committed source, not typed here)."""
+    from dumpkit.symbols.pdb import open_pdb
+
+    source = (SAMPLE_BIN.parent / "src" / "pdbkernels.c").read_text().splitlines()
+    calls = {
+        "parse_value": "return parse_list(",
+        "parse_list": "return parse_item(",
+        "parse_item": "return parse_value(",
+    }
+    r = report("pdb_static_cycle.dmp", [str(SAMPLE_BIN / "pdb")])
+    pdb = open_pdb(str(pdb_path("pdbkernels.pdb")))
+    try:
+        seen = set()
+        for f in crashing(r).frames[1:7]:  # return addresses: the call is the byte before
+            function = f.symbol.split("!")[1].split("+")[0]
+            where = pdb.line_at(f.rva - 1)
+            assert where is not None and where.file.endswith("pdbkernels.c")
+            assert calls[function] in source[where.line - 1], (function, where)
+            seen.add(function)
+        assert seen == set(calls)
+    finally:
+        pdb.close()

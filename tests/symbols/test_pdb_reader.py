@@ -127,6 +127,7 @@ def test_damaged_pdbs_are_one_pdb_error(tmp_path, damage, message):
         pdb = open_pdb(str(path))
         for rva in range(0x1000, 0x2000, 0x10):
             pdb.function_at(rva)
+            pdb.line_at(rva)
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
@@ -150,6 +151,7 @@ def test_random_damage_never_raises_anything_but_pdb_error(tmp_path):
             try:
                 for rva in (0x1000, 0x1350, 0x1370, 0x1420, 0x1500, 0x9000):
                     pdb.function_at(rva)
+                    pdb.line_at(rva)
             finally:
                 pdb.close()
             outcomes["ok"] += 1

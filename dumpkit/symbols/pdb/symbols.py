@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from dumpkit.symbols.demangle import display_name
+from dumpkit.symbols.pdb.lines import LineEntry, NameTable, line_entries, names_stream_index
 from dumpkit.symbols.pdb.msf import MsfFile, PdbError, Stream
 from dumpkit.symbols.pdb.records import parse_public, procedures
 from dumpkit.symbols.pdb.streams import DbiStream, PdbInfo, read_dbi, read_info
 from dumpkit.target import CodeViewRecord
 
-__all__ = ["PdbFunction", "PdbSymbols", "open_pdb"]
+__all__ = ["PdbFunction", "PdbSymbols", "SourceLine", "open_pdb"]
 
 _PUBLICS_HEADER = struct.Struct("<IIIIHxxII")  # hash bytes, address-map bytes, thunks...
 MAX_MODULE_SYMBOLS = 256 << 20  # bytes of one module's symbol records read at once
@@ -35,6 +36,12 @@ class PdbFunction:
     size: Optional[int]
 
 
+@dataclass(frozen=True)
+class SourceLine:
+    file: str
+    line: int
+
+
 class PdbSymbols:
     def __init__(self, msf: MsfFile, path: str):
         self.path = path
@@ -43,6 +50,9 @@ class PdbSymbols:
         self.dbi: DbiStream = read_dbi(msf)
         self._modules: Dict[int, Tuple[List[int], List[PdbFunction]]] = {}
         self._lookups: Dict[int, Optional[PdbFunction]] = {}
+        self._lines: Dict[int, Tuple[List[int], List[Tuple[int, int]], Dict[int, int]]] = {}
+        self._names: Optional[NameTable] = None
+        self._names_read = False
         self._records: Optional[Stream] = None
         self._map: Optional[Tuple[Stream, int, int]] = None  # publics stream, map offset, entries
         if self.dbi.records_stream is not None and self.dbi.publics_stream is not None:
@@ -121,6 +131,55 @@ class PdbSymbols:
         result = ([f.rva for f in funcs], funcs)
         self._modules[index] = result
         return result
+
+    # -- source lines ----------------------------------------------------------------------
+    def line_at(self, rva: int) -> Optional[SourceLine]:
+        """The source file and line of the code at `rva`, when its module's C13 line
+        records cover it (the line record at or below `rva` within the same procedure)."""
+        where = self._section_of(rva)
+        if where is None:
+            return None
+        module = self.dbi.contributions.module_at(*where)
+        if module is None or not 0 <= module < len(self.dbi.modules):
+            return None
+        starts, lines, files = self._module_lines(module)
+        i = bisect.bisect_right(starts, rva) - 1
+        func = self._procedure_at(rva)
+        if i < 0 or (func is not None and starts[i] < func.rva):
+            return None
+        line, file_id = lines[i]
+        names = self._name_table()
+        name = names.name(files[file_id]) if names is not None and file_id in files else None
+        return SourceLine(name or "?", line)
+
+    def _module_lines(self, index: int) -> Tuple[List[int], List[Tuple[int, int]], Dict[int, int]]:
+        cached = self._lines.get(index)
+        if cached is not None:
+            return cached
+        info = self.dbi.modules[index]
+        entries: List[LineEntry] = []
+        files: Dict[int, int] = {}
+        if info.stream is not None and info.lines_size:
+            stream = self._msf.stream(info.stream)
+            size = min(info.lines_size, max(0, stream.size - info.lines_offset))
+            if size > MAX_MODULE_SYMBOLS:
+                raise PdbError(f"module {info.name} has {size} bytes of line records, more than read at once")
+            entries, files = line_entries(stream.read(info.lines_offset, size))
+        located = sorted(
+            (rva, line, f) for seg, off, line, f in entries for rva in [self.dbi.rva(seg, off)] if rva is not None
+        )
+        if len(self._lines) >= MAX_CACHED_MODULES:
+            self._lines.clear()
+        result = ([r for r, _, _ in located], [(line, f) for _, line, f in located], files)
+        self._lines[index] = result
+        return result
+
+    def _name_table(self) -> Optional[NameTable]:
+        if not self._names_read:
+            self._names_read = True
+            index = names_stream_index(self._msf.stream(1))
+            self._names = NameTable(self._msf, index) if index is not None else None
+        return self._names
 
     # -- publics, by binary search over the address map ----------------------------------
     def _public(self, i: int) -> Tuple[int, Optional[PdbFunction]]:
