@@ -16,9 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
-export WINEPREFIX=${WINEPREFIX:-/tmp/wineprefix-dumpkit}
-export WINEDEBUG=-all
-WINE=${WINE:-/usr/lib/wine/wine64}
+. src/wine_env.sh
 TARGET=--target=x86_64-w64-windows-gnu
 CFLAGS="$TARGET -O2 -fno-inline -fno-optimize-sibling-calls -g -gcodeview -Wall -Wno-infinite-recursion"
 LIBGCC=$(dirname "$(x86_64-w64-mingw32-gcc -print-libgcc-file-name)")
@@ -34,9 +32,7 @@ cp src/pdbkernels.c src/pdbhost.c "$BUILD"/
   timeout 120 clang $LDFLAGS -o pdbhost.exe pdbhost.o -Wl,--pdb=pdbhost.pdb )
 cp "$BUILD"/pdbkernels.{dll,pdb} "$BUILD"/pdbhost.{exe,pdb} bin/pdb/
 cp "$BUILD"/pdbkernels.dll "$BUILD"/pdbhost.exe bin/dumper.exe "$RUN"/
-if [ ! -d "$WINEPREFIX" ]; then
-  timeout 300 $WINE wineboot -i >/dev/null 2>&1 || true
-fi
+wine_prefix_ready
 cd "$RUN"
 for s in pdb_static_cycle pdb_static_fastfail; do
   echo "== $s (pdbhost.exe)"

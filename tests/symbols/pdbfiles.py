@@ -9,18 +9,13 @@ import struct
 from pathlib import Path
 from typing import Optional
 
-import pytest
-
 from dumpkit.symbols.pdb.msf import MSF_MAGIC
 
-PDB_BIN = Path(__file__).resolve().parents[2] / "sample_dumps" / "bin" / "pdb"
+from tests.conftest import sample_path
 
 
 def pdb_path(name: str) -> Path:
-    p = PDB_BIN / name
-    if not p.exists():
-        pytest.skip(f"sample_dumps/bin/pdb/{name} not present")
-    return p
+    return sample_path(f"bin/pdb/{name}")
 
 
 def info_stream_offset(data: bytes) -> int:

@@ -24,6 +24,7 @@ _PUBLICS_HEADER = struct.Struct("<IIIIHxxII")  # hash bytes, address-map bytes, 
 MAX_MODULE_SYMBOLS = 256 << 20  # bytes of one module's symbol records read at once
 MAX_CACHED_MODULES = 64
 MAX_LOOKUPS_CACHED = 1 << 16
+MAX_NESTING = 64  # procedures tried below an RVA for one that covers it
 
 
 @dataclass(frozen=True)
@@ -91,18 +92,26 @@ class PdbSymbols:
                 return i + 1, rva - s.rva
         return None
 
-    def _procedure_at(self, rva: int) -> Optional[PdbFunction]:
+    def _module_of(self, rva: int) -> Optional[int]:
+        """The index of the module whose section contribution holds `rva`."""
         where = self._section_of(rva)
         if where is None:
             return None
         module = self.dbi.contributions.module_at(*where)
-        if module is None or not 0 <= module < len(self.dbi.modules):
+        return module if module is not None and 0 <= module < len(self.dbi.modules) else None
+
+    def _procedure_at(self, rva: int) -> Optional[PdbFunction]:
+        module = self._module_of(rva)
+        if module is None:
             return None
         starts, funcs = self._module_functions(module)
         i = bisect.bisect_right(starts, rva) - 1
         # Procedures can nest (a thunk inside a function's range): the innermost one that
-        # covers rva is the last starting at or below it that still covers it.
-        while i >= 0 and rva - funcs[i].rva < 1 << 24:
+        # covers rva is the last starting at or below it that still covers it. A few
+        # steps back suffice; a hostile stream of overlapping ranges gets no more.
+        for _ in range(MAX_NESTING):
+            if i < 0:
+                break
             f = funcs[i]
             if f.size is not None and rva < f.rva + f.size:
                 return f
@@ -136,11 +145,8 @@ class PdbSymbols:
     def line_at(self, rva: int) -> Optional[SourceLine]:
         """The source file and line of the code at `rva`, when its module's C13 line
         records cover it (the line record at or below `rva` within the same procedure)."""
-        where = self._section_of(rva)
-        if where is None:
-            return None
-        module = self.dbi.contributions.module_at(*where)
-        if module is None or not 0 <= module < len(self.dbi.modules):
+        module = self._module_of(rva)
+        if module is None:
             return None
         starts, lines, files = self._module_lines(module)
         i = bisect.bisect_right(starts, rva) - 1
