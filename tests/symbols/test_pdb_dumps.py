@@ -180,3 +180,13 @@ def test_call_sites_in_the_cycle_have_their_source_lines():
         assert seen == set(calls)
     finally:
         pdb.close()
+
+
+def test_a_damaged_pdb_is_one_line_and_names_fall_back(tmp_path):
+    folder = images_only(tmp_path)
+    (folder / "pdbkernels.pdb").write_bytes(pdb_path("pdbkernels.pdb").read_bytes()[:3000])
+    r = report("pdb_static_cycle.dmp", [str(folder)])
+    assert all(f.startswith("pdbkernels.dll!func_") for f in crashing(r).cycles[0].functions)
+    problems = [e for e in r.soft_errors if "pdbkernels.pdb" in e]
+    assert len(problems) == 1 and "\n" not in problems[0]
+    assert "unreadable (claims" in problems[0] and "file has 3000 bytes" in problems[0]
