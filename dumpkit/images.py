@@ -594,8 +594,8 @@ class ImageProvider:
             return None
 
     def symbol_sources(self) -> Dict[str, str]:
-        """module name -> where its frames' names came from (for the report), for the
-        modules frames were named in."""
+        """module name -> where names for its code came from (for the report), for the
+        modules whose image or PDB was looked for."""
         out = {}
         for m in self._target.modules:
             if m.base not in self._cache and m.base not in self._pdbs:
