@@ -243,7 +243,7 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread], python: 
         dump=facts.dump_summary(target),
         system=facts.system_summary(target),
         threads=tuple(reports),
-        modules=facts.module_records(target, walker.images.sources()),
+        modules=facts.module_records(target, walker.images.sources(), walker.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         python=read_python(target, walker, keep=None) if python else None,
     )
@@ -502,7 +502,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         threads=tuple(thread_reports),
         frame_sizes=sizes,
         environment=env,
-        modules=facts.module_records(target, sources),
+        modules=facts.module_records(target, sources, walker.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         oversized_threshold=options.oversized_threshold,
         unloaded_modules=facts.unloaded_records(target),

@@ -271,6 +271,7 @@ class ModuleRecord:
     pdb_guid: Optional[str] = None  # with pdb_age: which PDB build matches
     pdb_age: Optional[int] = None
     pdb_id: Optional[str] = None  # GUID and age as symbol servers key the PDB
+    symbol_source: Optional[str] = None  # where its frames' names came from, if any were named
 
 
 @dataclass(frozen=True)

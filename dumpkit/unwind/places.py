@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
+from dumpkit.symbols.pdb import PdbFunction
 from dumpkit.target import MemoryNotInDump, Module
 
 # A FunctionTable stream entry (JIT code registered with RtlAddFunctionTable):
@@ -36,14 +37,18 @@ def symbol_for(
     rva: Optional[int],
     image: Optional[PEImage],
     function: Optional[RuntimeFunction],
+    pdb: Optional[PdbFunction] = None,
 ) -> Optional[str]:
-    """The best name for a place: the debugger's, else the nearest export or COFF symbol
-    that can name it, else `func_<start>` from its unwind entry."""
+    """The best name for a place: the debugger's, else the PDB's procedure (or public
+    symbol, when not below the unwind entry's start), else the nearest export or COFF
+    symbol that can name it, else `func_<start>` from its unwind entry."""
     if debugger_name:
         return debugger_name
     if module is None or rva is None:
         return None
     start = function.begin_rva if function is not None else None
+    if pdb is not None and (pdb.size is not None or start is None or pdb.rva >= start):
+        return f"{module.name}!{pdb.name}" + (f"+{rva - pdb.rva:#x}" if rva != pdb.rva else "")
     if image is not None:
         near = nearest_name(image, rva, start)
         if near is not None:

@@ -175,7 +175,9 @@ class Walker:
                     function = None
         if function is None and self.dynamic:
             dynamic = self.dynamic_entry(code_ip)
-        symbol = symbol_for(self.target.symbol_at(ip), module, rva, image, function)
+        named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
+        pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
+        symbol = symbol_for(named, module, rva, image, function, pdb)
         return Place(module, rva, image, function, dynamic, symbol)
 
     def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
