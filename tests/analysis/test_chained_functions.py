@@ -14,25 +14,41 @@ import pytest
 from dumpkit.analysis.callsites import call_summary, cycle_call_edges
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.engine import Options, analyze
+from dumpkit.engine import Options, _cycle_code_facts, analyze
 from dumpkit.pe import PEImage
 from dumpkit.sources.minidump import open_dump
 from tests.conftest import PY_SAMPLES, WINPYTHON, python_images, python_manifest
 from tests.unwind.asm import INT3, Alloc, Call, Function, Image, Push, Scene, Stack
 
+
 # W's primary part allocates its frame; W2, a fragment placed after another function X,
-# pushes rsi and calls W again (a recursion whose return sites are all in the fragment).
-# H calls W. W is exported under an MSVC-decorated name, X under a plain one.
-H = Function("H", [Alloc(0x28)], [INT3 * 12, Call("H.ret", to="W")])
-W = Function("W", [Push("rbx"), Alloc(0x200)], [INT3 * 16])
-X = Function("X", [Alloc(0x28)], [INT3 * 16])
-W2 = Function("W2", [Push("rsi")], [INT3 * 7, Call("W2.ret", to="W"), INT3 * 4], chain="W")
-IMAGE = Image("synth.dll", 0x7FF650000000, [H, W, X, W2], exports={"?Walk@tree@@YAHPEAX@Z": "W", "Xfunc": "X"})
+# pushes rsi, calls HELP and calls W again (a recursion whose return sites are all in
+# the fragment). H calls W.
+def functions():
+    return [
+        Function("H", [Alloc(0x28)], [INT3 * 12, Call("H.ret", to="W")]),
+        Function("W", [Push("rbx"), Alloc(0x200)], [INT3 * 16]),
+        Function("X", [Alloc(0x28)], [INT3 * 16]),
+        Function(
+            "W2", [Push("rsi")], [INT3 * 2, Call("W2.help", to="HELP"), Call("W2.ret", to="W"), INT3 * 4], chain="W"
+        ),
+        Function("HELP", [Alloc(0x28)], [INT3 * 8]),
+    ]
+
+
+# W exported under an MSVC-decorated name, X and HELP under plain ones; in UNNAMED, W has no name.
+IMAGE = Image(
+    "synth.dll",
+    0x7FF650000000,
+    functions(),
+    exports={"?Walk@tree@@YAHPEAX@Z": "W", "Xfunc": "X", "Py_ReprEnter": "HELP"},
+)
+UNNAMED = Image("plain.dll", 0x7FF660000000, functions(), exports={"Xfunc": "X", "Py_ReprEnter": "HELP"})
 W_FRAME = 8 + 0x200 + 8 + 8  # push rsi (the fragment), W's allocation and push rbx, the return address
 DEPTH = 5
 
 
-def recursion_through_the_fragment():
+def recursion_through_the_fragment(image: Image = IMAGE):
     """Frame 0 inside W2 (its prologue done), DEPTH-1 frames returning into W2, then H."""
     stack = Stack(lo=0x100000, hi=0x110000)
     sp = 0x108000
@@ -40,9 +56,9 @@ def recursion_through_the_fragment():
         stack.at(sp).word(0x5151).skip(0x200).word(0xB0B).word("W2.ret" if i < DEPTH - 1 else "H.ret")
         sp += W_FRAME
     stack.at(sp).skip(0x28).word(0)
-    scene = Scene(stack, IMAGE)
+    scene = Scene(stack, image)
     walker = scene.walker()
-    walk = walker.walk(scene.thread({"rip": IMAGE["W2"] + 2, "rsp": 0x108000}))
+    walk = walker.walk(scene.thread({"rip": image["W2"] + 2, "rsp": 0x108000}))
     return walker, walk.frames
 
 
@@ -74,6 +90,16 @@ def test_the_frame_size_is_the_functions_and_its_request_the_primary_prologue():
     top = sizes[0]
     assert (top.function, top.size, top.requested) == ("synth.dll!tree::Walk", W_FRAME, 0x200)
     assert top.prologue_text == "sub rsp, 0x200"
+
+
+def test_an_unnamed_members_code_facts_come_from_its_fragments_too():
+    walker, frames = recursion_through_the_fragment(UNNAMED)
+    cycle = find_cycles(frames)[0]
+    member = f"plain.dll!func_{UNNAMED.rva('W'):x}"
+    assert cycle.functions == (member,)
+    # W's primary part calls nothing; the fragment the stack is in calls HELP and W
+    facts = _cycle_code_facts(walker, frames, cycle)
+    assert facts[member].callees == ("plain.dll!Py_ReprEnter", member)
 
 
 # ----------------------------------------------------------------------------- real dumps
