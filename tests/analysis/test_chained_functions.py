@@ -14,10 +14,9 @@ import pytest
 from dumpkit.analysis.callsites import call_summary, cycle_call_edges
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.engine import Options, _cycle_code_facts, analyze
+from dumpkit.engine import _cycle_code_facts
 from dumpkit.pe import PEImage
-from dumpkit.sources.minidump import open_dump
-from tests.conftest import PY_SAMPLES, WINPYTHON, python_images, python_manifest
+from tests.conftest import WINPYTHON, python_manifest
 from tests.unwind.asm import INT3, Alloc, Call, Function, Image, Push, Scene, Stack
 
 
@@ -115,25 +114,9 @@ def _image(module: str) -> Optional[PEImage]:
     return _IMAGES[module]
 
 
-@pytest.fixture(scope="module")
-def reports(plain):
-    cache = {}
-
-    def get(facts):
-        if facts["file"] not in cache:
-            path = PY_SAMPLES / facts["file"]
-            if not path.exists():
-                pytest.skip(f"{facts['file']} not present")
-            images = python_images(facts)
-            cache[facts["file"]] = analyze(open_dump(str(plain(path))), Options(image_paths=images)).report
-        return cache[facts["file"]]
-
-    return get
-
-
 @pytest.mark.parametrize("facts", SAMPLES, ids=[d["file"] for d in SAMPLES])
-def test_no_crash_frame_is_named_after_a_fragment_of_python38(facts, reports):
-    report = reports(facts)
+def test_no_crash_frame_is_named_after_a_fragment_of_python38(facts, python_report):
+    report = python_report(facts)
     crash = next(t for t in report.threads if t.is_crashing)
     fragments = 0
     for f in crash.frames:
@@ -160,8 +143,8 @@ RECURSIONS = [d for d in SAMPLES if d.get("expected_class") == "recursion"]
 
 
 @pytest.mark.parametrize("facts", RECURSIONS, ids=[d["file"] for d in RECURSIONS])
-def test_recursion_call_sites_check_out_and_the_verdict_is_confident(facts, reports):
-    report = reports(facts)
+def test_recursion_call_sites_check_out_and_the_verdict_is_confident(facts, python_report):
+    report = python_report(facts)
     crash = next(t for t in report.threads if t.is_crashing)
     edges = crash.cycles[0].call_edges
     assert [e for e in edges if e.confirmed is False] == []
