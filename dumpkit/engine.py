@@ -17,7 +17,7 @@ from dumpkit import __version__
 from dumpkit.analysis import facts
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
-from dumpkit.analysis.codefacts import CodeFacts, code_facts
+from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.environment import describe_environment
@@ -42,7 +42,6 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider
-from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
@@ -313,20 +312,33 @@ def _module_base(target: Target, name: str) -> Optional[int]:
 
 def _cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
     """What the code of the cycle's unnamed members refers to (strings, callees): how an
-    MSVC module's static functions are recognised without its PDB."""
+    MSVC module's static functions are recognised without its PDB. A member split into
+    chained fragments is read from its entry and in each fragment the stack is in (the
+    call that recursed is often there, not in the primary part)."""
     wanted = set(facts_needed(cycle))
-    out: Dict[str, CodeFacts] = {}
+    parts: Dict[str, Dict[int, Optional[int]]] = {}  # name -> {part start VA: end VA}
     start = cycle.frames_above
     for f in frames[start : start + cycle.period]:
         name = f.function_name
-        if name not in wanted or name in out or f.function_start is None or f.rva is None:
+        if name not in wanted or f.function_start is None or f.rva is None:
             continue
         base = f.ip - f.rva
         entry = base + f.function_start
-        place = walker.place(entry)
-        end = base + place.function.end_rva if place.function is not None else None
-        out[name] = code_facts(walker.read_code, entry, end, lambda va: walker.place(va).symbol)
-    return out
+        mine = parts.setdefault(name, {})
+        if entry not in mine:
+            primary = walker.place(entry).function
+            mine[entry] = base + primary.end_rva if primary is not None else None
+        here = walker.place(f.ip, f.index > 0)
+        if here.in_fragment and here.function is not None:
+            mine[base + here.function.begin_rva] = base + here.function.end_rva
+
+    def name_at(va: int) -> Optional[str]:
+        return walker.place(va).symbol
+
+    return {
+        name: merged(code_facts(walker.read_code, s, e, name_at) for s, e in ranges.items())
+        for name, ranges in parts.items()
+    }
 
 
 @dataclass
@@ -372,9 +384,7 @@ def _analyse_thread(
                     call_edges=cycle_call_edges(
                         w.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
                     ),
-                    kind=classify_recursion(
-                        c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}, demangle=display_name
-                    ),
+                    kind=classify_recursion(c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}),
                 )
                 for c in find_cycles(w.frames, used_stack=used)
             )

@@ -183,6 +183,27 @@ def python_images(facts: dict) -> list:
     return folders
 
 
+@pytest.fixture(scope="session")
+def python_report(plain):
+    """python_report(facts) -> the analysed Report of a Python sample dump (a manifest
+    entry), with the images it needs (or skip); each analysed once per session."""
+    from dumpkit.engine import Options, analyze
+    from dumpkit.sources.minidump import open_dump
+
+    cache: dict = {}
+
+    def get(facts: dict):
+        if facts["file"] not in cache:
+            path = PY_SAMPLES / facts["file"]
+            if not path.exists():
+                pytest.skip(f"{facts['file']} not present")
+            images = python_images(facts)
+            cache[facts["file"]] = analyze(open_dump(str(plain(path))), Options(image_paths=images)).report
+        return cache[facts["file"]]
+
+    return get
+
+
 # --- the fast tier: `pytest -m "not slow"` for development, the full run for CI
 # Slow are the tests that run the CLI once per case (a child process each), walk or
 # decompress the million-frame samples, or fuzz: the behaviour is the same, the price is
