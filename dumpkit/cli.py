@@ -31,6 +31,39 @@ class Format(str, Enum):
     html = "html"
 
 
+# What `--format` accepts (any case), and what an `--output` file's extension implies
+# when no format is given.
+FORMAT_NAMES = {"text": Format.text, "txt": Format.text, "json": Format.json, "markdown": Format.markdown}
+FORMAT_NAMES.update({"md": Format.markdown, "html": Format.html, "htm": Format.html})
+FORMAT_EXTENSIONS = {".txt": Format.text, ".json": Format.json, ".md": Format.markdown, ".markdown": Format.markdown}
+FORMAT_EXTENSIONS.update({".html": Format.html, ".htm": Format.html})
+
+
+def report_format(name: Optional[str], output: Optional[str]) -> Format:
+    """The format asked for by name (case-insensitive), else the one `output`'s extension
+    implies, else text. A name that is no format is a usage error."""
+    if name is not None:
+        fmt = FORMAT_NAMES.get(name.strip().lower())
+        if fmt is None:
+            raise fail(f"unknown format {name!r}: use text, json, markdown (md) or html")
+        return fmt
+    if output and output != "-":
+        return FORMAT_EXTENSIONS.get(os.path.splitext(output)[1].lower(), Format.text)
+    return Format.text
+
+
+def new_file_mode(path: str) -> int:
+    """The permissions a report written to `path` gets: those of the file it replaces, or
+    what the umask gives a new file (a temporary file starts at 0600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def fail(message: str) -> "typer.Exit":
     sys.stderr.write(f"dumpkit: error: {message}\n")
     return typer.Exit(EXIT_UNUSABLE)
@@ -78,6 +111,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
         raise fail(f"{output}: refusing to overwrite the dump being read")
     folder = os.path.dirname(os.path.abspath(output))
+    mode = new_file_mode(output)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
     except OSError as e:
@@ -85,6 +119,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, output)
     except OSError as e:
         try:
@@ -120,7 +155,13 @@ def analyze(
     dump: str = typer.Argument(..., help="The .dmp file."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    fmt_name: Optional[str] = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="text, json, markdown (md) or html, in any case. Default: what --output's extension "
+        "says (.txt .json .md .html), else text.",
+    ),
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
@@ -133,6 +174,7 @@ def analyze(
     """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
     from dumpkit.engine import Options, analyze as run
 
+    fmt = report_format(fmt_name, output)
     target = _open(dump)
     opts = Options(
         image_paths=image_path or (),
