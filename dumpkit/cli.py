@@ -39,6 +39,12 @@ FORMAT_EXTENSIONS = {".txt": Format.text, ".json": Format.json, ".md": Format.ma
 FORMAT_EXTENSIONS.update({".html": Format.html, ".htm": Format.html})
 
 
+# Formats made to be pasted or attached somewhere others read them: user names in paths
+# are redacted unless --no-redact. Text goes to the user's own terminal and JSON to tools
+# (where exact paths matter); --redact covers them when they are shared too.
+SHARED_FORMATS = (Format.markdown, Format.html)
+
+
 def report_format(name: Optional[str], output: Optional[str]) -> Format:
     """The format asked for by name (case-insensitive), else the one `output`'s extension
     implies, else text. A name that is no format is a usage error."""
@@ -129,6 +135,17 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
         raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
 
 
+MIN_WIDTH = 40
+
+
+def text_width(tty: bool, asked: Optional[int]) -> int:
+    """`--width`, else the terminal's columns, else 120 (into a pipe or a file, where
+    nothing says how wide the reader's screen is)."""
+    if asked is not None:
+        return max(MIN_WIDTH, asked)
+    return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns) if tty else 120
+
+
 def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
     paths = list(explicit or [])
     env = os.environ.get("_NT_SYMBOL_PATH")
@@ -170,6 +187,15 @@ def analyze(
     color: Optional[bool] = typer.Option(
         None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."
     ),
+    width_asked: Optional[int] = typer.Option(
+        None, "--width", help="Columns of the text report (default: the terminal's, or 120 into a pipe or file)."
+    ),
+    redact: Optional[bool] = typer.Option(
+        None,
+        "--redact/--no-redact",
+        help="Replace user names in paths (C:\\Users\\NAME\\... -> C:\\Users\\<user>\\..., /home/NAME). "
+        "Default: on for markdown and html (made to be shared), off for text and json.",
+    ),
 ) -> None:
     """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
     from dumpkit.engine import Options, analyze as run
@@ -184,6 +210,10 @@ def analyze(
     )
     result = run(target, opts)
     report = result.report
+    if redact if redact is not None else fmt in SHARED_FORMATS:
+        from dumpkit.report.redact import redact_report
+
+        report = redact_report(report)
     if fmt is Format.json:
         from dumpkit.report.json_report import render_json
 
@@ -201,7 +231,7 @@ def analyze(
 
         tty = sys.stdout.isatty() and not output
         use_color = tty if color is None else color
-        width = max(80, shutil.get_terminal_size((120, 24)).columns) if tty else 120
+        width = text_width(tty, width_asked)
         text = render_text(report, color=use_color and not output, width=width)
     write_output(text, output, dump)
     warn_problems(list(report.soft_errors))

@@ -76,3 +76,11 @@ def test_a_replaced_report_keeps_its_permissions(tmp_path):
     out.chmod(0o640)
     assert _analyze("-o", out).exit_code == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and _kind(out.read_text()) == "json"
+
+
+def test_width_fits_the_text_report_to_the_columns_asked_for():
+    r = _analyze("--width", "80", "--no-color")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [ln for ln in lines if len(ln) > 80]
+    assert any("opkernels.dll!null_deref" in line for line in lines)

@@ -11,7 +11,7 @@ from typing import List, Sequence
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
-from dumpkit.report.view import KF, THREAD, WORDS, Fact, Fold, Line, Span, ThreadView, kf_number, report_view
+from dumpkit.report.view import HEADERS, KF, THREAD, WORDS, Fact, Fold, Line, Span, ThreadView, kf_number, report_view
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -118,12 +118,14 @@ def render_dml(
     sizes = view.frame_sizes
     if sizes is not None:
         out.append("<b>Largest frames (crashing thread)</b>")
-        out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
+        h = sizes.headers
+        size_w, asks_w = len(h.size), len(h.asks)
+        out.append(f"  {h.index:>6}  {h.size:>{size_w}}  {h.asks:>{asks_w}}  {h.function} / {h.how.lower()}")
         for fs in sizes.rows:
             idx = frame_link(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
             pad = " " * max(0, 6 - len(kf_number(fs.index)))
             out.append(
-                f"  {pad}{idx}  {fs.size:>10}  {fs.asks:>13}  {dml_text(fs.function)}"
+                f"  {pad}{idx}  {fs.size:>{size_w}}  {fs.asks:>{asks_w}}  {dml_text(fs.function)}"
                 + (f"  {dml_text(fs.how)}" if fs.how else "")
             )
     if view.budget is not None:
@@ -137,10 +139,11 @@ def render_dml(
             f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frames} ({dml_text(t.trust)}); "
             f"walk ended: {dml_text(t.stop_reason)}"
         )
-        out.append(
-            f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>{digits}}  {'RetAddr/IP':>{digits}}  Call site  (found by)"
-        )
         table = t.stack
+        h = table.headers if table is not None else HEADERS[KF]
+        out.append(
+            f"  {h.number:>4}  {h.size:>8}  {h.child_sp:>{digits}}  {h.ip:>{digits}}  {h.call_site}  ({h.found_by.lower()})"
+        )
         for r in table.rows if table is not None else ():
             if isinstance(r, Fold):
                 out.append(f"        {dml_text(r.text, 1000)}")

@@ -34,9 +34,9 @@ def inline(line: Line) -> str:
 
 
 def _stack(table: StackTable) -> List[str]:
-    rows = [
-        '<table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>'
-    ]
+    t = table.headers
+    heads = (t.number, t.size, t.child_sp, t.ip, t.call_site, t.found_by)
+    rows = ['<table class="stack"><tr>' + "".join(f"<th>{x}</th>" for x in heads) + "</tr>"]
     for r in table.rows:
         if isinstance(r, Fold):
             rows.append(f'<tr><td colspan="6" class="fold">{h(r.text)}</td></tr>')
@@ -110,9 +110,10 @@ def render_html(report: Report) -> str:
         sizes = view.frame_sizes
         if sizes is not None:
             legend = sizes.legend
+            heads = sizes.headers
             out.append(
-                "<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th>"
-                "<th>prologue asks</th>" + ("<th></th>" if legend else "") + "</tr>"
+                f"<h2>Largest frames</h2><table><tr><th>{heads.index}</th><th>{heads.function}</th>"
+                f"<th>{heads.size}</th><th>{heads.asks}</th>" + ("<th></th>" if legend else "") + "</tr>"
             )
             for fs in sizes.rows:
                 mark = f'<td class="flag">{"oversized" if fs.oversized else ""}</td>' if legend else ""

@@ -63,10 +63,11 @@ def test_markdown_makes_no_markup_and_keeps_its_tables_and_fences(name):
     assert "<link" not in html
     fences = [ln for ln in md.splitlines() if ln.lstrip().startswith("```")]
     assert all(ln.strip() == "```" for ln in fences) and len(fences) % 2 == 0
-    assert html.count("<details>") == html.count("</details>") == 3
+    # other threads and problems folded; the 20-row crashing stack is shown open
+    assert html.count("<details>") == html.count("</details>") == 2
     for line in md.splitlines():
-        if line.startswith("| "):  # facts (2 cells) and frame sizes (5 with the mark column)
-            assert line.replace("\\|", "").count("|") in (3, 6), line
+        if line.startswith("| "):  # facts (2 cells) and frame sizes (4, the mark beside the size)
+            assert line.replace("\\|", "").count("|") in (3, 5), line
 
 
 @pytest.mark.parametrize("name", NAMES)

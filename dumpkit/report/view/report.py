@@ -202,9 +202,21 @@ class FrameSizeRow:
 
 
 @dataclass(frozen=True)
+class FrameSizeHeaders:
+    """The largest-frames table's column headers, with their units."""
+
+    index: str = "#"
+    function: str = "Function"
+    size: str = "Frame size (B)"
+    asks: str = "Prologue asks (B)"
+    how: str = "Prologue"
+
+
+@dataclass(frozen=True)
 class FrameSizeTable:
     rows: Tuple[FrameSizeRow, ...]
     legend: Optional[str]  # what the `oversized` mark means; None when no row carries it (and no mark column)
+    headers: FrameSizeHeaders = FrameSizeHeaders()
 
 
 def shows_frame_sizes(report: Report) -> bool:
