@@ -145,8 +145,13 @@ def _hex(n: int) -> Span:
     return words(f"{n:#x}")
 
 
+# Numbers say their base where it is not the obvious one; addresses are 0x-prefixed hex.
+MODULE_COLUMNS = ("base", "size (hex)", "name", "version", "timestamp (hex)", "checksum (hex)", "path")
+
+
 def contents_view(d: Contents) -> ContentsView:
     width = pointer_digits(d.system)
+    ip_name, sp_name = ("eip", "esp") if width == 8 else ("rip", "rsp")
     head = [
         InfoLine(
             (text(d.dump.path), words(f": {d.dump.file_size:,} bytes, written {iso_time(d.dump.timestamp)}")), HEADING
@@ -195,8 +200,12 @@ def contents_view(d: Contents) -> ContentsView:
     ranges = "an unknown number of" if d.dump.memory_ranges is None else f"{d.dump.memory_ranges:,}"
     return ContentsView(
         head=tuple(head),
-        threads=Table("Threads", ("tid", "name", "rip", "rsp", "stack", "bytes", "ctx", "teb"), tuple(threads)),
-        modules=Table("Modules", ("base", "size", "name", "version", "timestamp", "checksum", "path"), modules),
+        threads=Table(
+            "Threads",
+            ("tid", "name", ip_name, sp_name, "stack", "stack size (B)", "context (B)", "teb"),
+            tuple(threads),
+        ),
+        modules=Table("Modules", MODULE_COLUMNS, modules),
         debug_records=Table(
             "Debug records (CodeView)",
             ("name", "pdb", "guid", "age"),
