@@ -15,11 +15,14 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
+from dumpkit.analysis.blame import blame_frame
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
+from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
+from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -34,9 +37,11 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
+from dumpkit.analysis.process import module_version, process_record
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
+from dumpkit.analysis.signature import crash_signature
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
@@ -398,6 +403,29 @@ def _image_version(walker: Walker):
     return lookup
 
 
+def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions):
+    """The crash record with where it happened: the module holding the faulting IP, that
+    module's version, and the code around the IP."""
+    ip = frames[0].ip if frames else crash.address
+    module = target.module_at(ip)
+    disassembly = None
+    if target.system is not None and target.system.processor_architecture in (0, 9):
+        top = frames[0] if frames else None
+        entry = None
+        if top is not None and top.rva is not None and top.function_start is not None:
+            entry = top.ip - top.rva + top.function_start
+        executing = crash.access_kind == "execute" and crash.access_address == ip
+        disassembly = disassemble_around(
+            walker.read_code, ip, entry, walker.bits, executing=executing, name_at=lambda va: walker.place(va).symbol
+        )
+    return replace(
+        crash,
+        module=module.name if module is not None else None,
+        module_version=module_version(module, versions),
+        disassembly=disassembly,
+    )
+
+
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
@@ -415,6 +443,9 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         if ex is not None
         else None
     )
+    versions = Versions(_image_version(walker))
+    if crash is not None:
+        crash = _fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
     exe_reserve = _exe_stack_reserve(target, walker.images)
     same = _group_identical(walks)
     thread_reports: List[ThreadReport] = []
@@ -486,5 +517,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         unloaded_modules=facts.unloaded_records(target),
         crash_absent=facts.crash_absent(target),
         python=python,
+        process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
+        signature=crash_signature(crash, crash_report),
+        blame=blame_frame(crash_report, facts.module_records(target, sources)) if crash is not None else None,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)
