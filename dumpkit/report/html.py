@@ -78,6 +78,10 @@ def render_html(report: Report) -> str:
         f'<p class="verdict">{prose(v.headline, 2000)}</p>',
         f'<p class="dim">confidence: {h(v.confidence)}</p>',
     ]
+    if view.signature:
+        out.append(f'<p class="dim">signature: <code>{h(view.signature, 1000)}</code></p>')
+    if view.blame:
+        out.append(f'<p class="dim">blame: {inline(view.blame)}</p>')
     if v.evidence:
         out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{prose(e, 2000)}</li>" for e in v.evidence) + "</ul>")
     if v.next_steps:
@@ -88,6 +92,17 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for r in view.facts.remarks:
         out.append(f'<p class="dim">{"Note: " if r.note else ""}{prose(r.text, 1000)}</p>')
+    if view.code is not None:
+        c = view.code
+        out.append(f"<h2>Faulting code in <code>{h(c.where)}</code></h2><pre>")
+        for row in c.rows:
+            line = f"{'=&gt;' if row.faulting else '  '} {row.address}  {row.bytes:<30}  {h(row.text)}"
+            out.append(f'<b class="flag">{line}</b>' if row.faulting else line)
+        out.append("</pre>" + (f'<p class="dim">{h(c.note, 1000)}</p>' if c.note else ""))
+    if view.registers:
+        cells = view.registers
+        rows = "\n".join(" ".join(cells[i : i + 4]) for i in range(0, len(cells), 4))
+        out.append(f"<details><summary>Registers</summary><pre>{h(rows, 4000)}</pre></details>")
     if view.python is not None:
         out += _python(view.python)
     for rec in view.recursions:

@@ -17,6 +17,7 @@ from dumpkit.report.view import (
     PROSE,
     REPORT,
     WORDS,
+    CodeView,
     Fold,
     Line,
     PythonView,
@@ -89,6 +90,20 @@ def _python(py: PythonView, limits: "Limits") -> List[str]:
         out += ["```", ""]
     if len(py.stacks) > limits.python_stacks:
         out += [f"({len(py.stacks) - limits.python_stacks} more Python stacks: dumpkit stack --all --python)", ""]
+    return out
+
+
+def _code(c: CodeView) -> List[str]:
+    """The instructions around the faulting IP in a fenced block, `=>` at the IP."""
+    out = [f"**Faulting code** in {code(c.where)}:", "", "```"]
+    width = max((len(r.bytes) for r in c.rows), default=0)
+    for r in c.rows:
+        # Inside a fence only a line starting with ``` could end it; strip backticks.
+        text = clean(r.text).replace("`", "'")
+        out.append(f"{'=>' if r.faulting else '  '} {r.address}  {r.bytes:<{width}}  {text}")
+    out += ["```", ""]
+    if c.note:
+        out += [f"<sub>{md(c.note, 1000)}</sub>", ""]
     return out
 
 
@@ -166,6 +181,10 @@ def _report(view: ReportView, limits: Limits, trimmed: bool) -> str:
         f"Confidence: {v.confidence}",
         "",
     ]
+    if view.signature:
+        out += [f"Signature: {code(view.signature, 1000)}", ""]
+    if view.blame:
+        out += [f"Blame: {inline(view.blame)}", ""]
     if v.evidence:
         out.append("**Evidence**")
         out += [f"- {prose(e, 2000)}" for e in v.evidence]
@@ -186,6 +205,12 @@ def _report(view: ReportView, limits: Limits, trimmed: bool) -> str:
     if view.facts.remarks:
         out.append("")
 
+    if view.code is not None:
+        out += _code(view.code)
+    if view.registers:
+        out += ["<details>", "<summary>Registers</summary>", "", "```"]
+        out += [" ".join(view.registers[i : i + 4]) for i in range(0, len(view.registers), 4)]
+        out += ["```", "", "</details>", ""]
     if view.python is not None:
         out += _python(view.python, limits)
     for rec in view.recursions:

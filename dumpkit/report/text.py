@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import shlex
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,10 +15,11 @@ from rich.text import Text
 
 from dumpkit.analysis.model import Report, Stacks
 from dumpkit.report.escape import clean
-from dumpkit.report.text_layout import GAP, stack_lines, wrap
+from dumpkit.report.text_layout import GAP, stack_lines, trimmed, wrap
 from dumpkit.report.view import (
     REPORT,
     WORDS,
+    CodeView,
     Fact,
     FrameSizeTable,
     Fold,
@@ -165,6 +166,43 @@ def _frame_sizes(out: _Out, sizes: FrameSizeTable) -> None:
         out.para("  ", sizes.legend, style="dim")
 
 
+def _code(out: _Out, code: CodeView) -> None:
+    """The instructions around the faulting IP, `=>` at the IP; addresses shorten, then the
+    bytes give way, to fit the width."""
+    out.para("Faulting code".ljust(LABEL_WIDTH), clean(code.where), prefix_style="bold")
+    addresses = [r.address for r in code.rows]
+    texts = [clean(r.text) for r in code.rows]
+    bytes_w = max((len(r.bytes) for r in code.rows), default=0)
+    text_w = max((len(t) for t in texts), default=0)
+    shown, with_bytes = addresses, True
+    for candidate, keep_bytes in ((addresses, True), (trimmed(addresses), True), (trimmed(addresses), False)):
+        shown, with_bytes = candidate, keep_bytes
+        address_w = max((len(a) for a in candidate), default=0)
+        used = 4 + address_w + len(GAP) + (bytes_w + len(GAP) if keep_bytes else 0) + text_w
+        if used <= out.width:
+            break
+    for r, address, instruction in zip(code.rows, shown, texts):
+        line = Text("  => " if r.faulting else "     ", style="bold red" if r.faulting else "")
+        line.append(address + GAP + (r.bytes.ljust(bytes_w) + GAP if with_bytes else ""))
+        line.append(instruction, style="bold" if r.faulting else "")
+        out.line(line)
+    if code.note:
+        out.para("     ", clean(code.note, 1000), style="dim")
+
+
+def _registers(out: _Out, cells: Sequence[str]) -> None:
+    """The exception context, as many `name=value` cells a line as fit."""
+    room = out.width - LABEL_WIDTH
+    lines: List[str] = []
+    for cell in cells:
+        if lines and len(lines[-1]) + 1 + len(cell) <= room:
+            lines[-1] += " " + cell
+        else:
+            lines.append(cell)
+    for i, line in enumerate(lines):
+        out.line(Text.assemble(("Registers".ljust(LABEL_WIDTH) if i == 0 else " " * LABEL_WIDTH, "bold"), line))
+
+
 def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
     """The analyze report for a terminal of `width` columns."""
     view = report_view(report, REPORT, max_rows=max_frames, other_stacks=False)
@@ -185,6 +223,10 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     out.line(Text.assemble(("VERDICT ", "bold reverse"), " ", (headline[0].plain, "bold")))
     out.lines(Text(" " * 9 + line.plain, style="bold") for line in headline[1:])
     out.line(Text(f"confidence: {v.confidence}", style="dim"))
+    if view.signature:
+        out.para("signature: ", clean(view.signature, 1000), indent=4, prefix_style="dim")
+    if view.blame:
+        out.para("blame:     ", _plain(view.blame), indent=4, prefix_style="dim")
     _items(out, "Evidence", v.evidence)
     _items(out, "Next steps", v.next_steps, numbered=True)
     out.line()
@@ -195,6 +237,12 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         out.para(" " * LABEL_WIDTH, ("note: " if r.note else "") + clean(r.text, 1000), style="dim")
     out.line()
 
+    if view.code is not None:
+        _code(out, view.code)
+    if view.registers:
+        _registers(out, view.registers)
+    if view.code is not None or view.registers:
+        out.line()
     if view.python is not None:
         python_section(out, view.python)
     for rec in view.recursions:

@@ -6,6 +6,8 @@ but their escaping (import-linter keeps it so)."""
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, TEXT, THREAD, WORDS, Line, Span, plain
 from dumpkit.report.view.python import PythonFrameRow, PythonStackView, PythonView, python_view
 from dumpkit.report.view.report import (
+    CodeRow,
+    CodeView,
     Fact,
     Facts,
     FrameSizeHeaders,
@@ -37,6 +39,8 @@ from dumpkit.report.view.stacks import (
 )
 
 __all__ = [
+    "CodeRow",
+    "CodeView",
     "CODE",
     "DOCUMENT",
     "HEADERS",

@@ -61,9 +61,14 @@ def flags_meaning(flags: int) -> str:
     return ", ".join(meaning)
 
 
+def register_cells(regs: Sequence[Tuple[str, int]], width: int) -> List[str]:
+    """`rax=0000000000000001`, ...: pointers zero-padded to `width` digits as WinDbg shows them."""
+    return [f"{name}={v:0{width}x}" if name in POINTER_REGISTERS else f"{name}={v:x}" for name, v in regs]
+
+
 def register_lines(regs: Sequence[Tuple[str, int]], width: int, per_line: int = 4) -> List[str]:
-    """`rax=0000000000000001 rbx=...`, pointers zero-padded to `width` digits as WinDbg shows them."""
-    cells = [f"{name}={v:0{width}x}" if name in POINTER_REGISTERS else f"{name}={v:x}" for name, v in regs]
+    """`rax=0000000000000001 rbx=...`, `per_line` registers a line."""
+    cells = register_cells(regs, width)
     return [" ".join(cells[i : i + per_line]) for i in range(0, len(cells), per_line)]
 
 
