@@ -23,6 +23,7 @@ from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
+from dumpkit.packages import owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -44,13 +45,13 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.signature import crash_signature
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
-from dumpkit.images import ImageLocator
+from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
-from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
-from dumpkit.unwind.x86 import walk_x86
+from dumpkit.unwind.walk import Walker, walk_thread
 
 
 @dataclass
@@ -128,13 +129,13 @@ def contents(target: Target) -> Contents:
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
     locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
-    return Walker(target, ImageProvider(target, locator), max_frames=options.max_frames, scan_words=options.scan_words)
+    images = ImageProvider(target, locator)
+    return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
 
 
 def walker_for(target: Target):
     """The thread walker for the dump's CPU, or None when it is not one we walk."""
-    arch = target.system.processor_architecture if target.system is not None else 9
-    return {9: walk_thread, 0: walk_x86}.get(arch)
+    return walk_thread if step_for(target) is not None else None
 
 
 def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, StackWalk]:
@@ -475,7 +476,11 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         )
     # Crashing thread first, then by id: that is the order people read them in.
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
-    env = describe_environment(target, image_version=_image_version(walker))
+    env = describe_environment(
+        target,
+        image_version=_image_version(walker),
+        installed_package=lambda module: owning_package(walker.images.files(module)),
+    )
 
     # python
     python = read_python(target, walker)

@@ -23,12 +23,12 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
-from dumpkit.target import MemoryNotInDump, Module
+from dumpkit.target import MemoryNotInDump, Module, Target
 
-__all__ = ["LocatedImage", "ImageLocator", "parse_symbol_path", "windows_path_candidates"]
+__all__ = ["LocatedImage", "ImageLocator", "ImageProvider", "parse_symbol_path", "windows_path_candidates"]
 
 SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
@@ -43,6 +43,7 @@ class LocatedImage:
     image: PEImage
     source: str  # one of SOURCES
     detail: str  # one line: which file / why it was accepted
+    path: Optional[str] = None  # the local file, when the image is one
 
 
 # ----------------------------------------------------------------------------- paths
@@ -298,7 +299,7 @@ class ImageLocator:
         if not ok:
             img.close()
             return None
-        return LocatedImage(img, source, f"{path} ({why})")
+        return LocatedImage(img, source, f"{path} ({why})", path)
 
     def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
         if not self.use_recorded_path or not module.path:
@@ -417,6 +418,60 @@ class ImageLocator:
         return None
 
 
+# ----------------------------------------------------------------------------- per target
+class ImageProvider:
+    """Which PE image serves each module of one target (cached per module base); `None`
+    when none can be found. An image that cannot be used is a soft error, once."""
+
+    def __init__(self, target: Target, locator: Optional[ImageLocator] = None):
+        self._target = target
+        self._locator = locator
+        self._cache: Dict[int, Optional[LocatedImage]] = {}
+
+    def located(self, module: Module) -> Optional[LocatedImage]:
+        if module.base not in self._cache:
+            found = None
+            if self._locator is not None:
+                try:
+                    found = self._locator.locate(module, self._target.read)
+                except (PEError, OSError, ValueError, MemoryNotInDump) as e:
+                    self._target.soft_errors.add(f"{module.name}: image unusable ({e})")
+            self._cache[module.base] = found
+        return self._cache[module.base]
+
+    def image(self, module: Module) -> Optional[PEImage]:
+        found = self.located(module)
+        return found.image if found is not None else None
+
+    def files(self, module: Module) -> List[str]:
+        """Local files that are this module's: the one its image was read from, then the
+        recorded path where it exists here. Its installation (e.g. the Python package that
+        owns it) is found next to them."""
+        out: List[str] = []
+        found = self.located(module)
+        if found is not None and found.path:
+            out.append(found.path)
+        if self._locator is not None and self._locator.use_recorded_path and module.path:
+            for cand in windows_path_candidates(module.path):
+                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+                if real and os.path.isfile(real) and real not in out:
+                    out.append(real)
+        return out
+
+    def sources(self) -> Dict[str, str]:
+        """module name -> where its image came from (for the report)."""
+        out = {}
+        for m in self._target.modules:
+            if m.base in self._cache:
+                found = self._cache[m.base]
+                if found:
+                    out[m.name] = f"{found.source}: {found.detail}"
+                else:
+                    why = self._locator.misses(m) if self._locator is not None else []
+                    out[m.name] = "not found" + (f" ({'; '.join(why)})" if why else "")
+        return out
+
+
 MAX_FILE_PTR = 4096
 
 
@@ -438,7 +493,7 @@ class XzBacking:
         self._lzma = lzma
         self.path = path
         try:
-            self._fh = open(path, "rb")
+            self._fh: Optional[BinaryIO] = open(path, "rb")
         except OSError as e:
             raise PEError(f"cannot open {path}: {e.strerror or e}") from None
         self._dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)

@@ -111,13 +111,14 @@ def crash_walk():
     def get(name: str) -> CrashWalk:
         if name not in cache:
             path = sample_path(name)
-            from dumpkit.images import ImageLocator
+            from dumpkit.images import ImageLocator, ImageProvider
             from dumpkit.sources.minidump import open_dump
-            from dumpkit.unwind.amd64 import ImageProvider, Walker, walk_thread
+            from dumpkit.unwind.cpus import step_for
+            from dumpkit.unwind.walk import Walker, walk_thread
 
             target = open_dump(str(path))
             locator = ImageLocator(image_paths=[str(SAMPLE_BIN)] if SAMPLE_BIN.is_dir() else [])
-            walker = Walker(target, ImageProvider(target, locator))
+            walker = Walker(target, ImageProvider(target, locator), step_for(target))
             ex = target.exception
             thread = next(t for t in target.threads if t.tid == ex.thread_id)
             walk = walk_thread(walker, thread, ex.context)
@@ -202,6 +203,8 @@ SLOW = (
     "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
     "tests/test_python_stack_cli.py",
+    "tests/test_code_checks.py",
+    "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
 )
 
 

@@ -486,7 +486,7 @@ def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(
     symbols and DWARF sections, most of the file, are never decompressed."""
     from dumpkit.engine import Options, crashing_thread, make_walker
     from dumpkit.sources.minidump import open_dump
-    from dumpkit.unwind.amd64 import walk_thread
+    from dumpkit.unwind.walk import walk_thread
 
     dump = REPO / "sample_dumps" / "big_frame.dmp"
     if not dump.exists() or not (SAMPLE_BIN / "wine" / "kernel32.dll.xz").exists():

@@ -20,7 +20,8 @@ class Backing(Protocol):
     """Bytes of an image file by file offset. `read` raises PEError past the end. A backing
     may set `lazy = True` when it produces bytes on demand (its `size` may then be costly)."""
 
-    size: int
+    @property
+    def size(self) -> int: ...  # read-only for users: a lazy backing computes it
 
     def read(self, offset: int, size: int) -> bytes: ...
 

@@ -1,215 +1,153 @@
-"""x64 stack walking, strategies tried in a fixed order for each frame:
+"""The x64 step: a frame's caller from Windows x64 unwind data, strategies tried in a
+fixed order:
 
-1. PE unwind data (.pdata/.xdata, or the dump's FunctionTable stream), as Windows'
-   RtlVirtualUnwind applies it, including an IP inside an epilogue (frame 0, or an IP a
-   machine frame restored: other caller frames sit at a call site, never mid-epilogue);
+1. PE unwind data (.pdata/.xdata, or the dump's FunctionTable stream for JIT code, with
+   indirect entries resolved), as Windows' RtlVirtualUnwind applies it: chained entries,
+   machine frames, and an IP inside an epilogue (frame 0, or an IP a machine frame
+   restored: other caller frames sit at a call site, never mid-epilogue) emulated to its
+   RET;
 2. for code with no unwind entry (libgcc's ___chkstk_ms, hand-written code): follow the
    code forward to its RET with capstone, or, where the image says the function has no
    entry, the leaf rule (return address at [rsp]), each checked at the call site;
-3. stack scanning: the first word above SP that points into module code, preferring
-   ones that follow a CALL instruction (validated when the code bytes are available).
+3. the walker's stack scanning.
 
-Iterative, bounded by a frame limit and by SP strictly increasing inside the stack; the
-per-function unwind recipe is compiled once, so a million identical recursive frames
-cost one dictionary lookup and a few reads each.
+The per-function unwind recipe is compiled once; a return address whose recipe is only
+pushes and allocations becomes a `FixedFrame` the walk loop follows without calling
+back here.
 """
 
 from __future__ import annotations
 
-import bisect
 import struct
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, cast
 
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
-from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Target, Thread
-from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, epilogue_path, simulate_to_return
-from dumpkit.unwind.frames import Frame, StackWalk
-
-DEFAULT_MAX_FRAMES = 2_000_000
-# How far (in 8-byte words) to scan for a caller. Breakpad and rust-minidump use 40, which
-# cuts walks short at the first large frame; much further mostly finds stale addresses.
-DEFAULT_SCAN_WORDS = 256
-# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
-# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
-MAX_STACK_BYTES = 64 << 20
+from dumpkit.target import GPR_NAMES, MemoryNotInDump, Registers, Thread
+from dumpkit.unwind.disasm import epilogue_path, simulate_to_return
+from dumpkit.unwind.frames import Trust
+from dumpkit.unwind.places import DynamicEntry, Place
+from dumpkit.unwind.walk import Caller, FixedFrame, ReadWord, Start, Walker
 
 UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
 UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
 
 VOLATILE = ("rax", "rcx", "rdx", "r8", "r9", "r10", "r11")
 MAX_ADDRESS = (1 << 64) - 1
+# A stack range the dump does not give (or gives absurdly) is taken as this much above SP.
+ASSUMED_STACK = 0x100000
+IMPLAUSIBLE_STACK = 1 << 40
+RECIPE_CACHE_LIMIT = 200_000
 
-_MISSING = object()
 
 # Compiled unwind steps. One tuple per step: (kind, a, b)
 _FRAME, _POP, _ADD, _SETFP, _LOAD, _MACH = range(6)
+# (the middle field is a register name or a number, by kind: a compact tagged tuple)
+RecipeStep = Tuple[int, Any, int]
+Recipe = Tuple[RecipeStep, ...]
+# What unwinding one frame gives: (caller ip, caller rsp, caller registers, interrupted)
+Unwound = Tuple[int, int, Dict[str, int], bool]
 
 
-class ImageProvider:
-    """Which PE image serves each module (cached); `None` when none can be found."""
+class _UnwindReader(Protocol):
+    """What the walker asks of unwind data in process memory (pe.MemoryUnwindData,
+    which borrows PEImage's parser)."""
 
-    def __init__(self, target: Target, locator=None):
-        self._target = target
-        self._locator = locator
-        self._cache: Dict[int, object] = {}
+    def resolve_indirect(self, rf: RuntimeFunction) -> RuntimeFunction: ...
 
-    def located(self, module: Module):
-        if module.base not in self._cache:
-            found = None
-            if self._locator is not None:
-                try:
-                    found = self._locator.locate(module, self._target.read)
-                except (PEError, OSError, ValueError, MemoryNotInDump) as e:
-                    self._target.soft_errors.add(f"{module.name}: image unusable ({e})")
-            self._cache[module.base] = found
-        return self._cache[module.base]
-
-    def image(self, module: Module) -> Optional[PEImage]:
-        found = self.located(module)
-        return found.image if found is not None else None
-
-    def sources(self) -> Dict[str, str]:
-        """module name -> where its image came from (for the report)."""
-        out = {}
-        misses = getattr(self._locator, "misses", None)
-        for m in self._target.modules:
-            if m.base in self._cache:
-                found = self._cache[m.base]
-                if found:
-                    out[m.name] = f"{found.source}: {found.detail}"
-                else:
-                    why = misses(m) if misses is not None else []
-                    out[m.name] = "not found" + (f" ({'; '.join(why)})" if why else "")
-        return out
+    def unwind_chain(self, unwind_rva: int) -> List[UnwindInfo]: ...
 
 
-@dataclass
-class _Place:
-    """Everything about one instruction pointer that does not depend on the stack."""
+class Amd64Step:
+    """x64 unwinding for one walker's target. Its caches (compiled recipes, resolved
+    function-table entries) live as long as the walker."""
 
-    module: Optional[Module]
-    rva: Optional[int]
-    image: Optional[PEImage]
-    function: Optional[RuntimeFunction]  # covering .pdata entry (image-relative)
-    dynamic: Optional[Tuple[int, int, int, int]]  # FunctionTable stream entry
-    symbol: Optional[str]
+    word_size = 8
 
+    def __init__(self, walker: Walker):
+        self.walker = walker
+        self.target = walker.target
+        self._recipes: Dict[Tuple[int, int], Optional[Recipe]] = {}
+        self._dynamic_readers: Dict[int, _UnwindReader] = {}
+        self._dynamic_functions: Dict[DynamicEntry, Optional[RuntimeFunction]] = {}
 
-RETURN_CACHE_LIMIT = 1 << 18
+    def start(self, thread: Thread, context: Registers) -> Start:
+        """RIP, RSP and the general-purpose registers; the thread's stack range, reaching
+        down to RSP when an exception context sits below the captured range (the
+        writer's own frames were cut)."""
+        sp = context.sp
+        lo, hi = thread.stack_start, thread.stack_end
+        problems: List[str] = []
+        if not (lo <= sp < hi) and hi > lo:
+            lo = min(lo, sp)
+        if hi <= lo:
+            lo, hi = sp, sp + ASSUMED_STACK
+            problems.append("stack range unknown; assuming 1 MiB above SP")
+        if hi - lo > IMPLAUSIBLE_STACK:
+            problems.append(f"stack range {lo:#x}-{hi:#x} is implausible; walking up to 1 MiB above SP")
+            lo, hi = sp, sp + ASSUMED_STACK
+        if not self.target.read_available(sp, 8):
+            problems.append(f"no stack memory at SP {sp:#x} in the dump")
+        regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
+        return Start(context.ip, sp, regs, lo, hi, problems)
 
-
-class Walker:
-    """Walks threads of one target. Keep one per target: its caches are the speed."""
-
-    def __init__(
-        self,
-        target: Target,
-        images: ImageProvider,
-        max_frames: int = DEFAULT_MAX_FRAMES,
-        scan_words: int = DEFAULT_SCAN_WORDS,
-    ):
-        self.target = target
-        self.images = images
-        self.max_frames = max_frames
-        self.scan_words = scan_words
-        self._places: Dict[Tuple[int, bool], _Place] = {}
-        self._recipes: Dict[Tuple[int, int], Optional[tuple]] = {}
-        self._fast: Dict[int, Optional[tuple]] = {}
-        self._dynamic_readers: Dict[int, MemoryUnwindData] = {}
-        self._dynamic_functions: Dict[tuple, Optional[RuntimeFunction]] = {}
-        self._in_module: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
-        # Scanning asks about the same stack words again and again (every thread of a
-        # process shares the same return sites); bounded so a hostile dump cannot grow it.
-        self._returns: Dict[int, Optional[str]] = {}
-        self._dynamic = sorted(target.function_table_entries() or [])
-        # 32-bit dumps decode call sites in 32-bit mode (0x40-0x4F are not REX there).
-        self.bits = 32 if target.system is not None and target.system.processor_architecture == 0 else 64
-        self._dynamic_starts = [d[0] for d in self._dynamic]
-
-    # -- memory --------------------------------------------------------------------------
-    def read_code(self, address: int, size: int) -> bytes:
-        """Code bytes from the module image when we have it, else from the dump."""
-        module = self.target.module_at(address)
-        if module is not None:
-            image = self.images.image(module)
-            if image is not None:
-                try:
-                    return image.read_rva(address - module.base, size)
-                except (PEError, MemoryNotInDump):
-                    pass
-        return self.target.read_available(address, size)
-
-    # -- places ---------------------------------------------------------------------------
-    def place(self, ip: int, is_return: bool = False) -> _Place:
-        """What is known about `ip`. For a return address (`is_return`), the function is
-        the one containing ip - 1: a call can be the last instruction of a function."""
-        key = (ip, is_return)
-        p = self._places.get(key)
-        if p is None:
-            p = self._places[key] = self._make_place(ip, ip - 1 if is_return else ip)
-        return p
-
-    def _make_place(self, ip: int, code_ip: int) -> _Place:
-        module = self.target.module_at(ip)
-        rva = image = function = dynamic = None
-        if module is not None:
-            rva = ip - module.base
-            image = self.images.image(module)
-            if image is not None:
-                try:
-                    function = image.lookup_function(code_ip - module.base)
-                except (PEError, MemoryNotInDump):
-                    function = None
-        if function is None and self._dynamic:
-            i = bisect.bisect_right(self._dynamic_starts, code_ip) - 1
-            if i >= 0 and self._dynamic[i][0] <= code_ip < self._dynamic[i][1]:
-                dynamic = self._dynamic[i]
-        symbol = self._symbol(ip, module, rva, image, function)
-        return _Place(module, rva, image, function, dynamic, symbol)
-
-    def _symbol(self, ip, module, rva, image, function) -> Optional[str]:
-        debugger = self.target.symbol_at(ip)
-        if debugger:
-            return debugger
-        if module is None:
+    # -- the fast path ---------------------------------------------------------------------
+    def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:
+        """A return address whose function's unwind is only pushes and allocations (and
+        no frame register) as a FixedFrame; None when the general path is needed."""
+        place = self.walker.place(return_address, True)
+        if place.function is None or place.module is None:
             return None
-        start = function.begin_rva if function is not None else None
-        if image is not None:
-            near = self._nearest_name(image, rva, start)
-            if near is not None:
-                name, at = near
-                return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
-        if start is not None:
-            return f"{module.name}!func_{start:x}" + (f"+{rva - start:#x}" if rva != start else "")
-        return None
+        recipe = self._recipe(place, return_address - 1)
+        if recipe is None or not all(k in (_ADD, _POP) or (k == _FRAME and a is None) for k, a, _ in recipe):
+            return None
+        offset = 0
+        saved = []
+        for kind, a, _ in recipe:
+            if kind == _ADD:
+                offset += a
+            elif kind == _POP:
+                saved.append((a, offset))
+                offset += 8
+        return FixedFrame(place, offset, tuple(saved), place.module.name, place.function.begin_rva)
 
-    @staticmethod
-    def _nearest_name(image: PEImage, rva: int, start: Optional[int]) -> Optional[Tuple[str, int]]:
-        """(name, rva) of the nearest-lower export or COFF function symbol (mingw keeps
-        them) that can name code at `rva`: not below the function's own start (a name
-        from an earlier function would mislabel this one), and, with no .pdata entry
-        covering `rva`, not a function whose entry ends before it. An export at the
-        function's start is taken as is: the COFF table, at the end of the file (the
-        whole of a compressed image away), is read only when exports do not name it."""
-        best = None
-        for lookup in (image.nearest_export, image.nearest_function_symbol):
-            try:
-                near = lookup(rva)
-            except (PEError, MemoryNotInDump):
-                near = None
-            if near is None or (start is not None and near[1] < start):
-                continue
-            if start is None and _ends_before(image, near[1], rva):
-                continue
-            if best is None or near[1] > best[1]:
-                best = near
-            if start is not None and best[1] == start:
-                break
-        return best
+    # -- the general path ------------------------------------------------------------------
+    def caller(
+        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+    ) -> Optional[Caller]:
+        recipe = (
+            self._recipe(place, ip if exact else ip - 1)
+            if (place.function is not None or place.dynamic is not None)
+            else None
+        )
+        walker = self.walker
+        if recipe is not None:
+            if exact:
+                epi = self._epilogue(place, ip, sp, regs, read_word)
+                if epi is not None:
+                    return epi
+            out = _run(recipe, sp, regs, read_word)
+            if out is not None and (out[0] == 0 or walker.code_address(out[0])):
+                return Caller(out[0], out[1], out[2], Trust.UNWIND_INFO, out[3])
+        elif place.module is not None:
+            # No unwind entry. Follow the code to its RET (hand-written probes such as
+            # ___chkstk_ms push and pop around a loop), then the leaf rule.
+            path = simulate_to_return(walker.read_code, read_word, ip, sp, regs) if exact else None
+            if path is not None:
+                ret = read_word(path.rsp)
+                if ret is not None and walker.plausible_return(ret) is not None:
+                    return Caller(ret, path.rsp + 8, _volatile_cleared(regs, path.restored), Trust.PROLOGUE, False)
+            if place.image is not None and exact:
+                ret = read_word(sp)
+                if ret is not None and walker.plausible_return(ret) is Trust.SCAN_VALIDATED:
+                    return Caller(ret, sp + 8, _volatile_cleared(regs, {}), Trust.PROLOGUE, False)
+        found = walker.scan(sp, read_word, stack_hi, 8)
+        if found is None:
+            return None
+        at, value, trust = found
+        return Caller(value, at + 8, _volatile_cleared(regs, {}), trust, False)
 
-    # -- unwind recipes -------------------------------------------------------------------
-    def _recipe(self, place: _Place, ip: int) -> Optional[tuple]:
+    # -- unwind data ----------------------------------------------------------------------
+    def _recipe(self, place: Place, ip: int) -> Optional[Recipe]:
         """Compiled unwind steps for `ip` in its function, memoised by (unwind info,
         prolog offset); None when the unwind data is unreadable."""
         found = self._function_of(place)
@@ -227,23 +165,24 @@ class Walker:
             recipe = _compile(chain, offset)
         except (PEError, MemoryNotInDump, struct.error) as e:
             self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
-        if len(self._recipes) > 200_000:
+        if len(self._recipes) > RECIPE_CACHE_LIMIT:
             self._recipes.clear()
         self._recipes[key] = recipe
         return recipe
 
-    def _function_of(self, place: _Place) -> Optional[Tuple[Optional[PEImage], int, RuntimeFunction]]:
+    def _function_of(self, place: Place) -> Optional[Tuple[Optional[PEImage], int, RuntimeFunction]]:
         """(image or None, base, RUNTIME_FUNCTION relative to base) covering the place:
         its .pdata entry, else its FunctionTable entry (JIT code, image None), with an
         indirect entry (unwind field bit 0: it points at another RUNTIME_FUNCTION)
         resolved as for .pdata. None when there is neither or it cannot be resolved."""
-        if place.function is not None:
+        if place.function is not None and place.module is not None:
             return place.image, place.module.base, place.function
         if place.dynamic is None:
             return None
         d = place.dynamic
-        resolved = self._dynamic_functions.get(d, _MISSING)
-        if resolved is _MISSING:
+        if d in self._dynamic_functions:
+            resolved = self._dynamic_functions[d]
+        else:
             base = d[3]
             resolved = RuntimeFunction(d[0] - base, d[1] - base, d[2] - base)
             if resolved.unwind_rva & 1:
@@ -255,10 +194,10 @@ class Walker:
             self._dynamic_functions[d] = resolved
         return None if resolved is None else (None, d[3], resolved)
 
-    def _dynamic_reader(self, base: int) -> MemoryUnwindData:
+    def _dynamic_reader(self, base: int) -> _UnwindReader:
         mem = self._dynamic_readers.get(base)
         if mem is None:
-            mem = self._dynamic_readers[base] = MemoryUnwindData(self.target.read, base)
+            mem = self._dynamic_readers[base] = cast(_UnwindReader, MemoryUnwindData(self.target.read, base))
         return mem
 
     def _chain(self, image: Optional[PEImage], base: int, unwind_rva: int) -> List[UnwindInfo]:
@@ -267,189 +206,7 @@ class Walker:
         # Dynamic function table (JIT code): the unwind info lives in process memory.
         return self._dynamic_reader(base).unwind_chain(unwind_rva)
 
-    # -- walking --------------------------------------------------------------------------
-    def walk(
-        self, thread_id: int, context: Registers, stack_lo: int, stack_hi: int, max_frames: Optional[int] = None
-    ) -> StackWalk:
-        limit = self.max_frames if max_frames is None else max_frames
-        problems: List[str] = []
-        if stack_hi <= stack_lo:
-            stack_lo, stack_hi = context.sp, context.sp + 0x100000
-            problems.append("stack range unknown; assuming 1 MiB above SP")
-        if stack_hi - stack_lo > 1 << 40:
-            problems.append(f"stack range {stack_lo:#x}-{stack_hi:#x} is implausible; walking up to 1 MiB above SP")
-            stack_lo, stack_hi = context.sp, context.sp + 0x100000
-        window_lo = max(stack_lo, min(context.sp, stack_hi) & ~7)
-        stack = self.target.read_available(window_lo, min(stack_hi - window_lo, MAX_STACK_BYTES))
-        s_lo, s_hi = window_lo, window_lo + len(stack)
-        if not self.target.read_available(context.sp, 8):
-            problems.append(f"no stack memory at SP {context.sp:#x} in the dump")
-        unpack = struct.unpack_from
-
-        def read_u64(addr: int) -> Optional[int]:
-            if s_lo <= addr and addr + 8 <= s_hi:
-                return unpack("<Q", stack, addr - s_lo)[0]
-            try:
-                return unpack("<Q", self.target.read(addr, 8))[0]
-            except MemoryNotInDump:
-                return None
-
-        regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
-        ip, sp = context.ip, context.sp
-        frames: List[Frame] = []
-        append = frames.append
-        fast_steps = self._fast
-        in_module = self._in_module
-        trust = "context"
-        stop = "end of stack"
-        # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
-        # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
-        exact = True
-        while True:
-            n = len(frames)
-            if n >= limit:
-                stop = f"frame limit ({limit}) reached"
-                break
-            if not exact:
-                # Fast path: a caller frame whose unwind is pure pushes and allocations
-                # (most compiled code): one cached tuple, a few reads.
-                fast = fast_steps.get(ip, _MISSING)
-                if fast is _MISSING:
-                    fast = self._fast_step(ip)
-                if fast is not None:
-                    place, delta, pops, modname, fstart = fast
-                    ra = sp + delta
-                    if s_lo <= ra and ra + 8 <= s_hi:
-                        cip = unpack("<Q", stack, ra - s_lo)[0]
-                    else:
-                        cip = read_u64(ra)
-                    known = in_module.get(cip) if cip else None
-                    if known is None and cip:
-                        known = self._note_module(cip)
-                    ok = cip is not None and (cip == 0 or bool(known))
-                    if ok:
-                        if known:
-                            cip = known  # the shared int object (see _note_module)
-                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
-                        append(frame)
-                        for reg, off in pops:
-                            v = read_u64(sp + off)
-                            if v is not None:
-                                regs[reg] = v
-                        if cip == 0:
-                            stop = "end of stack (return address 0)"
-                            break
-                        csp = ra + 8
-                        if csp > stack_hi + 8:
-                            stop = "end of stack"
-                            break
-                        frame.size = csp - sp
-                        ip, sp, trust = cip, csp, "unwind_info"
-                        continue
-            place = self._places.get((ip, not exact)) or self.place(ip, not exact)
-            mod = place.module
-            frames.append(
-                Frame(
-                    n,
-                    ip,
-                    sp,
-                    mod.name if mod else None,
-                    place.rva,
-                    place.function.begin_rva if place.function is not None else None,
-                    place.symbol,
-                    None,
-                    trust,
-                )
-            )
-            nxt = self._caller(place, ip, sp, regs, read_u64, exact, stack_hi)
-            if nxt is None:
-                stop = "no caller found (end of stack or unrecoverable)"
-                break
-            cip, csp, cregs, ctrust, exact = nxt
-            if cip == 0:
-                stop = "end of stack (return address 0)"
-                break
-            if csp <= sp:
-                problems.append(f"frame {len(frames) - 1}: caller SP {csp:#x} not above {sp:#x}; stopped")
-                stop = "stack pointer did not increase"
-                break
-            if csp > stack_hi + 8:
-                stop = "end of stack"
-                break
-            frames[-1].size = csp - sp
-            ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread_id, frames, stop, problems)
-
-    def _in_dynamic_table(self, ip: int) -> bool:
-        i = bisect.bisect_right(self._dynamic_starts, ip) - 1
-        return i >= 0 and self._dynamic[i][0] <= ip < self._dynamic[i][1]
-
-    def _note_module(self, ip: int) -> int:
-        """Is ip plausible code: inside a module or a registered (JIT) function table?
-        Answers with the first int object seen for this address (truthy) or 0: a deep
-        recursion returns to the same address a million times, and the frames then share
-        one int instead of holding a million copies."""
-        ok = self.target.module_at(ip) is not None or (bool(self._dynamic) and self._in_dynamic_table(ip))
-        if len(self._in_module) > 500_000:
-            self._in_module.clear()
-        self._in_module[ip] = ip if ok else 0
-        return self._in_module[ip]
-
-    def _fast_step(self, ip: int):
-        """(place, offset of the return address, [(reg, offset)], module name, function
-        start) for a return address whose function's unwind is only pushes and
-        allocations; None when the general path is needed."""
-        place = self.place(ip, True)
-        result = None
-        if place.function is not None and place.module is not None:
-            recipe = self._recipe(place, ip - 1)
-            if recipe is not None and all(k in (_ADD, _POP) or (k == _FRAME and a is None) for k, a, _ in recipe):
-                off = 0
-                pops = []
-                for kind, a, _ in recipe:
-                    if kind == _ADD:
-                        off += a
-                    elif kind == _POP:
-                        pops.append((a, off))
-                        off += 8
-                result = (place, off, tuple(pops), place.module.name, place.function.begin_rva)
-        if len(self._fast) > 500_000:
-            self._fast.clear()
-        self._fast[ip] = result
-        return result
-
-    def _caller(self, place: _Place, ip: int, sp: int, regs: Dict[str, int], read_u64, exact: bool, stack_hi: int):
-        """(caller ip, caller sp, caller regs, trust, caller ip is exact) or None. `exact`:
-        `ip` is where execution stopped, not a return address."""
-        recipe = (
-            self._recipe(place, ip if exact else ip - 1)
-            if (place.function is not None or place.dynamic is not None)
-            else None
-        )
-        if recipe is not None:
-            if exact:
-                epi = self._epilogue(place, ip, sp, regs, read_u64)
-                if epi is not None:
-                    return epi
-            out = _run(recipe, sp, regs, read_u64)
-            if out is not None and (out[0] == 0 or self._in_module.get(out[0]) or self._note_module(out[0])):
-                return out[0], out[1], out[2], "unwind_info", out[3]
-        elif place.module is not None:
-            # No unwind entry. Follow the code to its RET (hand-written probes such as
-            # ___chkstk_ms push and pop around a loop), then the leaf rule.
-            path = simulate_to_return(self.read_code, read_u64, ip, sp, regs) if exact else None
-            if path is not None:
-                ret = read_u64(path.rsp)
-                if ret is not None and self._plausible_return(ret) is not None:
-                    new = _volatile_cleared(regs, path.restored)
-                    return ret, path.rsp + 8, new, "prologue", False
-            if place.image is not None and exact:
-                ret = read_u64(sp)
-                if ret is not None and self._plausible_return(ret) == "scan_validated":
-                    return ret, sp + 8, _volatile_cleared(regs, {}), "prologue", False
-        return self._scan(sp, regs, read_u64, stack_hi)
-
-    def _epilogue(self, place: _Place, ip: int, sp: int, regs, read_u64):
+    def _epilogue(self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord) -> Optional[Caller]:
         """Unwind an IP inside an epilogue by emulating the rest of it (the unwind codes
         describe the body, whose frame the epilogue has partly torn down already)."""
         found = self._function_of(place)
@@ -487,83 +244,13 @@ class Walker:
             # the same function: only its primary entry's start is a tail call
             return len(other_chain) == 1 and target - base == other.begin_rva
 
-        path = epilogue_path(self.read_code, read_u64, ip, sp, regs, frame_register, leaves_function)
+        path = epilogue_path(self.walker.read_code, read_word, ip, sp, regs, frame_register, leaves_function)
         if path is None:
             return None
-        ret = read_u64(path.rsp)
+        ret = read_word(path.rsp)
         if ret is None:
             return None
-        return ret, path.rsp + 8, _volatile_cleared(regs, path.restored), "unwind_info", False
-
-    def _plausible_return(self, addr: int) -> Optional[str]:
-        """'scan_validated' if a CALL ends at addr, 'scan' if addr is in module code but
-        the code bytes are not available, None if it cannot be a return address."""
-        try:
-            return self._returns[addr]
-        except KeyError:
-            pass
-        if len(self._returns) >= RETURN_CACHE_LIMIT:
-            self._returns.clear()
-        kind = self._returns[addr] = self._classify_return(addr)
-        return kind
-
-    def _classify_return(self, addr: int) -> Optional[str]:
-        module = self.target.module_at(addr)
-        if module is None:
-            if self._dynamic and self._in_dynamic_table(addr):
-                # JIT code registered with RtlAddFunctionTable: check the call site when
-                # the dump holds the code, else take it as a plain scan.
-                before = _code_before(self.target.read_available, addr)
-                if before:
-                    return "scan_validated" if call_ends_at(before, addr, self.bits) else None
-                return "scan"
-            return None
-        if addr - module.base < 0x1000:
-            return None  # the first page of an image is its headers, never code
-        image = self.images.image(module)
-        if image is not None and not image.is_code_rva(addr - module.base):
-            return None
-        before = _code_before(self.read_code, addr)
-        if before:
-            return "scan_validated" if call_ends_at(before, addr, self.bits) else None
-        return "scan" if image is None else None
-
-    def _scan(self, sp: int, regs, read_u64, stack_hi: int):
-        """The first word at or above sp that can be a return address (a CALL ends there
-        when the code is available; else it points into module code, as the peers take)."""
-        addr = sp
-        for _ in range(self.scan_words):
-            if addr + 8 > stack_hi:
-                break
-            val = read_u64(addr)
-            if val is None:
-                break
-            kind = self._plausible_return(val) if val > 0x10000 else None
-            if kind is not None:
-                return val, addr + 8, _volatile_cleared(regs, {}), kind, False
-            addr += 8
-        return None
-
-
-def _code_before(read, addr: int) -> bytes:
-    """The CALL_LOOKBACK bytes below a candidate return address, or b"" when they are
-    not all readable."""
-    before = read(addr - CALL_LOOKBACK, CALL_LOOKBACK)
-    return before if len(before) == CALL_LOOKBACK else b""
-
-
-def _ends_before(image: PEImage, name_rva: int, rva: int) -> bool:
-    """Does the function at `name_rva` have a .pdata entry that ends at or before `rva`?
-    Then `rva` (covered by no entry) is code after it, such as a hand-written
-    ___chkstk_ms, and must not borrow its name."""
-    try:
-        rf = image.lookup_function(name_rva)
-    except (PEError, MemoryNotInDump):
-        return False
-    if rf is None:
-        return False
-    covering = rf.indirect_from or rf
-    return covering.end_rva <= rva
+        return Caller(ret, path.rsp + 8, _volatile_cleared(regs, path.restored), Trust.UNWIND_INFO, False)
 
 
 def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:
@@ -572,7 +259,7 @@ def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[st
     return out
 
 
-def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
+def _compile(chain: Sequence[UnwindInfo], offset: int) -> Recipe:
     """Unwind steps for an IP `offset` bytes into the primary function, in the order
     Windows' RtlVirtualUnwind applies them. Operations whose prologue instruction has not
     run yet (code_offset > offset) are skipped in the primary entry; chained entries
@@ -585,7 +272,7 @@ def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
     uses_fp = first.frame_register != 0 and (
         len(chain) > 1 or any(op.op == UWOP_SET_FPREG and op.code_offset <= offset for op in first.ops)
     )
-    steps = [(_FRAME, GPR_NAMES[first.frame_register] if uses_fp else None, first.frame_offset)]
+    steps: List[RecipeStep] = [(_FRAME, GPR_NAMES[first.frame_register] if uses_fp else None, first.frame_offset)]
     for depth, info in enumerate(chain):
         for op in info.ops:
             if depth == 0 and op.code_offset > offset:
@@ -604,7 +291,7 @@ def _compile(chain: Sequence[UnwindInfo], offset: int) -> tuple:
     return tuple(steps)
 
 
-def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
+def _run(steps: Recipe, rsp: int, regs: Dict[str, int], read_u64: ReadWord) -> Optional[Unwound]:
     """Apply compiled steps: (caller ip, caller rsp, caller regs, interrupted) or None.
     `interrupted`: a machine frame gave the caller's IP, which is where an interrupt or
     exception stopped it, not a return address."""
@@ -652,17 +339,3 @@ def _run(steps: tuple, rsp: int, regs: Dict[str, int], read_u64):
     if ip is None:
         return None
     return ip, rsp + 8, new, False
-
-
-def walk_thread(
-    walker: Walker, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None
-) -> StackWalk:
-    ctx = context or thread.context
-    if ctx is None:
-        return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
-    lo, hi = thread.stack_start, thread.stack_end
-    if not (lo <= ctx.sp < hi) and hi > lo:
-        # Exception contexts can sit below the captured range (the writer's own frames
-        # were cut); read from SP up to the recorded top.
-        lo = min(lo, ctx.sp)
-    return walker.walk(thread.tid, ctx, lo, hi, max_frames)

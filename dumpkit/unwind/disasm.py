@@ -332,11 +332,11 @@ def epilogue_path(
         if step.kind == "add":
             rsp = (rsp + step.value) & _MASK64
         elif step.kind == "lea":
-            base = regs.get(step.register)
+            base = regs.get(step.register) if step.register is not None else None
             if base is None:
                 return None
             rsp = (base + step.value) & _MASK64
-        elif step.kind == "pop":
+        elif step.kind == "pop" and step.register is not None:  # (a pop always names one)
             val = read_u64(rsp)
             if val is None:
                 return None

@@ -1,12 +1,86 @@
-"""Stack frames as the walker produces them."""
+"""Stack frames as the walker produces them, how each was found (`Trust`) and how a walk
+ended (`StopReason`): enums with descriptions, carried as data and rendered as the
+words reports have always used."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional
+from enum import Enum
+from typing import Dict, List, Optional
 
-# How a frame was found, weakest first. The order is the order of trust.
-TRUST_LEVELS = ("scan", "scan_validated", "frame_pointer", "prologue", "unwind_info", "context")
+
+class _Described:
+    """`description`: what a member means, in a sentence."""
+
+    @property
+    def description(self) -> str:
+        return DESCRIPTIONS[self]
+
+
+class Trust(str, _Described, Enum):
+    """How a frame was found, weakest first: the definition order is the order of trust.
+
+    A `str` mixin, so a member compares, hashes and serialises as its value ("scan",
+    "unwind_info", ...). `str()` and `format()` are defined here because what they give
+    for a mixed-in Enum changed between Python 3.8 and 3.12."""
+
+    SCAN = "scan"
+    SCAN_VALIDATED = "scan_validated"
+    FRAME_POINTER = "frame_pointer"
+    PROLOGUE = "prologue"
+    UNWIND_INFO = "unwind_info"
+    CONTEXT = "context"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+# The trust levels' names, weakest first.
+TRUST_LEVELS = tuple(t.value for t in Trust)
+
+
+class StopReason(_Described, Enum):
+    """Why a walk ended. `text()` is the wording reports show (the frame limit says its
+    value); `description` says what it means."""
+
+    END_OF_STACK = "end of stack"
+    RETURN_ADDRESS_ZERO = "end of stack (return address 0)"
+    NO_CALLER = "no caller found (end of stack or unrecoverable)"
+    SP_NOT_INCREASING = "stack pointer did not increase"
+    FRAME_LIMIT = "frame limit reached"
+    NO_CONTEXT = "no register context"
+
+    def text(self, frame_limit: Optional[int] = None) -> str:
+        if self is StopReason.FRAME_LIMIT and frame_limit is not None:
+            return f"frame limit ({frame_limit}) reached"
+        return self.value
+
+    def __str__(self) -> str:
+        return self.text()
+
+    @property
+    def reached_the_end(self) -> bool:
+        """The walk got to the stack's outermost frame (rather than giving up or being cut)."""
+        return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO)
+
+
+DESCRIPTIONS: Dict[_Described, str] = {
+    Trust.SCAN: "stack scanning: a word on the stack that points into code (the code before it was not available)",
+    Trust.SCAN_VALIDATED: "stack scanning: a word on the stack right after a CALL instruction",
+    Trust.FRAME_POINTER: "the saved frame-pointer chain",
+    Trust.PROLOGUE: "the function's code read up to its RET (it has no unwind data)",
+    Trust.UNWIND_INFO: "the module's unwind data (.pdata/.xdata or a registered function table)",
+    Trust.CONTEXT: "the thread's register context",
+    StopReason.END_OF_STACK: "the caller's stack pointer is past the top of the thread's stack",
+    StopReason.RETURN_ADDRESS_ZERO: "the outermost frame returns to address 0, where thread start routines end",
+    StopReason.NO_CALLER: "no unwind data, frame pointer or scanned word gave a caller",
+    StopReason.SP_NOT_INCREASING: "the caller's stack pointer was not above the callee's (a loop or damaged data)",
+    StopReason.FRAME_LIMIT: "the walk stopped at its frame limit (--max-frames); the stack goes on",
+    StopReason.NO_CONTEXT: "the thread has no register context to start from",
+}
 
 
 @dataclass
@@ -15,7 +89,9 @@ class Frame:
 
     `ip` is the frame's instruction pointer (for frames above 0, the return address);
     `sp` the stack pointer inside the frame; `size` the distance to the caller's frame
-    (WinDbg `kf`'s Memory column), None for the outermost frame."""
+    (WinDbg `kf`'s Memory column), None for the outermost frame. Not frozen: the walker
+    sets `size` once it has found the caller, and a frozen dataclass would cost a
+    million-frame walk a noticeable share of its time."""
 
     __slots__ = ("index", "ip", "sp", "module", "rva", "function_start", "symbol", "size", "trust")
 
@@ -27,7 +103,7 @@ class Frame:
     function_start: Optional[int]  # RVA of the function's first instruction, when known
     symbol: Optional[str]  # "module!name" or "module!name+0x1a", best available
     size: Optional[int]
-    trust: str
+    trust: Trust
 
     @property
     def function_key(self) -> str:
@@ -49,16 +125,25 @@ class Frame:
         return f"{self.ip:#x}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class StackWalk:
+    """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
+
     thread_id: int
     frames: List[Frame]
-    stop_reason: str  # why the walk ended: "end of stack", "frame limit (N)", ...
+    stop: StopReason
     problems: List[str]
+    frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT)
 
     @property
-    def trust_counts(self) -> dict:
-        out: dict = {}
+    def stop_reason(self) -> str:
+        """How the walk ended, in the words reports use."""
+        return self.stop.text(self.frame_limit)
+
+    @property
+    def trust_counts(self) -> Dict[str, int]:
+        """Frames per trust level (the keys are `Trust` members, which are strings)."""
+        out: Dict[str, int] = {}
         for f in self.frames:
             out[f.trust] = out.get(f.trust, 0) + 1
         return out

@@ -1,96 +1,61 @@
-"""32-bit x86 stack walking: the EBP frame chain, then validated scanning.
+"""The 32-bit x86 step: the EBP frame chain, then the walker's validated scanning.
 
 x86 Windows code has no .pdata; its unwind data (FPO records) lives in PDBs. What a dump
 alone supports is what Breakpad and rust-minidump do without symbols: follow the saved
 EBP chain (caller EIP at [ebp+4], caller ESP = ebp+8, caller EBP at [ebp]) while it stays
 on the stack and points into module code, and scan for a return address when it does
-not. Iterative and bounded like the x64 walker; frames are named through the same
-Walker (exports / COFF symbols when the image is found).
+not. Frames are named by the walker like any other (exports / COFF symbols when the
+image is found).
 """
 
 from __future__ import annotations
 
-import struct
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from dumpkit.target import MemoryNotInDump, Registers, Thread
-from dumpkit.unwind.amd64 import Walker
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.target import Registers, Thread
+from dumpkit.unwind.frames import Trust
+from dumpkit.unwind.places import Place
+from dumpkit.unwind.walk import Caller, ReadWord, Start, Walker
 
-MAX_STACK_BYTES = 64 << 20
+# With no usable stack range, the walk assumes this much stack above ESP.
+ASSUMED_STACK = 0x100000
 
 
-def walk_x86(
-    walker: Walker, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None
-) -> StackWalk:
-    ctx = context or thread.context
-    if ctx is None:
-        return StackWalk(thread.tid, [], "no register context", ["thread has no register context"])
-    limit = walker.max_frames if max_frames is None else max_frames
-    target = walker.target
-    eip, esp, ebp = ctx.values.get("eip", 0), ctx.values.get("esp", 0), ctx.values.get("ebp", 0)
-    lo, hi = thread.stack_start, thread.stack_end
-    problems: List[str] = []
-    if hi <= lo or not (lo <= esp <= hi):
-        lo, hi = esp, esp + 0x100000
-        problems.append("stack range does not contain ESP; assuming 1 MiB above it")
-    stack = target.read_available(esp, min(hi - esp, MAX_STACK_BYTES))
-    s_lo, s_hi = esp, esp + len(stack)
+class X86Step:
+    """x86 unwinding: frame pointers and scanning; only EBP is tracked."""
 
-    def u32(addr: int) -> Optional[int]:
-        if s_lo <= addr and addr + 4 <= s_hi:
-            return struct.unpack_from("<I", stack, addr - s_lo)[0]
-        try:
-            return struct.unpack("<I", target.read(addr, 4))[0]
-        except MemoryNotInDump:
-            return None
+    word_size = 4
 
-    def code_ok(addr: int) -> bool:
-        return walker._plausible_return(addr) is not None
+    def __init__(self, walker: Walker):
+        self.walker = walker
 
-    frames: List[Frame] = []
-    trust = "context"
-    stop = "end of stack"
-    first = True
-    while True:
-        if len(frames) >= limit:
-            stop = f"frame limit ({limit}) reached"
-            break
-        place = walker.place(eip, not first)
-        mod = place.module
-        frames.append(
-            Frame(len(frames), eip, esp, mod.name if mod else None, place.rva, None, place.symbol, None, trust)
-        )
-        first = False
-        nxt = None
+    def start(self, thread: Thread, context: Registers) -> Start:
+        values = context.values
+        eip, esp, ebp = values.get("eip", 0), values.get("esp", 0), values.get("ebp", 0)
+        lo, hi = thread.stack_start, thread.stack_end
+        problems: List[str] = []
+        if hi <= lo or not (lo <= esp <= hi):
+            lo, hi = esp, esp + ASSUMED_STACK
+            problems.append("stack range does not contain ESP; assuming 1 MiB above it")
+        return Start(eip, esp, {"ebp": ebp}, lo, hi, problems)
+
+    def fixed_frame(self, return_address: int) -> None:
+        """Without unwind data no x86 frame has a fixed layout."""
+        return None
+
+    def caller(
+        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+    ) -> Optional[Caller]:
+        walker = self.walker
+        ebp = regs.get("ebp", 0)
         # Frame pointer: only while EBP lies on the stack above ESP.
-        if esp <= ebp < hi:
-            ret, saved = u32(ebp + 4), u32(ebp)
-            if ret and code_ok(ret) and (saved is None or saved == 0 or saved > ebp):
-                nxt = (ret, ebp + 8, saved or 0, "frame_pointer")
-        if nxt is None:
-            addr = esp
-            for _ in range(walker.scan_words):
-                if addr + 4 > hi:
-                    break
-                val = u32(addr)
-                if val is None:
-                    break
-                kind = walker._plausible_return(val) if val > 0x10000 else None
-                if kind is not None:
-                    # the callee's EBP is unknown; keep the one we have if still above
-                    nxt = (val, addr + 4, ebp if ebp > addr else 0, kind)
-                    break
-                addr += 4
-        if nxt is None:
-            stop = "no caller found (end of stack or unrecoverable)"
-            break
-        ceip, cesp, cebp, ctrust = nxt
-        if cesp <= esp:
-            stop = "stack pointer did not increase"
-            break
-        if cesp > hi + 4:
-            break
-        frames[-1].size = cesp - esp
-        eip, esp, ebp, trust = ceip, cesp, cebp, ctrust
-    return StackWalk(thread.tid, frames, stop, problems)
+        if sp <= ebp < stack_hi:
+            ret, saved = read_word(ebp + 4), read_word(ebp)
+            if ret and walker.plausible_return(ret) is not None and (saved is None or saved == 0 or saved > ebp):
+                return Caller(ret, ebp + 8, {"ebp": saved or 0}, Trust.FRAME_POINTER, False)
+        found = walker.scan(sp, read_word, stack_hi, 4)
+        if found is None:
+            return None
+        at, value, trust = found
+        # the callee's EBP is unknown; keep the one we have while it is still above
+        return Caller(value, at + 4, {"ebp": ebp if ebp > at else 0}, trust, False)

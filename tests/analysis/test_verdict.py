@@ -6,7 +6,7 @@ from __future__ import annotations
 from dumpkit.analysis.model import CrashInfo, Cycle, Environment, StackBudget, ThreadReport
 from dumpkit.analysis.verdict import Case
 from dumpkit.analysis.verdict import decide as decide_case
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.frames import Frame, StackWalk, StopReason
 
 
 def decide(problems, crash, thread, walk, sizes, env):
@@ -48,7 +48,7 @@ def _overflow_case(functions, period, reps, size):
     crash = CrashInfo(
         0xC00000FD, "STATUS_STACK_OVERFLOW", "out of stack", "0xC00000FD stack overflow", 1, 0x7FF000001000, (1, 0x1000)
     )
-    return crash, thread, StackWalk(1, frames, "end of stack", [])
+    return crash, thread, StackWalk(1, frames, StopReason.END_OF_STACK, [])
 
 
 def test_recursion_made_of_interpreter_frames_is_called_python_recursion():
@@ -100,7 +100,7 @@ def _heap_case(names):
         (0,),
         raised_by=raising_function(frames, fallback=False),
     )
-    return crash, StackWalk(1, frames, "end of stack", [])
+    return crash, StackWalk(1, frames, StopReason.END_OF_STACK, [])
 
 
 def test_heap_corruption_names_the_caller_and_the_operation():
@@ -178,7 +178,7 @@ def _fastfail_case(subcode, names):
         fastfail_name={2: "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"}.get(subcode, "FAST_FAIL_FATAL_APP_EXIT"),
         raised_by=raising_function(frames),
     )
-    return crash, StackWalk(1, frames, "end of stack", [])
+    return crash, StackWalk(1, frames, StopReason.END_OF_STACK, [])
 
 
 def test_gs_failure_without_symbols_names_no_smashed_function():
@@ -283,7 +283,7 @@ def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
         params,
         cxx_types=tuple(thrown_types(params, read)),
     )
-    v, findings = decide(_target(), crash, None, StackWalk(1, frames, "end of stack", []), (), Environment())
+    v, findings = decide(_target(), crash, None, StackWalk(1, frames, StopReason.END_OF_STACK, []), (), Environment())
     assert v.kind == "cxx_exception" and v.confidence == "high" and findings[0].kind == "cxx_exception"
     assert v.headline == "Unhandled C++ exception std::bad_alloc thrown from my_ops.pyd!make_tensor"
     assert "catchable as: std::bad_alloc, std::exception" in v.evidence

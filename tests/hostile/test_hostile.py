@@ -244,7 +244,7 @@ def test_limits_are_parameters_with_safe_defaults():
     from dumpkit.engine import Options
     from dumpkit.sources import minidump
     from dumpkit.target import SoftErrors
-    from dumpkit.unwind import amd64
+    from dumpkit.unwind import walk
 
     o = Options()
     assert 0 < o.max_frames <= 10_000_000 and 0 < o.other_thread_max_frames <= o.max_frames
@@ -252,9 +252,9 @@ def test_limits_are_parameters_with_safe_defaults():
     assert 0 < minidump.MAX_RECORDS <= 1 << 24
     assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
     assert 0 < minidump.OVERLAP_COMPARE_BUDGET <= 1 << 30
-    assert 0 < amd64.MAX_STACK_BYTES <= 1 << 30
+    assert 0 < walk.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
-    assert 0 < amd64.DEFAULT_SCAN_WORDS <= 4096
+    assert 0 < walk.DEFAULT_SCAN_WORDS <= 4096
     assert 0 < SoftErrors().limit <= 1000
 
 

@@ -107,7 +107,9 @@ def test_dml_tags_and_link_commands_are_only_dumpkits(name):
     out = "\n".join(lines)
     assert not re.search(r"<(?!/?(b|link)[ >])", out)  # every '<' starts one of our tags
     for cmd in re.findall(r'<link cmd="([^"]*)">', out):
-        assert re.fullmatch(r"~~\[0x[0-9a-f]+\]s(; \.ecxr)?(; \.frame 0x[0-9a-f]+)?", cmd), cmd
+        # thread and frame switches, `u` at a faulting-code address, `.ecxr`: nothing else
+        thread = r"~~\[0x[0-9a-f]+\]s(; \.ecxr)?(; \.frame 0x[0-9a-f]+)?"
+        assert re.fullmatch(rf"{thread}|u 0x[0-9a-f]+|\.ecxr", cmd), cmd
     assert "\x1b" not in out and "\x07" not in out
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
-from dumpkit.unwind.amd64 import walk_thread
+from dumpkit.unwind.walk import walk_thread
 from tests.conftest import SAMPLE_BIN, SAMPLES, sample_manifest
 
 CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]

@@ -6,7 +6,6 @@ package turns one kind of crash into a headline, a confidence, evidence and next
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
@@ -108,10 +107,6 @@ def instruction(read_code: Optional[ReadCode], ip: int, bits: int = 64) -> Optio
     return f"{got[1]} {got[2]}".strip()
 
 
-_LIMIT = re.compile(r"frame limit \((\d+)\)")
-
-
 def frame_limit(walk: Optional[StackWalk]) -> Optional[int]:
     """The frame limit the walk stopped at (--max-frames), or None when it ended on its own."""
-    m = _LIMIT.search(walk.stop_reason) if walk is not None else None
-    return int(m.group(1)) if m else None
+    return walk.frame_limit if walk is not None else None

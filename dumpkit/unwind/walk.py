@@ -1,0 +1,381 @@
+"""The one walk loop, and the services every CPU's step uses.
+
+`Walker` walks the threads of one target with the step of its CPU (`unwind/amd64.py`,
+`unwind/x86.py`; `unwind/cpus.py` says which is which). The loop here owns what does not
+depend on the CPU:
+
+- bounds: a frame limit, the caller's SP strictly above the callee's and inside the
+  stack; the stack's bytes copied once (up to MAX_STACK_BYTES) for fast word reads;
+- places: module, RVA, unwind entry, function start and name of each address (cached);
+- call-site validation (`plausible_return`: does a CALL end at this address?) and stack
+  scanning built on it, which steps fall back to;
+- fixed frames: a caller frame whose return address and saved registers sit at fixed
+  offsets from SP (most compiled code) is taken from a cached `FixedFrame` in the loop
+  itself, with no call into the step; a million identical recursive frames then cost a
+  dictionary lookup and a few reads each;
+- the stop reasons.
+
+A step answers, for one frame, where its caller is (`Step.caller`), and may describe a
+return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
+the stack's depth.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple
+
+from dumpkit.images import ImageProvider
+from dumpkit.pe import PEError
+from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
+from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
+from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
+from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
+
+DEFAULT_MAX_FRAMES = 2_000_000
+# How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
+# cuts walks short at the first large frame; much further mostly finds stale addresses.
+DEFAULT_SCAN_WORDS = 256
+# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
+# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
+MAX_STACK_BYTES = 64 << 20
+# Scanning asks about the same stack words again and again (every thread of a process
+# shares the same return sites); caches are bounded so a hostile dump cannot grow them.
+RETURN_CACHE_LIMIT = 1 << 18
+CODE_CACHE_LIMIT = 500_000
+FIXED_CACHE_LIMIT = 500_000
+# Below this, a stack word is a small number, not a return address.
+MIN_CODE_ADDRESS = 0x10000
+
+_MISSING: Any = object()
+
+ReadWord = Callable[[int], Optional[int]]  # a stack word at an address, None when unreadable
+
+
+class Start(NamedTuple):
+    """Where a thread's walk begins, as its CPU's step reads the context."""
+
+    ip: int
+    sp: int
+    regs: Dict[str, int]  # the registers the step tracks, by lowercase name
+    stack_lo: int
+    stack_hi: int
+    problems: List[str]
+
+
+class Caller(NamedTuple):
+    """The caller a step found for a frame."""
+
+    ip: int
+    sp: int
+    regs: Dict[str, int]
+    trust: Trust
+    exact: bool  # ip is where execution stopped (a machine frame saved it), not a return address
+
+
+class FixedFrame(NamedTuple):
+    """A return address's frame whose caller needs nothing but fixed offsets from SP:
+    the return address at sp + return_offset, each saved register at sp + offset."""
+
+    place: Place
+    return_offset: int
+    saved: Tuple[Tuple[str, int], ...]
+    module: str
+    function_start: Optional[int]
+
+
+class Step(Protocol):
+    """One CPU's unwinding rules."""
+
+    word_size: int  # bytes in a stack word (a return address, a push)
+
+    def start(self, thread: Thread, context: Registers) -> Start:
+        """The first frame's registers and the stack range to walk in."""
+        ...
+
+    def caller(
+        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+    ) -> Optional[Caller]:
+        """The caller of the frame at (ip, sp), or None. `exact`: ip is where execution
+        stopped (frame 0, or a machine frame's IP), not a return address."""
+        ...
+
+    def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:
+        """The frame of `return_address` as a FixedFrame, or None when the general path
+        (`caller`) is needed."""
+        ...
+
+
+StepFactory = Callable[["Walker"], Step]
+_FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]  # a FixedFrame's fields
+
+
+class Walker:
+    """Walks threads of one target. Keep one per target: its caches are the speed.
+
+    `step` builds the CPU's step from this walker (see `unwind/cpus.py`); without one
+    the walker still serves places, code bytes and call-site checks, but walks nothing."""
+
+    def __init__(
+        self,
+        target: Target,
+        images: ImageProvider,
+        step: Optional[StepFactory] = None,
+        max_frames: int = DEFAULT_MAX_FRAMES,
+        scan_words: int = DEFAULT_SCAN_WORDS,
+    ):
+        self.target = target
+        self.images = images
+        self.max_frames = max_frames
+        self.scan_words = scan_words
+        self._places: Dict[Tuple[int, bool], Place] = {}
+        self._fixed: Dict[int, Optional[_FixedTuple]] = {}
+        self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
+        self._returns: Dict[int, Optional[Trust]] = {}
+        self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
+        self._dynamic_starts = [d[0] for d in self.dynamic]
+        self.step: Optional[Step] = step(self) if step is not None else None
+        # Call sites are decoded in the CPU's mode (0x40-0x4F are not REX in 32-bit code).
+        self.bits = self.step.word_size * 8 if self.step is not None else 64
+
+    # -- memory --------------------------------------------------------------------------
+    def read_code(self, address: int, size: int) -> bytes:
+        """Code bytes from the module image when we have it, else from the dump."""
+        module = self.target.module_at(address)
+        if module is not None:
+            image = self.images.image(module)
+            if image is not None:
+                try:
+                    return image.read_rva(address - module.base, size)
+                except (PEError, MemoryNotInDump):
+                    pass
+        return self.target.read_available(address, size)
+
+    # -- places ---------------------------------------------------------------------------
+    def place(self, ip: int, is_return: bool = False) -> Place:
+        """What is known about `ip`. For a return address (`is_return`), the function is
+        the one containing ip - 1: a call can be the last instruction of a function."""
+        key = (ip, is_return)
+        p = self._places.get(key)
+        if p is None:
+            p = self._places[key] = self._make_place(ip, ip - 1 if is_return else ip)
+        return p
+
+    def _make_place(self, ip: int, code_ip: int) -> Place:
+        module = self.target.module_at(ip)
+        rva = image = function = dynamic = None
+        if module is not None:
+            rva = ip - module.base
+            image = self.images.image(module)
+            if image is not None:
+                try:
+                    function = image.lookup_function(code_ip - module.base)
+                except (PEError, MemoryNotInDump):
+                    function = None
+        if function is None and self.dynamic:
+            dynamic = self.dynamic_entry(code_ip)
+        symbol = symbol_for(self.target.symbol_at(ip), module, rva, image, function)
+        return Place(module, rva, image, function, dynamic, symbol)
+
+    def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
+        """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
+        i = bisect.bisect_right(self._dynamic_starts, ip) - 1
+        if i >= 0 and self.dynamic[i][0] <= ip < self.dynamic[i][1]:
+            return self.dynamic[i]
+        return None
+
+    def code_address(self, ip: int) -> int:
+        """Is ip plausible code: inside a module or a registered (JIT) function table?
+        Answers with the first int object seen for this address (truthy) or 0: a deep
+        recursion returns to the same address a million times, and the frames then share
+        one int instead of holding a million copies."""
+        known = self._code.get(ip)
+        if known is not None:
+            return known
+        ok = self.target.module_at(ip) is not None or (bool(self.dynamic) and self.dynamic_entry(ip) is not None)
+        if len(self._code) > CODE_CACHE_LIMIT:
+            self._code.clear()
+        self._code[ip] = ip if ok else 0
+        return self._code[ip]
+
+    # -- call sites and scanning ----------------------------------------------------------
+    def plausible_return(self, address: int) -> Optional[Trust]:
+        """SCAN_VALIDATED if a CALL ends at `address`, SCAN if it is in module code whose
+        bytes are not available, None if it cannot be a return address."""
+        try:
+            return self._returns[address]
+        except KeyError:
+            pass
+        if len(self._returns) >= RETURN_CACHE_LIMIT:
+            self._returns.clear()
+        kind = self._returns[address] = self._classify_return(address)
+        return kind
+
+    def _classify_return(self, addr: int) -> Optional[Trust]:
+        module = self.target.module_at(addr)
+        if module is None:
+            if self.dynamic and self.dynamic_entry(addr) is not None:
+                # JIT code registered with RtlAddFunctionTable: check the call site when
+                # the dump holds the code, else take it as a plain scan.
+                before = _code_before(self.target.read_available, addr)
+                if before:
+                    return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
+                return Trust.SCAN
+            return None
+        if addr - module.base < 0x1000:
+            return None  # the first page of an image is its headers, never code
+        image = self.images.image(module)
+        if image is not None and not image.is_code_rva(addr - module.base):
+            return None
+        before = _code_before(self.read_code, addr)
+        if before:
+            return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
+        return Trust.SCAN if image is None else None
+
+    def scan(self, sp: int, read_word: ReadWord, stack_hi: int, word_size: int) -> Optional[Tuple[int, int, Trust]]:
+        """(address, value, trust) of the first word at or above sp that can be a return
+        address (a CALL ends there when the code is available; else it points into module
+        code, as the peers take), looking at most `scan_words` words."""
+        addr = sp
+        for _ in range(self.scan_words):
+            if addr + word_size > stack_hi:
+                break
+            val = read_word(addr)
+            if val is None:
+                break
+            kind = self.plausible_return(val) if val > MIN_CODE_ADDRESS else None
+            if kind is not None:
+                return addr, val, kind
+            addr += word_size
+        return None
+
+    # -- walking --------------------------------------------------------------------------
+    def _fixed_frame(self, step: Step, ip: int) -> Optional[_FixedTuple]:
+        """The step's FixedFrame for ip, cached as a plain tuple: the loop unpacks one per
+        frame, and unpacking a NamedTuple (a tuple subclass) takes CPython's slow path."""
+        fixed = step.fixed_frame(ip)
+        plain: Optional[_FixedTuple] = None
+        if fixed is not None:
+            plain = (fixed.place, fixed.return_offset, fixed.saved, fixed.module, fixed.function_start)
+        if len(self._fixed) > FIXED_CACHE_LIMIT:
+            self._fixed.clear()
+        self._fixed[ip] = plain
+        return plain
+
+    def walk(self, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None) -> StackWalk:
+        """Walk `thread` from `context` (default: its own) for at most `max_frames`
+        frames (default: the walker's limit)."""
+        ctx = context or thread.context
+        if ctx is None:
+            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
+        step = self.step
+        if step is None:
+            raise ValueError("this walker has no step for the target's CPU")
+        limit = self.max_frames if max_frames is None else max_frames
+        ip, sp, regs, stack_lo, stack_hi, problems = step.start(thread, ctx)
+        word = step.word_size
+        word_format = "<Q" if word == 8 else "<I"
+        window_lo = max(stack_lo, min(sp, stack_hi) & -word)
+        stack = self.target.read_available(window_lo, min(stack_hi - window_lo, MAX_STACK_BYTES))
+        s_lo, s_hi = window_lo, window_lo + len(stack)
+        unpack = struct.unpack_from
+        target = self.target
+
+        def read_word(addr: int) -> Optional[int]:
+            if s_lo <= addr and addr + word <= s_hi:
+                return unpack(word_format, stack, addr - s_lo)[0]
+            try:
+                return unpack(word_format, target.read(addr, word))[0]
+            except MemoryNotInDump:
+                return None
+
+        frames: List[Frame] = []
+        append = frames.append
+        fixed_frames = self._fixed
+        code = self._code
+        places = self._places
+        trust = Trust.CONTEXT
+        unwind_info = Trust.UNWIND_INFO
+        stop = StopReason.END_OF_STACK
+        # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
+        # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
+        exact = True
+        while True:
+            n = len(frames)
+            if n >= limit:
+                stop = StopReason.FRAME_LIMIT
+                break
+            if not exact:
+                # Fast path: a caller frame whose unwind is fixed offsets from SP (most
+                # compiled code): one cached tuple, a few reads.
+                fast = fixed_frames.get(ip, _MISSING)
+                if fast is _MISSING:
+                    fast = self._fixed_frame(step, ip)
+                if fast is not None:
+                    place, delta, saved, modname, fstart = fast
+                    ra = sp + delta
+                    if s_lo <= ra and ra + word <= s_hi:
+                        cip = unpack(word_format, stack, ra - s_lo)[0]
+                    else:
+                        cip = read_word(ra)
+                    known = code.get(cip) if cip else None
+                    if known is None and cip:
+                        known = self.code_address(cip)
+                    if cip is not None and (cip == 0 or known):
+                        if known:
+                            cip = known  # the shared int object (see code_address)
+                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
+                        append(frame)
+                        for reg, off in saved:
+                            v = read_word(sp + off)
+                            if v is not None:
+                                regs[reg] = v
+                        if cip == 0:
+                            stop = StopReason.RETURN_ADDRESS_ZERO
+                            break
+                        csp = ra + word
+                        if csp > stack_hi + word:
+                            stop = StopReason.END_OF_STACK
+                            break
+                        frame.size = csp - sp
+                        ip, sp, trust = cip, csp, unwind_info
+                        continue
+            place = places.get((ip, not exact)) or self.place(ip, not exact)
+            mod = place.module
+            frame = Frame(
+                n, ip, sp, mod.name if mod else None, place.rva, place.function_start, place.symbol, None, trust
+            )
+            append(frame)
+            nxt = step.caller(place, ip, sp, regs, read_word, exact, stack_hi)
+            if nxt is None:
+                stop = StopReason.NO_CALLER
+                break
+            cip, csp, cregs, ctrust, exact = nxt
+            if cip == 0:
+                stop = StopReason.RETURN_ADDRESS_ZERO
+                break
+            if csp <= sp:
+                problems.append(f"frame {n}: caller SP {csp:#x} not above {sp:#x}; stopped")
+                stop = StopReason.SP_NOT_INCREASING
+                break
+            if csp > stack_hi + word:
+                stop = StopReason.END_OF_STACK
+                break
+            frame.size = csp - sp
+            ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
+        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+
+
+def walk_thread(
+    walker: Walker, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None
+) -> StackWalk:
+    """Walk `thread` with `walker` (see `Walker.walk`)."""
+    return walker.walk(thread, context, max_frames)
+
+
+def _code_before(read: Callable[[int, int], bytes], addr: int) -> bytes:
+    """The CALL_LOOKBACK bytes below a candidate return address, or b"" when they are
+    not all readable."""
+    before = read(addr - CALL_LOOKBACK, CALL_LOOKBACK)
+    return before if len(before) == CALL_LOOKBACK else b""

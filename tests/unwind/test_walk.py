@@ -1,0 +1,59 @@
+"""The CPU-neutral walker: what it does before and around a step (no context, no step for
+the CPU), and the call-site check every step's scanning relies on."""
+
+from __future__ import annotations
+
+import pytest
+
+from dumpkit.images import ImageLocator, ImageProvider
+from dumpkit.target import Module, Registers, Thread
+from dumpkit.unwind.cpus import step_for
+from dumpkit.unwind.frames import StopReason, Trust
+from dumpkit.unwind.walk import Walker
+from tests.unwind.asm import INT3, Alloc, Call, Code, Function, Image, Stack, target_of
+
+IMAGE = Image(
+    "calls.dll",
+    0x7FF650000000,
+    [
+        Function("A", [Alloc(0x28)], [INT3 * 8, Call("A.ret"), INT3 * 8]),
+        Code("B", bytes.fromhex("ffd0"), Call("B.ret")),
+    ],
+)
+
+
+# a module whose image is nowhere: not in the dump, no file
+GONE = Module("gone.dll", "C:\\nowhere\\gone.dll", 0x7FF700000000, 0x20000)
+
+
+def walker(arch: int = 9) -> Walker:
+    target = target_of([IMAGE.region(), (0x100000, Stack().build())], [IMAGE.module, GONE], arch=arch)
+    return Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)), step_for(target))
+
+
+def test_a_thread_without_context_is_not_walked():
+    result = walker().walk(Thread(5, None, 0x100000, 0x4000))
+    assert result.frames == [] and result.stop is StopReason.NO_CONTEXT
+    assert result.stop_reason == "no register context" and result.problems == ["thread has no register context"]
+
+
+def test_a_cpu_without_a_step_gets_no_walk_but_still_places_and_code():
+    w = walker(arch=12)  # ARM64
+    assert w.step is None and w.bits == 64
+    assert w.place(IMAGE["A.ret"], True).function_start == IMAGE.rva("A")
+    with pytest.raises(ValueError):
+        w.walk(Thread(5, Registers({"pc": 0, "sp": 0x100100}), 0x100000, 0x4000))
+
+
+def test_plausible_return_checks_the_call_site():
+    w = walker()
+    assert w.plausible_return(IMAGE["A.ret"]) is Trust.SCAN_VALIDATED  # call rel32 before it
+    assert w.plausible_return(IMAGE["B.ret"]) is Trust.SCAN_VALIDATED
+    assert w.plausible_return(IMAGE["B"] + 2) is Trust.SCAN_VALIDATED  # call rax (ff d0)
+    assert w.plausible_return(IMAGE["A"]) is None  # code, but no CALL ends there
+    assert w.plausible_return(IMAGE.module.base + 0x100) is None  # the headers page is never code
+    # code that cannot be checked is plain scan, but never in a module's first page
+    assert w.plausible_return(GONE.base + 0x1100) is Trust.SCAN
+    assert w.plausible_return(GONE.base + 0x100) is None
+    assert w.plausible_return(0x100100) is None  # the stack
+    assert w.bits == 64 and walker(arch=0).bits == 32
