@@ -51,6 +51,7 @@ from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.places import nearest_name
 from dumpkit.unwind.walk import Walker, walk_thread
 
 
@@ -404,20 +405,38 @@ def _image_version(walker: Walker):
     return lookup
 
 
+def _function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
+    """The first byte of the function holding `ip` and where it comes from: its unwind
+    entry, else the nearest export or COFF symbol that can name it (a leaf such as a
+    hand-written stack probe has no unwind entry)."""
+    place = walker.place(ip)
+    if place.dynamic is not None:  # JIT code registered with RtlAddFunctionTable
+        return place.dynamic[0], "function_entry"
+    if place.module is None or place.rva is None:
+        return None, "none"
+    if place.function_start is not None:
+        return place.module.base + place.function_start, "function_entry"
+    near = nearest_name(place.image, place.rva, None) if place.image is not None else None
+    return (place.module.base + near[1], "symbol") if near is not None else (None, "none")
+
+
 def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions):
     """The crash record with where it happened: the module holding the faulting IP, that
     module's version, and the code around the IP."""
     ip = frames[0].ip if frames else crash.address
     module = target.module_at(ip)
     disassembly = None
-    if target.system is not None and target.system.processor_architecture in (0, 9):
-        top = frames[0] if frames else None
-        entry = None
-        if top is not None and top.rva is not None and top.function_start is not None:
-            entry = top.ip - top.rva + top.function_start
+    if walker.step is not None:  # a CPU dumpkit walks, so decodes: x86 or x64
+        entry, entry_from = _function_entry(walker, ip)
         executing = crash.access_kind == "execute" and crash.access_address == ip
         disassembly = disassemble_around(
-            walker.read_code, ip, entry, walker.bits, executing=executing, name_at=lambda va: walker.place(va).symbol
+            walker.read_code,
+            ip,
+            entry,
+            walker.bits,
+            executing=executing,
+            name_at=lambda va: walker.place(va).symbol,
+            entry_from=entry_from,
         )
     return replace(
         crash,

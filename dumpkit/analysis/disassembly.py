@@ -41,16 +41,18 @@ def _decode_run(code: bytes, base: int, start: int, stop: int, bits: int) -> Opt
     return out if address == stop else None
 
 
-def _before(read_code: ReadCode, ip: int, entry: Optional[int], bits: int) -> Tuple[List[Instruction], str]:
-    """The instructions before `ip` and how they were found (`function_entry`, `guessed`, `none`)."""
+def _before(
+    read_code: ReadCode, ip: int, entry: Optional[int], entry_from: str, bits: int
+) -> Tuple[List[Instruction], str]:
+    """The instructions before `ip` and how they were found (`entry_from`, `guessed`, `none`)."""
     if entry == ip:
-        return [], "function_entry"  # the fault is on the function's first instruction
+        return [], entry_from  # the fault is on the function's first instruction
     if entry is not None and entry < ip and ip - entry <= MAX_SWEEP:
         code = read_code(entry, ip - entry)
         if len(code) == ip - entry:
             run = _decode_run(code, entry, entry, ip, bits)
             if run is not None:
-                return run[-BEFORE:], "function_entry"
+                return run[-BEFORE:], entry_from
     code = read_code(ip - GUESS_BACK, GUESS_BACK)
     if len(code) == GUESS_BACK:
         for back in range(GUESS_BACK, 0, -1):  # the farthest start that lands on the IP
@@ -80,9 +82,11 @@ def disassemble_around(
     bits: int = 64,
     executing: bool = False,
     name_at: Optional[NameAt] = None,
+    entry_from: str = "function_entry",
 ) -> Disassembly:
-    """The code around `ip` (`entry`: the function's first byte, when known); with no
-    instruction and a note when none can be read or decoded there. `executing`: the fault was executing the IP's
+    """The code around `ip` (`entry`: the function's first byte, when known, from
+    `entry_from`: `function_entry` for unwind data, `symbol` for the nearest symbol's
+    address); with no instruction and a note when none can be read or decoded there. `executing`: the fault was executing the IP's
     memory (DEP / unmapped): what lies there is not code, so nothing is decoded.
     `name_at(address)`: a symbol for a direct call's or jump's destination."""
     if executing:
@@ -102,7 +106,7 @@ def disassemble_around(
     if not at:
         return Disassembly((), "none", "the bytes at the IP do not decode as an instruction")
     at[0] = Instruction(at[0].address, at[0].bytes, at[0].text, faulting=True)
-    before, start = _before(read_code, ip, entry, bits)
+    before, start = _before(read_code, ip, entry, entry_from, bits)
     notes = {
         "guessed": "no function entry to decode from: the instructions before the IP are decoded from a few bytes "
         "back and may be wrong",

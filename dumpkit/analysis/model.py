@@ -150,7 +150,8 @@ class Instruction:
 @dataclass(frozen=True)
 class Disassembly:
     """The code around the faulting IP. `start`: how the instructions before it were found:
-    `function_entry` (decoded from the function's entry, exact), `guessed` (decoded from a
+    `function_entry` (decoded from the function's entry, exact), `symbol` (from the nearest
+    symbol's address, for code without unwind data), `guessed` (decoded from a
     few bytes back, the usual debugger guess: the first ones may be wrong), `none` (only the
     IP onwards). `note`: what was missing, when something was."""
 

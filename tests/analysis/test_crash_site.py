@@ -194,3 +194,15 @@ def test_a_minidump_without_the_peb_says_so():
 def test_with_no_code_bytes_at_the_ip_the_disassembly_says_so():
     code = _report(real_dump("breakpad/minidump2.dmp")).crash.disassembly  # no image, no code in the dump
     assert code is not None and code.instructions == () and "holds the code at the IP" in code.note
+
+
+def test_a_stack_probe_without_unwind_data_is_decoded_from_its_symbol():
+    """big_frame died in mingw's ___chkstk_ms, a leaf with no .pdata entry: its COFF symbol
+    gives the entry, and the probe's touch of the next page is the faulting instruction."""
+    report = _report(sample_path("big_frame.dmp"))
+    code = report.crash.disassembly
+    assert code.start == "symbol" and code.note is None
+    fault = [i for i in code.instructions if i.faulting]
+    assert len(fault) == 1 and fault[0].text == "or qword ptr [rcx], 0" and fault[0].address == report.crash.address
+    chain = [i for i in code.instructions if i.address <= fault[0].address]
+    assert len(chain) > 1 and all(a.address + len(a.bytes) // 2 == b.address for a, b in zip(chain, chain[1:]))
