@@ -54,7 +54,7 @@ def _stack_block(table: StackTable, digits: int = 16) -> List[str]:
     return address / IP, call site, [how the frame was found]."""
     h = table.headers
     width = max(len(h.number), table.number_width)
-    size = max(len(h.size), *(len(r.memory) for r in table.rows if not isinstance(r, Fold)))
+    size = max([len(h.size)] + [len(r.memory) for r in table.rows if not isinstance(r, Fold)])
     header = (
         f"{h.number:>{width}} {h.size:>{size}} {h.child_sp:>{digits}} {h.ip:>{digits}} "
         f"{h.call_site}  [{h.found_by.lower()}]"

@@ -103,3 +103,10 @@ def test_recursion_rows_fold_and_the_report_stays_small_for_a_deep_cycle():
     t = thread(1, stack, crashing=True, cycles=[cycle(["m.dll!a", "m.dll!b"], 0, 100)], frame_count=1_000_000)
     md = render_markdown(report([t]))
     assert "the cycle above repeats" in md and len(md) < 10_000
+
+
+def test_a_crashing_thread_without_frames_still_renders():
+    """A dump whose crashing thread has no walkable frame (the fuzz campaign made one):
+    the stack block is empty, not a TypeError."""
+    md = render_markdown(report([thread(1, (), crashing=True)], crash_info=crash()))
+    assert "Frame size (B)" in md
