@@ -313,21 +313,31 @@ def info(
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.
 @app.command(context_settings={"ignore_unknown_options": True})
 def explain(
-    code: str = typer.Argument(
-        ...,
-        help="An exit code or NTSTATUS: -1073741571, 3221225725, 0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7 ...",
+    code: Optional[List[str]] = typer.Argument(
+        None,
+        help="An exit code, NTSTATUS, HRESULT or Win32 error, by number or name, or in words: -1073741571, "
+        "0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7, 0x8007000E, ERROR_ACCESS_DENIED, stack overflow, abort ...",
+    ),
+    how_to_capture: bool = typer.Option(
+        False, "--how-to-capture", help="How to capture a dump next time, in full (else one line points to it)."
     ),
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain as run
-    from dumpkit.report.explanation import render_explanation_text
+    from dumpkit.report.explanation import render_capture_advice, render_explanation_text
 
+    text = " ".join(code or ())  # `dumpkit explain stack overflow` needs no quotes
+    if not text.strip():
+        if not how_to_capture:
+            raise fail("name a code to explain (or give --how-to-capture alone for the dump-capture advice)")
+        sys.stdout.write(render_capture_advice().rstrip("\n") + "\n")
+        return
     try:
-        parsed = parse_code(code)
+        parsed = parse_code(text)
     except ValueError as e:
         raise fail(str(e)) from None
-    sys.stdout.write(render_explanation_text(run(parsed)).rstrip("\n") + "\n")
+    sys.stdout.write(render_explanation_text(run(parsed), how_to_capture).rstrip("\n") + "\n")
 
 
 def main() -> None:
