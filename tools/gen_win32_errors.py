@@ -25,7 +25,7 @@ import re
 import sys
 from typing import Dict, List, Optional
 
-from gen_status_codes import MINGW_DIR, MINGW_PACKAGE, ROOT, Row, defines, package_version
+from gen_status_codes import MINGW_DIR, MINGW_PACKAGE, ROOT, Row, defines, package_version, write_or_check
 
 OUT = os.path.join(ROOT, "dumpkit", "analysis", "codes", "winerror.tsv")
 
@@ -83,20 +83,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not package or not os.path.isfile(path):
         raise SystemExit(f"{path}: not found, or no package version (apt-get install {MINGW_PACKAGE})")
     text = render(read_winerror(path, "mingw-w64 winerror.h"), f"{package}: winerror.h")
-    if args.check:
-        try:
-            with open(args.out, encoding="utf-8") as f:
-                same = f.read() == text
-        except OSError:
-            same = False
-        print(f"{args.out}: {'up to date' if same else 'differs from what the header gives'}")
-        return 0 if same else 1
-    tmp = args.out + ".tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.write(text)
-    os.replace(tmp, args.out)
-    print(f"wrote {args.out}: {sum(1 for line in text.splitlines() if not line.startswith('#'))} rows")
-    return 0
+    return write_or_check(text, args.out, args.check)
 
 
 if __name__ == "__main__":

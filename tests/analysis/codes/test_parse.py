@@ -100,6 +100,13 @@ def test_unknown_names_round_trip_through_hex():
         ("1/2/3", "not a code or name dumpkit knows"),
         ("-1073741571 (0xC0000005)", "disagree"),
         ("bad\nline", "not a code or name dumpkit knows"),
+        # a typo is answered with the nearest spelling dumpkit knows
+        ("STATUS_STACK_OVERFLOWW", "; did you mean STATUS_STACK_OVERFLOW?"),
+        ("stack overflw", "; did you mean STACK_OVERFLOW?"),
+        ("acess violation", "; did you mean ACCESS_VIOLATION?"),
+        ("abrt", "; did you mean abort?"),
+        ("E_OUTOFMEMOR", "; did you mean E_OUTOFMEMORY?"),
+        ("ERROR_ACCES_DENIED", "; did you mean ERROR_ACCESS_DENIED?"),
     ],
 )
 def test_bad_input_raises_one_line_value_error(text, fragment):
