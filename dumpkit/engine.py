@@ -15,12 +15,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
+from dumpkit.analysis.blame import blame_frame
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
+from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
+from dumpkit.analysis.environment.versions import Versions
 from dumpkit.packages import owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
@@ -36,9 +39,11 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
+from dumpkit.analysis.process import module_version, process_record
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
+from dumpkit.analysis.signature import crash_signature
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider
@@ -46,6 +51,7 @@ from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.places import nearest_name
 from dumpkit.unwind.walk import Walker, walk_thread
 
 
@@ -417,6 +423,47 @@ def _image_version(walker: Walker):
     return lookup
 
 
+def _function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
+    """The first byte of the function holding `ip` and where it comes from: its unwind
+    entry, else the nearest export or COFF symbol that can name it (a leaf such as a
+    hand-written stack probe has no unwind entry)."""
+    place = walker.place(ip)
+    if place.dynamic is not None:  # JIT code registered with RtlAddFunctionTable
+        return place.dynamic[0], "function_entry"
+    if place.module is None or place.rva is None:
+        return None, "none"
+    if place.function_start is not None:
+        return place.module.base + place.function_start, "function_entry"
+    near = nearest_name(place.image, place.rva, None) if place.image is not None else None
+    return (place.module.base + near[1], "symbol") if near is not None else (None, "none")
+
+
+def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions):
+    """The crash record with where it happened: the module holding the faulting IP, that
+    module's version, and the code around the IP."""
+    ip = frames[0].ip if frames else crash.address
+    module = target.module_at(ip)
+    disassembly = None
+    if walker.step is not None:  # a CPU dumpkit walks, so decodes: x86 or x64
+        entry, entry_from = _function_entry(walker, ip)
+        executing = crash.access_kind == "execute" and crash.access_address == ip
+        disassembly = disassemble_around(
+            walker.read_code,
+            ip,
+            entry,
+            walker.bits,
+            executing=executing,
+            name_at=lambda va: walker.place(va).symbol,
+            entry_from=entry_from,
+        )
+    return replace(
+        crash,
+        module=module.name if module is not None else None,
+        module_version=module_version(module, versions),
+        disassembly=disassembly,
+    )
+
+
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
@@ -434,6 +481,9 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         if ex is not None
         else None
     )
+    versions = Versions(_image_version(walker))
+    if crash is not None:
+        crash = _fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
     exe_reserve = _exe_stack_reserve(target, walker.images)
     same = _group_identical(walks)
     thread_reports: List[ThreadReport] = []
@@ -519,5 +569,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         crash_absent=facts.crash_absent(target),
         python=python,
         images=coverage,
+        process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
+        signature=crash_signature(crash, crash_report),
+        blame=blame_frame(crash_report, facts.module_records(target, sources)) if crash is not None else None,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)
