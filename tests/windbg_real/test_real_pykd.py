@@ -236,6 +236,8 @@ def test_images_the_debugger_maps_are_read_from_their_files(name, env, dumps_dir
 
 _FRAME_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s;(?: \.ecxr;)? \.frame 0x([0-9a-f]+)$")
 _THREAD_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s$")
+_CODE_LINK = re.compile(r"u 0x([0-9a-f]+)$")  # the faulting code's addresses (crash site)
+_REGISTERS = re.compile(r"\b[re]ip=[0-9a-f]+")
 
 
 def _frame_line(output: Optional[str], index: int) -> Optional[str]:
@@ -267,6 +269,16 @@ def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
                 child_sp = int(line.split()[1].replace("`", ""), 16)
                 assert child_sp == int(ours["sp"], 16), f"{command!r}: dbgeng's frame is at {line!r}"
                 checked += 1
+            continue
+        code = _CODE_LINK.match(command)
+        if code:
+            # dbgeng disassembles from that address: its first instruction line starts with it
+            address = int(code.group(1), 16)
+            shown = (f"{address >> 32:08x}`{address & 0xFFFFFFFF:08x}", f"{address:08x}")
+            assert any(s in (link["output"] or "") for s in shown), f"{command!r}: {link['output']!r}"
+            continue
+        if command == ".ecxr":  # the crash site's "exception context" link
+            assert _REGISTERS.search(link["output"] or ""), f"{command!r}: {link['output']!r}"
             continue
         thread = _THREAD_LINK.match(command)
         assert thread, f"a link this test does not know: {command!r}"
