@@ -147,7 +147,8 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
     cycle is one row holding only its call-site text."""
     names: Dict[str, str] = {}  # a frame's name, cleaned; a stack names few functions
     widths = [len(h) for h in HEADERS]
-    widths[2] = widths[3] = max(widths[3], digits)
+    widths[2] = max(widths[2], digits)
+    widths[3] = max(widths[3], digits)
     last = 0
     for row in _rows(walked, cycles):
         if isinstance(row, str):

@@ -9,6 +9,7 @@ import json
 import re
 from dataclasses import replace
 
+import pytest
 from rich.console import Console
 
 from dumpkit.analysis.model import Stacks
@@ -18,7 +19,7 @@ from dumpkit.report.stream import write_kf_table, write_stacks_json
 from dumpkit.report.text import stack_table as rich_table
 from dumpkit.report.view.stacks import KF, pointer_digits, stack_table
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, run_cli, sample_facts, sample_path
+from tests.conftest import SAMPLE_BIN, real_dump, run_cli, sample_facts, sample_path
 
 
 def _walked(name: str):
@@ -45,10 +46,13 @@ def test_streamed_json_is_the_document_json_dumps_writes():
         assert [len(t["frames"]) for t in streamed["threads"]] == [len(w) for w in frames]
 
 
-def test_streamed_kf_rows_are_the_rich_tables_rows():
+@pytest.mark.parametrize("dump", ["fastfail_abort.dmp", "breakpad/ascii_read_av.dmp"])
+def test_streamed_kf_rows_are_the_rich_tables_rows(dump):
     """Every column as the rich table laid it out: widths, alignment, hex Memory of the
-    frame above, row 00 blank."""
-    doc, frames = _walked("fastfail_abort.dmp")
+    frame above, row 00 blank; 16-digit (x64 sample) and 8-digit (real x86 dump) pointers."""
+    path = sample_path(dump) if "/" not in dump else real_dump(dump)
+    target = open_dump(str(path))
+    doc, frames = stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
     digits = pointer_digits(doc.system)
     for t, walked in zip(_whole(doc, frames).threads, frames):
         buf = io.StringIO()
