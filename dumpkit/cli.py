@@ -254,7 +254,8 @@ def stack(
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
     max_frames: int = typer.Option(2_000_000, help="Most frames walked per thread."),
-    json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of a table (every frame, always)."),
+    full: bool = typer.Option(False, "--full", help="Every frame in the table: recursion not folded."),
     python: bool = typer.Option(
         False,
         "--python",
@@ -285,17 +286,20 @@ def stack(
         chosen = [crash]
     else:
         chosen = list(target.threads[:1])
-    doc, _walker = stacks(target, opts, chosen, python=python)
+    # Streamed: a million-frame stack is written a row at a time, never held as a document.
+    doc, frames = stacks(target, opts, chosen, python=python, cycles=not (json_out or full))
     if json_out:
-        from dumpkit.report.json_report import render_json
+        from dumpkit.report.stream import write_stacks_json
 
-        write_output(render_json(doc, indent=1) + "\n", None, dump)
+        write_stacks_json(doc, frames, sys.stdout)
     else:
         from rich.console import Console
 
-        from dumpkit.report.text import render_stacks
+        from dumpkit.report.stream import write_stacks_text
 
-        render_stacks(doc, Console(highlight=False, soft_wrap=False, width=max(120, Console().width)))
+        console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
+        write_stacks_text(doc, frames, console, sys.stdout, full=full)
+    sys.stdout.flush()
     warn_problems(list(doc.soft_errors))
     raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
 

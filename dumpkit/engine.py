@@ -195,8 +195,10 @@ def frame_record(f: Frame) -> FrameRecord:
 
 def _records(frames: Sequence[Frame], keep: Optional[int]) -> Tuple[Tuple[FrameRecord, ...], int]:
     """Head and tail of a long stack (the fault and the thread's entry both matter); every
-    frame when `keep` is None."""
+    frame when `keep` is None, none when it is 0."""
     rec = frame_record
+    if keep == 0:
+        return (), len(frames)
     if keep is None or len(frames) <= keep:
         return tuple(rec(f) for f in frames), 0
     head = keep * 3 // 4
@@ -225,15 +227,21 @@ def _thread_report(
     )
 
 
-def stacks(target: Target, options: Options, threads: Iterable[Thread], python: bool = False) -> Tuple[Stacks, Walker]:
-    """Read and walk phases for the threads asked for (`dumpkit stack`): every frame kept.
-    The crashing thread is walked from the exception context. `python`: the Python
-    phase too, every Python frame kept."""
+def stacks(
+    target: Target, options: Options, threads: Iterable[Thread], python: bool = False, cycles: bool = False
+) -> Tuple[Stacks, List[List[Frame]]]:
+    """Read and walk phases for the threads asked for (`dumpkit stack`). The crashing
+    thread is walked from the exception context. The document's threads carry no frame
+    records: a million of them would cost seconds and gigabytes, so every frame is given
+    as the walk found it, in the second list (one per thread, the document's order), for
+    the caller to stream (`report.stream`). `cycles`: find each long or crashing stack's
+    recursion cycles (for folding). `python`: the Python phase too, every Python frame kept."""
     walker = make_walker(target, options)
     walk_thread = walker_for(target)
     crash = crashing_thread(target)
     ex = target.exception
     reports: List[ThreadReport] = []
+    walked: List[List[Frame]] = []
     for t in threads:
         is_crash = crash is not None and t.tid == crash.tid
         ctx = ex.context if is_crash and ex is not None and ex.context else None
@@ -241,7 +249,9 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread], python: 
         if w is not None:
             for p in w.problems:
                 target.soft_errors.add(f"thread {t.tid}: {p}")
-        reports.append(_thread_report(t, w, is_crash, None))
+        found = tuple(find_cycles(w.frames)) if cycles and w is not None and (is_crash or len(w.frames) >= 64) else ()
+        reports.append(_thread_report(t, w, is_crash, 0, cycles=found))
+        walked.append(w.frames if w is not None else [])
     doc = Stacks(
         schema_version=SCHEMA_VERSION,
         dumpkit_version=__version__,
@@ -252,7 +262,7 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread], python: 
         soft_errors=tuple(target.soft_errors.items),
         python=read_python(target, walker, keep=None) if python else None,
     )
-    return doc, walker
+    return doc, walked
 
 
 # ----------------------------------------------------------------------------- python

@@ -209,6 +209,9 @@ def python_report(plain):
 # decompress the million-frame samples, or fuzz: the behaviour is the same, the price is
 # minutes. Listed here, in one place, by module or module::function.
 SLOW = (
+    "tests/report/test_stream.py::test_stack_text_folds_the_cycle_unless_full",
+    "tests/report/test_stream.py::test_million_frame_stack_text_completes_folded",
+    "tests/report/test_stream.py::test_million_frame_stack_json_has_every_frame",
     "tests/hostile/test_hostile.py",
     "tests/fuzz/",
     "tests/test_cli.py",

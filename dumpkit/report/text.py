@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dumpkit.analysis.model import Report, Stacks
+from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
 from dumpkit.report.text_layout import GAP, stack_lines, trimmed, wrap
 from dumpkit.report.view import (
@@ -26,9 +26,7 @@ from dumpkit.report.view import (
     Line,
     PythonView,
     StackTable,
-    python_view,
     report_view,
-    stacks_view,
 )
 
 LABEL_WIDTH = 15  # "CUDA runtime", "NVIDIA driver", "CPU features" fit whole
@@ -90,6 +88,11 @@ class _Out:
 
     def para(self, prefix: str, body: str, indent: Optional[int] = None, style: str = "", prefix_style: str = ""):
         self.lines(wrap(prefix, body, self.width, indent, style, prefix_style))
+
+
+def print_python_section(console: Console, view: PythonView, max_rows: Optional[int] = 40) -> None:
+    """The Python stacks section on a console of its own width (`dumpkit stack --python`)."""
+    python_section(_Out(console, console.width), view, max_rows=max_rows)
 
 
 def python_section(out: _Out, py: PythonView, max_rows: Optional[int] = 40) -> None:
@@ -287,25 +290,3 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         out.line()
         _items(out, "Problems met while reading (the rest of the report stands)", view.problems)
     return buf.getvalue()
-
-
-def render_stacks(doc: Stacks, console: Console, max_rows: Optional[int] = None) -> None:
-    """`dumpkit stack`: each thread asked for, every frame, in WinDbg's `kf` layout, then
-    where each module image came from."""
-    view = stacks_view(doc)
-    crash = next((t.tid for t in doc.threads if t.is_crashing), None)
-    py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
-    if py is not None:
-        python_section(_Out(console, console.width), py, max_rows=None)
-    for t in view.threads:
-        console.print(
-            Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
-            + Text(f"  {t.frames}; walk ended: {t.stop_reason}", style="dim")
-        )
-        if t.stack is not None:
-            console.print(stack_table(t.stack))
-        console.print()
-    if view.images:
-        console.print(Text("Module images", style="bold"))
-        for m in view.images:
-            console.print(Text(f"  {clean(m.name)}: {clean(m.source)}"))

@@ -5,7 +5,7 @@ CPU's. The cell conventions of the layouts in use today are named here, in one p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
 from dumpkit.report.view.inline import Line
@@ -43,7 +43,7 @@ def pointer_digits(system: Optional[SystemSummary]) -> int:
     return 8 if system is not None and system.arch == "x86" else 16
 
 
-def frame_name(f: FrameRecord) -> str:
+def frame_name(f: FrameLike) -> str:
     if f.symbol:
         return f.symbol
     if f.module is not None and f.rva is not None:
@@ -87,34 +87,57 @@ class StackTable:
     headers: StackHeaders = HEADERS[REPORT]
 
 
-def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1) -> List[object]:
-    """A stack's frames, with each cycle's repetitions beyond the first `show_repeats`
-    folded into one marker string, and a marker where the report did not keep frames
-    (long stacks keep their head and tail)."""
+class FrameLike(Protocol):
+    """What folding and naming read of a frame: a report's FrameRecord or, when a
+    million-frame stack is streamed, the walker's own Frame."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def ip(self) -> int: ...
+    @property
+    def module(self) -> Optional[str]: ...
+    @property
+    def rva(self) -> Optional[int]: ...
+    @property
+    def symbol(self) -> Optional[str]: ...
+
+
+F = TypeVar("F", bound=FrameLike)
+
+
+def fold_frames(frames: Iterable[F], cycles: Sequence[Cycle], show_repeats: int = 1) -> Iterator[Union[F, str]]:
+    """A stack's frames one at a time, with each cycle's repetitions beyond the first
+    `show_repeats` folded into one marker string, and a marker where the report did not
+    keep frames (long stacks keep their head and tail). A generator: a streamed
+    million-frame stack is never copied."""
     spans = sorted(((c.first_frame, c.last_frame, c) for c in cycles), key=lambda s: s[0])
-    out: List[object] = []
     skip_until = -1
     prev: Optional[int] = None  # index of the last frame shown or folded
     for f in frames:
         if f.index <= skip_until:
             continue
         if prev is not None and f.index > prev + 1:
-            out.append(f"... {plural(f.index - prev - 1, 'frame')} not kept in the report ...")
+            yield f"... {plural(f.index - prev - 1, 'frame')} not kept in the report ..."
         span = next((s for s in spans if s[0] <= f.index <= s[1]), None)
         if span is not None:
             first, last, c = span
             keep_to = first + c.period * show_repeats - 1
             if f.index > keep_to:
-                out.append(
+                yield (
                     f"... {plural(last - keep_to, 'more frame')}: the cycle above repeats "
                     f"{plural(c.repetitions - show_repeats, 'more time')} "
                     f"({human_bytes(c.total_bytes)} in all) ..."
                 )
                 skip_until = prev = last
                 continue
-        out.append(f)
+        yield f
         prev = f.index
-    return out
+
+
+def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1) -> List[object]:
+    """`fold_frames` as a list."""
+    return list(fold_frames(frames, cycles, show_repeats))
 
 
 def kf_memory(rows: Sequence[object], frames: Sequence[FrameRecord]) -> List[Optional[int]]:

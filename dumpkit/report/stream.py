@@ -1,0 +1,225 @@
+"""`dumpkit stack` written as it is formatted: one frame row, one JSON frame at a time.
+
+A stack overflow's walk holds a million frames; a rich Table or a JSON tree of them costs
+minutes and gigabytes. Here the walk's own frames are read in place: columns get fixed
+widths from one pass over the rows shown, then rows are written one by one, and the JSON
+document is written around its frame lists, which are encoded a chunk at a time. Memory
+stays what the walk itself holds, whatever the number of frames."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple, Union
+
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
+
+from dumpkit.analysis.model import Cycle, Stacks
+from dumpkit.report.escape import clean
+from dumpkit.report.json_report import report_dict
+from dumpkit.report.text import print_python_section
+from dumpkit.report.view import python_view, stacks_view
+from dumpkit.report.view.stacks import fold_frames, frame_name, kf_number, pointer_digits, thread_view
+
+from dumpkit.unwind.frames import Frame
+
+CHUNK = 4096  # frames encoded per write
+_CACHE_LIMIT = 65_536  # distinct names kept encoded; a recursion repeats a handful
+
+
+class _Encoded:
+    """Strings encoded once: a million frames name the same few functions."""
+
+    def __init__(self, encode) -> None:
+        self._encode = encode
+        self.seen: Dict[object, Any] = {}
+
+    def __call__(self, value: object) -> Any:
+        out = self.seen.get(value)
+        if out is None:
+            out = self._encode(value)
+            if len(self.seen) >= _CACHE_LIMIT:
+                self.seen.clear()  # bounded, whatever the dump names
+            self.seen[value] = out
+        return out
+
+
+# ----------------------------------------------------------------------------- JSON
+def _frame_encoder():
+    """A frame as the one-line JSON object of its FrameRecord (same fields, same order,
+    addresses as "0x..." strings: what json_report writes). What a frame shares with the
+    other frames of its function and call site (module, RVA, name, how found) is encoded
+    once."""
+    text = _Encoded(lambda s: json.dumps(s, ensure_ascii=True))
+
+    def number(v: Optional[int]) -> str:
+        return "null" if v is None else str(v)
+
+    def middle(key: Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object]) -> str:
+        module, rva, start, symbol, _trust = key
+        return (
+            f'"module": {text(module)}, "rva": {number(rva)}, '
+            f'"function_start": {number(start)}, "symbol": {text(symbol)}'
+        )
+
+    shared = _Encoded(lambda key: (middle(key) + ", ", f', "trust": {text(str(key[4]))}}}'))
+    seen = shared.seen  # looked up inline: a method call per frame costs a tenth of the time
+
+    def encode(f: Frame) -> str:
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust)
+        same = seen.get(key) or shared(key)
+        size = "null" if f.size is None else f.size
+        return f'{{"index": {f.index}, "ip": "{f.ip:#x}", "sp": "{f.sp:#x}", {same[0]}"size": {size}{same[1]}'
+
+    return encode
+
+
+def write_stacks_json(doc: Stacks, frames: Sequence[Sequence[Frame]], out: TextIO, indent: int = 1) -> None:
+    """The document json_report would write for `doc` with every frame of `frames[i]` in
+    thread i (elided_frames 0), streamed: the small rest of the document is encoded whole
+    with a unique placeholder where each frame list goes."""
+    tree = report_dict(doc)
+    token = secrets.token_hex(16)  # no dump-controlled string can guess it
+    markers: List[str] = []
+    for i, t in enumerate(tree["threads"]):
+        marker = f"dumpkit-frames-{token}-{i}"
+        t["frames"] = marker
+        t["elided_frames"] = 0
+        markers.append(json.dumps(marker))
+    text = json.dumps(tree, indent=indent, ensure_ascii=True)
+    encode = _frame_encoder()
+    pos = 0
+    for marker, walked in zip(markers, frames):
+        at = text.index(marker, pos)
+        out.write(text[pos:at])
+        line = text[text.rfind("\n", 0, at) + 1 : at]
+        pad = line[: len(line) - len(line.lstrip(" "))]
+        _write_list(out, walked, encode, pad + " " * indent, pad)
+        pos = at + len(marker)
+    out.write(text[pos:])
+    out.write("\n")
+
+
+def _write_list(out: TextIO, walked: Sequence[Frame], encode, item_pad: str, close_pad: str) -> None:
+    if not walked:
+        out.write("[]")
+        return
+    out.write("[\n")
+    sep = ",\n" + item_pad
+    for start in range(0, len(walked), CHUNK):
+        head = item_pad if start == 0 else sep
+        out.write(head + sep.join(encode(f) for f in walked[start : start + CHUNK]))
+    out.write("\n" + close_pad + "]")
+
+
+# ----------------------------------------------------------------------------- text
+HEADERS = ("#", "Memory", "Child-SP", "RetAddr/IP", "Call site", "Found by")
+GAP = "  "  # between columns, as the rich tables of the other reports lay them out
+
+
+def _width(text: str) -> int:
+    return len(text) if text.isascii() else cell_len(text)
+
+
+def _left(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
+
+
+def _rows(walked: Sequence[Frame], cycles: Sequence[Cycle]) -> Iterable[Union[Frame, str]]:
+    return fold_frames(walked, cycles) if cycles else walked
+
+
+def _above(walked: Sequence[Frame], i: int) -> Optional[int]:
+    """Row i's Memory: frame i-1's size (the distance between their Child-SPs)."""
+    if 0 < i <= len(walked):
+        f = walked[i - 1]
+        if f.index == i - 1:
+            return f.size
+    return None
+
+
+def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int, out: TextIO) -> None:
+    """WinDbg `kf` columns, laid out as rich lays out a table (right-aligned numbers, two
+    spaces between columns, every cell padded to its column's width), written a row at
+    a time. Two passes over the rows: the first finds each column's width. A folded
+    cycle is one row holding only its call-site text."""
+    names: Dict[str, str] = {}  # a frame's name, cleaned; a stack names few functions
+    widths = [len(h) for h in HEADERS]
+    widths[2] = max(widths[2], digits)
+    widths[3] = max(widths[3], digits)
+    last = 0
+    for row in _rows(walked, cycles):
+        if isinstance(row, str):
+            widths[4] = max(widths[4], _width(clean(row)))
+            continue
+        last = row.index
+        size = _above(walked, last)
+        if size is not None and size > 0xFFFFFF:  # wider than the header
+            widths[1] = max(widths[1], len(f"{size:x}"))
+        raw = frame_name(row)
+        if raw not in names:
+            names[raw] = cell = clean(raw)
+            widths[4] = max(widths[4], _width(cell))
+        widths[5] = max(widths[5], len(row.trust))
+    widths[0] = max(widths[0], len(kf_number(last)))
+    w0, w1, w2, w3, w4, w5 = widths
+    out.write(
+        GAP.join(
+            (HEADERS[0].rjust(w0), HEADERS[1].rjust(w1), HEADERS[2].rjust(w2), HEADERS[3].rjust(w3))
+            + (_left(HEADERS[4], w4), _left(HEADERS[5], w5))
+        )
+        + "\n"
+    )
+    blank = " " * (w0 + w1 + w2 + w3 + 4 * len(GAP))
+    no_size = " " * w1
+    sp_pad = " " * (w2 - digits)
+    ip_pad = " " * (w3 - digits)
+    sites: Dict[str, str] = {}  # padded cells
+    founds: Dict[str, str] = {}
+    for row in _rows(walked, cycles):
+        if isinstance(row, str):
+            out.write(blank + GAP + _left(clean(row), w4) + GAP + " " * w5 + "\n")
+            continue
+        i = row.index
+        size = _above(walked, i)
+        name = frame_name(row)
+        site = sites.get(name)
+        if site is None:
+            site = sites[name] = _left(names.get(name) or clean(name), w4)
+        trust = row.trust
+        found = founds.get(trust)
+        if found is None:
+            found = founds[trust] = _left(str(trust), w5)
+        out.write(
+            f"{kf_number(i):>{w0}}{GAP}{no_size if size is None else format(size, f'>{w1}x')}{GAP}"
+            f"{sp_pad}{row.sp:0{digits}x}{GAP}{ip_pad}{row.ip:0{digits}x}{GAP}{site}{GAP}{found}\n"
+        )
+
+
+def write_stacks_text(
+    doc: Stacks, frames: Sequence[Sequence[Frame]], console: Console, out: TextIO, full: bool = False
+) -> None:
+    """`dumpkit stack`: each thread asked for in WinDbg's `kf` layout, its recursion
+    folded as `analyze` folds it (unless `full`), then where each module image came from.
+    Headings go through `console` (styled on a terminal); rows straight to `out`."""
+    crash = next((t.tid for t in doc.threads if t.is_crashing), None)
+    py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
+    if py is not None:
+        print_python_section(console, py, max_rows=None)
+    digits = pointer_digits(doc.system)
+    for t, walked in zip(doc.threads, frames):
+        v = thread_view(t)
+        console.print(
+            Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
+            + Text(f"  {v.frames}; walk ended: {v.stop_reason}", style="dim")
+        )
+        write_kf_table(walked, () if full else t.cycles, digits, out)
+        out.flush()
+        console.print()
+    images = stacks_view(doc).images
+    if images:
+        console.print(Text("Module images", style="bold"))
+        for m in images:
+            console.print(Text(f"  {clean(m.name)}: {clean(m.source)}"))
