@@ -39,7 +39,7 @@ from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
-from dumpkit.images import ImageLocator, ImageProvider
+from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
@@ -63,6 +63,9 @@ class Options:
     # name a million threads, each worth a scan.
     max_other_threads: int = 512
     other_frames_budget: int = 50_000
+    # A locator built by the caller instead of one from image_paths/symbol_paths: the
+    # bundle writer passes one that records every image page read.
+    locator: Optional[ImageLocator] = None
 
 
 @dataclass
@@ -122,7 +125,11 @@ def contents(target: Target) -> Contents:
 
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
-    locator = ImageLocator(image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths))
+    # A target read from a bundle carries the image pages that travelled with it.
+    store: Optional[ImageStore] = getattr(target, "image_store", None)
+    locator = options.locator or ImageLocator(
+        image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths), store=store
+    )
     images = ImageProvider(target, locator)
     return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
 
