@@ -167,10 +167,42 @@ def python_manifest():
     return json.loads(path.read_text())["dumps"] if path.exists() else []
 
 
-def python_images(facts: dict) -> list:
+def python_bundle(facts: dict):
+    """NAME.dkb for a Python sample whose images are too big to commit (NumPy, TensorFlow):
+    the dump and the image pages its analysis reads, committed instead of NAME.dmp.xz
+    (sample_dumps/python/build.sh makes it). None when there is none."""
+    name = facts["file"].split(".dmp", 1)[0] + ".dkb"
+    path = PY_SAMPLES / name
+    return path if path.exists() else None
+
+
+def python_dump(facts: dict) -> Path:
+    """What to analyse for a Python sample: the dump its manifest entry names, else its
+    bundle; skips when neither is here."""
+    path = PY_SAMPLES / facts["file"]
+    if path.exists():
+        return path
+    bundle = python_bundle(facts)
+    if bundle is None:
+        pytest.skip(f"{facts['file']} not present")
+    return bundle
+
+
+def open_any(path) -> "object":
+    """A Target for a dump or a bundle (.dkb), as the CLI opens them."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.minidump import open_dump
+
+    return open_bundle(str(path)) if str(path).endswith(".dkb") else open_dump(str(path))
+
+
+def python_images(facts: dict, bundled: bool = True) -> list:
     """Folders holding the images a Python sample dump needs, or skip: the genuine CPython
     in ../shared/winpython serves python38.dll; NumPy's and TensorFlow's images come from
-    the folder named by DUMPKIT_PYDUMPS_IMAGES (build.sh's cache) when set."""
+    the folder named by DUMPKIT_PYDUMPS_IMAGES (build.sh's cache) when set. A sample
+    committed as a bundle needs none (when `bundled`: the caller analyses the bundle)."""
+    if bundled and not (PY_SAMPLES / facts["file"]).exists() and python_bundle(facts) is not None:
+        return []
     folders = []
     extra = os.environ.get("DUMPKIT_PYDUMPS_IMAGES")
     if extra and Path(extra).is_dir():

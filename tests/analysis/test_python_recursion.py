@@ -10,8 +10,7 @@ from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import Cycle
 from dumpkit.analysis.python import classify_recursion
 from dumpkit.engine import Options, analyze
-from dumpkit.sources.minidump import open_dump
-from tests.conftest import PY_SAMPLES, python_images, python_manifest
+from tests.conftest import open_any, python_dump, python_images, python_manifest
 
 RECURSIONS = [d for d in python_manifest() if d.get("expected_class") == "recursion"]
 LIBRARIES = {"numpy": "NumPy", "tensorflow": "TensorFlow"}
@@ -23,11 +22,9 @@ def reports(plain):
 
     def get(facts):
         if facts["file"] not in cache:
-            path = PY_SAMPLES / facts["file"]
-            if not path.exists():
-                pytest.skip(f"{facts['file']} not present")
+            path = python_dump(facts)  # the committed bundle for NumPy and TensorFlow
             images = python_images(facts)
-            cache[facts["file"]] = analyze(open_dump(str(plain(path))), Options(image_paths=images)).report
+            cache[facts["file"]] = analyze(open_any(plain(path)), Options(image_paths=images)).report
         return cache[facts["file"]]
 
     return get

@@ -1,0 +1,63 @@
+"""Issue #14 item 2: a bundle gives the report the dump gives with its images, on a machine
+without them. For every sample dump (and every real dump in ../shared when it is there): the
+bundle is written from the dump and its images, then analysed with no image path at all; its
+JSON report (and `stack --all --python`'s) equals the original's but for the dump's path and
+which file served each image."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.bundle.helpers import report_json, stacks_json, write
+from tests.conftest import PY_SAMPLES, REAL_DUMPS, SAMPLE_BIN, SAMPLES, python_bundle, python_images, python_manifest
+
+pytestmark = pytest.mark.slow
+
+
+def _cases():
+    for p in sorted(SAMPLES.glob("*.dmp")) + sorted(SAMPLES.glob("*.dmp.xz")):
+        yield pytest.param(p, "sample", id=f"sample--{p.name}")
+    for facts in python_manifest():
+        yield pytest.param(facts, "python", id=f"python--{facts['file']}")
+    if REAL_DUMPS.is_dir():
+        for p in sorted(REAL_DUMPS.glob("*/*.dmp")):
+            yield pytest.param(p, "real", id=f"real--{p.parent.name}--{p.name}")
+
+
+def _inputs(case, kind, plain, tmp_path):
+    """(a plain dump, its image folders) for one case; skips when the images are not here."""
+    if kind == "sample":
+        return plain(case), [str(SAMPLE_BIN)]
+    if kind == "real":
+        return case, []
+    path = PY_SAMPLES / case["file"]
+    if not path.exists():
+        bundle = python_bundle(case)
+        if bundle is None:
+            pytest.skip(f"{case['file']} not present")
+        # A committed bundle: its dump is the one the images are checked against.
+        with zipfile.ZipFile(bundle) as zf, zf.open("dump.dmp") as src, open(tmp_path / "dump.dmp", "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        path = tmp_path / "dump.dmp"
+    return plain(path), python_images(case, bundled=False)
+
+
+@pytest.mark.parametrize("case,kind", list(_cases()))
+def test_a_bundle_without_images_reports_what_the_dump_with_images_does(case, kind, plain, tmp_path):
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.minidump import open_dump
+
+    dump, images = _inputs(case, kind, plain, tmp_path)
+    out = tmp_path / "crash.dkb"
+    summary = write(Path(dump), out, images)
+    expected = report_json(open_dump(str(dump)), images)
+    actual = report_json(open_bundle(str(out)))
+    assert actual == expected
+    if images:  # the image files served something, and the bundle holds it
+        assert summary.manifest.images and all(e.ranges for e in summary.manifest.images)
+    if kind != "real":
+        assert stacks_json(open_bundle(str(out))) == stacks_json(open_dump(str(dump)), images)
