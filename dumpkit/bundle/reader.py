@@ -181,6 +181,9 @@ def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[Imag
             missing = [m for m in needed if m not in members]
             if missing:
                 raise BundleError(f"the manifest names member {missing[0]}, which the bundle does not hold")
+            extra = sorted(set(members) - set(needed) - {MANIFEST})
+            if extra:  # dumpkit writes none: a sign of a bundle changed after it was written
+                raise BundleError(f"member {extra[0]} is not in the manifest")
             images = [(i, _read_member(zf, members[i.member], i.captured)) for i in manifest.images]
             dump = _read_dump(zf, members[manifest.dump.member], manifest.dump)
     except BundleError:
@@ -207,8 +210,8 @@ def open_bundle(path: str) -> MinidumpTarget:
         manifest, dump, images = read_bundle(path)
     except BundleError as e:
         raise DumpError(str(e)) from None
-    name = f"{path} ({manifest.dump.name})"
-    target = open_dump_bytes(dump, name) if isinstance(dump, bytes) else _open_private_copy(dump, name)
+    # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
+    target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
     target.image_store = BundleImages(os.path.basename(path), images)  # type: ignore[attr-defined]
     target.bundle = manifest  # type: ignore[attr-defined]
     return target

@@ -40,26 +40,20 @@ def user_names(target: Target) -> List[str]:
     return sorted(names, key=lambda n: (-len(n), n))
 
 
-def _caseless(text: str, wide: bool) -> bytes:
-    """A bytes regex matching `text` in any letter case, UTF-16LE when `wide`, else 8-bit."""
-    out = []
-    for ch in text:
-        variants = sorted({ch.lower(), ch.upper(), ch})
-        enc = [v.encode("utf-16-le" if wide else "utf-8") for v in variants]
-        out.append(b"(?:" + b"|".join(re.escape(e) for e in enc) + b")")
-    return b"".join(out)
-
-
 def _redact_names(data: bytearray, names: List[str]) -> int:
-    """Replace each NAME that follows a profile folder; returns how many were replaced."""
+    """Replace each NAME that follows a profile folder; returns how many were replaced.
+    Matched on an ASCII-lowercased copy (one pass per name and encoding, at C speed), so
+    any letter case of ASCII names is found; offsets are the same in the copy."""
     count = 0
+    low = bytes(data).lower()
     for name in names:
-        for wide in (True, False):
-            sep = _caseless("\\", wide) + b"|" + _caseless("/", wide)
-            parent = b"|".join(_caseless(p, wide) for p in ("users", "documents and settings", "home"))
-            pattern = re.compile(b"(?:" + parent + b")(?:" + sep + b")(" + _caseless(name, wide) + b")(?=" + sep + b")")
-            stars = ("*" * len(name)).encode("utf-16-le" if wide else "utf-8")
-            for m in list(pattern.finditer(data)):
+        for enc in ("utf-16-le", "utf-8"):
+            sep = b"(?:" + re.escape("\\".encode(enc)) + b"|" + re.escape("/".encode(enc)) + b")"
+            parents = b"|".join(re.escape(p.encode(enc)) for p in ("users", "documents and settings", "home"))
+            wanted = re.escape(name.encode(enc).lower())
+            pattern = re.compile(b"(?:" + parents + b")" + sep + b"(" + wanted + b")(?=" + sep + b")")
+            stars = ("*" * len(name)).encode(enc)
+            for m in pattern.finditer(low):
                 if m.end(1) - m.start(1) == len(stars):
                     data[m.start(1) : m.end(1)] = stars
                     count += 1
