@@ -44,10 +44,11 @@ def _open(path: str):
         raise fail(f"{path}: is a directory, not a dump file")
     if not os.path.exists(path):
         raise fail(f"{path}: no such file")
-    if path.lower().endswith(BUNDLE_SUFFIX):
-        return _open_bundle(path)
+    opener = open_dump
+    if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
+        from dumpkit.bundle.reader import open_bundle as opener
     try:
-        return open_dump(path)
+        return opener(path)
     except DumpError as e:
         raise fail(f"{path}: {e}") from None
     except MemoryError:
@@ -55,19 +56,6 @@ def _open(path: str):
 
 
 BUNDLE_SUFFIX = ".dkb"
-
-
-def _open_bundle(path: str):
-    """A bundle's dump, its modules' images served from the bundle (dumpkit.bundle)."""
-    from dumpkit.bundle.reader import open_bundle
-    from dumpkit.target import DumpError
-
-    try:
-        return open_bundle(path)
-    except DumpError as e:
-        raise fail(f"{path}: {e}") from None
-    except MemoryError:
-        raise fail(f"{path}: not enough memory to read the bundle") from None
 
 
 MAX_WARNINGS = 20

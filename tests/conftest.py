@@ -235,6 +235,11 @@ SLOW = (
     "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
     "tests/test_python_stack_cli.py",
+    "tests/bundle/test_roundtrip.py",
+    "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
+    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
+    "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
+    "tests/hostile/test_bundles.py",
 )
 
 

@@ -7,6 +7,7 @@ the manifest as sorted JSON; the same dump and images give the same bundle byte 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import lzma
 import os
@@ -135,20 +136,10 @@ def write_bundle(
             if not ranges:
                 continue
             file_size, sha = _file_digest(found.file)
-            entries.append(
-                ImageEntry(
-                    name=module.name,
-                    base=module.base,
-                    timestamp=module.timestamp,
-                    size_of_image=module.size,
-                    path=module.path,
-                    file_size=file_size,
-                    file_sha256=sha,
-                    source=found.source,
-                    member=member_name(index, module.name),
-                    ranges=ranges,
-                )
-            )
+            # (name, base, TimeDateStamp, SizeOfImage, recorded path) as the dump has them
+            where = (module.name, module.base, module.timestamp, module.size, module.path)
+            member = member_name(index, module.name)
+            entries.append(ImageEntry(*where, file_size, sha, found.source, member, ranges))
             blobs.append(data)
             sizes.append((module.name, file_size))
         if sum(len(b) for b in blobs) > MAX_IMAGE_BYTES:
@@ -174,21 +165,20 @@ def write_bundle(
 
 
 def _atomic_write(out_path: str, write) -> None:
-    folder = os.path.dirname(os.path.abspath(out_path))
+    """Write through a temporary file in the same folder, renamed over `out_path` only once
+    complete: a reader never sees half a bundle, and a failure leaves nothing behind."""
+    tmp: Optional[str] = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", suffix=".dkb", dir=folder)
-    except OSError as e:
-        raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
+        folder = os.path.dirname(os.path.abspath(out_path))
+        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".dumpkit-", suffix=".dkb", delete=False) as f:
+            tmp = f.name
             write(f)
         os.chmod(tmp, 0o644)
         os.replace(tmp, out_path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
-        raise
+        tmp = None
+    except OSError as e:
+        raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -102,7 +102,6 @@ def test_an_image_read_the_analysis_did_not_make_is_reported_not_invented(bundle
         image.read_rva(rvas[0], 4)
 
 
-@pytest.mark.slow
 def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     out = tmp_path / "c3.dkb"
     r = run_cli("bundle", sample_path(DUMP), "--image-path", SAMPLE_BIN, "-o", out)
@@ -124,7 +123,6 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert i.returncode == 0 and str(out) in i.stdout and "ThreadListStream" in i.stdout
 
 
-@pytest.mark.slow
 def test_cli_bundle_refuses_a_bundle_and_its_own_input(tmp_path, bundle):
     r = run_cli("bundle", bundle, "-o", tmp_path / "x.dkb")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "is a bundle already" in r.stderr

@@ -15,8 +15,6 @@ import pytest
 from tests.bundle.helpers import report_json, stacks_json, write
 from tests.conftest import PY_SAMPLES, REAL_DUMPS, SAMPLE_BIN, SAMPLES, python_bundle, python_images, python_manifest
 
-pytestmark = pytest.mark.slow
-
 
 def _cases():
     for p in sorted(SAMPLES.glob("*.dmp")) + sorted(SAMPLES.glob("*.dmp.xz")):

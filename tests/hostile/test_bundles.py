@@ -20,8 +20,6 @@ import pytest
 from tests.conftest import SAMPLE_BIN, sample_path
 from tests.hostile.test_hostile import MAX_RSS_KB, MAX_SECONDS, run_cli
 
-pytestmark = pytest.mark.slow
-
 
 def _members(path: Path) -> Dict[str, bytes]:
     with zipfile.ZipFile(path) as zf:
