@@ -119,6 +119,11 @@ SymbolPathOpt = typer.Option(
     "--symbol-path",
     help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_SYMBOL_PATH is read too.",
 )
+RecordedPathsOpt = typer.Option(
+    True,
+    "--recorded-paths/--no-recorded-paths",
+    help="Look for images at the paths the dump recorded (--no-recorded-paths: see what a machine without the crashed program's files sees).",
+)
 
 
 @app.command()
@@ -126,6 +131,7 @@ def analyze(
     dump: str = typer.Argument(..., help="The .dmp file."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
+    recorded_paths: bool = RecordedPathsOpt,
     fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
@@ -143,6 +149,7 @@ def analyze(
     opts = Options(
         image_paths=image_path or (),
         symbol_paths=_symbol_paths(symbol_path),
+        use_recorded_paths=recorded_paths,
         max_frames=max(1, max_frames),
         oversized_threshold=max(1, threshold),
     )
@@ -179,6 +186,7 @@ def stack(
     all_threads: bool = typer.Option(False, "--all", help="Every thread."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
+    recorded_paths: bool = RecordedPathsOpt,
     max_frames: int = typer.Option(2_000_000, help="Most frames walked per thread."),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table."),
     python: bool = typer.Option(
@@ -194,7 +202,12 @@ def stack(
     if walker_for(target) is None:
         arch = target.system.arch_name if target.system is not None else "of an unknown architecture"
         raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {arch})")
-    opts = Options(image_paths=image_path or (), symbol_paths=_symbol_paths(symbol_path), max_frames=max(1, max_frames))
+    opts = Options(
+        image_paths=image_path or (),
+        symbol_paths=_symbol_paths(symbol_path),
+        use_recorded_paths=recorded_paths,
+        max_frames=max(1, max_frames),
+    )
     crash = crashing_thread(target)
     if all_threads:
         chosen = list(target.threads)

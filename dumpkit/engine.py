@@ -19,7 +19,9 @@ from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
+from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.environment import describe_environment
+from dumpkit.packages import owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -52,6 +54,9 @@ from dumpkit.unwind.walk import Walker, walk_thread
 class Options:
     image_paths: Sequence[str] = ()
     symbol_paths: Sequence[str] = ()
+    # False: ignore the paths the dump recorded, as on a machine without the crashed
+    # program's files (what a colleague reading the dump would see)
+    use_recorded_paths: bool = True
     max_frames: int = 2_000_000  # crashing thread
     other_thread_max_frames: int = 2_000
     oversized_threshold: int = 64 * 1024
@@ -128,7 +133,10 @@ def make_walker(target: Target, options: Options) -> Walker:
     # A target read from a bundle carries the image pages that travelled with it.
     store: Optional[ImageStore] = getattr(target, "image_store", None)
     locator = options.locator or ImageLocator(
-        image_paths=list(options.image_paths), symbol_paths=list(options.symbol_paths), store=store
+        image_paths=list(options.image_paths),
+        symbol_paths=list(options.symbol_paths),
+        use_recorded_path=options.use_recorded_paths,
+        store=store,
     )
     images = ImageProvider(target, locator)
     return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
@@ -451,10 +459,22 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         )
     # Crashing thread first, then by id: that is the order people read them in.
     thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
-    env = describe_environment(target, image_version=_image_version(walker))
+    env = describe_environment(
+        target,
+        image_version=_image_version(walker),
+        installed_package=lambda module: owning_package(walker.images.files(module)),
+    )
 
     # python
     python = read_python(target, walker)
+
+    coverage = image_coverage(
+        crash_walk.frames if crash_walk else (),
+        target.modules,
+        lambda module: walker.images.image(module) is not None,
+        walker.images.search_problems(),
+        wine=bool(target.system is not None and target.system.wine_version),
+    )
 
     # decide
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
@@ -472,6 +492,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             threshold=options.oversized_threshold,
             read_code=walker.read_code,
             python=python,
+            coverage=coverage,
         )
     )
 
@@ -493,5 +514,6 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         unloaded_modules=facts.unloaded_records(target),
         crash_absent=facts.crash_absent(target),
         python=python,
+        images=coverage,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started)

@@ -56,8 +56,8 @@ class LocatedImage:
     image: PEImage
     source: str  # one of SOURCES
     detail: str  # one line: which file / why it was accepted
+    path: Optional[str] = None  # the local file, when the image is one
     recording: Optional["RecordingBacking"] = None  # the pages read, when the locator records
-    file: Optional[str] = None  # the image file on this machine (a file source), for a bundle's manifest
 
 
 PAGE = 4096  # reads are recorded page-granular: a later read of a nearby byte is served too
@@ -245,6 +245,11 @@ def _module_file_name(module: Module) -> str:
     return ntpath.basename(module.path.replace("/", "\\")) if module.path else ""
 
 
+def _names(names: Sequence[str], shown: int = 6) -> str:
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 # ----------------------------------------------------------------------------- locator
 class ImageLocator:
     def __init__(
@@ -276,6 +281,9 @@ class ImageLocator:
         self._indexes: Dict[str, Dict[str, List[str]]] = {}
         self._opened: List[PEImage] = []
         self.index_builds = 0  # how many directory indexes were built (for tests/diagnostics)
+        # per --image-path folder: the modules looked for there, and how many it served
+        self._sought: Dict[str, List[str]] = {}
+        self._served: Dict[str, int] = {}
 
     def close(self) -> None:
         for img in self._opened:
@@ -366,13 +374,10 @@ class ImageLocator:
             backing: Backing = XzBacking(path) if path.lower().endswith(".xz") else FileBacking(path)
         except PEError:
             return None
-        found = self._try_backing(backing, path, module, source, path)
-        if found is not None:
-            found.file = path
-        return found
+        return self._try_backing(backing, path, module, source, path, path)
 
     def _try_backing(
-        self, backing: Backing, name: str, module: Module, source: str, where: str
+        self, backing: Backing, name: str, module: Module, source: str, where: str, path: Optional[str] = None
     ) -> Optional[LocatedImage]:
         recording = RecordingBacking(backing) if self.record_reads else None
         try:
@@ -384,7 +389,7 @@ class ImageLocator:
         if not ok:
             img.close()
             return None
-        return LocatedImage(img, source, f"{where} ({why})", recording)
+        return LocatedImage(img, source, f"{where} ({why})", path=path, recording=recording)
 
     def _from_store(self, module: Module) -> Optional[LocatedImage]:
         if self.store is None:
@@ -430,11 +435,45 @@ class ImageLocator:
         if not name:
             return None
         for d in self.image_paths:
+            self._sought.setdefault(d, []).append(_module_file_name(module))
             for path in self._index(d).get(name, ()):
                 found = self._try_file(path, module, "image-path")
                 if found is not None:
+                    self._served[d] = self._served.get(d, 0) + 1
                     return found
         return None
+
+    def search_problems(self) -> List[str]:
+        """The searches the user asked for that gave nothing, one line each: --image-path
+        and --symbol-path folders that do not exist, --image-path folders searched that
+        matched no module, symbol servers that failed (with the modules not found)."""
+        out: List[str] = []
+        for d in self.image_paths:
+            if not os.path.exists(d):
+                out.append(f"--image-path {d}: no such folder")
+            elif not os.path.isdir(d):
+                out.append(f"--image-path {d}: not a folder")
+            elif d in self._sought and not self._served.get(d):
+                names = sorted(set(self._sought[d]), key=str.lower)
+                files = sum(len(v) for v in self._indexes.get(d, {}).values())
+                out.append(
+                    f"--image-path {d}: none of its {files:,} files is an image of the "
+                    f"{len(names)} module{'s' if len(names) != 1 else ''} looked for there "
+                    f"({_names(names)}; matched by name, TimeDateStamp and SizeOfImage)"
+                )
+        for d in self.symbol_dirs:
+            if not any(os.path.isdir(c) for c in (windows_path_candidates(d) if os.sep == "/" else [d])):
+                out.append(f"--symbol-path {d}: no such folder")
+        by_server: Dict[str, Dict[str, List[str]]] = {}
+        for f in self.failures:
+            name, _, rest = f.partition(": ")
+            if rest.startswith("symbol server "):
+                url, _, why = rest[len("symbol server ") :].partition(": ")
+                by_server.setdefault(url, {}).setdefault(why, []).append(name)
+        for url, whys in by_server.items():
+            parts = "; ".join(f"{why}: {_names(sorted(set(names), key=str.lower))}" for why, names in whys.items())
+            out.append(f"symbol server {url}: failed ({parts})")
+        return out
 
     def _from_symbol_server(self, module: Module) -> Optional[LocatedImage]:
         """Download NAME/KEY/NAME from each configured HTTP symbol server into its local
@@ -536,6 +575,24 @@ class ImageProvider:
     def image(self, module: Module) -> Optional[PEImage]:
         found = self.located(module)
         return found.image if found is not None else None
+
+    def files(self, module: Module) -> List[str]:
+        """Local files that are this module's: the one its image was read from, then the
+        recorded path where it exists here. Its installation (e.g. the Python package that
+        owns it) is found next to them."""
+        out: List[str] = []
+        found = self.located(module)
+        if found is not None and found.path:
+            out.append(found.path)
+        if self._locator is not None and self._locator.use_recorded_path and module.path:
+            for cand in windows_path_candidates(module.path):
+                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+                if real and os.path.isfile(real) and real not in out:
+                    out.append(real)
+        return out
+
+    def search_problems(self) -> List[str]:
+        return self._locator.search_problems() if self._locator is not None else []
 
     def sources(self) -> Dict[str, str]:
         """module name -> where its image came from (for the report)."""

@@ -240,6 +240,8 @@ SLOW = (
     "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
     "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
     "tests/hostile/test_bundles.py",
+    "tests/test_code_checks.py",
+    "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
 )
 
 

@@ -60,3 +60,16 @@ def test_a_normal_dump_says_the_python_stack_is_not_in_it_and_which_dump_has_it(
     assert r.returncode == 0, r.stderr
     section = r.stdout.split("Python stacks", 1)[1].split("\n\n", 1)[0]
     assert "is not in the dump" in section and "MiniDumpWithFullMemory" in section
+
+
+CRASHED_ELSEWHERE = [d for d in python_manifest() if d.get("expected_class") == "access_violation"]
+
+
+@pytest.mark.parametrize("facts", CRASHED_ELSEWHERE, ids=[d["file"] for d in CRASHED_ELSEWHERE])
+def test_an_access_violation_under_a_few_python_calls_reports_no_recursion(facts, plain):
+    """The eval loop repeats once per nested Python call: three of them under a crash that
+    is not a stack overflow are ordinary code, not a "Recursion" section."""
+    r = run_cli("analyze", _dump(facts, plain), *_images(facts))
+    assert r.returncode == 0, r.stderr
+    assert "VERDICT  Access violation" in r.stdout
+    assert "Recursion on thread" not in r.stdout

@@ -234,10 +234,11 @@ def test_memory_exception_becomes_memory_not_in_dump(pykd):
 
 
 def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
-    """Wine's dumps hold thousands of tiny memory ranges, many touching. Real pykd reads
-    a range only when dbgeng calls it one valid region, which (in the stand-in's strict
-    reading) a read across two ranges is not: the target must read on across them, to
-    the byte the file reader reaches, at a bounded number of loadBytes calls."""
+    """Wine's dumps hold thousands of tiny memory ranges, many touching. The real engine
+    reads across touching ranges in one loadBytes call (seen in tests/windbg_real: pykd
+    calls a range valid only when dbgeng says it is one region, and touching ranges are);
+    a gap between ranges ends a read. The target reads to the byte the file reader
+    reaches, one call per chunk, and finds where a gap starts in a bounded number of calls."""
     from dumpkit.sources.minidump import open_dump
     from dumpkit.sources.pykd import CHUNK, PykdTarget
 
@@ -256,8 +257,10 @@ def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
         run = max(runs, key=len)  # the longest run of touching ranges
         assert len(run) >= 3
         start, end = run[0][0] + 1, run[-1][1]
+        assert pykd._s().mapped_at(start) is None  # the dump's memory, no image file behind it
+        assert bytes(pykd.loadBytes(start, end - start)) == raw.read(start, end - start)  # one call
         with pytest.raises(pykd.MemoryException):
-            pykd.loadBytes(start, end - start)  # one call cannot cross them
+            pykd.loadBytes(start, end - start + 1)  # past the run: a gap
         calls = []
         real_load = pykd.loadBytes
         monkeypatch.setattr(
@@ -266,13 +269,14 @@ def test_reads_cross_touching_dump_ranges(pykd, monkeypatch):
             lambda offset, count, phyAddr=False: calls.append(count) or real_load(offset, count, phyAddr),
         )
         assert target.read(start, end - start) == raw.read(start, end - start)
+        assert len(calls) <= (end - start) // CHUNK + 2
         # read_available runs on to the end of the run, stops where the dump does.
         assert target.read_available(start, end - start + 0x100) == raw.read_available(start, end - start + 0x100)
         assert len(target.read_available(start, end - start + 0x100)) == end - start
         with pytest.raises(MemoryNotInDump):
             target.read(start, end - start + 1)
         searches_per_boundary = CHUNK.bit_length() + 2
-        assert len(calls) <= 4 * len(run) * searches_per_boundary
+        assert len(calls) <= 8 * searches_per_boundary
 
 
 def test_target_matches_the_dump_and_restores_the_debugger(pykd):
@@ -471,6 +475,7 @@ def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
             "debugEvent",
             "eventType",
             "module",
+            "stackFrame",
         }
     }  # types of what the used calls return
     assert used - public == set()
@@ -561,3 +566,178 @@ def test_script_runs_the_way_pykd_ext_runs_it(tmp_path):
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert proc.stderr.startswith("tfstack: error: pykd is not installed in this Python")
     assert "!py -3.9" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- the real engine's ways
+# Behaviour first seen with the real pykd + dbgeng (tests/windbg_real) and modelled in the stand-in.
+
+
+def test_images_the_debugger_maps_from_files_are_not_taken_for_dump_memory(tfstack, pykd, tmp_path_factory):
+    """With the binaries on `.exepath`, dbgeng maps every module image it finds, so its
+    header reads as if the dump held it. Taken as a memory image it has no COFF symbols
+    (tfhost.exe!func_16b0 instead of run_scenario) and its data sections hold the file's
+    initial values. The target must hide what the dump does not hold and name frames as
+    `dumpkit analyze` does, with no --image-path: the debugger's `.exepath` is searched."""
+    from dumpkit.sources.pykd import PykdTarget
+
+    dump = SAMPLES / "recursion_cycle3.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    pykd.dbgCommand(f".exepath {SAMPLE_BIN}")
+    pykd.dbgCommand(".reload")
+    raw = pykd._s().target
+    exe = next(m for m in raw.modules if m.name == "tfhost.exe")
+    assert bytes(pykd.loadBytes(exe.base, 2)) == b"MZ"  # dbgeng serves the file's header
+    with pytest.raises(MemoryNotInDump):
+        raw.read(exe.base, 2)  # which the dump does not hold
+    target = PykdTarget(pykd)
+    assert exe.base in target.mapped_image_files
+    with pytest.raises(MemoryNotInDump):
+        target.read(exe.base, 2)
+    held = next((a, b) for a, b in raw.memory_ranges() if exe.contains(a))  # .xdata Wine's dbghelp touched
+    assert target.read(held[0], held[1] - held[0]) == raw.read(held[0], held[1] - held[0])
+    assert any("from files" in fact for fact in target.debugger_facts())
+
+    cli = _cli_json(dump)
+    pykd._open_dump_for_tests(str(dump))
+    pykd.dbgCommand(f".exepath {SAMPLE_BIN}")
+    pykd.dbgCommand(".reload")
+    assert tfstack.main(["--json"]) in (0, 1)
+    windbg = json.loads(pykd._output_for_tests())
+    crash = next(t for t in windbg["threads"] if t["is_crashing"])
+    assert "tfhost.exe!run_scenario" in crash["cycles"][0]["entry_path"]
+    assert _findings(windbg)["frames"] == _findings(cli)["frames"]
+    sources = {m["name"]: m["image_source"] for m in windbg["modules"]}
+    assert not sources["tfhost.exe"].startswith("dump-memory")
+
+
+def test_frame_links_follow_the_debuggers_own_frame_numbers(tfstack, pykd):
+    """`.frame N` selects the debugger's frame N. Where its unwind differs from dumpkit's
+    (dbgeng cannot unwind out of ___chkstk_ms on big_frame.dmp: its frame 1 has another
+    Child-SP), a link to dumpkit's frame must not show another frame: it becomes plain
+    text; frames both have keep their links, under the debugger's number."""
+    dump = SAMPLES / "big_frame.dmp"
+    pykd._open_dump_for_tests(str(dump))
+    tid = pykd._s().target.exception.thread_id
+    doc = _cli_json(dump)
+    frames = next(t for t in doc["threads"] if t["is_crashing"])["frames"]
+    sps = [int(f["sp"], 16) for f in frames]
+    # dbgeng's trace as the real engine gives it on this dump: frame 0 right, then lost.
+    pykd._set_stack_for_tests(tid, [sps[0], sps[0] + 8, sps[0] + 16], exception_context=True)
+    assert tfstack.main([]) == 0
+    dml = pykd._output_for_tests(dml=True)
+    assert f'<link cmd="~~[0x{tid:x}]s; .ecxr; .frame 0x0">00</link>' in dml
+    assert ".ecxr; .frame 0x1" not in dml  # dbgeng's frame 1 is somewhere else
+    assert re.search(r"^\s+01\s+\S", dml, re.M)  # the row is still there, without a link
+    # A debugger whose trace matches keeps every link; numbers above 0xffff never get one.
+    pykd._open_dump_for_tests(str(dump))
+    pykd._set_stack_for_tests(tid, sps, exception_context=True)
+    assert tfstack.main([]) == 0
+    dml = pykd._output_for_tests(dml=True)
+    for f in frames:
+        assert f'.ecxr; .frame 0x{f["index"]:x}">' in dml
+
+
+def test_a_dump_without_an_exception_record_has_no_crash(pykd, tmp_path):
+    """dbgeng makes up a break-instruction event (0x80000003 at address 0) for a dump that
+    recorded no exception; the target must not report it as the crash."""
+    import struct
+
+    from dumpkit.sources.pykd import PykdTarget
+
+    data = bytearray((SAMPLES / "null_deref.dmp").read_bytes())
+    count, rva = struct.unpack_from("<II", data, 8)
+    for i in range(count):
+        if struct.unpack_from("<I", data, rva + 12 * i)[0] == 6:  # ExceptionStream -> UnusedStream
+            struct.pack_into("<I", data, rva + 12 * i, 0)
+    dump = tmp_path / "no_exception.dmp"
+    dump.write_bytes(bytes(data))
+    pykd._open_dump_for_tests(str(dump))
+    assert pykd.getLastException().exceptionCode == 0x80000003  # what dbgeng says
+    target = PykdTarget(pykd)
+    assert target.exception is None
+    assert _cli_json(dump)["crash"] is None
+
+
+def test_rejected_commands_raise_as_in_the_real_engine(pykd):
+    pykd._open_dump_for_tests(str(SAMPLES / "null_deref.dmp"))
+    with pytest.raises(pykd.DbgException, match="0x80040205"):
+        pykd.dbgCommand("no_such_command")
+    assert pykd.dbgCommand("!cpuid") is None  # prints nothing on a user-mode dump
+    assert pykd.dbgCommand(".cxr") is None  # nothing to reset
+
+
+# Output of the real engine (dbgeng 10.0 in pykd 0.3.4.15, under Wine) on recursion_cycle3.dmp
+# with `.exepath` set, cut to a few lines: what the parsers must read.
+REAL_LMV = """start             end                 module name
+00000000`7b600000 00000000`7b795000   kernel32   (deferred)
+    Mapped memory image file: C:\\windows\\system32\\kernel32.dll
+    Image path: C:\\windows\\system32\\kernel32.dll
+    Image name: kernel32.dll
+    Timestamp:        Sat Feb 18 22:16:11 2023 (63F14E2B)
+00000001`40000000 00000001`4004a000   tfhost     (deferred)
+    Mapped memory image file: z:\\work\\wt-windbg\\sample_dumps\\bin\\tfhost.exe
+    Image path: Z:\\work\\nope\\sample_dumps\\bin\\tfhost.exe
+    Image name: tfhost.exe
+00000002`c7470000 00000002`c781a000   ucrtbase   (deferred)
+    Image path: C:\\windows\\system32\\ucrtbase.dll
+    Image name: ucrtbase.dll
+"""
+REAL_DUMPDEBUG = """----- User Mini Dump Analysis
+
+MINIDUMP_HEADER:
+Version         A793 (0)
+NumberOfStreams 8
+Flags           0
+                0000 MiniDumpNormal
+
+Streams:
+Stream 0: type SystemInfoStream (7), size 00000038, RVA 00000080
+  ProcessorArchitecture   0009 (PROCESSOR_ARCHITECTURE_AMD64)
+  ProcessorLevel          0019
+  ProcessorRevision       0101
+  NumberOfProcessors      02
+Stream 2: type ModuleListStream (4), size 000003D0, RVA 00001A25
+  9 modules
+  RVA 00001A29, 00000001`40000000 - 00000001`4004a000: 'Z:\\work\\main\\sample_dumps\\bin\\tfhost.exe', 0
+Stream 4: type MemoryListStream (5), size 0001C5C4, RVA 000025A7
+  7260 memory ranges
+  range#    RVA      Address             Size
+       0 0001EB6B    00000000`0021f9b0   00000000`00000650
+       1 0001F1BB    00000001`7000eb64   00000000`00000100
+      10 0011E633    00000001`4000f000   00000000`00000004
+      11 0011E637    00000001`4000f004   00000000`00000006
+Stream 5: type MiscInfoStream (15), size 00000018, RVA 00132119
+Stream 6: type Memory64ListStream (9), size 000003C0, RVA 00002F8D
+  59 memory ranges
+  RVA 0x3CCD BaseRva
+  range#    RVA      Address             Size
+       0 00003CCD    00000000`00010000   00000000`00002000
+  Total memory: 1474000
+Stream 7: type UnusedStream (0), size 00000000, RVA 00000000
+"""
+
+
+def test_debugger_outputs_are_parsed_as_the_real_engine_prints_them():
+    from dumpkit.sources.pykd import _exe_path, _gaps, _mapped_images, _merge, _parse_dumpdebug
+
+    assert _mapped_images(REAL_LMV) == {
+        0x7B600000: "C:\\windows\\system32\\kernel32.dll",
+        0x140000000: "z:\\work\\wt-windbg\\sample_dumps\\bin\\tfhost.exe",
+    }
+    ranges, fields, streams = _parse_dumpdebug(REAL_DUMPDEBUG)
+    assert ranges == [
+        (0x10000, 0x12000),
+        (0x21F9B0, 0x220000),
+        (0x14000F000, 0x14000F004),
+        (0x14000F004, 0x14000F00A),
+        (0x17000EB64, 0x17000EC64),
+    ]
+    assert fields == {"ProcessorLevel": 0x19, "ProcessorRevision": 0x101}
+    assert "MemoryListStream" in streams and "ExceptionStream" not in streams
+    assert _exe_path(
+        "Executable image search path is: Z:\\bin;srv*c:\\sym*https://x\nExpanded Executable image search path is: z:\\bin\n"
+    ) == ["Z:\\bin", "srv*c:\\sym*https://x"]
+    assert _exe_path("Executable image search path is: \n") == []
+    held = _merge(ranges)  # touching ranges join, as dbgeng reads them
+    assert (0x14000F000, 0x14000F00A) in held
+    assert _gaps(0x14000E000, 0x140010000, held) == [(0x14000E000, 0x14000F000), (0x14000F00A, 0x140010000)]

@@ -5,9 +5,10 @@ Run by pykd:  !py -3.9 C:\\path\\to\\windbg_scripts\\tfstack.py [--thread TID] [
               [--max-frames N] [--rows N] [--image-path DIR]... [--symbol-path SPEC]...
 (or `!tfstack ...` once tfstack.js is loaded with `.scriptload`).
 
-CPython 3.9 because pykd 0.3.4.15 has wheels for 2.7 and 3.5-3.9 only and dumpkit needs
-3.9+. The first line asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it
-pykd-ext would pick the highest Python 3 installed, which has no pykd.
+CPython 3.8 or 3.9 because pykd 0.3.4.15 has wheels for 2.7 and 3.5-3.9 only and dumpkit
+needs 3.8+ (tests/windbg_real runs this script through the real pykd on 3.8). The first
+line asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it pykd-ext would pick
+the highest Python 3 installed, which has no pykd.
 
 It builds a `dumpkit.sources.pykd.PykdTarget` over the session, runs the same engine as
 `dumpkit analyze` (`dumpkit.engine.analyze`) and prints the verdict, the recursion cycle,
@@ -20,8 +21,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 try:
     import dumpkit  # noqa: F401
@@ -41,10 +43,10 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     """argparse that reports through exceptions and the debugger, never sys.exit."""
 
-    def error(self, message):  # type: ignore[override]
+    def error(self, message):
         raise UsageError(message)
 
-    def exit(self, status=0, message=None):  # type: ignore[override]
+    def exit(self, status=0, message=None):
         if message:
             raise UsageError(message.strip())
         raise _Done()
@@ -141,6 +143,51 @@ def _emit(line: str, dml: bool = True) -> None:
         sys.stdout.write(line + "\n")
 
 
+_FRAME_LINK = re.compile(r'<link cmd="~~\[0x([0-9a-f]+)\]s(; \.ecxr)?; \.frame 0x([0-9a-f]+)">(.*?)</link>')
+_MAX_FRAME_NUMBER = 0xFFFF  # `.frame` rejects higher numbers (seen with dbgeng 10.0)
+
+
+def _frame_links_the_debugger_takes(lines: Iterable[str], report, target) -> Iterator[str]:
+    """The DML lines with each `.frame N` link pointed at the debugger's own frame with
+    the same Child-SP as dumpkit's frame N. The two number frames alike only while they
+    unwind alike: dbgeng cannot unwind out of a stack probe without unwind data (on
+    big_frame.dmp its frame 1 is not dumpkit's), stops at 1,024 frames in getStack and
+    takes no `.frame` number above 0xffff. A frame it does not have keeps its number as
+    plain text: a link must show the frame it names or nothing. When the debugger gives
+    no stack at all, links are left as dumpkit numbered them."""
+    sps = {t.tid: {f.index: f.sp for f in t.frames} for t in report.threads}
+    seen: Dict[Tuple[int, bool], Optional[Dict[int, int]]] = {}
+
+    def retarget(m: "re.Match") -> str:
+        tid, ecxr, index, label = int(m.group(1), 16), m.group(2) or "", int(m.group(3), 16), m.group(4)
+        key = (tid, bool(ecxr))
+        if key not in seen:
+            stack = target.debugger_stack(tid, exception_context=bool(ecxr))
+            seen[key] = None if stack is None else {sp: i for i, sp in reversed(list(enumerate(stack)))}
+        numbers = seen[key]
+        if numbers is None:
+            return m.group(0)
+        number = numbers.get(sps.get(tid, {}).get(index, -1))
+        if number is None or number > _MAX_FRAME_NUMBER:
+            return label
+        return f'<link cmd="~~[0x{tid:x}]s{ecxr}; .frame 0x{number:x}">{label}</link>'
+
+    for line in lines:
+        yield _FRAME_LINK.sub(retarget, line) if "<link" in line else line
+
+
+def _emit_debugger_facts(facts: Sequence[str], plain: bool) -> None:
+    """Where the report used the debugger's facts instead of the dump file's."""
+    if not facts:
+        return
+    from dumpkit.report.dml import dml_text
+
+    _emit("")
+    _emit("From the debugger" if plain else "<b>From the debugger</b>", dml=not plain)
+    for fact in facts:
+        _emit(f"  - {fact}" if plain else f"  - {dml_text(fact, 2000)}", dml=not plain)
+
+
 # ----------------------------------------------------------------------------- main
 def _symbol_paths(explicit: Sequence[str]) -> List[str]:
     paths = list(explicit)
@@ -150,7 +197,23 @@ def _symbol_paths(explicit: Sequence[str]) -> List[str]:
     return paths
 
 
+def _image_paths(explicit: Sequence[str], exe_path: Sequence[str]) -> List[str]:
+    """The user's folders, then the plain folders of the debugger's `.exepath` (where
+    dbgeng found the images it maps); its `srv*` elements go with the symbol path."""
+    paths = list(explicit)
+    for element in exe_path:
+        if "*" not in element and "://" not in element and element not in paths:
+            paths.append(element)
+    return paths
+
+
+def _exe_path_stores(exe_path: Sequence[str]) -> List[str]:
+    return [e for e in exe_path if "*" in e or "://" in e]
+
+
 def _debugger_sympath() -> Optional[str]:
+    if _pykd is None:
+        return None
     try:
         return str(_pykd.getSymbolPath() or "") or None
     except Exception:
@@ -190,7 +253,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _emit(f"tfstack: error: no thread {args.thread} (0x{args.thread:x}); threads: {ids}", dml=False)
             return 2
         opts = Options(
-            image_paths=tuple(args.image_path), symbol_paths=_symbol_paths(args.symbol_path), max_frames=args.max_frames
+            image_paths=tuple(_image_paths(args.image_path, target.exe_path)),
+            symbol_paths=_symbol_paths(list(args.symbol_path) + _exe_path_stores(target.exe_path)),
+            max_frames=args.max_frames,
         )
         report = analyze(target, opts).report
         if args.json:
@@ -201,11 +266,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             shown = [args.thread] if args.thread is not None else []
             from dumpkit.report.dml import plain_text, render_dml
 
-            for line in render_dml(report, rows=args.rows, show_threads=shown, all_threads=args.all):
+            lines = render_dml(report, rows=args.rows, show_threads=shown, all_threads=args.all)
+            for line in _frame_links_the_debugger_takes(lines, report, target):
                 if args.plain:
                     _emit(plain_text(line), dml=False)
                 else:
                     _emit(line, dml=True)
+            _emit_debugger_facts(target.debugger_facts(), plain=args.plain)
         return 1 if report.soft_errors else 0
     except KeyboardInterrupt:
         _emit("tfstack: interrupted", dml=False)

@@ -373,6 +373,27 @@ class SystemSummary:
 
 
 @dataclass(frozen=True)
+class MissingImage:
+    """A module on the crashing thread's stack whose image was not found."""
+
+    module: str
+    frames: int  # frames of the crashing thread in it
+    recorded_path: str  # where the crashed process loaded it from
+    fix: str  # the option (and folder) that would give dumpkit its image
+
+
+@dataclass(frozen=True)
+class ImageCoverage:
+    """How much of the crashing stack rests on images (analysis/coverage.py)."""
+
+    frames: int  # frames walked on the crashing thread
+    scanned: int  # of them found by stack scanning (validated by a call site or not)
+    unvalidated: int  # of them found by scanning with no call site to confirm them
+    missing: Tuple[MissingImage, ...]  # modules on that stack without an image, most frames first
+    search_problems: Tuple[str, ...]  # --image-path folders and symbol servers that gave nothing
+
+
+@dataclass(frozen=True)
 class Report:
     schema_version: int
     dumpkit_version: str
@@ -390,6 +411,7 @@ class Report:
     unloaded_modules: Tuple[UnloadedModuleRecord, ...] = ()
     crash_absent: Optional[str] = None  # why there is no crash record (absent, or present but unreadable)
     python: Optional[PythonReport] = None  # None: not a Python process
+    images: Optional[ImageCoverage] = None  # None: no crashing stack and no search to report on
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ class _Keyed:
     module = None
     function_start = None
     size = 0
+    trust = None  # read from the interpreter's own frames, never guessed by scanning
 
     def __init__(self, index: int, function_key: str, function_name: str):
         self.index = index

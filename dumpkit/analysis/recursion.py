@@ -26,7 +26,7 @@ from itertools import accumulate
 from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle
-from dumpkit.unwind.frames import Frame
+from dumpkit.unwind.frames import Frame, Trust
 
 __all__ = ["find_cycles", "function_codes"]
 
@@ -187,7 +187,10 @@ def find_cycles(
         end = start + reps * p  # exclusive
         per_rep = sum(_mode(sizes[start + j : end : p]) for j in range(p))
         total = prefix[end] - prefix[start]
-        below = frames[end : end + max(0, entry_path_length)]
+        # Frames found by scanning with no call site to confirm them are often stale return
+        # addresses (what a missing image leaves): they do not make an entry path.
+        below = [f for f in frames[end : end + 4 * max(0, entry_path_length)] if f.trust is not Trust.SCAN]
+        below = below[: max(0, entry_path_length)]
         out.append(
             Cycle(
                 functions=tuple(frames[start + j].function_name for j in range(p)),

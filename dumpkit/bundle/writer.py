@@ -130,12 +130,12 @@ def write_bundle(
         sizes: List[Tuple[str, int]] = []
         recorded = sorted(locator.recorded, key=lambda r: (r[0].base, r[0].name.lower()))
         for index, (module, found) in enumerate(recorded):
-            if found.recording is None or found.file is None:
+            if found.recording is None or found.path is None:
                 continue  # only file images are recorded
             ranges, data = _captured(found.recording)
             if not ranges:
                 continue
-            file_size, sha = _file_digest(found.file)
+            file_size, sha = _file_digest(found.path)
             # (name, base, TimeDateStamp, SizeOfImage, recorded path) as the dump has them
             where = (module.name, module.base, module.timestamp, module.size, module.path)
             member = member_name(index, module.name)

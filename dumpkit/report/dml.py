@@ -81,6 +81,9 @@ def render_dml(
     if v.next_steps:
         out.append("<b>Next steps</b>")
         out.extend(f"  {i}. {dml_text(s, 2000)}" for i, s in enumerate(v.next_steps, 1))
+    if view.images is not None:
+        out.append(f"<b>{dml_text(view.images.title)}</b>")
+        out.extend(f"  - {dml_text(x, 2000)}" for x in view.images.lines)
     out.append("")
 
     facts = view.facts

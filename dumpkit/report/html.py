@@ -1,5 +1,6 @@
 """A single self-contained HTML page (no scripts, no external resources). What is shown
-comes from report.view; every dump string is HTML-escaped."""
+comes from report.view; every dump string is HTML-escaped. The pictures are inline SVG
+(report/svg.py) of the view's numbers (report/view/pictures.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from typing import List
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import html_prose as prose, html_text as h
+from dumpkit.report.svg import budget_svg, by_function_svg, cycle_svg, trust_svg
 from dumpkit.report.view import CODE, DOCUMENT, PROSE, WORDS, Fold, Line, PythonView, StackTable, report_view
+from dumpkit.report.view.pictures import Pictures, pictures_view
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:75em;color:#222}
@@ -15,6 +18,9 @@ h1{font-size:1.3em} .verdict{font-size:1.15em;font-weight:bold;padding:.6em;back
 table{border-collapse:collapse} td,th{padding:.15em .6em;text-align:left;vertical-align:top}
 .stack td{font-family:ui-monospace,monospace;font-size:.9em} .num{text-align:right}
 .scan{color:#777} .flag{color:#c62828;font-weight:bold} .fold{color:#a06000;font-style:italic} .dim{color:#666}
+.wide{overflow-x:auto;max-width:100%} body{overflow-wrap:anywhere} .stack td{overflow-wrap:normal}
+figure{margin:1em 0 1.4em} figcaption{color:#444;font-size:.92em;margin-top:.3em;max-width:60em}
+svg.pic{display:block;max-width:100%;height:auto}
 """
 
 
@@ -35,7 +41,7 @@ def inline(line: Line) -> str:
 
 def _stack(table: StackTable) -> List[str]:
     rows = [
-        '<table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>'
+        '<div class="wide"><table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>'
     ]
     for r in table.rows:
         if isinstance(r, Fold):
@@ -46,14 +52,17 @@ def _stack(table: StackTable) -> List[str]:
             f"<tr{cls}><td class=num>{r.number}</td><td class=num>{r.memory}</td><td>{r.child_sp}</td>"
             f"<td>{r.ip}</td><td>{h(r.call_site)}</td><td>{h(r.found_by)}</td></tr>"
         )
-    rows.append("</table>")
+    rows.append("</table></div>")
     return rows
 
 
 def _python(py: PythonView, max_rows: int = 200) -> List[str]:
     out = [f"<h2>Python stacks</h2><p>{h(py.summary, 1000)}</p>"]
     for s in py.stacks:
-        out.append(f'<h3>{h(s.title)}</h3><table class="stack"><tr><th>#</th><th>function</th><th>file:line</th></tr>')
+        out.append(
+            f'<h3>{h(s.title)}</h3><div class="wide"><table class="stack">'
+            "<tr><th>#</th><th>function</th><th>file:line</th></tr>"
+        )
         for r in s.rows[:max_rows]:
             if isinstance(r, Fold):
                 out.append(f'<tr><td colspan="3" class="fold">{h(r.text)}</td></tr>')
@@ -63,12 +72,29 @@ def _python(py: PythonView, max_rows: int = 200) -> List[str]:
                     f"<tr><td class=num>{r.index}</td><td>{h(r.function, 200)}</td>"
                     f"<td>{h(r.location, 300)}{problem}</td></tr>"
                 )
-        out.append("</table>")
+        out.append("</table></div>")
     return out
+
+
+def _figure(svg: str, caption: str, kind: str) -> str:
+    return f'<figure class="{kind}">{svg}<figcaption>{h(caption, 1000)}</figcaption></figure>'
+
+
+def _at_a_glance(pictures: Pictures) -> List[str]:
+    """The stack's pictures, right under the verdict they support."""
+    figures = []
+    if pictures.budget is not None:
+        figures.append(_figure(budget_svg(pictures.budget), pictures.budget.caption, "budget"))
+    for i, c in enumerate(pictures.cycles):
+        figures.append(_figure(cycle_svg(c, f"cycle{i}"), c.caption, "cycle"))
+    if pictures.by_function is not None:
+        figures.append(_figure(by_function_svg(pictures.by_function), pictures.by_function.caption, "by-function"))
+    return ["<h2>The stack at a glance</h2>", *figures] if figures else []
 
 
 def render_html(report: Report) -> str:
     view = report_view(report, DOCUMENT)
+    pictures = pictures_view(report)
     v = view.verdict
     out = [
         "<!DOCTYPE html>",
@@ -78,10 +104,17 @@ def render_html(report: Report) -> str:
         f'<p class="verdict">{prose(v.headline, 2000)}</p>',
         f'<p class="dim">confidence: {h(v.confidence)}</p>',
     ]
+    out += _at_a_glance(pictures)
     if v.evidence:
         out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{prose(e, 2000)}</li>" for e in v.evidence) + "</ul>")
     if v.next_steps:
         out.append("<h2>Next steps</h2><ol>" + "".join(f"<li>{prose(s, 2000)}</li>" for s in v.next_steps) + "</ol>")
+    if view.images is not None:
+        out.append(
+            f"<h2>{h(view.images.title)}</h2><ul>"
+            + "".join(f"<li>{h(x, 2000)}</li>" for x in view.images.lines)
+            + "</ul>"
+        )
     out.append("<h2>Facts</h2><table>")
     for f in view.facts.rows:
         out.append(f"<tr><th>{h(f.label)}</th><td>{inline(f.value)}</td></tr>")
@@ -124,6 +157,8 @@ def render_html(report: Report) -> str:
             if legend:
                 out.append(f'<p class="dim">{h(legend)}</p>')
         out.append(f"<h2>Crashing thread {crash.tid} ({crash.frames})</h2>")
+        if pictures.trust is not None:
+            out.append(_figure(trust_svg(pictures.trust), pictures.trust.caption, "trust"))
         out += _stack(crash.stack)
     for g in view.threads.groups:
         t = g.lead

@@ -108,6 +108,8 @@ def render_markdown(report: Report) -> str:
     if v.next_steps:
         out.append("**Next steps**")
         out += [f"{i}. {prose(s, 2000)}" for i, s in enumerate(v.next_steps, 1)]
+    if view.images is not None:
+        out += ["", f"**{view.images.title}**"] + [f"- {md(line, 2000)}" for line in view.images.lines]
         out.append("")
 
     out += ["| | |", "|---|---|"]

@@ -123,6 +123,8 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     console.print(Text(f"confidence: {v.confidence}", style="dim"))
     _lines(console, "Evidence", v.evidence)
     _lines(console, "Next steps", v.next_steps, numbered=True)
+    if view.images is not None:
+        _lines(console, view.images.title, view.images.lines)
     console.print()
 
     for f in view.facts.rows:

@@ -4,32 +4,42 @@ This is the only module in dumpkit that imports `pykd`, and it does so lazily (w
 `PykdTarget` is built), so everything else imports and runs without it. The session can be
 a dump or a live process: reads go to the debugger either way.
 
-pykd 0.3 API used here (names and behaviour from pykd's pymod.cpp):
+pykd 0.3 API used here (names from pykd's pymod.cpp; behaviour as seen with the real pykd
+0.3.4.15 and its dbgeng under Wine, tests/windbg_real):
 - memory: `loadBytes(addr, n)` returns a list of ints and raises `MemoryException` unless
-  dbgeng calls the whole range one valid region (kdlib's isVaRegionValid), which a read
-  across two of a dump's memory ranges may not be; `loadQWords(addr, n)` likewise.
+  dbgeng calls the whole range one valid region (kdlib's isVaRegionValid); a dump's
+  touching memory ranges count as one region, ranges with a gap between them do not.
+  `loadQWords(addr, n)` likewise.
 - threads: `getProcessThreads()` lists TEB addresses; `getCurrentThread()` returns the
   current TEB, `setCurrentThread(teb)` takes one; `getThreadSystemID()` is the OS thread id
   of the current thread; `reg("rip")` takes lowercase dbgeng register names.
 - modules: `getModulesList()` returns `module` objects (`name()` is dbgeng's short name,
-  `image()` the image path, `begin()`, `size()`, `timestamp()`, `checksum()`,
-  `getFixedFileInfo()` the VS_FIXEDFILEINFO, zeroed or raising when there is none).
+  `image()` the image path the dump recorded, `begin()`, `size()`, `timestamp()`,
+  `checksum()`, `getFixedFileInfo()` the VS_FIXEDFILEINFO, zeroed or raising when there is
+  none).
 - exception: `getLastException()` -> `exceptionInfo` (`exceptionCode`, `exceptionFlags`,
   `exceptionRecord`, `exceptionAddress`, `parameters`) and `getLastEvent().thread` (the
   debugger's id of the event thread, turned into an OS id by `getThreadSystemID(id)`).
 - `findSymbol(addr)` never raises: `mod!sym+1a` (or `-1a`), `mod+1a3f` or bare hex.
 - `dbgCommand(cmd)` returns the command's normal output only (None when there was none):
-  pykd captures DEBUG_OUTPUT_NORMAL, so what a failing command prints as an error is not
-  returned; success must be read from the output a command prints when it works.
+  pykd captures DEBUG_OUTPUT_NORMAL, so what a command prints as an error is not returned.
+  A command the engine rejects outright (a syntax error, `~~[0x999]s` for a thread that
+  does not exist) raises DbgException ("IDebugControl::ExecuteWide failed, HRESULT
+  0x80040205"); one that runs and fails (`.ecxr` without an exception context, `!cpuid`
+  on a user-mode dump) returns None. So success is read from the output a command
+  prints when it works.
 
 What pykd has no call for comes from standard WinDbg commands: the exception *context*
 (`.ecxr`, see `_exception_context`), thread names and suspend counts (`~`), the memory map
 (`!address`), processor count and service pack (`vertarget`), CPU vendor/family/model/
-stepping (`!cpuid`), the dump file name (`||`) and which modules already have a PDB
-loaded (`lm`, which unlike `module.symfile()` loads nothing: see `_module_has_pdb`).
-Stack bounds come from the TEB's NT_TIB (StackBase at +8, StackLimit at +0x10); a
-minidump often lacks the TEB, and then the stack is the readable memory from SP
-upwards, which is what the dump captured.
+stepping (`!cpuid` on a live target; on a dump the SystemInfo stream's level and revision
+from `.dumpdebug`), the dump file name (`||`), which modules already have a PDB loaded
+(`lm`, which unlike `module.symfile()` loads nothing: see `_module_has_pdb`), which module
+images dbgeng maps from files (`lmv`) and what memory the dump itself holds
+(`.dumpdebug`, see `_hide_mapped_images`). Stack bounds come from the TEB's NT_TIB
+(StackBase at +8, StackLimit at +0x10); a minidump often lacks the TEB, and then the stack
+is the dump's memory range holding SP and the readable memory above it, which is what the
+dump captured.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from bisect import bisect_right
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.target import (
@@ -104,6 +115,15 @@ _ECXR_FAILED = (
 )
 # `.ecxr` prints the register set it switched to; without it nothing was switched.
 _ECXR_REGISTERS = re.compile(r"\b[re]ip=[0-9a-fA-F]")
+# `lmv`: a module's `start end name ...` line, then indented `Key: value` lines.
+_LMV_MODULE = re.compile(rf"^\s*({_HEX_ADDR})\s+{_HEX_ADDR}\s+\S")
+_LMV_MAPPED = re.compile(r"^\s+Mapped memory image file:\s*(\S.*?)\s*$")
+# `.dumpdebug`: streams start `Stream N: type NAME (T), ...`; the memory list streams
+# (MemoryListStream, Memory64ListStream) list `range#  RVA  Address  Size` rows, and the
+# SystemInfo stream `Name  value` rows.
+_DD_STREAM = re.compile(r"^Stream \d+: type (\S+)")
+_DD_RANGE = re.compile(rf"^\s*\d+\s+[0-9a-fA-F]+\s+({_HEX_ADDR})\s+({_HEX_ADDR})\s*$")
+_DD_FIELD = re.compile(r"^\s+(ProcessorLevel|ProcessorRevision)\s+([0-9a-fA-F]+)\b")
 
 
 def _hex(text: str) -> int:
@@ -133,7 +153,9 @@ class PykdTarget:
 
     def __init__(self, pykd_module=None):
         if pykd_module is None:
-            import pykd as pykd_module
+            import pykd
+
+            pykd_module = pykd
         self._pykd = pykd_module
         self._MemoryException = getattr(pykd_module, "MemoryException", Exception)
         self._DbgException = getattr(pykd_module, "DbgException", Exception)
@@ -149,11 +171,26 @@ class PykdTarget:
         self.xstate_enabled_features: Optional[int] = None
         self.is_dump = True
         self._pdb_bases: Optional[frozenset] = None  # from `lm`, on first use
+        # What the dump file itself holds, from `.dumpdebug` (dump sessions only): its
+        # memory ranges, sorted, and SystemInfo fields dbgeng has no call for.
+        self._dump_ranges: List[Tuple[int, int]] = []
+        self._dump_fields: Dict[str, int] = {}
+        self._dump_streams: frozenset = frozenset()
+        # Modules whose image dbgeng maps from a file (base -> that file, per `lmv`), and
+        # the spans of them the dump does not hold, which reads must not see.
+        self.mapped_image_files: Dict[int, str] = {}
+        self._hidden: List[Tuple[int, int]] = []
+        # The debugger's executable image path (`.exepath`), where it finds images too.
+        self.exe_path: List[str] = []
+        # What came from the debugger rather than the dump file, for `!tfstack` to say.
+        self.exception_context_from: Optional[str] = None
+        self.named_by_debugger: set = set()  # modules whose frames the debugger's PDB named
         self.dump = self._dump_info()
         self.system = self._system_info()
         self.process = self._process_info()
         self.modules = self._modules()
         self._module_map = ModuleMap(self.modules)
+        self._hide_mapped_images()
         self.memory_regions = self._memory_regions()
         self._read_threads_and_exception()
 
@@ -203,6 +240,7 @@ class PykdTarget:
         out = f"{module.name}!{name}"
         if disp:
             out += f"+{disp:#x}"
+        self.named_by_debugger.add(module.name)
         return out
 
     def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
@@ -210,6 +248,8 @@ class PykdTarget:
 
     # -- memory -------------------------------------------------------------------------
     def _load(self, address: int, size: int) -> bytes:
+        if self._hidden and self._touches_hidden(address, address + size):
+            raise MemoryNotInDump(address, size)
         try:
             return bytes(self._pykd.loadBytes(address, size))
         except self._MemoryException:
@@ -272,6 +312,92 @@ class PykdTarget:
         except MemoryNotInDump:
             return None
 
+    def _hide_mapped_images(self) -> None:
+        """On a dump, dbgeng serves the bytes of a module whose image file it can find
+        (at the recorded path, on `.exepath` or the symbol path) from that file, so the
+        whole image looks captured: `lmv` says "Mapped memory image file". Read as memory,
+        such an image has no COFF symbol table (frames would be named `func_16b0`, not
+        `run_scenario`) and its data sections hold the file's initial values, not the
+        process's. So, as the file reader does, only what the dump holds is memory: the
+        rest of a mapped module reads as missing, and dumpkit takes the image from the
+        file (recorded path, `.exepath` folders, symbol path), as `dumpkit analyze` does."""
+        if not self.is_dump:
+            return
+        self.exe_path = _exe_path(self._command(".exepath"))
+        self.mapped_image_files = _mapped_images(self._command("lmv"))
+        if not self.mapped_image_files:
+            return
+        if not self._dump_ranges:
+            self.soft_errors.add(
+                "the debugger maps module images from files, but `.dumpdebug` listed none of the "
+                "dump's memory ranges: those images are read as if the dump held them"
+            )
+            return
+        held = _merge(self._dump_ranges)
+        for base in sorted(self.mapped_image_files):
+            module = self._module_map.find(base)
+            if module is not None:
+                self._hidden.extend(_gaps(module.base, module.end, held))
+
+    def debugger_facts(self) -> List[str]:
+        """One line per fact the report took from the debugger instead of the dump file."""
+        out = []
+        if self.exception_context_from:
+            out.append(
+                f"exception context: the debugger's `{self.exception_context_from}` (the exception record's, "
+                "not where the thread list left the thread)"
+            )
+        if self.named_by_debugger:
+            out.append("names from the PDBs the debugger has loaded: " + ", ".join(sorted(self.named_by_debugger)))
+        if self.mapped_image_files:
+            n = len(self.mapped_image_files)
+            if self._dump_ranges:
+                how = "only the bytes the dump holds are read as memory, images come from files as in `dumpkit analyze`"
+            else:
+                how = "read as memory: `.dumpdebug` listed no memory ranges to tell the dump's bytes from the files'"
+            out.append(f"images: the debugger maps {n} module image(s) from files (`lmv`); {how}")
+        if self.exe_path:
+            out.append("image search: the debugger's `.exepath` " + ";".join(self.exe_path))
+        return out
+
+    def debugger_stack(self, tid: int, exception_context: bool = False) -> Optional[List[int]]:
+        """The Child-SP of each frame of the debugger's own stack trace of thread `tid`, in
+        its frame numbering (what `.frame N` selects), from the exception context when
+        asked (as a `~~[tid]s; .ecxr; .frame N` link sees it). pykd's getStack() gives at
+        most 1,024 frames. None when the debugger gives no stack. Leaves the user's thread
+        and register context as they were."""
+        p = self._pykd
+        teb = next((t.teb for t in self.threads if t.tid == tid), None)
+        if teb is None:
+            return None
+        original = self._call("getCurrentThread", p.getCurrentThread)
+        switched = False
+        try:
+            if self._call(f"switch to thread {tid}", p.setCurrentThread, teb, default=False) is False:
+                return None
+            if exception_context:
+                out = self._command_or_none(".ecxr")
+                switched = True
+                if not out or not _ECXR_REGISTERS.search(out):
+                    return None
+            try:
+                return [int(f.stackOffset) for f in p.getStack()]
+            except self._DbgException:
+                return None
+        finally:
+            if switched:
+                self._command(".cxr")
+            if original is not None:
+                self._call("restore the current thread", p.setCurrentThread, int(original))
+
+    def _touches_hidden(self, start: int, end: int) -> bool:
+        i = max(bisect_right(self._hidden, (start, 1 << 64)) - 1, 0)
+        while i < len(self._hidden) and self._hidden[i][0] < end:
+            if self._hidden[i][1] > start:
+                return True
+            i += 1
+        return False
+
     def _readable_end(self, address: int, limit: int) -> int:
         """First unreadable address at or above `address` (at most `limit`)."""
         pos = address
@@ -280,8 +406,12 @@ class PykdTarget:
         return pos
 
     # -- debugger commands --------------------------------------------------------------
-    def _command(self, command: str, failed: Optional[str] = "") -> Optional[str]:
-        """The command's output ("" when it printed nothing); `failed` when it raised."""
+    def _command(self, command: str) -> str:
+        """The command's output ("" when it printed nothing or raised)."""
+        return self._command_or_none(command) or ""
+
+    def _command_or_none(self, command: str) -> Optional[str]:
+        """The command's output ("" when it printed nothing); None when it raised."""
         try:
             out = self._pykd.dbgCommand(command)
         except self._DbgException as e:
@@ -289,7 +419,7 @@ class PykdTarget:
             self.soft_errors.add(
                 f"debugger command `{command}` failed: {text.splitlines()[0] if text else type(e).__name__}"
             )
-            return failed
+            return None
         return out or ""
 
     def _call(self, what: str, fn, *args, default=None):
@@ -322,6 +452,8 @@ class PykdTarget:
                     break
         if not self.is_dump:
             path = f"live process ({path or 'debugger session'})"
+        if self.is_dump:
+            self._dump_ranges, self._dump_fields, self._dump_streams = _parse_dumpdebug(self._command(".dumpdebug"))
         size = 0
         if self.is_dump and path and os.path.isfile(path):
             try:
@@ -372,6 +504,11 @@ class PykdTarget:
                     vendor = m.group(5)
                     cpuid_version = _encode_cpuid_version(family, model, stepping)
                 break
+        if not level and self._dump_fields.get("ProcessorLevel"):
+            # `!cpuid` reports nothing on a user-mode dump; the SystemInfo stream has
+            # what Windows keeps of it: family (level) and model << 8 | stepping.
+            level = self._dump_fields["ProcessorLevel"]
+            revision = self._dump_fields.get("ProcessorRevision", 0)
         features = self._processor_features()
         return SystemInfo(
             processor_architecture=9 if is64 else 0,
@@ -552,6 +689,10 @@ class PykdTarget:
             return 0, 0
         sp = min(sps)
         end = self._readable_end(sp, min(sp + MAX_STACK_PROBE, 1 << 64))
+        # The dump's stack range may start a little below SP (what the writer captured).
+        i = bisect_right(self._dump_ranges, (sp, 1 << 64)) - 1
+        if i >= 0 and self._dump_ranges[i][0] <= sp < self._dump_ranges[i][1]:
+            return self._dump_ranges[i][0], end
         return sp, end
 
     def _read_threads_and_exception(self) -> None:
@@ -594,6 +735,10 @@ class PykdTarget:
 
     def _exception(self, raw) -> Optional[ExceptionInfo]:
         p = self._pykd
+        if self.is_dump and self._dump_streams and "ExceptionStream" not in self._dump_streams:
+            # dbgeng then makes up a break-instruction event (0x80000003 at address 0);
+            # the dump recorded no exception, as `dumpkit analyze` says.
+            return None
         try:
             info = p.getLastException()
         except self._DbgException:
@@ -639,7 +784,7 @@ class PykdTarget:
         p = self._pykd
         if self._call("switch to the exception thread", p.setCurrentThread, teb, default=False) is False:
             return None
-        out = self._command(".ecxr", failed=None)
+        out = self._command_or_none(".ecxr")
         try:
             if out is None or not _ECXR_REGISTERS.search(out) or any(s in out.lower() for s in _ECXR_FAILED):
                 if out is None:
@@ -653,6 +798,7 @@ class PykdTarget:
                     "the exception thread's own context is used"
                 )
                 return None
+            self.exception_context_from = ".ecxr"
             return self._registers("exception context")
         finally:
             self._command(".cxr")
@@ -666,6 +812,92 @@ def _loaded_symbols(lm_output: str) -> List[Tuple[int, str]]:
         m = _LM_LINE.match(line)
         if m:
             out.append((_hex(m.group(1)), m.group(2).strip().lower()))
+    return out
+
+
+def _exe_path(output: str) -> List[str]:
+    """The elements of the debugger's executable image path, from `.exepath`'s first line
+    ("Executable image search path is: A;B"; empty when none is set)."""
+    for line in output.splitlines():
+        head, sep, rest = line.partition("search path is:")
+        if sep and not head.strip().lower().startswith("expanded"):
+            return [e.strip() for e in rest.split(";") if e.strip()]
+    return []
+
+
+def _mapped_images(lmv_output: str) -> Dict[int, str]:
+    """module base -> the image file dbgeng maps into the dump's address space, per `lmv`."""
+    out: Dict[int, str] = {}
+    base: Optional[int] = None
+    for line in lmv_output.splitlines():
+        m = _LMV_MODULE.match(line)
+        if m:
+            base = _hex(m.group(1))
+            continue
+        m = _LMV_MAPPED.match(line)
+        if m and base is not None:
+            out[base] = m.group(1)
+    return out
+
+
+def _parse_dumpdebug(text: str) -> Tuple[List[Tuple[int, int]], Dict[str, int], frozenset]:
+    """(the dump's memory ranges as sorted (start, end), SystemInfo fields, stream type
+    names) from `.dumpdebug`."""
+    ranges: List[Tuple[int, int]] = []
+    fields: Dict[str, int] = {}
+    streams = set()
+    stream = ""
+    for line in text.splitlines():
+        m = _DD_STREAM.match(line)
+        if m:
+            stream = m.group(1)
+            streams.add(stream)
+            continue
+        if stream in ("MemoryListStream", "Memory64ListStream"):
+            m = _DD_RANGE.match(line)
+            if m:
+                start, size = _hex(m.group(1)), _hex(m.group(2))
+                if size and start + size <= 1 << 64:
+                    ranges.append((start, start + size))
+        elif stream == "SystemInfoStream":
+            m = _DD_FIELD.match(line)
+            if m:
+                fields[m.group(1)] = int(m.group(2), 16)
+    ranges.sort()
+    return ranges, fields, frozenset(streams)
+
+
+def _merge(ranges: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """Sorted ranges with overlapping and touching ones joined (dbgeng reads across
+    touching ranges of a dump as one region)."""
+    out: List[Tuple[int, int]] = []
+    for start, end in ranges:
+        if out and start <= out[-1][1]:
+            if end > out[-1][1]:
+                out[-1] = (out[-1][0], end)
+        else:
+            out.append((start, end))
+    return out
+
+
+def _gaps(start: int, end: int, held: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """The parts of [start, end) outside the sorted, merged `held` ranges."""
+    out: List[Tuple[int, int]] = []
+    pos = start
+    i = max(bisect_right(held, (start, 1 << 64)) - 1, 0)
+    while pos < end and i < len(held):
+        lo, hi = held[i]
+        if hi <= pos:
+            i += 1
+            continue
+        if lo >= end:
+            break
+        if lo > pos:
+            out.append((pos, lo))
+        pos = max(pos, hi)
+        i += 1
+    if pos < end:
+        out.append((pos, end))
     return out
 
 

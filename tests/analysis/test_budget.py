@@ -4,11 +4,12 @@ map: estimated from the captured stack) and synthetic targets with a TEB or a me
 from __future__ import annotations
 
 import struct
-from typing import Dict, List, Optional
+from typing import Dict, Optional, Sequence
 
 from conftest import SAMPLE_BIN, sample_facts
 from dumpkit.analysis.budget import TEB_DEALLOCATION_STACK, TEB_STACK_BASE, TEB_STACK_LIMIT, stack_budget
-from dumpkit.target import ExceptionInfo, MemoryNotInDump, MemoryRegion, Registers, Thread
+from dumpkit.target import ExceptionInfo, MemoryRegion, Registers, Thread
+from tests.fakes.target import MemoryTarget
 
 MIB = 1 << 20
 
@@ -92,19 +93,8 @@ def test_idle_threads_have_sane_budgets(crash_walk):
 
 
 # ------------------------------------------------------------------ synthetic targets
-class _FakeTarget:
-    def __init__(
-        self, memory: Dict[int, bytes], regions: List[MemoryRegion] = (), exception: Optional[ExceptionInfo] = None
-    ):
-        self.memory = memory
-        self.memory_regions = list(regions)
-        self.exception = exception
-
-    def read(self, address: int, size: int) -> bytes:
-        for start, data in self.memory.items():
-            if start <= address and address + size <= start + len(data):
-                return data[address - start : address - start + size]
-        raise MemoryNotInDump(address, size)
+def _target(memory: Dict[int, bytes], regions: Sequence[MemoryRegion] = (), exception: Optional[ExceptionInfo] = None):
+    return MemoryTarget(memory.items(), memory_regions=regions, exception=exception)
 
 
 TEB = 0x7FFDF000
@@ -131,7 +121,7 @@ def test_teb_offsets():
 
 def test_from_teb():
     sp = LIMIT + 0x80
-    target = _FakeTarget({TEB: _teb_bytes()})
+    target = _target({TEB: _teb_bytes()})
     b = stack_budget(target, _thread(sp), sp, fault_address=LIMIT - 8, exe_stack_reserve=8 * MIB)
     assert b.source == "teb"
     assert (b.base, b.limit, b.reserve_low, b.reserve_size) == (BASE, LIMIT, LOW, BASE - LOW)
@@ -146,7 +136,7 @@ def test_from_teb():
 
 def test_from_teb_without_deallocation_stack():
     sp = LIMIT + 0x80
-    target = _FakeTarget({TEB: _teb_bytes(dealloc=False)})
+    target = _target({TEB: _teb_bytes(dealloc=False)})
     b = stack_budget(target, _thread(sp), sp, fault_address=LIMIT - 0x10)
     assert b.source == "teb" and b.reserve_low is None and b.reserve_size is None
     assert b.limit == LIMIT and b.guard_hit is True  # within a page below the limit
@@ -162,7 +152,7 @@ def test_from_memory_map():
         MemoryRegion(BASE, BASE, 4, 0x10000, 0x1000, 0x4, 0x20000),  # something else
     ]
     sp = LIMIT + 0x100
-    target = _FakeTarget({}, regions)
+    target = _target({}, regions)
     b = stack_budget(target, _thread(sp), sp, fault_address=guard_lo + 0x10)
     assert b.source == "memory-info"
     assert (b.base, b.limit, b.reserve_low, b.reserve_size) == (BASE, LIMIT, LOW, BASE - LOW)
@@ -173,7 +163,7 @@ def test_from_memory_map():
 
 def test_captured_only():
     sp = BASE - 0x300
-    b = stack_budget(_FakeTarget({}), _thread(sp), sp)
+    b = stack_budget(_target({}), _thread(sp), sp)
     assert b.source == "captured" and b.used == 0x300 and b.reserve_size is None
     assert b.guard_hit is None
 
@@ -183,10 +173,10 @@ def test_fault_estimate_only_for_a_stack_overflow_on_this_thread():
     fault = LOW + 0x1FF8
     thread = _thread(sp)
     ex = ExceptionInfo(0xC0000005, 0, 0x1234, (1, fault), thread.tid, None)
-    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
+    b = stack_budget(_target({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
     assert b.source == "captured+image" and b.reserve_size == 4 * MIB
     ex = ExceptionInfo(0xC00000FD, 0, 0x1234, (1, fault), thread.tid, None)
-    b = stack_budget(_FakeTarget({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
+    b = stack_budget(_target({}, exception=ex), thread, sp, fault_address=fault, exe_stack_reserve=4 * MIB)
     assert b.source == "captured+fault"
     assert b.reserve_low == LOW and b.reserve_size == BASE - LOW and b.guard_hit is None
     assert "not independent evidence" in b.note

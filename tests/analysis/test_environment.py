@@ -5,8 +5,7 @@ no real dump here exercises."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import pytest
 
@@ -20,9 +19,10 @@ from dumpkit.analysis.environment import (
 )
 from dumpkit.pe import PEImage, VersionInfo
 from dumpkit.sources.minidump import open_dump
-from dumpkit.target import Module, SoftErrors, SystemInfo
+from dumpkit.target import Module, SystemInfo
 
 from tests.conftest import SAMPLE_BIN, real_dump, sample_path
+from tests.fakes.target import MemoryTarget
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -52,21 +52,9 @@ def _env(path, **kw):
         return describe_environment(t, **kw)
 
 
-@dataclass
-class FakeTarget:
-    """Just enough of a Target for describe_environment (which reads system + modules)."""
-
-    system: Optional[SystemInfo]
-    modules: List[Module] = field(default_factory=list)
-    build_string: Optional[str] = None
-    xstate_enabled_features: Optional[int] = None
-    threads: list = field(default_factory=list)
-    unloaded_modules: list = field(default_factory=list)
-    exception: object = None
-    memory_regions: list = field(default_factory=list)
-    soft_errors: SoftErrors = field(default_factory=SoftErrors)
-    process: object = None
-    dump: object = None
+def _target(system: Optional[SystemInfo], modules: Sequence[Module] = ()) -> MemoryTarget:
+    """Just a system record and modules: all describe_environment reads here."""
+    return MemoryTarget((), modules, system=system)
 
 
 def _mod(path: str, fv: Optional[str] = None, base: int = 0x10000) -> Module:
@@ -312,9 +300,9 @@ def test_tf_table_has_the_last_native_windows_gpu_release():
 # ----------------------------------------------------------------------------- synthetic stacks
 def test_pf_clear_bits_count_only_when_the_os_reports_the_block():
     ssse3_to_sse42 = (1 << 36) | (1 << 37) | (1 << 38)
-    env = describe_environment(FakeTarget(_win10_amd64(ssse3_to_sse42)))
+    env = describe_environment(_target(_win10_amd64(ssse3_to_sse42)))
     assert env.cpu_features == {"AVX": False, "AVX2": False, "AVX512F": False}  # e.g. a Pentium
-    env = describe_environment(FakeTarget(_win10_amd64(1 << 2)))  # only old bits present
+    env = describe_environment(_target(_win10_amd64(1 << 2)))  # only old bits present
     assert env.cpu_features == {"AVX": None, "AVX2": None, "AVX512F": None}
 
 
@@ -325,7 +313,7 @@ def test_tf_211_with_cuda_dlls_on_native_windows_gets_the_wsl2_note():
         _mod(r"C:\CUDA\v11.8\bin\cudart64_110.dll", "6.14.11.11080", 0x30000),
         _mod(r"C:\CUDA\v11.8\bin\cudnn64_8.dll", "8.6.0.163", 0x40000),
     ]
-    env = describe_environment(FakeTarget(_win10_amd64(), mods))
+    env = describe_environment(_target(_win10_amd64(), mods))
     assert env.python == "3.11.4" and env.tensorflow_version == "2.12.0"
     text = " ".join(env.compatibility)
     assert "2.11 and later have no GPU support on native Windows" in text and "WSL2" in text
@@ -340,7 +328,7 @@ def test_python_outside_tested_range_and_mismatched_pair():
         _mod(r"C:\CUDA\v11.0\bin\cudart64_110.dll", "6.14.11.11000", 0x30000),
         _mod(r"C:\CUDA\v11.0\bin\cudnn64_8.dll", "8.0.5.39", 0x40000),
     ]
-    env = describe_environment(FakeTarget(_win10_amd64(), mods))
+    env = describe_environment(_target(_win10_amd64(), mods))
     text = " ".join(env.compatibility)
     assert "tested Windows GPU configuration of TensorFlow 2.4" in text
     assert "TensorFlow 2.10.1 was tested on Windows with CUDA 11.2 and cuDNN 8.1" in text
@@ -358,7 +346,7 @@ def test_names_only_when_nothing_carries_a_version():
             base=0x40000,
         ),
     ]
-    env = describe_environment(FakeTarget(_win10_amd64(), mods), image_version=lambda m: None)
+    env = describe_environment(_target(_win10_amd64(), mods), image_version=lambda m: None)
     by = {c.name: c for c in env.cuda}
     assert by["CUDA runtime"].version == "10.1" and by["CUDA runtime"].source == "file name"
     assert by["cuDNN"].version == "7" and by["cuDNN"].source == "file name"
@@ -377,6 +365,6 @@ def test_a_failing_lookup_is_a_note_not_a_crash():
         raise OSError("disk on fire")
 
     mods = [_mod(r"C:\Python310\python310.dll")]
-    env = describe_environment(FakeTarget(_win10_amd64(), mods), image_version=boom)
+    env = describe_environment(_target(_win10_amd64(), mods), image_version=boom)
     assert env.python == "3.10"
     assert any("disk on fire" in n for n in env.notes)

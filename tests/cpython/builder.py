@@ -1,18 +1,19 @@
 """Synthetic process memory holding a CPython runtime, for the reader's tests: the
 structures of tests/cpython/headers.py filled in with ctypes, line tables from
-tests/cpython/compilers.py, in a minimal Target that raises MemoryNotInDump outside what
+tests/cpython/compilers.py, in the shared Target stand-in (tests/fakes/target.py), which raises MemoryNotInDump outside what
 was written (so a test can leave any object out of the "dump")."""
 
 from __future__ import annotations
 
-import bisect
 import struct
 from ctypes import addressof, sizeof, string_at
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from dumpkit.target import MemoryNotInDump, Module
+from dumpkit.target import Module
 from tests.cpython import headers as H
+from tests.fakes.target import Memory as SharedMemory
+from tests.fakes.target import MemoryTarget
 from tests.cpython.compilers import Segment, line_at, linetable_310, lnotab_38, locations_311
 
 DLL_BASE = 0x1_8000_0000
@@ -42,11 +43,12 @@ class Call:
         return line_at(self.func.segments, self.unit)
 
 
-class Memory:
+class Memory(SharedMemory):
+    """The shared block store with a bump allocator for the runtime's objects."""
+
     def __init__(self) -> None:
-        self.blocks: Dict[int, bytes] = {}
+        super().__init__()
         self.next = HEAP_BASE
-        self._starts: List[int] = []
 
     def alloc(self, size: int, align: int = 16) -> int:
         at = (self.next + align - 1) // align * align
@@ -54,58 +56,8 @@ class Memory:
         self.put(at, bytes(size))
         return at
 
-    def put(self, address: int, data: bytes) -> None:
-        if address not in self.blocks:
-            bisect.insort(self._starts, address)
-        self.blocks[address] = bytes(data)
-
     def put_struct(self, address: int, obj) -> None:
         self.put(address, string_at(addressof(obj), sizeof(obj)))
-
-    def patch(self, address: int, data: bytes) -> None:
-        """Overwrite bytes inside an object already written."""
-        i = bisect.bisect_right(self._starts, address) - 1
-        start = self._starts[i]
-        block = bytearray(self.blocks[start])
-        block[address - start : address - start + len(data)] = data
-        self.blocks[start] = bytes(block)
-
-    def drop(self, address: int) -> None:
-        del self.blocks[address]
-        self._starts.remove(address)
-
-    def read(self, address: int, size: int) -> bytes:
-        i = bisect.bisect_right(self._starts, address) - 1
-        if i >= 0:
-            start = self._starts[i]
-            data = self.blocks[start]
-            if address + size <= start + len(data):
-                return data[address - start : address - start + size]
-        raise MemoryNotInDump(address, size)
-
-    def read_available(self, address: int, size: int) -> bytes:
-        i = bisect.bisect_right(self._starts, address) - 1
-        if i >= 0:
-            start = self._starts[i]
-            data = self.blocks[start]
-            if address < start + len(data):
-                return data[address - start : address - start + size]
-        return b""
-
-
-class FakeTarget:
-    """What the reader asks of a Target: modules and reads."""
-
-    def __init__(self, memory: Memory, modules: List[Module]):
-        self.memory = memory
-        self.modules = modules
-        self.threads: list = []
-
-    def read(self, address: int, size: int) -> bytes:
-        return self.memory.read(address, size)
-
-    def read_available(self, address: int, size: int) -> bytes:
-        return self.memory.read_available(address, size)
 
 
 @dataclass
@@ -284,7 +236,7 @@ class Process:
         self.memory.put_struct(at, ts)
         return at
 
-    def build(self) -> FakeTarget:
+    def build(self) -> MemoryTarget:
         interp_cls = {8: H.INTERP_38, 9: H.INTERP_39, 10: H.INTERP_39, 11: H.INTERP_311, 12: H.INTERP_312}.get(
             self.minor, H.INTERP_313
         )
@@ -320,7 +272,7 @@ class Process:
             file_version=version,
         )
         exe = Module("python.exe", f"C:\\Python3{self.minor}\\python.exe", 0x1_4000_0000, 0x2_0000)
-        return FakeTarget(self.memory, [exe, Module("python3.dll", "C:\\python3.dll", 0x1_7000_0000, 0x1_0000), dll])
+        return MemoryTarget(self.memory, [exe, Module("python3.dll", "C:\\python3.dll", 0x1_7000_0000, 0x1_0000), dll])
 
     def debug_offsets_runtime(self, interp_at: int) -> bytes:
         """A 3.13 _PyRuntime: the _Py_DebugOffsets record, then interpreters.head."""

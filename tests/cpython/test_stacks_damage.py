@@ -11,7 +11,8 @@ import pytest
 from dumpkit.cpython import Status, read_python_state
 from dumpkit.target import Module
 from tests.cpython import headers as H
-from tests.cpython.builder import Call, FakeTarget, Func, Memory, Process
+from tests.cpython.builder import Call, Func, Memory, Process
+from tests.fakes.target import MemoryTarget
 
 RUN = Func("run_job", "C:\\app\\main.py", 40, [(2, 40), (8, 41), (5, 42)])
 WALK = Func("walk", "C:\\app\\tree.py", 29, [(3, 29), (4, 31), (9, 32)])
@@ -149,13 +150,13 @@ def test_long_names_are_cut_at_one_kib():
 
 def test_what_is_not_a_supported_python():
     mem = Memory()
-    none = FakeTarget(
+    none = MemoryTarget(
         mem, [Module("python.exe", "python.exe", 0x1000, 0x1000), Module("python3.dll", "p", 0x9000, 0x10)]
     )
     assert read_python_state(none, lambda name: None).status is Status.NO_PYTHON
-    old = FakeTarget(mem, [Module("python37.dll", "p", 0x10000, 0x1000)])
+    old = MemoryTarget(mem, [Module("python37.dll", "p", 0x10000, 0x1000)])
     assert read_python_state(old, lambda name: 0x10100).status is Status.UNSUPPORTED
-    ft = FakeTarget(mem, [Module("python313t.dll", "p", 0x10000, 0x1000)])
+    ft = MemoryTarget(mem, [Module("python313t.dll", "p", 0x10000, 0x1000)])
     state = read_python_state(ft, lambda name: 0x10100)
     assert state.status is Status.UNSUPPORTED and "free-threaded" in state.message
     p = _process(11)

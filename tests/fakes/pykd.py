@@ -7,11 +7,14 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
 0.3's names, signatures, return types and errors (pykd/pymod.cpp and friends):
 
 - `loadBytes(offset, count, phyAddr=False)` -> list of ints; `MemoryException` unless
-  the whole range lies in one of the dump's memory ranges. kdlib checks
-  `isVaRegionValid` (dbgeng's GetValidRegionVirtual must return exactly the range)
-  before reading; whether dbgeng joins a dump's adjacent ranges into one valid region is
-  not known, so the stand-in takes the strict reading: a read that crosses from one
-  range into the next fails even when they touch. `loadQWords` likewise.
+  the whole range is one valid region for dbgeng (kdlib's `isVaRegionValid`): the dump's
+  memory ranges, touching ones joined (the real engine reads across them in one call),
+  plus the images it maps from files (below). `loadQWords` likewise.
+- image mapping, as dbgeng does on a dump: a module whose image file it finds (at the path
+  the dump recorded, or by name + TimeDateStamp + SizeOfImage in a `.exepath` folder
+  after `.reload`) is mapped into the address space, so `loadBytes` at its base returns
+  the file's header though the dump does not hold it; `lmv` then says "Mapped memory
+  image file". Where the dump holds bytes of such a module, those are returned.
 - `getProcessThreads()` -> TEB addresses; `getCurrentThread()` -> the current TEB;
   `setCurrentThread(teb)`; `getThreadSystemID(id=-1)` (debugger thread id -> OS id).
 - `reg(name)` takes lowercase dbgeng names (`rip`, `rsp`, `efl`...).
@@ -23,15 +26,27 @@ functions dumpkit's pykd source and windbg_scripts/tfstack.py call are here, wit
 - `getLastEvent()` (`type`, `process`, `thread` = debugger thread id), `getLastException()`
   (`exceptionCode`, `exceptionFlags`, `exceptionRecord`, `exceptionAddress`, `parameters`;
   raises when the last event is not an exception).
+- `getStack()` -> `stackFrame`s (`stackOffset` = Child-SP): the debugger's own unwind,
+  which the stand-in does not have; tests set it (`_set_stack_for_tests`).
 - `findSymbol(offset, showDisplacement=True)` never raises: like WinDbg without PDBs it
   knows no symbol, so it returns `mod+1a3f`, or bare hex outside every module.
 - `dbgCommand(command, suppressOutput=True)` -> the command's normal output as str, or
   None when there is none. As in pykd (kdlib's output reader keeps DEBUG_OUTPUT_NORMAL
-  only), what a command prints as an error is not returned: a failing `.ecxr` or an
-  unknown command gives None; the error text is kept for tests (`_errors_for_tests`).
+  only), what a command prints as an error is not returned: a failing `.ecxr`, or
+  `!cpuid` on a user-mode dump, gives None; the error text is kept for tests
+  (`_errors_for_tests`). A command the engine cannot run at all (unknown, a syntax
+  error) raises DbgException with ExecuteWide's HRESULT, as real pykd does.
   Emulated: `.ecxr`, `.cxr`, `~`, `||`, `vertarget`, `!cpuid`, `!address`, `lm` (every
   module `(deferred)`, as in WinDbg before anything asked for symbols, unless a test
-  marked its PDB loaded with `_load_pdb_for_tests`).
+  marked its PDB loaded with `_load_pdb_for_tests`), `lmv`, `.dumpdebug` (header,
+  SystemInfo, the stream list and the memory ranges), `.exepath`, `.reload`.
+- on a dump without an exception record, dbgeng makes up a break-instruction event
+  (0x80000003 at address 0, thread 0): `getLastEvent()` / `getLastException()` say so.
+
+Each behaviour above that differs from pykd's documentation was seen with the real pykd
+0.3.4.15 and dbgeng under Wine (tests/windbg_real): joined touching ranges, image
+mapping, raising on rejected commands, `!cpuid` and `.cxr` printing nothing on a dump,
+the made-up break-in event.
 - `dprintln(str, dml=False)` takes a str only; the output is collected.
 - also `isDumpAnalyzing`, `isKernelDebugging`, `is64bitSystem`, `getCPUMode` (`CPUType`),
   `getSystemVersion` (`systemVersion`), `getProcessSystemID`, `getSymbolPath`.
@@ -85,14 +100,97 @@ class _State:
         self.commands: List[str] = []
         self.errors: List[str] = []  # the debugger's error output, which dbgCommand drops
         self.pdbs: Dict[int, str] = {}  # module base -> PDB path dbgeng has loaded
-        ranges = target.memory_ranges()  # sorted, overlaps removed; touching ones kept apart
-        self.range_starts = [a for a, _ in ranges]
-        self.range_ends = [b for _, b in ranges]
+        self.ranges = target.memory_ranges()  # sorted, overlaps removed; touching ones kept apart
+        joined: List[Tuple[int, int]] = []
+        for a, b in self.ranges:  # dbgeng reads across touching ranges as one region
+            if joined and a <= joined[-1][1]:
+                joined[-1] = (joined[-1][0], max(b, joined[-1][1]))
+            else:
+                joined.append((a, b))
+        self.range_starts = [a for a, _ in joined]
+        self.range_ends = [b for _, b in joined]
+        self.exepath: List[str] = []
+        self.stacks: Dict[Tuple[int, bool], List[int]] = {}  # (tid, .ecxr) -> dbgeng's Child-SPs
+        self.mapped: Dict[int, "_MappedImage"] = {}  # module base -> the file dbgeng maps
+        self._map_images()
         ex = target.exception
         if ex is not None:
             for i, t in enumerate(target.threads):
                 if t.tid == ex.thread_id:
                     self.current = i  # WinDbg starts on the event thread
+
+    def _map_images(self) -> None:
+        """Which images dbgeng maps: the file at the recorded path, else one in an
+        `.exepath` folder with the module's name, TimeDateStamp and SizeOfImage."""
+        self.mapped = {}
+        for m in self.target.modules:
+            name = m.path.replace("/", "\\").rsplit("\\", 1)[-1]
+            candidates = [_host_path(m.path)] + [os.path.join(_host_path(d), name) for d in self.exepath]
+            for path in candidates:
+                image = _MappedImage.open(path) if path else None
+                if image is not None and image.matches(m.timestamp, m.size):
+                    self.mapped[m.base] = image
+                    break
+
+    def mapped_at(self, address: int) -> Optional[Tuple[int, "_MappedImage"]]:
+        for base, image in self.mapped.items():
+            if base <= address < base + image.size_of_image:
+                return base, image
+        return None
+
+
+def _host_path(windows_path: str) -> str:
+    """Where a path the dump recorded is on this machine, as Wine sees it (Z: is /)."""
+    p = windows_path.replace("\\", "/")
+    if len(p) > 2 and p[1] == ":" and p[0] in "zZ":
+        return p[2:]
+    return p if p.startswith("/") else ""
+
+
+class _MappedImage:
+    """A PE file laid out as the loader maps it: headers, then each section at its RVA."""
+
+    def __init__(self, path: str, data: bytes):
+        self.path = path
+        self.data = data
+        pe = int.from_bytes(data[0x3C:0x40], "little")
+        nsec = int.from_bytes(data[pe + 6 : pe + 8], "little")
+        opt = pe + 24
+        opt_size = int.from_bytes(data[pe + 20 : pe + 22], "little")
+        self.timestamp = int.from_bytes(data[pe + 8 : pe + 12], "little")
+        self.size_of_image = int.from_bytes(data[opt + 56 : opt + 60], "little")
+        self.size_of_headers = int.from_bytes(data[opt + 60 : opt + 64], "little")
+        self.sections = []
+        for i in range(nsec):
+            h = opt + opt_size + 40 * i
+            vsize, va, rsize, raw = (int.from_bytes(data[h + o : h + o + 4], "little") for o in (8, 12, 16, 20))
+            self.sections.append((va, max(vsize, rsize), raw, rsize))
+
+    @classmethod
+    def open(cls, path: str) -> Optional["_MappedImage"]:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return None
+        if data[:2] != b"MZ" or len(data) < 0x40:
+            return None
+        try:
+            return cls(path, data)
+        except (IndexError, ValueError):
+            return None
+
+    def matches(self, timestamp: int, size: int) -> bool:
+        return self.timestamp == timestamp and self.size_of_image == size
+
+    def byte(self, rva: int) -> int:
+        if rva < self.size_of_headers:
+            return self.data[rva] if rva < len(self.data) else 0
+        for va, vsize, raw, rsize in self.sections:
+            if va <= rva < va + vsize:
+                off = rva - va
+                return self.data[raw + off] if off < rsize and raw + off < len(self.data) else 0
+        return 0
 
 
 _state: Optional[_State] = None
@@ -215,13 +313,28 @@ def loadBytes(offset: int, count: int, phyAddr: bool = False) -> List[int]:
     if offset < 0 or count < 0 or offset + count > 1 << 64:
         raise MemoryException(f"Memory exception at 0x{offset & ((1 << 64) - 1):x} type:Virtual")
     s = _s()
-    i = _bisect_right(s.range_starts, offset) - 1
-    if i < 0 or offset + count > s.range_ends[i]:  # not one valid region: isVaRegionValid fails
-        raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual")
-    try:
-        return list(s.target.read(offset, count))
-    except MemoryNotInDump:
-        raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual") from None
+    out: List[int] = []
+    pos, end = offset, offset + count
+    while pos < end:  # dump memory first, the mapped image file where the dump has none
+        i = _bisect_right(s.range_starts, pos) - 1
+        if i >= 0 and pos < s.range_ends[i]:
+            n = min(end, s.range_ends[i]) - pos
+            try:
+                out += list(s.target.read(pos, n))
+            except MemoryNotInDump:
+                raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual") from None
+            pos += n
+            continue
+        mapped = s.mapped_at(pos)
+        if mapped is None:  # not one valid region: isVaRegionValid fails
+            raise MemoryException(f"Memory exception at 0x{offset:x} type:Virtual")
+        base, image = mapped
+        stop = min(end, base + image.size_of_image)
+        if i + 1 < len(s.range_starts):
+            stop = min(stop, s.range_starts[i + 1])
+        out += [image.byte(a - base) for a in range(pos, stop)]
+        pos = stop
+    return out
 
 
 def loadQWords(offset: int, count: int, phyAddr: bool = False) -> List[int]:
@@ -280,6 +393,32 @@ def reg(name: str) -> int:
     return value
 
 
+class stackFrame:
+    def __init__(self, ip: int, sp: int, ret: int = 0, fp: int = 0):
+        self.instructionOffset = self.ip = ip
+        self.stackOffset = self.sp = sp  # the frame's Child-SP, as `k` shows it
+        self.returnOffset = self.ret = ret
+        self.frameOffset = self.fp = fp
+
+
+def getStack(inline: bool = False) -> List[stackFrame]:
+    """The debugger's own stack trace of the current thread (from the exception context
+    after `.ecxr`). The stand-in has no unwinder of its own (dbgeng's differs from
+    dumpkit's, which it must not borrow): a test gives the trace dbgeng would, with
+    `_set_stack_for_tests`; without one, no trace."""
+    s = _s()
+    key = (s.target.threads[s.current].tid, s.ecxr)
+    sps = s.stacks.get(key)
+    if sps is None:
+        raise DbgException("stack trace unavailable (the stand-in has none for this thread)")
+    return [stackFrame(0, sp) for sp in sps[:1024]]  # pykd returns at most 1,024 frames
+
+
+def _set_stack_for_tests(tid: int, child_sps: List[int], exception_context: bool = False) -> None:
+    """Fake-only: the Child-SPs of dbgeng's stack trace of thread `tid`, frame 0 first."""
+    _s().stacks[(tid, exception_context)] = list(child_sps)
+
+
 # ----------------------------------------------------------------------------- events
 class debugEvent:
     def __init__(self, type_, process: int, thread: int):
@@ -325,17 +464,15 @@ def _event_thread_index() -> Optional[int]:
 
 
 def getLastEvent() -> debugEvent:
-    s = _s()
     i = _event_thread_index()
-    if s.target.exception is None or i is None:
-        return debugEvent(eventType.Breakpoint, 0, 0)
-    return debugEvent(eventType.Exception, 0, i)
+    # A dump without an exception record: dbgeng makes up a break-in on thread 0.
+    return debugEvent(eventType.Exception, 0, 0 if i is None else i)
 
 
 def getLastException() -> exceptionInfo:
     ex = _s().target.exception
-    if ex is None:
-        raise DbgException("last event is not an exception")
+    if ex is None:  # dbgeng's made-up break instruction (code 0x80000003, address 0)
+        return exceptionInfo(0x80000003, 0, 0, 0, [], first=False)
     # The dump's record; `nested` only says whether ExceptionRecord was non-null.
     return exceptionInfo(ex.code, ex.flags, 1 if ex.nested else 0, ex.address, ex.parameters, first=not ex.flags & 1)
 
@@ -433,8 +570,9 @@ def dbgCommand(command: str, suppressOutput: bool = True) -> Optional[str]:
     s.commands.append(command)
     cmd = command.strip()
     handler = _COMMANDS.get(cmd.split(" ", 1)[0] if cmd else "")
-    if handler is None:
-        return _error(s, f"       ^ Syntax error in '{command}'\n")
+    if handler is None:  # the engine rejects it: pykd raises
+        _error(s, f"       ^ Syntax error in '{command}'\n")
+        raise DbgException("Call IDebugControl::ExecuteWide failed\nHRESULT 0x80040205")
     out = handler(s, cmd)
     return out or None
 
@@ -469,8 +607,8 @@ def _cmd_ecxr(s: _State, _cmd: str) -> str:
 
 
 def _cmd_cxr(s: _State, _cmd: str) -> str:
-    s.ecxr = False
-    return "Resetting default scope\n"
+    was, s.ecxr = s.ecxr, False
+    return "Resetting default scope\n" if was else ""  # the real engine: nothing to reset, nothing said
 
 
 def _cmd_threads(s: _State, _cmd: str) -> str:
@@ -518,6 +656,8 @@ def _cmd_vertarget(s: _State, _cmd: str) -> str:
 
 def _cmd_cpuid(s: _State, _cmd: str) -> str:
     si = s.target.system
+    if isDumpAnalyzing():  # a user-mode dump: the real engine prints nothing
+        return _error(s, "!cpuid is not available for this target\n")
     if si is None or si.processor_architecture not in (0, 9):
         return _error(s, "CPUID is not available for this processor\n")
     if si.cpuid_version:
@@ -586,6 +726,61 @@ def _cmd_lm(s: _State, _cmd: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cmd_lmv(s: _State, _cmd: str) -> str:
+    lines = ["start             end                 module name"]
+    for m in s.target.modules:
+        pdb = s.pdbs.get(m.base)
+        lines.append(
+            f"{_tick16(m.base)} {_tick16(m.end)}   {_short_name(m.name):<10} {'(pdb symbols)' if pdb else '(deferred)'}"
+        )
+        image = s.mapped.get(m.base)
+        if image is not None:
+            lines.append(f"    Mapped memory image file: {image.path}")
+        lines += [
+            f"    Image path: {m.path}",
+            f"    Image name: {m.name}",
+            f"    Timestamp:        ({m.timestamp:08X})",
+        ]
+        lines += [f"    CheckSum:         {m.checksum:08X}", f"    ImageSize:        {m.size:08X}"]
+    return "\n".join(lines) + "\n"
+
+
+def _cmd_dumpdebug(s: _State, _cmd: str) -> str:
+    d = s.target.dump
+    lines = ["----- User Mini Dump Analysis", "", "MINIDUMP_HEADER:", f"Version         {d.version & 0xFFFF:X} (0)"]
+    lines += [f"NumberOfStreams {len(d.streams)}", "", "Streams:"]
+    for e in d.streams:
+        name = e.name if e.known else "???"
+        lines.append(f"Stream {e.index}: type {name} ({e.type}), size {e.size:08X}, RVA {e.offset:08X}")
+        si = s.target.system
+        if e.name == "SystemInfoStream" and si is not None:
+            lines.append(f"  ProcessorArchitecture   {si.processor_architecture:04X}")
+            lines.append(f"  ProcessorLevel          {si.processor_level:04X}")
+            lines.append(f"  ProcessorRevision       {si.processor_revision:04X}")
+            lines.append(f"  NumberOfProcessors      {si.number_of_processors:02X}")
+        if e.name in ("MemoryListStream", "Memory64ListStream"):
+            lines += [f"  {len(s.ranges)} memory ranges", "  range#    RVA      Address             Size"]
+            lines += [f"{i:8d} 00000000    {_tick16(a)}   {_tick16(b - a)}" for i, (a, b) in enumerate(s.ranges)]
+    return "\n".join(lines) + "\n"
+
+
+def _tick16(v: int) -> str:
+    return f"{v >> 32:08x}`{v & 0xFFFFFFFF:08x}"
+
+
+def _cmd_exepath(s: _State, cmd: str) -> str:
+    arg = cmd[len(".exepath") :].strip()
+    if arg:
+        s.exepath = [e for e in arg.split(";") if e]
+    text = ";".join(s.exepath)
+    return f"Executable image search path is: {text}\nExpanded Executable image search path is: {text.lower()}\n"
+
+
+def _cmd_reload(s: _State, _cmd: str) -> str:
+    s._map_images()
+    return "." * len(s.target.modules) + "\n"
+
+
 _COMMANDS = {
     ".ecxr": _cmd_ecxr,
     ".cxr": _cmd_cxr,
@@ -595,4 +790,8 @@ _COMMANDS = {
     "!cpuid": _cmd_cpuid,
     "!address": _cmd_address,
     "lm": _cmd_lm,
+    "lmv": _cmd_lmv,
+    ".dumpdebug": _cmd_dumpdebug,
+    ".exepath": _cmd_exepath,
+    ".reload": _cmd_reload,
 }

@@ -11,7 +11,7 @@ tests/synth_pe.py), `Jit` as a region registered with a dynamic function table.
 A `Stack` is written upward from a thread's SP the way a test reads it: locals,
 a return address (`"F.ret"`, resolved from the code's labels), saved registers, and
 `mark`s naming addresses (caller SPs, saved frame pointers) other words may refer to.
-`MemoryTarget` serves image, stack and JIT bytes through the Target seam.
+`target_of` serves image, stack and JIT bytes through the Target seam (tests/fakes/target.py).
 """
 
 from __future__ import annotations
@@ -21,21 +21,12 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from dumpkit.images import ImageLocator, ImageProvider
-from dumpkit.target import (
-    GPR_NAMES,
-    DumpInfo,
-    MemoryNotInDump,
-    Module,
-    ModuleMap,
-    Registers,
-    SoftErrors,
-    SystemInfo,
-    Thread,
-)
+from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, SystemInfo, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import StackWalk
 from dumpkit.unwind.walk import DEFAULT_MAX_FRAMES, Caller, Walker
 
+from tests.fakes.target import MemoryTarget
 from synth_pe import I386, TEXT_CHARS, PEBuilder, code, unwind_info
 
 INT3 = b"\xcc"
@@ -393,49 +384,14 @@ def _label(name: str, labelled: Sequence[Union[Image, Jit]]) -> int:
 
 
 # ----------------------------------------------------------------------------- the Target
-class MemoryTarget:
-    """The Target seam over a few byte ranges: images, a stack, maybe JIT code."""
-
-    def __init__(
-        self,
-        regions: Sequence[Tuple[int, bytes]],
-        modules: Sequence[Module],
-        dynamic: Sequence[Tuple[int, int, int, int]] = (),
-        arch: int = 9,
-    ):
-        self._regions = list(regions)
-        self.modules = list(modules)
-        self._map = ModuleMap(self.modules)
-        self._dynamic = list(dynamic)
-        self.dump = DumpInfo("synthetic.dmp", 0)
-        self.system = SystemInfo(processor_architecture=arch)
-        self.process = None
-        self.threads: List[Thread] = []
-        self.unloaded_modules: list = []
-        self.exception = None
-        self.memory_regions: list = []
-        self.soft_errors = SoftErrors()
-
-    def read(self, address: int, size: int) -> bytes:
-        for start, data in self._regions:
-            if start <= address and address + size <= start + len(data):
-                return bytes(data[address - start : address - start + size])
-        raise MemoryNotInDump(address, size)
-
-    def read_available(self, address: int, size: int) -> bytes:
-        for start, data in self._regions:
-            if start <= address < start + len(data):
-                return bytes(data[address - start : address - start + size])
-        return b""
-
-    def module_at(self, address: int) -> Optional[Module]:
-        return self._map.find(address)
-
-    def symbol_at(self, address: int) -> Optional[str]:
-        return None
-
-    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
-        return list(self._dynamic)
+def target_of(
+    regions: Sequence[Tuple[int, bytes]],
+    modules: Sequence[Module],
+    dynamic: Sequence[Tuple[int, int, int, int]] = (),
+    arch: int = 9,
+) -> MemoryTarget:
+    """The shared Target stand-in over image, stack and JIT bytes, for `arch`'s CPU."""
+    return MemoryTarget(regions, modules, dynamic=dynamic, system=SystemInfo(processor_architecture=arch))
 
 
 # ----------------------------------------------------------------------------- a walk over it all
@@ -463,7 +419,7 @@ class Scene:
         modules = [c.module for c in self.code if isinstance(c, Image)] + self.extra_modules
         dynamic = [e for c in self.code if isinstance(c, Jit) for e in c.entries]
         dynamic += self.more_entries
-        target = MemoryTarget(regions, modules, dynamic, self.arch)
+        target = target_of(regions, modules, dynamic, self.arch)
         images = ImageProvider(target, ImageLocator(use_recorded_path=False))
         return Walker(target, images, step_for(target), max_frames=max_frames)
 

@@ -10,7 +10,7 @@ from dumpkit.target import Module, Registers, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import StopReason, Trust
 from dumpkit.unwind.walk import Walker
-from tests.unwind.asm import INT3, Alloc, Call, Code, Function, Image, MemoryTarget, Stack
+from tests.unwind.asm import INT3, Alloc, Call, Code, Function, Image, Stack, target_of
 
 IMAGE = Image(
     "calls.dll",
@@ -27,7 +27,7 @@ GONE = Module("gone.dll", "C:\\nowhere\\gone.dll", 0x7FF700000000, 0x20000)
 
 
 def walker(arch: int = 9) -> Walker:
-    target = MemoryTarget([IMAGE.region(), (0x100000, Stack().build())], [IMAGE.module, GONE], arch=arch)
+    target = target_of([IMAGE.region(), (0x100000, Stack().build())], [IMAGE.module, GONE], arch=arch)
     return Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)), step_for(target))
 
 

@@ -21,7 +21,7 @@ from dumpkit.analysis.environment.compatibility import compatibility
 from dumpkit.analysis.environment.cpu import cpu_features, cpu_name
 from dumpkit.analysis.environment.cuda import cuda_toolkit_version, find_cuda, nvidia_driver_version
 from dumpkit.analysis.environment.python import find_python, python_version_from_file_version
-from dumpkit.analysis.environment.tensorflow import find_tensorflow
+from dumpkit.analysis.environment.tensorflow import PackageLookup, find_tensorflow
 from dumpkit.analysis.environment.versions import VersionLookup, Versions
 from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
 from dumpkit.analysis.model import Environment
@@ -30,6 +30,7 @@ from dumpkit.target import Target
 __all__ = [
     "describe_environment",
     "VersionLookup",
+    "PackageLookup",
     "cpu_features",
     "nvidia_driver_version",
     "cuda_toolkit_version",
@@ -38,11 +39,16 @@ __all__ = [
 ]
 
 
-def describe_environment(target: Target, *, image_version: Optional[VersionLookup] = None) -> Environment:
+def describe_environment(
+    target: Target, *, image_version: Optional[VersionLookup] = None, installed_package: Optional[PackageLookup] = None
+) -> Environment:
     """Everything an issue report asks about the machine and the loaded stack, from a dump.
 
     `image_version(module)` (optional) returns the PE version resource of the module's image
-    (or None); it is called at most once per module and only for modules named here."""
+    (or None); it is called at most once per module and only for modules named here.
+    `installed_package(module)` (optional) returns the Python distribution that installed the
+    module's file, where that installation is reachable (TensorFlow's version when its
+    modules carry none)."""
     system = target.system
     modules = list(target.modules)
     vers = Versions(image_version)
@@ -64,13 +70,14 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
     feats, feat_sources, feat_summary = cpu_features(system, target.xstate_enabled_features)
 
     python, python_module, python_exe = find_python(modules, vers)
-    tf_paths, tf_version, tf_source = find_tensorflow(modules, vers)
+    tf_paths, tf_version, tf_source = find_tensorflow(modules, vers, _guarded(installed_package, notes))
     cuda = find_cuda(modules, vers)
     compat = compatibility(cuda, tf_version, python, wine is not None)
     if tf_paths and not tf_version:
         notes.append(
-            "TensorFlow's version is unknown: its module has no version resource in the "
-            'dump and no image was read; run `python -c "import tensorflow as tf; '
+            "TensorFlow's version is unknown: its modules carry no version resource and "
+            "no installed package (a tensorflow*.dist-info whose RECORD lists them) was found "
+            'next to their files; run `python -c "import tensorflow as tf; '
             'print(tf.__version__)"` in the same environment.'
         )
     notes.extend(vers.problems)
@@ -92,3 +99,18 @@ def describe_environment(target: Target, *, image_version: Optional[VersionLooku
         compatibility=compat,
         notes=tuple(notes),
     )
+
+
+def _guarded(lookup: Optional[PackageLookup], notes: List[str]) -> Optional[PackageLookup]:
+    """The caller's lookup reads files; a failure there is a note, never a lost report."""
+    if lookup is None:
+        return None
+
+    def guarded(module):
+        try:
+            return lookup(module)
+        except Exception as e:
+            notes.append(f"{module.name}: installed-package lookup failed ({e})")
+            return None
+
+    return guarded

@@ -1,12 +1,16 @@
-"""TensorFlow's modules and version: from version resources, else from the install path."""
+"""TensorFlow's modules and version: from version resources, else from the installed
+package that owns the module (its dist-info RECORD), else from the install path."""
 
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
 from dumpkit.analysis.environment.versions import Versions, trim_version, version_groups
+from dumpkit.packages import InstalledPackage
 from dumpkit.target import Module
+
+PackageLookup = Callable[[Module], Optional[InstalledPackage]]
 
 
 _TF_NAME = re.compile(
@@ -27,7 +31,9 @@ _TF_PATH_VERSION = re.compile(
 _VERSION_TEXT = re.compile(r"^\d+\.\d+(?:\.\d+)?(?:[-.]?(?:rc|dev|a|b)\d*)?$", re.I)
 
 
-def find_tensorflow(modules: Sequence[Module], vers: Versions) -> Tuple[Tuple[str, ...], Optional[str], Optional[str]]:
+def find_tensorflow(
+    modules: Sequence[Module], vers: Versions, package: Optional[PackageLookup] = None
+) -> Tuple[Tuple[str, ...], Optional[str], Optional[str]]:
     found = [
         m
         for m in modules
@@ -64,6 +70,14 @@ def find_tensorflow(modules: Sequence[Module], vers: Versions) -> Tuple[Tuple[st
                     text,
                     f"VS_FIXEDFILEINFO of {m.name} ({'dump' if src == 'module record' else 'image'})",
                 )
+    if package is not None:
+        owner = package(primary)
+        if owner is not None and _VERSION_TEXT.match(owner.version):
+            return (
+                tuple(x.path for x in found),
+                owner.version,
+                f"installed package {owner.name} {owner.version}, whose RECORD lists {primary.name} ({owner.record})",
+            )
     for m in found:
         hint = _TF_PATH_VERSION.search(m.path)
         if hint:

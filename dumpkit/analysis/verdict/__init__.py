@@ -6,9 +6,11 @@ analyses established; the only outside call is `Case.read_code`, to show instruc
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Dict, List, Tuple
 
 from dumpkit.analysis import codes
+from dumpkit.analysis.coverage import rests_on_guesses
 from dumpkit.analysis.model import Finding, Verdict
 from dumpkit.analysis.verdict import (
     access_violation,
@@ -66,4 +68,46 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     evidence = [exception_line(crash, case.frame0)]
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).next_steps))
-    return _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
+    verdict, findings = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
+    return _within_the_evidence(verdict, case), findings
+
+
+STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")
+FAULT_KINDS = ("access_violation", "illegal_instruction")
+
+
+def _evidence_depth(verdict: Verdict, case: Case) -> int:
+    """How many frames from the top the verdict rests on: for a recursion, the frames down
+    to its second repetition (the others repeat them); for an oversized frame, that frame
+    and its caller; otherwise the faulting frame and the two below it (a fail-fast's
+    raiser); for a fault, the faulting frame alone."""
+    cycles = case.thread.cycles if case.thread is not None else ()
+    if verdict.kind == "recursion" and cycles:
+        c = cycles[0]
+        return c.first_frame + 2 * c.period + 1
+    if verdict.kind == "oversized_frame":
+        big = next((s for s in case.sizes if s.not_yet_allocated), None) or (case.sizes[0] if case.sizes else None)
+        return big.frame_index + 2 if big is not None else 3
+    if verdict.kind in FAULT_KINDS:
+        return 1  # the faulting frame (from the exception context) and its code
+    return 3
+
+
+def _within_the_evidence(verdict: Verdict, case: Case) -> Verdict:
+    """A verdict drawn from guessed frames is never "high" (issue #15): one of the frames it
+    rests on was found by scanning without a confirming call site, or (for verdicts about
+    the stack: cycles and frame sizes) lies in a module whose image was not found, so its
+    size, callers and code are unknown. What the exception record alone proves (the
+    access, the fail-fast code) does not need the images."""
+    if verdict.confidence != "high":
+        return verdict
+    why = rests_on_guesses(
+        case.coverage, case.frames, _evidence_depth(verdict, case), images_matter=verdict.kind in STACK_KINDS
+    )
+    if why is None:
+        return verdict
+    return replace(
+        verdict,
+        confidence="medium",
+        evidence=verdict.evidence + (f"confidence is medium, not high: {why} (see Missing images)",),
+    )

@@ -15,6 +15,7 @@ from dumpkit.analysis.model import (
     Evidence,
     Finding,
     FrameSize,
+    ImageCoverage,
     PythonReport,
     PythonThreadReport,
     ThreadReport,
@@ -57,6 +58,7 @@ class Case:
     threshold: int = 64 * 1024
     read_code: Optional[ReadCode] = None
     python: Optional[PythonReport] = None  # the process's Python side (None: not Python)
+    coverage: Optional[ImageCoverage] = None  # what of the crashing stack rests on images
 
     @property
     def python_thread(self) -> Optional[PythonThreadReport]:

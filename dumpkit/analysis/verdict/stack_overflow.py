@@ -81,6 +81,14 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
         ]
         return conclude("oversized_frame", headline, "high", evidence, steps, crash.thread_id)
+    blind = _cause_unseen(case)
+    if blind is not None:
+        headline = f"Stack overflow on thread {crash.thread_id}; the cause cannot be shown without images: {blind}"
+        steps = [
+            "Give dumpkit the missing images (see Missing images: the option for each) and analyse again; "
+            "recursion cycles and frame sizes are measured from them."
+        ]
+        return conclude("stack_overflow", headline, "low", evidence, steps, crash.thread_id)
     headline = f"Stack overflow on thread {crash.thread_id}: no repeating cycle and no oversized frame found"
     if sizes:
         top = sizes[0]
@@ -90,6 +98,24 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         "Run the work on a thread with a bigger stack to confirm it is depth, not corruption.",
     ]
     return conclude("stack_overflow", headline, "medium", evidence, steps, crash.thread_id)
+
+
+def _cause_unseen(case: Case) -> Optional[str]:
+    """Why no cycle and no big frame can be claimed absent: the stack was mostly guessed
+    (found by scanning) or its modules' images are missing, so frame sizes are unknown."""
+    cov = case.coverage
+    if cov is None or not cov.frames:
+        return None
+    missing = [m for m in cov.missing if m.frames]
+    if cov.unvalidated * 4 < cov.frames and not missing:
+        return None
+    parts = []
+    if cov.scanned:
+        parts.append(f"{cov.scanned:,} of {plural(cov.frames, 'frame')} were found by stack scanning")
+    if missing:
+        names = ", ".join(m.module for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        parts.append(f"no image of {names}")
+    return "; ".join(parts) if parts else None
 
 
 def _per_level(main: Cycle, reserve: Optional[int]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, List, Optional, Tuple
 
-from dumpkit.analysis.model import Cycle, Environment, Report, StackBudget, SystemSummary, ThreadReport
+from dumpkit.analysis.model import Cycle, Environment, ImageCoverage, Report, StackBudget, SystemSummary, ThreadReport
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.report.view.python import PythonView, python_view
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, THREAD, Line, Span, text, words
@@ -142,6 +142,7 @@ def facts(report: Report) -> Facts:
 
 MAX_CYCLES_SHOWN = 3  # per thread
 MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordinary code
+STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 ENTRY_PATH_SHOWN = 6
 
 
@@ -155,12 +156,15 @@ class RecursionView:
 
 
 def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
-    """The recursions every format lists, crashing thread first."""
+    """The recursions every format lists, crashing thread first. A short repeat is news only
+    on the thread whose stack ran out: elsewhere (and on a thread that crashed otherwise) a
+    few repetitions are ordinary code, e.g. the eval loop once per nested Python call."""
+    stack_crash = report.verdict.kind in STACK_VERDICTS
     return [
         (t, c)
         for t in report.threads
         for c in t.cycles[:MAX_CYCLES_SHOWN]
-        if t.is_crashing or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
+        if (t.is_crashing and stack_crash) or c.repetitions >= MIN_OTHER_THREAD_REPETITIONS
     ]
 
 
@@ -186,7 +190,6 @@ def recursion_view(t: ThreadReport, c: Cycle) -> RecursionView:
 
 # --------------------------------------------------------------------------- frame sizes
 
-STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 FRAME_SIZES_SHOWN = 8
 
 
@@ -294,6 +297,32 @@ class Threads:
 
 
 @dataclass(frozen=True)
+class ImagesView:
+    """What of the crashing stack was guessed for want of images, and how to fill the gap."""
+
+    title: str
+    lines: Tuple[str, ...]
+
+
+def images_view(coverage: Optional[ImageCoverage]) -> Optional[ImagesView]:
+    if coverage is None:
+        return None
+    lines: List[str] = []
+    if coverage.unvalidated:
+        lines.append(
+            f"{coverage.scanned:,} of {plural(coverage.frames, 'frame')} on the crashing thread were found by stack "
+            f"scanning, {coverage.unvalidated:,} of them with no call site to confirm them"
+        )
+    for m in coverage.missing:
+        lines.append(f"{m.module} ({plural(m.frames, 'frame')}): {m.fix}")
+    lines.extend(coverage.search_problems)
+    if not lines:
+        return None
+    title = "Missing images" if coverage.missing or coverage.unvalidated else "Image searches that found nothing"
+    return ImagesView(title, tuple(lines))
+
+
+@dataclass(frozen=True)
 class ReportView:
     dumpkit_version: str
     schema_version: int
@@ -308,6 +337,7 @@ class ReportView:
     threads: Threads
     problems: Tuple[str, ...]  # met while reading; the rest of the report stands
     python: Optional[PythonView] = None  # None: the process runs no CPython
+    images: Optional[ImagesView] = None  # None: the crashing stack did not want for images
 
 
 def report_view(
@@ -356,4 +386,5 @@ def report_view(
         ),
         problems=report.soft_errors,
         python=python_view(report.python, crash.tid if crash is not None else None),
+        images=images_view(report.images),
     )

@@ -1,0 +1,54 @@
+"""The code checks CI holds every change to, run as tests so that README's one test command
+covers them: ruff (lint and format), mypy, and import-linter's layer contracts
+(docs/architecture.md). Their versions are pinned in the `test` extra, because a new release
+of a checker changes its verdicts without a line of dumpkit changing."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def _tool(name: str) -> str:
+    """The checker's executable beside this Python (the venv's), else on PATH. Missing is a
+    failure, not a skip: the `test` extra installs it, and a skipped check passes nothing."""
+    here = Path(sys.executable).parent / name
+    found = str(here) if here.exists() else shutil.which(name)
+    if found is None and sys.version_info < (3, 10):
+        pytest.skip("the checkers are installed and run on Python 3.10+ (pyproject.toml's test extra)")
+    if found is None:
+        pytest.fail(f"{name} is not installed; install the test extra: pip install -e '.[test]'")
+    return found
+
+
+def _assert_clean(result: subprocess.CompletedProcess, what: str) -> None:
+    assert result.returncode == 0, f"{what} failed:\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
+
+
+def test_ruff_finds_nothing():
+    _assert_clean(_run(_tool("ruff"), "check", "dumpkit", "tests", "tools", "bench", "windbg_scripts"), "ruff check")
+
+
+def test_code_is_formatted():
+    _assert_clean(
+        _run(_tool("ruff"), "format", "--check", "dumpkit", "tests", "tools", "bench", "windbg_scripts"),
+        "ruff format --check (run `ruff format` to fix)",
+    )
+
+
+def test_mypy_finds_nothing():
+    _assert_clean(_run(_tool("mypy")), "mypy")
+
+
+def test_layers_keep_their_contracts():
+    _assert_clean(_run(_tool("lint-imports")), "lint-imports")

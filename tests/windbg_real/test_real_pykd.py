@@ -1,0 +1,282 @@
+"""`!tfstack` on Microsoft's own debugger engine: windbg_scripts/tfstack.py run through the
+real pykd 0.3.4.15 (its dbgeng.dll) in a genuine Windows CPython 3.8 under Wine, on every
+sample dump, against `dumpkit analyze --format json` run natively on the same dump.
+
+The debugger is set up the way a WinDbg user would: the dump opened (`pykd.loadDump`),
+the folders of the crashed program's binaries on the executable image path (`.exepath` +
+`.reload`), so dbgeng maps the images it finds into the dump's address space, as it does
+for every module whose file it can reach. `!tfstack` gets no `--image-path`: what it knows
+of the images it learns from the debugger. The CLI gets the same folders as `--image-path`
+(sample_dumps/bin; for sample_dumps/python, ../shared/winpython's CPython and
+sample_dumps/bin/wine).
+Both must tell the same story: verdict, crash, cycles, findings, every thread's frames
+(SP, IP, module, size, how found, name), the Python stacks. What the debugger does not
+expose (the dump's stream list and header, Wine's marker stream, CPU feature bits,
+context flags) is left out of the comparison; windbg_scripts/README.md lists it.
+
+Every DML link `!tfstack` prints is run through `pykd.dbgCommand` afterwards: the engine
+must accept it, and a `.frame N` link must land on the frame dumpkit numbered N (same
+Child-SP as dumpkit's frame N).
+
+Build, cache and skip rules: tests/windbg_real/lane.py. Runs only when asked for
+(conftest.py): `python -m pytest -q tests/windbg_real`.
+"""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
+from tests.windbg_real import lane
+
+_CACHE: Dict[str, dict] = {}
+
+
+PYTHON_DUMPS = SAMPLES / "python"
+WINPYTHON = lane.WINPYTHON
+
+
+def _sample_dumps() -> List[str]:
+    """The sample dumps, then the real CPython 3.8 ones (sample_dumps/python: the Python
+    stacks are read through the debugger too), named relative to sample_dumps/."""
+    out = []
+    for folder in (SAMPLES, PYTHON_DUMPS):
+        for pattern in ("*.dmp", "*.dmp.xz"):
+            out += sorted(str(p.relative_to(SAMPLES)) for p in folder.glob(pattern))
+    return out
+
+
+def _image_dirs(name: str) -> List[Path]:
+    """Where the crashed program's images are: the CLI's --image-path, the debugger's .exepath."""
+    if name.startswith("python/"):  # the PSF's CPython these dumps crashed, Wine's own DLLs
+        return [WINPYTHON, SAMPLE_BIN / "wine"]
+    return [SAMPLE_BIN]
+
+
+@pytest.fixture(scope="session")
+def env():
+    try:
+        built = lane.build(log=lambda line: print(line, file=sys.stderr))
+    except lane.Unavailable as e:
+        pytest.skip(f"real-pykd lane unavailable here: {e}")
+    yield built
+    built.stop()
+
+
+@pytest.fixture(scope="session")
+def dumps_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("windbg-lane-dumps")
+
+
+def _dump_file(name: str, scratch: Path) -> Path:
+    path = SAMPLES / name
+    if not name.endswith(".xz"):
+        return path
+    out = scratch / Path(name[:-3]).name
+    if not out.exists():
+        with lzma.open(path) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return out
+
+
+def _session(env: lane.Env, name: str, scratch: Path) -> dict:
+    """The CLI's report and the debugger's runs on one dump, once per test session."""
+    if name in _CACHE:
+        return _CACHE[name]
+    dump = _dump_file(name, scratch)
+    dirs = _image_dirs(name)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"]
+        + [arg for d in dirs for arg in ("--image-path", str(d))],
+        # the same images reachable: a path like C:\windows\system32\ucrtbase.dll is found
+        # in the lane's Wine prefix, by the debugger and (through WINEPREFIX) by the CLI
+        env=dict(os.environ, WINEPREFIX=str(env.prefix)),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    debugger = env.debugger(
+        dump,
+        runs=[{"args": ["--json"]}, {"args": ["--all"], "check_links": True}],
+        setup=[".exepath " + ";".join(lane.windows_path(d) for d in dirs), ".reload"],
+        facts=["lmv"],
+        timeout=900,
+    )
+    for run in debugger["runs"]:
+        assert run["error"] is None, run["error"]
+    _CACHE[name] = {"cli": json.loads(proc.stdout), "debugger": debugger}
+    return _CACHE[name]
+
+
+def _tfstack_json(session: dict) -> dict:
+    out = session["debugger"]["runs"][0]["output"]
+    assert out.lstrip().startswith("{"), out[:2000]  # an error line instead of a report
+    return json.loads(out)
+
+
+def _thread_story(t: dict, teb_stack: bool) -> dict:
+    return {
+        "tid": t["tid"],
+        "crashing": t["is_crashing"],
+        "frame_count": t["frame_count"],
+        "stop_reason": t["stop_reason"],
+        "elided": t["elided_frames"],
+        "frames": [
+            (f["index"], f["ip"], f["sp"], f["module"], f["size"], f["trust"], f["symbol"]) for f in t["frames"]
+        ],
+        "cycles": t["cycles"],
+        "stack": (t["stack_start"] if not teb_stack else None, t["stack_end"], t["teb"]),
+        "budget": t["budget"],
+    }
+
+
+def _story(doc: dict, teb_stack: bool = False) -> dict:
+    """Everything the report says about what happened (not about the file it came from).
+
+    `teb_stack`: the dump holds the threads' TEBs (full-memory dumps). The debugger's
+    stack then starts at SP (its TEB's StackLimit is far below); the file reader's at the
+    thread's stack descriptor, which may start a few bytes below SP: not compared."""
+    return {
+        "verdict": doc["verdict"],
+        "crash": {k: v for k, v in (doc["crash"] or {}).items() if k != "context_flags"},
+        "findings": doc["findings"],
+        "frame_sizes": doc["frame_sizes"],
+        "threads": [_thread_story(t, teb_stack) for t in doc["threads"]],
+        "python": doc["python"],
+        "modules": [(m["name"], m["base"], m["size"], m.get("file_version")) for m in doc["modules"]],
+    }
+
+
+@pytest.mark.parametrize("name", _sample_dumps())
+def test_real_engine_tells_the_same_story_as_the_cli(name, env, dumps_dir):
+    session = _session(env, name, dumps_dir)
+    full = "_full" in name  # full-memory dumps hold the TEBs
+    cli, windbg = _story(session["cli"], full), _story(_tfstack_json(session), full)
+    assert windbg["verdict"] == cli["verdict"]
+    assert windbg["crash"] == cli["crash"]
+    assert windbg["findings"] == cli["findings"]
+    assert windbg["frame_sizes"] == cli["frame_sizes"]
+    assert [t["tid"] for t in windbg["threads"]] == [t["tid"] for t in cli["threads"]]
+    parked = _parked_threads(session["cli"])
+    for w, c in zip(windbg["threads"], cli["threads"]):
+        if c["tid"] in parked:
+            # The thread list gives this thread an SP outside its own stack (Wine's
+            # in-process dumps give the writer's thread the crash context). The file
+            # reader knows the thread's stack and stops there; the debugger has only the
+            # SP and walks on from it, as its `k` does (windbg_scripts/README.md).
+            first = [f[:4] + f[5:] for f in (w["frames"][0], c["frames"][0])]  # its size is where the walks part
+            assert first[0] == first[1], f"thread {c['tid']}"
+            continue
+        assert w == c, f"thread {c['tid']}"
+    assert windbg["python"] == cli["python"]
+    assert windbg["modules"] == cli["modules"]
+    assert any(t["crashing"] and t["frames"] for t in cli["threads"]), "the crashing thread was walked"
+
+
+def _parked_threads(doc: dict) -> set:
+    """Threads whose thread-list SP lies outside the stack the dump recorded for them."""
+    out = set()
+    for t in doc["threads"]:
+        sp = int(dict(t["registers"] or []).get("rsp", "0x0"), 16)
+        if t["stack_start"] and not int(t["stack_start"], 16) <= sp <= int(t["stack_end"], 16):
+            out.add(t["tid"])
+    return out
+
+
+def _mapped(session: dict) -> Dict[str, str]:
+    """module file name -> the file dbgeng maps its image from (`lmv`)."""
+    out, name = {}, None
+    for line in session["debugger"]["facts"][0]["output"].splitlines():
+        if not line.startswith(" "):
+            name = None
+        m = re.match(r"^\s+Image name:\s*(\S+)", line)
+        if m:
+            name = m.group(1).lower()
+        m = re.match(r"^\s+Mapped memory image file:\s*(.+?)\s*$", line)
+        if m:
+            out["pending"] = m.group(1)
+        if name and "pending" in out:
+            out[name] = out.pop("pending")
+    out.pop("pending", None)
+    return out
+
+
+@pytest.mark.parametrize("name", _sample_dumps())
+def test_images_the_debugger_maps_are_read_from_their_files(name, env, dumps_dir):
+    """dbgeng serves a mapped image's bytes from the file, so the whole image looks
+    captured; read as memory it loses the COFF symbol table (frames named func_16b0
+    instead of run_scenario). The pykd source must take such images from files too."""
+    session = _session(env, name, dumps_dir)
+    mapped = _mapped(session)
+    cli_sources = {m["name"].lower(): m["image_source"] or "" for m in session["cli"]["modules"]}
+    exe = next(name for name in cli_sources if name.endswith(".exe"))
+    if not cli_sources[exe].startswith("dump-memory"):  # a full dump holds the image itself
+        assert exe in mapped, f"dbgeng did not map {exe} from .exepath: {sorted(mapped)}"
+    assert mapped, "dbgeng mapped no image: nothing here tests reading them from files"
+    for m in _tfstack_json(session)["modules"]:
+        key = m["name"].lower()
+        if key in mapped and not cli_sources[key].startswith("dump-memory"):
+            assert not (m["image_source"] or "").startswith("dump-memory"), (key, m["image_source"])
+    facts = session["debugger"]["runs"][1]["output"]
+    assert "From the debugger" in facts and "module image(s) from files" in facts
+
+
+_FRAME_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s;(?: \.ecxr;)? \.frame 0x([0-9a-f]+)$")
+_THREAD_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s$")
+
+
+def _frame_line(output: Optional[str], index: int) -> Optional[str]:
+    for line in (output or "").splitlines():
+        if re.match(rf"^{index:02x} [0-9a-f]{{8}}`[0-9a-f]{{8}} ", line):
+            return line
+    return None
+
+
+@pytest.mark.parametrize("name", _sample_dumps())
+def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
+    session = _session(env, name, dumps_dir)
+    links = session["debugger"]["runs"][1]["links"]
+    assert links, "the DML output has links"
+    doc = _tfstack_json(session)
+    frames = {t["tid"]: {f["index"]: f for f in t["frames"]} for t in doc["threads"]}
+    checked = 0
+    for link in links:
+        command = link["command"]
+        assert link["raised"] is None, f"{command!r}: {link['raised']}"
+        frame = _FRAME_LINK.match(command)
+        if frame:
+            # the label is dumpkit's frame number; the command the debugger's
+            tid, index = int(frame.group(1), 16), int(frame.group(2), 16)
+            line = _frame_line(link["output"], index)
+            assert line is not None, f"{command!r} did not select frame {index:#x}: {link['output']!r}"
+            ours = frames[tid].get(int(link["label"], 16))
+            if ours is not None:
+                child_sp = int(line.split()[1].replace("`", ""), 16)
+                assert child_sp == int(ours["sp"], 16), f"{command!r}: dbgeng's frame is at {line!r}"
+                checked += 1
+            continue
+        thread = _THREAD_LINK.match(command)
+        assert thread, f"a link this test does not know: {command!r}"
+        assert link["output"], f"{command!r} printed nothing"
+    assert checked, "no frame link was checked against dumpkit's frames"
+
+
+def test_the_windbg_side_runs_on_python_38(env, dumps_dir):
+    """pykd exists for CPython <= 3.9 only: the WinDbg side of dumpkit must import and
+    run there (this lane's interpreter is the PSF's 3.8)."""
+    session = _session(env, _sample_dumps()[0], dumps_dir)
+    assert session["debugger"]["python"].startswith("3.8.")
+    assert session["debugger"]["pykd"].startswith("0.3.4.15")
