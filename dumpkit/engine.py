@@ -10,7 +10,7 @@ Target."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
@@ -21,7 +21,7 @@ from dumpkit.analysis.codefacts import CodeFacts, code_facts
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.environment import describe_environment
-from dumpkit.packages import owning_package
+from dumpkit.packages import InstalledPackage, owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -44,7 +44,7 @@ from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
-from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
+from dumpkit.target import MemoryNotInDump, Module, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
 from dumpkit.unwind.walk import Walker, walk_thread
@@ -82,6 +82,9 @@ class Analysis:
     walks: Dict[int, StackWalk]
     image_sources: Dict[str, str]
     seconds: float = 0.0
+    # module base -> the installed distribution the environment phase found owning it (None:
+    # none), for each module it asked about: a bundle carries these facts with the images.
+    packages: Dict[int, Optional[InstalledPackage]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- read
@@ -413,10 +416,23 @@ def _image_version(walker: Walker):
     return lookup
 
 
+def _installed_package(
+    target: Target, walker: Walker, module: Module, seen: Dict[int, Optional[InstalledPackage]]
+) -> Optional[InstalledPackage]:
+    """The distribution that installed `module`: as a bundle recorded it (the installation
+    stayed on the machine that wrote it), else found next to the module's local files."""
+    if module.base not in seen:
+        recorded = getattr(getattr(target, "image_store", None), "package_for", None)
+        found = recorded(module) if recorded is not None else None
+        seen[module.base] = found if found is not None else owning_package(walker.images.files(module))
+    return seen[module.base]
+
+
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
     walker = make_walker(target, options)
+    packages: Dict[int, Optional[InstalledPackage]] = {}
 
     # walk
     walks = walk_all(target, walker, options)
@@ -462,7 +478,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     env = describe_environment(
         target,
         image_version=_image_version(walker),
-        installed_package=lambda module: owning_package(walker.images.files(module)),
+        installed_package=lambda module: _installed_package(target, walker, module, packages),
     )
 
     # python
@@ -516,4 +532,4 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         python=python,
         images=coverage,
     )
-    return Analysis(report, walks, sources, time.perf_counter() - started)
+    return Analysis(report, walks, sources, time.perf_counter() - started, packages)

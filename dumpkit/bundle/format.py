@@ -66,12 +66,25 @@ class ImageEntry:
 
 
 @dataclass(frozen=True)
+class PackageEntry:
+    """The installed Python distribution that owns a module's file, as found where the
+    bundle was written (dumpkit.packages): the installation does not travel, this fact does."""
+
+    module: str
+    base: int
+    name: str
+    version: str
+    record: str  # the dist-info folder whose RECORD lists the module's file
+
+
+@dataclass(frozen=True)
 class Manifest:
     dumpkit_version: str
     dump: DumpEntry
     images: Tuple[ImageEntry, ...]
     redacted: Tuple[str, ...] = ()  # what --redact removed, one line each
     version: int = FORMAT_VERSION
+    packages: Tuple[PackageEntry, ...] = ()
 
 
 def member_name(index: int, module_name: str) -> str:
@@ -93,6 +106,10 @@ def manifest_json(m: Manifest) -> bytes:
         "dumpkit_version": m.dumpkit_version,
         "dump": {"member": m.dump.member, "name": m.dump.name, "size": m.dump.size, "sha256": m.dump.sha256},
         "redacted": list(m.redacted),
+        "packages": [
+            {"module": p.module, "base": f"{p.base:#x}", "name": p.name, "version": p.version, "record": p.record}
+            for p in m.packages
+        ],
         "modules": [
             {
                 "name": i.name,
@@ -216,10 +233,24 @@ def parse_manifest(raw: bytes) -> Manifest:
     redacted = doc.get("redacted", [])
     if not isinstance(redacted, list) or not all(isinstance(x, str) and len(x) <= MAX_TEXT for x in redacted):
         raise BundleError("manifest: redacted is not a list of strings")
+    raw_packages = doc.get("packages", [])
+    if not isinstance(raw_packages, list) or len(raw_packages) > MAX_MODULES:
+        raise BundleError(f"manifest: packages is not a list of at most {MAX_MODULES} entries")
+    packages = tuple(
+        PackageEntry(
+            module=_get(p, "module", str, f"packages[{k}]"),
+            base=_number(p, "base", f"packages[{k}]", (1 << 64) - 1),
+            name=_get(p, "name", str, f"packages[{k}]"),
+            version=_get(p, "version", str, f"packages[{k}]"),
+            record=_get(p, "record", str, f"packages[{k}]"),
+        )
+        for k, p in enumerate(raw_packages)
+    )
     return Manifest(
         dumpkit_version=_get(doc, "dumpkit_version", str, "manifest"),
         dump=dump,
         images=tuple(images),
         redacted=tuple(redacted[:64]),
         version=version,
+        packages=packages,
     )

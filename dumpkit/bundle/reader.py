@@ -17,7 +17,7 @@ import os
 import tempfile
 import zipfile
 import zlib
-from typing import Dict, Iterator, List, Optional, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from dumpkit.bundle.format import (
     MANIFEST,
@@ -26,10 +26,12 @@ from dumpkit.bundle.format import (
     DumpEntry,
     ImageEntry,
     Manifest,
+    PackageEntry,
     check_member_name,
     parse_manifest,
 )
 from dumpkit.images import ImageStore
+from dumpkit.packages import InstalledPackage
 from dumpkit.pe import PEError
 from dumpkit.pe.backing import Backing
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy
@@ -87,11 +89,17 @@ class BundleImages(ImageStore):
     """The image files a bundle holds, by module (base address and name; the locator then
     checks TimeDateStamp and SizeOfImage as for any file)."""
 
-    def __init__(self, bundle_name: str, images: List[Tuple[ImageEntry, bytes]]):
+    def __init__(self, bundle_name: str, images: List[Tuple[ImageEntry, bytes]], packages: Sequence[PackageEntry] = ()):
         self._by_module: Dict[Tuple[int, str], Tuple[ImageEntry, bytes]] = {}
         for entry, data in images:
             self._by_module[(entry.base, entry.name.lower())] = (entry, data)
+        self._packages = {(p.base, p.module.lower()): p for p in packages}
         self._name = bundle_name
+
+    def package_for(self, module: Module) -> Optional[InstalledPackage]:
+        """The installed distribution that owned the module where the bundle was written."""
+        p = self._packages.get((module.base, module.name.lower()))
+        return InstalledPackage(p.name, p.version, p.record) if p is not None else None
 
     def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
         found = self._by_module.get((module.base, module.name.lower()))
@@ -212,7 +220,7 @@ def open_bundle(path: str) -> MinidumpTarget:
         raise DumpError(str(e)) from None
     # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
     target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
-    target.image_store = BundleImages(os.path.basename(path), images)  # type: ignore[attr-defined]
+    target.image_store = BundleImages(os.path.basename(path), images, manifest.packages)  # type: ignore[attr-defined]
     target.bundle = manifest  # type: ignore[attr-defined]
     return target
 

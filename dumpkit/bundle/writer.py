@@ -26,6 +26,7 @@ from dumpkit.bundle.format import (
     DumpEntry,
     ImageEntry,
     Manifest,
+    PackageEntry,
     manifest_json,
     member_name,
 )
@@ -123,7 +124,16 @@ def write_bundle(
     locator = ImageLocator(image_paths=list(image_paths), symbol_paths=list(symbol_paths), record_reads=True)
     try:
         options = Options(locator=locator)
-        report = analyze(target, options).report
+        done = analyze(target, options)
+        report = done.report
+        by_base = {m.base: m for m in target.modules}
+        packages = tuple(
+            PackageEntry(
+                by_base[base].name, base, p.name, p.version, os.path.basename(p.record) if redacted else p.record
+            )
+            for base, p in sorted(done.packages.items())
+            if p is not None and base in by_base
+        )
         stacks(target, options, list(target.threads), python=True)
         entries: List[ImageEntry] = []
         blobs: List[bytes] = []
@@ -154,6 +164,7 @@ def write_bundle(
         dump=DumpEntry(name=os.path.basename(dump_path), size=dump_size, sha256=digest.hexdigest()),
         images=tuple(entries),
         redacted=redacted,
+        packages=packages,
     )
     _atomic_write(out_path, lambda f: _write_zip(f, manifest, _dump_chunks(dump_path, dump_data), blobs))
     not_found = tuple(

@@ -24,8 +24,9 @@ def write(dump: Path, out: Path, image_paths: Sequence[str] = (), redact: bool =
 
 def report_json(target, image_paths: Sequence[str] = ()) -> Dict:
     """The JSON report as a dict, with what may differ between a dump and its bundle
-    removed: the dump's path (a bundle names itself and the dump) and which file served an
-    image (its match, TimeDateStamp and SizeOfImage, stays)."""
+    removed: the dump's path (reports of a bundle name the bundle), which file served an
+    image (its match, TimeDateStamp and SizeOfImage, stays) and what the --image-path
+    folders of the run said."""
     from dumpkit.engine import Options, analyze
     from dumpkit.report.json_report import render_json
 
@@ -34,6 +35,9 @@ def report_json(target, image_paths: Sequence[str] = ()) -> Dict:
     finally:
         target.close()
     doc["dump"].pop("path", None)
+    # what each --image-path folder of the run gave (nothing, or not what was looked for)
+    # is about that run's options: a bundle is read without them
+    (doc.get("images") or {}).pop("search_problems", None)
     _where_found(doc)
     return doc
 

@@ -185,3 +185,19 @@ def test_redact_zeroes_every_copy_of_the_environment_block():
     data, said = redact_dump(raw, target)
     assert block not in data and any("environment block" in s and "zeroed" in s for s in said)
     assert environment_block(open_dump_bytes(data, "r.dmp")) == b"\0\0\0\0"  # an empty environment
+
+
+def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_it():
+    """The TF pyd has no version resource: the version comes from the installed package
+    (tensorflow-intel's RECORD lists the pyd). The installation stays where the bundle was
+    written; the bundle carries what it said."""
+    from tests.bundle.helpers import report_json
+    from tests.conftest import open_any, python_bundle, python_manifest
+
+    facts = next((f for f in python_manifest() if f.get("tensorflow_version")), None)
+    bundle = python_bundle(facts) if facts else None
+    if bundle is None:
+        pytest.skip("no TensorFlow sample bundle")
+    env = report_json(open_any(bundle))["environment"]
+    assert env["tensorflow_version"] == facts["tensorflow_version"] == "2.13.0"
+    assert env["tensorflow_version_source"].startswith("installed package tensorflow-intel 2.13.0, whose RECORD")
