@@ -31,6 +31,45 @@ class Format(str, Enum):
     html = "html"
 
 
+# What `--format` accepts (any case), and what an `--output` file's extension implies
+# when no format is given.
+FORMAT_NAMES = {"text": Format.text, "txt": Format.text, "json": Format.json, "markdown": Format.markdown}
+FORMAT_NAMES.update({"md": Format.markdown, "html": Format.html, "htm": Format.html})
+FORMAT_EXTENSIONS = {".txt": Format.text, ".json": Format.json, ".md": Format.markdown, ".markdown": Format.markdown}
+FORMAT_EXTENSIONS.update({".html": Format.html, ".htm": Format.html})
+
+
+# Formats made to be pasted or attached somewhere others read them: user names in paths
+# are redacted unless --no-redact. Text goes to the user's own terminal and JSON to tools
+# (where exact paths matter); --redact covers them when they are shared too.
+SHARED_FORMATS = (Format.markdown, Format.html)
+
+
+def report_format(name: Optional[str], output: Optional[str]) -> Format:
+    """The format asked for by name (case-insensitive), else the one `output`'s extension
+    implies, else text. A name that is no format is a usage error."""
+    if name is not None:
+        fmt = FORMAT_NAMES.get(name.strip().lower())
+        if fmt is None:
+            raise fail(f"unknown format {name!r}: use text, json, markdown (md) or html")
+        return fmt
+    if output and output != "-":
+        return FORMAT_EXTENSIONS.get(os.path.splitext(output)[1].lower(), Format.text)
+    return Format.text
+
+
+def new_file_mode(path: str) -> int:
+    """The permissions a report written to `path` gets: those of the file it replaces, or
+    what the umask gives a new file (a temporary file starts at 0600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def fail(message: str) -> "typer.Exit":
     sys.stderr.write(f"dumpkit: error: {message}\n")
     return typer.Exit(EXIT_UNUSABLE)
@@ -84,6 +123,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
         raise fail(f"{output}: refusing to overwrite the dump being read")
     folder = os.path.dirname(os.path.abspath(output))
+    mode = new_file_mode(output)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
     except OSError as e:
@@ -91,6 +131,7 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, output)
     except OSError as e:
         try:
@@ -98,6 +139,17 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
         except OSError:
             pass
         raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
+
+
+MIN_WIDTH = 40
+
+
+def text_width(tty: bool, asked: Optional[int]) -> int:
+    """`--width`, else the terminal's columns, else 120 (into a pipe or a file, where
+    nothing says how wide the reader's screen is)."""
+    if asked is not None:
+        return max(MIN_WIDTH, asked)
+    return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns) if tty else 120
 
 
 def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
@@ -132,7 +184,13 @@ def analyze(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
-    fmt: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    fmt_name: Optional[str] = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="text, json, markdown (md) or html, in any case. Default: what --output's extension "
+        "says (.txt .json .md .html), else text.",
+    ),
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
@@ -141,10 +199,20 @@ def analyze(
     color: Optional[bool] = typer.Option(
         None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."
     ),
+    width_asked: Optional[int] = typer.Option(
+        None, "--width", help="Columns of the text report (default: the terminal's, or 120 into a pipe or file)."
+    ),
+    redact: Optional[bool] = typer.Option(
+        None,
+        "--redact/--no-redact",
+        help="Replace user names in paths (C:\\Users\\NAME\\... -> C:\\Users\\<user>\\..., /home/NAME). "
+        "Default: on for markdown and html (made to be shared), off for text and json.",
+    ),
 ) -> None:
     """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
     from dumpkit.engine import Options, analyze as run
 
+    fmt = report_format(fmt_name, output)
     target = _open(dump)
     opts = Options(
         image_paths=image_path or (),
@@ -155,6 +223,10 @@ def analyze(
     )
     result = run(target, opts)
     report = result.report
+    if redact if redact is not None else fmt in SHARED_FORMATS:
+        from dumpkit.report.redact import redact_report
+
+        report = redact_report(report)
     if fmt is Format.json:
         from dumpkit.report.json_report import render_json
 
@@ -172,7 +244,7 @@ def analyze(
 
         tty = sys.stdout.isatty() and not output
         use_color = tty if color is None else color
-        width = max(80, shutil.get_terminal_size((120, 24)).columns) if tty else 120
+        width = text_width(tty, width_asked)
         text = render_text(report, color=use_color and not output, width=width)
     write_output(text, output, dump)
     warn_problems(list(report.soft_errors))
@@ -326,21 +398,31 @@ def bundle(
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.
 @app.command(context_settings={"ignore_unknown_options": True})
 def explain(
-    code: str = typer.Argument(
-        ...,
-        help="An exit code or NTSTATUS: -1073741571, 3221225725, 0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7 ...",
+    code: Optional[List[str]] = typer.Argument(
+        None,
+        help="An exit code, NTSTATUS, HRESULT or Win32 error, by number or name, or in words: -1073741571, "
+        "0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7, 0x8007000E, ERROR_ACCESS_DENIED, stack overflow, abort ...",
+    ),
+    how_to_capture: bool = typer.Option(
+        False, "--how-to-capture", help="How to capture a dump next time, in full (else one line points to it)."
     ),
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
     from dumpkit.analysis.codes import parse_code
     from dumpkit.analysis.explain import explain as run
-    from dumpkit.report.explanation import render_explanation_text
+    from dumpkit.report.explanation import render_capture_advice, render_explanation_text
 
+    text = " ".join(code or ())  # `dumpkit explain stack overflow` needs no quotes
+    if not text.strip():
+        if not how_to_capture:
+            raise fail("name a code to explain (or give --how-to-capture alone for the dump-capture advice)")
+        sys.stdout.write(render_capture_advice().rstrip("\n") + "\n")
+        return
     try:
-        parsed = parse_code(code)
+        parsed = parse_code(text)
     except ValueError as e:
         raise fail(str(e)) from None
-    sys.stdout.write(render_explanation_text(run(parsed)).rstrip("\n") + "\n")
+    sys.stdout.write(render_explanation_text(run(parsed), how_to_capture).rstrip("\n") + "\n")
 
 
 def main() -> None:

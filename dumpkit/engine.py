@@ -15,12 +15,15 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
+from dumpkit.analysis.blame import blame_frame
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
-from dumpkit.analysis.codefacts import CodeFacts, code_facts
+from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
+from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
+from dumpkit.analysis.environment.versions import Versions
 from dumpkit.packages import InstalledPackage, owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
@@ -36,17 +39,19 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
+from dumpkit.analysis.process import module_version, process_record
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
+from dumpkit.analysis.signature import crash_signature
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
-from dumpkit.symbols import display_name
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Module, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.places import nearest_name
 from dumpkit.unwind.walk import Walker, walk_thread
 
 
@@ -252,7 +257,7 @@ def stacks(target: Target, options: Options, threads: Iterable[Thread], python: 
         dump=facts.dump_summary(target),
         system=facts.system_summary(target),
         threads=tuple(reports),
-        modules=facts.module_records(target, walker.images.sources()),
+        modules=facts.module_records(target, walker.images.sources(), walker.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         python=read_python(target, walker, keep=None) if python else None,
     )
@@ -322,20 +327,33 @@ def _module_base(target: Target, name: str) -> Optional[int]:
 
 def _cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
     """What the code of the cycle's unnamed members refers to (strings, callees): how an
-    MSVC module's static functions are recognised without its PDB."""
+    MSVC module's static functions are recognised without its PDB. A member split into
+    chained fragments is read from its entry and in each fragment the stack is in (the
+    call that recursed is often there, not in the primary part)."""
     wanted = set(facts_needed(cycle))
-    out: Dict[str, CodeFacts] = {}
+    parts: Dict[str, Dict[int, Optional[int]]] = {}  # name -> {part start VA: end VA}
     start = cycle.frames_above
     for f in frames[start : start + cycle.period]:
         name = f.function_name
-        if name not in wanted or name in out or f.function_start is None or f.rva is None:
+        if name not in wanted or f.function_start is None or f.rva is None:
             continue
         base = f.ip - f.rva
         entry = base + f.function_start
-        place = walker.place(entry)
-        end = base + place.function.end_rva if place.function is not None else None
-        out[name] = code_facts(walker.read_code, entry, end, lambda va: walker.place(va).symbol)
-    return out
+        mine = parts.setdefault(name, {})
+        if entry not in mine:
+            primary = walker.place(entry).function
+            mine[entry] = base + primary.end_rva if primary is not None else None
+        here = walker.place(f.ip, f.index > 0)
+        if here.in_fragment and here.function is not None:
+            mine[base + here.function.begin_rva] = base + here.function.end_rva
+
+    def name_at(va: int) -> Optional[str]:
+        return walker.place(va).symbol
+
+    return {
+        name: merged(code_facts(walker.read_code, s, e, name_at) for s, e in ranges.items())
+        for name, ranges in parts.items()
+    }
 
 
 @dataclass
@@ -381,9 +399,7 @@ def _analyse_thread(
                     call_edges=cycle_call_edges(
                         w.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
                     ),
-                    kind=classify_recursion(
-                        c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}, demangle=display_name
-                    ),
+                    kind=classify_recursion(c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}),
                 )
                 for c in find_cycles(w.frames, used_stack=used)
             )
@@ -428,6 +444,47 @@ def _installed_package(
     return seen[module.base]
 
 
+def _function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
+    """The first byte of the function holding `ip` and where it comes from: its unwind
+    entry, else the nearest export or COFF symbol that can name it (a leaf such as a
+    hand-written stack probe has no unwind entry)."""
+    place = walker.place(ip)
+    if place.dynamic is not None:  # JIT code registered with RtlAddFunctionTable
+        return place.dynamic[0], "function_entry"
+    if place.module is None or place.rva is None:
+        return None, "none"
+    if place.function_start is not None:
+        return place.module.base + place.function_start, "function_entry"
+    near = nearest_name(place.image, place.rva, None) if place.image is not None else None
+    return (place.module.base + near[1], "symbol") if near is not None else (None, "none")
+
+
+def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions):
+    """The crash record with where it happened: the module holding the faulting IP, that
+    module's version, and the code around the IP."""
+    ip = frames[0].ip if frames else crash.address
+    module = target.module_at(ip)
+    disassembly = None
+    if walker.step is not None:  # a CPU dumpkit walks, so decodes: x86 or x64
+        entry, entry_from = _function_entry(walker, ip)
+        executing = crash.access_kind == "execute" and crash.access_address == ip
+        disassembly = disassemble_around(
+            walker.read_code,
+            ip,
+            entry,
+            walker.bits,
+            executing=executing,
+            name_at=lambda va: walker.place(va).symbol,
+            entry_from=entry_from,
+        )
+    return replace(
+        crash,
+        module=module.name if module is not None else None,
+        module_version=module_version(module, versions),
+        disassembly=disassembly,
+    )
+
+
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
@@ -446,6 +503,9 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         if ex is not None
         else None
     )
+    versions = Versions(_image_version(walker))
+    if crash is not None:
+        crash = _fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
     exe_reserve = _exe_stack_reserve(target, walker.images)
     same = _group_identical(walks)
     thread_reports: List[ThreadReport] = []
@@ -524,12 +584,15 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         threads=tuple(thread_reports),
         frame_sizes=sizes,
         environment=env,
-        modules=facts.module_records(target, sources),
+        modules=facts.module_records(target, sources, walker.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         oversized_threshold=options.oversized_threshold,
         unloaded_modules=facts.unloaded_records(target),
         crash_absent=facts.crash_absent(target),
         python=python,
         images=coverage,
+        process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
+        signature=crash_signature(crash, crash_report),
+        blame=blame_frame(crash_report, facts.module_records(target, sources)) if crash is not None else None,
     )
     return Analysis(report, walks, sources, time.perf_counter() - started, packages)

@@ -19,6 +19,13 @@ Order, as in DESIGN.md "Where unwind data comes from":
 Results are cached per module; `close()` releases the files. A locator made with
 `record_reads=True` wraps every image file it serves in a `RecordingBacking`, so that a
 bundle can be written with exactly the pages an analysis read.
+
+Results are cached per module; `close()` releases the files.
+
+A module's PDB (named by its CodeView record, matched by GUID and age) is looked for in the
+symbol stores (NAME.pdb/<GUID><AGE>/NAME.pdb, servers' caches included), next to the image
+file and at the recorded paths, in each `--image-path` folder, and last on the HTTP symbol
+servers; one that is not the build's is refused with the reason, never used.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tupl
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
-from dumpkit.target import MemoryNotInDump, Module, Target
+from dumpkit.symbols.pdb import PdbError, PdbFunction, PdbSymbols, open_pdb
+from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 
 __all__ = [
     "LocatedImage",
@@ -280,6 +288,8 @@ class ImageLocator:
         self._cache: Dict[Tuple, Optional[LocatedImage]] = {}
         self._indexes: Dict[str, Dict[str, List[str]]] = {}
         self._opened: List[PEImage] = []
+        self._pdb_cache: Dict[Tuple, LocatedPdb] = {}
+        self._opened_pdbs: List[PdbSymbols] = []
         self.index_builds = 0  # how many directory indexes were built (for tests/diagnostics)
         # per --image-path folder: the modules looked for there, and how many it served
         self._sought: Dict[str, List[str]] = {}
@@ -290,6 +300,10 @@ class ImageLocator:
             img.close()
         self._opened.clear()
         self._cache.clear()
+        for pdb in self._opened_pdbs:
+            pdb.close()
+        self._opened_pdbs.clear()
+        self._pdb_cache.clear()
 
     def __enter__(self) -> "ImageLocator":
         return self
@@ -550,6 +564,90 @@ class ImageLocator:
         self.failures.append(f"{name}: symbol store: {ptr} points to {value}, which is not here or does not match")
         return None
 
+    # ---------------------------------------------------------------- PDBs
+    def locate_pdb(self, module: Module, cv: CodeViewRecord, image_file: Optional[str]) -> "LocatedPdb":
+        """The PDB that `cv` (the module's CodeView record) names, cached per module. A candidate
+        that is damaged or of another build is refused (the reasons are kept); the
+        search goes on to the next one."""
+        key = ("pdb",) + self._key(module)
+        found = self._pdb_cache.get(key)
+        if found is None:
+            found = self._pdb_cache[key] = self._locate_pdb(module, cv, image_file)
+        return found
+
+    def _locate_pdb(self, module: Module, cv: CodeViewRecord, image_file: Optional[str]) -> "LocatedPdb":
+        name = ntpath.basename(cv.pdb_name.replace("/", "\\"))
+        if not name:
+            return LocatedPdb(None, None, ())
+        refused: List[str] = []
+        seen: List[str] = []
+        for path in self._pdb_candidates(module, cv, name, image_file):
+            real = os.path.realpath(path)
+            if real in seen:
+                continue
+            seen.append(real)
+            pdb = self._try_pdb(path, cv, refused)
+            if pdb is not None:
+                self._opened_pdbs.append(pdb)
+                return LocatedPdb(pdb, path, tuple(refused))
+        for srv in self.symbol_servers:
+            dest = os.path.join(srv.cache, name, cv.symbol_id, name)
+            if os.path.isfile(dest):
+                continue  # a store candidate already tried above
+            why = _download(f"{srv.url}/{name}/{cv.symbol_id}/{name}", dest)
+            if why:
+                refused.append(f"symbol server {srv.url}: {why}")
+                continue
+            self.downloads.append(dest)
+            pdb = self._try_pdb(dest, cv, refused)
+            if pdb is not None:
+                self._opened_pdbs.append(pdb)
+                return LocatedPdb(pdb, dest, tuple(refused))
+        return LocatedPdb(None, None, tuple(refused))
+
+    def _pdb_candidates(
+        self, module: Module, cv: CodeViewRecord, name: str, image_file: Optional[str]
+    ) -> Iterator[str]:
+        for d in self.symbol_dirs:
+            for base in windows_path_candidates(d) if os.sep == "/" else [d]:
+                yield from _store_candidates(base, name, cv.symbol_id)
+        beside = [image_file] if image_file else []
+        if self.use_recorded_path:
+            beside += windows_path_candidates(module.path) if module.path else []
+        for image in beside:
+            folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
+            real = _resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
+            cand = real or os.path.join(folder, name)
+            if os.path.isfile(cand):
+                yield cand
+        if self.use_recorded_path:
+            for cand in windows_path_candidates(cv.pdb_name):
+                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+                if real and os.path.isfile(real):
+                    yield real
+        for d in self.image_paths:
+            yield from self._index(d).get(name.lower(), ())
+
+    def _try_pdb(self, path: str, cv: CodeViewRecord, refused: List[str]) -> Optional[PdbSymbols]:
+        try:
+            pdb = open_pdb(path)
+        except PdbError as e:
+            refused.append(f"{path}: unreadable ({e})")
+            return None
+        why = pdb.mismatch(cv)
+        if why is not None:
+            pdb.close()
+            refused.append(f"{path}: another build ({why})")
+            return None
+        return pdb
+
+
+@dataclass(frozen=True)
+class LocatedPdb:
+    pdb: Optional[PdbSymbols]
+    path: Optional[str]
+    refused: Tuple[str, ...]  # "PATH: why", each candidate not used
+
 
 # ----------------------------------------------------------------------------- per target
 class ImageProvider:
@@ -560,6 +658,7 @@ class ImageProvider:
         self._target = target
         self._locator = locator
         self._cache: Dict[int, Optional[LocatedImage]] = {}
+        self._pdbs: Dict[int, Optional[LocatedPdb]] = {}
 
     def located(self, module: Module) -> Optional[LocatedImage]:
         if module.base not in self._cache:
@@ -593,6 +692,61 @@ class ImageProvider:
 
     def search_problems(self) -> List[str]:
         return self._locator.search_problems() if self._locator is not None else []
+
+    def pdb(self, module: Module) -> Optional[PdbSymbols]:
+        """The module's own PDB (GUID and age checked), or None. Candidates that were
+        refused are one soft error when no PDB could be used."""
+        if module.base not in self._pdbs:
+            found = None
+            image = self.located(module)
+            cv = module.cv_record or (self._codeview(image.image) if image is not None else None)
+            if self._locator is not None and cv is not None:
+                found = self._locator.locate_pdb(module, cv, image.path if image is not None else None)
+                if found.pdb is None and found.refused:
+                    self._target.soft_errors.add(
+                        f"{module.name}: PDB {cv.pdb_name} not used: " + "; ".join(found.refused)
+                    )
+            self._pdbs[module.base] = found
+        found = self._pdbs[module.base]
+        return found.pdb if found is not None else None
+
+    @staticmethod
+    def _codeview(image: PEImage) -> Optional[CodeViewRecord]:
+        """The image's own CodeView record: Wine's dumps record none in the module list."""
+        try:
+            return image.codeview()
+        except (PEError, MemoryNotInDump):
+            return None
+
+    def pdb_function(self, module: Module, rva: int) -> Optional[PdbFunction]:
+        """The PDB's name for the code at `rva`; a PDB that turns out damaged while being
+        read is a soft error once and is not asked again."""
+        pdb = self.pdb(module)
+        if pdb is None:
+            return None
+        try:
+            return pdb.function_at(rva)
+        except PdbError as e:
+            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} is damaged ({e}); its names are not used")
+            self._pdbs[module.base] = LocatedPdb(None, None, ())
+            return None
+
+    def symbol_sources(self) -> Dict[str, str]:
+        """module name -> where names for its code came from (for the report), for the
+        modules whose image or PDB was looked for."""
+        out = {}
+        for m in self._target.modules:
+            if m.base not in self._cache and m.base not in self._pdbs:
+                continue
+            located = self._pdbs.get(m.base)
+            if located is not None and located.pdb is not None:
+                out[m.name] = f"pdb: {located.path}"
+                continue
+            image = self._cache.get(m.base)
+            out[m.name] = "image: exports and COFF symbols" if image is not None else "none: no image, no PDB"
+            if located is not None and located.refused:
+                out[m.name] += f" (PDB not used: {'; '.join(located.refused)})"
+        return out
 
     def sources(self) -> Dict[str, str]:
         """module name -> where its image came from (for the report)."""

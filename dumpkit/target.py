@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
@@ -70,6 +71,14 @@ class Registers:
 
     def get(self, name: str, default: Optional[int] = None) -> Optional[int]:
         return self.values.get(name, default)
+
+
+def format_guid(raw: bytes) -> str:
+    """A GUID's 16 bytes as Windows prints it (Data1-Data2-Data3 little-endian): how an
+    image's CodeView record and its PDB's info stream are compared."""
+    d1, d2, d3 = struct.unpack_from("<IHH", raw, 0)
+    d4 = raw[8:16]
+    return f"{d1:08X}-{d2:04X}-{d3:04X}-{d4[:2].hex().upper()}-{d4[2:].hex().upper()}"
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
-export WINEPREFIX=${WINEPREFIX:-/tmp/wineprefix-dumpkit}
-export WINEDEBUG=-all
-WINE=${WINE:-/usr/lib/wine/wine64}
+. src/wine_env.sh
 CC=x86_64-w64-mingw32-gcc
 WINDRES=x86_64-w64-mingw32-windres
 CFLAGS="-O2 -fno-inline -fno-optimize-sibling-calls -g0 -Wall -Wno-infinite-recursion"
@@ -62,9 +60,7 @@ if [ $compile = 1 ]; then
   build_standin pywrap "$TF/_pywrap_tensorflow_internal.pyd" -DPYWRAP
 fi
 
-if [ ! -d "$WINEPREFIX" ]; then
-  timeout 300 $WINE wineboot -i >/dev/null 2>&1 || true
-fi
+wine_prefix_ready
 
 cd "$HERE/bin"
 for s in "${scenarios[@]}"; do

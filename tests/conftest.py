@@ -215,6 +215,24 @@ def python_images(facts: dict, bundled: bool = True) -> list:
     return folders
 
 
+@pytest.fixture(scope="session")
+def python_report(plain):
+    """python_report(facts) -> the analysed Report of a Python sample dump (a manifest
+    entry), with the images it needs (or skip); each analysed once per session."""
+    from dumpkit.engine import Options, analyze
+
+    cache: dict = {}
+
+    def get(facts: dict):
+        if facts["file"] not in cache:
+            path = python_dump(facts)  # the committed bundle for NumPy and TensorFlow
+            images = python_images(facts)
+            cache[facts["file"]] = analyze(open_any(plain(path)), Options(image_paths=images)).report
+        return cache[facts["file"]]
+
+    return get
+
+
 # --- the fast tier: `pytest -m "not slow"` for development, the full run for CI
 # Slow are the tests that run the CLI once per case (a child process each), walk or
 # decompress the million-frame samples, or fuzz: the behaviour is the same, the price is

@@ -557,3 +557,24 @@ def test_analyze_text_shows_frame_memory_in_decimal_and_stack_in_hex(name):
     assert re.search(r"^\s*00\s+[0-9a-f]{16}\s", r.stdout, re.M), r.stdout[:600]
     m = re.search(r"^\s*01\s+([0-9a-f]+)\s+[0-9a-f]{16}\s", r.stdout, re.M)
     assert m and m.group(1) == f"{top['frame_bytes']:x}", r.stdout[:600]
+
+
+def test_explain_takes_words_without_quotes_and_points_at_the_capture_advice():
+    r = run("explain", "stack", "overflow")
+    assert r.returncode == 0 and r.stdout.startswith("0xC00000FD  STATUS_STACK_OVERFLOW")
+    assert "reg add" not in r.stdout and "--how-to-capture" in r.stdout
+    r = run("explain", "abort", "--how-to-capture")
+    assert r.returncode == 0 and "FAST_FAIL_FATAL_APP_EXIT" in r.stdout and "reg add" in r.stdout
+
+
+def test_explain_how_to_capture_alone_and_nothing_at_all():
+    r = run("explain", "--how-to-capture")
+    assert r.returncode == 0 and "DumpType" in r.stdout and "procdump" in r.stdout
+    r = run("explain")
+    assert r.returncode == 2 and r.stderr.startswith("dumpkit: error:") and r.stderr.count("\n") == 1
+
+
+def test_explain_a_typo_names_the_nearest_code_in_one_line():
+    r = run("explain", "STATUS_STACK_OVERFLOWW")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "did you mean STATUS_STACK_OVERFLOW?" in r.stderr

@@ -202,20 +202,26 @@ def main(argv: Optional[List[str]] = None) -> int:
     text, clashes = generate(args)
     for c in clashes:
         print(f"clash: {c}", file=sys.stderr)
-    if args.check:
+    return write_or_check(text, args.out, args.check)
+
+
+def write_or_check(text: str, out: str, check: bool) -> int:
+    """Write the data file (atomically), or with `check` only say whether it is up to
+    date (exit status 1 when not). Shared with tools/gen_win32_errors.py."""
+    if check:
         try:
-            with open(args.out, encoding="utf-8") as f:
+            with open(out, encoding="utf-8") as f:
                 same = f.read() == text
         except OSError:
             same = False
-        print(f"{args.out}: {'up to date' if same else 'differs from what the headers give'}")
+        print(f"{out}: {'up to date' if same else 'differs from what the headers give'}")
         return 0 if same else 1
-    tmp = args.out + ".tmp"
+    tmp = out + ".tmp"
     with open(tmp, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
-    os.replace(tmp, args.out)
+    os.replace(tmp, out)
     rows = sum(1 for line in text.splitlines() if not line.startswith("#"))
-    print(f"wrote {args.out}: {rows} rows")
+    print(f"wrote {out}: {rows} rows")
     return 0
 
 

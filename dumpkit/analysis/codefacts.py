@@ -4,14 +4,17 @@ still recognisable by them: CPython's json encoder loads "Circular reference det
 its pickler "__reduce__ must return a string or tuple", list_repr calls Py_ReprEnter.
 
 Bounded: at most `max_bytes` of code from the function's start are decoded, and the
-decode stops at the function's end when it is known."""
+decode stops at the function's end when it is known. A function MSVC split into chained
+fragments is read part by part and the parts' facts `merged`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple
 
 import capstone
+
+from dumpkit.unwind.frames import without_offset
 
 ReadCode = Callable[[int, int], bytes]
 NameAt = Callable[[int], Optional[str]]
@@ -64,8 +67,18 @@ def code_facts(
                     strings.append(text)
         elif ins.id == capstone.x86.X86_INS_CALL and ins.operands and ins.operands[0].type == capstone.x86.X86_OP_IMM:
             name = name_at(ins.operands[0].imm)
-            if name and name not in callees:
-                callees.append(name.split("+", 1)[0])
+            if name:
+                callees.append(without_offset(name))
         elif ins.id == capstone.x86.X86_INS_INT3 and end is None:
             break  # padding after the function: what follows is another function
     return CodeFacts(tuple(strings), tuple(dict.fromkeys(callees)))
+
+
+def merged(parts: Iterable[CodeFacts]) -> CodeFacts:
+    """The facts of one function's parts (its primary part, then fragments), each once."""
+    strings: List[str] = []
+    callees: List[str] = []
+    for part in parts:
+        strings += part.strings
+        callees += part.callees
+    return CodeFacts(tuple(dict.fromkeys(strings)), tuple(dict.fromkeys(callees)))

@@ -80,17 +80,17 @@ def image_coverage(
 
 
 def rests_on_guesses(
-    coverage: Optional[ImageCoverage], frames: Sequence[Frame], depth: int, images_matter: bool = True
+    coverage: Optional[ImageCoverage], frames: Sequence[Frame], span: Tuple[int, int], images_matter: bool = True
 ) -> Optional[str]:
-    """Why a verdict drawn from the crashing stack's first `depth` frames cannot be "high":
-    one of them was found by scanning without a call site to confirm it, or (`images_matter`)
-    lies in a module whose image was not found (its frame size, its callers and its code are
-    then guesses)."""
+    """Why a verdict drawn from the crashing stack's frames `span` (first, end) cannot be
+    "high": one of them was found by scanning without a call site to confirm it, or
+    (`images_matter`) lies in a module whose image was not found (its frame size, its
+    callers and its code are then guesses)."""
     if coverage is None:
         return None
     missing = {m.module.lower() for m in coverage.missing}
     guessed: List[Tuple[int, str]] = []
-    for f in frames[: max(0, depth)]:
+    for f in frames[max(0, span[0]) : max(0, span[1])]:
         if f.trust is Trust.SCAN:
             guessed.append((f.index, "found by stack scanning without a call site to confirm it"))
         elif images_matter and f.module is not None and f.module.lower() in missing:

@@ -13,6 +13,7 @@ from typing import Dict, Optional, Tuple
 
 from dumpkit.analysis.codes import (
     STATUS_ACCESS_VIOLATION,
+    STATUS_CODES,
     STATUS_CPP_EH_EXCEPTION,
     STATUS_IN_PAGE_ERROR,
     STATUS_STACK_BUFFER_OVERRUN,
@@ -22,6 +23,8 @@ from dumpkit.analysis.codes import (
     lookup_status,
     to_signed32,
 )
+from dumpkit.analysis.codes.model import HRESULT, WIN32, CodeInfo
+from dumpkit.analysis.codes.winerror import describe_hresult, describe_win32, win32_name
 
 
 @dataclass(frozen=True)
@@ -34,11 +37,14 @@ class Explanation:
     summary: str
     causes: Tuple[str, ...]
     next_steps: Tuple[str, ...]
-    capture_help: Tuple[str, ...]
+    capture_help: Tuple[str, ...]  # how to capture a dump, in full (`--how-to-capture`)
     subcode: Optional[int] = None
     subcode_name: Optional[str] = None
     mixups: Tuple[str, ...] = ()  # the confusions this code is known for
     known: bool = True
+    capture_pointer: Tuple[str, ...] = ()  # the one line shown without `--how-to-capture`
+    suggestion: Optional[str] = None  # a known code the unknown one may be a typo of
+    kind: str = "status"  # codes.model's STATUS, HRESULT or WIN32
 
 
 # --------------------------------------------------------------------------------------
@@ -239,9 +245,26 @@ def _faulthandler_note(code: int, subcode: Optional[int]) -> str:
     )
 
 
-def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...]:
-    """How to capture a dump of this crash next time (plain-text paragraphs)."""
+def capture_pointer_for(code: int, kind: str = "status") -> Tuple[str, ...]:
+    """The one short pointer `explain` gives without `--how-to-capture`."""
     code &= 0xFFFFFFFF
+    if kind in (HRESULT, WIN32):
+        return ()  # an error a call returned, not a crash: nothing to dump
+    if code in _NOT_A_CRASH:
+        return ("This is not a crash, so there is nothing to dump.",)
+    if code in _PROCESS_START_CODES:
+        return ("A crash dump shows little for a process Windows could not start: `--how-to-capture` says what does.",)
+    return (
+        "Have Windows write a full-memory dump (WER LocalDumps with DumpType=2, or procdump -ma): "
+        "that is what lets `dumpkit analyze` show the Python stack as well as the native one. "
+        "`dumpkit explain --how-to-capture` says how.",
+    )
+
+
+def capture_help_for(code: Optional[int], subcode: Optional[int] = None) -> Tuple[str, ...]:
+    """How to capture a dump of this crash next time (plain-text paragraphs); for any
+    crash when `code` is None."""
+    code = 0xFFFFFFFF if code is None else code & 0xFFFFFFFF  # no status has that value
     if code in _NOT_A_CRASH:
         return (
             "This is not a crash, so there is nothing to dump. If the process should "
@@ -270,8 +293,10 @@ def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...
         "\n"
         r'reg add "' + _LOCALDUMPS_KEY + r'\python.exe" /v DumpCount /t REG_DWORD /d 10 /f'
         "\n"
-        "DumpType 2 is a full dump (everything, so dumpkit can also read code and unwind "
-        "data from it); 1 is a minidump (small, still has every thread's stack). "
+        "DumpType 2 is a full-memory dump: for a Python process, the one that makes the Python "
+        "stack possible (dumpkit reads the interpreter's frames from the process's memory), "
+        "and it holds code and unwind data too. 1 is a minidump (small, with every thread's "
+        "native stack but not the memory the Python stack is read from). "
         "DumpCount is how many dumps to keep. Values put directly under LocalDumps "
         r"apply to every program; without DumpFolder dumps go to %LOCALAPPDATA%\CrashDumps.",
         "Or use Sysinternals ProcDump, which writes a dump when the process hits an "
@@ -281,7 +306,8 @@ def capture_help_for(code: int, subcode: Optional[int] = None) -> Tuple[str, ...
         "\n"
         r"procdump -accepteula -e -ma -w python.exe C:\dumps"
         "\n"
-        "-e dumps on an unhandled exception, -ma writes a full dump. In a venv, "
+        "-e dumps on an unhandled exception, -ma writes a full-memory dump (what the Python "
+        "stack needs; -mp or no option gives less). In a venv, "
         r"Scripts\python.exe is a small launcher that starts the real interpreter as a "
         "child process, so ProcDump would watch the launcher: use the LocalDumps key "
         "(it matches both), or attach to the interpreter by process id "
@@ -325,13 +351,67 @@ def _title(code_hex: str, name: str, summary: str) -> str:
     return f"{code_hex} {name}: {summary}"
 
 
+_CRASH_CODES = _FAULTHANDLER_SEES | {STATUS_STACK_OVERFLOW, STATUS_STACK_BUFFER_OVERRUN, STATUS_CPP_EH_EXCEPTION}
+
+
+def nearest_known_code(code: int) -> Optional[str]:
+    """A code dumpkit has notes on that `code` is a one-digit typo of (0xC00001FD for
+    0xC00000FD), as `0xC00000FD STATUS_STACK_OVERFLOW`; else None. The first digit is
+    never the typo: it holds the severity and customer bits, which mean something."""
+    typed = f"{code & 0xFFFFFFFF:08X}"
+    near = []
+    for known in STATUS_CODES:
+        digits = f"{known:08X}"
+        if digits[0] == typed[0] and sum(a != b for a, b in zip(digits, typed)) == 1:
+            # the crash codes people mistype first, then the numerically nearest
+            near.append((known not in _CRASH_CODES, abs(known - code), known))
+    if not near:
+        return None
+    best = min(near)[2]
+    return f"0x{best:08X} {STATUS_CODES[best].name}"
+
+
+def _error_explanation(parsed: ParsedCode, info: CodeInfo) -> Explanation:
+    """An HRESULT or a Win32 error: a result a call returned, not a crash code."""
+    code = parsed.code & 0xFFFFFFFF
+    return Explanation(
+        title=f"0x{code:08X} {info.name}: {info.summary}",
+        code_hex=f"0x{code:08X}",
+        signed_decimal=to_signed32(code),
+        unsigned_decimal=code,
+        name=info.name,
+        summary=info.summary,
+        causes=info.causes,
+        next_steps=info.next_steps,
+        capture_help=capture_help_for(code),
+        known=info.known,
+        capture_pointer=capture_pointer_for(code, parsed.kind),
+        kind=parsed.kind,
+    )
+
+
+def _exit_code_readings(code: int, causes: Tuple[str, ...]) -> Tuple[str, ...]:
+    """A small exit code may be a Win32 error a launcher passed on: say which one."""
+    name = win32_name(code) if 0 < code < 0x10000 else None
+    if name is None:
+        return causes
+    return causes + (
+        f"As a Win32 error, {code} is {name}: some launchers and services exit with GetLastError()'s value",
+    )
+
+
 def explain(parsed: ParsedCode) -> Explanation:
     code = parsed.code & 0xFFFFFFFF
+    if parsed.kind == HRESULT:
+        return _error_explanation(parsed, describe_hresult(code))
+    if parsed.kind == WIN32:
+        return _error_explanation(parsed, describe_win32(code))
     info = lookup_status(code)
     code_hex = f"0x{code:08X}"
     signed = to_signed32(code)
     mixups = _MIXUPS.get(code, ())
     capture = capture_help_for(code, parsed.subcode)
+    pointer = capture_pointer_for(code)
 
     if code == STATUS_STACK_BUFFER_OVERRUN and parsed.subcode is not None:
         ff = lookup_fastfail(parsed.subcode)
@@ -374,6 +454,7 @@ def explain(parsed: ParsedCode) -> Explanation:
             subcode_name=ff.name,
             mixups=sub_mixups,
             known=info.known and ff.known,
+            capture_pointer=pointer,
         )
 
     return Explanation(
@@ -383,9 +464,11 @@ def explain(parsed: ParsedCode) -> Explanation:
         unsigned_decimal=code,
         name=info.name,
         summary=info.summary,
-        causes=info.causes,
+        causes=_exit_code_readings(code, info.causes) if code < 0x100 else info.causes,
         next_steps=info.next_steps,
         capture_help=capture,
         mixups=mixups,
         known=info.known,
+        capture_pointer=pointer,
+        suggestion=nearest_known_code(code) if not info.known and code >= 0x100 else None,
     )

@@ -85,8 +85,11 @@ def system_summary(target: Target) -> Optional[SystemSummary]:
     )
 
 
-def module_records(target: Target, image_sources: Dict[str, str]) -> Tuple[ModuleRecord, ...]:
-    """The loaded modules by base address, with where each image came from when one was needed."""
+def module_records(
+    target: Target, image_sources: Dict[str, str], symbol_sources: Optional[Dict[str, str]] = None
+) -> Tuple[ModuleRecord, ...]:
+    """The loaded modules by base address, with where each image came from when one was
+    needed, and where the names of its frames came from when any were named."""
     out: List[ModuleRecord] = []
     for m in sorted(target.modules, key=lambda m: m.base):
         cv = m.cv_record
@@ -105,6 +108,7 @@ def module_records(target: Target, image_sources: Dict[str, str]) -> Tuple[Modul
                 pdb_guid=cv.guid if cv else None,
                 pdb_age=cv.age if cv else None,
                 pdb_id=cv.symbol_id if cv else None,
+                symbol_source=(symbol_sources or {}).get(m.name),
             )
         )
     return tuple(out)

@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import FrameSize
 from dumpkit.unwind import disasm
-from dumpkit.unwind.frames import Frame
+from dumpkit.unwind.frames import Frame, without_offset
 
 __all__ = ["frame_sizes", "PROBE_NAMES", "is_probe_name", "is_oversized", "faulted_in_probe"]
 
@@ -52,7 +52,7 @@ def is_probe_name(symbol: Optional[str]) -> bool:
     """Is `module!name+off` (or a bare name) one of the stack-probe helpers?"""
     if not symbol:
         return False
-    name = symbol.split("!", 1)[-1].split("+", 1)[0].strip()
+    name = without_offset(symbol.split("!", 1)[-1]).strip()
     return name.lower() in _PROBE_SET
 
 

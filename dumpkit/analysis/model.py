@@ -137,6 +137,30 @@ class MemoryAccess:
 
 
 @dataclass(frozen=True)
+class Instruction:
+    """One decoded instruction around the faulting IP."""
+
+    address: int
+    bytes: str  # the instruction's bytes, hex
+    text: str  # Intel syntax, as capstone writes it
+    faulting: bool = False  # the instruction at the exception's IP
+    target_name: Optional[str] = None  # a direct call's or jump's destination, by name, when known
+
+
+@dataclass(frozen=True)
+class Disassembly:
+    """The code around the faulting IP. `start`: how the instructions before it were found:
+    `function_entry` (decoded from the function's entry, exact), `symbol` (from the nearest
+    symbol's address, for code without unwind data), `guessed` (decoded from a
+    few bytes back, the usual debugger guess: the first ones may be wrong), `none` (only the
+    IP onwards). `note`: what was missing, when something was."""
+
+    instructions: Tuple[Instruction, ...]
+    start: str
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class CrashInfo:
     code: int
     code_name: str
@@ -161,6 +185,63 @@ class CrashInfo:
     raw_parameters: Tuple[int, ...] = ()
     context_flags: Optional[int] = None
     registers: Tuple[Tuple[str, int], ...] = ()  # (name, value), WinDbg's reading order
+    # the module holding the faulting IP, its file version, and the code around the IP
+    module: Optional[str] = None
+    module_version: Optional[str] = None
+    disassembly: Optional[Disassembly] = None
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """The crashed process: its executable (the first .exe module), that file's version,
+    and its command line when the dump holds the PEB's process parameters (else
+    `command_line_missing` says which memory the dump lacks)."""
+
+    name: Optional[str]
+    path: Optional[str]
+    version: Optional[str]
+    command_line: Optional[str] = None
+    command_line_missing: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CrashSignature:
+    """One line that names a crash the same way across runs and machines (analysis/signature.py
+    documents the rules): `kind`, then `frames` (module!function of the first meaningful
+    frames, a recursion as one element), joined with " | " into `text`. `rules`: the version
+    of the rules that made it; tools grouping dumps compare signatures of one version."""
+
+    text: str
+    kind: str
+    frames: Tuple[str, ...]
+    rules: int
+
+
+@dataclass(frozen=True)
+class PassedFrame:
+    """A frame blame passed over, and why: `role` is `system`, `C/C++ runtime`, `Python
+    runtime`, `runtime code` (a runtime function linked into the program), `found by stack
+    scanning` or `outside every module`."""
+
+    frame_index: int
+    function: str
+    role: str
+
+
+@dataclass(frozen=True)
+class BlameFrame:
+    """The first frame, from the top of the crashing stack, in code that is neither the
+    system's nor a runtime's (C/C++ runtime, CPython, stack probes, the exception
+    machinery): where a reader starts looking. `skipped`: the frames above it; `named`:
+    False when the frame has no symbol (it may still be a statically linked runtime
+    function)."""
+
+    frame_index: int
+    function: str
+    module: Optional[str]
+    trust: str
+    named: bool
+    skipped: Tuple[PassedFrame, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,6 +352,7 @@ class ModuleRecord:
     pdb_guid: Optional[str] = None  # with pdb_age: which PDB build matches
     pdb_age: Optional[int] = None
     pdb_id: Optional[str] = None  # GUID and age as symbol servers key the PDB
+    symbol_source: Optional[str] = None  # where its frames' names came from, if any were named
 
 
 @dataclass(frozen=True)
@@ -412,6 +494,9 @@ class Report:
     crash_absent: Optional[str] = None  # why there is no crash record (absent, or present but unreadable)
     python: Optional[PythonReport] = None  # None: not a Python process
     images: Optional[ImageCoverage] = None  # None: no crashing stack and no search to report on
+    process: Optional[ProcessRecord] = None
+    signature: Optional[CrashSignature] = None  # None when the dump holds no exception
+    blame: Optional[BlameFrame] = None  # None when no frame is outside system and runtime code
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,11 @@ recognition says which evidence it rests on, and what could not be told."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import Cycle, RecursionKind
+from dumpkit.unwind.frames import without_offset
 
 PYTHON_DLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
 UNNAMED = re.compile(r"^func_[0-9a-f]+$|^\S+\+0x[0-9a-f]+$|^0x[0-9a-f]+$")
@@ -74,7 +75,7 @@ def split_name(function: str) -> Tuple[Optional[str], str]:
     """('python38.dll', 'PyObject_Repr') from 'python38.dll!PyObject_Repr'."""
     if "!" in function:
         module, name = function.split("!", 1)
-        return module, name.split("+", 1)[0]
+        return module, without_offset(name)
     return (function.split("+", 1)[0] if "+" in function else None), function
 
 
@@ -102,22 +103,20 @@ def _protocol(names: Sequence[str], facts: Mapping[str, CodeFacts]) -> Optional[
     return None
 
 
-def _tensorflow_api(functions: Sequence[str], demangle: Callable[[str], str]) -> Optional[Tuple[str, str]]:
-    """(C++ function, Python API) of the first known TensorFlow entry point among `functions`."""
+def _tensorflow_api(functions: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(C++ function, Python API) of the first known TensorFlow entry point among
+    `functions` (named as frames are: MSVC-decorated names already demangled)."""
     for function in functions:
-        name = demangle(split_name(function)[1])
+        name = split_name(function)[1]
         for cpp, api in TENSORFLOW_APIS:
             if name == cpp or name.startswith(cpp + "("):
                 return cpp, api
     return None
 
 
-def classify_recursion(
-    cycle: Cycle, facts: Mapping[str, CodeFacts], demangle: Callable[[str], str] = lambda name: name
-) -> RecursionKind:
+def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> RecursionKind:
     """What kind of recursion `cycle` is. `facts` maps cycle members (as named in
-    `cycle.functions`) to what their code refers to; `demangle` turns a decorated C++
-    name into its qualified name."""
+    `cycle.functions`) to what their code refers to."""
     members = [split_name(f) for f in cycle.functions]
     names = [n for _, n in members]
     modules = [m for m, _ in members]
@@ -142,11 +141,7 @@ def classify_recursion(
     if libraries:
         library = libraries[0]
         module = next(m for m in modules if _library(m) == library)
-        tf = (
-            _tensorflow_api(list(cycle.functions) + list(cycle.entry_path[:8]), demangle)
-            if library == "TensorFlow"
-            else None
-        )
+        tf = _tensorflow_api(list(cycle.functions) + list(cycle.entry_path[:8])) if library == "TensorFlow" else None
         if tf is not None:
             cpp, api = tf
             evidence.append(f"the recursion is in {module}, entered through {cpp}, the C++ side of {api}")

@@ -8,19 +8,12 @@ from typing import Callable, Optional
 
 from dumpkit.pe.headers import DataDirectory
 from dumpkit.pe.winnt import CV_INFO_PDB70_HEADER_SIZE, IMAGE_DEBUG_DIRECTORY, IMAGE_DEBUG_TYPE_CODEVIEW
-from dumpkit.target import CodeViewRecord
+from dumpkit.target import CodeViewRecord, format_guid
 
 __all__ = ["codeview_record", "format_guid", "MAX_DEBUG_ENTRIES", "MAX_PDB_NAME"]
 
 MAX_DEBUG_ENTRIES = 64
 MAX_PDB_NAME = 1024
-
-
-def format_guid(raw: bytes) -> str:
-    """A GUID's 16 bytes as Windows prints it (Data1-Data2-Data3 little-endian)."""
-    d1, d2, d3 = struct.unpack_from("<IHH", raw, 0)
-    d4 = raw[8:16]
-    return f"{d1:08X}-{d2:04X}-{d3:04X}-{d4[:2].hex().upper()}-{d4[2:].hex().upper()}"
 
 
 def codeview_record(

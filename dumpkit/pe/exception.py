@@ -277,6 +277,23 @@ class UnwindReader:
         self._unwind_cache[unwind_rva] = info
         return info
 
+    def primary_function(self, entry: RuntimeFunction) -> RuntimeFunction:
+        """The primary entry of the function `entry` belongs to: `entry` itself, or, when
+        its unwind info chains (UNW_FLAG_CHAININFO: MSVC's separated fragments of one
+        function), the RUNTIME_FUNCTION at the end of the chain, whose begin is the
+        function's entry point. Bounded as `unwind_chain`; PEError on a loop."""
+        cur = entry
+        seen: Set[int] = set()
+        for _ in range(MAX_CHAIN):
+            if cur.unwind_rva in seen:
+                break
+            seen.add(cur.unwind_rva)
+            chained = self.unwind_info(cur.unwind_rva).chained
+            if chained is None:
+                return cur
+            cur = self.resolve_indirect(chained)
+        raise PEError(f"unwind chain loops or is longer than {MAX_CHAIN} at {entry.begin_rva:#x}")
+
     def unwind_chain(self, unwind_rva: int) -> List[UnwindInfo]:
         """The UNWIND_INFO at `unwind_rva` followed by its chained infos, in order.
         Iterative and bounded; a loop or an over-long chain is a PEError."""

@@ -11,7 +11,20 @@ from typing import List, Sequence
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
-from dumpkit.report.view import KF, THREAD, WORDS, Fact, Fold, Line, Span, ThreadView, kf_number, report_view
+from dumpkit.report.view import (
+    HEADERS,
+    KF,
+    THREAD,
+    WORDS,
+    CodeView,
+    Fact,
+    Fold,
+    Line,
+    Span,
+    ThreadView,
+    kf_number,
+    report_view,
+)
 
 
 def dml_text(text: object, limit: int = 512) -> str:
@@ -56,12 +69,29 @@ def inline(line: Line) -> str:
 LABEL_WIDTH = 11
 
 
+def _code(c: CodeView) -> List[str]:
+    """The instructions around the faulting IP, `=>` at the IP, each address a `u` link."""
+    out = [f"<b>Faulting code</b> in {dml_text(c.where)}"]
+    width = max((len(r.bytes) for r in c.rows), default=0)
+    for r in c.rows:
+        mark = "<b>=&gt;</b>" if r.faulting else "  "
+        text = dml_text(r.text, 400)
+        out.append(
+            f"  {mark} {link(f'u 0x{r.address}', r.address)}  {r.bytes:<{width}}  "
+            + (f"<b>{text}</b>" if r.faulting else text)
+        )
+    if c.note:
+        out.append(f"     {dml_text(c.note, 1000)}")
+    out.append("")
+    return out
+
+
 def _fact(out: List[str], f: Fact) -> None:
     value = inline(f.terminal_value or f.value)
     if f.terminal_label is None:
         out.append(f"{' ' * LABEL_WIDTH}{value}")
     else:
-        out.append(f"<b>{f.terminal_label}</b>{' ' * (LABEL_WIDTH - len(f.terminal_label))}{value}")
+        out.append(f"<b>{f.terminal_label}</b>{' ' * max(1, LABEL_WIDTH - len(f.terminal_label))}{value}")
 
 
 def render_dml(
@@ -75,6 +105,10 @@ def render_dml(
     out.append(f"<b>dumpkit {dml_text(view.dumpkit_version)}</b>: {dml_text(view.dump_path)}")
     out.append(f"<b>VERDICT</b>  <b>{dml_text(v.headline, 2000)}</b>")
     out.append(f"confidence: {dml_text(v.confidence)}")
+    if view.signature:
+        out.append(f"signature: {dml_text(view.signature, 1000)}")
+    if view.blame:
+        out.append(f"blame:     {inline(view.blame)}")
     if v.evidence:
         out.append("<b>Evidence</b>")
         out.extend(f"  - {dml_text(e, 2000)}" for e in v.evidence)
@@ -91,9 +125,16 @@ def render_dml(
         _fact(out, f)
     if facts.raised_by:
         out.append(f"{' ' * LABEL_WIDTH}raised by {dml_text(facts.raised_by)}")
-    for f in facts.machine:
+    for f in facts.process + facts.machine:
         _fact(out, f)
     out.append("")
+    if view.code is not None:
+        out += _code(view.code)
+    if view.registers:
+        # WinDbg's own `.ecxr` shows them too; the link is the way back after a `.frame`.
+        out.append(f"<b>Registers</b>  ({link('.ecxr', '.ecxr')})")
+        out += ["  " + dml_text(" ".join(view.registers[i : i + 4]), 400) for i in range(0, len(view.registers), 4)]
+        out.append("")
 
     crash = view.crashing
     if view.python is not None:
@@ -121,12 +162,14 @@ def render_dml(
     sizes = view.frame_sizes
     if sizes is not None:
         out.append("<b>Largest frames (crashing thread)</b>")
-        out.append(f"  {'#':>6}  {'frame':>10}  {'prologue asks':>13}  function / how")
+        h = sizes.headers
+        size_w, asks_w = len(h.size), len(h.asks)
+        out.append(f"  {h.index:>6}  {h.size:>{size_w}}  {h.asks:>{asks_w}}  {h.function} / {h.how.lower()}")
         for fs in sizes.rows:
             idx = frame_link(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
             pad = " " * max(0, 6 - len(kf_number(fs.index)))
             out.append(
-                f"  {pad}{idx}  {fs.size:>10}  {fs.asks:>13}  {dml_text(fs.function)}"
+                f"  {pad}{idx}  {fs.size:>{size_w}}  {fs.asks:>{asks_w}}  {dml_text(fs.function)}"
                 + (f"  {dml_text(fs.how)}" if fs.how else "")
             )
     if view.budget is not None:
@@ -140,10 +183,11 @@ def render_dml(
             f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frames} ({dml_text(t.trust)}); "
             f"walk ended: {dml_text(t.stop_reason)}"
         )
-        out.append(
-            f"  {'#':>4}  {'Memory':>8}  {'Child-SP':>{digits}}  {'RetAddr/IP':>{digits}}  Call site  (found by)"
-        )
         table = t.stack
+        h = table.headers if table is not None else HEADERS[KF]
+        out.append(
+            f"  {h.number:>4}  {h.size:>8}  {h.child_sp:>{digits}}  {h.ip:>{digits}}  {h.call_site}  ({h.found_by.lower()})"
+        )
         for r in table.rows if table is not None else ():
             if isinstance(r, Fold):
                 out.append(f"        {dml_text(r.text, 1000)}")

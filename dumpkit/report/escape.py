@@ -17,8 +17,20 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u
 _MD_SPECIAL = re.compile(r"[\\`*\[\]#|<~&]|(?<![^\W_])_|_(?![^\W_])")
 
 
+# What GitHub turns into a mention, an issue link or a web link in text (not in code):
+# `@name`, `#123` (also `owner/repo#123`), `GH-123`, `http://...`, `www.x`. A WORD JOINER
+# (U+2060, invisible) after the trigger breaks each pattern; a backslash would not, since
+# GitHub finds references in the rendered text, after escapes are gone.
+WORD_JOINER = "\u2060"
+_REFERENCE = re.compile(r"([@#])(?=\w)|\b(GH)(?=-\d)|(:)(?=//)|\b(www)(?=\.)", re.IGNORECASE)
+
+
+def _no_references(s: str) -> str:
+    return _REFERENCE.sub(lambda m: m.group(0) + WORD_JOINER, s)
+
+
 def _md_escape(s: str) -> str:
-    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), s)
+    s = _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), _no_references(s))
     return "\\" + s if s.startswith(">") else s  # a quote marker, should a line ever start here
 
 

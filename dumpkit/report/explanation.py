@@ -6,7 +6,13 @@ from __future__ import annotations
 import textwrap
 from typing import List, Sequence
 
-from dumpkit.report.view.explanation import COMMANDS, Explanation, ExplanationView, explanation_view
+from dumpkit.report.view.explanation import (
+    COMMANDS,
+    Explanation,
+    ExplanationView,
+    capture_advice_view,
+    explanation_view,
+)
 
 WIDTH = 88
 
@@ -35,12 +41,20 @@ def _bullets(items: Sequence[str]) -> str:
 
 
 def render_explanation(view: ExplanationView) -> str:
-    parts = [view.heading, f"  {view.spellings}", "", _para(view.summary)]
+    parts = [view.heading] + ([f"  {view.spellings}"] if view.spellings else [])
+    parts += ["", _para(view.summary)] if view.summary else []
     for s in view.sections:
-        parts += ["", s.title] + ([_bullets(s.items)] if s.bullets else [_para(m) for m in s.items])
+        parts += [""] + ([s.title] if s.title else [])
+        parts += [_bullets(s.items)] if s.bullets else [_para(m) for m in s.items]
     return "\n".join(parts) + "\n"
 
 
-def render_explanation_text(e: Explanation) -> str:
-    """`dumpkit explain`'s answer (analysis.explain) as terminal text."""
-    return render_explanation(explanation_view(e))
+def render_explanation_text(e: Explanation, how_to_capture: bool = False) -> str:
+    """`dumpkit explain`'s answer (analysis.explain) as terminal text; the dump-capture
+    advice in full with `how_to_capture`, else its one-line pointer."""
+    return render_explanation(explanation_view(e, how_to_capture))
+
+
+def render_capture_advice() -> str:
+    """`dumpkit explain --how-to-capture` on its own."""
+    return render_explanation(capture_advice_view())

@@ -40,9 +40,9 @@ def inline(line: Line) -> str:
 
 
 def _stack(table: StackTable) -> List[str]:
-    rows = [
-        '<div class="wide"><table class="stack"><tr><th>#</th><th>Memory</th><th>Child-SP</th><th>RetAddr/IP</th><th>Call site</th><th>Found by</th></tr>'
-    ]
+    t = table.headers
+    heads = (t.number, t.size, t.child_sp, t.ip, t.call_site, t.found_by)
+    rows = ['<div class="wide"><table class="stack"><tr>' + "".join(f"<th>{x}</th>" for x in heads) + "</tr>"]
     for r in table.rows:
         if isinstance(r, Fold):
             rows.append(f'<tr><td colspan="6" class="fold">{h(r.text)}</td></tr>')
@@ -104,6 +104,10 @@ def render_html(report: Report) -> str:
         f'<p class="verdict">{prose(v.headline, 2000)}</p>',
         f'<p class="dim">confidence: {h(v.confidence)}</p>',
     ]
+    if view.signature:
+        out.append(f'<p class="dim">signature: <code>{h(view.signature, 1000)}</code></p>')
+    if view.blame:
+        out.append(f'<p class="dim">blame: {inline(view.blame)}</p>')
     out += _at_a_glance(pictures)
     if v.evidence:
         out.append("<h2>Evidence</h2><ul>" + "".join(f"<li>{prose(e, 2000)}</li>" for e in v.evidence) + "</ul>")
@@ -121,6 +125,17 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for r in view.facts.remarks:
         out.append(f'<p class="dim">{"Note: " if r.note else ""}{prose(r.text, 1000)}</p>')
+    if view.code is not None:
+        c = view.code
+        out.append(f'<h2>Faulting code in <code>{h(c.where)}</code></h2><div class="wide"><pre>')
+        for row in c.rows:
+            line = f"{'=&gt;' if row.faulting else '  '} {row.address}  {row.bytes:<30}  {h(row.text)}"
+            out.append(f'<b class="flag">{line}</b>' if row.faulting else line)
+        out.append("</pre></div>" + (f'<p class="dim">{h(c.note, 1000)}</p>' if c.note else ""))
+    if view.registers:
+        cells = view.registers
+        rows = "\n".join(" ".join(cells[i : i + 4]) for i in range(0, len(cells), 4))
+        out.append(f'<details><summary>Registers</summary><div class="wide"><pre>{h(rows, 4000)}</pre></div></details>')
     if view.python is not None:
         out += _python(view.python)
     for rec in view.recursions:
@@ -143,9 +158,10 @@ def render_html(report: Report) -> str:
         sizes = view.frame_sizes
         if sizes is not None:
             legend = sizes.legend
+            heads = sizes.headers
             out.append(
-                "<h2>Largest frames</h2><table><tr><th>#</th><th>function</th><th>frame</th>"
-                "<th>prologue asks</th>" + ("<th></th>" if legend else "") + "</tr>"
+                f"<h2>Largest frames</h2><table><tr><th>{heads.index}</th><th>{heads.function}</th>"
+                f"<th>{heads.size}</th><th>{heads.asks}</th>" + ("<th></th>" if legend else "") + "</tr>"
             )
             for fs in sizes.rows:
                 mark = f'<td class="flag">{"oversized" if fs.oversized else ""}</td>' if legend else ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import io
 import shlex
-from typing import Iterable, Optional
+from typing import Iterable, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
@@ -15,10 +15,13 @@ from rich.text import Text
 
 from dumpkit.analysis.model import Report, Stacks
 from dumpkit.report.escape import clean
+from dumpkit.report.text_layout import GAP, stack_lines, trimmed, wrap
 from dumpkit.report.view import (
     REPORT,
     WORDS,
+    CodeView,
     Fact,
+    FrameSizeTable,
     Fold,
     Line,
     PythonView,
@@ -37,17 +40,23 @@ def _label(name: str) -> Text:
 
 def inline(line: Line, style: str = "") -> Text:
     """A view line as terminal text: values cleaned, no markup."""
-    return Text("".join(s.text if s.kind == WORDS else clean(s.text, s.limit) for s in line), style=style)
+    return Text(_plain(line), style=style)
+
+
+def _plain(line: Line) -> str:
+    return "".join(s.text if s.kind == WORDS else clean(s.text, s.limit) for s in line)
 
 
 def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit stack`)") -> Table:
+    """`dumpkit stack`'s table (rich lays it out at the console's width)."""
+    h = table.headers
     out = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-    out.add_column("#", justify="right")
-    out.add_column("Memory", justify="right")
-    out.add_column("Child-SP", justify="right")
-    out.add_column("RetAddr/IP", justify="right")
-    out.add_column("Call site")
-    out.add_column("Found by")
+    out.add_column(h.number, justify="right")
+    out.add_column(h.size, justify="right")
+    out.add_column(h.child_sp, justify="right")
+    out.add_column(h.ip, justify="right")
+    out.add_column(h.call_site)
+    out.add_column(h.found_by)
     for r in table.rows:
         if isinstance(r, Fold):
             out.add_row("", "", "", "", Text(r.text, style="yellow"), "")
@@ -65,47 +74,137 @@ def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit s
     return out
 
 
-def python_section(console: Console, py: PythonView, max_rows: Optional[int] = 40) -> None:
+class _Out:
+    """Lines for a console of `width` columns (the console itself never wraps them)."""
+
+    def __init__(self, console: Console, width: int):
+        self.console = console
+        self.width = width
+
+    def line(self, text: Optional[Text] = None) -> None:
+        self.console.print(text if text is not None else Text(""), soft_wrap=True)
+
+    def lines(self, texts: Iterable[Text]) -> None:
+        for t in texts:
+            self.line(t)
+
+    def para(self, prefix: str, body: str, indent: Optional[int] = None, style: str = "", prefix_style: str = ""):
+        self.lines(wrap(prefix, body, self.width, indent, style, prefix_style))
+
+
+def python_section(out: _Out, py: PythonView, max_rows: Optional[int] = 40) -> None:
     """The interpreter, and each thread's Python stack, innermost first (`max_rows` rows
-    each; None: all)."""
-    console.print(_label("Python stacks") + Text(clean(py.summary, 1000)))
+    each; None: all). A location that does not fit beside its function goes under it."""
+    out.para("Python stacks".ljust(LABEL_WIDTH), clean(py.summary, 1000), prefix_style="bold")
     for s in py.stacks:
-        console.print(Text(s.title, style="bold"))
-        table = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
-        for col, justify in (("#", "right"), ("function", "left"), ("file:line", "left")):
-            table.add_column(col, justify=justify)  # type: ignore[arg-type]
-        for r in s.rows if max_rows is None else s.rows[:max_rows]:
+        out.line(Text(s.title, style="bold"))
+        rows = s.rows if max_rows is None else s.rows[:max_rows]
+        frames = [r for r in rows if not isinstance(r, Fold)]
+        index_w = max([1] + [len(str(r.index)) for r in frames])
+        function_w = max([8] + [len(clean(r.function, 200)) for r in frames])
+        out.line(Text(f"{'#'.rjust(index_w)}{GAP}{'Function'.ljust(function_w)}{GAP}File:line", style="bold"))
+        for r in rows:
             if isinstance(r, Fold):
-                table.add_row("", Text(r.text, style="yellow"), "")
+                out.para(" " * (index_w + len(GAP)), r.text, style="yellow")
+                continue
+            where = clean(r.location, 300) + (f"  ({clean(r.problem)})" if r.problem else "")
+            head = f"{str(r.index).rjust(index_w)}{GAP}{clean(r.function, 200).ljust(function_w)}{GAP}"
+            if len(head) + len(where) <= out.width:
+                out.line(Text(head + where))
             else:
-                where = clean(r.location, 300) + (f"  ({clean(r.problem)})" if r.problem else "")
-                table.add_row(str(r.index), Text(clean(r.function, 200)), Text(where))
+                out.line(Text(head.rstrip()))
+                out.para(" " * (index_w + 2 * len(GAP)), where)
         if max_rows is not None and len(s.rows) > max_rows:
-            table.add_row("", Text("... (every frame: dumpkit stack --python)", style="dim"), "")
-        console.print(table)
+            out.line(Text(" " * (index_w + len(GAP)) + "... (every frame: dumpkit stack --python)", style="dim"))
         for p in s.problems:
-            console.print(Text(f"  problem: {clean(p, 1000)}", style="dim"))
-    console.print()
+            out.para("  problem: ", clean(p, 1000), indent=4, style="dim", prefix_style="dim")
+    out.line()
 
 
-def _lines(console: Console, title: str, items: Iterable[str], numbered: bool = False) -> None:
+def _items(out: _Out, title: str, items: Iterable[str], numbered: bool = False) -> None:
     items = list(items)
     if not items:
         return
-    console.print(Text(title, style="bold"))
+    out.line(Text(title, style="bold"))
     for i, it in enumerate(items, 1):
-        console.print(Text(f"  {i}. " if numbered else "  - ") + Text(clean(it, 2000)))
+        prefix = f"  {i}. " if numbered else "  - "
+        out.para(prefix, clean(it, 2000))
 
 
-def _fact(console: Console, f: Fact) -> None:
-    value = f.terminal_value or f.value
+def _fact(out: _Out, f: Fact) -> None:
+    value = _plain(f.terminal_value or f.value)
     if f.terminal_label is None:
-        console.print(Text(" " * LABEL_WIDTH) + inline(value, style="dim"))
+        out.para(" " * LABEL_WIDTH, value, style="dim")
     else:
-        console.print(_label(clean(f.terminal_label, LABEL_WIDTH - 1)) + inline(value))
+        out.para(clean(f.terminal_label, LABEL_WIDTH - 1).ljust(LABEL_WIDTH), value, prefix_style="bold")
+
+
+def _frame_sizes(out: _Out, sizes: FrameSizeTable) -> None:
+    """#, sizes and the function on one line; the prologue (`how`) beside it when it fits,
+    else under the function."""
+    h = sizes.headers
+    out.line(Text("Largest frames (crashing thread)", style="bold"))
+    index_w = max([len(h.index)] + [len(str(fs.index)) for fs in sizes.rows])
+    size_w = max([len(h.size)] + [len(fs.size) for fs in sizes.rows])
+    asks_w = max([len(h.asks)] + [len(fs.asks) for fs in sizes.rows])
+    lead = index_w + size_w + asks_w + 3 * len(GAP)
+    header = f"{h.index.rjust(index_w)}{GAP}{h.size.rjust(size_w)}{GAP}{h.asks.rjust(asks_w)}{GAP}{h.function}"
+    out.line(Text(header + (f"{GAP}{h.how}" if any(fs.how for fs in sizes.rows) else ""), style="bold"))
+    for fs in sizes.rows:
+        text = Text(f"{str(fs.index).rjust(index_w)}{GAP}{fs.size.rjust(size_w)}{GAP}{fs.asks.rjust(asks_w)}{GAP}")
+        text.append(clean(fs.function))
+        if fs.oversized:
+            text.append("  oversized", style="bold red")
+        how = clean(fs.how)
+        if how and text.cell_len + len(GAP) + len(how) <= out.width:
+            text.append(GAP + how, style="dim")
+            how = ""
+        out.line(text)
+        if how:
+            out.para(" " * lead, how, style="dim")
+    if sizes.legend:
+        out.para("  ", sizes.legend, style="dim")
+
+
+def _code(out: _Out, code: CodeView) -> None:
+    """The instructions around the faulting IP, `=>` at the IP; addresses shorten, then the
+    bytes give way, to fit the width."""
+    out.para("Faulting code".ljust(LABEL_WIDTH), clean(code.where), prefix_style="bold")
+    addresses = [r.address for r in code.rows]
+    texts = [clean(r.text) for r in code.rows]
+    bytes_w = max((len(r.bytes) for r in code.rows), default=0)
+    text_w = max((len(t) for t in texts), default=0)
+    shown, with_bytes = addresses, True
+    for candidate, keep_bytes in ((addresses, True), (trimmed(addresses), True), (trimmed(addresses), False)):
+        shown, with_bytes = candidate, keep_bytes
+        address_w = max((len(a) for a in candidate), default=0)
+        used = 4 + address_w + len(GAP) + (bytes_w + len(GAP) if keep_bytes else 0) + text_w
+        if used <= out.width:
+            break
+    for r, address, instruction in zip(code.rows, shown, texts):
+        line = Text("  => " if r.faulting else "     ", style="bold red" if r.faulting else "")
+        line.append(address + GAP + (r.bytes.ljust(bytes_w) + GAP if with_bytes else ""))
+        line.append(instruction, style="bold" if r.faulting else "")
+        out.line(line)
+    if code.note:
+        out.para("     ", clean(code.note, 1000), style="dim")
+
+
+def _registers(out: _Out, cells: Sequence[str]) -> None:
+    """The exception context, as many `name=value` cells a line as fit."""
+    room = out.width - LABEL_WIDTH
+    lines: List[str] = []
+    for cell in cells:
+        if lines and len(lines[-1]) + 1 + len(cell) <= room:
+            lines[-1] += " " + cell
+        else:
+            lines.append(cell)
+    for i, line in enumerate(lines):
+        out.line(Text.assemble(("Registers".ljust(LABEL_WIDTH) if i == 0 else " " * LABEL_WIDTH, "bold"), line))
 
 
 def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
+    """The analyze report for a terminal of `width` columns."""
     view = report_view(report, REPORT, max_rows=max_frames, other_stacks=False)
     buf = io.StringIO()
     console = Console(
@@ -114,73 +213,79 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         color_system="standard" if color else None,
         width=width,
         highlight=False,
-        soft_wrap=False,
+        soft_wrap=True,
     )
+    out = _Out(console, width)
     v = view.verdict
-    console.print(Text(f"dumpkit {view.dumpkit_version}: ", style="dim") + Text(clean(view.dump_path)))
-    console.print()
-    console.print(Text("VERDICT ", style="bold reverse") + Text(" ") + Text(clean(v.headline, 2000), style="bold"))
-    console.print(Text(f"confidence: {v.confidence}", style="dim"))
-    _lines(console, "Evidence", v.evidence)
-    _lines(console, "Next steps", v.next_steps, numbered=True)
+    out.para(f"dumpkit {view.dumpkit_version}: ", clean(view.dump_path), indent=2, prefix_style="dim")
+    out.line()
+    headline = wrap("", clean(v.headline, 2000), width - 9)
+    out.line(Text.assemble(("VERDICT ", "bold reverse"), " ", (headline[0].plain, "bold")))
+    out.lines(Text(" " * 9 + line.plain, style="bold") for line in headline[1:])
+    out.line(Text(f"confidence: {v.confidence}", style="dim"))
+    if view.signature:
+        out.para("signature: ", clean(view.signature, 1000), indent=4, prefix_style="dim")
+    if view.blame:
+        out.para("blame:     ", _plain(view.blame), indent=4, prefix_style="dim")
+    _items(out, "Evidence", v.evidence)
+    _items(out, "Next steps", v.next_steps, numbered=True)
     if view.images is not None:
-        _lines(console, view.images.title, view.images.lines)
-    console.print()
+        _items(out, view.images.title, view.images.lines)
+    out.line()
 
     for f in view.facts.rows:
-        _fact(console, f)
+        _fact(out, f)
     for r in view.facts.remarks:
-        console.print(Text(" " * LABEL_WIDTH) + Text(("note: " if r.note else "") + clean(r.text, 1000), style="dim"))
-    console.print()
+        out.para(" " * LABEL_WIDTH, ("note: " if r.note else "") + clean(r.text, 1000), style="dim")
+    out.line()
 
+    if view.code is not None:
+        _code(out, view.code)
+    if view.registers:
+        _registers(out, view.registers)
+    if view.code is not None or view.registers:
+        out.line()
     if view.python is not None:
-        python_section(console, view.python)
+        python_section(out, view.python)
     for rec in view.recursions:
-        console.print(Text(f"Recursion on thread {rec.tid}", style="bold"))
-        console.print(Text(f"  {rec.summary}"))
+        out.line(Text(f"Recursion on thread {rec.tid}", style="bold"))
+        out.para("  ", rec.summary)
         for fn in rec.functions:
-            console.print(Text("    ") + Text(clean(fn)))
+            out.line(Text("    " + clean(fn)))
         if rec.entry_path:
-            console.print(
-                Text("  entered from: ")
-                + Text(clean(" <- ".join(rec.entry_path), 1000))
-                + Text(f" <- ... ({rec.entry_more} more)" if rec.entry_more else "")
+            path = " <- ".join(clean(fn) for fn in rec.entry_path)
+            out.para(
+                "  entered from: ", path + (f" <- ... ({rec.entry_more} more)" if rec.entry_more else ""), indent=4
             )
-    sizes = view.frame_sizes
-    if sizes is not None:
-        console.print(Text("Largest frames (crashing thread)", style="bold"))
-        table = Table(box=None, pad_edge=False, header_style="bold")
-        for col in ("#", "function", "frame", "prologue asks") + (("",) if sizes.legend else ()) + ("how",):
-            table.add_column(col, justify="right" if col in ("#", "frame", "prologue asks") else "left")
-        for fs in sizes.rows:
-            mark = (Text("oversized" if fs.oversized else "", style="bold red"),) if sizes.legend else ()
-            table.add_row(str(fs.index), Text(clean(fs.function)), fs.size, fs.asks, *mark, Text(clean(fs.how)))
-        console.print(table)
-        if sizes.legend:
-            console.print(Text(f"  {sizes.legend}", style="dim"))
+    if view.frame_sizes is not None:
+        _frame_sizes(out, view.frame_sizes)
     if view.budget is not None:
-        console.print(_label("Stack") + Text(clean(view.budget, 1000)))
-    console.print()
+        out.para("Stack".ljust(LABEL_WIDTH), clean(view.budget, 1000), prefix_style="bold")
+    out.line()
 
     crash = view.crashing
     if crash is not None and crash.stack is not None:
-        console.print(
-            Text(f"Crashing thread {crash.tid}", style="bold")
-            + Text(f"  {crash.frames} ({crash.trust}); walk ended: {clean(crash.stop_reason, 1000)}", style="dim")
+        out.para(
+            f"Crashing thread {crash.tid}  ",
+            f"{crash.frames} ({crash.trust}); walk ended: {clean(crash.stop_reason, 1000)}",
+            indent=2,
+            style="dim",
+            prefix_style="bold",
         )
-        console.print(stack_table(crash.stack))
-        console.print()
+        lines, note = stack_lines(crash.stack, width, "... (more frames: use `dumpkit stack`)")
+        out.lines(lines)
+        if note:
+            out.para("", note, style="dim")
+        out.line()
     others = view.threads
     if others.groups:
-        console.print(Text(others.title, style="bold"))
+        out.line(Text(others.title, style="bold"))
         for g in others.groups:
-            console.print(Text("  ") + inline(g.summary))
-        console.print(
-            Text(f"  (every stack in full: dumpkit stack --all {clean(shlex.quote(view.dump_path))})", style="dim")
-        )
+            out.para("  ", _plain(g.summary), indent=4)
+        out.para("  ", f"(every stack in full: dumpkit stack --all {clean(shlex.quote(view.dump_path))})", style="dim")
     if view.problems:
-        console.print()
-        _lines(console, "Problems met while reading (the rest of the report stands)", view.problems)
+        out.line()
+        _items(out, "Problems met while reading (the rest of the report stands)", view.problems)
     return buf.getvalue()
 
 
@@ -191,7 +296,7 @@ def render_stacks(doc: Stacks, console: Console, max_rows: Optional[int] = None)
     crash = next((t.tid for t in doc.threads if t.is_crashing), None)
     py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
     if py is not None:
-        python_section(console, py, max_rows=None)
+        python_section(_Out(console, console.width), py, max_rows=None)
     for t in view.threads:
         console.print(
             Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")

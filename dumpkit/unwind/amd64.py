@@ -108,7 +108,7 @@ class Amd64Step:
             elif kind == _POP:
                 saved.append((a, offset))
                 offset += 8
-        return FixedFrame(place, offset, tuple(saved), place.module.name, place.function.begin_rva)
+        return FixedFrame(place, offset, tuple(saved), place.module.name, place.function_start)
 
     # -- the general path ------------------------------------------------------------------
     def caller(

@@ -83,6 +83,20 @@ DESCRIPTIONS: Dict[_Described, str] = {
 }
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def without_offset(symbol: str) -> str:
+    """`module!name` from `module!name+0x1a` (or `-0x1a`, a fragment below its function's
+    entry). Only a trailing hex offset is cut: a demangled C++ name can hold `+` itself
+    (`operator+=`)."""
+    for sign in "+-":
+        head, sep, tail = symbol.rpartition(sign)
+        if sep and tail[:2] == "0x" and len(tail) > 2 and _HEX.issuperset(tail[2:]):
+            return head
+    return symbol
+
+
 @dataclass
 class Frame:
     """One frame of a walked stack.
@@ -112,14 +126,14 @@ class Frame:
         if self.module is not None and self.function_start is not None:
             return f"{self.module}!{self.function_start:#x}"
         if self.symbol:
-            return self.symbol.split("+", 1)[0]
+            return without_offset(self.symbol)
         return f"{self.ip:#x}"
 
     @property
     def function_name(self) -> str:
         """Human name of the function without the offset."""
         if self.symbol:
-            return self.symbol.split("+", 1)[0]
+            return without_offset(self.symbol)
         if self.module is not None and self.rva is not None:
             return f"{self.module}+{self.rva:#x}"
         return f"{self.ip:#x}"

@@ -1,6 +1,11 @@
 """What is known about one instruction pointer independently of any stack: its module,
-RVA, the unwind entry covering it and the best name for it. CPU-neutral; the walker
-caches one `Place` per address."""
+RVA, the unwind entry covering it, the function it belongs to and the best name for it.
+CPU-neutral; the walker caches one `Place` per address.
+
+MSVC splits a function into its primary part and fragments (hot/cold separation, shrink
+wrapping) whose unwind info chains back to the primary entry (UNW_FLAG_CHAININFO). A
+fragment is not a function: a place inside one belongs to the function whose entry point
+is the primary entry's start, and is named after it."""
 
 from __future__ import annotations
 
@@ -8,6 +13,8 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
+from dumpkit.symbols import display_name
+from dumpkit.symbols.pdb import PdbFunction
 from dumpkit.target import MemoryNotInDump, Module
 
 # A FunctionTable stream entry (JIT code registered with RtlAddFunctionTable):
@@ -20,14 +27,24 @@ class Place:
     module: Optional[Module]
     rva: Optional[int]
     image: Optional[PEImage]
-    function: Optional[RuntimeFunction]  # covering .pdata entry (image-relative)
+    function: Optional[RuntimeFunction]  # covering .pdata entry (image-relative): what unwinding uses
     dynamic: Optional[DynamicEntry]  # covering FunctionTable stream entry, when no .pdata entry
     symbol: Optional[str]
+    # The primary entry of the function `function` is part of: `function` itself unless
+    # that is a chained fragment. None when the chain could not be read.
+    primary: Optional[RuntimeFunction] = None
 
     @property
     def function_start(self) -> Optional[int]:
-        """RVA of the covering function's first instruction, when an entry gives it."""
-        return self.function.begin_rva if self.function is not None else None
+        """RVA of the function's entry point (its primary entry's start, for a fragment),
+        when an entry gives it: what names, cycles, frame sizes and call sites key on."""
+        entry = self.primary or self.function
+        return entry.begin_rva if entry is not None else None
+
+    @property
+    def in_fragment(self) -> bool:
+        """Is the place in a chained fragment, away from its function's primary entry?"""
+        return self.primary is not None and self.function is not None and self.primary != self.function
 
 
 def symbol_for(
@@ -36,22 +53,41 @@ def symbol_for(
     rva: Optional[int],
     image: Optional[PEImage],
     function: Optional[RuntimeFunction],
+    primary: Optional[RuntimeFunction] = None,
+    pdb: Optional[PdbFunction] = None,
 ) -> Optional[str]:
-    """The best name for a place: the debugger's, else the nearest export or COFF symbol
-    that can name it, else `func_<start>` from its unwind entry."""
+    """The best name for a place: the debugger's, else the PDB's procedure (or public
+    symbol, when not below the function's start), else the nearest export or COFF symbol
+    that can name it (demangled when MSVC-decorated), else `func_<start>` from its unwind
+    entry. `primary`: the function's primary entry when `function` is a chained fragment;
+    the place is then named after the function's entry point, the offset measured from it."""
     if debugger_name:
         return debugger_name
     if module is None or rva is None:
         return None
-    start = function.begin_rva if function is not None else None
+    entry = primary or function
+    start = entry.begin_rva if entry is not None else None
+    if pdb is not None and (pdb.size is not None or start is None or pdb.rva >= start):
+        return f"{module.name}!{pdb.name}{_offset(rva - pdb.rva)}"
     if image is not None:
-        near = nearest_name(image, rva, start)
+        # A fragment takes only the name at its function's entry: MSVC places fragments far
+        # from it (PGO cold code), past other functions whose names are nearer below.
+        fragment = primary is not None and primary != function
+        near = nearest_name(image, start if fragment and start is not None else rva, start)
         if near is not None:
             name, at = near
-            return f"{module.name}!{name}" + (f"+{rva - at:#x}" if rva != at else "")
+            return f"{module.name}!{display_name(name)}{_offset(rva - at)}"
     if start is not None:
-        return f"{module.name}!func_{start:x}" + (f"+{rva - start:#x}" if rva != start else "")
+        return f"{module.name}!func_{start:x}{_offset(rva - start)}"
     return None
+
+
+def _offset(delta: int) -> str:
+    """`+0x1a` after a name; nothing at its address. A fragment placed below its
+    function's entry is `-0x..` from it."""
+    if delta == 0:
+        return ""
+    return f"+{delta:#x}" if delta > 0 else f"-{-delta:#x}"
 
 
 def nearest_name(image: PEImage, rva: int, start: Optional[int]) -> Optional[Tuple[str, int]]:

@@ -6,7 +6,8 @@ depend on the CPU:
 
 - bounds: a frame limit, the caller's SP strictly above the callee's and inside the
   stack; the stack's bytes copied once (up to MAX_STACK_BYTES) for fast word reads;
-- places: module, RVA, unwind entry, function start and name of each address (cached);
+- places: module, RVA, unwind entry, function (a chained fragment's is its primary
+  entry's) and name of each address (cached);
 - call-site validation (`plausible_return`: does a CALL end at this address?) and stack
   scanning built on it, which steps fall back to;
 - fixed frames: a caller frame whose return address and saved registers sit at fixed
@@ -164,7 +165,7 @@ class Walker:
 
     def _make_place(self, ip: int, code_ip: int) -> Place:
         module = self.target.module_at(ip)
-        rva = image = function = dynamic = None
+        rva = image = function = primary = dynamic = None
         if module is not None:
             rva = ip - module.base
             image = self.images.image(module)
@@ -173,10 +174,17 @@ class Walker:
                     function = image.lookup_function(code_ip - module.base)
                 except (PEError, MemoryNotInDump):
                     function = None
+                if function is not None:
+                    try:
+                        primary = image.primary_function(function)
+                    except (PEError, MemoryNotInDump):
+                        primary = None  # a broken chain: the step reports it when it unwinds
         if function is None and self.dynamic:
             dynamic = self.dynamic_entry(code_ip)
-        symbol = symbol_for(self.target.symbol_at(ip), module, rva, image, function)
-        return Place(module, rva, image, function, dynamic, symbol)
+        named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
+        pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
+        symbol = symbol_for(named, module, rva, image, function, primary, pdb)
+        return Place(module, rva, image, function, dynamic, symbol, primary)
 
     def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
         """The FunctionTable stream entry (registered JIT code) covering ip, if any."""

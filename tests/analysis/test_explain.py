@@ -132,3 +132,49 @@ def test_rendered_lines_are_terminal_width_except_commands():
             if stripped.startswith(("reg add", "procdump")):
                 continue
             assert len(line) <= 100, line
+
+
+# ---- HRESULTs, Win32 errors, exit codes, typos (issue #16 item 8) ---------------------------
+
+
+def test_an_hresult_is_named_and_its_win32_error_decoded():
+    text = " ".join(_text("0x8007000E").split())
+    assert text.startswith("0x8007000E HRESULT E_OUTOFMEMORY")
+    assert "not an exception or crash code" in text and "Win32 error 14 ERROR_OUTOFMEMORY" in text
+    assert "Capturing a dump" not in text  # a returned error: nothing to dump
+
+
+def test_a_win32_error_gives_its_hresult_spelling():
+    text = " ".join(_text("ERROR_ACCESS_DENIED").split())
+    assert text.startswith("0x00000005 Win32 error ERROR_ACCESS_DENIED") and "0x80070005" in text
+
+
+def test_a_small_exit_code_is_explained_as_one_not_disowned():
+    text = _text("1")
+    assert text.splitlines()[0] == "0x00000001  exit code 1"
+    assert "not a code dumpkit knows" not in text and "unhandled Python exception" in text
+    assert "ERROR_INVALID_FUNCTION" in text  # what a launcher passing GetLastError() on would mean
+
+
+def test_an_unknown_code_one_digit_from_a_crash_code_suggests_it():
+    e = explain(parse_code("0xC00001FD"))
+    assert not e.known and e.suggestion == "0xC00000FD STATUS_STACK_OVERFLOW"
+    assert "Did you mean:" in render_explanation_text(e)
+    assert explain(parse_code("0x10000005")).suggestion is None  # the severity digit is no typo
+    assert explain(parse_code("0xC00000FD")).suggestion is None
+
+
+def _capture_section(text: str) -> str:
+    return text.split("Capturing a dump next time:", 1)[1]
+
+
+def test_capture_advice_is_one_pointer_unless_asked_for():
+    e = explain(parse_code("0xC0000005"))
+    short = " ".join(_capture_section(render_explanation_text(e)).split())
+    assert len(short) < 300 and "reg add" not in short
+    # issue #13 item 7: a Python user learns that a full-memory dump is what the Python stack needs
+    assert "full-memory dump" in short and "DumpType=2" in short and "procdump -ma" in short
+    assert "Python stack" in short and "--how-to-capture" in short
+    full = _capture_section(render_explanation_text(e, how_to_capture=True))
+    assert "reg add" in full and "procdump -accepteula -e -ma" in full
+    assert "makes the Python stack possible" in " ".join(full.split())

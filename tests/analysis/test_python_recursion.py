@@ -9,30 +9,15 @@ import pytest
 from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import Cycle
 from dumpkit.analysis.python import classify_recursion
-from dumpkit.engine import Options, analyze
-from tests.conftest import open_any, python_dump, python_images, python_manifest
+from tests.conftest import python_manifest
 
 RECURSIONS = [d for d in python_manifest() if d.get("expected_class") == "recursion"]
 LIBRARIES = {"numpy": "NumPy", "tensorflow": "TensorFlow"}
 
 
-@pytest.fixture(scope="module")
-def reports(plain):
-    cache = {}
-
-    def get(facts):
-        if facts["file"] not in cache:
-            path = python_dump(facts)  # the committed bundle for NumPy and TensorFlow
-            images = python_images(facts)
-            cache[facts["file"]] = analyze(open_any(plain(path)), Options(image_paths=images)).report
-        return cache[facts["file"]]
-
-    return get
-
-
 @pytest.mark.parametrize("facts", RECURSIONS, ids=[d["file"] for d in RECURSIONS])
-def test_the_recursion_is_named_in_python_terms(facts, reports):
-    report = reports(facts)
+def test_the_recursion_is_named_in_python_terms(facts, python_report):
+    report = python_report(facts)
     crash = next(t for t in report.threads if t.is_crashing)
     assert crash.tid == facts["crash_thread_tid"]
     assert report.verdict.kind == "recursion", report.verdict.headline

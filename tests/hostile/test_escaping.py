@@ -154,7 +154,7 @@ def test_escaped_markdown_renders_as_the_same_plain_text():
     import html as html_lib
     import random
 
-    from dumpkit.report.escape import markdown
+    from dumpkit.report.escape import WORD_JOINER, markdown
 
     rng = random.Random(4)
     alphabet = "ab1_*`[]()!<>#|~&\\ é-.:/"
@@ -164,5 +164,10 @@ def test_escaped_markdown_renders_as_the_same_plain_text():
         rendered = _markdown_to_html("- x " + markdown(s) + " y\n")
         inner = re.fullmatch(r"<ul>\n<li>x (.*) y</li>\n</ul>\n", rendered, re.S)
         assert inner is not None, (s, rendered)
-        assert html_lib.unescape(inner[1]) == s.strip() or html_lib.unescape(inner[1]) == s, (s, rendered)
+        shown = html_lib.unescape(inner[1])
+        # the one addition: an invisible word joiner after '#' or '@', so that `#123` and
+        # `@user` cannot link or mention on GitHub (issue #16 item 5)
+        assert all(shown[i - 1] in "#@" for i, ch in enumerate(shown) if ch == WORD_JOINER), (s, rendered)
+        shown = shown.replace(WORD_JOINER, "")
+        assert shown == s.strip() or shown == s, (s, rendered)
         assert "<" not in inner[1], (s, rendered)

@@ -177,6 +177,26 @@ def test_chain_loop_is_detected(img, sample):
         img.unwind_chain(sample.info["u5"])
 
 
+def test_primary_function_of_a_fragment_is_the_entry_its_chain_ends_at(img, sample):
+    f1, f3 = sample.info["f1"], sample.info["f3"]
+    fragment = img.lookup_function(f3 + 4)
+    assert fragment is not None and fragment.begin_rva == f3
+    assert img.primary_function(fragment) == img.lookup_function(f1)
+    # through an indirect entry: the entry it points at (f0's)
+    f6 = img.lookup_function(sample.info["f6"])
+    assert f6 is not None and img.primary_function(f6).begin_rva == sample.info["f0"]
+    # an entry that chains nowhere is its own primary
+    f0 = img.lookup_function(sample.info["f0"])
+    assert img.primary_function(f0) is f0
+
+
+def test_primary_function_of_a_looping_chain_is_an_error(img, sample):
+    f5 = img.lookup_function(sample.info["f5"])
+    assert f5 is not None
+    with pytest.raises(PEError, match="loops"):
+        img.primary_function(f5)
+
+
 def _unwind_image(blob: bytes):
     b = PEBuilder()
     b.add_section(".text", b"\xc3" * 0x10, characteristics=synth_pe.TEXT_CHARS)

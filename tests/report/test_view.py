@@ -42,13 +42,18 @@ def test_max_rows_counts_frames_and_says_the_table_was_cut():
     assert not stack_table(t, REPORT, max_rows=10).cut
 
 
-def test_cell_conventions_report_document_and_kf():
-    stack = [dataclasses.replace(f, size=0x130 + f.index) for f in frames(12)]
+def test_one_cell_convention_for_reports_and_kf_where_asked_for():
+    """Every format of `analyze` numbers frames in decimal and gives each frame's own size
+    in decimal bytes, as its header says; kf (`dumpkit stack`, `!tfstack`) stays WinDbg's."""
+    stack = [dataclasses.replace(f, size=0x130 + f.index + (4096 if f.index == 11 else 0)) for f in frames(12)]
     t = thread(1, stack, crashing=True)
-    report_row, doc_row, kf_row = (stack_table(t, c).rows[11] for c in (REPORT, DOCUMENT, KF))
-    assert (report_row.number, report_row.memory) == ("11", "315")  # own size, decimal
-    assert (doc_row.number, doc_row.memory) == ("11", "13b")  # own size, hex
+    report_table, doc_table, kf_table = (stack_table(t, c) for c in (REPORT, DOCUMENT, KF))
+    report_row, doc_row, kf_row = (x.rows[11] for x in (report_table, doc_table, kf_table))
+    assert (report_row.number, report_row.memory) == ("11", "4,411")  # own size, decimal
+    assert doc_row == report_row and doc_table.headers == report_table.headers
+    assert report_table.headers.size == "Frame size (B)"
     assert (kf_row.number, kf_row.memory) == ("0b", "13a")  # kf: frame N-1's size on row N
+    assert kf_table.headers.size == "Memory"
     assert stack_table(t, KF).rows[0].memory == ""
 
 

@@ -27,7 +27,7 @@ from dumpkit.unwind.frames import StackWalk
 from dumpkit.unwind.walk import DEFAULT_MAX_FRAMES, Caller, Walker
 
 from tests.fakes.target import MemoryTarget
-from synth_pe import I386, TEXT_CHARS, PEBuilder, code, unwind_info
+from synth_pe import I386, TEXT_CHARS, PEBuilder, code, export_table, unwind_info
 
 INT3 = b"\xcc"
 UWOP_PUSH, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
@@ -131,9 +131,11 @@ PrologueOp = Union[Push, Alloc, SetFP, SaveReg, MachFrame]
 # ----------------------------------------------------------------------------- body pieces
 @dataclass(frozen=True)
 class Call:
-    """call rel32; its return site (the next instruction) gets `label`."""
+    """call rel32; its return site (the next instruction) gets `label`. `to`: the label
+    the call goes to (a function's name: its entry); without it, the next instruction."""
 
     label: str
+    to: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +218,7 @@ class Assembled:
 def assemble(functions: Sequence[Function], align: int = 16) -> Assembled:
     text = bytearray()
     labels: Dict[str, int] = {}
+    calls: List[Tuple[int, str]] = []  # (return site, label called): rel32s filled in at the end
     for fn in functions:
         text += INT3 * (-len(text) % align)
         fn.start = len(text)
@@ -228,6 +231,8 @@ def assemble(functions: Sequence[Function], align: int = 16) -> Assembled:
             elif isinstance(piece, Call):
                 text += b"\xe8\0\0\0\0"
                 labels[piece.label] = len(text)
+                if piece.to is not None:
+                    calls.append((len(text), piece.to))
             elif isinstance(piece, Mark):
                 labels[piece.label] = len(text)
             else:
@@ -237,6 +242,8 @@ def assemble(functions: Sequence[Function], align: int = 16) -> Assembled:
                 text += epilogue
         fn.end = len(text)
         labels[f"{fn.name}.end"] = fn.end
+    for site, to in calls:
+        struct.pack_into("<i", text, site - 4, labels[to] - site)
     return Assembled(bytes(text), labels, list(functions))
 
 
@@ -255,12 +262,14 @@ def unwind_section(asm: Assembled, text_rva: int, xdata_rva: int) -> Tuple[bytes
 # ----------------------------------------------------------------------------- images
 @dataclass
 class Image:
-    """Functions as a PE image mapped at `base` (x64 unless `machine` says I386)."""
+    """Functions as a PE image mapped at `base` (x64 unless `machine` says I386);
+    `exports` maps exported names to the labels they name."""
 
     name: str
     base: int
     functions: Sequence[Function]
     machine: Optional[int] = None
+    exports: Dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         x86 = self.machine == I386
@@ -273,6 +282,12 @@ class Image:
             assert b.add_section(".xdata", xdata).rva == xdata_rva
             pdata = b.add_section(".pdata", b"".join(struct.pack("<III", *e) for e in entries))
             b.set_dir(3, pdata.rva, 12 * len(entries))
+        if self.exports:
+            rvas = [text.rva + asm.labels[label] for label in self.exports.values()]
+            edata_rva = b.next_rva
+            table = export_table(edata_rva, self.name, 1, rvas, [(n, i) for i, n in enumerate(self.exports)])
+            assert b.add_section(".edata", table).rva == edata_rva
+            b.set_dir(0, edata_rva, len(table))
         self.pe = b.build()
         self.labels = {k: self.base + text.rva + v for k, v in asm.labels.items()}
         self.module = Module(

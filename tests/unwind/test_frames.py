@@ -41,3 +41,17 @@ def test_stop_reasons_render_as_before_and_carry_the_frame_limit_as_data():
     ended = StackWalk(7, [frame], StopReason.RETURN_ADDRESS_ZERO, [])
     assert ended.stop_reason == "end of stack (return address 0)" and ended.frame_limit is None
     assert ended.trust_counts == {"context": 1}
+
+
+def test_a_functions_name_loses_only_its_trailing_offset():
+    def name(symbol):
+        return Frame(1, 0x1000, 0x2000, "m.dll", 0x10, None, symbol, None, Trust.UNWIND_INFO).function_name
+
+    assert name("m.dll!PyObject_Repr+0x80") == "m.dll!PyObject_Repr"
+    assert name("m.dll!PyObject_Repr") == "m.dll!PyObject_Repr"
+    # demangled C++ operators keep their own + and -
+    assert name("m.dll!foo::operator+=+0x1a") == "m.dll!foo::operator+="
+    assert name("m.dll!foo::operator+") == "m.dll!foo::operator+"
+    assert name("m.dll!foo::operator-") == "m.dll!foo::operator-"
+    # a fragment placed below its function's entry
+    assert name("m.dll!func_64170-0x40") == "m.dll!func_64170"

@@ -94,11 +94,16 @@ def _derived_info(code: int) -> CodeInfo:
     n_bit = bool(code & 0x10000000)
     facility = (code >> 16) & 0xFFF
     low = code & 0xFFFF
-    parts = [f"unrecognised {severity} status"]
+    if code < 0x100:  # an exit code, not a status: its bits mean nothing
+        parts = ["an ordinary exit code: values this small are what a program passed to exit(), not crash codes"]
+    else:
+        parts = [f"unrecognised {severity} status"]
     if customer:
         parts.append("customer-defined (not a Windows code: raised by a program or runtime with RaiseException)")
     fac_name = _FACILITIES.get(facility)
-    if facility == 0x7 and not customer:
+    if code < 0x100:
+        pass
+    elif facility == 0x7 and not customer:
         parts.append(f"facility Win32: Win32 error {low}")
     elif fac_name and facility:
         parts.append(f"facility 0x{facility:X} ({fac_name}), code 0x{low:04X}")
@@ -108,7 +113,6 @@ def _derived_info(code: int) -> CodeInfo:
         parts.append("reserved N bit set: possibly an HRESULT stored in an NTSTATUS")
     causes: Tuple[str, ...] = ()
     if code < 0x100:
-        parts.append("values this small are ordinary exit codes, not crashes")
         plain = {
             1: "exit code 1: Python ends with 1 after an unhandled Python exception (the traceback is on stderr)",
             2: "exit code 2: a command-line usage error (argparse, or python could not open the script)",

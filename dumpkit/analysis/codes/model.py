@@ -72,10 +72,17 @@ class DecodedException:
     headline: str
 
 
+STATUS, HRESULT, WIN32 = "status", "hresult", "win32"  # how a ParsedCode's number is read
+
+
 @dataclass(frozen=True)
 class ParsedCode:
+    """`kind`: STATUS (an NTSTATUS, exception or exit code), HRESULT (a COM / Windows API
+    result, 0x8007000E) or WIN32 (a GetLastError value, ERROR_ACCESS_DENIED = 5)."""
+
     code: int  # 0..0xFFFFFFFF
     subcode: Optional[int] = None  # fail-fast subcode, only with 0xC0000409
+    kind: str = STATUS
 
     @property
     def signed(self) -> int:

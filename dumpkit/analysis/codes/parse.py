@@ -1,16 +1,20 @@
 """Reading a code the way users paste it: signed or unsigned decimal, hex, names from the
-SDK headers, FAST_FAIL_* names, and a fail-fast subcode after '/' or ':'."""
+SDK headers (NTSTATUS, Win32 errors, HRESULTs), FAST_FAIL_* names, a fail-fast subcode
+after '/' or ':', and plain words ("stack overflow", "abort"); what it cannot read comes
+back as a one-line error naming the nearest spelling it knows."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from functools import lru_cache
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from dumpkit.analysis.codes.lookup import FAST_FAIL_BY_NAME
-from dumpkit.analysis.codes.model import MASK32, STATUS_STACK_BUFFER_OVERRUN, ParsedCode
-from dumpkit.analysis.codes.notes import INFORMAL_ALIASES, STATUS_ROWS
-from dumpkit.analysis.codes.table import code_table
+from dumpkit.analysis.codes.lookup import FAST_FAIL_BY_NAME, STATUS_CODES
+from dumpkit.analysis.codes.model import HRESULT, MASK32, STATUS, STATUS_STACK_BUFFER_OVERRUN, WIN32, ParsedCode
+from dumpkit.analysis.codes.notes import INFORMAL_ALIASES, PLAIN_WORDS, STATUS_ROWS
+from dumpkit.analysis.codes.table import code_table, error_table
+from dumpkit.analysis.codes.winerror import reads_as_hresult
 
 __all__ = ["parse_code"]
 
@@ -77,29 +81,94 @@ def _parse_number(token: str) -> int:
     elif _BARE_HEX_RE.fullmatch(t):
         value = int(t, 16)
     else:
-        raise _Bad("not an NTSTATUS code or name")
+        raise _Bad("not a code or name dumpkit knows")
     if value > MASK32:
         raise _Bad("out of range for a 32-bit status code")
     return value
 
 
-def _parse_code_token(token: str) -> Tuple[int, Optional[int]]:
-    """A code given as a number or a name. A FAST_FAIL_* name yields 0xC0000409 plus its
-    subcode."""
+def number_kind(value: int) -> str:
+    """How a bare number reads: an NTSTATUS / exception / exit code unless no status has
+    that value and it is an HRESULT (named in winerror.h, or wrapping a Win32 error)."""
+    if value < 0x80000000 or value in STATUS_CODES:  # the tables stay unread for these
+        return STATUS
+    return HRESULT if reads_as_hresult(value) else STATUS
+
+
+def _parse_code_token(token: str) -> Tuple[int, Optional[int], str]:
+    """A code given as a number or a name: (value, subcode, kind). A FAST_FAIL_* name
+    yields 0xC0000409 plus its subcode."""
     t = token.strip()
     up = t.upper()
     if looks_like_number(t):  # no name does (a test keeps it so): the table stays unread
-        return _parse_number(t), None
+        value = _parse_number(t)
+        return value, None, number_kind(value)
     subcode = _fast_fail_value(up)
     if subcode is not None:
-        return STATUS_STACK_BUFFER_OVERRUN, subcode
+        return STATUS_STACK_BUFFER_OVERRUN, subcode, STATUS
     m = _UNKNOWN_FF_RE.fullmatch(t.lower())
     if m:
-        return STATUS_STACK_BUFFER_OVERRUN, int(m.group(1), 16)
+        return STATUS_STACK_BUFFER_OVERRUN, int(m.group(1), 16), STATUS
     names = _name_to_code()
     if up in names:
-        return names[up], None
-    return _parse_number(t), None
+        return names[up], None, STATUS
+    errors = error_table()
+    if up in errors.hresult_values:
+        return errors.hresult_values[up], None, HRESULT
+    for name in (up, "ERROR_" + up):  # "file not found": ERROR_FILE_NOT_FOUND
+        if name in errors.win32_values:
+            return errors.win32_values[name], None, WIN32
+    raise _Bad("not a code or name dumpkit knows")
+
+
+def _words(text: str) -> str:
+    """Plain words as PLAIN_WORDS keys them: lower case, runs of other characters one space."""
+    return " ".join(re.sub(r"[^a-z0-9+:()]+", " ", text.lower()).split())
+
+
+def _from_words(text: str) -> Optional[ParsedCode]:
+    """ "stack overflow", "Access violation", "abort": a PLAIN_WORDS phrase, or a code's
+    name written with spaces."""
+    words = _words(text)
+    if words in PLAIN_WORDS:
+        code, subcode = PLAIN_WORDS[words]
+        return ParsedCode(code, subcode)
+    name = re.sub(r"[^A-Z0-9]+", "_", words.upper()).strip("_")
+    if not name[:1].isalpha() or looks_like_number(name):  # "0xC0000409/7" is no name: tables stay unread
+        return None
+    try:
+        code, subcode, kind = _parse_code_token(name)
+    except _Bad:
+        return None
+    return ParsedCode(code, subcode, kind)
+
+
+@lru_cache(maxsize=1)
+def _spellings() -> Dict[str, str]:
+    """Every name and phrase explain knows, keyed by its plain-words form."""
+    out: Dict[str, str] = {}
+    errors = error_table()
+    for group in (
+        PLAIN_WORDS,
+        _name_to_code(),
+        FAST_FAIL_BY_NAME,
+        code_table().fast_fail_values,
+        errors.hresult_values,
+        errors.win32_values,
+    ):
+        for name in group:
+            out.setdefault(_words(name.replace("_", " ")), name)
+    return out
+
+
+def nearest_spelling(text: str) -> Optional[str]:
+    """The known name or phrase closest to what was typed (a typo, a word too many), or None."""
+    key = _words(text.replace("_", " "))
+    if not key:
+        return None
+    spellings = _spellings()
+    match: List[str] = difflib.get_close_matches(key, list(spellings), n=1, cutoff=0.8)
+    return spellings[match[0]] if match else None
 
 
 def _parse_subcode(token: str) -> int:
@@ -136,32 +205,38 @@ def parse_code(text: str) -> ParsedCode:
     Raises ValueError with a one-line message for anything else.
     """
     if not isinstance(text, str):
-        raise ValueError(f"not an NTSTATUS code or name: {text!r}")
+        raise ValueError(f"not a code or name dumpkit knows: {text!r}")
     original = text
     try:
         t = _PREFIX_RE.sub("", text.strip()).strip().rstrip(".")
         if not t:
-            raise _Bad("not an NTSTATUS code or name")
+            raise _Bad("not a code or name dumpkit knows")
         subcode: Optional[int] = None
         code: Optional[int] = None
+        words = None if looks_like_number(t) else _from_words(t)
+        if words is not None:
+            return words
+        kind = STATUS
         twin = _TWIN_RE.match(t)
         if twin:
-            first, _ = _parse_code_token(twin.group(1))
-            second, _ = _parse_code_token(twin.group(2))
+            first, _, kind = _parse_code_token(twin.group(1))
+            second, _, _ = _parse_code_token(twin.group(2))
             if first != second:
                 raise _Bad(f"the two spellings disagree (0x{first:08X} vs 0x{second:08X})")
             code = first
         else:
             parts = re.split(r"\s*[/:]\s*", t)
             if len(parts) > 2:
-                raise _Bad("not an NTSTATUS code or name")
-            code, subcode = _parse_code_token(parts[0])
+                raise _Bad("not a code or name dumpkit knows")
+            code, subcode, kind = _parse_code_token(parts[0])
             if len(parts) == 2:
                 if subcode is not None:
                     raise _Bad("a FAST_FAIL name already includes its subcode")
                 subcode = _parse_subcode(parts[1])
         if subcode is not None and code != STATUS_STACK_BUFFER_OVERRUN:
             raise _Bad("a subcode only applies to 0xC0000409 (fail-fast)")
-        return ParsedCode(code, subcode)
+        return ParsedCode(code, subcode, kind)
     except _Bad as exc:
-        raise ValueError(f"{exc}: {original!r}") from None
+        near = nearest_spelling(original) if str(exc) == "not a code or name dumpkit knows" else None
+        hint = f"; did you mean {near}?" if near else ""
+        raise ValueError(f"{exc}: {original!r}{hint}") from None

@@ -1,5 +1,7 @@
 """The names and values of Windows status codes, EXCEPTION_* aliases and fail-fast
-subcodes, as generated from the SDK headers into ntstatus.tsv (tools/gen_status_codes.py).
+subcodes, as generated from the SDK headers into ntstatus.tsv (tools/gen_status_codes.py),
+and of Win32 errors and HRESULTs, generated from winerror.h into winerror.tsv
+(tools/gen_win32_errors.py).
 
 Read once, at the first lookup that needs it (not at import: `dumpkit explain` starts
 faster without it, and most lookups hit the hand-written notes first). The file is package
@@ -13,9 +15,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Tuple
 
-__all__ = ["CodeTable", "code_table", "parse_table"]
+__all__ = ["CodeTable", "ErrorTable", "code_table", "error_table", "parse_error_table", "parse_table"]
 
 DATA_FILE = "ntstatus.tsv"
+ERROR_FILE = "winerror.tsv"
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,47 @@ def parse_table(text: str) -> CodeTable:
     return CodeTable(status_names, status_values, ff_names, ff_values, tuple(sources))
 
 
+def _package_file(name: str) -> str:
+    data = pkgutil.get_data(__package__ or "dumpkit.analysis.codes", name)
+    if data is None:  # a loader that cannot serve package data
+        raise FileNotFoundError(f"{name} is missing from the dumpkit.analysis.codes package")
+    return data.decode("utf-8")
+
+
 @lru_cache(maxsize=1)
 def code_table() -> CodeTable:
-    data = pkgutil.get_data(__package__ or "dumpkit.analysis.codes", DATA_FILE)
-    if data is None:  # a loader that cannot serve package data
-        raise FileNotFoundError(f"{DATA_FILE} is missing from the dumpkit.analysis.codes package")
-    return parse_table(data.decode("utf-8"))
+    return parse_table(_package_file(DATA_FILE))
+
+
+@dataclass(frozen=True)
+class ErrorTable:
+    """Win32 errors and HRESULTs: `*_names[value]` is the first name winerror.h gives the
+    value, `*_values` maps every name to its value."""
+
+    win32_names: Dict[int, str]
+    win32_values: Dict[str, int]
+    hresult_names: Dict[int, str]
+    hresult_values: Dict[str, int]
+
+
+def parse_error_table(text: str) -> ErrorTable:
+    """winerror.tsv's rows: kind (win32 or hresult), name, value, source."""
+    names: Dict[str, Dict[int, str]] = {"win32": {}, "hresult": {}}
+    values: Dict[str, Dict[str, int]] = {"win32": {}, "hresult": {}}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 4 or fields[0] not in names:
+            raise ValueError(f"{ERROR_FILE} line {n}: not 'kind<TAB>name<TAB>value<TAB>source'")
+        kind, name, value_text, _ = fields
+        value = int(value_text, 0)
+        names[kind].setdefault(value, name)
+        values[kind].setdefault(name, value)
+    return ErrorTable(names["win32"], values["win32"], names["hresult"], values["hresult"])
+
+
+@lru_cache(maxsize=1)
+def error_table() -> ErrorTable:
+    """Read at the first Win32 or HRESULT lookup."""
+    return parse_error_table(_package_file(ERROR_FILE))

@@ -76,21 +76,21 @@ STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")
 FAULT_KINDS = ("access_violation", "illegal_instruction")
 
 
-def _evidence_depth(verdict: Verdict, case: Case) -> int:
-    """How many frames from the top the verdict rests on: for a recursion, the frames down
-    to its second repetition (the others repeat them); for an oversized frame, that frame
-    and its caller; otherwise the faulting frame and the two below it (a fail-fast's
-    raiser); for a fault, the faulting frame alone."""
+def _evidence_span(verdict: Verdict, case: Case) -> Tuple[int, int]:
+    """The frames (first, end) the verdict rests on: for a recursion, two repetitions of its
+    cycle (the others repeat them; where on top it ran out does not change it); for an
+    oversized frame, that frame and its caller; for a fault, the faulting frame; otherwise
+    the top three frames (a fail-fast's raiser)."""
     cycles = case.thread.cycles if case.thread is not None else ()
     if verdict.kind == "recursion" and cycles:
         c = cycles[0]
-        return c.first_frame + 2 * c.period + 1
+        return c.first_frame, c.first_frame + 2 * c.period
     if verdict.kind == "oversized_frame":
         big = next((s for s in case.sizes if s.not_yet_allocated), None) or (case.sizes[0] if case.sizes else None)
-        return big.frame_index + 2 if big is not None else 3
+        return (big.frame_index, big.frame_index + 2) if big is not None else (0, 3)
     if verdict.kind in FAULT_KINDS:
-        return 1  # the faulting frame (from the exception context) and its code
-    return 3
+        return 0, 1  # the faulting frame (from the exception context) and its code
+    return 0, 3
 
 
 def _within_the_evidence(verdict: Verdict, case: Case) -> Verdict:
@@ -102,7 +102,7 @@ def _within_the_evidence(verdict: Verdict, case: Case) -> Verdict:
     if verdict.confidence != "high":
         return verdict
     why = rests_on_guesses(
-        case.coverage, case.frames, _evidence_depth(verdict, case), images_matter=verdict.kind in STACK_KINDS
+        case.coverage, case.frames, _evidence_span(verdict, case), images_matter=verdict.kind in STACK_KINDS
     )
     if why is None:
         return verdict

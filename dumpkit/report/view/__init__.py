@@ -6,8 +6,11 @@ but their escaping (import-linter keeps it so)."""
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, TEXT, THREAD, WORDS, Line, Span, plain
 from dumpkit.report.view.python import PythonFrameRow, PythonStackView, PythonView, python_view
 from dumpkit.report.view.report import (
+    CodeRow,
+    CodeView,
     Fact,
     Facts,
+    FrameSizeHeaders,
     FrameSizeRow,
     FrameSizeTable,
     RecursionView,
@@ -20,22 +23,28 @@ from dumpkit.report.view.report import (
 )
 from dumpkit.report.view.stacks import (
     DOCUMENT,
+    HEADERS,
     KF,
     REPORT,
     Fold,
     FrameRow,
     ModuleImage,
     StacksView,
+    StackHeaders,
     StackTable,
     ThreadGroup,
     ThreadView,
+    cut_table,
     kf_number,
     stacks_view,
 )
 
 __all__ = [
+    "CodeRow",
+    "CodeView",
     "CODE",
     "DOCUMENT",
+    "HEADERS",
     "KF",
     "LITERAL",
     "PROSE",
@@ -47,6 +56,7 @@ __all__ = [
     "Facts",
     "Fold",
     "FrameRow",
+    "FrameSizeHeaders",
     "FrameSizeRow",
     "FrameSizeTable",
     "Line",
@@ -59,12 +69,14 @@ __all__ = [
     "ImagesView",
     "ReportView",
     "Span",
+    "StackHeaders",
     "StackTable",
     "StacksView",
     "ThreadGroup",
     "ThreadView",
     "Threads",
     "VerdictView",
+    "cut_table",
     "kf_number",
     "plain",
     "python_view",

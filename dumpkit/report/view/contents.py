@@ -61,9 +61,14 @@ def flags_meaning(flags: int) -> str:
     return ", ".join(meaning)
 
 
+def register_cells(regs: Sequence[Tuple[str, int]], width: int) -> List[str]:
+    """`rax=0000000000000001`, ...: pointers zero-padded to `width` digits as WinDbg shows them."""
+    return [f"{name}={v:0{width}x}" if name in POINTER_REGISTERS else f"{name}={v:x}" for name, v in regs]
+
+
 def register_lines(regs: Sequence[Tuple[str, int]], width: int, per_line: int = 4) -> List[str]:
-    """`rax=0000000000000001 rbx=...`, pointers zero-padded to `width` digits as WinDbg shows them."""
-    cells = [f"{name}={v:0{width}x}" if name in POINTER_REGISTERS else f"{name}={v:x}" for name, v in regs]
+    """`rax=0000000000000001 rbx=...`, `per_line` registers a line."""
+    cells = register_cells(regs, width)
     return [" ".join(cells[i : i + per_line]) for i in range(0, len(cells), per_line)]
 
 
@@ -145,8 +150,13 @@ def _hex(n: int) -> Span:
     return words(f"{n:#x}")
 
 
+# Numbers say their base where it is not the obvious one; addresses are 0x-prefixed hex.
+MODULE_COLUMNS = ("base", "size (hex)", "name", "version", "timestamp (hex)", "checksum (hex)", "path")
+
+
 def contents_view(d: Contents) -> ContentsView:
     width = pointer_digits(d.system)
+    ip_name, sp_name = ("eip", "esp") if width == 8 else ("rip", "rsp")
     head = [
         InfoLine(
             (text(d.dump.path), words(f": {d.dump.file_size:,} bytes, written {iso_time(d.dump.timestamp)}")), HEADING
@@ -195,8 +205,12 @@ def contents_view(d: Contents) -> ContentsView:
     ranges = "an unknown number of" if d.dump.memory_ranges is None else f"{d.dump.memory_ranges:,}"
     return ContentsView(
         head=tuple(head),
-        threads=Table("Threads", ("tid", "name", "rip", "rsp", "stack", "bytes", "ctx", "teb"), tuple(threads)),
-        modules=Table("Modules", ("base", "size", "name", "version", "timestamp", "checksum", "path"), modules),
+        threads=Table(
+            "Threads",
+            ("tid", "name", ip_name, sp_name, "stack", "stack size (B)", "context (B)", "teb"),
+            tuple(threads),
+        ),
+        modules=Table("Modules", MODULE_COLUMNS, modules),
         debug_records=Table(
             "Debug records (CodeView)",
             ("name", "pdb", "guid", "age"),

@@ -8,8 +8,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Collection, List, Optional, Tuple
 
-from dumpkit.analysis.model import Cycle, Environment, ImageCoverage, Report, StackBudget, SystemSummary, ThreadReport
+from dumpkit.analysis.model import (
+    BlameFrame,
+    Cycle,
+    Environment,
+    ImageCoverage,
+    Report,
+    StackBudget,
+    SystemSummary,
+    ThreadReport,
+)
 from dumpkit.analysis.recursion import call_order, outside_entry_path
+from dumpkit.report.view.contents import iso_time, register_cells
 from dumpkit.report.view.python import PythonView, python_view
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, THREAD, Line, Span, text, words
 from dumpkit.report.view.stacks import (
@@ -17,6 +27,7 @@ from dumpkit.report.view.stacks import (
     StackTable,
     ThreadGroup,
     ThreadView,
+    frame_name,
     pointer_digits,
     stack_groups,
     stack_table,
@@ -65,11 +76,12 @@ class Facts:
     environment: Tuple[Fact, ...]  # CPU features, Python, TensorFlow, CUDA (all but DML's compact view)
     remarks: Tuple[Remark, ...]
     raised_by: Optional[str]  # the function that raised a fail-fast (DML's extra line)
+    process: Tuple[Fact, ...] = ()  # the executable, its command line, the faulting module, the dump's time
 
     @property
     def rows(self) -> Tuple[Fact, ...]:
         """Every row, in order."""
-        return self.exception + self.machine + self.environment
+        return self.exception + self.process + self.machine + self.environment
 
 
 def _exception_facts(report: Report) -> List[Fact]:
@@ -125,6 +137,41 @@ def _environment_facts(env: Environment) -> List[Fact]:
     return out
 
 
+def utc_time(stamp: Optional[int]) -> Optional[str]:
+    """Unix seconds as `2026-11-22 04:35:18 UTC`, or None when absent or out of range."""
+    iso = iso_time(stamp)
+    return iso.replace("T", " ").replace("+00:00", " UTC") if iso else None
+
+
+def _process_facts(report: Report) -> List[Fact]:
+    """The executable (version, pid), its command line or why the dump lacks it, the
+    module the fault is in (and its version), when the dump was written."""
+    out: List[Fact] = []
+    p, s, c = report.process, report.system, report.crash
+    if p is not None and p.name:
+        line: List[Span] = [Span(p.name, CODE)]
+        line += [words(" "), text(p.version)] if p.version else []
+        line += [words(f", pid {s.pid}")] if s is not None and s.pid is not None else []
+        out.append(Fact("Process", tuple(line), "Process"))
+    if p is not None:
+        if p.command_line is not None:
+            value: Line = (Span(p.command_line or "(empty)", LITERAL, 2000),)
+        else:
+            value = (words("not in the dump: "), text(p.command_line_missing or "unknown", 1000))
+        out.append(Fact("Command line", value, "Command line"))
+    if c is not None and c.module:
+        line = [Span(c.module, CODE), words(" ")]
+        line += [text(c.module_version)] if c.module_version else [words("(no version recorded)")]
+        out.append(Fact("Faulting module", tuple(line), "Module"))
+    written = utc_time(report.dump.timestamp)
+    if written:
+        started = s.process_create_time if s is not None else None
+        after = report.dump.timestamp - started if started and report.dump.timestamp >= started else None
+        uptime = f", {after:,} s after the process started" if after is not None else ""
+        out.append(Fact("Dump written", (words(written + uptime),), "Dump written"))
+    return out
+
+
 def facts(report: Report) -> Facts:
     env = report.environment
     remarks = tuple(Remark(s, False) for s in env.compatibility) + tuple(Remark(n, True) for n in env.notes)
@@ -135,6 +182,7 @@ def facts(report: Report) -> Facts:
         tuple(_environment_facts(env)),
         remarks,
         raised_by,
+        tuple(_process_facts(report)),
     )
 
 
@@ -205,9 +253,21 @@ class FrameSizeRow:
 
 
 @dataclass(frozen=True)
+class FrameSizeHeaders:
+    """The largest-frames table's column headers, with their units."""
+
+    index: str = "#"
+    function: str = "Function"
+    size: str = "Frame size (B)"
+    asks: str = "Prologue asks (B)"
+    how: str = "Prologue"
+
+
+@dataclass(frozen=True)
 class FrameSizeTable:
     rows: Tuple[FrameSizeRow, ...]
     legend: Optional[str]  # what the `oversized` mark means; None when no row carries it (and no mark column)
+    headers: FrameSizeHeaders = FrameSizeHeaders()
 
 
 def shows_frame_sizes(report: Report) -> bool:
@@ -266,6 +326,62 @@ def budget_line(b: StackBudget) -> str:
     if b.guard_hit:
         line += ", fault in the guard region"
     return line
+
+
+# --------------------------------------------------------------------------- the crash site
+
+
+@dataclass(frozen=True)
+class CodeRow:
+    address: str  # hex, as wide as a pointer
+    bytes: str  # hex
+    text: str  # the instruction; a direct branch's destination named in parentheses (escape it)
+    faulting: bool
+
+
+@dataclass(frozen=True)
+class CodeView:
+    """The instructions around the faulting IP, the one at the IP marked."""
+
+    where: str  # the top frame's name (escape it)
+    rows: Tuple[CodeRow, ...]
+    note: Optional[str]  # how sure the instructions before the IP are, or why there are none
+
+
+MAX_SKIPPED_SHOWN = 3
+
+
+def code_view(report: Report, crash: Optional[ThreadReport], digits: int) -> Optional[CodeView]:
+    c = report.crash
+    if c is None or c.disassembly is None:
+        return None
+    rows = tuple(
+        CodeRow(
+            f"{i.address:0{digits}x}", i.bytes, i.text + (f" ({i.target_name})" if i.target_name else ""), i.faulting
+        )
+        for i in c.disassembly.instructions
+    )
+    where = frame_name(crash.frames[0]) if crash is not None and crash.frames else f"{c.address:#x}"
+    return CodeView(where, rows, c.disassembly.note)
+
+
+def blame_line(b: BlameFrame) -> Line:
+    """`frame 1 m.dll!f (above it: m.dll!___chkstk_ms, runtime code)`."""
+    line: List[Span] = [words(f"frame {b.frame_index} "), Span(b.function, CODE)]
+    if b.skipped:
+        line.append(words(" (above it: "))
+        for i, p in enumerate(b.skipped[:MAX_SKIPPED_SHOWN]):
+            line += [words(", ")] if i else []
+            line += [Span(p.function, CODE), words(f", {p.role}" if len(b.skipped) == 1 else f" ({p.role})")]
+        more = len(b.skipped) - MAX_SKIPPED_SHOWN
+        line.append(words(f" and {more} more)" if more > 0 else ")"))
+    else:
+        line.append(words(", the faulting frame itself"))
+    if b.trust.startswith("scan"):
+        line.append(words("; found by stack scanning"))
+    if not b.named:
+        line.append(words("; no symbol names it, so it may still be a statically linked runtime function"))
+    return tuple(line)
 
 
 # --------------------------------------------------------------------------- the report
@@ -338,6 +454,10 @@ class ReportView:
     problems: Tuple[str, ...]  # met while reading; the rest of the report stands
     python: Optional[PythonView] = None  # None: the process runs no CPython
     images: Optional[ImagesView] = None  # None: the crashing stack did not want for images
+    signature: Optional[str] = None  # the crash signature (dump names: escape it)
+    blame: Optional[Line] = None  # the first frame in the program's own code
+    code: Optional[CodeView] = None  # the instructions around the faulting IP
+    registers: Tuple[str, ...] = ()  # the exception context, `rax=...` cells in WinDbg's order
 
 
 def report_view(
@@ -387,4 +507,8 @@ def report_view(
         problems=report.soft_errors,
         python=python_view(report.python, crash.tid if crash is not None else None),
         images=images_view(report.images),
+        signature=report.signature.text if report.signature is not None else None,
+        blame=blame_line(report.blame) if report.blame is not None else None,
+        code=code_view(report, crash, digits),
+        registers=tuple(register_cells(report.crash.registers, digits)) if report.crash is not None else (),
     )

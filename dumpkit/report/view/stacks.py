@@ -4,17 +4,36 @@ CPU's. The cell conventions of the layouts in use today are named here, in one p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence, Tuple, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
 from dumpkit.report.view.inline import Line
 from dumpkit.words import human_bytes, plural
 
-# Cell conventions of a stack table (issue #16 item 2 will make these one per column):
-REPORT = "report"  # `analyze` text: decimal frame numbers, each frame's own size in decimal bytes
-DOCUMENT = "document"  # Markdown, HTML: decimal frame numbers, each frame's own size in hex
-KF = "kf"  # WinDbg's `kf` (`dumpkit stack`, `!tfstack`): hex numbers, row N shows frame N-1's size in hex
+# Cell conventions of a stack table, one per column across formats (issue #16 item 2):
+REPORT = "report"  # `analyze` in every format: decimal frame numbers, each frame's own size in decimal bytes
+KF = "kf"  # WinDbg's `kf`, where asked for (`dumpkit stack`, `!tfstack`): hex numbers, row N shows frame N-1's size in hex
+# Markdown and HTML showed sizes in hex until issue #16 item 2; the name stays for callers.
+DOCUMENT = REPORT
+
+
+@dataclass(frozen=True)
+class StackHeaders:
+    """The column headers of a stack table: each states its convention."""
+
+    number: str
+    size: str
+    child_sp: str
+    ip: str
+    call_site: str
+    found_by: str
+
+
+HEADERS = {
+    REPORT: StackHeaders("#", "Frame size (B)", "Child-SP", "RetAddr/IP", "Call site", "Found by"),
+    KF: StackHeaders("#", "Memory", "Child-SP", "RetAddr/IP", "Call site", "Found by"),
+}
 
 NO_FRAMES = "(no frames)"
 
@@ -49,7 +68,7 @@ class Fold:
 class FrameRow:
     index: int  # the frame's number (DML links to `.frame index`)
     number: str  # as the table's convention writes it
-    memory: str  # the Memory cell, by the convention ("" when unknown)
+    memory: str  # the size cell, by the convention (headers.size says which; "" when unknown)
     child_sp: str
     ip: str
     call_site: str  # the frame's name, as the dump and the walker give it (escape it)
@@ -65,6 +84,7 @@ class StackTable:
     rows: Tuple[Row, ...]
     cut: bool  # frames beyond the rows asked for were left out
     number_width: int  # characters of the highest frame number (fixed-width layouts)
+    headers: StackHeaders = HEADERS[REPORT]
 
 
 def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1) -> List[object]:
@@ -151,7 +171,21 @@ def stack_table(
         )
         shown += 1
     last = t.frames[-1].index if t.frames else 0
-    return StackTable(tuple(rows), cut, len(kf_number(last) if convention == KF else str(last)))
+    return StackTable(tuple(rows), cut, len(kf_number(last) if convention == KF else str(last)), HEADERS[convention])
+
+
+def cut_table(table: StackTable, max_rows: int) -> StackTable:
+    """The table's first `max_rows` frame rows (folds among them kept), marked cut when
+    frames were left out: how a report shortens a stack to fit its page."""
+    rows: List[Row] = []
+    shown = 0
+    for r in table.rows:
+        if isinstance(r, FrameRow):
+            if shown >= max_rows:
+                return replace(table, rows=tuple(rows), cut=True)
+            shown += 1
+        rows.append(r)
+    return table
 
 
 @dataclass(frozen=True)

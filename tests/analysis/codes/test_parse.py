@@ -88,18 +88,25 @@ def test_unknown_names_round_trip_through_hex():
 @pytest.mark.parametrize(
     "text,fragment",
     [
-        ("foo", "not an NTSTATUS code or name: 'foo'"),
-        ("", "not an NTSTATUS code or name"),
-        ("0x", "not an NTSTATUS code or name"),
+        ("foo", "not a code or name dumpkit knows: 'foo'"),
+        ("", "not a code or name dumpkit knows"),
+        ("0x", "not a code or name dumpkit knows"),
         ("0xC0000005/7", "a subcode only applies to 0xC0000409"),
         ("0x1C00000FD", "out of range"),
         ("4294967296", "out of range"),
         ("-2147483649", "out of range"),
         ("0xC0000409/banana", "not a fail-fast subcode"),
         ("FAST_FAIL_FATAL_APP_EXIT/2", "already includes its subcode"),
-        ("1/2/3", "not an NTSTATUS code or name"),
+        ("1/2/3", "not a code or name dumpkit knows"),
         ("-1073741571 (0xC0000005)", "disagree"),
-        ("bad\nline", "not an NTSTATUS code or name"),
+        ("bad\nline", "not a code or name dumpkit knows"),
+        # a typo is answered with the nearest spelling dumpkit knows
+        ("STATUS_STACK_OVERFLOWW", "; did you mean STATUS_STACK_OVERFLOW?"),
+        ("stack overflw", "; did you mean STACK_OVERFLOW?"),
+        ("acess violation", "; did you mean ACCESS_VIOLATION?"),
+        ("abrt", "; did you mean abort?"),
+        ("E_OUTOFMEMOR", "; did you mean E_OUTOFMEMORY?"),
+        ("ERROR_ACCES_DENIED", "; did you mean ERROR_ACCESS_DENIED?"),
     ],
 )
 def test_bad_input_raises_one_line_value_error(text, fragment):

@@ -132,6 +132,11 @@ def test_table_is_read_at_first_need_not_at_import():
         "assert code_table.cache_info().currsize == 0, 'read for a code with notes'\n"
         "assert c.lookup_status(0xC0000228).name == 'STATUS_STACK_OVERFLOW_READ'\n"
         "assert code_table.cache_info().currsize == 1\n"
+        # winerror.tsv: not for numbers, fail-fast spellings, words or status names either
+        "from dumpkit.analysis.codes.table import error_table\n"
+        "c.parse_code('abort'); c.parse_code('stack overflow'); c.parse_code('0xC0000005')\n"
+        "assert error_table.cache_info().currsize == 0, 'winerror.tsv read for a status'\n"
+        "assert c.parse_code('E_OUTOFMEMORY').code == 0x8007000E and error_table.cache_info().currsize == 1\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr

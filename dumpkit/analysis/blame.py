@@ -1,0 +1,112 @@
+"""Blame: the first frame of the crashing stack in the program's own code, not in the
+system's or a runtime's, which is where a reader starts looking (Sentry's "in-app" frame,
+WinDbg's "FAULTING_SOURCE" after its own skip lists).
+
+A frame is passed over when its module is Windows' (ntdll, kernel32, kernelbase, ... or
+any module loaded from the Windows folder), a C/C++ runtime (ucrtbase, msvcrt, vcruntime,
+msvcp, libstdc++, libgcc, winpthread) or the Python runtime (python3X.dll, python.exe), or
+when its function is runtime machinery linked into the program itself (abort, the stack
+probe, memcpy, the allocator...). Frames found by unvalidated stack scanning are passed
+over too (they may not be frames at all), and so are IPs outside every module (a jump
+into data or freed code is not anyone's code)."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, List, Optional
+
+from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, ThreadReport
+from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
+from dumpkit.analysis.signature import MACHINERY, without_offset
+
+SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES = (
+    "system",
+    "C/C++ runtime",
+    "Python runtime",
+    "runtime code",
+    "found by stack scanning",
+    "outside every module",
+)
+LOOK = 64  # frames looked at from the top: the program's code is never deeper than this below a crash
+
+SYSTEM_MODULES = frozenset(
+    (
+        "ntdll.dll kernel32.dll kernelbase.dll user32.dll win32u.dll gdi32.dll gdi32full.dll combase.dll "
+        "ole32.dll oleaut32.dll rpcrt4.dll sechost.dll advapi32.dll ws2_32.dll bcrypt.dll bcryptprimitives.dll "
+        "shell32.dll shlwapi.dll shcore.dll msvcp_win.dll wow64.dll wow64win.dll wow64cpu.dll dbghelp.dll "
+        "dbgcore.dll cfgmgr32.dll setupapi.dll crypt32.dll imm32.dll uxtheme.dll"
+    ).split()
+)
+_C_RUNTIME = re.compile(
+    r"^(ucrtbased?|msvcrt\w*|vcruntime\d+\w*|msvcp\d+\w*|concrt\d+\w*|api-ms-win-crt-[\w-]+"
+    r"|libstdc\+\+[\w-]*|libgcc[\w-]*|libwinpthread[\w-]*)\.dll$"
+)
+_PYTHON_RUNTIME = re.compile(r"^(python\d*(_d)?\.dll|pythonw?(_d)?\.exe)$")
+# Runtime functions linked into the program's own modules (static CRTs, mingw): the
+# fail-fast and exception machinery, the allocator, and the string and memory routines.
+_RUNTIME_FUNCTIONS = frozenset(n.lower().lstrip("_") for n in RUNTIME_FUNCTIONS) | MACHINERY
+_MEMORY_FUNCTIONS = frozenset("memcpy memmove memset memcmp strlen strcpy strncpy strcmp wcslen wcscpy".split())
+
+
+def module_role(name: Optional[str], path: Optional[str] = None) -> Optional[str]:
+    """SYSTEM, C_RUNTIME or PYTHON_RUNTIME for such a module, else None (the program's own)."""
+    if not name:
+        return None
+    low = name.lower()
+    if _C_RUNTIME.match(low):
+        return C_RUNTIME
+    if _PYTHON_RUNTIME.match(low):
+        return PYTHON_RUNTIME
+    if low in SYSTEM_MODULES:
+        return SYSTEM
+    where = (path or "").lower().replace("/", "\\")
+    if re.search(r"^[a-z]:\\windows\\(system32|syswow64|winsxs)\\", where):
+        return SYSTEM
+    return None
+
+
+def frame_role(f: FrameRecord, paths: Optional[dict] = None) -> Optional[str]:
+    """Why this frame is passed over, or None when it is the program's own code."""
+    if f.trust == "scan":
+        return SCANNED
+    if f.module is None:
+        return OUTSIDE_MODULES
+    role = module_role(f.module, (paths or {}).get((f.module or "").lower()))
+    if role is not None:
+        return role
+    if f.symbol and "!" in f.symbol:
+        function = without_offset(f.symbol.split("!", 1)[1]).lower().lstrip("_")
+        if function in _RUNTIME_FUNCTIONS or function in _MEMORY_FUNCTIONS:
+            return RUNTIME_CODE
+    return None
+
+
+def _display_name(f: FrameRecord) -> str:
+    """The frame's function as the stack shows it, without the offset into it."""
+    if f.symbol:
+        return without_offset(f.symbol)
+    if f.module is not None and f.rva is not None:
+        return f"{f.module}+{f.rva:#x}"
+    return f"{f.ip:#x}"
+
+
+def blame_frame(thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = ()) -> Optional[BlameFrame]:
+    """The first frame from the top in the program's own code, with the frames passed over
+    above it; None when the first LOOK frames are all system or runtime code."""
+    if thread is None:
+        return None
+    paths = {m.name.lower(): m.path for m in modules}
+    skipped: List[PassedFrame] = []
+    for f in thread.frames[:LOOK]:
+        role = frame_role(f, paths)
+        if role is None:
+            return BlameFrame(
+                frame_index=f.index,
+                function=_display_name(f),
+                module=f.module,
+                trust=f.trust,
+                named=bool(f.symbol and "!" in f.symbol),
+                skipped=tuple(skipped),
+            )
+        skipped.append(PassedFrame(f.index, _display_name(f), role))
+    return None

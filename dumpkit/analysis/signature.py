@@ -1,0 +1,170 @@
+"""A crash signature: one line naming a crash the same way on every run and every machine,
+so that dumps of one bug group together (`dumpkit triage` will group by it).
+
+Rules, version 1 (RULES):
+1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
+   ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
+   (FAST_FAIL_FATAL_APP_EXIT), the thrown type for an MSVC C++ exception
+   (CPP_EH_EXCEPTION(std::bad_alloc)); an unnamed code as 0xE0434352.
+2. Then the crashing thread's frames from the top, skipping the exception and fail-fast
+   machinery and stack probes (KiUserExceptionDispatcher, RaiseException, abort,
+   __report_gsfailure, _invalid_parameter, ___chkstk_ms, ...): they say how the crash was
+   raised, not where.
+3. Each frame as module!function: the module in lower case (Windows names are
+   case-insensitive and differ between machines), the function without its +0x offset. A
+   frame without a symbol is module+0xRVA (an offset into the module, stable across runs and
+   ASLR for one build); one outside every module is `?`. No absolute address ever appears.
+4. A recursion counts as one element, `recursion(a > b > c)`: its functions in call order,
+   rotated to start at the alphabetically first, so the depth at which the stack ran out
+   (and so which member was on top) does not change the line; the partial repetition
+   below the cycle's complete ones belongs to it.
+5. The first MAX_ELEMENTS elements are kept; the walk stops early at a frame found by
+   unvalidated stack scanning (its neighbours may be noise that differs between runs).
+Elements are joined with " | ".
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence, Tuple
+
+from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, ThreadReport
+from dumpkit.analysis.recursion import call_order
+
+RULES = 1
+MAX_ELEMENTS = 3
+SEPARATOR = " | "
+
+# The frames that raise or probe: how a crash is reported, not where it happened. Compared
+# without leading underscores (CRTs and compilers disagree on how many: __chkstk, ___chkstk_ms).
+MACHINERY = frozenset(
+    name.lower().lstrip("_")
+    for name in (
+        "KiUserExceptionDispatcher",
+        "RtlRaiseException",
+        "RaiseException",
+        "RaiseFailFastException",
+        "RtlReportCriticalFailure",
+        "RtlpHeapHandleError",
+        "RtlpLogHeapFailure",
+        "RtlReportFatalFailure",
+        "abort",
+        "raise",
+        "terminate",
+        "_CxxThrowException",
+        "__report_gsfailure",
+        "__report_rangecheckfailure",
+        "__security_check_cookie",
+        "__stack_chk_fail",
+        "__chk_fail",
+        "_invalid_parameter",
+        "_invalid_parameter_noinfo",
+        "_invalid_parameter_noinfo_noreturn",
+        "_invoke_watson",
+        "_call_reportfault",
+        "__crt_fast_fail",
+        "__fastfail",
+        "___chkstk_ms",
+        "__chkstk",
+        "_chkstk",
+        "_alloca_probe",
+        "__alloca_probe",
+        "__alloca_probe_16",
+    )
+)
+_OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
+
+
+def without_offset(name: str) -> str:
+    """`m.dll!f+0x1c` -> `m.dll!f`."""
+    return _OFFSET.sub("", name)
+
+
+def frame_function(f: FrameRecord) -> str:
+    """A frame as a signature names it: module!function, module+0xRVA, or `?`."""
+    if f.symbol and "!" in f.symbol:
+        module, function = f.symbol.split("!", 1)
+        return f"{module.lower()}!{without_offset(function)}"
+    if f.module is not None and f.rva is not None:
+        return f"{f.module.lower()}+{f.rva:#x}"
+    return "?"
+
+
+def _member(name: str) -> str:
+    """A cycle member (a function name as the recursion analysis keeps it) by rule 3."""
+    if "!" in name:
+        module, function = name.split("!", 1)
+        return f"{module.lower()}!{without_offset(function)}"
+    if "+0x" in name and not name.startswith("0x"):
+        module, rva = name.split("+", 1)
+        return f"{module.lower()}+{rva}"
+    return "?"
+
+
+def is_machinery(f: FrameRecord) -> bool:
+    if not f.symbol or "!" not in f.symbol:
+        return False
+    function = without_offset(f.symbol.split("!", 1)[1])
+    return function.lower().lstrip("_") in MACHINERY
+
+
+def cycle_element(c: Cycle) -> str:
+    """`recursion(a > b > c)`: call order, rotated to its alphabetically first member."""
+    order = [_member(n) for n in call_order(c)]
+    start = min(range(len(order)), key=lambda i: order[i]) if order else 0
+    return f"recursion({' > '.join(order[start:] + order[:start])})"
+
+
+def signature_kind(crash: CrashInfo) -> str:
+    if crash.fastfail_name:
+        return crash.fastfail_name
+    name = crash.code_name
+    if not name or name.startswith("0x"):
+        return f"0x{crash.code & 0xFFFFFFFF:08X}"
+    for prefix in ("STATUS_", "EXCEPTION_"):
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    if crash.cxx_types:
+        name += f"({crash.cxx_types[0]})"
+    return name
+
+
+def signature_elements(frames: Sequence[FrameRecord], cycles: Sequence[Cycle]) -> Tuple[str, ...]:
+    """Rules 2-5 over the crashing thread's (kept) frames."""
+    by_first = {c.first_frame: c for c in cycles}
+    out: List[str] = []
+    skip_to = -1
+    members: frozenset = frozenset()  # of the cycle just passed: its partial repetition below goes with it
+    leading = True
+    for f in frames:
+        if len(out) >= MAX_ELEMENTS:
+            break
+        if f.index <= skip_to:
+            continue
+        if f.trust == "scan":
+            break
+        cycle = by_first.get(f.index)
+        if cycle is not None:
+            out.append(cycle_element(cycle))
+            skip_to = cycle.last_frame
+            members = frozenset(_member(n) for n in cycle.functions)
+            leading = False
+            continue
+        if frame_function(f) in members:
+            continue
+        members = frozenset()
+        if leading and is_machinery(f):
+            continue
+        leading = False
+        out.append(frame_function(f))
+    return tuple(out)
+
+
+def crash_signature(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) -> Optional[CrashSignature]:
+    """The signature of the crash, or None when the dump holds no exception."""
+    if crash is None:
+        return None
+    kind = signature_kind(crash)
+    frames = signature_elements(thread.frames, thread.cycles) if thread is not None else ()
+    return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)

@@ -1,0 +1,86 @@
+"""Where `dumpkit analyze` writes and in which format: the format named in any case, or
+implied by the --output file's extension; report files get the permissions the umask
+gives (or keep those of the file they replace)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from typer.testing import CliRunner
+
+from dumpkit.cli import app
+from tests.conftest import SAMPLE_BIN, sample_path
+
+
+def _analyze(*args):
+    dump = sample_path("null_deref.dmp")
+    return CliRunner().invoke(app, ["analyze", str(dump), "--image-path", str(SAMPLE_BIN), *map(str, args)])
+
+
+def _kind(text: str) -> str:
+    if text.startswith("<!DOCTYPE html>"):
+        return "html"
+    if text.startswith("## Crash analysis"):
+        return "markdown"
+    if text.startswith("{"):
+        json.loads(text)
+        return "json"
+    return "text" if text.startswith("dumpkit ") else "?"
+
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [("r.html", "html"), ("r.HTM", "html"), ("r.md", "markdown"), ("r.json", "json"), ("r.txt", "text"), ("r", "text")],
+)
+def test_output_extension_chooses_the_format(tmp_path, name, expected):
+    out = tmp_path / name
+    r = _analyze("--output", out)
+    assert r.exit_code == 0, r.output
+    assert _kind(out.read_text()) == expected
+
+
+def test_an_explicit_format_wins_over_the_extension_and_any_case_is_accepted(tmp_path):
+    out = tmp_path / "report.html"
+    assert _analyze("-f", "JSON", "-o", out).exit_code == 0
+    assert _kind(out.read_text()) == "json"
+    for spelling, expected in (("HTML", "html"), ("Md", "markdown"), ("Text", "text")):
+        r = _analyze("--format", spelling)
+        assert r.exit_code == 0 and _kind(r.stdout) == expected, (spelling, r.stdout[:80])
+
+
+def test_an_unknown_format_is_one_line_and_exit_2():
+    r = CliRunner().invoke(app, ["analyze", str(sample_path("null_deref.dmp")), "-f", "xml"])
+    assert r.exit_code == 2
+    assert "unknown format 'xml'" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_output_files_get_the_permissions_the_umask_gives(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        out = tmp_path / "r.md"
+        assert _analyze("-o", out).exit_code == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == mode
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_a_replaced_report_keeps_its_permissions(tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("old")
+    out.chmod(0o640)
+    assert _analyze("-o", out).exit_code == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and _kind(out.read_text()) == "json"
+
+
+def test_width_fits_the_text_report_to_the_columns_asked_for():
+    r = _analyze("--width", "80", "--no-color")
+    assert r.exit_code == 0
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), [ln for ln in lines if len(ln) > 80]
+    assert any("opkernels.dll!null_deref" in line for line in lines)
