@@ -54,8 +54,9 @@ class BundleBacking:
 
     lazy = False
 
-    def __init__(self, entry: ImageEntry, data: bytes, where: str):
+    def __init__(self, entry: ImageEntry, data: bytes, where: str, misses: Optional[List[str]] = None):
         self._where = where
+        self._misses = misses  # where reads outside the captured pages are noted
         self._starts = [off for off, _ in entry.ranges]
         self._ends = [off + n for off, n in entry.ranges]
         self._at: List[int] = []  # where each range's bytes start in `data`
@@ -77,7 +78,10 @@ class BundleBacking:
             return b""
         i = bisect.bisect_right(self._starts, offset) - 1
         if i < 0 or offset + size > self._ends[i]:
-            raise NotInBundle(f"{self._where}: file offset {offset:#x} (+{size:#x}) is not in the bundle")
+            why = f"{self._where}: file offset {offset:#x} (+{size:#x}) is not in the bundle"
+            if self._misses is not None and len(self._misses) < 1000:
+                self._misses.append(why)
+            raise NotInBundle(why)
         at = self._at[i] + offset - self._starts[i]
         return self._data[at : at + size]
 
@@ -95,6 +99,9 @@ class BundleImages(ImageStore):
             self._by_module[(entry.base, entry.name.lower())] = (entry, data)
         self._packages = {(p.base, p.module.lower()): p for p in packages}
         self._name = bundle_name
+        # Reads the analysis made outside the captured pages (up to 1000): none when the
+        # bundle was written by this dumpkit's analysis; some when a later dumpkit reads more.
+        self.misses: List[str] = []
 
     def package_for(self, module: Module) -> Optional[InstalledPackage]:
         """The installed distribution that owned the module where the bundle was written."""
@@ -107,7 +114,7 @@ class BundleImages(ImageStore):
             return None
         entry, data = found
         where = f"{self._name}:{entry.member}"
-        return BundleBacking(entry, data, where), where
+        return BundleBacking(entry, data, where, self.misses), where
 
 
 def _chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, expected: int) -> Iterator[bytes]:

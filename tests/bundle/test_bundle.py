@@ -201,3 +201,20 @@ def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_i
     env = report_json(open_any(bundle))["environment"]
     assert env["tensorflow_version"] == facts["tensorflow_version"] == "2.13.0"
     assert env["tensorflow_version_source"].startswith("installed package tensorflow-intel 2.13.0, whose RECORD")
+
+
+@pytest.mark.parametrize("name", ["numpy_object_recursion.dkb", "tf_nest_flatten.dkb"])
+def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
+    """When the analysis starts reading other pages (a new analysis, a changed unwinder), a
+    committed bundle goes stale silently: its report loses what the missing pages held.
+    This catches it without the images: regenerate with sample_dumps/python/build.sh step 5."""
+    from dumpkit.engine import Options, analyze, stacks
+    from tests.conftest import PY_SAMPLES, open_any
+
+    path = PY_SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"{name} not present")
+    target = open_any(path)
+    analyze(target, Options())
+    stacks(target, Options(), list(target.threads), python=True)
+    assert target.image_store.misses == []
