@@ -83,12 +83,18 @@ def _open(path: str):
         raise fail(f"{path}: is a directory, not a dump file")
     if not os.path.exists(path):
         raise fail(f"{path}: no such file")
+    opener = open_dump
+    if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
+        from dumpkit.bundle.reader import open_bundle as opener
     try:
-        return open_dump(path)
+        return opener(path)
     except DumpError as e:
         raise fail(f"{path}: {e}") from None
     except MemoryError:
         raise fail(f"{path}: not enough memory to map the file") from None
+
+
+BUNDLE_SUFFIX = ".dkb"
 
 
 MAX_WARNINGS = 20
@@ -325,6 +331,72 @@ def info(
         render_contents(doc, Console(highlight=False, soft_wrap=False, width=max(120, Console().width)))
     warn_problems(list(doc.soft_errors))
     raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
+
+
+@app.command()
+def bundle(
+    dump: str = typer.Argument(..., help="The .dmp file."),
+    output: str = typer.Option(..., "--output", "-o", help="The bundle to write (CRASH.dkb)."),
+    image_path: Optional[List[str]] = ImagePathOpt,
+    symbol_path: Optional[List[str]] = SymbolPathOpt,
+    redact: bool = typer.Option(
+        False, "--redact", help="Replace user names in paths and blank the process environment block, in the bundle."
+    ),
+) -> None:
+    """Write a bundle: the dump plus exactly the image pages its analysis read, so that
+    `dumpkit analyze CRASH.dkb` gives the same report on a machine without the images."""
+    from dumpkit.bundle.format import BundleError
+    from dumpkit.bundle.writer import write_bundle
+    from dumpkit.report.escape import clean
+    from dumpkit.words import human_bytes, plural
+
+    if dump.lower().endswith(BUNDLE_SUFFIX):
+        raise fail(f"{dump}: is a bundle already; bundle the .dmp it was made from")
+    if os.path.exists(output) and os.path.exists(dump) and os.path.samefile(output, dump):
+        raise fail(f"{output}: refusing to overwrite the dump being read")
+    target = _open(dump)
+    data: Optional[bytes] = None
+    redacted: tuple = ()
+    if redact:
+        from dumpkit.bundle.redact import redact_dump
+        from dumpkit.sources.minidump import open_dump_bytes
+
+        with open(dump, "rb") as f:
+            data, redacted = redact_dump(f.read(), target)
+        target = open_dump_bytes(data, dump)
+    try:
+        done = write_bundle(
+            target,
+            dump,
+            output,
+            image_paths=image_path or (),
+            symbol_paths=_symbol_paths(symbol_path),
+            dump_data=data,
+            redacted=redacted,
+        )
+    except BundleError as e:
+        raise fail(f"{output}: {e}") from None
+    m = done.manifest
+    pages = sum(i.captured for i in m.images)
+    out = [
+        f"wrote {clean(output, 500)}: {human_bytes(done.size)}, holding the dump "
+        f"({clean(m.dump.name, 200)}, {human_bytes(m.dump.size)}) and {human_bytes(pages)} of image pages "
+        f"from {plural(len(m.images), 'module')}"
+    ]
+    for image, (_, file_size) in zip(m.images, done.image_files):
+        out.append(
+            f"  {clean(image.name, 200)}: {human_bytes(image.captured)} of {human_bytes(file_size)} "
+            f"in {plural(len(image.ranges), 'range')} (from {image.source})"
+        )
+    if done.not_found:
+        out.append(
+            f"  no image found for {', '.join(clean(n, 100) for n in done.not_found)}: "
+            "frames in them are found by stack scanning, from the bundle too"
+        )
+    for line in m.redacted:
+        out.append(f"  redacted: {clean(line, 300)}")
+    out.append(f"verdict: {clean(done.verdict, 300)}")
+    sys.stdout.write("\n".join(out) + "\n")
 
 
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.

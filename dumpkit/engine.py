@@ -10,7 +10,7 @@ Target."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
@@ -24,7 +24,7 @@ from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
-from dumpkit.packages import owning_package
+from dumpkit.packages import InstalledPackage, owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
@@ -46,9 +46,9 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.signature import crash_signature
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
-from dumpkit.images import ImageLocator, ImageProvider
+from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.pe import PEError
-from dumpkit.target import MemoryNotInDump, Target, Thread, significant_exception
+from dumpkit.target import MemoryNotInDump, Module, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
 from dumpkit.unwind.places import nearest_name
@@ -73,6 +73,9 @@ class Options:
     # name a million threads, each worth a scan.
     max_other_threads: int = 512
     other_frames_budget: int = 50_000
+    # A locator built by the caller instead of one from image_paths/symbol_paths: the
+    # bundle writer passes one that records every image page read.
+    locator: Optional[ImageLocator] = None
 
 
 @dataclass
@@ -84,6 +87,9 @@ class Analysis:
     walks: Dict[int, StackWalk]
     image_sources: Dict[str, str]
     seconds: float = 0.0
+    # module base -> the installed distribution the environment phase found owning it (None:
+    # none), for each module it asked about: a bundle carries these facts with the images.
+    packages: Dict[int, Optional[InstalledPackage]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------- read
@@ -132,10 +138,13 @@ def contents(target: Target) -> Contents:
 
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
-    locator = ImageLocator(
+    # A target read from a bundle carries the image pages that travelled with it.
+    store: Optional[ImageStore] = getattr(target, "image_store", None)
+    locator = options.locator or ImageLocator(
         image_paths=list(options.image_paths),
         symbol_paths=list(options.symbol_paths),
         use_recorded_path=options.use_recorded_paths,
+        store=store,
     )
     images = ImageProvider(target, locator)
     return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
@@ -433,6 +442,18 @@ def _image_version(walker: Walker):
     return lookup
 
 
+def _installed_package(
+    target: Target, walker: Walker, module: Module, seen: Dict[int, Optional[InstalledPackage]]
+) -> Optional[InstalledPackage]:
+    """The distribution that installed `module`: as a bundle recorded it (the installation
+    stayed on the machine that wrote it), else found next to the module's local files."""
+    if module.base not in seen:
+        recorded = getattr(getattr(target, "image_store", None), "package_for", None)
+        found = recorded(module) if recorded is not None else None
+        seen[module.base] = found if found is not None else owning_package(walker.images.files(module))
+    return seen[module.base]
+
+
 def _function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
     """The first byte of the function holding `ip` and where it comes from: its unwind
     entry, else the nearest export or COFF symbol that can name it (a leaf such as a
@@ -478,6 +499,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
     walker = make_walker(target, options)
+    packages: Dict[int, Optional[InstalledPackage]] = {}
 
     # walk
     walks = walk_all(target, walker, options)
@@ -526,7 +548,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     env = describe_environment(
         target,
         image_version=_image_version(walker),
-        installed_package=lambda module: owning_package(walker.images.files(module)),
+        installed_package=lambda module: _installed_package(target, walker, module, packages),
     )
 
     # python
@@ -583,4 +605,4 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         signature=crash_signature(crash, crash_report),
         blame=blame_frame(crash_report, facts.module_records(target, sources)) if crash is not None else None,
     )
-    return Analysis(report, walks, sources, time.perf_counter() - started)
+    return Analysis(report, walks, sources, time.perf_counter() - started, packages)

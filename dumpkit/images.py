@@ -5,6 +5,8 @@ Order, as in DESIGN.md "Where unwind data comes from":
    its unwind data (the exception directory, and the UNWIND_INFO of entries sampled
    over it); an image without them is kept as a fallback, used only when nothing below
    matches;
+1b. an image store that travels with the dump (a bundle, dumpkit.bundle: the pages of the
+   image file an earlier analysis read), so a bundle gives the same answer on any machine;
 2. the file at the path the dump recorded, if it exists on this machine and its
    TimeDateStamp and SizeOfImage match the module's;
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
@@ -13,6 +15,10 @@ Order, as in DESIGN.md "Where unwind data comes from":
    `file.ptr` there (a compressed `NAME.dl_` is named in the failures, not read);
 5. HTTP symbol servers named in a symbol path (`srv*CACHE*https://...`): NAME/KEY/NAME
    is downloaded into CACHE (atomically; nothing else is ever written).
+
+Results are cached per module; `close()` releases the files. A locator made with
+`record_reads=True` wraps every image file it serves in a `RecordingBacking`, so that a
+bundle can be written with exactly the pages an analysis read.
 
 Results are cached per module; `close()` releases the files.
 
@@ -28,15 +34,24 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
+from dumpkit.pe.backing import Backing, FileBacking
 from dumpkit.symbols.pdb import PdbError, PdbFunction, PdbSymbols, open_pdb
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 
-__all__ = ["LocatedImage", "ImageLocator", "ImageProvider", "parse_symbol_path", "windows_path_candidates"]
+__all__ = [
+    "LocatedImage",
+    "ImageLocator",
+    "ImageProvider",
+    "ImageStore",
+    "RecordingBacking",
+    "parse_symbol_path",
+    "windows_path_candidates",
+]
 
-SOURCES = ("dump-memory", "recorded-path", "image-path", "symbol-store", "symbol-server")
+SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
 _PDATA_PROBE_CHUNK = 1 << 20
 _PDATA_FULL_CHECK = 1 << 20  # bytes of .pdata read in full to accept a memory image
@@ -50,6 +65,56 @@ class LocatedImage:
     source: str  # one of SOURCES
     detail: str  # one line: which file / why it was accepted
     path: Optional[str] = None  # the local file, when the image is one
+    recording: Optional["RecordingBacking"] = None  # the pages read, when the locator records
+
+
+PAGE = 4096  # reads are recorded page-granular: a later read of a nearby byte is served too
+
+
+class RecordingBacking:
+    """An image file's backing that remembers which pages were read (successful reads
+    only: a read past the end fails the same way when the bundle replays it)."""
+
+    def __init__(self, inner: Backing):
+        self.inner = inner
+        self.lazy = getattr(inner, "lazy", False)
+        self.pages: Set[int] = set()
+
+    @property
+    def size(self) -> int:
+        return self.inner.size
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = self.inner.read(offset, size)
+        if data:
+            self.pages.update(range(offset // PAGE, (offset + len(data) - 1) // PAGE + 1))
+        return data
+
+    def ranges(self) -> List[Tuple[int, int]]:
+        """The recorded pages as sorted, merged (file offset, length) ranges, clipped to the file."""
+        out: List[Tuple[int, int]] = []
+        total = self.inner.size
+        for page in sorted(self.pages):
+            start = page * PAGE
+            end = min(start + PAGE, total)
+            if end <= start:
+                continue
+            if out and out[-1][0] + out[-1][1] == start:
+                out[-1] = (out[-1][0], end - out[-1][0])
+            else:
+                out.append((start, end - start))
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ImageStore:
+    """Image files that travel with a dump (a bundle): `backing_for` gives a module's file
+    (a Backing whose unread parts raise PEError) and one line saying where it is, or None."""
+
+    def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
+        raise NotImplementedError
 
 
 # ----------------------------------------------------------------------------- paths
@@ -196,9 +261,17 @@ def _names(names: Sequence[str], shown: int = 6) -> str:
 # ----------------------------------------------------------------------------- locator
 class ImageLocator:
     def __init__(
-        self, image_paths: Sequence[str] = (), symbol_paths: Sequence[str] = (), use_recorded_path: bool = True
+        self,
+        image_paths: Sequence[str] = (),
+        symbol_paths: Sequence[str] = (),
+        use_recorded_path: bool = True,
+        store: Optional[ImageStore] = None,
+        record_reads: bool = False,
     ):
         self.image_paths = list(image_paths)
+        self.store = store
+        self.record_reads = record_reads
+        self.recorded: List[Tuple[Module, LocatedImage]] = []  # served file images, in order (record_reads)
         self.symbol_dirs: List[str] = []
         self.symbol_servers: List[SymbolServer] = []
         for sp in symbol_paths:
@@ -253,6 +326,8 @@ class ImageLocator:
             return self._cache[key]
         found = self._locate(module, read_va)
         self._cache[key] = found
+        if found is not None and found.recording is not None:
+            self.recorded.append((module, found))
         return found
 
     # ---------------------------------------------------------------- the search
@@ -265,6 +340,7 @@ class ImageLocator:
             if mem is not None:
                 fallback = mem
         for search in (
+            self._from_store,
             self._from_recorded_path,
             self._from_image_paths,
             self._from_symbol_store,
@@ -307,19 +383,36 @@ class ImageLocator:
 
     def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
         try:
-            if path.lower().endswith(".xz"):
-                # Decompressed only as far as reads reach: the header check below costs
-                # the first few KB, and a mismatching candidate nothing more.
-                img = PEImage.from_backing(XzBacking(path), path)
-            else:
-                img = PEImage.from_file(path)
+            # An .xz is decompressed only as far as reads reach: the header check below
+            # costs the first few KB, and a mismatching candidate nothing more.
+            backing: Backing = XzBacking(path) if path.lower().endswith(".xz") else FileBacking(path)
         except PEError:
             return None
+        return self._try_backing(backing, path, module, source, path, path)
+
+    def _try_backing(
+        self, backing: Backing, name: str, module: Module, source: str, where: str, path: Optional[str] = None
+    ) -> Optional[LocatedImage]:
+        recording = RecordingBacking(backing) if self.record_reads else None
+        try:
+            img = PEImage.from_backing(recording or backing, name)
+        except PEError:
+            return None
+        img.path = name
         ok, why = self._verify(img, module)
         if not ok:
             img.close()
             return None
-        return LocatedImage(img, source, f"{path} ({why})", path)
+        return LocatedImage(img, source, f"{where} ({why})", path=path, recording=recording)
+
+    def _from_store(self, module: Module) -> Optional[LocatedImage]:
+        if self.store is None:
+            return None
+        served = self.store.backing_for(module)
+        if served is None:
+            return None
+        backing, where = served
+        return self._try_backing(backing, _module_file_name(module) or where, module, "bundle", where)
 
     def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
         if not self.use_recorded_path or not module.path:

@@ -167,10 +167,42 @@ def python_manifest():
     return json.loads(path.read_text())["dumps"] if path.exists() else []
 
 
-def python_images(facts: dict) -> list:
+def python_bundle(facts: dict):
+    """NAME.dkb for a Python sample whose images are too big to commit (NumPy, TensorFlow):
+    the dump and the image pages its analysis reads, committed instead of NAME.dmp.xz
+    (sample_dumps/python/build.sh makes it). None when there is none."""
+    name = facts["file"].split(".dmp", 1)[0] + ".dkb"
+    path = PY_SAMPLES / name
+    return path if path.exists() else None
+
+
+def python_dump(facts: dict) -> Path:
+    """What to analyse for a Python sample: the dump its manifest entry names, else its
+    bundle; skips when neither is here."""
+    path = PY_SAMPLES / facts["file"]
+    if path.exists():
+        return path
+    bundle = python_bundle(facts)
+    if bundle is None:
+        pytest.skip(f"{facts['file']} not present")
+    return bundle
+
+
+def open_any(path) -> "object":
+    """A Target for a dump or a bundle (.dkb), as the CLI opens them."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.minidump import open_dump
+
+    return open_bundle(str(path)) if str(path).endswith(".dkb") else open_dump(str(path))
+
+
+def python_images(facts: dict, bundled: bool = True) -> list:
     """Folders holding the images a Python sample dump needs, or skip: the genuine CPython
     in ../shared/winpython serves python38.dll; NumPy's and TensorFlow's images come from
-    the folder named by DUMPKIT_PYDUMPS_IMAGES (build.sh's cache) when set."""
+    the folder named by DUMPKIT_PYDUMPS_IMAGES (build.sh's cache) when set. A sample
+    committed as a bundle needs none (when `bundled`: the caller analyses the bundle)."""
+    if bundled and not (PY_SAMPLES / facts["file"]).exists() and python_bundle(facts) is not None:
+        return []
     folders = []
     extra = os.environ.get("DUMPKIT_PYDUMPS_IMAGES")
     if extra and Path(extra).is_dir():
@@ -188,17 +220,14 @@ def python_report(plain):
     """python_report(facts) -> the analysed Report of a Python sample dump (a manifest
     entry), with the images it needs (or skip); each analysed once per session."""
     from dumpkit.engine import Options, analyze
-    from dumpkit.sources.minidump import open_dump
 
     cache: dict = {}
 
     def get(facts: dict):
         if facts["file"] not in cache:
-            path = PY_SAMPLES / facts["file"]
-            if not path.exists():
-                pytest.skip(f"{facts['file']} not present")
+            path = python_dump(facts)  # the committed bundle for NumPy and TensorFlow
             images = python_images(facts)
-            cache[facts["file"]] = analyze(open_dump(str(plain(path))), Options(image_paths=images)).report
+            cache[facts["file"]] = analyze(open_any(plain(path)), Options(image_paths=images)).report
         return cache[facts["file"]]
 
     return get
@@ -227,6 +256,11 @@ SLOW = (
     "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
     "tests/test_python_stack_cli.py",
+    "tests/bundle/test_roundtrip.py",
+    "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
+    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
+    "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
+    "tests/hostile/test_bundles.py",
     "tests/test_code_checks.py",
     "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
 )

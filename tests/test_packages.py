@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.packages import owning_package
-from tests.conftest import PY_SAMPLES, python_manifest, run_cli
+from tests.conftest import python_dump, python_manifest, run_cli
 
 
 def _dist(site: Path, name: str, version: str, files, top_level=None) -> Path:
@@ -75,7 +75,7 @@ def test_the_tensorflow_dump_names_the_version_its_environment_installed(plain):
     tf_env = Path(images or "/nonexistent") / "Python38-tf"
     if not tf_env.is_dir():
         pytest.skip("TensorFlow's installation is not here (DUMPKIT_PYDUMPS_IMAGES)")
-    r = run_cli("analyze", plain(PY_SAMPLES / facts["file"]), "--format", "json", "--image-path", tf_env)
+    r = run_cli("analyze", plain(python_dump(facts)), "--format", "json", "--image-path", tf_env)
     report = json.loads(r.stdout)
     env = report["environment"]
     assert env["tensorflow_version"] == facts["tensorflow_version"]

@@ -18,7 +18,7 @@ import re
 import shlex
 import struct
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
@@ -43,6 +43,8 @@ from dumpkit.target import (
     Thread,
     UnloadedModule,
 )
+
+Buffer = Union[mmap.mmap, bytes]  # a mapped file, or a dump already in memory
 
 MDMP_SIGNATURE = 0x504D444D  # "MDMP"
 MDMP_VERSION = 0xA793
@@ -158,7 +160,7 @@ class _Memory:
     different bytes from the one kept (`first_conflict`: the lowest such address);
     `unchecked` counts overlapping ranges left uncompared once the budget was spent."""
 
-    def __init__(self, data: mmap.mmap, ranges: List[Tuple[int, int, int]], budget: int = OVERLAP_COMPARE_BUDGET):
+    def __init__(self, data: Buffer, ranges: List[Tuple[int, int, int]], budget: int = OVERLAP_COMPARE_BUDGET):
         ranges.sort()
         self._data = data
         self.starts: List[int] = []
@@ -300,8 +302,10 @@ class _Memory:
 class MinidumpTarget:
     """A crash dump file as a `dumpkit.target.Target`."""
 
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, data: Optional[bytes] = None, name: Optional[str] = None):
+        """`data`: the dump's bytes already in memory (a bundle's member), `path` then only
+        names it; `name`: what reports call the dump, when not `path` (a private copy)."""
+        self.path = name or path
         self.soft_errors = SoftErrors()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
@@ -315,6 +319,13 @@ class MinidumpTarget:
         self.xstate_enabled_features: Optional[int] = None
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
+        if data is not None:
+            if not data:
+                raise DumpError("file is empty, not a minidump")
+            self._data: Buffer = data
+            self._size = len(data)
+            self._parse()
+            return
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         except OSError as e:
@@ -349,6 +360,9 @@ class MinidumpTarget:
         return self.function_tables
 
     def close(self) -> None:
+        if isinstance(self._data, bytes):
+            self._data = b""
+            return
         try:
             self._data.close()
         except (BufferError, ValueError):
@@ -822,3 +836,14 @@ class MinidumpTarget:
 def open_dump(path: str) -> MinidumpTarget:
     """Open a minidump read-only. Raises DumpError (one line) when it cannot be used."""
     return MinidumpTarget(path)
+
+
+def open_dump_bytes(data: bytes, name: str) -> MinidumpTarget:
+    """A minidump held in memory (a bundle's member), named `name` in reports."""
+    return MinidumpTarget(name, data)
+
+
+def open_dump_copy(path: str, name: str) -> MinidumpTarget:
+    """A private copy of a minidump (a bundle's member too big to hold in memory), named
+    `name` in reports."""
+    return MinidumpTarget(path, name=name)

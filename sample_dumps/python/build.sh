@@ -23,9 +23,14 @@
 #      keeping stdout/stderr in logs/NAME.log (the script's MARKER line has the versions);
 #   4. keeps full-memory dumps in $PYDUMPS_CACHE/full-dumps and commits them without the
 #      memory of Wine's own DLLs (src/trim_full.py: 55-80 MB raw would be 10-12 MB xz),
-#      xz-compresses every dump over 2 MB and regenerates manifest.json (src/pyfacts.py).
+#      xz-compresses every dump over 2 MB and regenerates manifest.json (src/pyfacts.py);
+#   5. commits the dumps whose images are NumPy's or TensorFlow's as bundles (NAME.dkb:
+#      the dump plus the image pages dumpkit's analysis reads, `dumpkit bundle`), so their
+#      tests run without the images; their NAME.dmp.xz moves to $PYDUMPS_CACHE/bundled
+#      (the bundle holds the same dump: the manifest's raw_sha256 is the bundle's dump sha256).
 # The wheels and the extracted images (642 MB for TensorFlow's pyd alone) stay in the cache,
-# never in the repository: dumpkit needs them as --image-path to unwind through MSVC code.
+# never in the repository: dumpkit needs them as --image-path to unwind through MSVC code
+# (or a bundle made where they were).
 #
 # Usage: ./build.sh [SCENARIO...]        (default: all; a scenario's dump is remade alone)
 # Environment: PYDUMPS_CACHE (default /work/pycache-dumps), WINEPREFIX (default
@@ -152,8 +157,23 @@ for s in "${wanted[@]}"; do
   fi
 done
 
+mkdir -p "$CACHE/bundled"
 timeout 900 python3 src/pyfacts.py --manifest manifest.json --logs logs \
-  --images "$CACHE/images" .
+  --images "$CACHE/images" . "$CACHE/bundled"
+
+# 5. bundles for the dumps whose images are too big to commit (DUMPKIT: the dumpkit command
+#    of this checkout, e.g. from its venv; HOME empty so that no Wine prefix serves the
+#    recorded paths)
+BUNDLED="numpy_object_recursion tf_nest_flatten"
+for name in $BUNDLED; do
+  src=$HERE/$name.dmp.xz
+  [ -f "$src" ] || continue  # not remade in this run: its bundle stays
+  xz -dkc "$src" > "$CACHE/bundled/$name.dmp"
+  HOME=$(mktemp -d) timeout 1800 ${DUMPKIT:-dumpkit} bundle "$CACHE/bundled/$name.dmp" \
+    --image-path "$CACHE/images" -o "$HERE/$name.dkb"
+  rm -f "$CACHE/bundled/$name.dmp"
+  mv "$src" "$CACHE/bundled/$name.dmp.xz"
+done
 echo "build.sh: $(( $(date +%s) - start )) s"
 ls -la
 du -sh .

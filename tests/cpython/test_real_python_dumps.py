@@ -15,7 +15,7 @@ import pytest
 from dumpkit.cpython import PythonThread, Status, export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, open_any, python_dump
 
 PYDUMPS = SAMPLES / "python"
 # Where python38.dll's image (its export table: _PyRuntime, PyCode_Type...) may be found.
@@ -43,15 +43,16 @@ def state_of(tmp_path_factory):
         name = entry["file"]
         if name in cache:
             return cache[name]
-        src = PYDUMPS / name
-        if not src.exists():
-            pytest.skip(f"{name} not present")
+        src = python_dump(entry)  # the committed bundle for NumPy and TensorFlow
         path = src
-        if name.endswith(".xz"):
+        if src.suffix == ".dkb":
+            target = open_any(src)
+        elif name.endswith(".xz"):
             path = unpacked / name[:-3]
             with lzma.open(src) as fin, open(path, "wb") as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)
-        target = open_dump(str(path))
+        if src.suffix != ".dkb":
+            target = open_dump(str(path))
         state = read_python_state(target, _exports(target))
         cache[name] = state
         return state
@@ -63,7 +64,8 @@ def _exports(target) -> Optional[Callable[[str], Optional[int]]]:
     interp = find_interpreter(target.modules)
     if interp is None:
         return None
-    found = ImageLocator([str(d) for d in IMAGE_DIRS if d.exists()], use_recorded_path=False).locate(
+    store = getattr(target, "image_store", None)  # a bundle's python38.dll pages
+    found = ImageLocator([str(d) for d in IMAGE_DIRS if d.exists()], use_recorded_path=False, store=store).locate(
         interp.module, None
     )
     if found is None:

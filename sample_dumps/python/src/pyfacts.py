@@ -675,12 +675,13 @@ def dump_files(folder: str) -> Iterator[str]:
 
 def main(argv: List[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folder")
+    ap.add_argument("folder", nargs="+", help="folders of dumps (the cache's bundled/ holds those committed as bundles)")
     ap.add_argument("--manifest", required=True)
     ap.add_argument("--logs", required=True)
     ap.add_argument("--images", required=True)
     args = ap.parse_args(argv)
-    dumps = [facts_for(p, args.logs, args.images) for p in dump_files(args.folder)]
+    paths = sorted((p for folder in args.folder for p in dump_files(folder)), key=os.path.basename)
+    dumps = [facts_for(p, args.logs, args.images) for p in paths]
     with open(args.manifest, "w") as f:
         json.dump({"schema": 1, "dumps": dumps}, f, indent=1)
         f.write("\n")

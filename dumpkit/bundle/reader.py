@@ -1,0 +1,252 @@
+"""Reading a bundle: the dump from its member (in memory; a private temporary copy when it is
+too big for that), and each module's image served from the pages captured in it.
+
+Everything is checked when the bundle is opened (manifest, member names, sizes, CRCs, the
+dump's sha256), so a damaged or hostile bundle is one `BundleError` line before any analysis
+starts. A read of the image outside the captured pages raises `NotInBundle`, a `PEError`:
+the PE and unwind code treat it as they treat any unreadable part of an image, and never
+see zeros in its place."""
+
+from __future__ import annotations
+
+import atexit
+import bisect
+import hashlib
+import lzma
+import os
+import tempfile
+import zipfile
+import zlib
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+from dumpkit.bundle.format import (
+    MANIFEST,
+    MAX_MANIFEST,
+    BundleError,
+    DumpEntry,
+    ImageEntry,
+    Manifest,
+    PackageEntry,
+    check_member_name,
+    parse_manifest,
+)
+from dumpkit.images import ImageStore
+from dumpkit.packages import InstalledPackage
+from dumpkit.pe import PEError
+from dumpkit.pe.backing import Backing
+from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy
+from dumpkit.target import DumpError, Module
+
+__all__ = ["BundleBacking", "BundleImages", "NotInBundle", "open_bundle", "read_bundle"]
+
+DUMP_IN_MEMORY = 1 << 30  # larger dumps go to a private temporary file, mapped
+_READ = 1 << 12  # zipfile decompresses one read's worth of input at a time: keep bursts small
+
+
+class NotInBundle(PEError):
+    """A read of an image range the bundle did not capture."""
+
+
+class BundleBacking:
+    """One module's image file, as far as the bundle holds it: reads inside the captured
+    ranges are served; reads past the file's end fail as they would on the file; anything
+    else raises NotInBundle."""
+
+    lazy = False
+
+    def __init__(self, entry: ImageEntry, data: bytes, where: str, misses: Optional[List[str]] = None):
+        self._where = where
+        self._misses = misses  # where reads outside the captured pages are noted
+        self._starts = [off for off, _ in entry.ranges]
+        self._ends = [off + n for off, n in entry.ranges]
+        self._at: List[int] = []  # where each range's bytes start in `data`
+        pos = 0
+        for _, n in entry.ranges:
+            self._at.append(pos)
+            pos += n
+        self._data = data
+        self._size = entry.file_size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset < 0 or size < 0 or offset + size > self._size:
+            raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        if size == 0:
+            return b""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0 or offset + size > self._ends[i]:
+            why = f"{self._where}: file offset {offset:#x} (+{size:#x}) is not in the bundle"
+            if self._misses is not None and len(self._misses) < 1000:
+                self._misses.append(why)
+            raise NotInBundle(why)
+        at = self._at[i] + offset - self._starts[i]
+        return self._data[at : at + size]
+
+    def close(self) -> None:
+        pass  # the bytes belong to the bundle: a module's image may be opened again
+
+
+class BundleImages(ImageStore):
+    """The image files a bundle holds, by module (base address and name; the locator then
+    checks TimeDateStamp and SizeOfImage as for any file)."""
+
+    def __init__(self, bundle_name: str, images: List[Tuple[ImageEntry, bytes]], packages: Sequence[PackageEntry] = ()):
+        self._by_module: Dict[Tuple[int, str], Tuple[ImageEntry, bytes]] = {}
+        for entry, data in images:
+            self._by_module[(entry.base, entry.name.lower())] = (entry, data)
+        self._packages = {(p.base, p.module.lower()): p for p in packages}
+        self._name = bundle_name
+        # Reads the analysis made outside the captured pages (up to 1000): none when the
+        # bundle was written by this dumpkit's analysis; some when a later dumpkit reads more.
+        self.misses: List[str] = []
+
+    def package_for(self, module: Module) -> Optional[InstalledPackage]:
+        """The installed distribution that owned the module where the bundle was written."""
+        p = self._packages.get((module.base, module.name.lower()))
+        return InstalledPackage(p.name, p.version, p.record) if p is not None else None
+
+    def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
+        found = self._by_module.get((module.base, module.name.lower()))
+        if found is None:
+            return None
+        entry, data = found
+        where = f"{self._name}:{entry.member}"
+        return BundleBacking(entry, data, where, self.misses), where
+
+
+def _chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, expected: int) -> Iterator[bytes]:
+    """A member's bytes in pieces, bounded: its declared size must be `expected` (which the
+    manifest's limits bound) before anything is decompressed, no more than that is ever
+    produced, and the CRC is checked at its end."""
+    if info.file_size != expected:
+        raise BundleError(f"member {info.filename} holds {info.file_size} bytes; the manifest says {expected}")
+    got = 0
+    with zf.open(info) as f:
+        while got < expected:
+            chunk = f.read(min(_READ, expected - got))
+            if not chunk:
+                break
+            got += len(chunk)
+            yield chunk
+        f.read(1)  # reaches the end of the member, where zipfile checks the CRC
+    if got != expected:
+        raise BundleError(f"member {info.filename} is truncated ({got} of {expected} bytes)")
+
+
+def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, expected: int) -> bytes:
+    return b"".join(_chunks(zf, info, expected))
+
+
+def _read_dump(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: DumpEntry) -> Union[bytes, str]:
+    """The dump's bytes, or (over DUMP_IN_MEMORY) the path of a private temporary copy;
+    its sha256 checked against the manifest's either way."""
+    digest = hashlib.sha256()
+    if entry.size <= DUMP_IN_MEMORY:
+        parts = []
+        for chunk in _chunks(zf, info, entry.size):
+            digest.update(chunk)
+            parts.append(chunk)
+        data = b"".join(parts)
+        if digest.hexdigest() != entry.sha256:
+            raise BundleError("the dump's sha256 differs from the manifest's")
+        return data
+    fd, tmp = tempfile.mkstemp(prefix="dumpkit-bundle-", suffix=".dmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for chunk in _chunks(zf, info, entry.size):
+                digest.update(chunk)
+                f.write(chunk)
+        if digest.hexdigest() != entry.sha256:
+            raise BundleError("the dump's sha256 differs from the manifest's")
+    except BaseException:
+        _remove(tmp)
+        raise
+    return tmp
+
+
+def _members(zf: zipfile.ZipFile) -> Dict[str, zipfile.ZipInfo]:
+    out: Dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        check_member_name(info.filename)
+        if info.filename in out:
+            raise BundleError(f"member {info.filename} appears twice")
+        if info.flag_bits & 0x1:
+            raise BundleError(f"member {info.filename} is encrypted")
+        out[info.filename] = info
+    return out
+
+
+def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[ImageEntry, bytes]]]:
+    """(manifest, the dump's bytes or the path of a private copy of it, each module's
+    captured bytes), every part checked. Raises BundleError (one line, without the file
+    name)."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = _members(zf)
+            info = members.get(MANIFEST)
+            if info is None:
+                raise BundleError("no manifest.json: not a dumpkit bundle")
+            if info.file_size > MAX_MANIFEST:
+                raise BundleError(f"manifest.json is {info.file_size} bytes (at most {MAX_MANIFEST})")
+            manifest = parse_manifest(_read_member(zf, info, info.file_size))
+            needed = [manifest.dump.member] + [i.member for i in manifest.images]
+            missing = [m for m in needed if m not in members]
+            if missing:
+                raise BundleError(f"the manifest names member {missing[0]}, which the bundle does not hold")
+            extra = sorted(set(members) - set(needed) - {MANIFEST})
+            if extra:  # dumpkit writes none: a sign of a bundle changed after it was written
+                raise BundleError(f"member {extra[0]} is not in the manifest")
+            images = [(i, _read_member(zf, members[i.member], i.captured)) for i in manifest.images]
+            dump = _read_dump(zf, members[manifest.dump.member], manifest.dump)
+    except BundleError:
+        raise
+    except FileNotFoundError:
+        raise BundleError("no such file") from None
+    except IsADirectoryError:
+        raise BundleError("is a directory, not a bundle") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        raise BundleError(f"not a usable zip file ({e})") from None
+    except (lzma.LZMAError, zlib.error, EOFError) as e:
+        raise BundleError(f"a member cannot be decompressed ({e})") from None
+    except NotImplementedError as e:
+        raise BundleError(f"a member uses a compression this Python cannot read ({e})") from None
+    except (OSError, RuntimeError, ValueError) as e:
+        raise BundleError(f"cannot read ({getattr(e, 'strerror', None) or e})") from None
+    return manifest, dump, images
+
+
+def open_bundle(path: str) -> MinidumpTarget:
+    """The bundle's dump as a Target whose modules' images are served from the bundle
+    (`image_store`, which the engine hands to its image locator). Raises DumpError."""
+    try:
+        manifest, dump, images = read_bundle(path)
+    except BundleError as e:
+        raise DumpError(str(e)) from None
+    # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
+    target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
+    target.image_store = BundleImages(os.path.basename(path), images, manifest.packages)  # type: ignore[attr-defined]
+    target.bundle = manifest  # type: ignore[attr-defined]
+    return target
+
+
+def _open_private_copy(tmp: str, name: str) -> MinidumpTarget:
+    try:
+        target = open_dump_copy(tmp, name)
+    except BaseException:
+        _remove(tmp)
+        raise
+    try:
+        os.unlink(tmp)  # POSIX: the mapping stays valid, nothing is left behind
+    except OSError:
+        atexit.register(_remove, tmp)  # Windows: a mapped file cannot be deleted yet
+    return target
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

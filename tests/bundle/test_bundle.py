@@ -1,0 +1,220 @@
+"""Bundles on the sample dumps: what a bundle holds, that it is the same bytes every time,
+that a read outside the captured pages says "not in the bundle" (never zeros), the CLI's
+front door (write, analyze, stack, info) and --redact."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.bundle.helpers import write
+from tests.conftest import SAMPLE_BIN, run_cli, sample_path
+
+DUMP = "recursion_cycle3.dmp"
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bundle") / "cycle3.dkb"
+    write(sample_path(DUMP), out, [str(SAMPLE_BIN)])
+    return out
+
+
+def test_a_bundle_is_a_zip_with_a_manifest_the_dump_and_one_member_per_image(bundle):
+    with zipfile.ZipFile(bundle) as zf:
+        names = zf.namelist()
+        manifest = json.loads(zf.read("manifest.json"))
+        assert zf.read("dump.dmp") == sample_path(DUMP).read_bytes()
+        methods = {i.filename: i.compress_type for i in zf.infolist()}
+        assert methods.pop("manifest.json") == zipfile.ZIP_DEFLATED  # any zip tool reads it
+        assert set(methods.values()) == {zipfile.ZIP_LZMA}
+        for m in manifest["modules"]:
+            assert zf.getinfo(m["member"]).file_size == sum(n for _, n in m["ranges"])
+    assert names[:2] == ["manifest.json", "dump.dmp"]
+    assert (manifest["format"], manifest["version"]) == ("dumpkit-bundle", 1)
+    modules = {m["name"]: m for m in manifest["modules"]}
+    # opkernels.dll (the recursion) came from --image-path: its unwind data is in the bundle
+    ok = modules["opkernels.dll"]
+    image = SAMPLE_BIN / "opkernels.dll"
+    assert ok["file"]["size"] == image.stat().st_size
+    assert ok["file"]["found_in"] in ("image-path", "recorded-path")  # its recorded Z:\\ path may exist here
+    import hashlib
+
+    assert ok["file"]["sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
+    # pages, not the file: every range starts on a 4 KiB boundary, and far less than the file is kept
+    assert all(off % 4096 == 0 for off, _ in ok["ranges"])
+    assert sum(n for _, n in ok["ranges"]) < ok["file"]["size"]
+
+
+def test_the_same_dump_and_images_give_the_same_bundle_bytes(bundle, tmp_path):
+    again = tmp_path / "again.dkb"
+    write(sample_path(DUMP), again, [str(SAMPLE_BIN)])
+    assert again.read_bytes() == bundle.read_bytes()
+
+
+def test_a_read_outside_the_captured_pages_is_not_in_the_bundle_never_zeros(bundle):
+    from dumpkit.bundle.reader import NotInBundle, open_bundle
+    from dumpkit.pe import PEError
+
+    target = open_bundle(str(bundle))
+    module = next(m for m in target.modules if m.name == "opkernels.dll")
+    backing, where = target.image_store.backing_for(module)
+    entry = next(e for e in target.bundle.images if e.name == "opkernels.dll")
+    original = (SAMPLE_BIN / "opkernels.dll").read_bytes()
+    # captured: the original file's bytes
+    off, n = entry.ranges[0]
+    assert backing.read(off, n) == original[off : off + n]
+    # a page that was not read: an error that says so, naming the member
+    gaps = [a + b for a, b in entry.ranges if a + b < entry.file_size and (a + b) not in {o for o, _ in entry.ranges}]
+    assert gaps, entry.ranges
+    with pytest.raises(NotInBundle, match="not in the bundle") as e:
+        backing.read(gaps[0], 16)
+    assert where in str(e.value) and isinstance(e.value, PEError)
+    # a read that starts captured and runs past the captured range is refused whole
+    last_off, last_n = entry.ranges[-1]
+    if last_off + last_n < entry.file_size:
+        with pytest.raises(NotInBundle):
+            backing.read(last_off + last_n - 8, 16)
+    # past the end of the file: the error a file gives
+    with pytest.raises(PEError, match="past the end of the file"):
+        backing.read(entry.file_size - 4, 8)
+
+
+def test_an_image_read_the_analysis_did_not_make_is_reported_not_invented(bundle):
+    """Through the PE reader: an RVA whose page was not captured raises, so the walker and
+    analyses treat it as unreadable (as with a dump's missing memory)."""
+    from dumpkit.bundle.reader import NotInBundle, open_bundle
+    from dumpkit.images import ImageLocator
+
+    target = open_bundle(str(bundle))
+    locator = ImageLocator(store=target.image_store, use_recorded_path=False)
+    module = next(m for m in target.modules if m.name == "opkernels.dll")
+    found = locator.locate(module, None)
+    assert found is not None and found.source == "bundle" and found.detail.startswith("cycle3.dkb:images/")
+    image = found.image
+    captured = {off // 4096 for e in target.bundle.images if e.name == "opkernels.dll" for off, n in e.ranges}
+    rvas = [s.rva for s in image.sections if s.raw_size and (s.raw_offset // 4096) not in captured]
+    assert rvas, "every section's first page was read"
+    with pytest.raises(NotInBundle):
+        image.read_rva(rvas[0], 4)
+
+
+def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
+    out = tmp_path / "c3.dkb"
+    r = run_cli("bundle", sample_path(DUMP), "--image-path", SAMPLE_BIN, "-o", out)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith(f"wrote {out}: ") and "holding the dump (recursion_cycle3.dmp, 1.2 MiB)" in first
+    assert "opkernels.dll: " in r.stdout and "-path)" in r.stdout
+    assert "verdict: Stack overflow: unbounded recursion" in r.stdout
+    plain = run_cli("analyze", sample_path(DUMP), "--image-path", SAMPLE_BIN)
+    bundled = run_cli("analyze", out)
+    assert bundled.returncode == plain.returncode == 0, bundled.stderr
+    # the same report, the bundle named where the dump was
+    assert bundled.stdout == plain.stdout.replace(str(sample_path(DUMP)), str(out))
+    s = run_cli("stack", out, "--json")
+    assert s.returncode == 0, s.stderr
+    sources = {m["name"]: m["image_source"] for m in json.loads(s.stdout)["modules"] if m["image_source"]}
+    assert sources["opkernels.dll"].startswith("bundle: c3.dkb:images/")
+    i = run_cli("info", out)
+    assert i.returncode == 0 and str(out) in i.stdout and "ThreadListStream" in i.stdout
+
+
+def test_cli_bundle_refuses_a_bundle_and_its_own_input(tmp_path, bundle):
+    r = run_cli("bundle", bundle, "-o", tmp_path / "x.dkb")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "is a bundle already" in r.stderr
+    dump = tmp_path / "d.dmp"
+    dump.write_bytes(sample_path("null_deref.dmp").read_bytes())
+    r = run_cli("bundle", dump, "-o", dump)
+    assert r.returncode == 2 and "refusing to overwrite" in r.stderr
+    assert dump.read_bytes() == sample_path("null_deref.dmp").read_bytes()
+
+
+def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_path):
+    """A real dump whose modules live under C:\\users\\root (TensorFlow's per-user install)."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.bundle.redact import redact_dump, user_names
+    from dumpkit.bundle.writer import write_bundle
+    from dumpkit.sources.minidump import open_dump_bytes
+    from tests.conftest import PY_SAMPLES
+
+    source = PY_SAMPLES / "tf_nest_flatten.dkb"
+    if not source.exists():
+        pytest.skip("tf_nest_flatten.dkb not present")
+    original = open_bundle(str(source))
+    with zipfile.ZipFile(source) as zf:
+        raw = zf.read("dump.dmp")
+    assert user_names(original) == ["root"]
+    data, said = redact_dump(raw, original)
+    assert len(data) == len(raw) and "user name" in said[0]
+    for needle in ("\\users\\root\\", "\\Users\\root\\", "/users/root/"):
+        assert needle.encode("utf-16-le") not in data and needle.encode() not in data
+    redacted = open_dump_bytes(data, "redacted.dmp")
+    assert [m.path for m in redacted.modules] == [
+        m.path.replace("\\users\\root\\", "\\users\\****\\") for m in original.modules
+    ]
+    assert redacted.soft_errors.items == original.soft_errors.items  # nothing else changed shape
+    out = tmp_path / "r.dkb"
+    summary = write_bundle(redacted, "redacted.dmp", str(out), dump_data=data, redacted=said)
+    assert summary.manifest.redacted == said
+    with zipfile.ZipFile(out) as zf:
+        assert json.loads(zf.read("manifest.json"))["redacted"] == list(said)
+        assert b"r\x00o\x00o\x00t\x00\\\x00" not in zf.read("dump.dmp").replace(b"\\\x00r\x00o\x00o\x00t\x00", b"")
+
+
+def test_redact_zeroes_every_copy_of_the_environment_block():
+    """A full-memory dump holds the PEB and the environment block it points at."""
+    from dumpkit.bundle.redact import environment_block, redact_dump
+    from dumpkit.sources.minidump import open_dump_bytes
+    from tests.conftest import PY_SAMPLES
+
+    path = PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz"
+    if not path.exists():
+        pytest.skip("py_recursion_full.trimmed.dmp.xz not present")
+    import lzma
+
+    raw = lzma.decompress(path.read_bytes())
+    target = open_dump_bytes(raw, "full.dmp")
+    block = environment_block(target)
+    if block is None:
+        pytest.skip("this dump does not hold the environment block")
+    assert "=".encode("utf-16-le") in block and block.endswith(b"\0\0\0\0")
+    data, said = redact_dump(raw, target)
+    assert block not in data and any("environment block" in s and "zeroed" in s for s in said)
+    assert environment_block(open_dump_bytes(data, "r.dmp")) == b"\0\0\0\0"  # an empty environment
+
+
+def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_it():
+    """The TF pyd has no version resource: the version comes from the installed package
+    (tensorflow-intel's RECORD lists the pyd). The installation stays where the bundle was
+    written; the bundle carries what it said."""
+    from tests.bundle.helpers import report_json
+    from tests.conftest import open_any, python_bundle, python_manifest
+
+    facts = next((f for f in python_manifest() if f.get("tensorflow_version")), None)
+    bundle = python_bundle(facts) if facts else None
+    if bundle is None:
+        pytest.skip("no TensorFlow sample bundle")
+    env = report_json(open_any(bundle))["environment"]
+    assert env["tensorflow_version"] == facts["tensorflow_version"] == "2.13.0"
+    assert env["tensorflow_version_source"].startswith("installed package tensorflow-intel 2.13.0, whose RECORD")
+
+
+@pytest.mark.parametrize("name", ["numpy_object_recursion.dkb", "tf_nest_flatten.dkb"])
+def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
+    """When the analysis starts reading other pages (a new analysis, a changed unwinder), a
+    committed bundle goes stale silently: its report loses what the missing pages held.
+    This catches it without the images: regenerate with sample_dumps/python/build.sh step 5."""
+    from dumpkit.engine import Options, analyze, stacks
+    from tests.conftest import PY_SAMPLES, open_any
+
+    path = PY_SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"{name} not present")
+    target = open_any(path)
+    analyze(target, Options())
+    stacks(target, Options(), list(target.threads), python=True)
+    assert target.image_store.misses == []

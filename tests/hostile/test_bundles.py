@@ -1,0 +1,227 @@
+"""Hostile bundles (issue #14 item 7) through the real CLI: a bad manifest, ranges that
+overlap, a path as a member name, zip bombs, a truncated member... each gets exactly one
+line on stderr naming the file, exit 2, within the memory and time limits the damaged-dump
+corpus runs under. Then a structure-aware fuzz of the bundle reader, in-process: the only
+exception it may raise is DumpError."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import time
+import zipfile
+from pathlib import Path
+from typing import Callable, Dict
+
+import pytest
+
+from tests.conftest import SAMPLE_BIN, sample_path
+from tests.hostile.test_hostile import MAX_RSS_KB, MAX_SECONDS, run_cli
+
+
+def _members(path: Path) -> Dict[str, bytes]:
+    with zipfile.ZipFile(path) as zf:
+        return {i.filename: zf.read(i) for i in zf.infolist()}
+
+
+def _zip(members: Dict[str, bytes], compress=zipfile.ZIP_LZMA) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compress) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory) -> Path:
+    from tests.bundle.helpers import write
+
+    out = tmp_path_factory.mktemp("good") / "good.dkb"
+    write(sample_path("null_deref.dmp"), out, [str(SAMPLE_BIN)])
+    return out
+
+
+def _with_manifest(edit: Callable[[dict], None]) -> Callable[[Dict[str, bytes]], bytes]:
+    def make(m: Dict[str, bytes]) -> bytes:
+        doc = json.loads(m["manifest.json"])
+        edit(doc)
+        return _zip({**m, "manifest.json": json.dumps(doc).encode()})
+
+    return make
+
+
+def _overlap(doc):
+    mod = next(x for x in doc["modules"] if len(x["ranges"]) >= 2)
+    a, b = mod["ranges"][0], mod["ranges"][1]
+    b[0] = a[0] + a[1] - 4096  # starts inside the range before it
+    b[1] += 4096
+
+
+def _bomb_declared_small(m):
+    """dump.dmp's header says 2 KiB; its stream inflates to 512 MiB of zeros."""
+    raw = _zip({**m, "dump.dmp": bytes(512 << 20)})
+    info = zipfile.ZipFile(io.BytesIO(raw)).getinfo("dump.dmp")
+    data = bytearray(raw)
+    # the declared (uncompressed) size, in the local header and in the central directory
+    cd = raw.find(b"PK\x01\x02", info.header_offset)
+    while cd >= 0 and raw[cd + 46 : cd + 46 + 8] != b"dump.dmp":
+        cd = raw.find(b"PK\x01\x02", cd + 4)
+    data[cd + 24 : cd + 28] = (2048).to_bytes(4, "little")
+    data[info.header_offset + 22 : info.header_offset + 26] = (2048).to_bytes(4, "little")
+    return bytes(data)
+
+
+CASES: Dict[str, Callable[[Dict[str, bytes]], bytes]] = {
+    "not_a_zip": lambda m: b"MDMP" + bytes(100),
+    "empty_file": lambda m: b"",
+    "no_manifest": lambda m: _zip({k: v for k, v in m.items() if k != "manifest.json"}),
+    "manifest_not_json": lambda m: _zip({**m, "manifest.json": b"{not json"}),
+    "manifest_wrong_format": _with_manifest(lambda d: d.update(format="something-else")),
+    "manifest_future_version": _with_manifest(lambda d: d.update(version=99)),
+    "manifest_ranges_overlap": _with_manifest(_overlap),
+    "manifest_range_past_file": _with_manifest(lambda d: d["modules"][0]["ranges"].append([1 << 40, 4096])),
+    "manifest_base_not_a_number": _with_manifest(lambda d: d["modules"][0].update(base="lots")),
+    "manifest_dump_size_huge": _with_manifest(lambda d: d["dump"].update(size=1 << 50)),
+    "manifest_member_missing": _with_manifest(lambda d: d["modules"][0].update(member="images/999-gone.dll")),
+    "manifest_member_is_a_path": _with_manifest(lambda d: d["modules"][0].update(member="../../etc/passwd")),
+    "member_name_is_a_path": lambda m: _zip({**m, "../evil.dll": b"x"}),
+    "member_name_absolute": lambda m: _zip({**m, "/etc/evil": b"x"}),
+    "member_name_windows_path": lambda m: _zip({**m, "C:\\evil.dll": b"x"}),
+    "dump_sha_differs": _with_manifest(lambda d: d["dump"].update(sha256="0" * 64)),
+    "dump_member_other_bytes": lambda m: _zip({**m, "dump.dmp": m["dump.dmp"][:-1] + b"\x01"}),
+    "image_member_short": lambda m: _zip({**m, next(k for k in m if k.startswith("images/")): b"abc"}),
+    "zip_bomb_declared_small": _bomb_declared_small,
+    "zip_bomb_image": lambda m: _zip({**m, next(k for k in m if k.startswith("images/")): bytes(256 << 20)}),
+    "member_not_in_manifest": lambda m: _zip({**m, "images/999-extra.dll": b"x"}),
+    "truncated_file": None,  # type: ignore[dict-item]  (made from the good bundle's bytes below)
+    "duplicate_member": lambda m: _zip(m) + b"",
+}
+
+
+def _make(name: str, good: Path, folder: Path) -> Path:
+    m = _members(good)
+    if name == "truncated_file":
+        data = good.read_bytes()[: good.stat().st_size // 2]
+    elif name == "duplicate_member":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_LZMA) as zf:
+            for k, v in m.items():
+                zf.writestr(k, v)
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                zf.writestr("dump.dmp", b"MDMP")
+        data = buf.getvalue()
+    else:
+        data = CASES[name](m)
+    path = folder / f"{name}.dkb"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_hostile_bundle_is_one_line_and_exit_2(name, good, tmp_path):
+    path = _make(name, good, tmp_path)
+    r = run_cli(["analyze", path, "--format", "json"])
+    where = f"{name}: exit {r.code}, stderr:\n{r.stderr[-2000:]}"
+    assert r.code == 2, where
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"dumpkit: error: {path}: "), where
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert r.seconds < MAX_SECONDS and r.max_rss_kb < MAX_RSS_KB, (r.seconds, r.max_rss_kb)
+
+
+def test_what_the_errors_say(good, tmp_path):
+    said = {}
+    for name in ("manifest_ranges_overlap", "member_name_is_a_path", "zip_bomb_declared_small", "truncated_file"):
+        said[name] = run_cli(["info", _make(name, good, tmp_path)]).stderr
+    assert "overlaps" in said["manifest_ranges_overlap"]
+    assert "'../evil.dll' is not a name a dumpkit bundle uses" in said["member_name_is_a_path"]
+    assert "2048 bytes; the manifest says" in said["zip_bomb_declared_small"]
+    assert "zip" in said["truncated_file"]
+
+
+# ----------------------------------------------------------------- fuzz
+def _mutate_manifest(doc, rng: random.Random) -> None:
+    """Change one field of the manifest to a hostile value."""
+    values = [
+        None,
+        -1,
+        0,
+        1,
+        1 << 31,
+        1 << 63,
+        1 << 70,
+        "0x",
+        "0xffffffffffffffffff",
+        "",
+        "x" * 5000,
+        [],
+        {},
+        True,
+        1.5,
+    ]
+    target = rng.choice(["dump", "modules", "top"])
+    if target == "top" or not doc.get("modules"):
+        key = rng.choice(["format", "version", "dumpkit_version", "redacted", "modules", "dump"])
+        doc[key] = rng.choice(values)
+    elif target == "dump":
+        doc["dump"][rng.choice(["size", "sha256", "member", "name"])] = rng.choice(values)
+    else:
+        mod = rng.choice(doc["modules"])
+        key = rng.choice(["name", "base", "timestamp", "size_of_image", "path", "member", "ranges", "file"])
+        if key == "ranges" and mod["ranges"] and rng.random() < 0.7:
+            r = rng.choice(mod["ranges"])
+            r[rng.randrange(2)] = rng.choice([v for v in values if isinstance(v, int)] + [r[0] + 1, r[1] - 1])
+        elif key == "file":
+            mod["file"][rng.choice(["size", "sha256", "found_in"])] = rng.choice(values)
+        else:
+            mod[key] = rng.choice(values)
+
+
+def test_bundle_reader_fuzz(good, tmp_path):
+    """~20 s of mutations: manifest fields, member bytes and the zip's own bytes. open_bundle
+    either gives a Target that analyses, or raises DumpError with one line."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.engine import Options, analyze
+    from dumpkit.target import DumpError
+
+    seconds = float(os.environ.get("DUMPKIT_BUNDLE_FUZZ_SECONDS", "20"))
+    rng = random.Random(int(os.environ.get("DUMPKIT_FUZZ_SEED", "1414")))
+    members = _members(good)
+    raw = good.read_bytes()
+    path = tmp_path / "fuzz.dkb"
+    started = time.monotonic()
+    execs = opened = 0
+    while time.monotonic() - started < seconds:
+        kind = rng.randrange(3)
+        if kind == 0:
+            doc = json.loads(members["manifest.json"])
+            for _ in range(rng.randint(1, 3)):
+                _mutate_manifest(doc, rng)
+            data = _zip({**members, "manifest.json": json.dumps(doc).encode()})
+        elif kind == 1:
+            name = rng.choice(sorted(members))
+            blob = bytearray(members[name])
+            for _ in range(rng.randint(1, 8)):
+                if blob:
+                    blob[rng.randrange(len(blob))] = rng.randrange(256)
+            data = _zip({**members, name: bytes(blob)})
+        else:
+            blob = bytearray(raw)
+            for _ in range(rng.randint(1, 16)):
+                blob[rng.randrange(len(blob))] = rng.randrange(256)
+            data = bytes(blob)
+        path.write_bytes(data)
+        execs += 1
+        try:
+            target = open_bundle(str(path))
+        except DumpError as e:
+            assert "\n" not in str(e)
+            continue
+        opened += 1
+        analyze(target, Options(max_frames=20_000, other_thread_max_frames=500))
+    assert execs > 10 and opened >= 1, (execs, opened)
