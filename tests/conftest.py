@@ -261,6 +261,13 @@ SLOW = (
     "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
     "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
     "tests/hostile/test_bundles.py",
+    # a browser, the TensorFlow bundle's 9 s of opening, the hostile-name corpus: seconds each
+    "tests/report/test_html_chromium.py",
+    "tests/hostile/test_escaping.py",
+    "tests/bundle/test_bundle.py::test_the_committed_bundles_hold_every_page_todays_analysis_reads",
+    "tests/bundle/test_bundle.py::test_the_tensorflow_bundle_names_the_version_its_installation_said_without_it",
+    "tests/analysis/test_chained_functions.py::test_no_crash_frame_is_named_after_a_fragment_of_python38",
+    "tests/cpython/test_real_python_dumps.py::test_normal_dump_says_what_is_missing_and_which_dump_has_it",
     "tests/test_code_checks.py",
     "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
 )
