@@ -34,12 +34,13 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
 from dumpkit.symbols.pdb import PdbError, PdbFunction, PdbSymbols, open_pdb
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
+from dumpkit.words import listing, plural
 
 __all__ = [
     "LocatedImage",
@@ -247,15 +248,19 @@ def _resolve_case_insensitive(path: str) -> Optional[str]:
     return cur if os.path.exists(cur) else None
 
 
+def _existing_files(candidates: Iterable[str]) -> Iterator[str]:
+    """The candidates that are files here, resolved case-insensitively on POSIX (a path a
+    Windows machine recorded may differ in case from the file on this one)."""
+    for cand in candidates:
+        real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+        if real and os.path.isfile(real):
+            yield real
+
+
 def _module_file_name(module: Module) -> str:
     if module.name:
         return ntpath.basename(module.name.replace("/", "\\"))
     return ntpath.basename(module.path.replace("/", "\\")) if module.path else ""
-
-
-def _names(names: Sequence[str], shown: int = 6) -> str:
-    more = len(names) - shown
-    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 # ----------------------------------------------------------------------------- locator
@@ -417,12 +422,10 @@ class ImageLocator:
     def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
         if not self.use_recorded_path or not module.path:
             return None
-        for cand in windows_path_candidates(module.path):
-            real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
-            if real and os.path.isfile(real):
-                found = self._try_file(real, module, "recorded-path")
-                if found is not None:
-                    return found
+        for real in _existing_files(windows_path_candidates(module.path)):
+            found = self._try_file(real, module, "recorded-path")
+            if found is not None:
+                return found
         return None
 
     def _index(self, directory: str) -> Dict[str, List[str]]:
@@ -472,8 +475,8 @@ class ImageLocator:
                 files = sum(len(v) for v in self._indexes.get(d, {}).values())
                 out.append(
                     f"--image-path {d}: none of its {files:,} files is an image of the "
-                    f"{len(names)} module{'s' if len(names) != 1 else ''} looked for there "
-                    f"({_names(names)}; matched by name, TimeDateStamp and SizeOfImage)"
+                    f"{plural(len(names), 'module')} looked for there "
+                    f"({listing(names, 6)}; matched by name, TimeDateStamp and SizeOfImage)"
                 )
         for d in self.symbol_dirs:
             if not any(os.path.isdir(c) for c in (windows_path_candidates(d) if os.sep == "/" else [d])):
@@ -485,7 +488,7 @@ class ImageLocator:
                 url, _, why = rest[len("symbol server ") :].partition(": ")
                 by_server.setdefault(url, {}).setdefault(why, []).append(name)
         for url, whys in by_server.items():
-            parts = "; ".join(f"{why}: {_names(sorted(set(names), key=str.lower))}" for why, names in whys.items())
+            parts = "; ".join(f"{why}: {listing(sorted(set(names), key=str.lower), 6)}" for why, names in whys.items())
             out.append(f"symbol server {url}: failed ({parts})")
         return out
 
@@ -554,13 +557,11 @@ class ImageLocator:
         if kind.upper() != "PATH" or not value:
             self.failures.append(f"{name}: symbol store: {ptr} says {text[:200]!r}")
             return None
-        for cand in windows_path_candidates(value) if os.sep == "/" else [value]:
-            real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
-            if real and os.path.isfile(real):
-                found = self._try_file(real, module, "symbol-store")
-                if found is not None:
-                    found.detail = f"{ptr} -> {found.detail}"
-                    return found
+        for real in _existing_files(windows_path_candidates(value) if os.sep == "/" else [value]):
+            found = self._try_file(real, module, "symbol-store")
+            if found is not None:
+                found.detail = f"{ptr} -> {found.detail}"
+                return found
         self.failures.append(f"{name}: symbol store: {ptr} points to {value}, which is not here or does not match")
         return None
 
@@ -621,10 +622,7 @@ class ImageLocator:
             if os.path.isfile(cand):
                 yield cand
         if self.use_recorded_path:
-            for cand in windows_path_candidates(cv.pdb_name):
-                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
-                if real and os.path.isfile(real):
-                    yield real
+            yield from _existing_files(windows_path_candidates(cv.pdb_name))
         for d in self.image_paths:
             yield from self._index(d).get(name.lower(), ())
 
@@ -684,10 +682,7 @@ class ImageProvider:
         if found is not None and found.path:
             out.append(found.path)
         if self._locator is not None and self._locator.use_recorded_path and module.path:
-            for cand in windows_path_candidates(module.path):
-                real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
-                if real and os.path.isfile(real) and real not in out:
-                    out.append(real)
+            out += [f for f in _existing_files(windows_path_candidates(module.path)) if f not in out]
         return out
 
     def search_problems(self) -> List[str]:

@@ -3,7 +3,7 @@ the verdict's prose and each renderer say "1,710 repetitions" and "1016.2 KiB" a
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 
 def human_bytes(n: Optional[int]) -> str:
@@ -22,3 +22,9 @@ def human_bytes(n: Optional[int]) -> str:
 def plural(n: int, noun: str) -> str:
     """'1 frame', '2 frames', '1,048,444 frames'."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def listing(names: Sequence[str], shown: int) -> str:
+    """'a, b, c' or, past `shown` names, 'a, b, c and 4 more'."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
