@@ -86,7 +86,7 @@ def _evidence_span(verdict: Verdict, case: Case) -> Tuple[int, int]:
         c = cycles[0]
         return c.first_frame, c.first_frame + 2 * c.period
     if verdict.kind == "oversized_frame":
-        big = next((s for s in case.sizes if s.not_yet_allocated), None) or (case.sizes[0] if case.sizes else None)
+        big = stack_overflow.oversized_culprit(case)
         return (big.frame_index, big.frame_index + 2) if big is not None else (0, 3)
     if verdict.kind in FAULT_KINDS:
         return 0, 1  # the faulting frame (from the exception context) and its code

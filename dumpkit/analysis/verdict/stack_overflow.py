@@ -5,13 +5,22 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from dumpkit.analysis.callsites import call_summary
-from dumpkit.analysis.model import CrashInfo, Cycle, Finding, PythonCycle, RecursionKind, StackBudget, Verdict
+from dumpkit.analysis.model import (
+    CrashInfo,
+    Cycle,
+    Finding,
+    FrameSize,
+    PythonCycle,
+    RecursionKind,
+    StackBudget,
+    Verdict,
+)
 from dumpkit.analysis.pystack import cycle_text as python_cycle_text
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.analysis.python import classify_recursion
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.verdict.case import Case, conclude
-from dumpkit.words import human_bytes, plural
+from dumpkit.words import human_bytes, listing, plural
 
 
 def cycle_text(c: Cycle) -> str:
@@ -32,6 +41,13 @@ def guard_evidence(budget: Optional[StackBudget], crash: CrashInfo) -> Optional[
     return None
 
 
+def oversized_culprit(case: Case) -> Optional[FrameSize]:
+    """The frame an oversized-frame verdict names: the one that died in its stack probe
+    before its frame existed, else the largest at or above the threshold."""
+    probe_victim = next((s for s in case.sizes if s.not_yet_allocated), None)
+    return probe_victim or next((s for s in case.sizes if max(s.size, s.requested or 0) >= case.threshold), None)
+
+
 def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
     crash = case.crash
     assert crash is not None
@@ -49,7 +65,6 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     reserve = budget.reserve_size if budget else None
     sizes = case.sizes
     probe_victim = next((s for s in sizes if s.not_yet_allocated), None)
-    oversized = [s for s in sizes if max(s.size, s.requested or 0) >= case.threshold]
     if budget is not None and budget.used is not None:
         evidence.append(f"stack used {human_bytes(budget.used)} of {human_bytes(reserve)} reserved ({budget.source})")
     guard = guard_evidence(budget, crash)
@@ -63,7 +78,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     main = thread.cycles[0] if thread and thread.cycles else None
     if main is not None and (probe_victim is None or main.repetitions >= 8):
         return _recursion(case, main, budget, evidence)
-    big = probe_victim or (oversized[0] if oversized else None)
+    big = oversized_culprit(case)
     if big is not None:
         asked = big.requested or big.size
         how = f" ({big.prologue_text})" if big.prologue_text else ""
@@ -113,8 +128,7 @@ def _cause_unseen(case: Case) -> Optional[str]:
     if cov.scanned:
         parts.append(f"{cov.scanned:,} of {plural(cov.frames, 'frame')} were found by stack scanning")
     if missing:
-        names = ", ".join(m.module for m in missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-        parts.append(f"no image of {names}")
+        parts.append(f"no image of {listing([m.module for m in missing], 3)}")
     return "; ".join(parts) if parts else None
 
 
