@@ -110,8 +110,10 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert first.startswith(f"wrote {out}: ") and "holding the dump (recursion_cycle3.dmp, 1.2 MiB)" in first
     assert "opkernels.dll: " in r.stdout and "-path)" in r.stdout
     assert "verdict: Stack overflow: unbounded recursion" in r.stdout
-    plain = run_cli("analyze", sample_path(DUMP), "--image-path", SAMPLE_BIN)
-    bundled = run_cli("analyze", out)
+    # wide enough that no line wraps: the two paths differ in length (and with where the
+    # test's temporary folder is), which would move the wrapping of the lines naming them
+    plain = run_cli("analyze", sample_path(DUMP), "--image-path", SAMPLE_BIN, "--width", "1000")
+    bundled = run_cli("analyze", out, "--width", "1000")
     assert bundled.returncode == plain.returncode == 0, bundled.stderr
     # the same report, the bundle named where the dump was
     assert bundled.stdout == plain.stdout.replace(str(sample_path(DUMP)), str(out))
