@@ -127,18 +127,16 @@ def _both(*args):
     return fast, typer
 
 
-EXPLAIN_CASES = [
-    ["0xC00000FD"],
-    ["-1073741571"],
-    ["stack", "overflow", "--how-to-capture"],
-    ["--how-to-capture"],
-    [],
-    ["xyzzy"],
-    ["0xC0000409/7"],
+# two in the fast tier (a child process pair each), the rest in the full run
+EXPLAIN_CASES = [["0xC00000FD"], ["-1073741571"]] + [
+    pytest.param(args, marks=pytest.mark.slow)
+    for args in (["stack", "overflow", "--how-to-capture"], ["--how-to-capture"], [], ["xyzzy"], ["0xC0000409/7"])
 ]
 
 
-@pytest.mark.parametrize("args", EXPLAIN_CASES, ids=lambda a: " ".join(a) or "nothing")
+@pytest.mark.parametrize(
+    "args", EXPLAIN_CASES, ids=["code", "negative", "words", "capture", "nothing", "unknown", "subcode"]
+)
 def test_explain_answers_as_typer_does(args):
     fast, typer = _both("explain", *args)
     assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
