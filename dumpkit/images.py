@@ -34,13 +34,16 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
-from dumpkit.symbols.pdb import PdbError, PdbFunction, PdbSymbols, open_pdb
+from dumpkit.pe.xz import XzBlocks, read_index
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 from dumpkit.words import listing, plural
+
+if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
+    from dumpkit.symbols.pdb import PdbFunction, PdbSymbols
 
 __all__ = [
     "LocatedImage",
@@ -627,6 +630,8 @@ class ImageLocator:
             yield from self._index(d).get(name.lower(), ())
 
     def _try_pdb(self, path: str, cv: CodeViewRecord, refused: List[str]) -> Optional[PdbSymbols]:
+        from dumpkit.symbols.pdb import PdbError, open_pdb
+
         try:
             pdb = open_pdb(path)
         except PdbError as e:
@@ -719,6 +724,8 @@ class ImageProvider:
         pdb = self.pdb(module)
         if pdb is None:
             return None
+        from dumpkit.symbols.pdb import PdbError
+
         try:
             return pdb.function_at(rva)
         except PdbError as e:
@@ -785,6 +792,17 @@ class XzBacking:
         self._data = bytearray()
         self._ended = False
         self.decompressions = 0  # decompress calls made (for tests)
+        # Written in blocks (`xz --block-size`): a read decompresses only its blocks.
+        self._blocks: Optional[XzBlocks] = None
+        try:
+            found = read_index(self._fh, os.fstat(self._fh.fileno()).st_size)
+        except OSError:
+            found = None
+        if found is not None and len(found[1]) > 1:
+            blocks = XzBlocks(self._fh, *found)
+            if blocks.size <= MAX_XZ_IMAGE:
+                self._blocks = blocks
+        self._fh.seek(0)
 
     def _fill(self, end: int) -> None:
         """Decompress until `end` bytes are out or the stream ends."""
@@ -811,16 +829,27 @@ class XzBacking:
 
     @property
     def decompressed(self) -> int:
-        return len(self._data)
+        return self._blocks.decompressed if self._blocks is not None else len(self._data)
 
     @property
     def size(self) -> int:
+        if self._blocks is not None:
+            return self._blocks.size
         self._fill(MAX_XZ_IMAGE + 1)
         return len(self._data)
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0:
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        if self._blocks is not None:
+            if offset + size > self._blocks.size:
+                raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+            if self._fh is None:
+                raise PEError(f"{self.path}: image is closed")
+            try:
+                return self._blocks.read(offset, size)
+            except (self._lzma.LZMAError, EOFError, ValueError) as e:
+                raise PEError(f"{self.path}: cannot decompress ({e})") from None
         self._fill(offset + size)
         if offset + size > len(self._data):
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
@@ -831,6 +860,7 @@ class XzBacking:
             self._fh.close()
             self._fh = None
         self._data = bytearray()
+        self._blocks = None
         self._ended = True
 
 
