@@ -238,7 +238,7 @@ def test_scanned_frames_that_other_threads_prove_stale_are_not_reported():
     tops = {t.tid: t.stack_end for t in raw.target.threads}
     ends = {(w.frames[-1].ip, tops[tid] - w.frames[-1].sp) for tid, w in others.items()}
     assert len(others) >= 2 and len(ends) == 1  # every other thread starts the same way
-    (start_ip, depth), = ends
+    ((start_ip, depth),) = ends
 
     def contradictions(walk: StackWalk) -> List[int]:
         bad = []
