@@ -5,9 +5,10 @@ left in a frame's locals passes for one. The other threads of the same process r
 same code, and two facts about code do not change from thread to thread:
 
 - a return address's frame has one size: the function holding return address R had
-  pushed and allocated the same bytes at that call on every thread (x64 has no alloca
-  in the code these dumps scan through; a different size would show as disagreement),
-  so its caller's return address sits at the same distance above R's frame. When other
+  pushed and allocated the same bytes at that call on every thread (a function that
+  allocates on the stack at run time, alloca, shows as threads disagreeing, and then
+  nothing is established), so its caller's return address sits at the same distance
+  above R's frame. When other
   threads agree on that distance and the caller found there, and this thread's walk
   reaches the same caller at the same distance, the scanned frames in between are
   stale words inside R's frame;
