@@ -34,7 +34,7 @@ from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
-from dumpkit.unwind.evidence import Witnessed, checked, first_scanned, witness
+from dumpkit.unwind.evidence import SCANNED, Witnessed, checked, witness
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
@@ -287,8 +287,8 @@ class Walker:
         """Walk `thread` from `context` (default: its own) for at most `max_frames`
         frames (default: the walker's limit). Scanned frames that the other threads'
         walks prove stale are left out (`unwind/evidence.py`)."""
-        result = self._walk(thread, context, max_frames)
-        if self.cross_check and first_scanned(result.frames) is not None:
+        result, scanned = self._walk(thread, context, max_frames)
+        if scanned and self.cross_check:
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
         return result
 
@@ -299,15 +299,17 @@ class Walker:
             walks = []
             for t in self.target.threads[:EVIDENCE_THREADS]:
                 if t.context is not None:
-                    walks.append((t.tid, t.stack_end, self._walk(t, None, EVIDENCE_FRAMES)))
+                    walks.append((t.tid, t.stack_end, self._walk(t, None, EVIDENCE_FRAMES)[0]))
             self._witnessed = witness(walks)
         return self._witnessed
 
-    def _walk(self, thread: Thread, context: Optional[Registers], max_frames: Optional[int]) -> StackWalk:
-        """One thread's walk as its step and scanning find it."""
+    def _walk(self, thread: Thread, context: Optional[Registers], max_frames: Optional[int]) -> Tuple[StackWalk, bool]:
+        """One thread's walk as its step and scanning find it, and whether a caller was
+        found by scanning (noted as found: a pass over a million frames to ask would cost
+        more than the check)."""
         ctx = context or thread.context
         if ctx is None:
-            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
+            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"]), False
         step = self.step
         if step is None:
             raise ValueError("this walker has no step for the target's CPU")
@@ -337,6 +339,7 @@ class Walker:
         trust = Trust.CONTEXT
         unwind_info = Trust.UNWIND_INFO
         stop = StopReason.END_OF_STACK
+        scanned = False
         # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
@@ -391,6 +394,8 @@ class Walker:
                 stop = StopReason.NO_CALLER
                 break
             cip, csp, cregs, ctrust, exact = nxt
+            if ctrust in SCANNED:
+                scanned = True
             if cip == 0:
                 stop = StopReason.RETURN_ADDRESS_ZERO
                 break
@@ -403,7 +408,7 @@ class Walker:
                 break
             frame.size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
 
 
 def walk_thread(
