@@ -48,6 +48,7 @@ class StopReason(_Described, Enum):
 
     END_OF_STACK = "end of stack"
     RETURN_ADDRESS_ZERO = "end of stack (return address 0)"
+    THREAD_START = "end of stack (the thread's start routine)"
     NO_CALLER = "no caller found (end of stack or unrecoverable)"
     SP_NOT_INCREASING = "stack pointer did not increase"
     FRAME_LIMIT = "frame limit reached"
@@ -64,7 +65,7 @@ class StopReason(_Described, Enum):
     @property
     def reached_the_end(self) -> bool:
         """The walk got to the stack's outermost frame (rather than giving up or being cut)."""
-        return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO)
+        return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO, StopReason.THREAD_START)
 
 
 DESCRIPTIONS: Dict[_Described, str] = {
@@ -76,6 +77,10 @@ DESCRIPTIONS: Dict[_Described, str] = {
     Trust.CONTEXT: "the thread's register context",
     StopReason.END_OF_STACK: "the caller's stack pointer is past the top of the thread's stack",
     StopReason.RETURN_ADDRESS_ZERO: "the outermost frame returns to address 0, where thread start routines end",
+    StopReason.THREAD_START: (
+        "the frame where other threads' walks end, as far below the stack's top: the thread's start routine;"
+        " the scanned words above it are not callers"
+    ),
     StopReason.NO_CALLER: "no unwind data, frame pointer or scanned word gave a caller",
     StopReason.SP_NOT_INCREASING: "the caller's stack pointer was not above the callee's (a loop or damaged data)",
     StopReason.FRAME_LIMIT: "the walk stopped at its frame limit (--max-frames); the stack goes on",

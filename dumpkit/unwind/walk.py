@@ -14,7 +14,10 @@ depend on the CPU:
   offsets from SP (most compiled code) is taken from a cached `FixedFrame` in the loop
   itself, with no call into the step; a million identical recursive frames then cost a
   dictionary lookup and a few reads each;
-- the stop reasons.
+- the stop reasons;
+- other threads as evidence: a walk with scanned frames is checked against the walks of
+  the process's other threads (`unwind/evidence.py`), which can prove a scanned frame
+  stale.
 
 A step answers, for one frame, where its caller is (`Step.caller`), and may describe a
 return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
@@ -31,6 +34,7 @@ from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
+from dumpkit.unwind.evidence import SCANNED, Witnessed, checked, witness
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
@@ -46,6 +50,11 @@ MAX_STACK_BYTES = 64 << 20
 RETURN_CACHE_LIMIT = 1 << 18
 CODE_CACHE_LIMIT = 500_000
 FIXED_CACHE_LIMIT = 500_000
+# Other threads walked as evidence against a walk's scanned frames: at most this many
+# threads, each for at most this many frames (their outermost frames matter most; a
+# thread cut by the limit still shows its frames' sizes).
+EVIDENCE_THREADS = 64
+EVIDENCE_FRAMES = 4096
 # Below this, a stack word is a small number, not a return address.
 MIN_CODE_ADDRESS = 0x10000
 
@@ -125,11 +134,14 @@ class Walker:
         step: Optional[StepFactory] = None,
         max_frames: int = DEFAULT_MAX_FRAMES,
         scan_words: int = DEFAULT_SCAN_WORDS,
+        cross_check: bool = True,
     ):
         self.target = target
         self.images = images
         self.max_frames = max_frames
         self.scan_words = scan_words
+        self.cross_check = cross_check  # check scanned frames against other threads' walks
+        self._witnessed: Optional[Witnessed] = None
         self._places: Dict[Tuple[int, bool], Place] = {}
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
@@ -273,10 +285,31 @@ class Walker:
 
     def walk(self, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None) -> StackWalk:
         """Walk `thread` from `context` (default: its own) for at most `max_frames`
-        frames (default: the walker's limit)."""
+        frames (default: the walker's limit). Scanned frames that the other threads'
+        walks prove stale are left out (`unwind/evidence.py`)."""
+        result, scanned = self._walk(thread, context, max_frames)
+        if scanned and self.cross_check:
+            result = checked(result, thread.tid, thread.stack_end, self.witnessed())
+        return result
+
+    def witnessed(self) -> Witnessed:
+        """What the walks of the target's threads (from their own contexts, bounded by
+        EVIDENCE_THREADS and EVIDENCE_FRAMES) show, made once per walker."""
+        if self._witnessed is None:
+            walks = []
+            for t in self.target.threads[:EVIDENCE_THREADS]:
+                if t.context is not None:
+                    walks.append((t.tid, t.stack_end, self._walk(t, None, EVIDENCE_FRAMES)[0]))
+            self._witnessed = witness(walks)
+        return self._witnessed
+
+    def _walk(self, thread: Thread, context: Optional[Registers], max_frames: Optional[int]) -> Tuple[StackWalk, bool]:
+        """One thread's walk as its step and scanning find it, and whether a caller was
+        found by scanning (noted as found: a pass over a million frames to ask would cost
+        more than the check)."""
         ctx = context or thread.context
         if ctx is None:
-            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
+            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"]), False
         step = self.step
         if step is None:
             raise ValueError("this walker has no step for the target's CPU")
@@ -306,6 +339,7 @@ class Walker:
         trust = Trust.CONTEXT
         unwind_info = Trust.UNWIND_INFO
         stop = StopReason.END_OF_STACK
+        scanned = False
         # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
@@ -360,6 +394,8 @@ class Walker:
                 stop = StopReason.NO_CALLER
                 break
             cip, csp, cregs, ctrust, exact = nxt
+            if ctrust in SCANNED:
+                scanned = True
             if cip == 0:
                 stop = StopReason.RETURN_ADDRESS_ZERO
                 break
@@ -372,7 +408,7 @@ class Walker:
                 break
             frame.size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
 
 
 def walk_thread(
