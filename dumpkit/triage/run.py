@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -106,10 +107,11 @@ def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item,
         from distributed import Client, as_completed
     except ImportError:
         raise RuntimeError("--scheduler needs Dask: pip install 'dumpkit[triage-dask]'") from None
-    client = Client(address, set_as_default=False)
+    client = Client(address)
+    run_id = uuid.uuid4().hex[:12]  # keys unique per run: clusters are shared
     try:
         futures = {
-            client.submit(analyse_one, job, item[0], item[1], pure=False, key=f"dumpkit-triage-{i}"): item
+            client.submit(analyse_one, job, item[0], item[1], pure=False, key=f"dumpkit-triage-{run_id}-{i}"): item
             for i, item in enumerate(items)
         }
         try:
