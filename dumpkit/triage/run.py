@@ -71,6 +71,7 @@ def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Ite
     queue = list(reversed(items))
     running: Dict[Future, Item] = {}
     pool = _pool(jobs)
+    finished = False
     try:
         while queue or running:
             while queue and len(running) < jobs * AHEAD:
@@ -93,10 +94,13 @@ def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Ite
                 running.clear()
                 pool.shutdown(wait=False)
                 pool = _pool(jobs)
+        finished = True
     finally:
         for future in running:
             future.cancel()
-        pool.shutdown(wait=False)
+        # at the end the workers are idle: wait for them to exit; interrupted, do not wait
+        # for the dumps they are still on
+        pool.shutdown(wait=finished)
 
 
 def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item, DumpRecord]]:
