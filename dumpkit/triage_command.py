@@ -129,5 +129,6 @@ def run_triage(
     if failed:
         sys.stderr.write(f"dumpkit: warning: {failed} of {len(records)} dumps not analysed (listed in the output)\n")
     if interrupted:
+        sys.stderr.write(f"dumpkit: interrupted: {len(records)} of {len(paths)} dumps finished, written\n")
         return EXIT_INTERRUPTED
     return EXIT_PROBLEMS if failed or missing else EXIT_OK

@@ -273,6 +273,7 @@ SLOW = (
     # worker processes and a Dask cluster take seconds to start
     "tests/triage/test_triage.py::test_worker_processes_give_the_records_one_process_gives",
     "tests/triage/test_triage.py::test_a_dask_cluster_gives_the_records_one_process_gives",
+    "tests/triage/test_triage.py::test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers",
 )
 
 

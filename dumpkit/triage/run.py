@@ -65,6 +65,20 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker)
 
 
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Interrupted: end the workers now rather than after the dumps they are on (which can
+    take minutes each). The executor has no public way before Python 3.14."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            process.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
 def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Item, DumpRecord]]:
     """One dump per task; a worker that dies (killed, out of memory, a crash in a native
     library) costs the dumps it held an error record each, and a fresh pool goes on."""
@@ -98,8 +112,9 @@ def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Ite
     finally:
         for future in running:
             future.cancel()
-        # at the end the workers are idle: wait for them to exit; interrupted, do not wait
-        # for the dumps they are still on
+        if not finished:
+            _stop_workers(pool)
+        # at the end the workers are idle: wait for them to exit
         pool.shutdown(wait=finished)
 
 

@@ -4,8 +4,13 @@ the cache, the JSON schema and the HTML page with its per-dump reports."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -162,3 +167,34 @@ def test_a_dask_cluster_gives_the_records_one_process_gives(folder, records):
         remote = sorted(run(paths, JOB, scheduler=cluster.scheduler_address), key=lambda r: r.path)
     strip = lambda rs: [(r.path, r.status, r.signature, r.verdict) for r in rs]  # noqa: E731
     assert strip(remote) == strip(records)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX process groups")
+def test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers(tmp_path):
+    """Two quick dumps and four that take many seconds each: Ctrl-C once the cache shows a
+    finished one leaves a JSON document of the finished dumps, marked interrupted."""
+    for name in ("null_deref.dmp", "heap_oob.dmp"):
+        shutil.copy(sample_path(name), tmp_path / f"0-{name}")  # analysed first (path order)
+    for i in range(4):
+        shutil.copy(sample_path("deep_recursion_1m.dmp.xz"), tmp_path / f"deep{i}.dmp.xz")
+    out, cache = tmp_path / "out.json", tmp_path / "cache"
+    cmd = [sys.executable, "-m", "dumpkit", "triage", str(tmp_path), "-i", str(SAMPLE_BIN), "-j", "2"]
+    child = subprocess.Popen(
+        cmd + ["--format", "json", "-o", str(out), "--cache", str(cache), "--no-progress"],
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores it
+    )
+    deadline = time.monotonic() + 120
+    while not list(cache.glob("*/*.json")) and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.1)
+    os.killpg(child.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert time.monotonic() - stopped < 15  # the workers were stopped, not waited for
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    finished = {Path(d["path"]).name for d in doc["dumps"]}
+    assert finished and finished < {"0-null_deref.dmp", "0-heap_oob.dmp"} | {f"deep{i}.dmp.xz" for i in range(4)}
+    assert b"interrupted:" in err
