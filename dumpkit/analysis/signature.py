@@ -45,67 +45,67 @@ RULES = 2
 MAX_ELEMENTS = 3
 SEPARATOR = " | "
 
-# The frames that raise or probe: how a crash is reported, not where it happened. Compared
-# without leading underscores (CRTs and compilers disagree on how many: __chkstk, ___chkstk_ms).
-MACHINERY = frozenset(
-    name.lower().lstrip("_")
-    for name in (
-        "KiUserExceptionDispatcher",
-        "RtlRaiseException",
-        "RaiseException",
-        "RaiseFailFastException",
-        "RtlReportCriticalFailure",
-        "RtlpHeapHandleError",
-        "RtlpLogHeapFailure",
-        "RtlReportFatalFailure",
-        "abort",
-        "raise",
-        "terminate",
-        "_CxxThrowException",
-        "__report_gsfailure",
-        "__report_rangecheckfailure",
-        "__security_check_cookie",
-        "__stack_chk_fail",
-        "__chk_fail",
-        "_invalid_parameter",
-        "_invalid_parameter_noinfo",
-        "_invalid_parameter_noinfo_noreturn",
-        "_invoke_watson",
-        "_call_reportfault",
-        "__crt_fast_fail",
-        "__fastfail",
-        "___chkstk_ms",
-        "__chkstk",
-        "_chkstk",
-        "_alloca_probe",
-        "__alloca_probe",
-        "__alloca_probe_16",
-    )
+
+def _function_names(*names: str) -> frozenset:
+    """Function names as frames are compared with them: lower case, without leading
+    underscores (CRTs and compilers disagree on how many: __chkstk, ___chkstk_ms)."""
+    return frozenset(name.lower().lstrip("_") for name in names)
+
+
+# The frames that raise or probe: how a crash is reported, not where it happened.
+MACHINERY = _function_names(
+    "KiUserExceptionDispatcher",
+    "RtlRaiseException",
+    "RaiseException",
+    "RaiseFailFastException",
+    "RtlReportCriticalFailure",
+    "RtlpHeapHandleError",
+    "RtlpLogHeapFailure",
+    "RtlReportFatalFailure",
+    "abort",
+    "raise",
+    "terminate",
+    "_CxxThrowException",
+    "__report_gsfailure",
+    "__report_rangecheckfailure",
+    "__security_check_cookie",
+    "__stack_chk_fail",
+    "__chk_fail",
+    "_invalid_parameter",
+    "_invalid_parameter_noinfo",
+    "_invalid_parameter_noinfo_noreturn",
+    "_invoke_watson",
+    "_call_reportfault",
+    "__crt_fast_fail",
+    "__fastfail",
+    "___chkstk_ms",
+    "__chkstk",
+    "_chkstk",
+    "_alloca_probe",
+    "__alloca_probe",
+    "__alloca_probe_16",
 )
-# The frames every thread starts with (compared like MACHINERY).
-THREAD_START = frozenset(
-    name.lower().lstrip("_")
-    for name in (
-        "BaseThreadInitThunk",
-        "RtlUserThreadStart",
-        "RtlUserThreadStart@8",
-        "mainCRTStartup",
-        "wmainCRTStartup",
-        "WinMainCRTStartup",
-        "wWinMainCRTStartup",
-        "DllMainCRTStartup",
-        "_DllMainCRTStartup",
-        "__scrt_common_main",
-        "__scrt_common_main_seh",
-        "__tmainCRTStartup",
-        "invoke_main",
-        "thread_start",
-        "thread_start<unsigned int (__cdecl*)(void *),1>",
-        "_threadstartex",
-        "_callthreadstartex",
-        "RtlpTpWorkCallback",
-        "TppWorkerThread",
-    )
+# The frames every thread starts with.
+THREAD_START = _function_names(
+    "BaseThreadInitThunk",
+    "RtlUserThreadStart",
+    "RtlUserThreadStart@8",
+    "mainCRTStartup",
+    "wmainCRTStartup",
+    "WinMainCRTStartup",
+    "wWinMainCRTStartup",
+    "DllMainCRTStartup",
+    "_DllMainCRTStartup",
+    "__scrt_common_main",
+    "__scrt_common_main_seh",
+    "__tmainCRTStartup",
+    "invoke_main",
+    "thread_start",
+    "thread_start<unsigned int (__cdecl*)(void *),1>",
+    "_threadstartex",
+    "_callthreadstartex",
+    "RtlpTpWorkCallback",
+    "TppWorkerThread",
 )
 # Windows modules whose RVAs change with every update (rule 3).
 SYSTEM_MODULES = frozenset(("ntdll.dll", "kernel32.dll", "kernelbase.dll"))
