@@ -6,7 +6,8 @@ import json
 from typing import List, Sequence
 
 from dumpkit.analysis.model import Report
-from dumpkit.report.escape import clean, html_text, markdown_code, markdown_prose
+from dumpkit.report.escape import clean, html_text, markdown_prose
+from dumpkit.report.markdown import cell_code
 from dumpkit.report.view.triage import HEADERS, TriageView, link, rows_as_cells
 
 # Dump-controlled strings in cells (paths, module names) are cut: a table stays a table.
@@ -35,14 +36,14 @@ def render_triage_markdown(view: TriageView) -> str:
         out.append("|" + "---|" * len(HEADERS))
         for cells in rows_as_cells(view):
             n, sig, verdict, count, modules, first, last, example = cells
-            row = (n, markdown_code(sig, CELL), verdict, count, markdown_code(modules, CELL), first, last)
-            out.append("| " + " | ".join(row + (markdown_code(example, CELL),)) + " |")
+            row = (n, cell_code(sig[:CELL]), verdict, count, cell_code(modules[:CELL]), first, last)
+            out.append("| " + " | ".join(row + (cell_code(example[:CELL]),)) + " |")
         out.append("")
     if view.failures:
         out += ["## Not analysed", "", "| dump | status | error |", "|---|---|---|"]
         for f in view.failures:
             out.append(
-                f"| {markdown_code(f.path, CELL)} | {f.status} | {markdown_prose(f.error, CELL, table_cell=True)} |"
+                f"| {cell_code(f.path[:CELL])} | {f.status} | {markdown_prose(f.error, CELL, table_cell=True)} |"
             )
         out.append("")
     return "\n".join(out)

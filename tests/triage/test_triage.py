@@ -198,3 +198,14 @@ def test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers(tmp_path)
     finished = {Path(d["path"]).name for d in doc["dumps"]}
     assert finished and finished < {"0-null_deref.dmp", "0-heap_oob.dmp"} | {f"deep{i}.dmp.xz" for i in range(4)}
     assert b"interrupted:" in err
+
+
+def test_cli_markdown_keeps_each_signature_in_its_table_cell(folder):
+    result = _cli(str(folder / "a"), str(folder / "null.dmp"), "--format", "md")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2
+    for row in rows:
+        # GFM splits cells at every unescaped |, inside code spans too: 8 columns, 9 bars
+        assert len(re.findall(r"(?<!\\)\|", row)) == 9, row
+    assert "recursion(opkernels.dll!visit) \\| tfhost.exe!run_scenario" in result.stdout
