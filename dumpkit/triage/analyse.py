@@ -15,7 +15,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
 from dumpkit.analysis.model import Report
@@ -63,6 +63,9 @@ class Job:
         return "\n".join(parts)
 
 
+T = TypeVar("T")
+
+
 class _TimedOut(Exception):
     pass
 
@@ -102,16 +105,8 @@ def _unpack(path: str, opener: Callable[..., Any]) -> str:
 
 
 @contextmanager
-def _deadline(seconds: Optional[float]) -> Iterator[None]:
-    """Raise _TimedOut in this thread after `seconds`, where the platform allows (a Unix
-    main thread: process workers are; Dask's worker threads are not, see run.py)."""
-    if seconds is None or seconds <= 0:
-        yield
-        return
-    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
+def _alarm(seconds: float) -> Iterator[None]:
+    """Raise _TimedOut in this (main) thread after `seconds`, by SIGALRM."""
 
     def expire(signum, frame):
         raise _TimedOut()
@@ -123,6 +118,34 @@ def _deadline(seconds: Optional[float]) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
+    """work(), or _TimedOut after `seconds`. In a Unix process's main thread (a worker
+    process) a timer signal interrupts the analysis itself. Elsewhere (Windows, Dask's
+    worker threads) it runs in a daemon thread that is abandoned when time is up: the
+    caller closes the dump under it, which ends its next read with an error."""
+    if seconds is None or seconds <= 0:
+        return work()
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        with _alarm(seconds):
+            return work()
+    box: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # handed to the waiting thread as is
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="dumpkit-triage-analysis", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise _TimedOut()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _modules_named(report: Report) -> Tuple[str, ...]:
@@ -188,19 +211,22 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     def failed(status: str, message: str) -> DumpRecord:
         return DumpRecord(path, size, sha or "", status, error=message, seconds=time.monotonic() - started)
 
-    target = tmp = None
+    opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened
+
+    def work() -> Tuple[Report, Optional[str]]:
+        opened["target"], opened["tmp"] = _open(job, path)
+        options = Options(
+            image_paths=job.image_paths,
+            symbol_paths=job.symbol_paths,
+            use_recorded_paths=job.use_recorded_paths,
+            max_frames=job.max_frames,
+            oversized_threshold=job.oversized_threshold,
+        )
+        report = analyze(opened["target"], options).report
+        return report, _write_report(job, report, path, sha or "")
+
     try:
-        with _deadline(job.timeout):
-            target, tmp = _open(job, path)
-            options = Options(
-                image_paths=job.image_paths,
-                symbol_paths=job.symbol_paths,
-                use_recorded_paths=job.use_recorded_paths,
-                max_frames=job.max_frames,
-                oversized_threshold=job.oversized_threshold,
-            )
-            report = analyze(target, options).report
-            written = _write_report(job, report, path, sha)
+        report, written = _within(job.timeout, work)
     except _TimedOut:
         return failed(TIMED_OUT, f"analysis took longer than {job.timeout:g} s")
     except DumpError as e:
@@ -210,11 +236,11 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     except Exception as e:  # a bug in dumpkit must not stop a triage of thousands
         return failed(FAILED, f"internal error: {type(e).__name__}: {e}")
     finally:
-        if target is not None:
-            target.close()
-        if tmp is not None:
+        if opened.get("target") is not None:
+            opened["target"].close()
+        if opened.get("tmp") is not None:
             try:
-                os.unlink(tmp)
+                os.unlink(opened["tmp"])
             except OSError:
                 pass
     sig = report.signature

@@ -209,3 +209,20 @@ def test_cli_markdown_keeps_each_signature_in_its_table_cell(folder):
         # GFM splits cells at every unescaped |, inside code spans too: 8 columns, 9 bars
         assert len(re.findall(r"(?<!\\)\|", row)) == 9, row
     assert "recursion(opkernels.dll!visit) \\| tfhost.exe!run_scenario" in result.stdout
+
+
+def test_the_time_limit_holds_off_the_main_thread_too():
+    """Dask runs tasks in threads (and Windows has no timer signal): the analysis runs in
+    a thread that is abandoned at the limit, and closing the dump under it ends it."""
+    import threading
+
+    job = Job(image_paths=(str(SAMPLE_BIN),), timeout=0.01)
+    box = {}
+    caller = threading.Thread(target=lambda: box.update(record=next(run([str(sample_path("recursion_one.dmp"))], job))))
+    caller.start()
+    caller.join(30)
+    assert box["record"].status == "timeout"
+    deadline = time.monotonic() + 20
+    while any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate())
