@@ -15,9 +15,11 @@ from dumpkit.commands import (
     BUNDLE_SUFFIX,
     EXIT_OK,
     EXIT_PROBLEMS,
+    Format,
     fail,
     guarded,
     open_target as _open,
+    report_format,
     run_analyze,
     run_explain,
     symbol_paths as _symbol_paths,
@@ -261,6 +263,66 @@ def explain(
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
     run_explain(code or (), how_to_capture)
+
+
+@app.command()
+def triage(
+    paths: List[str] = typer.Argument(..., help="Dump files, folders (searched recursively) and globs."),
+    image_path: Optional[List[str]] = ImagePathOpt,
+    symbol_path: Optional[List[str]] = SymbolPathOpt,
+    fmt_name: Optional[str] = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="text, json, markdown (md) or html. Default: what --output's extension says, else text.",
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write here instead of stdout. For html: a folder (or an .html file) that also gets one report per example dump.",
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", help="Dumps analysed at once, in worker processes. Default: the CPU count."
+    ),
+    timeout: float = typer.Option(
+        600.0, "--timeout", help="Seconds one dump may take before it is listed as timed out (0: no limit)."
+    ),
+    cache: Optional[str] = typer.Option(
+        None, "--cache", help="Folder of earlier results: dumps already analysed by this dumpkit version are skipped."
+    ),
+    scheduler: Optional[str] = typer.Option(
+        None,
+        "--scheduler",
+        help="Run on this Dask scheduler (tcp://HOST:PORT); needs the triage-dask extra and dumps the workers can read.",
+    ),
+    progress: Optional[bool] = typer.Option(
+        None, "--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal)."
+    ),
+) -> None:
+    """Analyse many dumps and group them by crash signature: one line per distinct crash."""
+    from dumpkit.triage.run import default_jobs
+    from dumpkit.triage_command import UsageError, run_triage
+
+    fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
+    if output and fmt is Format.text and not fmt_name and not os.path.splitext(output)[1]:
+        fmt = Format.html  # a folder: the HTML page and its per-dump reports
+    try:
+        code = run_triage(
+            paths,
+            fmt.value,
+            output,
+            max(1, jobs) if jobs is not None else default_jobs(),
+            timeout if timeout > 0 else None,
+            cache,
+            scheduler,
+            image_path or (),
+            _symbol_paths(symbol_path),
+            progress,
+        )
+    except UsageError as e:
+        raise fail(str(e)) from None
+    raise typer.Exit(code)
 
 
 def main() -> None:

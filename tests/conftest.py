@@ -270,6 +270,10 @@ SLOW = (
     "tests/cpython/test_real_python_dumps.py::test_normal_dump_says_what_is_missing_and_which_dump_has_it",
     "tests/test_code_checks.py",
     "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
+    # worker processes and a Dask cluster take seconds to start
+    "tests/triage/test_triage.py::test_worker_processes_give_the_records_one_process_gives",
+    "tests/triage/test_triage.py::test_a_dask_cluster_gives_the_records_one_process_gives",
+    "tests/triage/test_triage.py::test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers",
 )
 
 
