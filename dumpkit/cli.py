@@ -382,11 +382,17 @@ def bundle(
         f"wrote {clean(output, 500)}: {human_bytes(done.size)}, holding the dump "
         f"({clean(m.dump.name, 200)}, {human_bytes(m.dump.size)}) and {human_bytes(pages)} of image pages "
         f"from {plural(len(m.images), 'module')}"
+        + (f", and {human_bytes(sum(p.captured for p in m.pdbs))} of {plural(len(m.pdbs), 'PDB')}" if m.pdbs else "")
     ]
     for image, (_, file_size) in zip(m.images, done.image_files):
         out.append(
             f"  {clean(image.name, 200)}: {human_bytes(image.captured)} of {human_bytes(file_size)} "
             f"in {plural(len(image.ranges), 'range')} (from {image.source})"
+        )
+    for pdb in m.pdbs:
+        out.append(
+            f"  {clean(pdb.name, 200)}: {human_bytes(pdb.captured)} of {human_bytes(pdb.file_size)} "
+            f"in {plural(len(pdb.ranges), 'range')} (PDB {pdb.guid} age {pdb.age})"
         )
     if done.not_found:
         out.append(

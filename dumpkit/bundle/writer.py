@@ -1,6 +1,7 @@
 """Writing a bundle: run the analyses every command runs (`analyze`, and `stack --all
 --python` for the rest of the threads and every Python frame) with an image locator that
-records each page of each image file read, then write the dump and exactly those pages.
+records each page of each image file and PDB file read, then write the dump and exactly
+those pages.
 
 The output is deterministic: members in a fixed order, fixed timestamps and attributes,
 the manifest as sorted JSON; the same dump and images give the same bundle byte for byte."""
@@ -14,7 +15,7 @@ import os
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from typing import IO, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.bundle.format import (
@@ -22,17 +23,19 @@ from dumpkit.bundle.format import (
     MANIFEST,
     MAX_DUMP,
     MAX_IMAGE_BYTES,
+    PDBS_FOLDER,
     BundleError,
     DumpEntry,
     ImageEntry,
     Manifest,
     PackageEntry,
+    PdbEntry,
     manifest_json,
     member_name,
 )
 from dumpkit.engine import Options, analyze, stacks
-from dumpkit.images import ImageLocator, RecordingBacking
-from dumpkit.target import Target
+from dumpkit.images import ImageLocator, LocatedPdb, RecordingBacking
+from dumpkit.target import CodeViewRecord, Target
 
 __all__ = ["BundleSummary", "write_bundle"]
 
@@ -102,8 +105,8 @@ def _write_zip(out: IO[bytes], manifest: Manifest, dump: Iterator[bytes], images
         with zf.open(_info(DUMP_MEMBER), "w", force_zip64=manifest.dump.size >= (1 << 31)) as w:
             for chunk in dump:
                 w.write(chunk)
-        for entry, data in zip(manifest.images, images):
-            zf.writestr(_info(entry.member), data)
+        for member, data in zip([i.member for i in manifest.images] + [p.member for p in manifest.pdbs], images):
+            zf.writestr(_info(member), data)
 
 
 def write_bundle(
@@ -152,8 +155,26 @@ def write_bundle(
             entries.append(ImageEntry(*where, file_size, sha, found.source, member, ranges))
             blobs.append(data)
             sizes.append((module.name, file_size))
+        pdbs: List[PdbEntry] = []
+        # One entry per PDB (GUID, age), with the pages every module that used it read.
+        by_id: Dict[Tuple[str, int], Tuple[CodeViewRecord, LocatedPdb]] = {}
+        for cv, located in locator.recorded_pdbs:
+            first = by_id.setdefault((cv.guid.upper(), cv.age), (cv, located))[1]
+            if first is not located and first.recording is not None and located.recording is not None:
+                first.recording.pages |= located.recording.pages
+        for index, (cv, located) in enumerate(v for _, v in sorted(by_id.items())):
+            if located.recording is None or located.path is None:
+                continue
+            ranges, data = _captured(located.recording)
+            if not ranges:
+                continue
+            file_size, sha = _file_digest(located.path)
+            name = os.path.basename(cv.pdb_name.replace("\\", "/"))
+            member = member_name(index, name, PDBS_FOLDER)
+            pdbs.append(PdbEntry(name, cv.guid.upper(), cv.age, file_size, sha, member, ranges))
+            blobs.append(data)
         if sum(len(b) for b in blobs) > MAX_IMAGE_BYTES:
-            raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images")
+            raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images and PDBs")
     finally:
         locator.close()
     digest = hashlib.sha256()
@@ -165,6 +186,7 @@ def write_bundle(
         images=tuple(entries),
         redacted=redacted,
         packages=packages,
+        pdbs=tuple(pdbs),
     )
     _atomic_write(out_path, lambda f: _write_zip(f, manifest, _dump_chunks(dump_path, dump_data), blobs))
     not_found = tuple(

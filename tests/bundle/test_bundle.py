@@ -34,7 +34,8 @@ def test_a_bundle_is_a_zip_with_a_manifest_the_dump_and_one_member_per_image(bun
         for m in manifest["modules"]:
             assert zf.getinfo(m["member"]).file_size == sum(n for _, n in m["ranges"])
     assert names[:2] == ["manifest.json", "dump.dmp"]
-    assert (manifest["format"], manifest["version"]) == ("dumpkit-bundle", 1)
+    assert (manifest["format"], manifest["version"]) == ("dumpkit-bundle", 2)
+    assert manifest["pdbs"] == []  # its images name their code without PDBs
     modules = {m["name"]: m for m in manifest["modules"]}
     # opkernels.dll (the recursion) came from --image-path: its unwind data is in the bundle
     ok = modules["opkernels.dll"]
@@ -100,6 +101,94 @@ def test_an_image_read_the_analysis_did_not_make_is_reported_not_invented(bundle
     assert rvas, "every section's first page was read"
     with pytest.raises(NotInBundle):
         image.read_rva(rvas[0], 4)
+
+
+PDB_DUMP = "pdb_static_cycle.dmp"  # a recursion through static functions only its PDB names
+
+
+@pytest.fixture(scope="module")
+def pdb_bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pdbbundle") / "static.dkb"
+    write(sample_path(PDB_DUMP), out, [str(SAMPLE_BIN)])
+    return out
+
+
+def test_a_bundle_carries_the_pdb_pages_the_analysis_read_named_by_guid_and_age(pdb_bundle):
+    import hashlib
+
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.symbols.pdb import open_pdb
+
+    with zipfile.ZipFile(pdb_bundle) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        names = zf.namelist()
+        pdbs = {p["name"]: p for p in manifest["pdbs"]}
+        assert set(pdbs) == {"pdbhost.pdb", "pdbkernels.pdb"}
+        for name, entry in pdbs.items():
+            original = (SAMPLE_BIN / "pdb" / name).read_bytes()
+            member = zf.read(entry["member"])
+            assert entry["member"].startswith("pdbs/") and entry["member"] in names
+            assert entry["file"] == {"size": len(original), "sha256": hashlib.sha256(original).hexdigest()}
+            # exactly the ranges' bytes of the original file, and fewer than all of them
+            assert member == b"".join(original[off : off + n] for off, n in entry["ranges"])
+            assert all(off % 4096 == 0 for off, _ in entry["ranges"]) and len(member) < len(original)
+            # named as the image's CodeView record names it
+            info = open_pdb(str(SAMPLE_BIN / "pdb" / name)).info
+            assert (entry["guid"], entry["age"]) == (info.guid, info.age)
+    target = open_bundle(str(pdb_bundle))
+    module = next(m for m in target.modules if m.name == "pdbkernels.dll")
+    # what the dump's module record says, or (Wine records none) the image's own
+    from dumpkit.images import ImageLocator, ImageProvider
+
+    provider = ImageProvider(target, ImageLocator(store=target.image_store, use_recorded_path=False))
+    cv = module.cv_record or provider.located(module).image.codeview()  # type: ignore[union-attr]
+    assert target.image_store.pdb_for(cv) is not None
+    assert provider.pdb(module) is not None and provider.pdb(module).path.endswith("static.dkb:pdbs/001-pdbkernels.pdb")
+
+
+def test_a_pdb_read_outside_the_captured_pages_is_not_in_the_bundle(pdb_bundle):
+    from dumpkit.bundle.reader import PdbNotInBundle, open_bundle
+    from dumpkit.symbols.pdb import PdbError
+    from dumpkit.target import CodeViewRecord
+
+    target = open_bundle(str(pdb_bundle))
+    entry = next(p for p in target.bundle.pdbs if p.name == "pdbkernels.pdb")
+    source, where = target.image_store.pdb_for(CodeViewRecord(entry.name, entry.guid.lower(), entry.age))
+    original = (SAMPLE_BIN / "pdb" / entry.name).read_bytes()
+    off, n = entry.ranges[0]
+    assert source.read(off, n) == original[off : off + n]
+    gap = next(a + b for a, b in entry.ranges if a + b < entry.file_size and a + b not in {o for o, _ in entry.ranges})
+    with pytest.raises(PdbNotInBundle, match="not in the bundle") as e:
+        source.read(gap, 16)
+    assert where in str(e.value) and isinstance(e.value, PdbError)
+    with pytest.raises(PdbError, match="past the end of the file"):
+        source.read(entry.file_size - 4, 8)
+    # another build's PDB (other age) is not served for this one
+    assert target.image_store.pdb_for(CodeViewRecord(entry.name, entry.guid, entry.age + 1)) is None
+
+
+def test_a_version_1_bundle_without_pdbs_still_reads(pdb_bundle, tmp_path):
+    """Bundles written before PDBs travelled (format 1, the committed NumPy and TF ones):
+    read as they were, their PDB-named frames falling back to what the image names."""
+    from dumpkit.bundle.reader import open_bundle
+
+    with zipfile.ZipFile(pdb_bundle) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    doc = json.loads(members["manifest.json"])
+    doc["version"] = 1
+    del doc["pdbs"]
+    old = tmp_path / "v1.dkb"
+    with zipfile.ZipFile(old, "w", compression=zipfile.ZIP_LZMA) as zf:
+        zf.writestr("manifest.json", json.dumps(doc))
+        for name, data in members.items():
+            if name != "manifest.json" and not name.startswith("pdbs/"):
+                zf.writestr(name, data)
+    r = run_cli("stack", old)
+    assert r.returncode == 0, r.stderr
+    assert "pdbkernels.dll!func_" in r.stdout and "parse_list" not in r.stdout
+    r = run_cli("stack", pdb_bundle)
+    assert "pdbkernels.dll!parse_list+0x3a" in r.stdout
+    assert open_bundle(str(old)).bundle.version == 1
 
 
 def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
