@@ -592,7 +592,7 @@ class ImageLocator:
         if served is not None:
             found = self._try_pdb(served[1], cv, refused, served[0])
             if found is not None:
-                return found
+                return LocatedPdb(found.pdb, found.path, found.refused, found.recording, from_store=True)
         seen: List[str] = []
         for path in self._pdb_candidates(module, cv, name, image_file):
             real = os.path.realpath(path)
@@ -643,12 +643,14 @@ class ImageLocator:
         readable and `cv`'s build; else None, the reason added to `refused`. A file is read
         through a recording when the locator records, so that a bundle can carry its pages."""
         recording = None
-        if source is None and self.record_reads:
-            try:
-                source = recording = RecordingBacking(PdbFile(path))
-            except PdbError as e:
-                refused.append(f"{path}: unreadable ({e})")
-                return None
+        try:
+            if source is None:
+                source = PdbFile(path)
+        except PdbError as e:
+            refused.append(f"{path}: unreadable ({e})")
+            return None
+        if self.record_reads:
+            source = recording = RecordingBacking(source)
         try:
             pdb = open_pdb(path, source)
         except PdbError as e:
@@ -669,6 +671,7 @@ class LocatedPdb:
     path: Optional[str]  # the file, or where in a bundle
     refused: Tuple[str, ...]  # "PATH: why", each candidate not used
     recording: Optional[RecordingBacking] = None  # the pages read, when the locator records
+    from_store: bool = False  # served by the image store (a bundle), not a file here
 
 
 # ----------------------------------------------------------------------------- per target

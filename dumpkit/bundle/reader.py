@@ -138,6 +138,15 @@ class BundleImages(ImageStore):
         where = f"{self._name}:{entry.member}"
         return BundleBacking(entry, data, where, self.misses), where
 
+    def image_entry(self, module: Module) -> Optional[ImageEntry]:
+        """What the bundle says of the module's image file (for writing a bundle of it)."""
+        found = self._by_module.get((module.base, module.name.lower()))
+        return found[0] if found is not None else None
+
+    def pdb_entry(self, cv: CodeViewRecord) -> Optional[PdbEntry]:
+        found = self._pdbs.get((cv.guid.upper(), cv.age))
+        return found[0] if found is not None else None
+
     def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
         found = self._pdbs.get((cv.guid.upper(), cv.age))
         if found is None:

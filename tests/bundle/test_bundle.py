@@ -212,14 +212,62 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert i.returncode == 0 and str(out) in i.stdout and "ThreadListStream" in i.stdout
 
 
-def test_cli_bundle_refuses_a_bundle_and_its_own_input(tmp_path, bundle):
-    r = run_cli("bundle", bundle, "-o", tmp_path / "x.dkb")
-    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "is a bundle already" in r.stderr
+def test_cli_bundle_refuses_to_overwrite_its_own_input(tmp_path, bundle):
     dump = tmp_path / "d.dmp"
     dump.write_bytes(sample_path("null_deref.dmp").read_bytes())
     r = run_cli("bundle", dump, "-o", dump)
     assert r.returncode == 2 and "refusing to overwrite" in r.stderr
     assert dump.read_bytes() == sample_path("null_deref.dmp").read_bytes()
+    copy = tmp_path / "b.dkb"
+    copy.write_bytes(bundle.read_bytes())
+    r = run_cli("bundle", copy, "-o", copy)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "refusing to overwrite" in r.stderr
+    assert copy.read_bytes() == bundle.read_bytes()
+
+
+def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
+    """A bundle is input to `bundle` too (to redact it, or add what --image-path gives):
+    with nothing added, it holds exactly what it held, the PDB pages included, byte for byte."""
+    again = tmp_path / "again.dkb"
+    r = run_cli("bundle", pdb_bundle, "-o", again)
+    assert r.returncode == 0, r.stderr
+    assert "holding the dump (pdb_static_cycle.dmp, " in r.stdout  # the dump's name, not the bundle's
+    assert "pdbkernels.pdb: " in r.stdout and "(from image-path)" in r.stdout  # where the first one found it
+    assert again.read_bytes() == pdb_bundle.read_bytes()
+
+
+def test_cli_bundle_redacts_a_bundle(tmp_path):
+    """The committed TensorFlow bundle (format 1, no images here) bundled again with --redact:
+    a format 2 bundle with the same image pages, whose report is the original's with the user
+    name starred."""
+    from tests.conftest import PY_SAMPLES
+
+    source = PY_SAMPLES / "tf_nest_flatten.dkb"
+    if not source.exists():
+        pytest.skip("tf_nest_flatten.dkb not present")
+    out = tmp_path / "r.dkb"
+    r = run_cli("bundle", source, "--redact", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "redacted: 1 user name(s) in paths" in r.stdout
+    with zipfile.ZipFile(source) as zf:
+        before = json.loads(zf.read("manifest.json"))
+    with zipfile.ZipFile(out) as zf:
+        after = json.loads(zf.read("manifest.json"))
+        assert b"\\\x00u\x00s\x00e\x00r\x00s\x00\\\x00r\x00o\x00o\x00t\x00" not in zf.read("dump.dmp")
+    assert (before["version"], after["version"]) == (1, 2) and after["dump"]["name"] == before["dump"]["name"]
+    assert after["redacted"] and after["pdbs"] == []
+    same = ("name", "base", "timestamp", "size_of_image", "file", "ranges")
+    assert [{k: m[k] for k in same} for m in after["modules"]] == [{k: m[k] for k in same} for m in before["modules"]]
+    original = json.loads(run_cli("analyze", source, "--format", "json").stdout)
+    redacted = json.loads(run_cli("analyze", out, "--format", "json").stdout)
+    from tests.golden.snapshot import _where_found
+
+    for doc in (original, redacted):
+        doc["dump"].pop("path")
+        _where_found(doc)  # which bundle member served an image (named by its bundle)
+        doc["environment"].pop("tensorflow_version_source")  # the dist-info folder: its path is dropped
+    starred = json.dumps(original).replace("\\\\users\\\\root\\\\", "\\\\users\\\\****\\\\")
+    assert redacted == json.loads(starred)
 
 
 def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_path):
