@@ -32,11 +32,11 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import BinaryIO, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
-from dumpkit.symbols.pdb import PdbError, PdbFile, PdbFunction, PdbSource, PdbSymbols, open_pdb
+from dumpkit.symbols.pdb import PdbError, PdbFile, PdbFunction, PdbSource, PdbSymbols, SourceLine, open_pdb
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 from dumpkit.words import listing, plural
 
@@ -50,6 +50,8 @@ __all__ = [
     "parse_symbol_path",
     "windows_path_candidates",
 ]
+
+T = TypeVar("T")
 
 SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
@@ -741,13 +743,21 @@ class ImageProvider:
             return None
 
     def pdb_function(self, module: Module, rva: int) -> Optional[PdbFunction]:
-        """The PDB's name for the code at `rva`; a PDB that turns out damaged while being
-        read is a soft error once and is not asked again."""
+        """The PDB's name for the code at `rva`."""
+        return self._ask_pdb(module, lambda pdb: pdb.function_at(rva))
+
+    def pdb_line(self, module: Module, rva: int) -> Optional[SourceLine]:
+        """The PDB's source file and line for the code at `rva`, when it has line records."""
+        return self._ask_pdb(module, lambda pdb: pdb.line_at(rva))
+
+    def _ask_pdb(self, module: Module, ask: Callable[[PdbSymbols], Optional[T]]) -> Optional[T]:
+        """`ask` of the module's PDB; a PDB that turns out damaged (or, from a bundle, short
+        of a page) while being read is a soft error once and is not asked again."""
         pdb = self.pdb(module)
         if pdb is None:
             return None
         try:
-            return pdb.function_at(rva)
+            return ask(pdb)
         except PdbError as e:
             self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its names are not used")
             self._pdbs[module.base] = LocatedPdb(None, None, ())
