@@ -686,6 +686,7 @@ class ImageProvider:
         self._locator = locator
         self._cache: Dict[int, Optional[LocatedImage]] = {}
         self._pdbs: Dict[int, Optional[LocatedPdb]] = {}
+        self._no_lines: Set[int] = set()  # modules whose PDB line records could not be read
 
     def located(self, module: Module) -> Optional[LocatedImage]:
         if module.base not in self._cache:
@@ -747,20 +748,26 @@ class ImageProvider:
         return self._ask_pdb(module, lambda pdb: pdb.function_at(rva))
 
     def pdb_line(self, module: Module, rva: int) -> Optional[SourceLine]:
-        """The PDB's source file and line for the code at `rva`, when it has line records."""
-        return self._ask_pdb(module, lambda pdb: pdb.line_at(rva))
+        """The PDB's source file and line for the code at `rva`, when it has line records.
+        Line records that cannot be read (damaged, or not in an older bundle) cost the
+        module its lines, not its names."""
+        if module.base in self._no_lines:
+            return None
+        return self._ask_pdb(module, lambda pdb: pdb.line_at(rva), "source lines")
 
-    def _ask_pdb(self, module: Module, ask: Callable[[PdbSymbols], Optional[T]]) -> Optional[T]:
+    def _ask_pdb(self, module: Module, ask: Callable[[PdbSymbols], Optional[T]], what: str = "names") -> Optional[T]:
         """`ask` of the module's PDB; a PDB that turns out damaged (or, from a bundle, short
-        of a page) while being read is a soft error once and is not asked again."""
+        of a page) while being read is a soft error once, and its `what` are not asked again."""
         pdb = self.pdb(module)
         if pdb is None:
             return None
         try:
             return ask(pdb)
         except PdbError as e:
-            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its names are not used")
-            self._pdbs[module.base] = LocatedPdb(None, None, ())
+            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its {what} are not used")
+            if what == "names":
+                self._pdbs[module.base] = LocatedPdb(None, None, ())
+            self._no_lines.add(module.base)
             return None
 
     def symbol_sources(self) -> Dict[str, str]:

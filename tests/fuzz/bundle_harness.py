@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import random
 import struct
 import sys
@@ -52,12 +51,13 @@ SEED_CACHE = Path(tempfile.gettempdir()) / "dumpkit-bundle-fuzz-seeds"
 
 
 def seed_files() -> List[Path]:
-    """The seed bundles, written into SEED_CACHE when missing or older than this checkout's
-    dumpkit (a stale seed would only test an old format)."""
-    from dumpkit import __version__
-
+    """The seed bundles, written into SEED_CACHE when missing or written by other dumpkit
+    code (a bundle holds the pages one analysis read: another one reads others)."""
     out: List[Path] = []
-    folder = SEED_CACHE / __version__
+    code = hashlib.sha256()
+    for py in sorted((harness.ROOT / "dumpkit").rglob("*.py")):
+        code.update(py.read_bytes())
+    folder = SEED_CACHE / code.hexdigest()[:16]
     for name in SEED_DUMPS:
         dump = harness.SAMPLES / name
         if not dump.is_file():
@@ -86,18 +86,6 @@ def seeds() -> List[bytes]:
     return [p.read_bytes() for p in seed_files()]
 
 
-_scratch: Optional[str] = None
-
-
-def _scratch_file() -> str:
-    global _scratch
-    if _scratch is None:
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-        fd, _scratch = tempfile.mkstemp(prefix="dumpkit-fuzz-", suffix=".dkb", dir=folder)
-        os.close(fd)
-    return _scratch
-
-
 def run_one(data: bytes) -> Optional[str]:
     """Open `data` as a bundle, analyse it and render JSON. None when it was refused
     (DumpError, one line), else the JSON report; raises on any bug."""
@@ -106,7 +94,7 @@ def run_one(data: bytes) -> Optional[str]:
     from dumpkit.report.json_report import render_json
     from dumpkit.target import DumpError
 
-    path = _scratch_file()
+    path = harness._scratch_file()  # its suffix does not matter: open_bundle is asked directly
     with open(path, "wb") as f:
         f.write(data)
     try:
@@ -207,40 +195,12 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return _zip(members)
 
 
-def campaign(seconds: float, seed: int = 0, crash_dir: Optional[str] = None, max_case_seconds: float = 10.0) -> dict:
-    """Mutate the seed bundles for `seconds`; return counts. Raises (after saving the input
-    to crash_dir, if given) on the first bug."""
-    pool = seeds()
-    if not pool:
-        raise RuntimeError("no seed bundles")
-    rng = random.Random(seed)
-    started = time.monotonic()
-    execs = rejected = 0
-    slowest = 0.0
-    while time.monotonic() - started < seconds:
-        data = mutate(rng.choice(pool), rng)
-        t0 = time.monotonic()
-        try:
-            if run_one(data) is None:
-                rejected += 1
-        except KeyboardInterrupt:
-            break
-        except BaseException:
-            _save(crash_dir, data)
-            raise
-        took = time.monotonic() - t0
-        slowest = max(slowest, took)
-        if took > max_case_seconds:
-            _save(crash_dir, data)
-            raise harness.Bug(f"one input took {took:.1f} s")
-        execs += 1
-    return {"executions": execs, "rejected": rejected, "seconds": time.monotonic() - started, "slowest": slowest}
+TARGET = harness.FuzzTarget(seeds, lambda data, rng, pool: mutate(data, rng), run_one, ".dkb")
 
 
-def _save(crash_dir: Optional[str], data: bytes) -> None:
-    if crash_dir:
-        os.makedirs(crash_dir, exist_ok=True)
-        Path(crash_dir, f"crash-{hashlib.sha1(data).hexdigest()[:16]}.dkb").write_bytes(data)
+def campaign(seconds: float, seed: int = 0, crash_dir: Optional[str] = None) -> dict:
+    """Mutate the seed bundles for `seconds` (harness.campaign's loop); return counts."""
+    return harness.campaign(seconds, seed, crash_dir=crash_dir, target=TARGET)
 
 
 # ----------------------------------------------------------------- atheris driver
@@ -254,13 +214,7 @@ def _atheris_main(argv: List[str]) -> None:
         import dumpkit.report.json_report
         import dumpkit.symbols.pdb  # noqa: F401
 
-    dirs = [a for a in argv[1:] if not a.startswith("-")]
-    if dirs:
-        os.makedirs(dirs[0], exist_ok=True)
-        for p in seed_files():
-            dst = Path(dirs[0], "seed-" + p.name)
-            if not dst.exists():
-                dst.write_bytes(p.read_bytes())
+    harness.seed_corpus(argv, seed_files())
     if not any(a.startswith("-max_len") for a in argv):
         argv = argv + [f"-max_len={8 << 20}"]
 

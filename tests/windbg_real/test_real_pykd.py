@@ -292,3 +292,53 @@ def test_the_windbg_side_runs_on_python_38(env, dumps_dir):
     session = _session(env, _sample_dumps()[0], dumps_dir)
     assert session["debugger"]["python"].startswith("3.8.")
     assert session["debugger"]["pykd"].startswith("0.3.4.15")
+
+
+# ----------------------------------------------------------------- PDBs (issue #15 item 6)
+PDB_DUMPS = ("pdb_static_cycle.dmp", "pdb_static_fastfail.dmp")
+
+
+def _names(doc: dict) -> Dict[tuple, str]:
+    """(thread, frame number) -> the frame's function name, without its offset."""
+    return {(t["tid"], f["index"]): (f["symbol"] or "").split("+", 1)[0] for t in doc["threads"] for f in t["frames"]}
+
+
+@pytest.mark.parametrize("name", PDB_DUMPS)
+def test_with_the_same_pdbs_the_debugger_and_the_cli_name_the_same_functions(name, env):
+    """The sample's PDBs next to its images: the debugger gets them through `.sympath` (and
+    the images through `.exepath`), `!tfstack` uses the debugger's names; `dumpkit stack`
+    reads the same PDBs itself. The static functions only a PDB names must come out the
+    same from both, frame for frame."""
+    pdb_dir = SAMPLE_BIN / "pdb"
+    cli = subprocess.run(
+        [sys.executable, "-m", "dumpkit", "stack", str(SAMPLES / name), "--all", "--json"]
+        + ["--image-path", str(pdb_dir), "--image-path", str(SAMPLE_BIN)],
+        env=dict(os.environ, WINEPREFIX=str(env.prefix)),
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert cli.returncode in (0, 1), cli.stderr
+    ours = json.loads(cli.stdout)
+    folders = ";".join(lane.windows_path(d) for d in (pdb_dir, SAMPLE_BIN))
+    debugger = env.debugger(
+        SAMPLES / name,
+        runs=[{"args": ["--json", "--all"]}],
+        setup=[".exepath " + folders, ".sympath " + lane.windows_path(pdb_dir), ".reload"],
+        facts=["lm", "x pdbkernels!parse_*", "x pdbkernels!shape_check_failed"],
+        timeout=900,
+    )
+    run = debugger["runs"][0]
+    assert run["error"] is None, run["error"]
+    facts = "\n".join((f["output"] or f["raised"] or "") for f in debugger["facts"])
+    assert "(private pdb symbols)" in facts or "(pdb symbols)" in facts, f"dbgeng loaded no PDB:\n{facts}"
+    # !tfstack --json is analyze's report (a long stack's head and tail); `stack --json` has
+    # every frame: each frame the debugger's report shows is compared with the CLI's.
+    theirs = _names(json.loads(run["output"]))
+    names = _names(ours)
+    assert theirs and set(theirs) <= set(names)
+    # the PDB's static names are there at all (else this compares func_<rva> with itself)
+    assert any(n.startswith("pdbkernels.dll!") and "func_" not in n for n in theirs.values())
+    assert theirs == {k: names[k] for k in theirs}
