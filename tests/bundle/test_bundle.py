@@ -191,6 +191,26 @@ def test_a_version_1_bundle_without_pdbs_still_reads(pdb_bundle, tmp_path):
     assert open_bundle(str(old)).bundle.version == 1
 
 
+def test_a_bundle_without_the_pdb_line_records_keeps_the_pdb_names(tmp_path, monkeypatch):
+    """A bundle written by a dumpkit that did not read line records (before source lines
+    were shown) holds no line pages: its frames keep their PDB names, lose their lines,
+    and the report says why once per module."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.engine import Options, analyze
+    from dumpkit.symbols.pdb import PdbSymbols
+
+    old = tmp_path / "no-lines.dkb"
+    with monkeypatch.context() as m:
+        m.setattr(PdbSymbols, "line_at", lambda self, rva: None)  # the older writer
+        write(sample_path(PDB_DUMP), old, [str(SAMPLE_BIN)])
+    r = analyze(open_bundle(str(old)), Options()).report
+    frames = next(t for t in r.threads if t.is_crashing).frames
+    assert frames[0].symbol.startswith("pdbkernels.dll!parse_list+") and frames[0].source is None
+    said = [e for e in r.soft_errors if "source lines are not used" in e]
+    assert said and all("not in the bundle" in e for e in said)
+    assert not [e for e in r.soft_errors if "names are not used" in e]
+
+
 def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     out = tmp_path / "c3.dkb"
     r = run_cli("bundle", sample_path(DUMP), "--image-path", SAMPLE_BIN, "-o", out)
