@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 FORMAT_NAME = "dumpkit-bundle"
 FORMAT_VERSION = 2  # 2 added `pdbs`
@@ -215,6 +215,18 @@ def _ranges(raw: Any, where: str, file_size: int) -> Tuple[Tuple[int, int], ...]
     return tuple(out)
 
 
+def _claim(members: Set[str], member: str, where: str, total: int) -> int:
+    """Check a file entry's member name (ours, not used yet) and the captured bytes so far
+    (`total`, returned) against the limit."""
+    check_member_name(member)
+    if member in members:
+        raise BundleError(f"manifest: {where}.member {member!r} is used twice")
+    members.add(member)
+    if total > MAX_IMAGE_BYTES:
+        raise BundleError(f"manifest: more than {MAX_IMAGE_BYTES} bytes of image and PDB pages")
+    return total
+
+
 def parse_manifest(raw: bytes) -> Manifest:
     """The manifest, checked: every field typed and bounded, ranges sorted and disjoint,
     member names ours. Raises BundleError."""
@@ -258,13 +270,7 @@ def parse_manifest(raw: bytes) -> Manifest:
             member=_get(m, "member", str, where),
             ranges=_ranges(m.get("ranges") if isinstance(m, dict) else None, where, file_size),
         )
-        check_member_name(entry.member)
-        if entry.member in members:
-            raise BundleError(f"manifest: {where}.member {entry.member!r} is used twice")
-        members.add(entry.member)
-        total += entry.captured
-        if total > MAX_IMAGE_BYTES:
-            raise BundleError(f"manifest: more than {MAX_IMAGE_BYTES} bytes of image pages")
+        total = _claim(members, entry.member, where, total + entry.captured)
         images.append(entry)
     pdbs: List[PdbEntry] = []
     raw_pdbs = doc.get("pdbs", []) if version >= 2 else []
@@ -286,13 +292,7 @@ def parse_manifest(raw: bytes) -> Manifest:
             member=_get(p, "member", str, where),
             ranges=_ranges(p.get("ranges") if isinstance(p, dict) else None, where, file_size),
         )
-        check_member_name(pdb.member)
-        if pdb.member in members:
-            raise BundleError(f"manifest: {where}.member {pdb.member!r} is used twice")
-        members.add(pdb.member)
-        total += pdb.captured
-        if total > MAX_IMAGE_BYTES:
-            raise BundleError(f"manifest: more than {MAX_IMAGE_BYTES} bytes of image and PDB pages")
+        total = _claim(members, pdb.member, where, total + pdb.captured)
         pdbs.append(pdb)
     redacted = doc.get("redacted", [])
     if not isinstance(redacted, list) or not all(isinstance(x, str) and len(x) <= MAX_TEXT for x in redacted):

@@ -89,17 +89,12 @@ def _dump_file(name: str, scratch: Path) -> Path:
     return out
 
 
-def _session(env: lane.Env, name: str, scratch: Path) -> dict:
-    """The CLI's report and the debugger's runs on one dump, once per test session."""
-    if name in _CACHE:
-        return _CACHE[name]
-    dump = _dump_file(name, scratch)
-    dirs = _image_dirs(name)
+def _cli(env: lane.Env, args: List[str], image_dirs: List[Path]) -> subprocess.CompletedProcess:
+    """dumpkit run natively, with the same images reachable as the debugger has: a path like
+    C:\\windows\\system32\\ucrtbase.dll is found in the lane's Wine prefix, by the debugger
+    and (through WINEPREFIX) by the CLI."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"]
-        + [arg for d in dirs for arg in ("--image-path", str(d))],
-        # the same images reachable: a path like C:\windows\system32\ucrtbase.dll is found
-        # in the lane's Wine prefix, by the debugger and (through WINEPREFIX) by the CLI
+        [sys.executable, "-m", "dumpkit", *args] + [arg for d in image_dirs for arg in ("--image-path", str(d))],
         env=dict(os.environ, WINEPREFIX=str(env.prefix)),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -108,6 +103,16 @@ def _session(env: lane.Env, name: str, scratch: Path) -> dict:
         timeout=600,
     )
     assert proc.returncode in (0, 1), proc.stderr
+    return proc
+
+
+def _session(env: lane.Env, name: str, scratch: Path) -> dict:
+    """The CLI's report and the debugger's runs on one dump, once per test session."""
+    if name in _CACHE:
+        return _CACHE[name]
+    dump = _dump_file(name, scratch)
+    dirs = _image_dirs(name)
+    proc = _cli(env, ["analyze", str(dump), "--format", "json"], dirs)
     debugger = env.debugger(
         dump,
         runs=[{"args": ["--json"]}, {"args": ["--all"], "check_links": True}],
@@ -310,18 +315,7 @@ def test_with_the_same_pdbs_the_debugger_and_the_cli_name_the_same_functions(nam
     reads the same PDBs itself. The static functions only a PDB names must come out the
     same from both, frame for frame."""
     pdb_dir = SAMPLE_BIN / "pdb"
-    cli = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "stack", str(SAMPLES / name), "--all", "--json"]
-        + ["--image-path", str(pdb_dir), "--image-path", str(SAMPLE_BIN)],
-        env=dict(os.environ, WINEPREFIX=str(env.prefix)),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert cli.returncode in (0, 1), cli.stderr
-    ours = json.loads(cli.stdout)
+    ours = json.loads(_cli(env, ["stack", str(SAMPLES / name), "--all", "--json"], [pdb_dir, SAMPLE_BIN]).stdout)
     folders = ";".join(lane.windows_path(d) for d in (pdb_dir, SAMPLE_BIN))
     debugger = env.debugger(
         SAMPLES / name,
