@@ -12,7 +12,6 @@ from typing import List, Optional
 import typer
 
 from dumpkit.commands import (
-    BUNDLE_SUFFIX,
     EXIT_OK,
     EXIT_PROBLEMS,
     Format,
@@ -185,7 +184,7 @@ def info(
 
 @app.command()
 def bundle(
-    dump: str = typer.Argument(..., help="The .dmp file."),
+    dump: str = typer.Argument(..., help="The .dmp file, or a .dkb bundle to bundle again (e.g. with --redact)."),
     output: str = typer.Option(..., "--output", "-o", help="The bundle to write (CRASH.dkb)."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
@@ -193,15 +192,15 @@ def bundle(
         False, "--redact", help="Replace user names in paths and blank the process environment block, in the bundle."
     ),
 ) -> None:
-    """Write a bundle: the dump plus exactly the image pages its analysis read, so that
-    `dumpkit analyze CRASH.dkb` gives the same report on a machine without the images."""
+    """Write a bundle: the dump plus exactly the image and PDB pages its analysis read, so
+    that `dumpkit analyze CRASH.dkb` gives the same report on a machine without them. A
+    bundle given as input is bundled again: its dump and pages, plus what --image-path or
+    --symbol-path add, with --redact applied."""
     from dumpkit.bundle.format import BundleError
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.report.escape import clean
     from dumpkit.words import human_bytes, plural
 
-    if dump.lower().endswith(BUNDLE_SUFFIX):
-        raise fail(f"{dump}: is a bundle already; bundle the .dmp it was made from")
     if os.path.exists(output) and os.path.exists(dump) and os.path.samefile(output, dump):
         raise fail(f"{output}: refusing to overwrite the dump being read")
     target = _open(dump)
@@ -211,9 +210,17 @@ def bundle(
         from dumpkit.bundle.redact import redact_dump
         from dumpkit.sources.minidump import open_dump_bytes
 
-        with open(dump, "rb") as f:
-            data, redacted = redact_dump(f.read(), target)
-        target = open_dump_bytes(data, dump)
+        if getattr(target, "bundle", None) is not None:
+            original = b"".join(target.file_chunks())
+        else:
+            with open(dump, "rb") as f:
+                original = f.read()
+        data, redacted = redact_dump(original, target)
+        redacted_target = open_dump_bytes(data, dump)
+        for carried in ("image_store", "bundle"):  # a bundle's pages and manifest go along
+            if hasattr(target, carried):
+                setattr(redacted_target, carried, getattr(target, carried))
+        target = redacted_target
     try:
         done = write_bundle(
             target,
@@ -232,11 +239,17 @@ def bundle(
         f"wrote {clean(output, 500)}: {human_bytes(done.size)}, holding the dump "
         f"({clean(m.dump.name, 200)}, {human_bytes(m.dump.size)}) and {human_bytes(pages)} of image pages "
         f"from {plural(len(m.images), 'module')}"
+        + (f", and {human_bytes(sum(p.captured for p in m.pdbs))} of {plural(len(m.pdbs), 'PDB')}" if m.pdbs else "")
     ]
     for image, (_, file_size) in zip(m.images, done.image_files):
         out.append(
             f"  {clean(image.name, 200)}: {human_bytes(image.captured)} of {human_bytes(file_size)} "
             f"in {plural(len(image.ranges), 'range')} (from {image.source})"
+        )
+    for pdb in m.pdbs:
+        out.append(
+            f"  {clean(pdb.name, 200)}: {human_bytes(pdb.captured)} of {human_bytes(pdb.file_size)} "
+            f"in {plural(len(pdb.ranges), 'range')} (PDB {pdb.guid} age {pdb.age})"
         )
     if done.not_found:
         out.append(

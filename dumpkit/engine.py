@@ -199,7 +199,7 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
 
 def frame_record(f: Frame) -> FrameRecord:
     """A walked frame as reports carry it."""
-    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust)
+    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust, f.source)
 
 
 def _records(frames: Sequence[Frame], keep: Optional[int]) -> Tuple[Tuple[FrameRecord, ...], int]:

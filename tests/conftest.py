@@ -258,7 +258,9 @@ SLOW = (
     "tests/test_python_stack_cli.py",
     "tests/bundle/test_roundtrip.py",
     "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
-    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
+    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_to_overwrite_its_own_input",
+    "tests/bundle/test_bundle.py::test_cli_bundle_of_a_bundle_is_the_same_bundle",
+    "tests/bundle/test_bundle.py::test_cli_bundle_redacts_a_bundle",
     "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
     "tests/hostile/test_bundles.py",
     # a browser, the TensorFlow bundle's 9 s of opening, the hostile-name corpus: seconds each

@@ -21,7 +21,7 @@ from dumpkit.report.escape import clean
 from dumpkit.report.json_report import report_dict
 from dumpkit.report.text import print_python_section
 from dumpkit.report.view import python_view, stacks_view
-from dumpkit.report.view.stacks import fold_frames, frame_name, kf_number, pointer_digits, thread_view
+from dumpkit.report.view.stacks import call_site, fold_frames, kf_number, pointer_digits, thread_view
 
 from dumpkit.unwind.frames import Frame
 
@@ -57,18 +57,24 @@ def _frame_encoder():
     def number(v: Optional[int]) -> str:
         return "null" if v is None else str(v)
 
-    def middle(key: Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object]) -> str:
-        module, rva, start, symbol, _trust = key
+    FrameKey = Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object, Optional[str]]
+
+    def middle(key: FrameKey) -> str:
+        module, rva, start, symbol = key[:4]
         return (
             f'"module": {text(module)}, "rva": {number(rva)}, '
             f'"function_start": {number(start)}, "symbol": {text(symbol)}'
         )
 
-    shared = _Encoded(lambda key: (middle(key) + ", ", f', "trust": {text(str(key[4]))}}}'))
+    def last(key: FrameKey) -> str:
+        source = f', "source": {text(key[5])}' if key[5] is not None else ""  # only when the PDB has lines
+        return f', "trust": {text(str(key[4]))}{source}}}'
+
+    shared = _Encoded(lambda key: (middle(key) + ", ", last(key)))
     seen = shared.seen  # looked up inline: a method call per frame costs a tenth of the time
 
     def encode(f: Frame) -> str:
-        key = (f.module, f.rva, f.function_start, f.symbol, f.trust)
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source)
         same = seen.get(key) or shared(key)
         size = "null" if f.size is None else f.size
         return f'{{"index": {f.index}, "ip": "{f.ip:#x}", "sp": "{f.sp:#x}", {same[0]}"size": {size}{same[1]}'
@@ -158,7 +164,7 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
         size = _above(walked, last)
         if size is not None and size > 0xFFFFFF:  # wider than the header
             widths[1] = max(widths[1], len(f"{size:x}"))
-        raw = frame_name(row)
+        raw = call_site(row)
         if raw not in names:
             names[raw] = cell = clean(raw)
             widths[4] = max(widths[4], _width(cell))
@@ -184,7 +190,7 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
             continue
         i = row.index
         size = _above(walked, i)
-        name = frame_name(row)
+        name = call_site(row)
         site = sites.get(name)
         if site is None:
             site = sites[name] = _left(names.get(name) or clean(name), w4)

@@ -18,7 +18,7 @@ import re
 import shlex
 import struct
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
@@ -373,6 +373,15 @@ class MinidumpTarget:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    def file_chunks(self, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The dump file's bytes in order, `chunk` at a time (what a bundle of it stores)."""
+        for at in range(0, self._size, chunk):
+            yield self._data[at : min(at + chunk, self._size)]
+
+    @property
+    def file_size(self) -> int:
+        return self._size
 
     @property
     def memory_range_count(self) -> int:

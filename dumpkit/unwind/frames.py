@@ -102,17 +102,19 @@ def without_offset(symbol: str) -> str:
     return symbol
 
 
-@dataclass
+@dataclass(init=False)
 class Frame:
     """One frame of a walked stack.
 
     `ip` is the frame's instruction pointer (for frames above 0, the return address);
     `sp` the stack pointer inside the frame; `size` the distance to the caller's frame
-    (WinDbg `kf`'s Memory column), None for the outermost frame. Not frozen: the walker
-    sets `size` once it has found the caller, and a frozen dataclass would cost a
-    million-frame walk a noticeable share of its time."""
+    (WinDbg `kf`'s Memory column), None for the outermost frame; `source` the file and line
+    of the code (of the call, above frame 0) when the module's PDB has line records. Not
+    frozen: the walker sets `size` once it has found the caller, and a frozen dataclass
+    would cost a million-frame walk a noticeable share of its time. (`__init__` is written
+    out because a slotted dataclass cannot give a field a default on Python 3.8.)"""
 
-    __slots__ = ("index", "ip", "sp", "module", "rva", "function_start", "symbol", "size", "trust")
+    __slots__ = ("index", "ip", "sp", "module", "rva", "function_start", "symbol", "size", "trust", "source")
 
     index: int
     ip: int
@@ -123,6 +125,31 @@ class Frame:
     symbol: Optional[str]  # "module!name" or "module!name+0x1a", best available
     size: Optional[int]
     trust: Trust
+    source: Optional[str]  # "FILE:LINE" from the PDB's line records
+
+    def __init__(
+        self,
+        index: int,
+        ip: int,
+        sp: int,
+        module: Optional[str],
+        rva: Optional[int],
+        function_start: Optional[int],
+        symbol: Optional[str],
+        size: Optional[int],
+        trust: Trust,
+        source: Optional[str] = None,
+    ):
+        self.index = index
+        self.ip = ip
+        self.sp = sp
+        self.module = module
+        self.rva = rva
+        self.function_start = function_start
+        self.symbol = symbol
+        self.size = size
+        self.trust = trust
+        self.source = source
 
     @property
     def function_key(self) -> str:

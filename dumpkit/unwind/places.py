@@ -35,6 +35,7 @@ class Place:
     # The primary entry of the function `function` is part of: `function` itself unless
     # that is a chained fragment. None when the chain could not be read.
     primary: Optional[RuntimeFunction] = None
+    source: Optional[str] = None  # "FILE:LINE" of the code, from the module's PDB
 
     @property
     def function_start(self) -> Optional[int]:

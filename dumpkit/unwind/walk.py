@@ -196,7 +196,9 @@ class Walker:
         named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
         pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
         symbol = symbol_for(named, module, rva, image, function, primary, pdb)
-        return Place(module, rva, image, function, dynamic, symbol, primary)
+        line = self.images.pdb_line(module, code_ip - module.base) if module is not None and pdb is not None else None
+        source = f"{line.file}:{line.line}" if line is not None else None
+        return Place(module, rva, image, function, dynamic, symbol, primary, source)
 
     def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
         """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
@@ -367,7 +369,7 @@ class Walker:
                     if cip is not None and (cip == 0 or known):
                         if known:
                             cip = known  # the shared int object (see code_address)
-                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
+                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust, place.source)
                         append(frame)
                         for reg, off in saved:
                             v = read_word(sp + off)
@@ -386,7 +388,16 @@ class Walker:
             place = places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
             frame = Frame(
-                n, ip, sp, mod.name if mod else None, place.rva, place.function_start, place.symbol, None, trust
+                n,
+                ip,
+                sp,
+                mod.name if mod else None,
+                place.rva,
+                place.function_start,
+                place.symbol,
+                None,
+                trust,
+                place.source,
             )
             append(frame)
             nxt = step.caller(place, ip, sp, regs, read_word, exact, stack_hi)

@@ -51,6 +51,17 @@ def frame_name(f: FrameLike) -> str:
     return f"{f.ip:#x}"
 
 
+def call_site(f: FrameLike) -> str:
+    """The frame's name and, when the PDB has lines, its source file's name and line:
+    `module!name+0x1a [file.c:30]` (the folder is in the JSON's `source`)."""
+    name = frame_name(f)
+    source = f.source
+    if not source:
+        return name
+    path, _, line = source.rpartition(":")
+    return f"{name} [{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}]"
+
+
 def kf_number(index: int) -> str:
     """A frame number as `kf` writes it: hex, two digits at least."""
     return f"{index:02x}" if index < 256 else f"{index:x}"
@@ -101,6 +112,8 @@ class FrameLike(Protocol):
     def rva(self) -> Optional[int]: ...
     @property
     def symbol(self) -> Optional[str]: ...
+    @property
+    def source(self) -> Optional[str]: ...
 
 
 F = TypeVar("F", bound=FrameLike)
@@ -187,7 +200,7 @@ def stack_table(
                 memory=_memory(above if convention == KF else item.size, convention),
                 child_sp=f"{item.sp:0{digits}x}",
                 ip=f"{item.ip:0{digits}x}",
-                call_site=frame_name(item),
+                call_site=call_site(item),
                 found_by=item.trust,
                 scanned=item.trust.startswith("scan"),
             )
