@@ -210,16 +210,15 @@ def bundle(
         from dumpkit.bundle.redact import redact_dump
         from dumpkit.sources.minidump import open_dump_bytes
 
-        if getattr(target, "bundle", None) is not None:
+        if target.bundle is not None:
             original = b"".join(target.file_chunks())
         else:
             with open(dump, "rb") as f:
                 original = f.read()
         data, redacted = redact_dump(original, target)
         redacted_target = open_dump_bytes(data, dump)
-        for carried in ("image_store", "bundle"):  # a bundle's pages and manifest go along
-            if hasattr(target, carried):
-                setattr(redacted_target, carried, getattr(target, carried))
+        # a bundle's pages and manifest go along
+        redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
         target = redacted_target
     try:
         done = write_bundle(

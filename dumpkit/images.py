@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
+    Any,
     BinaryIO,
     Callable,
     Dict,
@@ -137,6 +138,11 @@ class ImageStore:
     def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
         """The PDB that `cv` names (by GUID and age), as far as the store holds it, and one
         line saying where it is; None when the store has no such PDB."""
+        return None
+
+    def package_for(self, module: Module) -> Optional[Any]:
+        """The installed package (a packages.InstalledPackage) that owned `module` on the
+        machine the dump came from, as the store recorded it; None when it did not."""
         return None
 
 

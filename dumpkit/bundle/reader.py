@@ -270,8 +270,8 @@ def open_bundle(path: str) -> MinidumpTarget:
     # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
     target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
     store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
-    target.image_store = store  # type: ignore[attr-defined]
-    target.bundle = manifest  # type: ignore[attr-defined]
+    target.image_store = store
+    target.bundle = manifest
     return target
 
 

@@ -93,7 +93,7 @@ def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[b
         for at in range(0, len(data), _CHUNK):
             yield data[at : at + _CHUNK]
         return
-    if getattr(target, "bundle", None) is not None and isinstance(target, MinidumpTarget):
+    if target.bundle is not None and isinstance(target, MinidumpTarget):
         yield from target.file_chunks(_CHUNK)
         return
     with open(path, "rb") as f:
@@ -130,8 +130,8 @@ def write_bundle(
     atomically. `target` may be a bundle (open_bundle): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
     Raises BundleError when it cannot be written."""
-    source: Optional[Manifest] = getattr(target, "bundle", None)
-    store = getattr(target, "image_store", None)
+    source: Optional[Manifest] = target.bundle
+    store = target.image_store
     if dump_data is not None:
         dump_size = len(dump_data)
     elif source is not None and isinstance(target, MinidumpTarget):

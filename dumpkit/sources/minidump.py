@@ -18,7 +18,7 @@ import re
 import shlex
 import struct
 from dataclasses import replace
-from typing import Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
@@ -316,6 +316,8 @@ class MinidumpTarget:
         self.memory_regions: List[MemoryRegion] = []
         self.function_tables: List[Tuple[int, int, int, int]] = []
         self.build_string: Optional[str] = None
+        self.image_store: Optional[Any] = None  # set by bundle.reader.open_bundle
+        self.bundle: Optional[Any] = None
         self.xstate_enabled_features: Optional[int] = None
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
