@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 
 class _Described:
@@ -144,7 +144,7 @@ class StackWalk:
     """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
 
     thread_id: int
-    frames: List[Frame]
+    frames: Sequence[Frame]  # a list, or bulk.Frames when recursion runs were verified in bulk
     stop: StopReason
     problems: List[str]
     frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT)

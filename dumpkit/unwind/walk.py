@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
+from dumpkit.unwind import bulk
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
@@ -125,8 +126,12 @@ class Walker:
         step: Optional[StepFactory] = None,
         max_frames: int = DEFAULT_MAX_FRAMES,
         scan_words: int = DEFAULT_SCAN_WORDS,
+        use_bulk: bool = True,
     ):
         self.target = target
+        # Recursions verified in bulk (unwind/bulk.py); off, every frame is stepped (the
+        # reference the bulk path is tested against).
+        self.use_bulk = use_bulk
         self.images = images
         self.max_frames = max_frames
         self.scan_words = scan_words
@@ -300,6 +305,12 @@ class Walker:
 
         frames: List[Frame] = []
         append = frames.append
+        # Verified recursion runs (unwind/bulk.py) end the explicit list before them:
+        # `parts` holds the lists and runs so far, `done` their frame count.
+        parts: List[bulk.Part] = []
+        done = 0
+        streak = 0  # fast frames in a row at the end of `frames`
+        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
         fixed_frames = self._fixed
         code = self._code
         places = self._places
@@ -310,7 +321,7 @@ class Walker:
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
         while True:
-            n = len(frames)
+            n = done + len(frames)
             if n >= limit:
                 stop = StopReason.FRAME_LIMIT
                 break
@@ -347,8 +358,35 @@ class Walker:
                             stop = StopReason.END_OF_STACK
                             break
                         frame.size = csp - sp
+                        streak = streak + 1 if trust is unwind_info else 0
                         ip, sp, trust = cip, csp, unwind_info
+                        if words is not None and streak >= bulk.MIN_RUN:
+                            streak = 0
+                            found = bulk.follow(
+                                frames,
+                                ip,
+                                sp,
+                                self._cached_fixed,
+                                words,
+                                s_lo,
+                                min(s_hi, stack_hi + word),
+                                limit - n - 1,
+                                n + 1,
+                            )
+                            if found is not None:
+                                run, last = found
+                                parts += [frames, run]
+                                frames = []
+                                append = frames.append
+                                done = run.first + len(run)
+                                for at, saved_regs in last:
+                                    for reg, off in saved_regs:
+                                        v = read_word(at + off)
+                                        if v is not None:
+                                            regs[reg] = v
+                                sp = run.sp + run.repetitions * run.span
                         continue
+            streak = 0
             place = places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
             frame = Frame(
@@ -372,7 +410,12 @@ class Walker:
                 break
             frame.size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+        walked: Sequence[Frame] = bulk.Frames(parts + [frames]) if parts else frames
+        return StackWalk(thread.tid, walked, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+
+    def _cached_fixed(self, ip: int) -> Optional[_FixedTuple]:
+        found = self._fixed.get(ip, _MISSING)
+        return self._fixed_frame(self.step, ip) if found is _MISSING and self.step is not None else found
 
 
 def walk_thread(
