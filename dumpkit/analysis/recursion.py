@@ -26,6 +26,7 @@ from itertools import accumulate
 from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle
+from dumpkit.unwind.bulk import Frames
 from dumpkit.unwind.frames import Frame, Trust
 
 __all__ = ["find_cycles", "function_codes"]
@@ -43,14 +44,20 @@ def function_codes(frames: Sequence[Frame]) -> List[int]:
     built without formatting a string per frame."""
     ids: Dict[Hashable, int] = {}
     code_of = ids.setdefault
-    # len(ids) is evaluated before setdefault inserts: a new key gets the next code
-    return [
-        code_of(
+
+    def code(f: Frame) -> int:
+        # len(ids) is evaluated before setdefault inserts: a new key gets the next code
+        return code_of(
             (f.module, f.function_start) if f.module is not None and f.function_start is not None else f.function_key,
             len(ids),
         )
-        for f in frames
-    ]
+
+    # a bulk-walked recursion: each member's code once, not once per repetition
+    return frames.per_frame(code) if isinstance(frames, Frames) else [code(f) for f in frames]
+
+
+def _size(f: Frame) -> Optional[int]:
+    return f.size
 
 
 def _pack(codes: List[int]) -> Tuple[bytes, int]:
@@ -176,7 +183,7 @@ def find_cycles(
         if len(chosen) >= max_cycles:
             break
 
-    sizes = [f.size for f in frames]
+    sizes = frames.per_frame(_size) if isinstance(frames, Frames) else [f.size for f in frames]
     prefix = [0] + list(accumulate(s if s is not None else 0 for s in sizes))
     out: List[Cycle] = []
     for start, p, covered in chosen:

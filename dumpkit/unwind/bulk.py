@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union, overload
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
 
 from dumpkit.unwind.frames import Frame, Trust
 
@@ -33,6 +33,9 @@ MIN_RUN = 64
 # Repetitions verified per comparison: enough to amortise, small enough that a mismatch
 # (the end of the recursion) costs little.
 CHUNK = 1 << 16
+
+T = TypeVar("T")
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,27 @@ class Frames(Sequence[Frame]):
             if isinstance(part, Run):
                 for i in range(len(part)):
                     yield part.frame(i)
+            else:
+                yield from part
+
+    def per_frame(self, fn: Callable[[Frame], T]) -> List[T]:
+        """[fn(f) for f in self], computing fn once per member of a run: fn must depend only
+        on what every repetition shares (ip, names, size, trust), not on index or sp."""
+        out: List[T] = []
+        for part in self.parts:
+            if isinstance(part, Run):
+                out.extend([fn(part.frame(j)) for j in range(len(part.members))] * part.repetitions)
+            else:
+                out.extend([fn(f) for f in part])
+        return out
+
+    def first_repetitions(self) -> Iterator[Frame]:
+        """The frames, but of each run only its first repetition: for what a repetition
+        cannot change (the largest frame of each function, ties to the first)."""
+        for part in self.parts:
+            if isinstance(part, Run):
+                for j in range(len(part.members)):
+                    yield part.frame(j)
             else:
                 yield from part
 
@@ -234,3 +258,20 @@ def follow(
         return None
     last = sp + (reps - 1) * span
     return Run(first, sp, tuple(members), span, reps), tuple((last + o, s) for o, s in saved)
+
+
+def tally(frames: Sequence[Frame], fn: Callable[[Frame], K]) -> Dict[K, int]:
+    """How many frames give each value of fn, counting a run's members once each times its
+    repetitions (fn as for `Frames.per_frame`)."""
+    out: Dict[K, int] = {}
+    parts: Sequence[Part] = frames.parts if isinstance(frames, Frames) else (list(frames),)
+    for part in parts:
+        if isinstance(part, Run):
+            for j in range(len(part.members)):
+                k = fn(part.frame(j))
+                out[k] = out.get(k, 0) + part.repetitions
+        else:
+            for f in part:
+                k = fn(f)
+                out[k] = out.get(k, 0) + 1
+    return out

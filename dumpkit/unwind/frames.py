@@ -157,7 +157,10 @@ class StackWalk:
     @property
     def trust_counts(self) -> Dict[str, int]:
         """Frames per trust level (the keys are `Trust` members, which are strings)."""
-        out: Dict[str, int] = {}
-        for f in self.frames:
-            out[f.trust] = out.get(f.trust, 0) + 1
-        return out
+        from dumpkit.unwind.bulk import tally  # bulk builds on this module
+
+        return dict(tally(self.frames, _trust))
+
+
+def _trust(f: Frame) -> str:
+    return f.trust
