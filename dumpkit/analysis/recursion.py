@@ -9,9 +9,9 @@ bytes (1, 2 or 4 bytes per frame). For each candidate period p (1..max_period) t
 packed sequence is XORed with itself shifted by p frames, as one big integer; a run
 of zero elements in the result is a run of positions i with key[i] == key[i+p], i.e. a
 p-periodic stretch of the stack. The runs are found with `bytes.find` (a run of zero
-bytes at least as long as the repetitions asked for) and a regular-expression search for
-the run's end. Each period is therefore a handful of C-level passes over the bytes, and
-the Python work is proportional to the number of runs found, not to the number of frames.
+bytes at least as long as the repetitions asked for) and growing windows compared with
+zeros for the run's end. Each period is therefore a handful of C-level passes over the
+bytes, and the Python work is proportional to the number of runs found, not to the number of frames.
 
 Nothing here recurses.
 """
@@ -19,10 +19,8 @@ Nothing here recurses.
 from __future__ import annotations
 
 import heapq
-import re
 from array import array
 from collections import Counter
-from itertools import accumulate
 from typing import Dict, Hashable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle
@@ -31,7 +29,7 @@ from dumpkit.unwind.frames import Frame, Trust
 
 __all__ = ["find_cycles", "function_codes"]
 
-_NONZERO = re.compile(b"[^\x00]")
+_ZEROS = bytes(1 << 16)
 
 # candidates kept per period before the final selection (the longest ones)
 _KEEP_PER_PERIOD = 32
@@ -91,13 +89,27 @@ def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
         b = diff.find(needle, pos)  # fast skip over the non-matching stretches
         if b < 0:
             return
-        nz = _NONZERO.search(diff, b + len(needle))
-        e = nz.start() if nz else len(diff)
+        e = _zero_run_end(diff, b + len(needle))
         pos = e
         js = -(-b // width)  # first element entirely inside the zero run
         je = e // width
         if je - js >= need:
             yield js, je - js + p
+
+
+def _zero_run_end(diff: bytes, pos: int) -> int:
+    """The first index at or after pos whose byte is not zero (len(diff) when none):
+    windows growing to 64 KiB compared with zeros (memcmp), then the one that is not all
+    zero stripped. A regular expression took ~15 ns a byte over a million-frame run."""
+    n = len(diff)
+    size = 64
+    while pos < n:
+        window = diff[pos : pos + size]
+        if window != _ZEROS[: len(window)]:
+            return pos + len(window) - len(window.lstrip(b"\x00"))
+        pos += len(window)
+        size = min(size * 2, len(_ZEROS))
+    return n
 
 
 def _primitive_period(codes: List[int], start: int, period: int) -> int:
@@ -184,7 +196,6 @@ def find_cycles(
             break
 
     sizes = frames.per_frame(_size) if isinstance(frames, Frames) else [f.size for f in frames]
-    prefix = [0] + list(accumulate(s if s is not None else 0 for s in sizes))
     out: List[Cycle] = []
     for start, p, covered in chosen:
         d = _primitive_period(codes, start, p)
@@ -193,7 +204,7 @@ def find_cycles(
         reps = covered // p
         end = start + reps * p  # exclusive
         per_rep = sum(_mode(sizes[start + j : end : p]) for j in range(p))
-        total = prefix[end] - prefix[start]
+        total = sum(filter(None, sizes[start:end]))  # None (unknown) counts as 0
         # Frames found by scanning with no call site to confirm them are often stale return
         # addresses (what a missing image leaves): they do not make an entry path.
         below = [f for f in frames[end : end + 4 * max(0, entry_path_length)] if f.trust is not Trust.SCAN]
