@@ -5,7 +5,7 @@
 depend on the CPU:
 
 - bounds: a frame limit, the caller's SP strictly above the callee's and inside the
-  stack; the stack's bytes copied once (up to MAX_STACK_BYTES) for fast word reads;
+  stack; the stack's bytes copied a window (MAX_STACK_BYTES) at a time for fast reads;
 - places: module, RVA, unwind entry, function (a chained fragment's is its primary
   entry's) and name of each address (cached);
 - call-site validation (`plausible_return`: does a CALL end at this address?) and stack
@@ -39,9 +39,10 @@ DEFAULT_MAX_FRAMES = 2_000_000
 # How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
 # cuts walks short at the first large frame; much further mostly finds stale addresses.
 DEFAULT_SCAN_WORDS = 256
-# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
-# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
-MAX_STACK_BYTES = 64 << 20
+# Stack bytes copied at a time for fast reads: a window from SP, moved on when the walk
+# reads past it (a thread record can claim a 4 GiB stack, and a full-memory dump can back
+# much of it; an 88 MiB recursion read word by word past a single copy took seconds).
+MAX_STACK_BYTES = 16 << 20
 # Scanning asks about the same stack words again and again (every thread of a process
 # shares the same return sites); caches are bounded so a hostile dump cannot grow them.
 RETURN_CACHE_LIMIT = 1 << 18
@@ -294,10 +295,21 @@ class Walker:
         s_lo, s_hi = window_lo, window_lo + len(stack)
         unpack = struct.unpack_from
         target = self.target
+        # the window as 64-bit words, for verifying recursions in bulk
+        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
 
         def read_word(addr: int) -> Optional[int]:
+            nonlocal stack, s_lo, s_hi, words
             if s_lo <= addr and addr + word <= s_hi:
                 return unpack(word_format, stack, addr - s_lo)[0]
+            if s_hi <= addr < stack_hi:
+                # past the copied window, still in the stack: the next window (forward only)
+                lo = addr & -word
+                stack = target.read_available(lo, min(stack_hi - lo, MAX_STACK_BYTES))
+                s_lo, s_hi = lo, lo + len(stack)
+                words = memoryview(stack)[: len(stack) & -8].cast("Q") if words is not None else None
+                if s_lo <= addr and addr + word <= s_hi:
+                    return unpack(word_format, stack, addr - s_lo)[0]
             try:
                 return unpack(word_format, target.read(addr, word))[0]
             except MemoryNotInDump:
@@ -310,7 +322,6 @@ class Walker:
         parts: List[bulk.Part] = []
         done = 0
         streak = 0  # fast frames in a row at the end of `frames`
-        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
         fixed_frames = self._fixed
         code = self._code
         places = self._places
