@@ -70,7 +70,7 @@ def _pack(codes: List[int]) -> Tuple[bytes, int]:
     return arr.tobytes(), arr.itemsize
 
 
-def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
+def _periodic_segments(whole: int, width: int, n: int, p: int, min_len: int):
     """Maximal p-periodic segments (start, length) of at least `min_len` frames.
 
     A segment [s, s+L) is p-periodic when key[i] == key[i+p] for s <= i < s+L-p."""
@@ -80,9 +80,8 @@ def _periodic_segments(packed: bytes, width: int, n: int, p: int, min_len: int):
         return
     if need < 1:
         need = 1
-    left = int.from_bytes(packed[: m * width], "little")
-    right = int.from_bytes(packed[p * width :], "little")
-    diff = (left ^ right).to_bytes(m * width, "little")
+    # element i of the XOR is key[i] ^ key[i+p]; the top p elements (key ^ 0) are cut off
+    diff = (whole ^ (whole >> (8 * p * width))).to_bytes(n * width, "little")[: m * width]
     needle = b"\x00" * (need * width)
     pos = 0
     while True:
@@ -121,7 +120,11 @@ def _primitive_period(codes: List[int], start: int, period: int) -> int:
     return period
 
 
-def _mode(values) -> int:
+def _mode(values: List[Optional[int]]) -> int:
+    first = values[0] if values else None
+    if values and values.count(first) == len(values):
+        # one size throughout (a recursion's usual case): a C-level count, not a Counter
+        return first if first is not None else 0
     counts = Counter(values)
     counts.pop(None, None)
     if not counts:
@@ -164,11 +167,12 @@ def find_cycles(
     secondary_min_repetitions = max(min_repetitions, secondary_min_repetitions)
     codes = function_codes(frames)
     packed, width = _pack(codes)
+    whole = int.from_bytes(packed, "little")  # the sequence as one integer, made once
 
     candidates: List[Tuple[int, int, int]] = []  # (start, period, covered frames)
     for p in range(1, min(max_period, n // min_repetitions) + 1):
         best: List[Tuple[int, int, int]] = []  # min-heap (covered, -start, start), bounded
-        for start, length in _periodic_segments(packed, width, n, p, p * min_repetitions):
+        for start, length in _periodic_segments(whole, width, n, p, p * min_repetitions):
             reps = length // p
             if reps < min_repetitions:
                 continue
