@@ -125,8 +125,7 @@ def _mode(values: List[Optional[int]]) -> int:
     if values and values.count(first) == len(values):
         # one size throughout (a recursion's usual case): a C-level count, not a Counter
         return first if first is not None else 0
-    counts = Counter(values)
-    counts.pop(None, None)
+    counts = Counter(v for v in values if v is not None)
     if not counts:
         return 0
     return counts.most_common(1)[0][0]
