@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from dumpkit.analysis.recursion import find_cycles
 from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
 from dumpkit.unwind.bulk import Frames, Run
@@ -78,6 +79,9 @@ def test_recursions_are_verified_in_bulk_with_the_same_frames(name):
     for i in (0, 1, 63, 64, 65, len(stepped.frames) // 2, -1, -5):
         assert bulk.frames[i] == stepped.frames[i]
     assert bulk.frames[100:140] == stepped.frames[100:140]
+    # the analyses that read a run per member find what they find in the plain list
+    assert find_cycles(bulk.frames) == find_cycles(list(stepped.frames))
+    assert bulk.trust_counts == stepped.trust_counts
 
 
 class _Tampered:
@@ -124,6 +128,7 @@ def test_a_cycle_broken_mid_stack_falls_back_at_the_first_mismatch(depth):
     again = next(w for w in _walks(tampered, False) if w.thread_id == crash.tid)
     assert _runs(bulk)
     _same(bulk, again)
+    assert find_cycles(bulk.frames) == find_cycles(list(again.frames))
     assert len(again.frames) != len(stepped.frames) or any(a != b for a, b in zip(again.frames, stepped.frames)), (
         "the tampered word changed nothing"
     )
