@@ -132,3 +132,21 @@ def test_a_cycle_broken_mid_stack_falls_back_at_the_first_mismatch(depth):
     assert len(again.frames) != len(stepped.frames) or any(a != b for a, b in zip(again.frames, stepped.frames)), (
         "the tampered word changed nothing"
     )
+
+
+@pytest.mark.parametrize("limit", [1, 64, 65, 66, 130, 5000, 10835, 10836, 10837])
+def test_the_frame_limit_cuts_a_bulk_walk_where_it_cuts_the_stepped_one(limit):
+    path = SAMPLES / "recursion_one.dmp"
+    if not path.exists():
+        pytest.skip("sample dump recursion_one.dmp not present")
+    target = open_dump(str(path))
+    crash = crashing_thread(target)
+    walks = []
+    for use_bulk in (True, False):
+        walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+        walker.use_bulk = use_bulk
+        walks.append(walker.walk(crash, target.exception.context, max_frames=limit))
+    bulk, stepped = walks
+    _same(bulk, stepped)
+    assert bulk.frame_limit == stepped.frame_limit
+    assert len(bulk.frames) == min(limit, 10836)
