@@ -58,17 +58,22 @@ def test_bulk_walk_equals_step_by_step(path, tmp_path_factory):
         _same(bulk, stepped)
 
 
+def _sample_crash(name):
+    """A sample dump and its crashing thread; skips when the sample is absent."""
+    path = SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"sample dump {name} not present")
+    target = open_dump(str(path))
+    return target, crashing_thread(target)
+
+
 def _runs(walk):
     return [p for p in walk.frames.parts if isinstance(p, Run)] if isinstance(walk.frames, Frames) else []
 
 
 @pytest.mark.parametrize("name", ["recursion_one.dmp", "recursion_cycle3.dmp", "tree_free.dmp"])
 def test_recursions_are_verified_in_bulk_with_the_same_frames(name):
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.skip(f"sample dump {name} not present")
-    target = open_dump(str(path))
-    crash = crashing_thread(target)
+    target, crash = _sample_crash(name)
     bulk = next(w for w in _walks(target, True) if w.thread_id == crash.tid)
     stepped = next(w for w in _walks(target, False) if w.thread_id == crash.tid)
     runs = _runs(bulk)
@@ -113,11 +118,7 @@ class _Tampered:
 
 @pytest.mark.parametrize("depth", [0.3, 0.7])
 def test_a_cycle_broken_mid_stack_falls_back_at_the_first_mismatch(depth):
-    path = SAMPLES / "recursion_one.dmp"
-    if not path.exists():
-        pytest.skip("sample dump recursion_one.dmp not present")
-    real = open_dump(str(path))
-    crash = crashing_thread(real)
+    real, crash = _sample_crash("recursion_one.dmp")
     stepped = next(w for w in _walks(real, False) if w.thread_id == crash.tid)
     # the return-address slot of a frame deep in the recursion, pointed at the frame's
     # own function instead of its caller: the walk must go on by other means there
@@ -136,11 +137,7 @@ def test_a_cycle_broken_mid_stack_falls_back_at_the_first_mismatch(depth):
 
 @pytest.mark.parametrize("limit", [1, 64, 65, 66, 130, 5000, 10835, 10836, 10837])
 def test_the_frame_limit_cuts_a_bulk_walk_where_it_cuts_the_stepped_one(limit):
-    path = SAMPLES / "recursion_one.dmp"
-    if not path.exists():
-        pytest.skip("sample dump recursion_one.dmp not present")
-    target = open_dump(str(path))
-    crash = crashing_thread(target)
+    target, crash = _sample_crash("recursion_one.dmp")
     walks = []
     for use_bulk in (True, False):
         walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
