@@ -47,6 +47,11 @@ INPUTS = {
         os.path.join(SAMPLES, "bin"),
         "1,048,444-frame stack overflow (64 MiB)",
     ),
+    "deep1400k": (
+        os.path.join(OUT, "deep1400k", "deep1400k.dmp"),
+        [os.path.join(OUT, "deep1400k", "images"), WINE_IMAGES],
+        "1,441,660-frame stack overflow (88 MiB)",
+    ),
     "threads200": (
         os.path.join(OUT, "threads200", "threads200.dmp"),
         [os.path.join(OUT, "threads200", "images"), WINE_IMAGES],
@@ -65,7 +70,7 @@ INPUTS = {
     ),
     "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"), "null_deref.dmp (209 KiB)"),
 }
-BUILT = {"deep1m", "threads200", "sparse4g", "full4g", "bigpdata"}
+BUILT = {"deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata"}
 
 
 def find_peers(install: bool) -> dict:

@@ -25,7 +25,7 @@ here is a pass over lists already bounded by the walks' frame limits.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 
@@ -62,7 +62,7 @@ def witness(walks: Iterable[Tuple[int, int, StackWalk]]) -> Witnessed:
     return Witnessed(spans, outermost, inner)
 
 
-def first_scanned(frames: List[Frame]) -> Optional[int]:
+def first_scanned(frames: Sequence[Frame]) -> Optional[int]:
     """Index of the first frame found by scanning, or None."""
     return next((k for k, f in enumerate(frames) if f.trust in SCANNED), None)
 
@@ -95,7 +95,7 @@ def checked(walk: StackWalk, tid: int, top: int, seen: Witnessed) -> StackWalk:
         tail -= 1
     # only scanned frames are dropped, so checking starts at the frame before the first
     i = max(1, first - 1)
-    keep: List[Frame] = frames[:i]
+    keep: List[Frame] = list(frames[:i])
     stop = walk.stop
     while i < len(frames):
         f = frames[i]

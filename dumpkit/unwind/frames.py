@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 
 class _Described:
@@ -176,7 +176,7 @@ class StackWalk:
     """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
 
     thread_id: int
-    frames: List[Frame]
+    frames: Sequence[Frame]  # a list, or bulk.Frames when recursion runs were verified in bulk
     stop: StopReason
     problems: List[str]
     frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT)
@@ -189,7 +189,10 @@ class StackWalk:
     @property
     def trust_counts(self) -> Dict[str, int]:
         """Frames per trust level (the keys are `Trust` members, which are strings)."""
-        out: Dict[str, int] = {}
-        for f in self.frames:
-            out[f.trust] = out.get(f.trust, 0) + 1
-        return out
+        from dumpkit.unwind.bulk import tally  # bulk builds on this module
+
+        return dict(tally(self.frames, _trust))
+
+
+def _trust(f: Frame) -> str:
+    return f.trust

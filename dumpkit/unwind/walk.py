@@ -5,7 +5,7 @@
 depend on the CPU:
 
 - bounds: a frame limit, the caller's SP strictly above the callee's and inside the
-  stack; the stack's bytes copied once (up to MAX_STACK_BYTES) for fast word reads;
+  stack; the stack's bytes copied a window (MAX_STACK_BYTES) at a time for fast reads;
 - places: module, RVA, unwind entry, function (a chained fragment's is its primary
   entry's) and name of each address (cached);
 - call-site validation (`plausible_return`: does a CALL end at this address?) and stack
@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
+from dumpkit.unwind import bulk
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
 from dumpkit.unwind.evidence import SCANNED, Witnessed, checked, witness
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
@@ -42,9 +43,10 @@ DEFAULT_MAX_FRAMES = 2_000_000
 # How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
 # cuts walks short at the first large frame; much further mostly finds stale addresses.
 DEFAULT_SCAN_WORDS = 256
-# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
-# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
-MAX_STACK_BYTES = 64 << 20
+# Stack bytes copied at a time for fast reads: a window from SP, moved on when the walk
+# reads past it (a thread record can claim a 4 GiB stack, and a full-memory dump can back
+# much of it; an 88 MiB recursion read word by word past a single copy took seconds).
+MAX_STACK_BYTES = 16 << 20
 # Scanning asks about the same stack words again and again (every thread of a process
 # shares the same return sites); caches are bounded so a hostile dump cannot grow them.
 RETURN_CACHE_LIMIT = 1 << 18
@@ -135,8 +137,12 @@ class Walker:
         max_frames: int = DEFAULT_MAX_FRAMES,
         scan_words: int = DEFAULT_SCAN_WORDS,
         cross_check: bool = True,
+        use_bulk: bool = True,
     ):
         self.target = target
+        # Recursions verified in bulk (unwind/bulk.py); off, every frame is stepped (the
+        # reference the bulk path is tested against).
+        self.use_bulk = use_bulk
         self.images = images
         self.max_frames = max_frames
         self.scan_words = scan_words
@@ -324,10 +330,21 @@ class Walker:
         s_lo, s_hi = window_lo, window_lo + len(stack)
         unpack = struct.unpack_from
         target = self.target
+        # the window as 64-bit words, for verifying recursions in bulk
+        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
 
         def read_word(addr: int) -> Optional[int]:
+            nonlocal stack, s_lo, s_hi, words
             if s_lo <= addr and addr + word <= s_hi:
                 return unpack(word_format, stack, addr - s_lo)[0]
+            if s_hi <= addr < stack_hi:
+                # past the copied window, still in the stack: the next window (forward only)
+                lo = addr & -word
+                stack = target.read_available(lo, min(stack_hi - lo, MAX_STACK_BYTES))
+                s_lo, s_hi = lo, lo + len(stack)
+                words = memoryview(stack)[: len(stack) & -8].cast("Q") if words is not None else None
+                if s_lo <= addr and addr + word <= s_hi:
+                    return unpack(word_format, stack, addr - s_lo)[0]
             try:
                 return unpack(word_format, target.read(addr, word))[0]
             except MemoryNotInDump:
@@ -335,6 +352,11 @@ class Walker:
 
         frames: List[Frame] = []
         append = frames.append
+        # Verified recursion runs (unwind/bulk.py) end the explicit list before them:
+        # `parts` holds the lists and runs so far, `done` their frame count.
+        parts: List[bulk.Part] = []
+        done = 0
+        streak = 0  # fast frames in a row at the end of `frames`
         fixed_frames = self._fixed
         code = self._code
         places = self._places
@@ -346,7 +368,7 @@ class Walker:
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
         while True:
-            n = len(frames)
+            n = done + len(frames)
             if n >= limit:
                 stop = StopReason.FRAME_LIMIT
                 break
@@ -383,8 +405,35 @@ class Walker:
                             stop = StopReason.END_OF_STACK
                             break
                         frame.size = csp - sp
+                        streak = streak + 1 if trust is unwind_info else 0
                         ip, sp, trust = cip, csp, unwind_info
+                        if words is not None and streak >= bulk.MIN_RUN:
+                            streak = 0
+                            found = bulk.follow(
+                                frames,
+                                ip,
+                                sp,
+                                self._cached_fixed,
+                                words,
+                                s_lo,
+                                min(s_hi, stack_hi + word),
+                                limit - n - 1,
+                                n + 1,
+                            )
+                            if found is not None:
+                                run, last = found
+                                parts += [frames, run]
+                                frames = []
+                                append = frames.append
+                                done = run.first + len(run)
+                                for at, saved_regs in last:
+                                    for reg, off in saved_regs:
+                                        v = read_word(at + off)
+                                        if v is not None:
+                                            regs[reg] = v
+                                sp = run.sp + run.repetitions * run.span
                         continue
+            streak = 0
             place = places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
             frame = Frame(
@@ -419,7 +468,12 @@ class Walker:
                 break
             frame.size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
+        walked: Sequence[Frame] = bulk.Frames(parts + [frames]) if parts else frames
+        return StackWalk(thread.tid, walked, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
+
+    def _cached_fixed(self, ip: int) -> Optional[_FixedTuple]:
+        found = self._fixed.get(ip, _MISSING)
+        return self._fixed_frame(self.step, ip) if found is _MISSING and self.step is not None else found
 
 
 def walk_thread(
