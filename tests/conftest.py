@@ -271,6 +271,7 @@ SLOW = (
     "tests/analysis/test_chained_functions.py::test_no_crash_frame_is_named_after_a_fragment_of_python38",
     "tests/cpython/test_real_python_dumps.py::test_normal_dump_says_what_is_missing_and_which_dump_has_it",
     "tests/test_code_checks.py",
+    "tests/analysis/test_crash_site.py::test_python_recursions_group_by_what_recursed_whatever_ran_out_of_stack",
     "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
     # worker processes and a Dask cluster take seconds to start
     "tests/triage/test_triage.py::test_worker_processes_give_the_records_one_process_gives",

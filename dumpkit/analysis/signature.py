@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 2 (RULES):
+Rules, version 3 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_FATAL_APP_EXIT), the thrown type for an MSVC C++ exception
@@ -27,9 +27,15 @@ Rules, version 2 (RULES):
    below the cycle's complete ones belongs to it.
 5. The first MAX_ELEMENTS elements are kept; the walk stops early at a frame found by
    unvalidated stack scanning (its neighbours may be noise that differs between runs).
+6. A stack overflow whose largest recursion fills at least OVERFLOW_SHARE of the used
+   stack starts at that recursion: the frames above it are wherever the last repetition
+   happened to run out of stack (a helper, an allocator, the guard-page fault in ntdll),
+   which differs from run to run and says nothing of the cause.
 Elements are joined with " | ".
 
-Version 1 kept thread-start frames and system-module RVAs: a short stack's signature then
+Version 2 started a stack overflow at the top: `repr(x)` of a self-nesting list gave
+`func_57d80 | PyUnicode_New | _PyUnicodeWriter_PrepareInternal` (where the stack ran out)
+and never reached the recursion. Version 1 kept thread-start frames and system-module RVAs: a short stack's signature then
 ended in `kernel32.dll+0x13677 | ntdll.dll+0x39d42`, which differs between Windows builds.
 """
 
@@ -41,8 +47,11 @@ from typing import List, Optional, Sequence, Tuple
 from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, ThreadReport
 from dumpkit.analysis.recursion import call_order
 
-RULES = 2
+RULES = 3
 MAX_ELEMENTS = 3
+# Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
+OVERFLOW_SHARE = 0.5
+STACK_OVERFLOW_CODE = 0xC00000FD
 SEPARATOR = " | "
 
 
@@ -180,9 +189,14 @@ def signature_kind(crash: CrashInfo) -> str:
     return name
 
 
-def signature_elements(frames: Sequence[FrameRecord], cycles: Sequence[Cycle]) -> Tuple[str, ...]:
-    """Rules 2-5 over the crashing thread's (kept) frames."""
+def signature_elements(
+    frames: Sequence[FrameRecord], cycles: Sequence[Cycle], stack_overflow: bool = False
+) -> Tuple[str, ...]:
+    """Rules 2-6 over the crashing thread's (kept) frames."""
     by_first = {c.first_frame: c for c in cycles}
+    cause = cycles[0] if stack_overflow and cycles else None  # largest first
+    if cause is not None and cause.stack_share is not None and cause.stack_share >= OVERFLOW_SHARE:
+        frames = [f for f in frames if f.index >= cause.first_frame]
     out: List[str] = []
     skip_to = -1
     members: frozenset = frozenset()  # of the cycle just passed: its partial repetition below goes with it
@@ -218,5 +232,6 @@ def crash_signature(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) 
     if crash is None:
         return None
     kind = signature_kind(crash)
-    frames = signature_elements(thread.frames, thread.cycles) if thread is not None else ()
+    overflow = crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE
+    frames = signature_elements(thread.frames, thread.cycles, overflow) if thread is not None else ()
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)

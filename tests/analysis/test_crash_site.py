@@ -11,7 +11,7 @@ import pytest
 from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
+from tests.conftest import SAMPLE_BIN, python_manifest, real_dump, real_dumps, sample_facts, sample_path
 
 _REPORTS: dict = {}
 
@@ -120,6 +120,32 @@ def test_windows_build_specific_rvas_stay_out_of_signatures():
     assert sig.text == _report(real_dump("breakpad/read_av_clobber_write.dmp")).signature.text
     on_stack = _report(real_dump("breakpad/exec_av_on_stack.dmp")).signature
     assert on_stack is not None and on_stack.text == "ACCESS_VIOLATION | ?"
+
+
+def test_a_stack_overflow_signature_starts_at_the_recursion_not_where_the_stack_ran_out():
+    """Breakpad's stack_exhaustion overflowed in crashme.exe+0xa637, called from the
+    recursion's last repetition: where the guard page happened to be hit, not the cause."""
+    report = _report(real_dump("breakpad/stack_exhaustion.dmp"))
+    crash = next(t for t in report.threads if t.is_crashing)
+    assert crash.cycles and crash.cycles[0].first_frame > 0  # frames above the recursion exist
+    sig = report.signature
+    assert sig is not None and sig.frames[0] == "recursion(crashme.exe+0xa6a7)", sig.text
+
+
+PY_OVERFLOWS = [d for d in python_manifest() if d.get("expected_class") == "recursion"]
+
+
+@pytest.mark.parametrize("facts", PY_OVERFLOWS, ids=[d["file"] for d in PY_OVERFLOWS])
+def test_python_recursions_group_by_what_recursed_whatever_ran_out_of_stack(facts, python_report):
+    """repr() of a self-nesting list ran out of stack inside PyUnicode_New on one run; the
+    signature names the repr recursion, and a full-memory dump of the same program says
+    the same line as its minidump."""
+    sig = python_report(facts).signature
+    assert sig is not None and sig.kind == "STACK_OVERFLOW" and sig.frames[0].startswith("recursion("), sig.text
+    twin = facts["file"].replace(".dmp.xz", "_full.trimmed.dmp.xz")
+    partner = next((d for d in python_manifest() if d["file"] == twin), None)
+    if partner is not None:
+        assert python_report(partner).signature.text == sig.text
 
 
 @pytest.mark.parametrize("dump", real_dumps(), ids=lambda p: f"{p.parent.name}/{p.name}")
