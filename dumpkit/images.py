@@ -566,32 +566,19 @@ class ImageLocator:
                     if found is not None:
                         return found
                 for packed in _store_candidates(base, name, key, name[:-1] + "_"):
-                    self.failures.append(
-                        f"{name}: symbol store: {packed} is compressed (a cabinet), which dumpkit does "
-                        "not read; expand it in place (`expand` on Windows, `cabextract` elsewhere)"
-                    )
+                    self.failures.append(f"{name}: symbol store: {packed} {_CABINET}")
         return None
 
     def _follow_pointer(self, ptr: str, module: Module) -> Optional[LocatedImage]:
         """A store's file.ptr holds `PATH:<where the file is>` or `MSG:<why it is not>`."""
         name = _module_file_name(module)
-        try:
-            with open(ptr, "rb") as f:
-                text = f.read(MAX_FILE_PTR).decode("utf-8", "replace").strip()
-        except OSError as e:
-            self.failures.append(f"{name}: symbol store: {ptr}: {e.strerror or e}")
-            return None
-        kind, _, value = text.partition(":")
-        value = value.strip()
-        if kind.upper() != "PATH" or not value:
-            self.failures.append(f"{name}: symbol store: {ptr} says {text[:200]!r}")
-            return None
-        for real in _existing_files(windows_path_candidates(value) if os.sep == "/" else [value]):
+        targets, why = _pointed_files(ptr)
+        for real in targets:
             found = self._try_file(real, module, "symbol-store")
             if found is not None:
                 found.detail = f"{ptr} -> {found.detail}"
                 return found
-        self.failures.append(f"{name}: symbol store: {ptr} points to {value}, which is not here or does not match")
+        self.failures.append(f"{name}: symbol store: {why or f'{ptr} points to a file that does not match'}")
         return None
 
     # ---------------------------------------------------------------- PDBs
@@ -618,7 +605,7 @@ class ImageLocator:
             if found is not None:
                 return LocatedPdb(found.pdb, found.path, found.refused, found.recording, from_store=True)
         seen: List[str] = []
-        for path in self._pdb_candidates(module, cv, name, image_file):
+        for path in self._pdb_candidates(module, cv, name, image_file, refused):
             real = os.path.realpath(path)
             if real in seen:
                 continue
@@ -641,11 +628,20 @@ class ImageLocator:
         return LocatedPdb(None, None, tuple(refused))
 
     def _pdb_candidates(
-        self, module: Module, cv: CodeViewRecord, name: str, image_file: Optional[str]
+        self, module: Module, cv: CodeViewRecord, name: str, image_file: Optional[str], refused: List[str]
     ) -> Iterator[str]:
+        """Where `cv`'s PDB may be, in search order. A store may hold, instead of the file,
+        a file.ptr (followed) or a compressed NAME.pd_ (named in `refused`), as for images."""
         for d in self.symbol_dirs:
             for base in windows_path_candidates(d) if os.sep == "/" else [d]:
                 yield from _store_candidates(base, name, cv.symbol_id)
+                for ptr in _store_candidates(base, name, cv.symbol_id, "file.ptr"):
+                    targets, why = _pointed_files(ptr)
+                    yield from targets
+                    if why:
+                        refused.append(why)
+                for packed in _store_candidates(base, name, cv.symbol_id, name[:-1] + "_"):
+                    refused.append(f"{packed}: {_CABINET}")
         beside = [image_file] if image_file else []
         if self.use_recorded_path:
             beside += windows_path_candidates(module.path) if module.path else []
@@ -966,6 +962,29 @@ def _download(url: str, dest: str) -> Optional[str]:
     except (urllib.error.URLError, OSError, ValueError) as e:
         return str(getattr(e, "reason", e))
     return ""
+
+
+# What a store's compressed NAME.dl_ / NAME.pd_ (symstore /compress) gets said of it.
+_CABINET = (
+    "is compressed (a cabinet), which dumpkit does not read; expand it in place "
+    "(`expand` on Windows, `cabextract` elsewhere)"
+)
+
+
+def _pointed_files(ptr: str) -> Tuple[List[str], Optional[str]]:
+    """The existing files a store's file.ptr (`PATH:<file>` or `MSG:<why not>`, written by
+    symstore /p) points to here, and why there are none (None when there are)."""
+    try:
+        with open(ptr, "rb") as f:
+            text = f.read(MAX_FILE_PTR).decode("utf-8", "replace").strip()
+    except OSError as e:
+        return [], f"{ptr}: {e.strerror or e}"
+    kind, _, value = text.partition(":")
+    value = value.strip()
+    if kind.upper() != "PATH" or not value:
+        return [], f"{ptr} says {text[:200]!r}"
+    found = list(_existing_files(windows_path_candidates(value) if os.sep == "/" else [value]))
+    return found, None if found else f"{ptr} points to {value}, which is not here"
 
 
 def _store_candidates(base: str, name: str, key: str, leaf: Optional[str] = None) -> Iterator[str]:

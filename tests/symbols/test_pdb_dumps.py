@@ -139,6 +139,30 @@ def test_pdb_from_a_symbol_store(tmp_path):
     assert module(r, "pdbkernels.dll").symbol_source.startswith(f"pdb: {store}")
 
 
+def test_a_symbol_store_pointer_to_the_pdb_is_followed(tmp_path):
+    """symstore /p keeps NAME.pdb/KEY/file.ptr (PATH:<where the PDB is>) instead of the file."""
+    store = _store(tmp_path / "store", "pdbkernels.pdb")
+    (key,) = list((store / "pdbkernels.pdb").iterdir())
+    real = tmp_path / "drop" / "pdbkernels.pdb"
+    real.parent.mkdir()
+    (key / "pdbkernels.pdb").rename(real)
+    (key / "file.ptr").write_text(f"PATH:{real}\r\n")
+    r = report("pdb_static_cycle.dmp", [str(images_only(tmp_path))], [str(store)])
+    assert sorted(crashing(r).cycles[0].functions) == sorted(f"pdbkernels.dll!{n}" for n in CYCLE)
+    assert module(r, "pdbkernels.dll").symbol_source.startswith(f"pdb: {real}")
+
+
+def test_a_compressed_pdb_in_a_store_is_named_not_guessed_at(tmp_path):
+    store = _store(tmp_path / "store", "pdbkernels.pdb")
+    (key,) = list((store / "pdbkernels.pdb").iterdir())
+    (key / "pdbkernels.pdb").unlink()
+    (key / "pdbkernels.pd_").write_bytes(b"MSCF\0\0\0\0" + bytes(64))
+    r = report("pdb_static_cycle.dmp", [str(images_only(tmp_path))], [str(store)])
+    said = [e for e in r.soft_errors if "pdbkernels.pd_" in e]
+    assert said and "is compressed (a cabinet)" in said[0] and "cabextract" in said[0]
+    assert "pdbkernels.dll!parse_list" not in crashing(r).cycles[0].functions
+
+
 def test_pdb_from_a_symbol_server_over_loopback(tmp_path):
     served = _store(tmp_path / "served", "pdbkernels.pdb")
     cache = tmp_path / "cache"
