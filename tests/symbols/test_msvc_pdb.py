@@ -12,7 +12,8 @@ import pytest
 from dumpkit.pe import PEImage
 from dumpkit.symbols.pdb import PdbFile, open_pdb
 
-HERE = Path(__file__).resolve().parent / "msvc"
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "tests" / "symbols" / "msvc"
 DLL = HERE / "attach_amd64.dll"
 PDB = HERE / "attach_amd64.pdb"
 
@@ -76,3 +77,37 @@ def test_cxx_names_come_back_as_msvc_writes_them(pair):
             names.add(fn.name)
     assert "std::_Throw_bad_array_new_length" in names
     assert "std::exception::`scalar deleting destructor'" in names
+
+
+# ----------------------------------------------------------------------------- a real dump
+# sample_dumps/msvc/msvc_pdb_av.dmp.xz: the genuine CPython 3.8 under Wine called the DLL's
+# AttachAndRunPythonCode with a NULL out-pointer (sample_dumps/msvc/build.sh).
+MSVC_DUMP = ROOT / "sample_dumps" / "msvc" / "msvc_pdb_av.dmp.xz"
+
+
+def _crash_report(plain, image_dir: Path):
+    from dumpkit.engine import Options, analyze
+    from dumpkit.sources.minidump import open_dump
+
+    if not MSVC_DUMP.exists():
+        pytest.skip("sample_dumps/msvc/msvc_pdb_av.dmp.xz not present")
+    report = analyze(open_dump(str(plain(MSVC_DUMP))), Options(image_paths=[str(image_dir)])).report
+    crash = next(t for t in report.threads if t.is_crashing)
+    module = next(m for m in report.modules if m.name == "attach_amd64.dll")
+    return report, crash.frames[0], module
+
+
+def test_a_crash_in_msvc_code_is_named_and_placed_from_its_pdb(plain):
+    report, top, module = _crash_report(plain, HERE)
+    assert top.symbol == "attach_amd64.dll!AttachAndRunPythonCode+0xa"
+    assert top.source is not None and top.source.endswith("attach.cpp:543")
+    assert module.symbol_source is not None and module.symbol_source.startswith("pdb: ")
+    assert "read from 0x0" in report.verdict.headline
+
+
+def test_without_the_pdb_the_export_names_the_frame_and_no_line_is_made_up(plain, tmp_path):
+    (tmp_path / "attach_amd64.dll").write_bytes(DLL.read_bytes())
+    _, top, module = _crash_report(plain, tmp_path)
+    assert top.symbol == "attach_amd64.dll!AttachAndRunPythonCode+0xa"
+    assert top.source is None
+    assert not (module.symbol_source or "").startswith("pdb")
