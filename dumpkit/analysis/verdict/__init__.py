@@ -69,7 +69,24 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).next_steps))
     verdict, findings = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
-    return _within_the_evidence(verdict, case), findings
+    return _within_the_evidence(_for_what_is_loaded(verdict, case), case), findings
+
+
+def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
+    """Advice follows the process (issue #18): the code tables' Python and TensorFlow steps
+    are dropped where no Python runtime or no TensorFlow module was loaded."""
+    env = case.environment
+    python = case.python is not None or env.python is not None or env.python_module is not None
+    tensorflow = bool(env.tensorflow)
+
+    def fits(step: str) -> bool:
+        low = step.lower()
+        if not python and "faulthandler" in low:
+            return False
+        return tensorflow or not ("tensorflow" in low or "absl" in low)
+
+    kept = tuple(s for s in verdict.next_steps if fits(s))
+    return verdict if kept == verdict.next_steps else replace(verdict, next_steps=kept)
 
 
 STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")
