@@ -140,6 +140,9 @@ def test_advice_follows_what_the_process_loaded(dump):
     assert env["python"] is None and not env["tensorflow"]  # what this test is about
     steps = " ".join(doc["verdict"]["next_steps"]).lower()
     assert "faulthandler" not in steps
+    if doc["verdict"]["kind"] == "access_violation":  # the native counterpart instead
+        module = doc["crash"]["module"] or "the faulting module"
+        assert f"with {module.lower()}'s pdb (`.ecxr` then `kn`)" in steps
     assert "tensorflow" not in steps and "absl" not in steps
     headline = doc["verdict"]["headline"]
     if "called from " in headline:

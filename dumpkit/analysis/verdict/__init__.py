@@ -73,20 +73,27 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
 
 
 def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
-    """Advice follows the process (issue #18): the code tables' Python and TensorFlow steps
-    are dropped where no Python runtime or no TensorFlow module was loaded."""
+    """Advice follows the process (issue #18): without a Python runtime loaded, the code
+    tables' faulthandler step becomes its native counterpart (the debugger's stack with the
+    module's PDB); without TensorFlow, TensorFlow/absl steps are dropped."""
     env = case.environment
     python = case.python is not None or env.python is not None or env.python_module is not None
     tensorflow = bool(env.tensorflow)
-
-    def fits(step: str) -> bool:
+    module = case.crash.module if case.crash is not None and case.crash.module else "the faulting module"
+    native = (
+        f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`.ecxr` then `kn`) "
+        "for the faulting source line and its callers."
+    )
+    kept: List[str] = []
+    for step in verdict.next_steps:
         low = step.lower()
         if not python and "faulthandler" in low:
-            return False
-        return tensorflow or not ("tensorflow" in low or "absl" in low)
-
-    kept = tuple(s for s in verdict.next_steps if fits(s))
-    return verdict if kept == verdict.next_steps else replace(verdict, next_steps=kept)
+            step = native
+        elif not tensorflow and ("tensorflow" in low or "absl" in low):
+            continue
+        if step not in kept:
+            kept.append(step)
+    return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
 
 
 STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")
