@@ -2,9 +2,11 @@
 
     python bench/build_inputs.py [--force] [--functions N] [NAME...]
 
-NAME is one of: deep1m, threads200, sparse4g, full4g, bigpdata (default: all).
+NAME is one of: deep1m, deep1400k, threads200, sparse4g, full4g, bigpdata (default: all).
 
   deep1m      out/deep_recursion_1m.dmp: sample_dumps/deep_recursion_1m.dmp.xz, decompressed.
+  deep1400k   out/deep1400k/deep1400k.dmp: deep1m's recipe (sample_dumps/src/tfhost.c
+              deep_recursion_1m) built with an 88 MiB stack reserve: ~1.44M frames.
   threads200  out/threads200/threads200.dmp: bench/src/threads200.c compiled with mingw-w64
               (same flags as sample_dumps/build.sh), run under Wine as
               `dumper.exe OUT threads200.exe 200` (sample_dumps/bin/dumper.exe: the
@@ -48,7 +50,7 @@ CFLAGS = "-O2 -fno-inline -fno-optimize-sibling-calls -g0 -Wall".split()
 LDFLAGS = "-static -static-libgcc".split()
 WINEPREFIX = os.path.join(OUT, "wineprefix")
 
-NAMES = ("deep1m", "threads200", "sparse4g", "full4g", "bigpdata")
+NAMES = ("deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata")
 
 
 def log(msg: str) -> None:
@@ -125,6 +127,25 @@ def build_deep1m(force: bool) -> str:
         os.replace(dst + ".tmp", dst)
         log(f"decompressed {dst}")
     return dst
+
+
+def build_deep1400k(force: bool, reserve_mib: int = 88) -> str:
+    """out/deep1400k/deep1400k.dmp: the deep_recursion_1m recipe (sample_dumps/src/tfhost.c,
+    `descend` recursing 64 bytes a frame until the stack overflows) with an 88 MiB
+    reserve instead of 64: ~1.44M frames. tfhost.exe is built here with
+    -DDEEP_RESERVE_MIB; opkernels.dll is the committed sample_dumps/bin one."""
+    d = os.path.join(OUT, "deep1400k")
+    os.makedirs(os.path.join(d, "images"), exist_ok=True)
+    src = os.path.join(SAMPLES, "src", "tfhost.c")
+    exe = os.path.join(d, "images", "tfhost.exe")
+    dll = os.path.join(d, "images", "opkernels.dll")
+    dmp = os.path.join(d, "deep1400k.dmp")
+    if force or not fresh(exe, src):
+        run([CC] + CFLAGS + [f"-DDEEP_RESERVE_MIB={reserve_mib}"] + LDFLAGS + ["-o", exe, src, "-ldbghelp"], 120)
+        shutil.copy2(os.path.join(SAMPLES, "bin", "opkernels.dll"), dll)
+    if force or not fresh(dmp, exe):
+        wine_dump(d, dmp, ["tfhost.exe", "deep_recursion_1m"], [exe, dll])
+    return dmp
 
 
 def program_dump(
@@ -221,7 +242,7 @@ def build_bigpdata(force: bool, functions: int) -> str:
 
 
 # Inputs made by running real programs: they need the cross toolchain and Wine.
-NEEDS_WINE = {"threads200", "full4g", "bigpdata"}
+NEEDS_WINE = {"deep1400k", "threads200", "full4g", "bigpdata"}
 
 
 def missing_tools() -> list:
@@ -249,6 +270,8 @@ def build(names=NAMES, force=False, functions=1_000_000) -> dict:
         try:
             if n == "deep1m":
                 out[n] = build_deep1m(force)
+            elif n == "deep1400k":
+                out[n] = build_deep1400k(force)
             elif n == "threads200":
                 out[n] = build_threads200(force)
             elif n == "sparse4g":

@@ -1,6 +1,7 @@
 """dumpkit benchmarks against rust-minidump's and Breakpad's stack walkers.
 
     python bench/run.py [--runs N] [--only NAME ...] [--no-build] [--timeout S] [--no-peers]
+    python bench/run.py --startup [--runs N]     # the start-up cases alone (seconds)
 
 Builds the inputs into bench/out/ (bench/build_inputs.py; reused once built), then runs
 every tool on every input N times (default 3) as a child process and prints one table:
@@ -21,6 +22,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -45,6 +47,11 @@ INPUTS = {
         os.path.join(SAMPLES, "bin"),
         "1,048,444-frame stack overflow (64 MiB)",
     ),
+    "deep1400k": (
+        os.path.join(OUT, "deep1400k", "deep1400k.dmp"),
+        [os.path.join(OUT, "deep1400k", "images"), WINE_IMAGES],
+        "1,441,660-frame stack overflow (88 MiB)",
+    ),
     "threads200": (
         os.path.join(OUT, "threads200", "threads200.dmp"),
         [os.path.join(OUT, "threads200", "images"), WINE_IMAGES],
@@ -63,7 +70,7 @@ INPUTS = {
     ),
     "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"), "null_deref.dmp (209 KiB)"),
 }
-BUILT = {"deep1m", "threads200", "sparse4g", "full4g", "bigpdata"}
+BUILT = {"deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata"}
 
 
 def find_peers(install: bool) -> dict:
@@ -123,7 +130,7 @@ def measure(cmd: list, out_file: str, timeout: float) -> dict:
     env = child_env()
     rss_file = out_file + ".rss"
     use_time = os.access(TIME, os.X_OK)
-    full = [TIME, "-f", "%M", "-o", rss_file] + cmd if use_time else cmd
+    full = [TIME, "-f", "%M %U %S", "-o", rss_file] + cmd if use_time else cmd
     with open(out_file, "wb") as fo, open(out_file + ".err", "wb") as fe:
         t0 = time.perf_counter()
         # Own process group: on timeout the tool dies with /usr/bin/time, instead of
@@ -136,13 +143,21 @@ def measure(cmd: list, out_file: str, timeout: float) -> dict:
         timer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
     rss = ru.ru_maxrss
+    cpu = ru.ru_utime + ru.ru_stime
     if use_time:
         try:
             with open(rss_file) as f:
-                rss = int(f.read().split()[-1])
+                fields = f.read().split()
+            rss, cpu = int(fields[-3]), float(fields[-2]) + float(fields[-1])
         except (OSError, ValueError, IndexError):
             rss = None
-    return {"wall": wall, "rss_kib": rss, "rc": p.returncode, "timed_out": wall >= timeout and p.returncode < 0}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "rss_kib": rss,
+        "rc": p.returncode,
+        "timed_out": wall >= timeout and p.returncode < 0,
+    }
 
 
 def _kill_group(pid: int) -> None:
@@ -193,20 +208,48 @@ def fmt_t(s) -> str:
     return "-" if s is None else (f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s")
 
 
-def run_extra(runs: int, timeout: float) -> dict:
-    """`dumpkit explain 0xC00000FD` and the bare interpreter, for the start-up budget."""
-    res = {}
-    for name, cmd in (
-        ("explain 0xC00000FD", [sys.executable, "-m", "dumpkit", "explain", "0xC00000FD"]),
+def startup_cases() -> list:
+    """(name, command) of the start-up budget (issue #20 item 3: `explain` < 0.15 s, a small
+    `analyze` < 0.4 s): commands whose time is mostly the interpreter and imports."""
+    small, images = INPUTS["small"][0], INPUTS["small"][1]
+    dk = [sys.executable, "-m", "dumpkit"]
+    return [
+        ("explain 0xC00000FD", dk + ["explain", "0xC00000FD"]),
+        ("analyze small (text)", dk + ["analyze", small, "--image-path", images]),
+        ("analyze small (json)", dk + ["analyze", small, "--image-path", images, "--format", "json"]),
         ("python -c pass", [sys.executable, "-c", "pass"]),
-    ):
-        best = None
-        for i in range(runs):
-            m = measure(cmd, os.path.join(OUT, "results", f"extra.{i}.out"), timeout)
-            if best is None or m["wall"] < best["wall"]:
-                best = m
+    ]
+
+
+def run_extra(runs: int, timeout: float) -> dict:
+    """The start-up cases: best and median wall, median CPU (user+sys: on a shared
+    machine the wall time moves with the load, the CPU time much less)."""
+    res = {}
+    for name, cmd in startup_cases():
+        ms = [measure(cmd, os.path.join(OUT, "results", f"extra.{i}.out"), timeout) for i in range(runs)]
+        best = dict(min(ms, key=lambda m: m["wall"]))
+        best["median_wall"] = statistics.median(m["wall"] for m in ms)
+        best["median_cpu"] = statistics.median(m["cpu"] for m in ms)
+        best["rss_kib"] = max((m["rss_kib"] or 0) for m in ms) or None
         res[name] = best
     return res
+
+
+def startup_only(runs: int, timeout: float) -> None:
+    """`run.py --startup`: the start-up cases alone, each run `runs` times."""
+    os.makedirs(os.path.join(OUT, "results"), exist_ok=True)
+    load0 = os.getloadavg()[0]
+    measure(startup_cases()[1][1], os.path.join(OUT, "results", "warmup.out"), timeout)  # fills the bytecode cache
+    res = run_extra(runs, timeout)
+    print(f"{runs} runs each; 1-min load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+    print("| command | median wall | best wall | median CPU (user+sys) | peak RSS |")
+    print("|---|---|---|---|---|")
+    for name, m in res.items():
+        rc = "" if m["rc"] == 0 else f" rc={m['rc']}"
+        print(
+            f"| `{name}` | {fmt_t(m['median_wall'])} | {fmt_t(m['wall'])} | {fmt_t(m['median_cpu'])} "
+            f"| {fmt_rss(m['rss_kib'])}{rc} |"
+        )
 
 
 def main() -> None:
@@ -222,7 +265,11 @@ def main() -> None:
     )
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--functions", type=int, default=1_000_000, help="functions in bigpdata.dll")
+    ap.add_argument("--startup", action="store_true", help="only the start-up cases (explain, small analyze)")
     a = ap.parse_args()
+    if a.startup:
+        startup_only(a.runs, a.timeout)
+        return
     names = a.only or list(INPUTS)
     bad = [n for n in names if n not in INPUTS]
     if bad:
@@ -353,7 +400,10 @@ def run_checks(names, timeout) -> list:
 
 
 def cell_extra(m) -> str:
-    return f"{fmt_t(m['wall'])}, {fmt_rss(m['rss_kib'])}" + ("" if m["rc"] == 0 else f" rc={m['rc']}")
+    return (
+        f"{fmt_t(m['wall'])} (median {fmt_t(m['median_wall'])}, CPU {fmt_t(m['median_cpu'])}), "
+        f"{fmt_rss(m['rss_kib'])}" + ("" if m["rc"] == 0 else f" rc={m['rc']}")
+    )
 
 
 if __name__ == "__main__":

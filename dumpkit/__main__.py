@@ -1,3 +1,3 @@
-from dumpkit.cli import main
+from dumpkit.frontdoor import main
 
 main()

@@ -6,13 +6,25 @@ Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (list
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
-from enum import Enum
 from typing import List, Optional
 
 import typer
+
+from dumpkit.commands import (
+    EXIT_OK,
+    EXIT_PROBLEMS,
+    Format,
+    fail,
+    guarded,
+    open_target as _open,
+    report_format,
+    run_analyze,
+    run_explain,
+    symbol_paths as _symbol_paths,
+    warn_problems,
+    write_output,
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -20,151 +32,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Say what killed a Windows Python/TensorFlow process, from its crash dump.",
 )
-
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
-
-
-class Format(str, Enum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
-    html = "html"
-
-
-# What `--format` accepts (any case), and what an `--output` file's extension implies
-# when no format is given.
-FORMAT_NAMES = {"text": Format.text, "txt": Format.text, "json": Format.json, "markdown": Format.markdown}
-FORMAT_NAMES.update({"md": Format.markdown, "html": Format.html, "htm": Format.html})
-FORMAT_EXTENSIONS = {".txt": Format.text, ".json": Format.json, ".md": Format.markdown, ".markdown": Format.markdown}
-FORMAT_EXTENSIONS.update({".html": Format.html, ".htm": Format.html})
-
-
-# Formats made to be pasted or attached somewhere others read them: user names in paths
-# are redacted unless --no-redact. Text goes to the user's own terminal and JSON to tools
-# (where exact paths matter); --redact covers them when they are shared too.
-SHARED_FORMATS = (Format.markdown, Format.html)
-
-
-def report_format(name: Optional[str], output: Optional[str]) -> Format:
-    """The format asked for by name (case-insensitive), else the one `output`'s extension
-    implies, else text. A name that is no format is a usage error."""
-    if name is not None:
-        fmt = FORMAT_NAMES.get(name.strip().lower())
-        if fmt is None:
-            raise fail(f"unknown format {name!r}: use text, json, markdown (md) or html")
-        return fmt
-    if output and output != "-":
-        return FORMAT_EXTENSIONS.get(os.path.splitext(output)[1].lower(), Format.text)
-    return Format.text
-
-
-def new_file_mode(path: str) -> int:
-    """The permissions a report written to `path` gets: those of the file it replaces, or
-    what the umask gives a new file (a temporary file starts at 0600)."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def fail(message: str) -> "typer.Exit":
-    sys.stderr.write(f"dumpkit: error: {message}\n")
-    return typer.Exit(EXIT_UNUSABLE)
-
-
-def _open(path: str):
-    from dumpkit.analysis.facts import nothing_to_analyse
-    from dumpkit.sources.minidump import open_dump
-    from dumpkit.target import DumpError
-
-    if os.path.isdir(path):
-        raise fail(f"{path}: is a directory, not a dump file")
-    if not os.path.exists(path):
-        raise fail(f"{path}: no such file")
-    opener = open_dump
-    if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
-        from dumpkit.bundle.reader import open_bundle as opener
-    try:
-        target = opener(path)
-    except DumpError as e:
-        raise fail(f"{path}: {e}") from None
-    except MemoryError:
-        raise fail(f"{path}: not enough memory to map the file") from None
-    # the same rule for every command: what one calls unusable, none reports on
-    why = nothing_to_analyse(target)
-    if why is not None:
-        target.close()
-        raise fail(f"{path}: {why}")
-    return target
-
-
-BUNDLE_SUFFIX = ".dkb"
-
-
-MAX_WARNINGS = 20
-
-
-def warn_problems(problems: List[str]) -> None:
-    """Exit code 1 always comes with its reasons on stderr (whatever stdout holds): a count,
-    then the problems themselves (the first MAX_WARNINGS)."""
-    if not problems:
-        return
-    from dumpkit.report.escape import clean  # a problem may quote dump-controlled text
-
-    n = len(problems)
-    sys.stderr.write(f"dumpkit: warning: {n} problem{'s' if n != 1 else ''} reading the dump (see the report)\n")
-    for e in problems[:MAX_WARNINGS]:
-        sys.stderr.write(f"dumpkit: warning: {clean(e, 1000)}\n")
-    if n > MAX_WARNINGS:
-        sys.stderr.write(f"dumpkit: warning: ... and {n - MAX_WARNINGS} more in the report\n")
-
-
-def write_output(text: str, output: Optional[str], dump_path: str) -> None:
-    """Print, or write atomically (temp file + rename) so a reader never sees half a report."""
-    if not output or output == "-":
-        sys.stdout.write(text)
-        return
-    if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
-        raise fail(f"{output}: refusing to overwrite the dump being read")
-    folder = os.path.dirname(os.path.abspath(output))
-    mode = new_file_mode(output)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
-    except OSError as e:
-        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, output)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
-
-
-MIN_WIDTH = 40
-
-
-def text_width(tty: bool, asked: Optional[int]) -> int:
-    """`--width`, else the terminal's columns, else 120 (into a pipe or a file, where
-    nothing says how wide the reader's screen is)."""
-    if asked is not None:
-        return max(MIN_WIDTH, asked)
-    return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns) if tty else 120
-
-
-def _symbol_paths(explicit: Optional[List[str]]) -> List[str]:
-    paths = list(explicit or [])
-    env = os.environ.get("_NT_SYMBOL_PATH")
-    if env:
-        paths.append(env)
-    return paths
 
 
 ImagePathOpt = typer.Option(
@@ -217,45 +84,20 @@ def analyze(
     ),
 ) -> None:
     """Analyse a crash dump: verdict, evidence, next steps, stacks, environment."""
-    from dumpkit.engine import Options, analyze as run
-
-    fmt = report_format(fmt_name, output)
-    target = _open(dump)
-    opts = Options(
-        image_paths=image_path or (),
-        symbol_paths=_symbol_paths(symbol_path),
-        use_recorded_paths=recorded_paths,
-        max_frames=max(1, max_frames),
-        oversized_threshold=max(1, threshold),
+    code = run_analyze(
+        dump,
+        image_path=image_path or (),
+        symbol_path=symbol_path or (),
+        recorded_paths=recorded_paths,
+        fmt_name=fmt_name,
+        output=output,
+        max_frames=max_frames,
+        threshold=threshold,
+        color=color,
+        width_asked=width_asked,
+        redact=redact,
     )
-    result = run(target, opts)
-    report = result.report
-    if redact if redact is not None else fmt in SHARED_FORMATS:
-        from dumpkit.report.redact import redact_report
-
-        report = redact_report(report)
-    if fmt is Format.json:
-        from dumpkit.report.json_report import render_json
-
-        text = render_json(report) + "\n"
-    elif fmt is Format.markdown:
-        from dumpkit.report.markdown import render_markdown
-
-        text = render_markdown(report)
-    elif fmt is Format.html:
-        from dumpkit.report.html import render_html
-
-        text = render_html(report)
-    else:
-        from dumpkit.report.text import render_text
-
-        tty = sys.stdout.isatty() and not output
-        use_color = tty if color is None else color
-        width = text_width(tty, width_asked)
-        text = render_text(report, color=use_color and not output, width=width)
-    write_output(text, output, dump)
-    warn_problems(list(report.soft_errors))
-    raise typer.Exit(EXIT_PROBLEMS if report.soft_errors else EXIT_OK)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -342,7 +184,7 @@ def info(
 
 @app.command()
 def bundle(
-    dump: str = typer.Argument(..., help="The .dmp file."),
+    dump: str = typer.Argument(..., help="The .dmp file, or a .dkb bundle to bundle again (e.g. with --redact)."),
     output: str = typer.Option(..., "--output", "-o", help="The bundle to write (CRASH.dkb)."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
@@ -350,15 +192,15 @@ def bundle(
         False, "--redact", help="Replace user names in paths and blank the process environment block, in the bundle."
     ),
 ) -> None:
-    """Write a bundle: the dump plus exactly the image pages its analysis read, so that
-    `dumpkit analyze CRASH.dkb` gives the same report on a machine without the images."""
+    """Write a bundle: the dump plus exactly the image and PDB pages its analysis read, so
+    that `dumpkit analyze CRASH.dkb` gives the same report on a machine without them. A
+    bundle given as input is bundled again: its dump and pages, plus what --image-path or
+    --symbol-path add, with --redact applied."""
     from dumpkit.bundle.format import BundleError
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.report.escape import clean
     from dumpkit.words import human_bytes, plural
 
-    if dump.lower().endswith(BUNDLE_SUFFIX):
-        raise fail(f"{dump}: is a bundle already; bundle the .dmp it was made from")
     if os.path.exists(output) and os.path.exists(dump) and os.path.samefile(output, dump):
         raise fail(f"{output}: refusing to overwrite the dump being read")
     target = _open(dump)
@@ -368,9 +210,16 @@ def bundle(
         from dumpkit.bundle.redact import redact_dump
         from dumpkit.sources.minidump import open_dump_bytes
 
-        with open(dump, "rb") as f:
-            data, redacted = redact_dump(f.read(), target)
-        target = open_dump_bytes(data, dump)
+        if target.bundle is not None:
+            original = b"".join(target.file_chunks())
+        else:
+            with open(dump, "rb") as f:
+                original = f.read()
+        data, redacted = redact_dump(original, target)
+        redacted_target = open_dump_bytes(data, dump)
+        # a bundle's pages and manifest go along
+        redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
+        target = redacted_target
     try:
         done = write_bundle(
             target,
@@ -389,11 +238,17 @@ def bundle(
         f"wrote {clean(output, 500)}: {human_bytes(done.size)}, holding the dump "
         f"({clean(m.dump.name, 200)}, {human_bytes(m.dump.size)}) and {human_bytes(pages)} of image pages "
         f"from {plural(len(m.images), 'module')}"
+        + (f", and {human_bytes(sum(p.captured for p in m.pdbs))} of {plural(len(m.pdbs), 'PDB')}" if m.pdbs else "")
     ]
     for image, (_, file_size) in zip(m.images, done.image_files):
         out.append(
             f"  {clean(image.name, 200)}: {human_bytes(image.captured)} of {human_bytes(file_size)} "
             f"in {plural(len(image.ranges), 'range')} (from {image.source})"
+        )
+    for pdb in m.pdbs:
+        out.append(
+            f"  {clean(pdb.name, 200)}: {human_bytes(pdb.captured)} of {human_bytes(pdb.file_size)} "
+            f"in {plural(len(pdb.ranges), 'range')} (PDB {pdb.guid} age {pdb.age})"
         )
     if done.not_found:
         out.append(
@@ -419,31 +274,73 @@ def explain(
     ),
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
-    from dumpkit.analysis.codes import parse_code
-    from dumpkit.analysis.explain import explain as run
-    from dumpkit.report.explanation import render_capture_advice, render_explanation_text
+    run_explain(code or (), how_to_capture)
 
-    text = " ".join(code or ())  # `dumpkit explain stack overflow` needs no quotes
-    if not text.strip():
-        if not how_to_capture:
-            raise fail("name a code to explain (or give --how-to-capture alone for the dump-capture advice)")
-        sys.stdout.write(render_capture_advice().rstrip("\n") + "\n")
-        return
+
+@app.command()
+def triage(
+    paths: List[str] = typer.Argument(..., help="Dump files, folders (searched recursively) and globs."),
+    image_path: Optional[List[str]] = ImagePathOpt,
+    symbol_path: Optional[List[str]] = SymbolPathOpt,
+    fmt_name: Optional[str] = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="text, json, markdown (md) or html. Default: what --output's extension says, else text.",
+    ),
+    output: Optional[str] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write here instead of stdout. For html: a folder (or an .html file) that also gets one report per example dump.",
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", help="Dumps analysed at once, in worker processes. Default: the CPU count."
+    ),
+    timeout: float = typer.Option(
+        600.0, "--timeout", help="Seconds one dump may take before it is listed as timed out (0: no limit)."
+    ),
+    cache: Optional[str] = typer.Option(
+        None, "--cache", help="Folder of earlier results: dumps already analysed by this dumpkit version are skipped."
+    ),
+    scheduler: Optional[str] = typer.Option(
+        None,
+        "--scheduler",
+        help="Run on this Dask scheduler (tcp://HOST:PORT); needs the triage-dask extra and dumps the workers can read.",
+    ),
+    progress: Optional[bool] = typer.Option(
+        None, "--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal)."
+    ),
+) -> None:
+    """Analyse many dumps and group them by crash signature: one line per distinct crash."""
+    from dumpkit.triage.run import default_jobs
+    from dumpkit.triage_command import UsageError, run_triage
+
+    fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
+    if output and fmt is Format.text and not fmt_name and not os.path.splitext(output)[1]:
+        fmt = Format.html  # a folder: the HTML page and its per-dump reports
     try:
-        parsed = parse_code(text)
-    except ValueError as e:
+        code = run_triage(
+            paths,
+            fmt.value,
+            output,
+            max(1, jobs) if jobs is not None else default_jobs(),
+            timeout if timeout > 0 else None,
+            cache,
+            scheduler,
+            image_path or (),
+            _symbol_paths(symbol_path),
+            progress,
+        )
+    except UsageError as e:
         raise fail(str(e)) from None
-    sys.stdout.write(render_explanation_text(run(parsed), how_to_capture).rstrip("\n") + "\n")
+    raise typer.Exit(code)
 
 
 def main() -> None:
-    try:
-        app()
-    except KeyboardInterrupt:
-        sys.stderr.write("dumpkit: interrupted\n")
-        sys.exit(130)
-    except BrokenPipeError:
-        sys.exit(0)
+    """typer alone; the `dumpkit` command is frontdoor.main, which comes here for all but
+    the plain spellings of `explain` and `analyze`."""
+    guarded(app)
 
 
 if __name__ == "__main__":

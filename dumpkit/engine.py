@@ -139,7 +139,7 @@ def contents(target: Target) -> Contents:
 # ----------------------------------------------------------------------------- walk
 def make_walker(target: Target, options: Options) -> Walker:
     # A target read from a bundle carries the image pages that travelled with it.
-    store: Optional[ImageStore] = getattr(target, "image_store", None)
+    store: Optional[ImageStore] = target.image_store
     locator = options.locator or ImageLocator(
         image_paths=list(options.image_paths),
         symbol_paths=list(options.symbol_paths),
@@ -199,7 +199,7 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
 
 def frame_record(f: Frame) -> FrameRecord:
     """A walked frame as reports carry it."""
-    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust)
+    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust, f.source)
 
 
 def _records(frames: Sequence[Frame], keep: Optional[int]) -> Tuple[Tuple[FrameRecord, ...], int]:
@@ -449,8 +449,8 @@ def _installed_package(
     """The distribution that installed `module`: as a bundle recorded it (the installation
     stayed on the machine that wrote it), else found next to the module's local files."""
     if module.base not in seen:
-        recorded = getattr(getattr(target, "image_store", None), "package_for", None)
-        found = recorded(module) if recorded is not None else None
+        store = target.image_store
+        found = store.package_for(module) if store is not None else None
         seen[module.base] = found if found is not None else owning_package(walker.images.files(module))
     return seen[module.base]
 

@@ -18,12 +18,10 @@ Order, as in DESIGN.md "Where unwind data comes from":
 
 Results are cached per module; `close()` releases the files. A locator made with
 `record_reads=True` wraps every image file it serves in a `RecordingBacking`, so that a
-bundle can be written with exactly the pages an analysis read.
-
-Results are cached per module; `close()` releases the files.
+bundle can be written with exactly the pages an analysis read; the PDB files it opens too.
 
 A module's PDB (named by its CodeView record, matched by GUID and age) is looked for in the
-symbol stores (NAME.pdb/<GUID><AGE>/NAME.pdb, servers' caches included), next to the image
+image store (a bundle's PDB pages), the symbol stores (NAME.pdb/<GUID><AGE>/NAME.pdb, servers' caches included), next to the image
 file and at the recorded paths, in each `--image-path` folder, and last on the HTTP symbol
 servers; one that is not the build's is refused with the reason, never used.
 """
@@ -34,16 +32,34 @@ import ntpath
 import os
 import re
 from dataclasses import dataclass
-from typing import BinaryIO, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    BinaryIO,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Set,
+    Tuple,
+    TypeVar,
+)
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
-from dumpkit.symbols.pdb import PdbError, PdbFunction, PdbSymbols, open_pdb
+from dumpkit.pe.xz import XzBlocks, read_index
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 from dumpkit.words import listing, plural
 
+if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
+    from dumpkit.symbols.pdb import PdbFunction, PdbSource, PdbSymbols, SourceLine
+
 __all__ = [
     "LocatedImage",
+    "LocatedPdb",
     "ImageLocator",
     "ImageProvider",
     "ImageStore",
@@ -51,6 +67,8 @@ __all__ = [
     "parse_symbol_path",
     "windows_path_candidates",
 ]
+
+T = TypeVar("T")
 
 SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server")
 
@@ -116,6 +134,16 @@ class ImageStore:
 
     def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
         raise NotImplementedError
+
+    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
+        """The PDB that `cv` names (by GUID and age), as far as the store holds it, and one
+        line saying where it is; None when the store has no such PDB."""
+        return None
+
+    def package_for(self, module: Module) -> Optional[Any]:
+        """The installed package (a packages.InstalledPackage) that owned `module` on the
+        machine the dump came from, as the store recorded it; None when it did not."""
+        return None
 
 
 # ----------------------------------------------------------------------------- paths
@@ -294,6 +322,7 @@ class ImageLocator:
         self._indexes: Dict[str, Dict[str, List[str]]] = {}
         self._opened: List[PEImage] = []
         self._pdb_cache: Dict[Tuple, LocatedPdb] = {}
+        self.recorded_pdbs: List[Tuple[CodeViewRecord, "LocatedPdb"]] = []  # served PDB files (record_reads)
         self._opened_pdbs: List[PdbSymbols] = []
         self.index_builds = 0  # how many directory indexes were built (for tests/diagnostics)
         # per --image-path folder: the modules looked for there, and how many it served
@@ -574,6 +603,8 @@ class ImageLocator:
         found = self._pdb_cache.get(key)
         if found is None:
             found = self._pdb_cache[key] = self._locate_pdb(module, cv, image_file)
+            if found.recording is not None:
+                self.recorded_pdbs.append((cv, found))
         return found
 
     def _locate_pdb(self, module: Module, cv: CodeViewRecord, image_file: Optional[str]) -> "LocatedPdb":
@@ -581,16 +612,20 @@ class ImageLocator:
         if not name:
             return LocatedPdb(None, None, ())
         refused: List[str] = []
+        served = self.store.pdb_for(cv) if self.store is not None else None
+        if served is not None:
+            found = self._try_pdb(served[1], cv, refused, served[0])
+            if found is not None:
+                return LocatedPdb(found.pdb, found.path, found.refused, found.recording, from_store=True)
         seen: List[str] = []
         for path in self._pdb_candidates(module, cv, name, image_file):
             real = os.path.realpath(path)
             if real in seen:
                 continue
             seen.append(real)
-            pdb = self._try_pdb(path, cv, refused)
-            if pdb is not None:
-                self._opened_pdbs.append(pdb)
-                return LocatedPdb(pdb, path, tuple(refused))
+            found = self._try_pdb(path, cv, refused)
+            if found is not None:
+                return found
         for srv in self.symbol_servers:
             dest = os.path.join(srv.cache, name, cv.symbol_id, name)
             if os.path.isfile(dest):
@@ -600,10 +635,9 @@ class ImageLocator:
                 refused.append(f"symbol server {srv.url}: {why}")
                 continue
             self.downloads.append(dest)
-            pdb = self._try_pdb(dest, cv, refused)
-            if pdb is not None:
-                self._opened_pdbs.append(pdb)
-                return LocatedPdb(pdb, dest, tuple(refused))
+            found = self._try_pdb(dest, cv, refused)
+            if found is not None:
+                return found
         return LocatedPdb(None, None, tuple(refused))
 
     def _pdb_candidates(
@@ -626,9 +660,25 @@ class ImageLocator:
         for d in self.image_paths:
             yield from self._index(d).get(name.lower(), ())
 
-    def _try_pdb(self, path: str, cv: CodeViewRecord, refused: List[str]) -> Optional[PdbSymbols]:
+    def _try_pdb(
+        self, path: str, cv: CodeViewRecord, refused: List[str], source: Optional[PdbSource] = None
+    ) -> Optional["LocatedPdb"]:
+        """The PDB at `path` (read from `source` when given: a bundle's pages) when it is
+        readable and `cv`'s build; else None, the reason added to `refused`. A file is read
+        through a recording when the locator records, so that a bundle can carry its pages."""
+        from dumpkit.symbols.pdb import PdbError, PdbFile, open_pdb
+
+        recording = None
         try:
-            pdb = open_pdb(path)
+            if source is None:
+                source = PdbFile(path)
+        except PdbError as e:
+            refused.append(f"{path}: unreadable ({e})")
+            return None
+        if self.record_reads:
+            source = recording = RecordingBacking(source)
+        try:
+            pdb = open_pdb(path, source)
         except PdbError as e:
             refused.append(f"{path}: unreadable ({e})")
             return None
@@ -637,14 +687,17 @@ class ImageLocator:
             pdb.close()
             refused.append(f"{path}: another build ({why})")
             return None
-        return pdb
+        self._opened_pdbs.append(pdb)
+        return LocatedPdb(pdb, path, tuple(refused), recording)
 
 
 @dataclass(frozen=True)
 class LocatedPdb:
     pdb: Optional[PdbSymbols]
-    path: Optional[str]
+    path: Optional[str]  # the file, or where in a bundle
     refused: Tuple[str, ...]  # "PATH: why", each candidate not used
+    recording: Optional[RecordingBacking] = None  # the pages read, when the locator records
+    from_store: bool = False  # served by the image store (a bundle), not a file here
 
 
 # ----------------------------------------------------------------------------- per target
@@ -657,6 +710,7 @@ class ImageProvider:
         self._locator = locator
         self._cache: Dict[int, Optional[LocatedImage]] = {}
         self._pdbs: Dict[int, Optional[LocatedPdb]] = {}
+        self._no_lines: Set[int] = set()  # modules whose PDB line records could not be read
 
     def located(self, module: Module) -> Optional[LocatedImage]:
         if module.base not in self._cache:
@@ -714,16 +768,32 @@ class ImageProvider:
             return None
 
     def pdb_function(self, module: Module, rva: int) -> Optional[PdbFunction]:
-        """The PDB's name for the code at `rva`; a PDB that turns out damaged while being
-        read is a soft error once and is not asked again."""
+        """The PDB's name for the code at `rva`."""
+        return self._ask_pdb(module, lambda pdb: pdb.function_at(rva))
+
+    def pdb_line(self, module: Module, rva: int) -> Optional[SourceLine]:
+        """The PDB's source file and line for the code at `rva`, when it has line records.
+        Line records that cannot be read (damaged, or not in an older bundle) cost the
+        module its lines, not its names."""
+        if module.base in self._no_lines:
+            return None
+        return self._ask_pdb(module, lambda pdb: pdb.line_at(rva), "source lines")
+
+    def _ask_pdb(self, module: Module, ask: Callable[[PdbSymbols], Optional[T]], what: str = "names") -> Optional[T]:
+        """`ask` of the module's PDB; a PDB that turns out damaged (or, from a bundle, short
+        of a page) while being read is a soft error once, and its `what` are not asked again."""
         pdb = self.pdb(module)
         if pdb is None:
             return None
+        from dumpkit.symbols.pdb import PdbError
+
         try:
-            return pdb.function_at(rva)
+            return ask(pdb)
         except PdbError as e:
-            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} is damaged ({e}); its names are not used")
-            self._pdbs[module.base] = LocatedPdb(None, None, ())
+            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its {what} are not used")
+            if what == "names":
+                self._pdbs[module.base] = LocatedPdb(None, None, ())
+            self._no_lines.add(module.base)
             return None
 
     def symbol_sources(self) -> Dict[str, str]:
@@ -785,6 +855,17 @@ class XzBacking:
         self._data = bytearray()
         self._ended = False
         self.decompressions = 0  # decompress calls made (for tests)
+        # Written in blocks (`xz --block-size`): a read decompresses only its blocks.
+        self._blocks: Optional[XzBlocks] = None
+        try:
+            found = read_index(self._fh, os.fstat(self._fh.fileno()).st_size)
+        except OSError:
+            found = None
+        if found is not None and len(found[1]) > 1:
+            blocks = XzBlocks(self._fh, *found)
+            if blocks.size <= MAX_XZ_IMAGE:
+                self._blocks = blocks
+        self._fh.seek(0)
 
     def _fill(self, end: int) -> None:
         """Decompress until `end` bytes are out or the stream ends."""
@@ -811,16 +892,27 @@ class XzBacking:
 
     @property
     def decompressed(self) -> int:
-        return len(self._data)
+        return self._blocks.decompressed if self._blocks is not None else len(self._data)
 
     @property
     def size(self) -> int:
+        if self._blocks is not None:
+            return self._blocks.size
         self._fill(MAX_XZ_IMAGE + 1)
         return len(self._data)
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0:
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+        if self._blocks is not None:
+            if offset + size > self._blocks.size:
+                raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+            if self._fh is None:
+                raise PEError(f"{self.path}: image is closed")
+            try:
+                return self._blocks.read(offset, size)
+            except (self._lzma.LZMAError, EOFError, ValueError) as e:
+                raise PEError(f"{self.path}: cannot decompress ({e})") from None
         self._fill(offset + size)
         if offset + size > len(self._data):
             raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
@@ -831,6 +923,7 @@ class XzBacking:
             self._fh.close()
             self._fh = None
         self._data = bytearray()
+        self._blocks = None
         self._ended = True
 
 

@@ -12,7 +12,7 @@ import bisect
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
 
 
 class DumpError(Exception):
@@ -369,6 +369,12 @@ class Target(Protocol):
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]
     xstate_enabled_features: Optional[int]
+    # What travelled with a dump read from a bundle (dumpkit/bundle): the image and PDB pages
+    # its first analysis read, with the installation's facts (an images.ImageStore), and the
+    # bundle's manifest (bundle.format.Manifest). None for a plain dump and a live session.
+    # Typed loosely because both types live in layers above this seam.
+    image_store: Optional[Any]
+    bundle: Optional[Any]
 
     @property
     def memory_range_count(self) -> Optional[int]:

@@ -259,7 +259,9 @@ SLOW = (
     "tests/test_python_stack_cli.py",
     "tests/bundle/test_roundtrip.py",
     "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
-    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_a_bundle_and_its_own_input",
+    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_to_overwrite_its_own_input",
+    "tests/bundle/test_bundle.py::test_cli_bundle_of_a_bundle_is_the_same_bundle",
+    "tests/bundle/test_bundle.py::test_cli_bundle_redacts_a_bundle",
     "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
     "tests/hostile/test_bundles.py",
     # a browser, the TensorFlow bundle's 9 s of opening, the hostile-name corpus: seconds each
@@ -271,6 +273,10 @@ SLOW = (
     "tests/cpython/test_real_python_dumps.py::test_normal_dump_says_what_is_missing_and_which_dump_has_it",
     "tests/test_code_checks.py",
     "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
+    # worker processes and a Dask cluster take seconds to start
+    "tests/triage/test_triage.py::test_worker_processes_give_the_records_one_process_gives",
+    "tests/triage/test_triage.py::test_a_dask_cluster_gives_the_records_one_process_gives",
+    "tests/triage/test_triage.py::test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers",
 )
 
 

@@ -52,3 +52,24 @@ def test_mypy_finds_nothing():
 
 def test_layers_keep_their_contracts():
     _assert_clean(_run(_tool("lint-imports")), "lint-imports")
+
+
+def test_no_code_asks_a_target_for_attributes_its_protocol_does_not_declare():
+    """The Target protocol (dumpkit/target.py) is the one seam: what a front door or an
+    analysis reads of a target is declared there, so a getattr/hasattr/setattr on a target
+    (an attribute one source has and another lacks) is a leak in the seam."""
+    import ast
+
+    leaks = []
+    for path in sorted((ROOT / "dumpkit").rglob("*.py")) + sorted((ROOT / "windbg_scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr", "setattr")
+                and node.args
+                and isinstance(node.args[0], (ast.Name, ast.Attribute))
+                and (node.args[0].id if isinstance(node.args[0], ast.Name) else node.args[0].attr).endswith("target")
+            ):
+                leaks.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert leaks == []

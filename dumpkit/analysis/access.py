@@ -12,10 +12,10 @@ registers of the exception context tell which it was: base + index * scale + dis
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Callable, Dict, Optional
+from typing import TYPE_CHECKING, Callable, Dict, Optional
 
-import capstone
-from capstone import x86
+if TYPE_CHECKING:
+    import capstone
 
 from dumpkit.analysis.model import MemoryAccess
 from dumpkit.analysis.pointers import fill_pattern, is_canonical
@@ -61,6 +61,8 @@ for _i in range(8, 16):
 
 @lru_cache(maxsize=2)
 def _cs(bits: int) -> "capstone.Cs":
+    import capstone  # imported when first needed (unwind/disasm.py says why)
+
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32)
     md.detail = True
     return md
@@ -124,6 +126,8 @@ def faulting_access(
     insn = next(iter(_cs(bits).disasm(code, ip, 1)), None)
     if insn is None:
         return None
+    from capstone import x86
+
     mems = [op for op in insn.operands if op.type == x86.X86_OP_MEM]
     if len(mems) != 1:
         return None

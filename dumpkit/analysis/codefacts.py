@@ -10,9 +10,10 @@ fragments is read part by part and the parts' facts `merged`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Tuple
 
-import capstone
+if TYPE_CHECKING:
+    import capstone
 
 from dumpkit.unwind.frames import without_offset
 
@@ -36,6 +37,8 @@ _CS = None
 def _capstone() -> "capstone.Cs":
     global _CS
     if _CS is None:
+        import capstone  # imported when first needed (unwind/disasm.py says why)
+
         _CS = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
         _CS.detail = True
     return _CS
@@ -57,19 +60,21 @@ def code_facts(
     code = read_code(start, size)
     strings: List[str] = []
     callees: List[str] = []
+    from capstone import x86
+
     md = _capstone()
     for ins in md.disasm(code, start):
-        if ins.id == capstone.x86.X86_INS_LEA and len(ins.operands) == 2:
+        if ins.id == x86.X86_INS_LEA and len(ins.operands) == 2:
             mem = ins.operands[1].mem
-            if mem.base == capstone.x86.X86_REG_RIP:
+            if mem.base == x86.X86_REG_RIP:
                 text = _literal(read_code, ins.address + ins.size + mem.disp)
                 if text is not None and text not in strings:
                     strings.append(text)
-        elif ins.id == capstone.x86.X86_INS_CALL and ins.operands and ins.operands[0].type == capstone.x86.X86_OP_IMM:
+        elif ins.id == x86.X86_INS_CALL and ins.operands and ins.operands[0].type == x86.X86_OP_IMM:
             name = name_at(ins.operands[0].imm)
             if name:
                 callees.append(without_offset(name))
-        elif ins.id == capstone.x86.X86_INS_INT3 and end is None:
+        elif ins.id == x86.X86_INS_INT3 and end is None:
             break  # padding after the function: what follows is another function
     return CodeFacts(tuple(strings), tuple(dict.fromkeys(callees)))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ntpath
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.unwind.bulk import tally
 from dumpkit.analysis.model import ImageCoverage, MissingImage
 from dumpkit.target import Module
 from dumpkit.unwind.frames import Frame, Trust
@@ -39,6 +40,10 @@ def fix_for(module: Module, wine: bool) -> str:
     return f"--image-path a folder holding {module.name} from the machine that crashed"
 
 
+def _trust_and_module(f: Frame) -> Tuple[Trust, Optional[str]]:
+    return f.trust, f.module
+
+
 def image_coverage(
     frames: Sequence[Frame],
     modules: Sequence[Module],
@@ -54,15 +59,16 @@ def image_coverage(
         by_name.setdefault(m.name.lower(), m)
     counts: Dict[str, int] = {}
     scanned = unvalidated = 0
-    for f in frames:  # one pass: a million frames is a normal input
-        if f.trust is Trust.SCAN:
-            unvalidated += 1
-            scanned += 1
-        elif f.trust is Trust.SCAN_VALIDATED:
-            scanned += 1
-        if f.module is not None:
-            key = f.module.lower()
-            counts[key] = counts.get(key, 0) + 1
+    # one pass, a bulk-walked recursion counted per member: a million frames is a normal input
+    for (trust, mod_name), n in tally(frames, _trust_and_module).items():
+        if trust is Trust.SCAN:
+            unvalidated += n
+            scanned += n
+        elif trust is Trust.SCAN_VALIDATED:
+            scanned += n
+        if mod_name is not None:
+            key = mod_name.lower()
+            counts[key] = counts.get(key, 0) + n
     missing: List[MissingImage] = []
     for key, n in counts.items():
         module = by_name.get(key)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.unwind.bulk import Frames
 from dumpkit.analysis.model import FrameSize
 from dumpkit.unwind import disasm
 from dumpkit.unwind.frames import Frame, without_offset
@@ -226,7 +227,8 @@ def frame_sizes(
             best[_fkey(caller)] = (max(fs.size, alloc.size), -caller.index, fs)
             skip_index = frames[0].index
 
-    for f in frames:
+    # a bulk-walked recursion repeats its first repetition's sizes: that one is enough
+    for f in frames.first_repetitions() if isinstance(frames, Frames) else frames:
         if f.index == skip_index:
             continue
         key = _fkey(f)

@@ -257,6 +257,7 @@ class FrameRecord:
     symbol: Optional[str]
     size: Optional[int]
     trust: str
+    source: Optional[str] = None  # "FILE:LINE" from the module's PDB (JSON: left out when None)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 1 (RULES):
+Rules, version 2 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_FATAL_APP_EXIT), the thrown type for an MSVC C++ exception
@@ -9,11 +9,18 @@ Rules, version 1 (RULES):
 2. Then the crashing thread's frames from the top, skipping the exception and fail-fast
    machinery and stack probes (KiUserExceptionDispatcher, RaiseException, abort,
    __report_gsfailure, _invalid_parameter, ___chkstk_ms, ...): they say how the crash was
-   raised, not where.
+   raised, not where. Thread-start frames (BaseThreadInitThunk, RtlUserThreadStart,
+   mainCRTStartup, invoke_main, the CRT's thread_start, ...) are skipped wherever they
+   are: every thread has them, so they only pad the line.
 3. Each frame as module!function: the module in lower case (Windows names are
    case-insensitive and differ between machines), the function without its +0x offset. A
-   frame without a symbol is module+0xRVA (an offset into the module, stable across runs and
-   ASLR for one build); one outside every module is `?`. No absolute address ever appears.
+   frame without a symbol is module+0xRVA: an offset into the module, stable across runs
+   and ASLR bases, but only for one build of that module (a rebuilt or updated module
+   gives another RVA, so unsymbolled crashes group per build). Below the top element an
+   unsymbolled frame in Windows' own loader modules (ntdll, kernel32, kernelbase) is
+   skipped: those change with every Windows update and would split one crash by the
+   machine's patch level; on top it stays (the crash is in there). A frame outside every
+   module is `?`. No absolute address ever appears.
 4. A recursion counts as one element, `recursion(a > b > c)`: its functions in call order,
    rotated to start at the alphabetically first, so the depth at which the stack ran out
    (and so which member was on top) does not change the line; the partial repetition
@@ -21,6 +28,9 @@ Rules, version 1 (RULES):
 5. The first MAX_ELEMENTS elements are kept; the walk stops early at a frame found by
    unvalidated stack scanning (its neighbours may be noise that differs between runs).
 Elements are joined with " | ".
+
+Version 1 kept thread-start frames and system-module RVAs: a short stack's signature then
+ended in `kernel32.dll+0x13677 | ntdll.dll+0x39d42`, which differs between Windows builds.
 """
 
 from __future__ import annotations
@@ -31,47 +41,74 @@ from typing import List, Optional, Sequence, Tuple
 from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, ThreadReport
 from dumpkit.analysis.recursion import call_order
 
-RULES = 1
+RULES = 2
 MAX_ELEMENTS = 3
 SEPARATOR = " | "
 
-# The frames that raise or probe: how a crash is reported, not where it happened. Compared
-# without leading underscores (CRTs and compilers disagree on how many: __chkstk, ___chkstk_ms).
-MACHINERY = frozenset(
-    name.lower().lstrip("_")
-    for name in (
-        "KiUserExceptionDispatcher",
-        "RtlRaiseException",
-        "RaiseException",
-        "RaiseFailFastException",
-        "RtlReportCriticalFailure",
-        "RtlpHeapHandleError",
-        "RtlpLogHeapFailure",
-        "RtlReportFatalFailure",
-        "abort",
-        "raise",
-        "terminate",
-        "_CxxThrowException",
-        "__report_gsfailure",
-        "__report_rangecheckfailure",
-        "__security_check_cookie",
-        "__stack_chk_fail",
-        "__chk_fail",
-        "_invalid_parameter",
-        "_invalid_parameter_noinfo",
-        "_invalid_parameter_noinfo_noreturn",
-        "_invoke_watson",
-        "_call_reportfault",
-        "__crt_fast_fail",
-        "__fastfail",
-        "___chkstk_ms",
-        "__chkstk",
-        "_chkstk",
-        "_alloca_probe",
-        "__alloca_probe",
-        "__alloca_probe_16",
-    )
+
+def _function_names(*names: str) -> frozenset:
+    """Function names as frames are compared with them: lower case, without leading
+    underscores (CRTs and compilers disagree on how many: __chkstk, ___chkstk_ms)."""
+    return frozenset(name.lower().lstrip("_") for name in names)
+
+
+# The frames that raise or probe: how a crash is reported, not where it happened.
+MACHINERY = _function_names(
+    "KiUserExceptionDispatcher",
+    "RtlRaiseException",
+    "RaiseException",
+    "RaiseFailFastException",
+    "RtlReportCriticalFailure",
+    "RtlpHeapHandleError",
+    "RtlpLogHeapFailure",
+    "RtlReportFatalFailure",
+    "abort",
+    "raise",
+    "terminate",
+    "_CxxThrowException",
+    "__report_gsfailure",
+    "__report_rangecheckfailure",
+    "__security_check_cookie",
+    "__stack_chk_fail",
+    "__chk_fail",
+    "_invalid_parameter",
+    "_invalid_parameter_noinfo",
+    "_invalid_parameter_noinfo_noreturn",
+    "_invoke_watson",
+    "_call_reportfault",
+    "__crt_fast_fail",
+    "__fastfail",
+    "___chkstk_ms",
+    "__chkstk",
+    "_chkstk",
+    "_alloca_probe",
+    "__alloca_probe",
+    "__alloca_probe_16",
 )
+# The frames every thread starts with.
+THREAD_START = _function_names(
+    "BaseThreadInitThunk",
+    "RtlUserThreadStart",
+    "RtlUserThreadStart@8",
+    "mainCRTStartup",
+    "wmainCRTStartup",
+    "WinMainCRTStartup",
+    "wWinMainCRTStartup",
+    "DllMainCRTStartup",
+    "_DllMainCRTStartup",
+    "__scrt_common_main",
+    "__scrt_common_main_seh",
+    "__tmainCRTStartup",
+    "invoke_main",
+    "thread_start",
+    "thread_start<unsigned int (__cdecl*)(void *),1>",
+    "_threadstartex",
+    "_callthreadstartex",
+    "RtlpTpWorkCallback",
+    "TppWorkerThread",
+)
+# Windows modules whose RVAs change with every update (rule 3).
+SYSTEM_MODULES = frozenset(("ntdll.dll", "kernel32.dll", "kernelbase.dll"))
 _OFFSET = re.compile(r"\+0x[0-9a-fA-F]+$")
 
 
@@ -101,11 +138,24 @@ def _member(name: str) -> str:
     return "?"
 
 
-def is_machinery(f: FrameRecord) -> bool:
+def _function_key(f: FrameRecord) -> Optional[str]:
+    """The frame's function name as MACHINERY and THREAD_START hold them, if it has one."""
     if not f.symbol or "!" not in f.symbol:
-        return False
-    function = without_offset(f.symbol.split("!", 1)[1])
-    return function.lower().lstrip("_") in MACHINERY
+        return None
+    return without_offset(f.symbol.split("!", 1)[1]).lower().lstrip("_")
+
+
+def is_machinery(f: FrameRecord) -> bool:
+    return _function_key(f) in MACHINERY
+
+
+def is_thread_start(f: FrameRecord) -> bool:
+    return _function_key(f) in THREAD_START
+
+
+def is_unnamed_system(f: FrameRecord) -> bool:
+    """An unsymbolled frame in ntdll/kernel32/kernelbase: its RVA depends on the Windows build."""
+    return _function_key(f) is None and f.module is not None and f.module.lower() in SYSTEM_MODULES
 
 
 def cycle_element(c: Cycle) -> str:
@@ -155,6 +205,8 @@ def signature_elements(frames: Sequence[FrameRecord], cycles: Sequence[Cycle]) -
             continue
         members = frozenset()
         if leading and is_machinery(f):
+            continue
+        if is_thread_start(f) or (out and is_unnamed_system(f)):
             continue
         leading = False
         out.append(frame_function(f))

@@ -1,6 +1,7 @@
 """The bundle format (docs/bundle-format.md): a zip whose `manifest.json` names the dump and,
-per module, the ranges of the original image file that the analysis read; the bytes of
-those ranges are one member per module, concatenated in range order.
+per module, the ranges of the original image file that the analysis read, and per PDB (named
+by GUID and age) the ranges of the PDB file it read; the bytes of those ranges are one member
+per file, concatenated in range order.
 
 Only data and its checks live here: the manifest as frozen dataclasses, its JSON (sorted,
 compact, so the same bundle is written byte for byte the same) and a parser that refuses a
@@ -11,26 +12,29 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 FORMAT_NAME = "dumpkit-bundle"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2 added `pdbs`
+READABLE_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 DUMP_MEMBER = "dump.dmp"
 IMAGES_FOLDER = "images/"
+PDBS_FOLDER = "pdbs/"
 
 MAX_MANIFEST = 16 << 20  # bytes of manifest.json
 MAX_MODULES = 1 << 16
 MAX_RANGES = 1 << 20  # per module
 MAX_IMAGE_FILE = 4 << 30  # an original image file (PE32+ images are < 4 GiB)
-MAX_IMAGE_BYTES = 1 << 30  # captured bytes over all modules
+MAX_IMAGE_BYTES = 1 << 30  # captured bytes over all modules and PDBs
+MAX_PDB_FILE = 1 << 40  # an original PDB file (MSF 7.00 with 64 KiB blocks stays far below)
 MAX_DUMP = 4 << 30  # bundles are for sharing; a bigger dump is refused on both sides
 MAX_TEXT = 4096  # a name or path in the manifest
 
 # Member names are ours: plain ASCII, no folders but images/, nothing a file system would
 # read as a path. A reader never extracts anything, but a name outside this is a sign of a
 # bundle not written by dumpkit and is refused.
-_MEMBER_NAME = re.compile(r"^(?:manifest\.json|dump\.dmp|images/[A-Za-z0-9][A-Za-z0-9._-]{0,200})$")
+_MEMBER_NAME = re.compile(r"^(?:manifest\.json|dump\.dmp|(?:images|pdbs)/[A-Za-z0-9][A-Za-z0-9._-]{0,200})$")
 
 
 class BundleError(ValueError):
@@ -66,6 +70,23 @@ class ImageEntry:
 
 
 @dataclass(frozen=True)
+class PdbEntry:
+    """The captured part of one PDB file, named as a module's CodeView record names it."""
+
+    name: str  # the PDB's file name (the CodeView record's path, without folders)
+    guid: str  # as CodeViewRecord.guid writes it
+    age: int
+    file_size: int  # of the original PDB file
+    file_sha256: str
+    member: str
+    ranges: Tuple[Tuple[int, int], ...]  # (file offset, length), sorted, disjoint
+
+    @property
+    def captured(self) -> int:
+        return sum(n for _, n in self.ranges)
+
+
+@dataclass(frozen=True)
 class PackageEntry:
     """The installed Python distribution that owns a module's file, as found where the
     bundle was written (dumpkit.packages): the installation does not travel, this fact does."""
@@ -85,12 +106,14 @@ class Manifest:
     redacted: Tuple[str, ...] = ()  # what --redact removed, one line each
     version: int = FORMAT_VERSION
     packages: Tuple[PackageEntry, ...] = ()
+    pdbs: Tuple[PdbEntry, ...] = ()
 
 
-def member_name(index: int, module_name: str) -> str:
-    """images/NN-NAME with NAME reduced to safe characters (it comes from the dump)."""
+def member_name(index: int, module_name: str, folder: str = IMAGES_FOLDER) -> str:
+    """images/NNN-NAME (or pdbs/NNN-NAME) with NAME reduced to safe characters (it comes
+    from the dump)."""
     base = re.sub(r"[^A-Za-z0-9._-]", "_", module_name.replace("\\", "/").rsplit("/", 1)[-1])[:100]
-    return f"{IMAGES_FOLDER}{index:03d}-{base or 'module'}"
+    return f"{folder}{index:03d}-{base or 'module'}"
 
 
 def check_member_name(name: str) -> None:
@@ -124,6 +147,18 @@ def manifest_json(m: Manifest) -> bytes:
             for i in m.images
         ],
     }
+    if m.version >= 2:
+        doc["pdbs"] = [
+            {
+                "name": p.name,
+                "guid": p.guid,
+                "age": p.age,
+                "file": {"size": p.file_size, "sha256": p.file_sha256},
+                "member": p.member,
+                "ranges": [[off, n] for off, n in p.ranges],
+            }
+            for p in m.pdbs
+        ]
     return (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode("ascii")
 
 
@@ -180,6 +215,18 @@ def _ranges(raw: Any, where: str, file_size: int) -> Tuple[Tuple[int, int], ...]
     return tuple(out)
 
 
+def _claim(members: Set[str], member: str, where: str, total: int) -> int:
+    """Check a file entry's member name (ours, not used yet) and the captured bytes so far
+    (`total`, returned) against the limit."""
+    check_member_name(member)
+    if member in members:
+        raise BundleError(f"manifest: {where}.member {member!r} is used twice")
+    members.add(member)
+    if total > MAX_IMAGE_BYTES:
+        raise BundleError(f"manifest: more than {MAX_IMAGE_BYTES} bytes of image and PDB pages")
+    return total
+
+
 def parse_manifest(raw: bytes) -> Manifest:
     """The manifest, checked: every field typed and bounded, ranges sorted and disjoint,
     member names ours. Raises BundleError."""
@@ -190,8 +237,9 @@ def parse_manifest(raw: bytes) -> Manifest:
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise BundleError(f"manifest.json does not say format {FORMAT_NAME!r}")
     version = doc.get("version")
-    if version != FORMAT_VERSION:
-        raise BundleError(f"bundle format version {str(version)[:20]} is not one this dumpkit reads ({FORMAT_VERSION})")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS)
+        raise BundleError(f"bundle format version {str(version)[:20]} is not one this dumpkit reads ({readable})")
     d = _get(doc, "dump", dict, "manifest")
     dump = DumpEntry(
         name=_get(d, "name", str, "dump"),
@@ -222,14 +270,30 @@ def parse_manifest(raw: bytes) -> Manifest:
             member=_get(m, "member", str, where),
             ranges=_ranges(m.get("ranges") if isinstance(m, dict) else None, where, file_size),
         )
-        check_member_name(entry.member)
-        if entry.member in members:
-            raise BundleError(f"manifest: {where}.member {entry.member!r} is used twice")
-        members.add(entry.member)
-        total += entry.captured
-        if total > MAX_IMAGE_BYTES:
-            raise BundleError(f"manifest: more than {MAX_IMAGE_BYTES} bytes of image pages")
+        total = _claim(members, entry.member, where, total + entry.captured)
         images.append(entry)
+    pdbs: List[PdbEntry] = []
+    raw_pdbs = doc.get("pdbs", []) if version >= 2 else []
+    if not isinstance(raw_pdbs, list) or len(raw_pdbs) > MAX_MODULES:
+        raise BundleError(f"manifest: pdbs is not a list of at most {MAX_MODULES} entries")
+    for k, p in enumerate(raw_pdbs):
+        where = f"pdbs[{k}]"
+        f = _get(p, "file", dict, where)
+        file_size = _number(f, "size", f"{where}.file", MAX_PDB_FILE)
+        guid = _get(p, "guid", str, where)
+        if not re.match(r"^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$", guid):
+            raise BundleError(f"manifest: {where}.guid is not a GUID")
+        pdb = PdbEntry(
+            name=_get(p, "name", str, where),
+            guid=guid,
+            age=_number(p, "age", where, (1 << 32) - 1),
+            file_size=file_size,
+            file_sha256=_sha(f, "sha256", f"{where}.file"),
+            member=_get(p, "member", str, where),
+            ranges=_ranges(p.get("ranges") if isinstance(p, dict) else None, where, file_size),
+        )
+        total = _claim(members, pdb.member, where, total + pdb.captured)
+        pdbs.append(pdb)
     redacted = doc.get("redacted", [])
     if not isinstance(redacted, list) or not all(isinstance(x, str) and len(x) <= MAX_TEXT for x in redacted):
         raise BundleError("manifest: redacted is not a list of strings")
@@ -253,4 +317,5 @@ def parse_manifest(raw: bytes) -> Manifest:
         redacted=tuple(redacted[:64]),
         version=version,
         packages=packages,
+        pdbs=tuple(pdbs),
     )

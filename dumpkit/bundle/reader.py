@@ -1,11 +1,11 @@
 """Reading a bundle: the dump from its member (in memory; a private temporary copy when it is
-too big for that), and each module's image served from the pages captured in it.
+too big for that), and each module's image and PDB served from the pages captured in it.
 
 Everything is checked when the bundle is opened (manifest, member names, sizes, CRCs, the
 dump's sha256), so a damaged or hostile bundle is one `BundleError` line before any analysis
 starts. A read of the image outside the captured pages raises `NotInBundle`, a `PEError`:
 the PE and unwind code treat it as they treat any unreadable part of an image, and never
-see zeros in its place."""
+see zeros in its place. A PDB's raises `PdbNotInBundle`, a `PdbError`, likewise."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import os
 import tempfile
 import zipfile
 import zlib
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from dumpkit.bundle.format import (
     MANIFEST,
@@ -27,6 +27,7 @@ from dumpkit.bundle.format import (
     ImageEntry,
     Manifest,
     PackageEntry,
+    PdbEntry,
     check_member_name,
     parse_manifest,
 )
@@ -35,9 +36,10 @@ from dumpkit.packages import InstalledPackage
 from dumpkit.pe import PEError
 from dumpkit.pe.backing import Backing
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy
-from dumpkit.target import DumpError, Module
+from dumpkit.symbols.pdb import PdbError, PdbSource
+from dumpkit.target import CodeViewRecord, DumpError, Module
 
-__all__ = ["BundleBacking", "BundleImages", "NotInBundle", "open_bundle", "read_bundle"]
+__all__ = ["BundleBacking", "BundleImages", "BundlePdb", "NotInBundle", "PdbNotInBundle", "open_bundle", "read_bundle"]
 
 DUMP_IN_MEMORY = 1 << 30  # larger dumps go to a private temporary file, mapped
 _READ = 1 << 12  # zipfile decompresses one read's worth of input at a time: keep bursts small
@@ -47,14 +49,20 @@ class NotInBundle(PEError):
     """A read of an image range the bundle did not capture."""
 
 
+class PdbNotInBundle(PdbError):
+    """A read of a PDB range the bundle did not capture."""
+
+
 class BundleBacking:
     """One module's image file, as far as the bundle holds it: reads inside the captured
     ranges are served; reads past the file's end fail as they would on the file; anything
     else raises NotInBundle."""
 
     lazy = False
+    _past_end: Type[Exception] = PEError
+    _missing: Type[Exception] = NotInBundle
 
-    def __init__(self, entry: ImageEntry, data: bytes, where: str, misses: Optional[List[str]] = None):
+    def __init__(self, entry: Union[ImageEntry, PdbEntry], data: bytes, where: str, misses: Optional[List[str]] = None):
         self._where = where
         self._misses = misses  # where reads outside the captured pages are noted
         self._starts = [off for off, _ in entry.ranges]
@@ -73,7 +81,7 @@ class BundleBacking:
 
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > self._size:
-            raise PEError(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
+            raise self._past_end(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
         if size == 0:
             return b""
         i = bisect.bisect_right(self._starts, offset) - 1
@@ -81,7 +89,7 @@ class BundleBacking:
             why = f"{self._where}: file offset {offset:#x} (+{size:#x}) is not in the bundle"
             if self._misses is not None and len(self._misses) < 1000:
                 self._misses.append(why)
-            raise NotInBundle(why)
+            raise self._missing(why)
         at = self._at[i] + offset - self._starts[i]
         return self._data[at : at + size]
 
@@ -89,14 +97,28 @@ class BundleBacking:
         pass  # the bytes belong to the bundle: a module's image may be opened again
 
 
+class BundlePdb(BundleBacking):
+    """One PDB file, as far as the bundle holds it; the PDB reader's errors instead of PE's."""
+
+    _past_end = PdbError
+    _missing = PdbNotInBundle
+
+
 class BundleImages(ImageStore):
     """The image files a bundle holds, by module (base address and name; the locator then
     checks TimeDateStamp and SizeOfImage as for any file)."""
 
-    def __init__(self, bundle_name: str, images: List[Tuple[ImageEntry, bytes]], packages: Sequence[PackageEntry] = ()):
+    def __init__(
+        self,
+        bundle_name: str,
+        images: List[Tuple[ImageEntry, bytes]],
+        packages: Sequence[PackageEntry] = (),
+        pdbs: Sequence[Tuple[PdbEntry, bytes]] = (),
+    ):
         self._by_module: Dict[Tuple[int, str], Tuple[ImageEntry, bytes]] = {}
         for entry, data in images:
             self._by_module[(entry.base, entry.name.lower())] = (entry, data)
+        self._pdbs = {(p.guid.upper(), p.age): (p, data) for p, data in pdbs}
         self._packages = {(p.base, p.module.lower()): p for p in packages}
         self._name = bundle_name
         # Reads the analysis made outside the captured pages (up to 1000): none when the
@@ -115,6 +137,23 @@ class BundleImages(ImageStore):
         entry, data = found
         where = f"{self._name}:{entry.member}"
         return BundleBacking(entry, data, where, self.misses), where
+
+    def image_entry(self, module: Module) -> Optional[ImageEntry]:
+        """What the bundle says of the module's image file (for writing a bundle of it)."""
+        found = self._by_module.get((module.base, module.name.lower()))
+        return found[0] if found is not None else None
+
+    def pdb_entry(self, cv: CodeViewRecord) -> Optional[PdbEntry]:
+        found = self._pdbs.get((cv.guid.upper(), cv.age))
+        return found[0] if found is not None else None
+
+    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
+        found = self._pdbs.get((cv.guid.upper(), cv.age))
+        if found is None:
+            return None
+        entry, data = found
+        where = f"{self._name}:{entry.member}"
+        return BundlePdb(entry, data, where, self.misses), where
 
 
 def _chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, expected: int) -> Iterator[bytes]:
@@ -179,10 +218,12 @@ def _members(zf: zipfile.ZipFile) -> Dict[str, zipfile.ZipInfo]:
     return out
 
 
-def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[ImageEntry, bytes]]]:
+def read_bundle(
+    path: str,
+) -> Tuple[Manifest, Union[bytes, str], List[Tuple[ImageEntry, bytes]], List[Tuple[PdbEntry, bytes]]]:
     """(manifest, the dump's bytes or the path of a private copy of it, each module's
-    captured bytes), every part checked. Raises BundleError (one line, without the file
-    name)."""
+    captured bytes, each PDB's), every part checked. Raises BundleError (one line, without
+    the file name)."""
     try:
         with zipfile.ZipFile(path) as zf:
             members = _members(zf)
@@ -192,7 +233,7 @@ def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[Imag
             if info.file_size > MAX_MANIFEST:
                 raise BundleError(f"manifest.json is {info.file_size} bytes (at most {MAX_MANIFEST})")
             manifest = parse_manifest(_read_member(zf, info, info.file_size))
-            needed = [manifest.dump.member] + [i.member for i in manifest.images]
+            needed = [manifest.dump.member] + [i.member for i in manifest.images] + [p.member for p in manifest.pdbs]
             missing = [m for m in needed if m not in members]
             if missing:
                 raise BundleError(f"the manifest names member {missing[0]}, which the bundle does not hold")
@@ -200,6 +241,7 @@ def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[Imag
             if extra:  # dumpkit writes none: a sign of a bundle changed after it was written
                 raise BundleError(f"member {extra[0]} is not in the manifest")
             images = [(i, _read_member(zf, members[i.member], i.captured)) for i in manifest.images]
+            pdbs = [(p, _read_member(zf, members[p.member], p.captured)) for p in manifest.pdbs]
             dump = _read_dump(zf, members[manifest.dump.member], manifest.dump)
     except BundleError:
         raise
@@ -215,20 +257,21 @@ def read_bundle(path: str) -> Tuple[Manifest, Union[bytes, str], List[Tuple[Imag
         raise BundleError(f"a member uses a compression this Python cannot read ({e})") from None
     except (OSError, RuntimeError, ValueError) as e:
         raise BundleError(f"cannot read ({getattr(e, 'strerror', None) or e})") from None
-    return manifest, dump, images
+    return manifest, dump, images, pdbs
 
 
 def open_bundle(path: str) -> MinidumpTarget:
     """The bundle's dump as a Target whose modules' images are served from the bundle
     (`image_store`, which the engine hands to its image locator). Raises DumpError."""
     try:
-        manifest, dump, images = read_bundle(path)
+        manifest, dump, images, pdbs = read_bundle(path)
     except BundleError as e:
         raise DumpError(str(e)) from None
     # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
     target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
-    target.image_store = BundleImages(os.path.basename(path), images, manifest.packages)  # type: ignore[attr-defined]
-    target.bundle = manifest  # type: ignore[attr-defined]
+    store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
+    target.image_store = store
+    target.bundle = manifest
     return target
 
 

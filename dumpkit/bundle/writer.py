@@ -1,6 +1,7 @@
 """Writing a bundle: run the analyses every command runs (`analyze`, and `stack --all
 --python` for the rest of the threads and every Python frame) with an image locator that
-records each page of each image file read, then write the dump and exactly those pages.
+records each page of each image file and PDB file read, then write the dump and exactly
+those pages.
 
 The output is deterministic: members in a fixed order, fixed timestamps and attributes,
 the manifest as sorted JSON; the same dump and images give the same bundle byte for byte."""
@@ -14,7 +15,7 @@ import os
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from typing import IO, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.bundle.format import (
@@ -22,17 +23,21 @@ from dumpkit.bundle.format import (
     MANIFEST,
     MAX_DUMP,
     MAX_IMAGE_BYTES,
+    PDBS_FOLDER,
     BundleError,
     DumpEntry,
     ImageEntry,
     Manifest,
     PackageEntry,
+    PdbEntry,
     manifest_json,
     member_name,
 )
 from dumpkit.engine import Options, analyze, stacks
-from dumpkit.images import ImageLocator, RecordingBacking
-from dumpkit.target import Target
+from dumpkit.bundle.reader import BundleImages
+from dumpkit.images import ImageLocator, LocatedImage, LocatedPdb, RecordingBacking
+from dumpkit.sources.minidump import MinidumpTarget
+from dumpkit.target import CodeViewRecord, Module, Target
 
 __all__ = ["BundleSummary", "write_bundle"]
 
@@ -81,10 +86,15 @@ def _info(name: str, method: int = zipfile.ZIP_LZMA) -> zipfile.ZipInfo:
     return info
 
 
-def _dump_chunks(path: str, data: Optional[bytes]) -> Iterator[bytes]:
+def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[bytes]:
+    """The bytes the bundle stores as its dump: `data` when given (a redacted copy), the
+    dump a bundle being re-bundled holds, else the file at `path`."""
     if data is not None:
         for at in range(0, len(data), _CHUNK):
             yield data[at : at + _CHUNK]
+        return
+    if target.bundle is not None and isinstance(target, MinidumpTarget):
+        yield from target.file_chunks(_CHUNK)
         return
     with open(path, "rb") as f:
         while True:
@@ -102,8 +112,8 @@ def _write_zip(out: IO[bytes], manifest: Manifest, dump: Iterator[bytes], images
         with zf.open(_info(DUMP_MEMBER), "w", force_zip64=manifest.dump.size >= (1 << 31)) as w:
             for chunk in dump:
                 w.write(chunk)
-        for entry, data in zip(manifest.images, images):
-            zf.writestr(_info(entry.member), data)
+        for member, data in zip([i.member for i in manifest.images] + [p.member for p in manifest.pdbs], images):
+            zf.writestr(_info(member), data)
 
 
 def write_bundle(
@@ -116,12 +126,25 @@ def write_bundle(
     redacted: Tuple[str, ...] = (),
 ) -> BundleSummary:
     """Analyse `target` (opened from `dump_path`, or from `dump_data` when given: a redacted
-    copy) recording the image pages read, and write the bundle to `out_path` atomically.
+    copy) recording the image and PDB pages read, and write the bundle to `out_path`
+    atomically. `target` may be a bundle (open_bundle): its dump, the pages it holds that
+    this analysis reads and what it says of their original files go into the new one.
     Raises BundleError when it cannot be written."""
-    dump_size = len(dump_data) if dump_data is not None else os.path.getsize(dump_path)
+    source: Optional[Manifest] = target.bundle
+    store = target.image_store
+    if dump_data is not None:
+        dump_size = len(dump_data)
+    elif source is not None and isinstance(target, MinidumpTarget):
+        dump_size = target.file_size
+    else:
+        dump_size = os.path.getsize(dump_path)
     if dump_size > MAX_DUMP:
         raise BundleError(f"the dump is {dump_size} bytes; a bundle holds at most {MAX_DUMP}")
-    locator = ImageLocator(image_paths=list(image_paths), symbol_paths=list(symbol_paths), record_reads=True)
+    if source is not None:  # what the bundle read says stays said
+        redacted = tuple(dict.fromkeys(source.redacted + redacted))
+    locator = ImageLocator(
+        image_paths=list(image_paths), symbol_paths=list(symbol_paths), store=store, record_reads=True
+    )
     try:
         options = Options(locator=locator)
         done = analyze(target, options)
@@ -140,39 +163,81 @@ def write_bundle(
         sizes: List[Tuple[str, int]] = []
         recorded = sorted(locator.recorded, key=lambda r: (r[0].base, r[0].name.lower()))
         for index, (module, found) in enumerate(recorded):
-            if found.recording is None or found.path is None:
+            original = _original_image(found, module, store)
+            if found.recording is None or original is None:
                 continue  # only file images are recorded
             ranges, data = _captured(found.recording)
             if not ranges:
                 continue
-            file_size, sha = _file_digest(found.path)
+            file_size, sha, found_in = original
             # (name, base, TimeDateStamp, SizeOfImage, recorded path) as the dump has them
             where = (module.name, module.base, module.timestamp, module.size, module.path)
             member = member_name(index, module.name)
-            entries.append(ImageEntry(*where, file_size, sha, found.source, member, ranges))
+            entries.append(ImageEntry(*where, file_size, sha, found_in, member, ranges))
             blobs.append(data)
             sizes.append((module.name, file_size))
+        pdbs: List[PdbEntry] = []
+        # One entry per PDB (GUID, age), with the pages every module that used it read.
+        by_id: Dict[Tuple[str, int], Tuple[CodeViewRecord, LocatedPdb]] = {}
+        for cv, located in locator.recorded_pdbs:
+            first = by_id.setdefault((cv.guid.upper(), cv.age), (cv, located))[1]
+            if first is not located and first.recording is not None and located.recording is not None:
+                first.recording.pages |= located.recording.pages
+        for index, (cv, located) in enumerate(v for _, v in sorted(by_id.items())):
+            pdb_file = _original_pdb(located, cv, store)
+            if located.recording is None or pdb_file is None:
+                continue
+            ranges, data = _captured(located.recording)
+            if not ranges:
+                continue
+            file_size, sha = pdb_file
+            name = os.path.basename(cv.pdb_name.replace("\\", "/"))
+            member = member_name(index, name, PDBS_FOLDER)
+            pdbs.append(PdbEntry(name, cv.guid.upper(), cv.age, file_size, sha, member, ranges))
+            blobs.append(data)
         if sum(len(b) for b in blobs) > MAX_IMAGE_BYTES:
-            raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images")
+            raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images and PDBs")
     finally:
         locator.close()
     digest = hashlib.sha256()
-    for chunk in _dump_chunks(dump_path, dump_data):
+    for chunk in _dump_chunks(dump_path, dump_data, target):
         digest.update(chunk)
     manifest = Manifest(
         dumpkit_version=__version__,
-        dump=DumpEntry(name=os.path.basename(dump_path), size=dump_size, sha256=digest.hexdigest()),
+        dump=DumpEntry(
+            name=source.dump.name if source is not None else os.path.basename(dump_path),
+            size=dump_size,
+            sha256=digest.hexdigest(),
+        ),
         images=tuple(entries),
         redacted=redacted,
         packages=packages,
+        pdbs=tuple(pdbs),
     )
-    _atomic_write(out_path, lambda f: _write_zip(f, manifest, _dump_chunks(dump_path, dump_data), blobs))
+    _atomic_write(out_path, lambda f: _write_zip(f, manifest, _dump_chunks(dump_path, dump_data, target), blobs))
     not_found = tuple(
         sorted({m.name for m in report.modules if m.image_source and m.image_source.startswith("not found")})
     )
     return BundleSummary(
         out_path, os.path.getsize(out_path), manifest, tuple(sizes), not_found, report.verdict.headline
     )
+
+
+def _original_image(found: LocatedImage, module: Module, store: object) -> Optional[Tuple[int, str, str]]:
+    """(size, sha256, where it was found) of the image file `found` was read from: the file
+    here, or the one a bundle being re-bundled describes."""
+    if found.path is not None:
+        return _file_digest(found.path) + (found.source,)
+    entry = store.image_entry(module) if found.source == "bundle" and isinstance(store, BundleImages) else None
+    return (entry.file_size, entry.file_sha256, entry.source) if entry is not None else None
+
+
+def _original_pdb(located: LocatedPdb, cv: CodeViewRecord, store: object) -> Optional[Tuple[int, str]]:
+    """(size, sha256) of the PDB file `located` was read from, here or as a bundle says."""
+    if located.from_store:
+        entry = store.pdb_entry(cv) if isinstance(store, BundleImages) else None
+        return (entry.file_size, entry.file_sha256) if entry is not None else None
+    return _file_digest(located.path) if located.path is not None else None
 
 
 def _atomic_write(out_path: str, write) -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import Contents, Report, Stacks
+from dumpkit.analysis.model import Contents, FrameRecord, Report, Stacks
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -45,6 +45,10 @@ def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
 
 _SCALARS = (str, float, bool, type(None))
 
+# Fields added after schema version 1 that most records lack: left out rather than null,
+# so a report without them reads as it did (docs/report-schema.md).
+_OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {FrameRecord: ("source",)}
+
 
 def _convert(obj: Any, key: str = "") -> Any:
     cls = type(obj)
@@ -54,7 +58,11 @@ def _convert(obj: Any, key: str = "") -> Any:
         return obj
     names = _field_names(cls)
     if names is not None:
-        return {n: _convert(getattr(obj, n), n) for n in names}
+        out = {n: _convert(getattr(obj, n), n) for n in names}
+        for n in _OMITTED_WHEN_NONE.get(cls, ()):
+            if out.get(n, 0) is None:
+                del out[n]
+        return out
     if isinstance(obj, dict):
         return {str(k): _convert(v, str(k)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

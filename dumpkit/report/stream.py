@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 from rich.cells import cell_len
 from rich.console import Console
@@ -21,8 +21,9 @@ from dumpkit.report.escape import clean
 from dumpkit.report.json_report import report_dict
 from dumpkit.report.text import print_python_section
 from dumpkit.report.view import python_view, stacks_view
-from dumpkit.report.view.stacks import fold_frames, frame_name, kf_number, pointer_digits, thread_view
+from dumpkit.report.view.stacks import call_site, fold_frames, kf_number, pointer_digits, thread_view
 
+from dumpkit.unwind.bulk import Frames, Run
 from dumpkit.unwind.frames import Frame
 
 CHUNK = 4096  # frames encoded per write
@@ -57,22 +58,36 @@ def _frame_encoder():
     def number(v: Optional[int]) -> str:
         return "null" if v is None else str(v)
 
-    def middle(key: Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object]) -> str:
-        module, rva, start, symbol, _trust = key
+    FrameKey = Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object, Optional[str]]
+
+    def middle(key: FrameKey) -> str:
+        module, rva, start, symbol = key[:4]
         return (
             f'"module": {text(module)}, "rva": {number(rva)}, '
             f'"function_start": {number(start)}, "symbol": {text(symbol)}'
         )
 
-    shared = _Encoded(lambda key: (middle(key) + ", ", f', "trust": {text(str(key[4]))}}}'))
+    def last(key: FrameKey) -> str:
+        source = f', "source": {text(key[5])}' if key[5] is not None else ""  # only when the PDB has lines
+        return f', "trust": {text(str(key[4]))}{source}}}'
+
+    shared = _Encoded(lambda key: (middle(key) + ", ", last(key)))
     seen = shared.seen  # looked up inline: a method call per frame costs a tenth of the time
 
+    def around_sp(f: Frame) -> Tuple[str, str]:
+        """The line of `f` before its sp (after the index) and after it."""
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source)
+        same = seen.get(key) or shared(key)
+        size = "null" if f.size is None else f.size
+        return f', "ip": "{f.ip:#x}", "sp": "', f'", {same[0]}"size": {size}{same[1]}'
+
     def encode(f: Frame) -> str:
-        key = (f.module, f.rva, f.function_start, f.symbol, f.trust)
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source)
         same = seen.get(key) or shared(key)
         size = "null" if f.size is None else f.size
         return f'{{"index": {f.index}, "ip": "{f.ip:#x}", "sp": "{f.sp:#x}", {same[0]}"size": {size}{same[1]}'
 
+    encode.around_sp = around_sp  # type: ignore[attr-defined]
     return encode
 
 
@@ -108,10 +123,40 @@ def _write_list(out: TextIO, walked: Sequence[Frame], encode, item_pad: str, clo
         return
     out.write("[\n")
     sep = ",\n" + item_pad
-    for start in range(0, len(walked), CHUNK):
-        head = item_pad if start == 0 else sep
-        out.write(head + sep.join(encode(f) for f in walked[start : start + CHUNK]))
+    head = item_pad
+    for lines in _line_chunks(walked, encode):
+        out.write(head + sep.join(lines))
+        head = sep
     out.write("\n" + close_pad + "]")
+
+
+def _line_chunks(walked: Sequence[Frame], encode) -> Iterator[List[str]]:
+    """The frames' JSON lines, up to CHUNK at a time. A bulk-walked recursion's lines are
+    made from each member's text around its SP, with no Frame made per repetition."""
+    parts: Sequence[Union[Sequence[Frame], Run]] = walked.parts if isinstance(walked, Frames) else (walked,)
+    for part in parts:
+        if not isinstance(part, Run):
+            for start in range(0, len(part), CHUNK):
+                yield [encode(f) for f in part[start : start + CHUNK]]
+            continue
+        p, span = len(part.members), part.span
+        members = []  # (the member's first sp, its line as a %-template of index and sp)
+        for j in range(p):
+            f = part.frame(j)
+            mid, tail = encode.around_sp(f)
+            members.append((f.sp, '{"index": %d' + mid.replace("%", "%%") + "%#x" + tail.replace("%", "%%")))
+        step = max(1, CHUNK // p)
+        for k0 in range(0, part.repetitions, step):
+            m = min(step, part.repetitions - k0)
+            lines: List[str] = [""] * (m * p)
+            for j, (sp, template) in enumerate(members):
+                # each member's lines in C (map over two ranges), interleaved by slice
+                first = part.first + k0 * p + j
+                low = sp + k0 * span
+                lines[j::p] = map(
+                    template.__mod__, zip(range(first, first + m * p, p), range(low, low + m * span, span))
+                )
+            yield lines
 
 
 # ----------------------------------------------------------------------------- text
@@ -158,7 +203,7 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
         size = _above(walked, last)
         if size is not None and size > 0xFFFFFF:  # wider than the header
             widths[1] = max(widths[1], len(f"{size:x}"))
-        raw = frame_name(row)
+        raw = call_site(row)
         if raw not in names:
             names[raw] = cell = clean(raw)
             widths[4] = max(widths[4], _width(cell))
@@ -184,7 +229,7 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
             continue
         i = row.index
         size = _above(walked, i)
-        name = frame_name(row)
+        name = call_site(row)
         site = sites.get(name)
         if site is None:
             site = sites[name] = _left(names.get(name) or clean(name), w4)

@@ -48,7 +48,7 @@ import os
 import re
 import struct
 from bisect import bisect_right
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.target import (
     GPR_NAMES,
@@ -168,6 +168,8 @@ class PykdTarget:
         self.exception: Optional[ExceptionInfo] = None
         self.memory_regions: List[MemoryRegion] = []
         self.build_string: Optional[str] = None
+        self.image_store: Optional[Any] = None  # set by bundle.reader.open_bundle
+        self.bundle: Optional[Any] = None
         self.xstate_enabled_features: Optional[int] = None
         self.is_dump = True
         self._pdb_bases: Optional[frozenset] = None  # from `lm`, on first use

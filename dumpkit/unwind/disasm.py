@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
-import capstone
+if TYPE_CHECKING:
+    import capstone
 
 from dumpkit.target import GPR_NAMES
 
@@ -32,6 +33,8 @@ MAX_SIMULATED_INSTRUCTIONS = 200
 
 @lru_cache(maxsize=2)
 def _cs(bits: int = 64) -> "capstone.Cs":
+    import capstone  # here, not at import: ~40 ms that only disassembly needs
+
     md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32)
     md.detail = False
     return md

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 
 class _Described:
@@ -48,6 +48,7 @@ class StopReason(_Described, Enum):
 
     END_OF_STACK = "end of stack"
     RETURN_ADDRESS_ZERO = "end of stack (return address 0)"
+    THREAD_START = "end of stack (the thread's start routine)"
     NO_CALLER = "no caller found (end of stack or unrecoverable)"
     SP_NOT_INCREASING = "stack pointer did not increase"
     FRAME_LIMIT = "frame limit reached"
@@ -64,7 +65,7 @@ class StopReason(_Described, Enum):
     @property
     def reached_the_end(self) -> bool:
         """The walk got to the stack's outermost frame (rather than giving up or being cut)."""
-        return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO)
+        return self in (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO, StopReason.THREAD_START)
 
 
 DESCRIPTIONS: Dict[_Described, str] = {
@@ -76,6 +77,10 @@ DESCRIPTIONS: Dict[_Described, str] = {
     Trust.CONTEXT: "the thread's register context",
     StopReason.END_OF_STACK: "the caller's stack pointer is past the top of the thread's stack",
     StopReason.RETURN_ADDRESS_ZERO: "the outermost frame returns to address 0, where thread start routines end",
+    StopReason.THREAD_START: (
+        "the frame where other threads' walks end, as far below the stack's top: the thread's start routine;"
+        " the scanned words above it are not callers"
+    ),
     StopReason.NO_CALLER: "no unwind data, frame pointer or scanned word gave a caller",
     StopReason.SP_NOT_INCREASING: "the caller's stack pointer was not above the callee's (a loop or damaged data)",
     StopReason.FRAME_LIMIT: "the walk stopped at its frame limit (--max-frames); the stack goes on",
@@ -97,17 +102,19 @@ def without_offset(symbol: str) -> str:
     return symbol
 
 
-@dataclass
+@dataclass(init=False)
 class Frame:
     """One frame of a walked stack.
 
     `ip` is the frame's instruction pointer (for frames above 0, the return address);
     `sp` the stack pointer inside the frame; `size` the distance to the caller's frame
-    (WinDbg `kf`'s Memory column), None for the outermost frame. Not frozen: the walker
-    sets `size` once it has found the caller, and a frozen dataclass would cost a
-    million-frame walk a noticeable share of its time."""
+    (WinDbg `kf`'s Memory column), None for the outermost frame; `source` the file and line
+    of the code (of the call, above frame 0) when the module's PDB has line records. Not
+    frozen: the walker sets `size` once it has found the caller, and a frozen dataclass
+    would cost a million-frame walk a noticeable share of its time. (`__init__` is written
+    out because a slotted dataclass cannot give a field a default on Python 3.8.)"""
 
-    __slots__ = ("index", "ip", "sp", "module", "rva", "function_start", "symbol", "size", "trust")
+    __slots__ = ("index", "ip", "sp", "module", "rva", "function_start", "symbol", "size", "trust", "source")
 
     index: int
     ip: int
@@ -118,6 +125,31 @@ class Frame:
     symbol: Optional[str]  # "module!name" or "module!name+0x1a", best available
     size: Optional[int]
     trust: Trust
+    source: Optional[str]  # "FILE:LINE" from the PDB's line records
+
+    def __init__(
+        self,
+        index: int,
+        ip: int,
+        sp: int,
+        module: Optional[str],
+        rva: Optional[int],
+        function_start: Optional[int],
+        symbol: Optional[str],
+        size: Optional[int],
+        trust: Trust,
+        source: Optional[str] = None,
+    ):
+        self.index = index
+        self.ip = ip
+        self.sp = sp
+        self.module = module
+        self.rva = rva
+        self.function_start = function_start
+        self.symbol = symbol
+        self.size = size
+        self.trust = trust
+        self.source = source
 
     @property
     def function_key(self) -> str:
@@ -144,7 +176,7 @@ class StackWalk:
     """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
 
     thread_id: int
-    frames: List[Frame]
+    frames: Sequence[Frame]  # a list, or bulk.Frames when recursion runs were verified in bulk
     stop: StopReason
     problems: List[str]
     frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT)
@@ -157,7 +189,10 @@ class StackWalk:
     @property
     def trust_counts(self) -> Dict[str, int]:
         """Frames per trust level (the keys are `Trust` members, which are strings)."""
-        out: Dict[str, int] = {}
-        for f in self.frames:
-            out[f.trust] = out.get(f.trust, 0) + 1
-        return out
+        from dumpkit.unwind.bulk import tally  # bulk builds on this module
+
+        return dict(tally(self.frames, _trust))
+
+
+def _trust(f: Frame) -> str:
+    return f.trust

@@ -10,12 +10,14 @@ is the primary entry's start, and is named after it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
 from dumpkit.symbols import display_name
-from dumpkit.symbols.pdb import PdbFunction
 from dumpkit.target import MemoryNotInDump, Module
+
+if TYPE_CHECKING:  # the PDB reader is imported only when a PDB is found
+    from dumpkit.symbols.pdb import PdbFunction
 
 # A FunctionTable stream entry (JIT code registered with RtlAddFunctionTable):
 # (begin VA, end VA, unwind-info VA as recorded, base the RVAs are relative to).
@@ -33,6 +35,7 @@ class Place:
     # The primary entry of the function `function` is part of: `function` itself unless
     # that is a chained fragment. None when the chain could not be read.
     primary: Optional[RuntimeFunction] = None
+    source: Optional[str] = None  # "FILE:LINE" of the code, from the module's PDB
 
     @property
     def function_start(self) -> Optional[int]:

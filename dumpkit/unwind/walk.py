@@ -5,7 +5,7 @@
 depend on the CPU:
 
 - bounds: a frame limit, the caller's SP strictly above the callee's and inside the
-  stack; the stack's bytes copied once (up to MAX_STACK_BYTES) for fast word reads;
+  stack; the stack's bytes copied a window (MAX_STACK_BYTES) at a time for fast reads;
 - places: module, RVA, unwind entry, function (a chained fragment's is its primary
   entry's) and name of each address (cached);
 - call-site validation (`plausible_return`: does a CALL end at this address?) and stack
@@ -14,7 +14,10 @@ depend on the CPU:
   offsets from SP (most compiled code) is taken from a cached `FixedFrame` in the loop
   itself, with no call into the step; a million identical recursive frames then cost a
   dictionary lookup and a few reads each;
-- the stop reasons.
+- the stop reasons;
+- other threads as evidence: a walk with scanned frames is checked against the walks of
+  the process's other threads (`unwind/evidence.py`), which can prove a scanned frame
+  stale.
 
 A step answers, for one frame, where its caller is (`Step.caller`), and may describe a
 return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
@@ -25,12 +28,14 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Set, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
+from dumpkit.unwind import bulk
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
+from dumpkit.unwind.evidence import SCANNED, Witnessed, checked, witness
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
@@ -38,14 +43,20 @@ DEFAULT_MAX_FRAMES = 2_000_000
 # How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
 # cuts walks short at the first large frame; much further mostly finds stale addresses.
 DEFAULT_SCAN_WORDS = 256
-# Most stack bytes copied up front for fast reads; words beyond are read one by one (a
-# thread record can claim a 4 GiB stack, and a full-memory dump can back much of it).
-MAX_STACK_BYTES = 64 << 20
+# Stack bytes copied at a time for fast reads: a window from SP, moved on when the walk
+# reads past it (a thread record can claim a 4 GiB stack, and a full-memory dump can back
+# much of it; an 88 MiB recursion read word by word past a single copy took seconds).
+MAX_STACK_BYTES = 16 << 20
 # Scanning asks about the same stack words again and again (every thread of a process
 # shares the same return sites); caches are bounded so a hostile dump cannot grow them.
 RETURN_CACHE_LIMIT = 1 << 18
 CODE_CACHE_LIMIT = 500_000
 FIXED_CACHE_LIMIT = 500_000
+# Other threads walked as evidence against a walk's scanned frames: at most this many
+# threads, each for at most this many frames (their outermost frames matter most; a
+# thread cut by the limit still shows its frames' sizes).
+EVIDENCE_THREADS = 64
+EVIDENCE_FRAMES = 4096
 # Below this, a stack word is a small number, not a return address.
 MIN_CODE_ADDRESS = 0x10000
 
@@ -125,11 +136,18 @@ class Walker:
         step: Optional[StepFactory] = None,
         max_frames: int = DEFAULT_MAX_FRAMES,
         scan_words: int = DEFAULT_SCAN_WORDS,
+        cross_check: bool = True,
+        use_bulk: bool = True,
     ):
         self.target = target
+        # Recursions verified in bulk (unwind/bulk.py); off, every frame is stepped (the
+        # reference the bulk path is tested against).
+        self.use_bulk = use_bulk
         self.images = images
         self.max_frames = max_frames
         self.scan_words = scan_words
+        self.cross_check = cross_check  # check scanned frames against other threads' walks
+        self._witnessed: Optional[Witnessed] = None
         self._places: Dict[Tuple[int, bool], Place] = {}
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
@@ -186,7 +204,9 @@ class Walker:
         named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
         pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
         symbol = symbol_for(named, module, rva, image, function, primary, pdb)
-        return Place(module, rva, image, function, dynamic, symbol, primary)
+        line = self.images.pdb_line(module, code_ip - module.base) if module is not None and pdb is not None else None
+        source = f"{line.file}:{line.line}" if line is not None else None
+        return Place(module, rva, image, function, dynamic, symbol, primary, source)
 
     def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
         """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
@@ -275,10 +295,31 @@ class Walker:
 
     def walk(self, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None) -> StackWalk:
         """Walk `thread` from `context` (default: its own) for at most `max_frames`
-        frames (default: the walker's limit)."""
+        frames (default: the walker's limit). Scanned frames that the other threads'
+        walks prove stale are left out (`unwind/evidence.py`)."""
+        result, scanned = self._walk(thread, context, max_frames)
+        if scanned and self.cross_check:
+            result = checked(result, thread.tid, thread.stack_end, self.witnessed())
+        return result
+
+    def witnessed(self) -> Witnessed:
+        """What the walks of the target's threads (from their own contexts, bounded by
+        EVIDENCE_THREADS and EVIDENCE_FRAMES) show, made once per walker."""
+        if self._witnessed is None:
+            walks = []
+            for t in self.target.threads[:EVIDENCE_THREADS]:
+                if t.context is not None:
+                    walks.append((t.tid, t.stack_end, self._walk(t, None, EVIDENCE_FRAMES)[0]))
+            self._witnessed = witness(walks)
+        return self._witnessed
+
+    def _walk(self, thread: Thread, context: Optional[Registers], max_frames: Optional[int]) -> Tuple[StackWalk, bool]:
+        """One thread's walk as its step and scanning find it, and whether a caller was
+        found by scanning (noted as found: a pass over a million frames to ask would cost
+        more than the check)."""
         ctx = context or thread.context
         if ctx is None:
-            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"])
+            return StackWalk(thread.tid, [], StopReason.NO_CONTEXT, ["thread has no register context"]), False
         step = self.step
         if step is None:
             raise ValueError("this walker has no step for the target's CPU")
@@ -291,10 +332,21 @@ class Walker:
         s_lo, s_hi = window_lo, window_lo + len(stack)
         unpack = struct.unpack_from
         target = self.target
+        # the window as 64-bit words, for verifying recursions in bulk
+        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
 
         def read_word(addr: int) -> Optional[int]:
+            nonlocal stack, s_lo, s_hi, words
             if s_lo <= addr and addr + word <= s_hi:
                 return unpack(word_format, stack, addr - s_lo)[0]
+            if s_hi <= addr < stack_hi:
+                # past the copied window, still in the stack: the next window (forward only)
+                lo = addr & -word
+                stack = target.read_available(lo, min(stack_hi - lo, MAX_STACK_BYTES))
+                s_lo, s_hi = lo, lo + len(stack)
+                words = memoryview(stack)[: len(stack) & -8].cast("Q") if words is not None else None
+                if s_lo <= addr and addr + word <= s_hi:
+                    return unpack(word_format, stack, addr - s_lo)[0]
             try:
                 return unpack(word_format, target.read(addr, word))[0]
             except MemoryNotInDump:
@@ -302,17 +354,23 @@ class Walker:
 
         frames: List[Frame] = []
         append = frames.append
+        # Verified recursion runs (unwind/bulk.py) end the explicit list before them:
+        # `parts` holds the lists and runs so far, `done` their frame count.
+        parts: List[bulk.Part] = []
+        done = 0
+        streak = 0  # fast frames in a row at the end of `frames`
         fixed_frames = self._fixed
         code = self._code
         places = self._places
         trust = Trust.CONTEXT
         unwind_info = Trust.UNWIND_INFO
         stop = StopReason.END_OF_STACK
+        scanned = False
         # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
         while True:
-            n = len(frames)
+            n = done + len(frames)
             if n >= limit:
                 stop = StopReason.FRAME_LIMIT
                 break
@@ -335,7 +393,7 @@ class Walker:
                     if cip is not None and (cip == 0 or known):
                         if known:
                             cip = known  # the shared int object (see code_address)
-                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust)
+                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust, place.source)
                         append(frame)
                         for reg, off in saved:
                             v = read_word(sp + off)
@@ -349,12 +407,48 @@ class Walker:
                             stop = StopReason.END_OF_STACK
                             break
                         frame.size = csp - sp
+                        streak = streak + 1 if trust is unwind_info else 0
                         ip, sp, trust = cip, csp, unwind_info
+                        if words is not None and streak >= bulk.MIN_RUN:
+                            streak = 0
+                            found = bulk.follow(
+                                frames,
+                                ip,
+                                sp,
+                                self._cached_fixed,
+                                words,
+                                s_lo,
+                                min(s_hi, stack_hi + word),
+                                limit - n - 1,
+                                n + 1,
+                            )
+                            if found is not None:
+                                run, last = found
+                                parts += [frames, run]
+                                frames = []
+                                append = frames.append
+                                done = run.first + len(run)
+                                for at, saved_regs in last:
+                                    for reg, off in saved_regs:
+                                        v = read_word(at + off)
+                                        if v is not None:
+                                            regs[reg] = v
+                                sp = run.sp + run.repetitions * run.span
                         continue
+            streak = 0
             place = places.get((ip, not exact)) or self.place(ip, not exact)
             mod = place.module
             frame = Frame(
-                n, ip, sp, mod.name if mod else None, place.rva, place.function_start, place.symbol, None, trust
+                n,
+                ip,
+                sp,
+                mod.name if mod else None,
+                place.rva,
+                place.function_start,
+                place.symbol,
+                None,
+                trust,
+                place.source,
             )
             append(frame)
             nxt = step.caller(place, ip, sp, regs, read_word, exact, stack_hi)
@@ -362,6 +456,8 @@ class Walker:
                 stop = StopReason.NO_CALLER
                 break
             cip, csp, cregs, ctrust, exact = nxt
+            if ctrust in SCANNED:
+                scanned = True
             if cip == 0:
                 stop = StopReason.RETURN_ADDRESS_ZERO
                 break
@@ -374,7 +470,12 @@ class Walker:
                 break
             frame.size = csp - sp
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-        return StackWalk(thread.tid, frames, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None)
+        walked: Sequence[Frame] = bulk.Frames(parts + [frames]) if parts else frames
+        return StackWalk(thread.tid, walked, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
+
+    def _cached_fixed(self, ip: int) -> Optional[_FixedTuple]:
+        found = self._fixed.get(ip, _MISSING)
+        return self._fixed_frame(self.step, ip) if found is _MISSING and self.step is not None else found
 
 
 def walk_thread(

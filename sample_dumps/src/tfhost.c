@@ -16,6 +16,11 @@
 #include <stdio.h>
 #include <string.h>
 
+/* deep_recursion_1m's stack reserve; bench/build_inputs.py builds a larger one (deep1400k) */
+#ifndef DEEP_RESERVE_MIB
+#define DEEP_RESERVE_MIB 64
+#endif
+
 #define NOINLINE __attribute__((noinline))
 
 typedef int64_t (*kernel_i64)(int64_t);
@@ -208,7 +213,7 @@ int main(int argc, char **argv)
         name_thread(h, name);
     }
 
-    SIZE_T reserve = !strcmp(g_scenario, "deep_recursion_1m") ? (64u << 20) : (1u << 20);
+    SIZE_T reserve = !strcmp(g_scenario, "deep_recursion_1m") ? ((SIZE_T)DEEP_RESERVE_MIB << 20) : (1u << 20);
     DWORD tid = 0;
     HANDLE worker = CreateThread(NULL, reserve, op_worker_main, (LPVOID)g_scenario,
                                  STACK_SIZE_PARAM_IS_A_RESERVATION, &tid);

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 from tests.conftest import SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
@@ -44,7 +45,7 @@ ELEMENT = re.compile(r"^(recursion\(.+\)|[a-z0-9_.-]+![^|]+|[a-z0-9_.-]+\+0x[0-9
 def test_signature_names_the_crash_by_its_first_meaningful_frames(name):
     facts = sample_facts(name)
     sig = _report(sample_path(name)).signature
-    assert sig is not None and sig.rules == 1 and sig.text == " | ".join((sig.kind,) + sig.frames)
+    assert sig is not None and sig.rules == RULES and sig.text == " | ".join((sig.kind,) + sig.frames)
     chain = [c["function"] for c in facts["call_chain"]]
     if facts.get("cycle_functions"):
         members = {
@@ -92,6 +93,33 @@ def test_a_cycle_is_one_element_whichever_member_was_on_top():
     other = crash_signature(report.crash, replace(crash, frames=shifted, cycles=(cycle,)))
     assert other is not None and other.text == report.signature.text
     assert report.signature.frames[0] == "recursion(opkernels.dll!expand > opkernels.dll!reduce > opkernels.dll!visit)"
+
+
+def test_thread_start_frames_never_pad_a_signature():
+    """big_frame's thread starts in kernel32!BaseThreadInitThunk four frames down; a run
+    whose crash sat two frames higher would have brought it into the first three."""
+    from dataclasses import replace
+
+    from dumpkit.analysis.signature import crash_signature
+
+    report = _report(sample_path("big_frame.dmp"))
+    crash = next(t for t in report.threads if t.is_crashing)
+    names = [f.symbol or "" for f in crash.frames]
+    start = next(i for i, n in enumerate(names) if n.lower().startswith("kernel32.dll!basethreadinitthunk"))
+    short = tuple(f for f in crash.frames if f.index in (0, 1) or f.index >= start)
+    sig = crash_signature(report.crash, replace(crash, frames=short))
+    assert sig is not None and sig.frames == ("opkernels.dll!conv_big_kernel",), sig.text
+
+
+def test_windows_build_specific_rvas_stay_out_of_signatures():
+    """Breakpad's crashme crashes near the bottom of its stack: rules v1 ended their lines
+    with kernel32.dll+0x13677 | ntdll.dll+0x39d42, offsets that move with every Windows
+    update. The same crash in crashme must not split by the patch level of the machine."""
+    sig = _report(real_dump("breakpad/read_av_non_null.dmp")).signature
+    assert sig is not None and sig.text == "ACCESS_VIOLATION | crashme.exe+0x1098", sig.text
+    assert sig.text == _report(real_dump("breakpad/read_av_clobber_write.dmp")).signature.text
+    on_stack = _report(real_dump("breakpad/exec_av_on_stack.dmp")).signature
+    assert on_stack is not None and on_stack.text == "ACCESS_VIOLATION | ?"
 
 
 @pytest.mark.parametrize("dump", real_dumps(), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -22,6 +22,15 @@ def write(dump: Path, out: Path, image_paths: Sequence[str] = (), redact: bool =
         target.close()
 
 
+def _pdb_found(doc: Dict) -> None:
+    """A module's symbol_source names the PDB file that served it (a file here, a member of
+    the bundle there): which copy served is the run's; that a PDB did is the report's."""
+    for m in doc.get("modules") or ():
+        src = m.get("symbol_source")
+        if src and src.startswith("pdb: "):
+            m["symbol_source"] = "pdb"
+
+
 def report_json(target, image_paths: Sequence[str] = ()) -> Dict:
     """The JSON report as a dict, with what may differ between a dump and its bundle
     removed: the dump's path (reports of a bundle name the bundle), which file served an
@@ -39,6 +48,7 @@ def report_json(target, image_paths: Sequence[str] = ()) -> Dict:
     # is about that run's options: a bundle is read without them
     (doc.get("images") or {}).pop("search_problems", None)
     _where_found(doc)
+    _pdb_found(doc)
     return doc
 
 
@@ -54,4 +64,5 @@ def stacks_json(target, image_paths: Sequence[str] = ()) -> Dict:
         target.close()
     out["dump"].pop("path", None)
     _where_found(out)
+    _pdb_found(out)
     return out

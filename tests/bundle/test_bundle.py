@@ -34,7 +34,8 @@ def test_a_bundle_is_a_zip_with_a_manifest_the_dump_and_one_member_per_image(bun
         for m in manifest["modules"]:
             assert zf.getinfo(m["member"]).file_size == sum(n for _, n in m["ranges"])
     assert names[:2] == ["manifest.json", "dump.dmp"]
-    assert (manifest["format"], manifest["version"]) == ("dumpkit-bundle", 1)
+    assert (manifest["format"], manifest["version"]) == ("dumpkit-bundle", 2)
+    assert manifest["pdbs"] == []  # its images name their code without PDBs
     modules = {m["name"]: m for m in manifest["modules"]}
     # opkernels.dll (the recursion) came from --image-path: its unwind data is in the bundle
     ok = modules["opkernels.dll"]
@@ -102,6 +103,114 @@ def test_an_image_read_the_analysis_did_not_make_is_reported_not_invented(bundle
         image.read_rva(rvas[0], 4)
 
 
+PDB_DUMP = "pdb_static_cycle.dmp"  # a recursion through static functions only its PDB names
+
+
+@pytest.fixture(scope="module")
+def pdb_bundle(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("pdbbundle") / "static.dkb"
+    write(sample_path(PDB_DUMP), out, [str(SAMPLE_BIN)])
+    return out
+
+
+def test_a_bundle_carries_the_pdb_pages_the_analysis_read_named_by_guid_and_age(pdb_bundle):
+    import hashlib
+
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.symbols.pdb import open_pdb
+
+    with zipfile.ZipFile(pdb_bundle) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+        names = zf.namelist()
+        pdbs = {p["name"]: p for p in manifest["pdbs"]}
+        assert set(pdbs) == {"pdbhost.pdb", "pdbkernels.pdb"}
+        for name, entry in pdbs.items():
+            original = (SAMPLE_BIN / "pdb" / name).read_bytes()
+            member = zf.read(entry["member"])
+            assert entry["member"].startswith("pdbs/") and entry["member"] in names
+            assert entry["file"] == {"size": len(original), "sha256": hashlib.sha256(original).hexdigest()}
+            # exactly the ranges' bytes of the original file, and fewer than all of them
+            assert member == b"".join(original[off : off + n] for off, n in entry["ranges"])
+            assert all(off % 4096 == 0 for off, _ in entry["ranges"]) and len(member) < len(original)
+            # named as the image's CodeView record names it
+            info = open_pdb(str(SAMPLE_BIN / "pdb" / name)).info
+            assert (entry["guid"], entry["age"]) == (info.guid, info.age)
+    target = open_bundle(str(pdb_bundle))
+    module = next(m for m in target.modules if m.name == "pdbkernels.dll")
+    # what the dump's module record says, or (Wine records none) the image's own
+    from dumpkit.images import ImageLocator, ImageProvider
+
+    provider = ImageProvider(target, ImageLocator(store=target.image_store, use_recorded_path=False))
+    cv = module.cv_record or provider.located(module).image.codeview()  # type: ignore[union-attr]
+    assert target.image_store.pdb_for(cv) is not None
+    assert provider.pdb(module) is not None and provider.pdb(module).path.endswith("static.dkb:pdbs/001-pdbkernels.pdb")
+
+
+def test_a_pdb_read_outside_the_captured_pages_is_not_in_the_bundle(pdb_bundle):
+    from dumpkit.bundle.reader import PdbNotInBundle, open_bundle
+    from dumpkit.symbols.pdb import PdbError
+    from dumpkit.target import CodeViewRecord
+
+    target = open_bundle(str(pdb_bundle))
+    entry = next(p for p in target.bundle.pdbs if p.name == "pdbkernels.pdb")
+    source, where = target.image_store.pdb_for(CodeViewRecord(entry.name, entry.guid.lower(), entry.age))
+    original = (SAMPLE_BIN / "pdb" / entry.name).read_bytes()
+    off, n = entry.ranges[0]
+    assert source.read(off, n) == original[off : off + n]
+    gap = next(a + b for a, b in entry.ranges if a + b < entry.file_size and a + b not in {o for o, _ in entry.ranges})
+    with pytest.raises(PdbNotInBundle, match="not in the bundle") as e:
+        source.read(gap, 16)
+    assert where in str(e.value) and isinstance(e.value, PdbError)
+    with pytest.raises(PdbError, match="past the end of the file"):
+        source.read(entry.file_size - 4, 8)
+    # another build's PDB (other age) is not served for this one
+    assert target.image_store.pdb_for(CodeViewRecord(entry.name, entry.guid, entry.age + 1)) is None
+
+
+def test_a_version_1_bundle_without_pdbs_still_reads(pdb_bundle, tmp_path):
+    """Bundles written before PDBs travelled (format 1, the committed NumPy and TF ones):
+    read as they were, their PDB-named frames falling back to what the image names."""
+    from dumpkit.bundle.reader import open_bundle
+
+    with zipfile.ZipFile(pdb_bundle) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    doc = json.loads(members["manifest.json"])
+    doc["version"] = 1
+    del doc["pdbs"]
+    old = tmp_path / "v1.dkb"
+    with zipfile.ZipFile(old, "w", compression=zipfile.ZIP_LZMA) as zf:
+        zf.writestr("manifest.json", json.dumps(doc))
+        for name, data in members.items():
+            if name != "manifest.json" and not name.startswith("pdbs/"):
+                zf.writestr(name, data)
+    r = run_cli("stack", old)
+    assert r.returncode == 0, r.stderr
+    assert "pdbkernels.dll!func_" in r.stdout and "parse_list" not in r.stdout
+    r = run_cli("stack", pdb_bundle)
+    assert "pdbkernels.dll!parse_list+0x3a" in r.stdout
+    assert open_bundle(str(old)).bundle.version == 1
+
+
+def test_a_bundle_without_the_pdb_line_records_keeps_the_pdb_names(tmp_path, monkeypatch):
+    """A bundle written by a dumpkit that did not read line records (before source lines
+    were shown) holds no line pages: its frames keep their PDB names, lose their lines,
+    and the report says why once per module."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.engine import Options, analyze
+    from dumpkit.symbols.pdb import PdbSymbols
+
+    old = tmp_path / "no-lines.dkb"
+    with monkeypatch.context() as m:
+        m.setattr(PdbSymbols, "line_at", lambda self, rva: None)  # the older writer
+        write(sample_path(PDB_DUMP), old, [str(SAMPLE_BIN)])
+    r = analyze(open_bundle(str(old)), Options()).report
+    frames = next(t for t in r.threads if t.is_crashing).frames
+    assert frames[0].symbol.startswith("pdbkernels.dll!parse_list+") and frames[0].source is None
+    said = [e for e in r.soft_errors if "source lines are not used" in e]
+    assert said and all("not in the bundle" in e for e in said)
+    assert not [e for e in r.soft_errors if "names are not used" in e]
+
+
 def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     out = tmp_path / "c3.dkb"
     r = run_cli("bundle", sample_path(DUMP), "--image-path", SAMPLE_BIN, "-o", out)
@@ -110,8 +219,10 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert first.startswith(f"wrote {out}: ") and "holding the dump (recursion_cycle3.dmp, 1.2 MiB)" in first
     assert "opkernels.dll: " in r.stdout and "-path)" in r.stdout
     assert "verdict: Stack overflow: unbounded recursion" in r.stdout
-    plain = run_cli("analyze", sample_path(DUMP), "--image-path", SAMPLE_BIN)
-    bundled = run_cli("analyze", out)
+    # wide enough that no line wraps: the two paths differ in length (and with where the
+    # test's temporary folder is), which would move the wrapping of the lines naming them
+    plain = run_cli("analyze", sample_path(DUMP), "--image-path", SAMPLE_BIN, "--width", "1000")
+    bundled = run_cli("analyze", out, "--width", "1000")
     assert bundled.returncode == plain.returncode == 0, bundled.stderr
     # the same report, the bundle named where the dump was
     assert bundled.stdout == plain.stdout.replace(str(sample_path(DUMP)), str(out))
@@ -123,14 +234,62 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert i.returncode == 0 and str(out) in i.stdout and "ThreadListStream" in i.stdout
 
 
-def test_cli_bundle_refuses_a_bundle_and_its_own_input(tmp_path, bundle):
-    r = run_cli("bundle", bundle, "-o", tmp_path / "x.dkb")
-    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "is a bundle already" in r.stderr
+def test_cli_bundle_refuses_to_overwrite_its_own_input(tmp_path, bundle):
     dump = tmp_path / "d.dmp"
     dump.write_bytes(sample_path("null_deref.dmp").read_bytes())
     r = run_cli("bundle", dump, "-o", dump)
     assert r.returncode == 2 and "refusing to overwrite" in r.stderr
     assert dump.read_bytes() == sample_path("null_deref.dmp").read_bytes()
+    copy = tmp_path / "b.dkb"
+    copy.write_bytes(bundle.read_bytes())
+    r = run_cli("bundle", copy, "-o", copy)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and "refusing to overwrite" in r.stderr
+    assert copy.read_bytes() == bundle.read_bytes()
+
+
+def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
+    """A bundle is input to `bundle` too (to redact it, or add what --image-path gives):
+    with nothing added, it holds exactly what it held, the PDB pages included, byte for byte."""
+    again = tmp_path / "again.dkb"
+    r = run_cli("bundle", pdb_bundle, "-o", again)
+    assert r.returncode == 0, r.stderr
+    assert "holding the dump (pdb_static_cycle.dmp, " in r.stdout  # the dump's name, not the bundle's
+    assert "pdbkernels.pdb: " in r.stdout and "(from image-path)" in r.stdout  # where the first one found it
+    assert again.read_bytes() == pdb_bundle.read_bytes()
+
+
+def test_cli_bundle_redacts_a_bundle(tmp_path):
+    """The committed TensorFlow bundle (format 1, no images here) bundled again with --redact:
+    a format 2 bundle with the same image pages, whose report is the original's with the user
+    name starred."""
+    from tests.conftest import PY_SAMPLES
+
+    source = PY_SAMPLES / "tf_nest_flatten.dkb"
+    if not source.exists():
+        pytest.skip("tf_nest_flatten.dkb not present")
+    out = tmp_path / "r.dkb"
+    r = run_cli("bundle", source, "--redact", "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "redacted: 1 user name(s) in paths" in r.stdout
+    with zipfile.ZipFile(source) as zf:
+        before = json.loads(zf.read("manifest.json"))
+    with zipfile.ZipFile(out) as zf:
+        after = json.loads(zf.read("manifest.json"))
+        assert b"\\\x00u\x00s\x00e\x00r\x00s\x00\\\x00r\x00o\x00o\x00t\x00" not in zf.read("dump.dmp")
+    assert (before["version"], after["version"]) == (1, 2) and after["dump"]["name"] == before["dump"]["name"]
+    assert after["redacted"] and after["pdbs"] == []
+    same = ("name", "base", "timestamp", "size_of_image", "file", "ranges")
+    assert [{k: m[k] for k in same} for m in after["modules"]] == [{k: m[k] for k in same} for m in before["modules"]]
+    original = json.loads(run_cli("analyze", source, "--format", "json").stdout)
+    redacted = json.loads(run_cli("analyze", out, "--format", "json").stdout)
+    from tests.golden.snapshot import _where_found
+
+    for doc in (original, redacted):
+        doc["dump"].pop("path")
+        _where_found(doc)  # which bundle member served an image (named by its bundle)
+        doc["environment"].pop("tensorflow_version_source")  # the dist-info folder: its path is dropped
+    starred = json.dumps(original).replace("\\\\users\\\\root\\\\", "\\\\users\\\\****\\\\")
+    assert redacted == json.loads(starred)
 
 
 def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_path):

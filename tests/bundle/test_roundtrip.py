@@ -16,16 +16,9 @@ from tests.bundle.helpers import report_json, stacks_json, write
 from tests.conftest import PY_SAMPLES, REAL_DUMPS, SAMPLE_BIN, SAMPLES, python_bundle, python_images, python_manifest
 
 
-# Bundles carry image pages, not PDBs yet: frames a PDB beside the image names (main's
-# dumpkit/symbols/pdb) come back as func_<rva> from a bundle. Strict, so that carrying the
-# PDB's pages makes these fail until the mark goes.
-_NO_PDB_YET = pytest.mark.xfail(strict=True, reason="bundles do not carry PDBs yet: PDB-named frames lose their names")
-
-
 def _cases():
     for p in sorted(SAMPLES.glob("*.dmp")) + sorted(SAMPLES.glob("*.dmp.xz")):
-        marks = [_NO_PDB_YET] if p.name.startswith("pdb_") else []
-        yield pytest.param(p, "sample", id=f"sample--{p.name}", marks=marks)
+        yield pytest.param(p, "sample", id=f"sample--{p.name}")
     for facts in python_manifest():
         yield pytest.param(facts, "python", id=f"python--{facts['file']}")
     if REAL_DUMPS.is_dir():

@@ -109,6 +109,8 @@ class MemoryTarget:
         self.memory_regions: List[MemoryRegion] = list(memory_regions)
         self.soft_errors = SoftErrors()
         self.build_string = build_string
+        self.image_store = None
+        self.bundle = None
         self.xstate_enabled_features = xstate_enabled_features
 
     @property

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, NamedTuple, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -65,6 +65,16 @@ def seeds() -> List[bytes]:
 
 class Bug(AssertionError):
     """A report that breaks its output format."""
+
+
+class FuzzTarget(NamedTuple):
+    """What a campaign fuzzes: its seeds, its mutator (data, rng, seed pool), the run that
+    returns None for refused input and raises on a bug, the suffix of saved inputs."""
+
+    seeds: Callable[[], List[bytes]]
+    mutate: Callable[[bytes, random.Random, Sequence[bytes]], bytes]
+    run: Callable[[bytes], Optional[str]]
+    suffix: str
 
 
 _scratch: Optional[str] = None
@@ -257,32 +267,35 @@ def campaign(
     on_case: Optional[Callable[[int, bytes], None]] = None,
     crash_dir: Optional[str] = None,
     max_case_seconds: float = 10.0,
+    target: Optional["FuzzTarget"] = None,
 ) -> dict:
     """Mutate seeds for `seconds`; return counts. Raises (after saving the input to
-    crash_dir, if given) on the first bug."""
-    pool = seeds()
+    crash_dir, if given) on the first bug. `target`: another input kind (bundle_harness.py);
+    by default, dumps through run_one."""
+    target = target or FuzzTarget(seeds, lambda data, rng, pool: mutate(data, rng, pool), run_one, ".dmp")
+    pool = target.seeds()
     if not pool:
-        raise RuntimeError("no seed dumps found")
+        raise RuntimeError("no seeds found")
     rng = random.Random(seed)
     started = time.monotonic()
     execs = rejected = 0
     slowest = 0.0
     while time.monotonic() - started < seconds:
         base = rng.choice(pool)
-        data = mutate(base, rng, pool)
+        data = target.mutate(base, rng, pool)
         t0 = time.monotonic()
         try:
-            if run_one(data) is None:
+            if target.run(data) is None:
                 rejected += 1
         except KeyboardInterrupt:
             break
         except BaseException:
-            _save(crash_dir, data)
+            _save(crash_dir, data, target.suffix)
             raise
         took = time.monotonic() - t0
         slowest = max(slowest, took)
         if took > max_case_seconds:
-            _save(crash_dir, data)
+            _save(crash_dir, data, target.suffix)
             raise Bug(f"one input took {took:.1f} s")
         execs += 1
         if on_case:
@@ -296,11 +309,22 @@ def campaign(
     }
 
 
-def _save(crash_dir: Optional[str], data: bytes) -> None:
+def _save(crash_dir: Optional[str], data: bytes, suffix: str = ".dmp") -> None:
     if crash_dir:
         os.makedirs(crash_dir, exist_ok=True)
         name = hashlib.sha1(data).hexdigest()[:16]
-        Path(crash_dir, f"crash-{name}.dmp").write_bytes(data)
+        Path(crash_dir, f"crash-{name}{suffix}").write_bytes(data)
+
+
+def seed_corpus(argv: Sequence[str], files: Sequence[Path]) -> None:
+    """Copy the seeds into the first corpus folder given to libFuzzer (it reads and extends it)."""
+    dirs = [a for a in argv[1:] if not a.startswith("-")]
+    if dirs:
+        os.makedirs(dirs[0], exist_ok=True)
+        for p in files:
+            dst = Path(dirs[0], "seed-" + p.parent.name + "-" + p.name)
+            if not dst.exists():
+                dst.write_bytes(p.read_bytes())
 
 
 # ----------------------------------------------------------------- atheris driver
@@ -327,14 +351,7 @@ def _atheris_main(argv: List[str]) -> None:
         import dumpkit.unwind.amd64
         import dumpkit.unwind.disasm  # noqa: F401
 
-    # Seed the first corpus folder given (libFuzzer reads and extends it).
-    dirs = [a for a in argv[1:] if not a.startswith("-")]
-    if dirs:
-        os.makedirs(dirs[0], exist_ok=True)
-        for p in seed_files():
-            dst = Path(dirs[0], "seed-" + p.parent.name + "-" + p.name)
-            if not dst.exists():
-                dst.write_bytes(p.read_bytes())
+    seed_corpus(argv, seed_files())
     if not any(a.startswith("-max_len") for a in argv):
         argv = argv + [f"-max_len={MAX_SEED_BYTES}"]
 

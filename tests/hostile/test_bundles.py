@@ -73,6 +73,20 @@ def _bomb_declared_small(m):
     return bytes(data)
 
 
+def _pdb(**changes):
+    """A manifest edit adding one PDB entry (format 2), with `changes` made to it."""
+    entry = {
+        "name": "x.pdb",
+        "guid": "99FF9242-5107-143C-4C4C-44205044422E",
+        "age": 1,
+        "file": {"size": 8192, "sha256": "0" * 64},
+        "member": "pdbs/000-x.pdb",
+        "ranges": [[0, 4096]],
+    }
+    entry.update(changes)
+    return _with_manifest(lambda d: d.update(pdbs=[entry]))
+
+
 CASES: Dict[str, Callable[[Dict[str, bytes]], bytes]] = {
     "not_a_zip": lambda m: b"MDMP" + bytes(100),
     "empty_file": lambda m: b"",
@@ -86,6 +100,10 @@ CASES: Dict[str, Callable[[Dict[str, bytes]], bytes]] = {
     "manifest_dump_size_huge": _with_manifest(lambda d: d["dump"].update(size=1 << 50)),
     "manifest_member_missing": _with_manifest(lambda d: d["modules"][0].update(member="images/999-gone.dll")),
     "manifest_member_is_a_path": _with_manifest(lambda d: d["modules"][0].update(member="../../etc/passwd")),
+    "manifest_pdb_guid_not_a_guid": _pdb(guid="../../x"),
+    "manifest_pdb_member_is_a_path": _pdb(member="pdbs/../../x.pdb"),
+    "manifest_pdb_member_missing": _pdb(),
+    "manifest_pdb_range_past_file": _pdb(ranges=[[4096, 8192]]),
     "member_name_is_a_path": lambda m: _zip({**m, "../evil.dll": b"x"}),
     "member_name_absolute": lambda m: _zip({**m, "/etc/evil": b"x"}),
     "member_name_windows_path": lambda m: _zip({**m, "C:\\evil.dll": b"x"}),

@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
 from dumpkit.report.dml import plain_text, render_dml
 from dumpkit.report.html import render_html
@@ -66,7 +67,7 @@ def test_the_command_line_and_module_version_when_the_dump_has_them():
 
 def test_json_carries_the_crash_site_as_data():
     doc = json.loads(render_json(_report(sample_path("recursion_cycle3.dmp"))))
-    assert doc["signature"]["kind"] == "STACK_OVERFLOW" and doc["signature"]["rules"] == 1
+    assert doc["signature"]["kind"] == "STACK_OVERFLOW" and doc["signature"]["rules"] == RULES
     assert doc["signature"]["frames"][0].startswith("recursion(")
     assert doc["blame"]["frame_index"] == 0 and doc["blame"]["skipped"] == []
     assert doc["process"]["name"] == "tfhost.exe" and doc["process"]["command_line"] is None

@@ -7,6 +7,7 @@ symbol store, on a symbol server. A PDB of another build is refused, with a mess
 from __future__ import annotations
 
 import functools
+import json
 import http.server
 import shutil
 import threading
@@ -158,9 +159,8 @@ def test_pdb_from_a_symbol_server_over_loopback(tmp_path):
 
 def test_call_sites_in_the_cycle_have_their_source_lines():
     """The C13 line records put each return address of the cycle on the source line that
-    makes the next call (the lines are read from the committed source, not typed here)."""
-    from dumpkit.symbols.pdb import open_pdb
-
+    makes the next call, and the report's frames carry it (the lines are read from the
+    committed source, not typed here)."""
     source = (SAMPLE_BIN.parent / "src" / "pdbkernels.c").read_text().splitlines()
     calls = {
         "parse_value": "return parse_list(",
@@ -168,18 +168,36 @@ def test_call_sites_in_the_cycle_have_their_source_lines():
         "parse_item": "return parse_value(",
     }
     r = report("pdb_static_cycle.dmp", [str(SAMPLE_BIN / "pdb")])
-    pdb = open_pdb(str(pdb_path("pdbkernels.pdb")))
-    try:
-        seen = set()
-        for f in crashing(r).frames[1:7]:  # return addresses: the call is the byte before
-            function = f.symbol.split("!")[1].split("+")[0]
-            where = pdb.line_at(f.rva - 1)
-            assert where is not None and where.file.endswith("pdbkernels.c")
-            assert calls[function] in source[where.line - 1], (function, where)
-            seen.add(function)
-        assert seen == set(calls)
-    finally:
-        pdb.close()
+    frames = crashing(r).frames
+    seen = set()
+    for f in frames[1:7]:  # return addresses: the line of the call
+        function = f.symbol.split("!")[1].split("+")[0]
+        path, _, line = f.source.rpartition(":")
+        assert path.endswith("pdbkernels.c")
+        assert calls[function] in source[int(line) - 1], (function, f.source)
+        seen.add(function)
+    assert seen == set(calls)
+    # frames no PDB named (ntdll's, here from exports) have no source line
+    assert all(f.source is None for f in frames if f.module == "ntdll.dll")
+
+
+def test_source_lines_show_in_every_format_and_only_when_there(tmp_path):
+    from dumpkit.report.json_report import render_json
+    from dumpkit.report.markdown import render_markdown
+    from dumpkit.report.text import render_text
+
+    r = report("pdb_static_cycle.dmp", [str(SAMPLE_BIN / "pdb")])
+    top = crashing(r).frames[0]
+    cell = f"{top.symbol} [pdbkernels.c:{top.source.rsplit(':', 1)[1]}]"
+    assert cell in render_text(r, color=False) and cell in render_markdown(r)
+    assert json.loads(render_json(r))["threads"][0]["frames"][0]["source"] == top.source
+    # a report without PDB lines has no source field at all (not null)
+    plain = report("pdb_static_cycle.dmp", [str(images_only(tmp_path))])
+    frames = [f for t in json.loads(render_json(plain))["threads"] for f in t["frames"]]
+    assert frames and not any("source" in f for f in frames)
+    assert "[pdbkernels.c:" not in render_text(plain, color=False)
+    out = run_cli("stack", sample_path("pdb_static_cycle.dmp"), "--image-path", SAMPLE_BIN / "pdb")
+    assert out.returncode == 0 and cell in out.stdout
 
 
 def test_a_damaged_pdb_is_one_line_and_names_fall_back(tmp_path):

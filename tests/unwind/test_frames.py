@@ -28,13 +28,15 @@ def test_stop_reasons_render_as_before_and_carry_the_frame_limit_as_data():
     assert texts == {
         StopReason.END_OF_STACK: "end of stack",
         StopReason.RETURN_ADDRESS_ZERO: "end of stack (return address 0)",
+        StopReason.THREAD_START: "end of stack (the thread's start routine)",
         StopReason.NO_CALLER: "no caller found (end of stack or unrecoverable)",
         StopReason.SP_NOT_INCREASING: "stack pointer did not increase",
         StopReason.FRAME_LIMIT: "frame limit reached",
         StopReason.NO_CONTEXT: "no register context",
     }
     assert all(str(r) == r.text() and r.description for r in StopReason)
-    assert [r for r in StopReason if r.reached_the_end] == [StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO]
+    ends = [StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO, StopReason.THREAD_START]
+    assert [r for r in StopReason if r.reached_the_end] == ends
     frame = Frame(0, 0x1000, 0x2000, None, None, None, None, None, Trust.CONTEXT)
     cut = StackWalk(7, [frame], StopReason.FRAME_LIMIT, [], frame_limit=2_000_000)
     assert cut.stop_reason == "frame limit (2000000) reached" and cut.frame_limit == 2_000_000

@@ -89,17 +89,12 @@ def _dump_file(name: str, scratch: Path) -> Path:
     return out
 
 
-def _session(env: lane.Env, name: str, scratch: Path) -> dict:
-    """The CLI's report and the debugger's runs on one dump, once per test session."""
-    if name in _CACHE:
-        return _CACHE[name]
-    dump = _dump_file(name, scratch)
-    dirs = _image_dirs(name)
+def _cli(env: lane.Env, args: List[str], image_dirs: List[Path]) -> subprocess.CompletedProcess:
+    """dumpkit run natively, with the same images reachable as the debugger has: a path like
+    C:\\windows\\system32\\ucrtbase.dll is found in the lane's Wine prefix, by the debugger
+    and (through WINEPREFIX) by the CLI."""
     proc = subprocess.run(
-        [sys.executable, "-m", "dumpkit", "analyze", str(dump), "--format", "json"]
-        + [arg for d in dirs for arg in ("--image-path", str(d))],
-        # the same images reachable: a path like C:\windows\system32\ucrtbase.dll is found
-        # in the lane's Wine prefix, by the debugger and (through WINEPREFIX) by the CLI
+        [sys.executable, "-m", "dumpkit", *args] + [arg for d in image_dirs for arg in ("--image-path", str(d))],
         env=dict(os.environ, WINEPREFIX=str(env.prefix)),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
@@ -108,6 +103,16 @@ def _session(env: lane.Env, name: str, scratch: Path) -> dict:
         timeout=600,
     )
     assert proc.returncode in (0, 1), proc.stderr
+    return proc
+
+
+def _session(env: lane.Env, name: str, scratch: Path) -> dict:
+    """The CLI's report and the debugger's runs on one dump, once per test session."""
+    if name in _CACHE:
+        return _CACHE[name]
+    dump = _dump_file(name, scratch)
+    dirs = _image_dirs(name)
+    proc = _cli(env, ["analyze", str(dump), "--format", "json"], dirs)
     debugger = env.debugger(
         dump,
         runs=[{"args": ["--json"]}, {"args": ["--all"], "check_links": True}],
@@ -292,3 +297,42 @@ def test_the_windbg_side_runs_on_python_38(env, dumps_dir):
     session = _session(env, _sample_dumps()[0], dumps_dir)
     assert session["debugger"]["python"].startswith("3.8.")
     assert session["debugger"]["pykd"].startswith("0.3.4.15")
+
+
+# ----------------------------------------------------------------- PDBs (issue #15 item 6)
+PDB_DUMPS = ("pdb_static_cycle.dmp", "pdb_static_fastfail.dmp")
+
+
+def _names(doc: dict) -> Dict[tuple, str]:
+    """(thread, frame number) -> the frame's function name, without its offset."""
+    return {(t["tid"], f["index"]): (f["symbol"] or "").split("+", 1)[0] for t in doc["threads"] for f in t["frames"]}
+
+
+@pytest.mark.parametrize("name", PDB_DUMPS)
+def test_with_the_same_pdbs_the_debugger_and_the_cli_name_the_same_functions(name, env):
+    """The sample's PDBs next to its images: the debugger gets them through `.sympath` (and
+    the images through `.exepath`), `!tfstack` uses the debugger's names; `dumpkit stack`
+    reads the same PDBs itself. The static functions only a PDB names must come out the
+    same from both, frame for frame."""
+    pdb_dir = SAMPLE_BIN / "pdb"
+    ours = json.loads(_cli(env, ["stack", str(SAMPLES / name), "--all", "--json"], [pdb_dir, SAMPLE_BIN]).stdout)
+    folders = ";".join(lane.windows_path(d) for d in (pdb_dir, SAMPLE_BIN))
+    debugger = env.debugger(
+        SAMPLES / name,
+        runs=[{"args": ["--json", "--all"]}],
+        setup=[".exepath " + folders, ".sympath " + lane.windows_path(pdb_dir), ".reload"],
+        facts=["lm", "x pdbkernels!parse_*", "x pdbkernels!shape_check_failed"],
+        timeout=900,
+    )
+    run = debugger["runs"][0]
+    assert run["error"] is None, run["error"]
+    facts = "\n".join((f["output"] or f["raised"] or "") for f in debugger["facts"])
+    assert "(private pdb symbols)" in facts or "(pdb symbols)" in facts, f"dbgeng loaded no PDB:\n{facts}"
+    # !tfstack --json is analyze's report (a long stack's head and tail); `stack --json` has
+    # every frame: each frame the debugger's report shows is compared with the CLI's.
+    theirs = _names(json.loads(run["output"]))
+    names = _names(ours)
+    assert theirs and set(theirs) <= set(names)
+    # the PDB's static names are there at all (else this compares func_<rva> with itself)
+    assert any(n.startswith("pdbkernels.dll!") and "func_" not in n for n in theirs.values())
+    assert theirs == {k: names[k] for k in theirs}

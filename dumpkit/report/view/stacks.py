@@ -5,7 +5,7 @@ CPU's. The cell conventions of the layouts in use today are named here, in one p
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
+from typing import Generic, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
 from dumpkit.report.view.inline import Line
@@ -49,6 +49,17 @@ def frame_name(f: FrameLike) -> str:
     if f.module is not None and f.rva is not None:
         return f"{f.module}+{f.rva:#x}"
     return f"{f.ip:#x}"
+
+
+def call_site(f: FrameLike) -> str:
+    """The frame's name and, when the PDB has lines, its source file's name and line:
+    `module!name+0x1a [file.c:30]` (the folder is in the JSON's `source`)."""
+    name = frame_name(f)
+    source = f.source
+    if not source:
+        return name
+    path, _, line = source.rpartition(":")
+    return f"{name} [{path.replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}]"
 
 
 def kf_number(index: int) -> str:
@@ -101,6 +112,8 @@ class FrameLike(Protocol):
     def rva(self) -> Optional[int]: ...
     @property
     def symbol(self) -> Optional[str]: ...
+    @property
+    def source(self) -> Optional[str]: ...
 
 
 F = TypeVar("F", bound=FrameLike)
@@ -114,7 +127,10 @@ def fold_frames(frames: Iterable[F], cycles: Sequence[Cycle], show_repeats: int 
     spans = sorted(((c.first_frame, c.last_frame, c) for c in cycles), key=lambda s: s[0])
     skip_until = -1
     prev: Optional[int] = None  # index of the last frame shown or folded
-    for f in frames:
+    # a sequence is read by position, so a folded cycle is jumped over, not read through
+    # (a bulk-walked recursion makes each frame it is asked for)
+    cursor = _Cursor(frames) if isinstance(frames, Sequence) else None
+    for f in cursor if cursor is not None else frames:
         if f.index <= skip_until:
             continue
         if prev is not None and f.index > prev + 1:
@@ -130,9 +146,39 @@ def fold_frames(frames: Iterable[F], cycles: Sequence[Cycle], show_repeats: int 
                     f"({human_bytes(c.total_bytes)} in all) ..."
                 )
                 skip_until = prev = last
+                if cursor is not None:
+                    cursor.skip_through(last)
                 continue
         yield f
         prev = f.index
+
+
+class _Cursor(Generic[F]):
+    """Frames of a sequence in order, able to skip the ones up to an index."""
+
+    def __init__(self, frames: Sequence[F]):
+        self.frames = frames
+        self.pos = 0
+
+    def __iter__(self) -> "_Cursor[F]":
+        return self
+
+    def __next__(self) -> F:
+        if self.pos >= len(self.frames):
+            raise StopIteration
+        f = self.frames[self.pos]
+        self.pos += 1
+        return f
+
+    def skip_through(self, index: int) -> None:
+        """Go past the frames numbered up to `index`: a jump when the indices run on
+        consecutively to it (a walk's do; a report's kept head and tail need not), checked
+        at the landing frame; otherwise the fold loop skips them one by one."""
+        if self.pos >= len(self.frames):
+            return
+        landing = self.pos + index - self.frames[self.pos].index
+        if self.pos <= landing < len(self.frames) and self.frames[landing].index == index:
+            self.pos = landing + 1
 
 
 def collapse(frames: Sequence[FrameRecord], cycles: Sequence[Cycle], show_repeats: int = 1) -> List[object]:
@@ -187,7 +233,7 @@ def stack_table(
                 memory=_memory(above if convention == KF else item.size, convention),
                 child_sp=f"{item.sp:0{digits}x}",
                 ip=f"{item.ip:0{digits}x}",
-                call_site=frame_name(item),
+                call_site=call_site(item),
                 found_by=item.trust,
                 scanned=item.trust.startswith("scan"),
             )

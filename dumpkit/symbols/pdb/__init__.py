@@ -5,7 +5,7 @@ a lookup needs, by blocks, so multi-GB PDBs cost little."""
 
 from __future__ import annotations
 
-from dumpkit.symbols.pdb.msf import PdbError
+from dumpkit.symbols.pdb.msf import PdbError, PdbFile, PdbSource
 from dumpkit.symbols.pdb.symbols import PdbFunction, PdbSymbols, SourceLine, open_pdb
 
-__all__ = ["PdbError", "PdbFunction", "PdbSymbols", "SourceLine", "open_pdb"]
+__all__ = ["PdbError", "PdbFile", "PdbSource", "PdbFunction", "PdbSymbols", "SourceLine", "open_pdb"]

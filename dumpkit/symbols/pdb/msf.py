@@ -4,10 +4,11 @@ several GB costs only the blocks of the streams a lookup needs."""
 
 from __future__ import annotations
 
+import os
 import struct
-from typing import BinaryIO, List, Optional, Tuple
+from typing import List, Optional, Protocol, Tuple
 
-__all__ = ["MSF_MAGIC", "MsfFile", "PdbError", "Stream"]
+__all__ = ["MSF_MAGIC", "MsfFile", "PdbError", "PdbFile", "PdbSource", "Stream"]
 
 MSF_MAGIC = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\x00\x00\x00"
 _SUPERBLOCK = struct.Struct("<IIIIII")  # block size, free map, blocks, directory bytes, unused, map block
@@ -21,13 +22,59 @@ class PdbError(Exception):
     """A PDB that cannot be read as one: the message is one line naming what is wrong."""
 
 
+class PdbSource(Protocol):
+    """Where a PDB's bytes come from: a file here, or the pages of one a bundle carries
+    (whose unread parts raise PdbError). `read` returns exactly `size` bytes or raises."""
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, offset: int, size: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class PdbFile:
+    """A PDB file on this machine, read with seek + read."""
+
+    lazy = False
+
+    def __init__(self, path: str):
+        try:
+            self._fh = open(path, "rb")
+            self._size = os.fstat(self._fh.fileno()).st_size
+        except OSError as e:
+            raise PdbError(f"cannot open: {e.strerror or e}") from None
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        if self._closed:
+            raise PdbError("the PDB is closed")
+        try:
+            self._fh.seek(offset)
+            data = self._fh.read(size)
+        except OSError as e:
+            raise PdbError(f"cannot read: {e.strerror or e}") from None
+        if len(data) != size:
+            raise PdbError(f"file ends at {self._size} bytes, inside a block it names")
+        return data
+
+    def close(self) -> None:
+        self._closed = True
+        self._fh.close()
+
+
 class MsfFile:
     """An open MSF file: its block size and each stream's size and block list."""
 
-    def __init__(self, fh: BinaryIO, file_size: int, name: str = "PDB"):
-        self._fh: Optional[BinaryIO] = fh
+    def __init__(self, source: PdbSource, name: str = "PDB"):
+        self._source: Optional[PdbSource] = source
         self.name = name
-        self.file_size = file_size
+        self.file_size = file_size = source.size
         head = self._read_at(0, len(MSF_MAGIC) + _SUPERBLOCK.size)
         if head[: len(MSF_MAGIC)] != MSF_MAGIC:
             raise PdbError("not an MSF 7.00 PDB (bad signature)")
@@ -70,16 +117,11 @@ class MsfFile:
             raise PdbError(f"block {block} is outside the file ({self.block_count} blocks)")
 
     def _read_at(self, offset: int, size: int) -> bytes:
-        if self._fh is None:
+        if self._source is None:
             raise PdbError(f"{self.name} is closed")
-        try:
-            self._fh.seek(offset)
-            data = self._fh.read(size)
-        except OSError as e:
-            raise PdbError(f"cannot read: {e.strerror or e}") from None
-        if len(data) != size:
+        if offset + size > self.file_size:
             raise PdbError(f"file ends at {self.file_size} bytes, inside a block it names")
-        return data
+        return self._source.read(offset, size)
 
     def _read_block(self, block: int) -> bytes:
         return self._read_at(block * self.block_size, self.block_size)
@@ -100,9 +142,9 @@ class MsfFile:
         return Stream(self, self.stream_sizes[index], self.stream_blocks[index])
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        if self._source is not None:
+            self._source.close()
+            self._source = None
 
 
 class Stream:

@@ -6,14 +6,13 @@ Everything read is bounded and cached; a damaged PDB raises PdbError, one line."
 from __future__ import annotations
 
 import bisect
-import os
 import struct
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from dumpkit.symbols.demangle import display_name
 from dumpkit.symbols.pdb.lines import LineEntry, NameTable, line_entries, names_stream_index
-from dumpkit.symbols.pdb.msf import MsfFile, PdbError, Stream
+from dumpkit.symbols.pdb.msf import MsfFile, PdbError, PdbFile, PdbSource, Stream
 from dumpkit.symbols.pdb.records import parse_public, procedures
 from dumpkit.symbols.pdb.streams import DbiStream, PdbInfo, read_dbi, read_info
 from dumpkit.target import CodeViewRecord
@@ -219,16 +218,14 @@ class PdbSymbols:
         self._msf.close()
 
 
-def open_pdb(path: str) -> PdbSymbols:
-    """Open and check the PDB at `path`: PdbError (one line) when it is not a readable PDB."""
+def open_pdb(path: str, source: Optional[PdbSource] = None) -> PdbSymbols:
+    """Open and check the PDB at `path` (read from `source` when given: a recording of the
+    file, or the pages a bundle carries): PdbError (one line) when it is not a readable PDB."""
+    if source is None:
+        source = PdbFile(path)
     try:
-        fh = open(path, "rb")
-        size = os.fstat(fh.fileno()).st_size
-    except OSError as e:
-        raise PdbError(f"cannot open: {e.strerror or e}") from None
-    msf = MsfFile(fh, size, path)
-    try:
+        msf = MsfFile(source, path)
         return PdbSymbols(msf, path)
     except BaseException:
-        msf.close()
+        source.close()
         raise

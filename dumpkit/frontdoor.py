@@ -1,0 +1,132 @@
+"""The `dumpkit` entry point: the plain spellings of `explain` and `analyze` are parsed
+here, without importing typer; anything else (help, other commands, an option or value
+this table does not know) goes to typer in cli.py, which gives the same answers and all
+the messages.
+
+Why: typer 0.2x imports ~60 ms of its own and builds a pydantic validator for every
+parameter it converts (pydantic alone ~50 ms to import), before the command runs: most
+of `explain`'s time and a third of a small `analyze`. tests/test_frontdoor.py keeps this
+table equal to typer's declarations and the two paths' outputs equal."""
+
+from __future__ import annotations
+
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+# What an option does with its value.
+TEXT, MANY, NUMBER, ON, OFF = "text", "many", "number", "on", "off"
+
+# option spelling -> (keyword of commands.run_*, kind); typer's declarations in cli.py
+# are the reference (a test compares them).
+ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
+    "--image-path": ("image_path", MANY),
+    "-i": ("image_path", MANY),
+    "--symbol-path": ("symbol_path", MANY),
+    "--recorded-paths": ("recorded_paths", ON),
+    "--no-recorded-paths": ("recorded_paths", OFF),
+    "--format": ("fmt_name", TEXT),
+    "-f": ("fmt_name", TEXT),
+    "--output": ("output", TEXT),
+    "-o": ("output", TEXT),
+    "--max-frames": ("max_frames", NUMBER),
+    "--threshold": ("threshold", NUMBER),
+    "--color": ("color", ON),
+    "--no-color": ("color", OFF),
+    "--width": ("width_asked", NUMBER),
+    "--redact": ("redact", ON),
+    "--no-redact": ("redact", OFF),
+}
+EXPLAIN_OPTIONS: Dict[str, Tuple[str, str]] = {"--how-to-capture": ("how_to_capture", ON)}
+
+Value = Union[str, int, bool, List[str]]
+
+
+def parse(
+    args: Sequence[str], options: Dict[str, Tuple[str, str]], negative_numbers: bool = False
+) -> Optional[Tuple[List[str], Dict[str, Value]]]:
+    """(positional arguments, keyword values) when every token is a plain spelling:
+    `--opt value`, `--opt=value`, `-o value`, a flag, or an argument. None for anything
+    else, which typer is left to answer (its help and usage errors included).
+    `negative_numbers`: "-1073741571" is an argument (as `explain` declares)."""
+    positional: List[str] = []
+    values: Dict[str, Value] = {}
+    i = 0
+    while i < len(args):  # bounded: i grows every turn
+        tok = args[i]
+        i += 1
+        if not tok.startswith("-"):
+            positional.append(tok)
+            continue
+        if negative_numbers and tok[1:2].isdigit():
+            positional.append(tok)
+            continue
+        name, eq, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        spec = options.get(name)
+        if spec is None:
+            return None
+        dest, kind = spec
+        if kind in (ON, OFF):
+            if eq:
+                return None
+            values[dest] = kind == ON
+            continue
+        if eq:
+            value = inline
+        elif i < len(args) and not (args[i].startswith("-") and args[i] != "-"):
+            value = args[i]
+            i += 1
+        else:
+            return None
+        if kind == NUMBER:
+            if not (value.isascii() and value.isdigit()):
+                return None
+            values[dest] = int(value)
+        elif kind == MANY:
+            many = values.setdefault(dest, [])
+            assert isinstance(many, list)
+            many.append(value)
+        else:
+            values[dest] = value
+    return positional, values
+
+
+def quick(argv: Sequence[str]) -> Optional[int]:
+    """Run `explain` or `analyze` when their arguments parse here; the exit code, or None
+    when typer must parse them."""
+    if not argv:
+        return None
+    command, rest = argv[0], argv[1:]
+    if command == "explain":
+        parsed = parse(rest, EXPLAIN_OPTIONS, negative_numbers=True)
+        if parsed is None:
+            return None
+        from dumpkit.commands import run_explain
+
+        return run_explain(parsed[0], bool(parsed[1].get("how_to_capture", False)))
+    if command == "analyze":
+        parsed = parse(rest, ANALYZE_OPTIONS)
+        if parsed is None or len(parsed[0]) != 1:
+            return None
+        from dumpkit.commands import run_analyze
+
+        return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
+    return None
+
+
+def run(argv: Sequence[str]) -> Optional[int]:
+    code = quick(argv)
+    if code is None:
+        from dumpkit.cli import app
+
+        app()  # exits
+    return code
+
+
+def main() -> None:
+    from dumpkit.commands import guarded
+
+    guarded(lambda: run(sys.argv[1:]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The format-neutral view of a triage: the groups table, the failures, the summary, and
+the JSON document, decided once for the text, Markdown and HTML renderers."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from dumpkit.triage.group import Group, group
+from dumpkit.triage.record import DumpRecord
+
+SCHEMA = "dumpkit-triage"
+SCHEMA_VERSION = 1
+HEADERS = ("#", "signature", "verdict", "count", "modules", "first seen", "last seen", "example")
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    number: int
+    signature: str
+    verdict: str  # its dumps' verdict kinds, most frequent first
+    count: int
+    modules: str
+    first_seen: str
+    last_seen: str
+    example: str  # the example dump's path
+    example_report: Optional[str]  # its per-dump report, relative to the triage page
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    path: str
+    status: str
+    error: str
+
+
+@dataclass(frozen=True)
+class TriageView:
+    summary: str
+    groups: Tuple[GroupRow, ...]
+    failures: Tuple[FailureRow, ...]
+    interrupted: bool
+
+
+def when(seconds: Optional[int]) -> str:
+    if not seconds:
+        return "-"
+    try:
+        t = datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return "-"
+    return t.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def triage_view(records: Sequence[DumpRecord], interrupted: bool = False, seconds: float = 0.0) -> TriageView:
+    groups = group(records)
+    failed = [r for r in records if not r.ok]
+    cached = sum(1 for r in records if r.cached)
+    parts = [_count(len(records), "dump"), _count(len(groups), "group")]
+    if failed:
+        parts.append(f"{len(failed):,} not analysed")
+    if cached:
+        parts.append(f"{cached:,} from the cache")
+    summary = ", ".join(parts) + (f" in {seconds:.1f} s" if seconds else "")
+    if interrupted:
+        summary += " (interrupted: only the dumps finished before Ctrl-C)"
+    rows = tuple(
+        GroupRow(
+            number=i,
+            signature=g.signature,
+            verdict=", ".join(g.verdicts),
+            count=g.count,
+            modules=", ".join(g.modules) or "-",
+            first_seen=when(g.first_seen),
+            last_seen=when(g.last_seen),
+            example=g.example.path,
+            example_report=g.example.report,
+        )
+        for i, g in enumerate(groups, 1)
+    )
+    failures = tuple(FailureRow(r.path, r.status, r.error or "") for r in sorted(failed, key=lambda r: r.path))
+    return TriageView(summary, rows, failures, interrupted)
+
+
+def _group_doc(g: Group) -> Dict[str, Any]:
+    return {
+        "signature": g.signature,
+        "kind": g.kind,
+        "verdicts": list(g.verdicts),
+        "count": g.count,
+        "modules": list(g.modules),
+        "first_seen": g.first_seen,
+        "last_seen": g.last_seen,
+        "example": g.example.path,
+        "dumps": list(g.members),
+    }
+
+
+def triage_document(
+    records: Sequence[DumpRecord], version: str, rules: int, interrupted: bool = False
+) -> Dict[str, Any]:
+    """The JSON document (docs/report-schema.md, "triage"): every record, then the groups
+    referring to them by index."""
+    return {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "dumpkit_version": version,
+        "signature_rules": rules,
+        "interrupted": interrupted,
+        "dumps": [r.to_dict() for r in records],
+        "groups": [_group_doc(g) for g in group(records)],
+    }
+
+
+def link(report: Optional[str]) -> Optional[str]:
+    """A per-dump report's address from the triage page (always '/'-separated)."""
+    return report.replace(os.sep, "/") if report else None
+
+
+def rows_as_cells(view: TriageView) -> List[Tuple[str, ...]]:
+    return [
+        (str(r.number), r.signature, r.verdict, str(r.count), r.modules, r.first_seen, r.last_seen, r.example)
+        for r in view.groups
+    ]

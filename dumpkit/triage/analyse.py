@@ -1,0 +1,267 @@
+"""One dump, analysed into a DumpRecord: the unit of work a worker process or a Dask
+worker runs. Nothing escapes it: a dump that cannot be read, crashes the analysis or runs
+past the time limit comes back as a record with its error."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import hashlib
+import lzma
+import os
+import signal
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
+
+from dumpkit import __version__
+from dumpkit.analysis.facts import nothing_to_analyse
+from dumpkit.analysis.model import Report
+from dumpkit.analysis.signature import RULES
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.minidump import open_dump, open_dump_copy
+from dumpkit.target import DumpError
+from dumpkit.triage.record import ANALYSED, FAILED, TIMED_OUT, DumpRecord
+
+# An unpacked dump larger than this is refused: a small .xz can claim terabytes.
+MAX_UNPACKED = 32 << 30
+_CHUNK = 1 << 20
+_UNPACKERS = ((b"\xfd7zXZ\x00", lzma.open), (b"\x1f\x8b", gzip.open), (b"BZh", bz2.open))
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every dump of one triage is analysed with. The two callables are module-level
+    functions handed in by the front door (picklable by reference): how to open a bundle
+    and how to render a per-dump report, both of which live above this package."""
+
+    image_paths: Tuple[str, ...] = ()
+    symbol_paths: Tuple[str, ...] = ()
+    use_recorded_paths: bool = True
+    max_frames: int = 2_000_000
+    oversized_threshold: int = 64 * 1024
+    timeout: Optional[float] = None  # seconds per dump
+    open_bundle: Optional[Callable[[str], Any]] = None
+    report_dir: Optional[str] = None  # write a per-dump report here (with report_writer)
+    report_writer: Optional[Callable[[Report], str]] = None
+    report_suffix: str = ".html"
+
+    def answer_key(self) -> str:
+        """What, besides the dump's bytes, changes the record: the cache's key includes it."""
+        parts = (
+            __version__,
+            str(RULES),
+            "|".join(self.image_paths),
+            "|".join(self.symbol_paths),
+            str(self.use_recorded_paths),
+            str(self.max_frames),
+            str(self.oversized_threshold),
+            str(self.report_writer is not None),
+        )
+        return "\n".join(parts)
+
+
+T = TypeVar("T")
+
+
+class _TimedOut(Exception):
+    pass
+
+
+def content_hash(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _unpacker(path: str) -> Optional[Callable[..., Any]]:
+    with open(path, "rb") as f:
+        head = f.read(8)
+    return next((opener for magic, opener in _UNPACKERS if head.startswith(magic)), None)
+
+
+def _unpack(path: str, opener: Callable[..., Any]) -> str:
+    """A private plain copy of a compressed dump (deleted by the caller)."""
+    fd, tmp = tempfile.mkstemp(prefix="dumpkit-triage-", suffix=".dmp")
+    try:
+        with opener(path, "rb") as src, os.fdopen(fd, "wb") as dst:
+            total = 0
+            for chunk in iter(lambda: src.read(_CHUNK), b""):
+                total += len(chunk)
+                if total > MAX_UNPACKED:
+                    raise DumpError(f"unpacks to more than {MAX_UNPACKED >> 30} GiB")
+                dst.write(chunk)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        os.unlink(tmp)
+        raise DumpError(f"cannot unpack: {e}") from None
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+@contextmanager
+def _alarm(seconds: float) -> Iterator[None]:
+    """Raise _TimedOut in this (main) thread after `seconds`, by SIGALRM."""
+
+    def expire(signum, frame):
+        raise _TimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
+    """work(), or _TimedOut after `seconds`. In a Unix process's main thread (a worker
+    process) a timer signal interrupts the analysis itself. Elsewhere (Windows, Dask's
+    worker threads) it runs in a daemon thread that is abandoned when time is up: the
+    caller closes the dump under it, which ends its next read with an error."""
+    if seconds is None or seconds <= 0:
+        return work()
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        with _alarm(seconds):
+            return work()
+    box: Dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as e:  # handed to the waiting thread as is
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="dumpkit-triage-analysis", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise _TimedOut()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _modules_named(report: Report) -> Tuple[str, ...]:
+    """The modules the signature's frames name, with their file versions when known."""
+    if report.signature is None:
+        return ()
+    versions = {m.name.lower(): m.file_version for m in report.modules}
+    names = []
+    for element in report.signature.frames:
+        inner = element[len("recursion(") : -1] if element.startswith("recursion(") else element
+        for member in inner.split(" > "):
+            for sep in ("!", "+0x"):
+                if sep in member:
+                    name = member.split(sep, 1)[0]
+                    if name not in names:
+                        names.append(name)
+                    break
+    return tuple(f"{n} {versions[n]}" if versions.get(n) else n for n in names)
+
+
+def _write_report(job: Job, report: Report, path: str, sha: str) -> Optional[str]:
+    """The per-dump report, named by content (copies of one dump share it), written
+    atomically; its name relative to the output folder."""
+    if job.report_dir is None or job.report_writer is None:
+        return None
+    base = os.path.basename(path)
+    name = f"{sha[:12]}-{''.join(c if c.isalnum() or c in '._-' else '_' for c in base)[:80]}{job.report_suffix}"
+    os.makedirs(job.report_dir, exist_ok=True)
+    final = os.path.join(job.report_dir, name)
+    fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=job.report_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(job.report_writer(report))
+    os.replace(tmp, final)
+    return os.path.join(os.path.basename(job.report_dir), name)
+
+
+def _open(job: Job, path: str) -> Tuple[Any, Optional[str]]:
+    """The dump as a Target, and the private copy to delete afterwards (if unpacked)."""
+    if path.lower().endswith(".dkb"):
+        if job.open_bundle is None:
+            raise DumpError("bundles are not readable in this run")
+        return job.open_bundle(path), None
+    opener = _unpacker(path)
+    if opener is None:
+        return open_dump(path), None
+    tmp = _unpack(path, opener)
+    try:
+        return open_dump_copy(tmp, path), tmp
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
+    """The record of the dump at `path` (`sha`: its content hash, when the caller has it)."""
+    started = time.monotonic()
+    try:
+        size = os.path.getsize(path)
+        sha = sha or content_hash(path)
+    except OSError as e:
+        return DumpRecord(path, 0, "", FAILED, error=f"cannot read: {e.strerror or e}")
+
+    def failed(status: str, message: str) -> DumpRecord:
+        return DumpRecord(path, size, sha or "", status, error=message, seconds=time.monotonic() - started)
+
+    opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened
+
+    def work() -> Tuple[Report, Optional[str]]:
+        opened["target"], opened["tmp"] = _open(job, path)
+        why = nothing_to_analyse(opened["target"])
+        if why is not None:  # what every command rejects as unusable input
+            raise DumpError(why)
+        options = Options(
+            image_paths=job.image_paths,
+            symbol_paths=job.symbol_paths,
+            use_recorded_paths=job.use_recorded_paths,
+            max_frames=job.max_frames,
+            oversized_threshold=job.oversized_threshold,
+        )
+        report = analyze(opened["target"], options).report
+        return report, _write_report(job, report, path, sha or "")
+
+    try:
+        report, written = _within(job.timeout, work)
+    except _TimedOut:
+        return failed(TIMED_OUT, f"analysis took longer than {job.timeout:g} s")
+    except DumpError as e:
+        return failed(FAILED, str(e))
+    except MemoryError:
+        return failed(FAILED, "not enough memory")
+    except Exception as e:  # a bug in dumpkit must not stop a triage of thousands
+        return failed(FAILED, f"internal error: {type(e).__name__}: {e}")
+    finally:
+        if opened.get("target") is not None:
+            opened["target"].close()
+        if opened.get("tmp") is not None:
+            try:
+                os.unlink(opened["tmp"])
+            except OSError:
+                pass
+    sig = report.signature
+    return DumpRecord(
+        path=path,
+        size=size,
+        sha256=sha,
+        status=ANALYSED,
+        written=report.dump.timestamp or None,
+        signature=sig.text if sig else None,
+        kind=sig.kind if sig else None,
+        rules=sig.rules if sig else RULES,
+        verdict=report.verdict.kind,
+        headline=report.verdict.headline,
+        confidence=report.verdict.confidence,
+        modules=_modules_named(report),
+        problems=len(report.soft_errors),
+        seconds=round(time.monotonic() - started, 3),
+        report=written,
+    )

@@ -1,0 +1,66 @@
+"""`--cache DIR`: records of dumps already analysed, keyed by the dump's content hash and
+everything else that changes the answer (dumpkit version, signature rules, options), so a
+nightly run over a growing folder analyses only the new dumps. One small JSON file per key
+(plus the per-dump report, when one was written), written atomically: runs in parallel or
+interrupted leave no half entry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from typing import Optional
+
+from dumpkit.triage.analyse import Job
+from dumpkit.triage.record import DumpRecord
+
+
+def cache_key(sha256: str, job: Job) -> str:
+    return hashlib.sha256(f"{sha256}\n{job.answer_key()}".encode("utf-8")).hexdigest()
+
+
+class Cache:
+    def __init__(self, folder: str):
+        self.folder = folder
+        os.makedirs(folder, exist_ok=True)
+
+    def _entry(self, key: str) -> str:
+        return os.path.join(self.folder, key[:2], key + ".json")
+
+    def get(self, key: str, path: str, report_dir: Optional[str]) -> Optional[DumpRecord]:
+        """The cached record, moved to `path`; None when absent, unreadable, or when its
+        per-dump report is needed here and cannot be copied."""
+        try:
+            with open(self._entry(key), encoding="utf-8") as f:
+                record = DumpRecord.from_dict(json.load(f))
+        except (OSError, ValueError, TypeError):
+            return None
+        if record.report and report_dir is not None:
+            saved = os.path.join(self.folder, key[:2], key + os.path.splitext(record.report)[1])
+            target = os.path.join(os.path.dirname(report_dir), record.report)
+            try:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                if not os.path.exists(target):
+                    shutil.copyfile(saved, target)
+            except OSError:
+                return None
+        return record.at(path, cached=True)
+
+    def put(self, key: str, record: DumpRecord, report_dir: Optional[str]) -> None:
+        """Keep an analysed record (failures are not kept: the next run tries again)."""
+        if not record.ok:
+            return
+        folder = os.path.join(self.folder, key[:2])
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if record.report and report_dir is not None:
+                src = os.path.join(os.path.dirname(report_dir), record.report)
+                shutil.copyfile(src, os.path.join(folder, key + os.path.splitext(record.report)[1]))
+            fd, tmp = tempfile.mkstemp(prefix=".entry-", dir=folder)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(record.to_dict(), f)
+            os.replace(tmp, self._entry(key))
+        except OSError:
+            pass  # a cache that cannot be written costs time next run, never this run's result

@@ -1,0 +1,61 @@
+"""Which files a triage reads: the paths given, folders searched recursively, globs."""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Iterable, List, Set, Tuple
+
+# What a dump file is called: plain, compressed as shared (analyse.py unpacks these), or
+# a dumpkit bundle.
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
+DUMP_SUFFIXES = (".dmp", ".mdmp", ".dkb") + tuple(".dmp" + c for c in COMPRESSED_SUFFIXES)
+MAX_FILES = 1_000_000  # a folder tree is dump-controlled input too
+
+
+def is_dump_name(name: str) -> bool:
+    return name.lower().endswith(DUMP_SUFFIXES)
+
+
+def _walk(folder: str, out: List[str], seen: Set[str]) -> None:
+    """Dump files under `folder`, depth-first in name order, without following symlinked
+    folders (os.walk's default: a link loop cannot trap it)."""
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        for name in sorted(files):
+            if len(out) >= MAX_FILES:
+                return
+            if is_dump_name(name):
+                _add(os.path.join(root, name), out, seen)
+
+
+def _add(path: str, out: List[str], seen: Set[str]) -> None:
+    key = os.path.realpath(path)
+    if key not in seen:
+        seen.add(key)
+        out.append(path)
+
+
+def collect(paths: Iterable[str]) -> Tuple[List[str], List[str]]:
+    """(dump files, arguments that matched nothing). A file named explicitly is taken
+    whatever its name; folders and globs contribute files named like dumps."""
+    out: List[str] = []
+    seen: Set[str] = set()
+    missing: List[str] = []
+    for arg in paths:
+        if os.path.isdir(arg):
+            _walk(arg, out, seen)
+        elif os.path.isfile(arg):
+            _add(arg, out, seen)
+        elif glob.has_magic(arg):
+            before = len(out)
+            for match in sorted(glob.glob(arg, recursive=True)):
+                if os.path.isdir(match):
+                    _walk(match, out, seen)
+                elif os.path.isfile(match) and is_dump_name(match):
+                    _add(match, out, seen)
+            if len(out) == before:
+                missing.append(arg)
+        else:
+            missing.append(arg)
+    return out[:MAX_FILES], missing

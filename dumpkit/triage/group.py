@@ -1,0 +1,61 @@
+"""Records grouped by crash signature, the biggest group first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from dumpkit.triage.record import DumpRecord
+
+NO_EXCEPTION = "(no exception record)"
+
+
+@dataclass(frozen=True)
+class Group:
+    signature: str  # NO_EXCEPTION for dumps analysed without an exception
+    kind: Optional[str]
+    verdicts: Tuple[str, ...]  # the verdict kinds of its dumps, most frequent first
+    count: int
+    modules: Tuple[str, ...]  # "name version" of the modules its signature names, every version seen
+    example: DumpRecord  # the earliest-written dump of the group
+    first_seen: Optional[int]  # dump write times, Unix seconds
+    last_seen: Optional[int]
+    members: Tuple[int, ...]  # indices into the records
+
+
+def _ranked(counts: Dict[str, int]) -> Tuple[str, ...]:
+    return tuple(k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def group(records: Sequence[DumpRecord]) -> List[Group]:
+    """Groups of the analysed records (failures belong to none), by count, then signature."""
+    members: Dict[str, List[int]] = {}
+    for i, r in enumerate(records):
+        if r.ok:
+            members.setdefault(r.signature or NO_EXCEPTION, []).append(i)
+    groups = []
+    for signature, idx in members.items():
+        rs = [records[i] for i in idx]
+        verdicts: Dict[str, int] = {}
+        modules: Dict[str, int] = {}
+        for r in rs:
+            verdicts[r.verdict or "?"] = verdicts.get(r.verdict or "?", 0) + 1
+            for m in r.modules:
+                modules[m] = modules.get(m, 0) + 1
+        times = [r.written for r in rs if r.written]
+        example = min(rs, key=lambda r: (r.written or 0, r.path))
+        groups.append(
+            Group(
+                signature=signature,
+                kind=rs[0].kind,
+                verdicts=_ranked(verdicts),
+                count=len(rs),
+                modules=tuple(sorted(modules)),
+                example=example,
+                first_seen=min(times) if times else None,
+                last_seen=max(times) if times else None,
+                members=tuple(idx),
+            )
+        )
+    groups.sort(key=lambda g: (-g.count, g.signature))
+    return groups

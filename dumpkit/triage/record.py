@@ -1,0 +1,50 @@
+"""One dump's triage result: a small record that crosses process (and machine) boundaries
+as a dict, never a Report."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Dict, Optional, Tuple
+
+ANALYSED, FAILED, TIMED_OUT = "analysed", "error", "timeout"
+
+
+@dataclass(frozen=True)
+class DumpRecord:
+    path: str
+    size: int
+    sha256: str
+    status: str  # ANALYSED, FAILED or TIMED_OUT
+    error: Optional[str] = None  # one line, when the dump could not be analysed
+    written: Optional[int] = None  # when the dump was written (its header's time stamp, Unix seconds)
+    signature: Optional[str] = None  # None: analysed, but the dump holds no exception
+    kind: Optional[str] = None  # the signature's kind (STACK_OVERFLOW, ...)
+    rules: Optional[int] = None  # the signature rules' version
+    verdict: Optional[str] = None  # the verdict's kind (recursion, access_violation, ...)
+    headline: Optional[str] = None
+    confidence: Optional[str] = None
+    modules: Tuple[str, ...] = ()  # modules the signature names, "name version" when known
+    problems: int = 0  # problems met reading the dump (the report lists them)
+    seconds: float = 0.0  # analysis time
+    report: Optional[str] = None  # the per-dump report written for it, relative to the output folder
+    cached: bool = False  # taken from --cache, not analysed in this run
+
+    @property
+    def ok(self) -> bool:
+        return self.status == ANALYSED
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["modules"] = list(self.modules)
+        return d
+
+    @staticmethod
+    def from_dict(d: Dict[str, Any]) -> "DumpRecord":
+        known = {f.name for f in fields(DumpRecord)}
+        kept = {k: v for k, v in d.items() if k in known}
+        kept["modules"] = tuple(kept.get("modules") or ())
+        return DumpRecord(**kept)
+
+    def at(self, path: str, cached: bool) -> "DumpRecord":
+        """The same result for a copy of the dump found at `path`."""
+        return replace(self, path=path, cached=cached)

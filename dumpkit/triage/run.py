@@ -1,0 +1,183 @@
+"""Running a triage: cache look-ups, then the remaining dumps in this process, in a pool of
+worker processes, or on a Dask cluster. Records come back as each dump finishes, so an
+interrupted run still has every finished one."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+from dumpkit.triage.analyse import Job, analyse_one, content_hash
+from dumpkit.triage.cache import Cache, cache_key
+from dumpkit.triage.record import FAILED, DumpRecord
+
+# (path, content hash or None, cache key or None)
+Item = Tuple[str, Optional[str], Optional[str]]
+
+# A worker process is replaced after this many dumps (Python 3.11+), so memory one dump's
+# analysis leaves behind (fragmentation, caches) cannot pile up over thousands.
+TASKS_PER_CHILD = 32
+# Dumps handed to the pool ahead of the free workers: enough to keep them busy, few enough
+# that a million-dump run does not hold a million futures.
+AHEAD = 4
+
+
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def _quiet_worker() -> None:
+    """Ctrl-C is the parent's to handle: it stops handing out dumps and writes what
+    finished; a worker dying of it mid-dump would break the pool instead."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _failed(item: Item, message: str) -> DumpRecord:
+    path, sha, _ = item
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    return DumpRecord(path, size, sha or "", FAILED, error=message)
+
+
+def _inline(job: Job, items: Sequence[Item]) -> Iterator[Tuple[Item, DumpRecord]]:
+    for item in items:
+        yield item, analyse_one(job, item[0], item[1])
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    if sys.version_info >= (3, 11):
+        # a child limit rules out 'fork'; forkserver starts children from a clean process
+        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+        return ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context(method),
+            initializer=_quiet_worker,
+            max_tasks_per_child=TASKS_PER_CHILD,
+        )
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Interrupted: end the workers now rather than after the dumps they are on (which can
+    take minutes each). The executor has no public way before Python 3.14."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        try:
+            process.terminate()
+        except (OSError, AttributeError):
+            pass
+
+
+def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Item, DumpRecord]]:
+    """One dump per task; a worker that dies (killed, out of memory, a crash in a native
+    library) costs the dumps it held an error record each, and a fresh pool goes on."""
+    queue = list(reversed(items))
+    running: Dict[Future, Item] = {}
+    pool = _pool(jobs)
+    finished = False
+    try:
+        while queue or running:
+            while queue and len(running) < jobs * AHEAD:
+                item = queue.pop()
+                running[pool.submit(analyse_one, job, item[0], item[1])] = item
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            broken = False
+            for future in done:
+                item = running.pop(future)
+                try:
+                    yield item, future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    yield item, _failed(item, "the worker process analysing it died")
+                except Exception as e:  # the record could not come back (pickling, ...)
+                    yield item, _failed(item, f"internal error: {type(e).__name__}: {e}")
+            if broken:
+                # every dump still in the dead pool goes back in the queue
+                queue.extend(running.values())
+                running.clear()
+                pool.shutdown(wait=False)
+                pool = _pool(jobs)
+        finished = True
+    finally:
+        for future in running:
+            future.cancel()
+        if not finished:
+            _stop_workers(pool)
+        # at the end the workers are idle: wait for them to exit
+        pool.shutdown(wait=finished)
+
+
+def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item, DumpRecord]]:
+    """The same work as tasks on an existing Dask cluster. Workers open the dumps by the
+    paths given here (and write per-dump reports to the output folder), so both must be
+    on storage the workers see under the same names."""
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise RuntimeError("--scheduler needs Dask: pip install 'dumpkit[triage-dask]'") from None
+    client = Client(address)
+    run_id = uuid.uuid4().hex[:12]  # keys unique per run: clusters are shared
+    try:
+        futures = {
+            client.submit(analyse_one, job, item[0], item[1], pure=False, key=f"dumpkit-triage-{run_id}-{i}"): item
+            for i, item in enumerate(items)
+        }
+        try:
+            for future in as_completed(list(futures)):
+                item = futures[future]
+                try:
+                    yield item, future.result()
+                except Exception as e:  # the worker died or the task could not run
+                    yield item, _failed(item, f"Dask task failed: {type(e).__name__}: {e}")
+        finally:
+            client.cancel(list(futures))
+    finally:
+        client.close()
+
+
+def run(
+    paths: Sequence[str], job: Job, jobs: int = 1, cache: Optional[Cache] = None, scheduler: Optional[str] = None
+) -> Iterator[DumpRecord]:
+    """Every dump's record, cache hits first, then in the order analyses finish."""
+    todo: List[Item] = []
+    for path in paths:
+        if cache is None:
+            todo.append((path, None, None))
+            continue
+        try:
+            sha = content_hash(path)
+        except OSError:
+            todo.append((path, None, None))  # analyse_one reports why it cannot be read
+            continue
+        key = cache_key(sha, job)
+        hit = cache.get(key, path, job.report_dir)
+        if hit is not None:
+            yield hit
+        else:
+            todo.append((path, sha, key))
+    if scheduler:
+        results = _dask(job, todo, scheduler)
+    elif jobs <= 1 or len(todo) <= 1:
+        results = _inline(job, todo)
+    else:
+        results = _processes(job, todo, min(jobs, len(todo)))
+    try:
+        for (_path, _sha, entry), record in results:
+            if cache is not None and entry is not None:
+                cache.put(entry, record, job.report_dir)
+            yield record
+    finally:
+        close = getattr(results, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,134 @@
+"""The body of `dumpkit triage` (cli.py declares its options and calls run_triage): collect
+the dumps, run them with a progress bar on a terminal, write the groups in the format asked."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import List, Optional, Sequence
+
+from dumpkit import __version__
+from dumpkit.analysis.signature import RULES
+from dumpkit.triage.analyse import Job
+from dumpkit.triage.cache import Cache
+from dumpkit.triage.collect import collect
+from dumpkit.triage.record import DumpRecord
+from dumpkit.triage.run import run
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
+REPORTS = "reports"  # per-dump reports, beside the HTML page
+
+
+class UsageError(Exception):
+    """One line for stderr; exit code 2."""
+
+
+def _write(text: str, path: str) -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".dumpkit-{os.getpid()}-{os.path.basename(path)}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def html_page(output: str) -> str:
+    """Where the HTML page goes: OUTPUT itself when it names an .html file, else
+    OUTPUT/index.html (a folder that also receives the per-dump reports)."""
+    if output.lower().endswith((".html", ".htm")):
+        return output
+    return os.path.join(output, "index.html")
+
+
+def _records(
+    paths: Sequence[str], job: Job, jobs: int, cache: Optional[Cache], scheduler: Optional[str], progress: bool
+):
+    """The records as they finish, with a rich progress bar on stderr when asked."""
+    stream = run(paths, job, jobs=jobs, cache=cache, scheduler=scheduler)
+    if not progress:
+        yield from stream
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("triage"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("triage", total=len(paths))
+        for record in stream:
+            bar.advance(task)
+            yield record
+
+
+def run_triage(
+    inputs: Sequence[str],
+    fmt: str,
+    output: Optional[str],
+    jobs: int,
+    timeout: Optional[float],
+    cache_dir: Optional[str],
+    scheduler: Optional[str],
+    image_paths: Sequence[str],
+    symbol_paths: Sequence[str],
+    progress: Optional[bool],
+) -> int:
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.report import triage as render
+    from dumpkit.report.view.triage import triage_document, triage_view
+
+    paths, missing = collect(inputs)
+    for m in missing:
+        sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
+    if not paths:
+        raise UsageError("no dump files found (looked for .dmp, .mdmp, .dmp.xz/.gz/.bz2 and .dkb)")
+    page = html_page(output) if fmt == "html" and output else output
+    report_dir = os.path.join(os.path.dirname(os.path.abspath(page)), REPORTS) if fmt == "html" and page else None
+    job = Job(
+        image_paths=tuple(image_paths),
+        symbol_paths=tuple(symbol_paths),
+        timeout=timeout,
+        open_bundle=open_bundle,
+        report_dir=report_dir,
+        report_writer=render.per_dump_html if report_dir else None,
+    )
+    try:
+        cache = Cache(cache_dir) if cache_dir else None
+    except OSError as e:
+        raise UsageError(f"{cache_dir}: cannot use as cache ({e.strerror or e})") from None
+    show = sys.stderr.isatty() if progress is None else progress
+    records: List[DumpRecord] = []
+    interrupted = False
+    started = time.monotonic()
+    try:
+        for record in _records(paths, job, jobs, cache, scheduler, show):
+            records.append(record)
+    except KeyboardInterrupt:
+        interrupted = True
+    except RuntimeError as e:  # --scheduler without Dask, or a cluster that cannot be reached
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        if not scheduler:
+            raise
+        raise UsageError(f"{scheduler}: cannot use the Dask scheduler ({e})") from None
+    records.sort(key=lambda r: r.path)
+    if fmt == "json":
+        text = render.render_triage_json(triage_document(records, __version__, RULES, interrupted))
+    else:
+        view = triage_view(records, interrupted, time.monotonic() - started)
+        if fmt == "markdown":
+            text = render.render_triage_markdown(view)
+        elif fmt == "html":
+            text = render.render_triage_html(view)
+        else:
+            text = render.render_triage_text(view)
+    if page:
+        _write(text, page)
+    else:
+        sys.stdout.write(text)
+    failed = sum(1 for r in records if not r.ok)
+    if failed:
+        sys.stderr.write(f"dumpkit: warning: {failed} of {len(records)} dumps not analysed (listed in the output)\n")
+    if interrupted:
+        sys.stderr.write(f"dumpkit: interrupted: {len(records)} of {len(paths)} dumps finished, written\n")
+        return EXIT_INTERRUPTED
+    return EXIT_PROBLEMS if failed or missing else EXIT_OK

@@ -1,0 +1,170 @@
+"""The fast front door (dumpkit/frontdoor.py): `explain` and `analyze` start without
+typer, pydantic or (for explain) any of the dump machinery, and answer exactly as
+typer's declarations in cli.py do. Timings are bench/'s business; these check what is
+imported and what is printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dumpkit.frontdoor import ANALYZE_OPTIONS, EXPLAIN_OPTIONS, MANY, NUMBER, OFF, ON, TEXT, parse
+from tests.conftest import ROOT, SAMPLE_BIN, sample_path
+
+TYPER_PATH = "import sys; from dumpkit.cli import main; sys.argv[0] = 'dumpkit'; main()"
+
+
+def _imported(*args):
+    """(modules imported, completed process) of `python -X importtime -m dumpkit ARGS`."""
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "dumpkit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    names = set()
+    out = []
+    for line in r.stderr.splitlines():
+        if line.startswith("import time:"):
+            names.add(line.rsplit("|", 1)[1].strip())
+        else:
+            out.append(line)
+    r.stderr = "\n".join(out)
+    return names, r
+
+
+def _heavy(names, roots):
+    return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in roots))
+
+
+def test_explain_imports_no_parser_framework_and_no_dump_machinery():
+    names, r = _imported("explain", "0xC00000FD")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("0xC00000FD  STATUS_STACK_OVERFLOW\n")
+    assert "dumpkit.analysis.codes" in names  # the check sees dumpkit's own imports
+    heavy = ("typer", "click", "pydantic", "rich", "capstone", "minidump")
+    heavy += ("dumpkit.engine", "dumpkit.unwind", "dumpkit.sources", "dumpkit.analysis.model", "dumpkit.cli")
+    assert _heavy(names, heavy) == []
+
+
+def test_analyze_imports_neither_typer_nor_pydantic():
+    names, r = _imported("analyze", sample_path("null_deref.dmp"), "-i", SAMPLE_BIN, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["verdict"]["headline"]
+    assert "dumpkit.engine" in names
+    assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli")) == []
+
+
+def test_the_table_is_typers_declarations():
+    """Every option typer knows for explain and analyze is in the table, with the same
+    keyword and the same kind of value, and nothing else is."""
+    import typer.main
+
+    from dumpkit.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    for command, table in (("analyze", ANALYZE_OPTIONS), ("explain", EXPLAIN_OPTIONS)):
+        declared = {}
+        for p in commands[command].params:
+            if p.param_type_name != "option":
+                continue
+            if p.is_flag:
+                declared.update(dict.fromkeys(p.opts, (p.name, ON)))
+                declared.update(dict.fromkeys(p.secondary_opts, (p.name, OFF)))
+            else:
+                # typer 0.2x keeps the annotation; older typers a click type
+                desc = getattr(p, "type_descriptor", None)
+                number = desc.annotation is int if desc is not None else p.type.name == "integer"
+                kind = MANY if p.multiple else NUMBER if number else TEXT
+                declared.update(dict.fromkeys(p.opts, (p.name, kind)))
+        declared.pop("--help", None)
+        assert table == declared, command
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["-h"],
+        ["--width", "abc"],
+        ["--width", "-5"],
+        ["--width"],
+        ["-iDIR"],
+        ["--format"],
+        ["--colour"],
+        ["--color=yes"],
+        ["--", "x.dmp"],
+    ],
+)
+def test_anything_but_the_plain_spellings_is_left_to_typer(args):
+    assert parse(args, ANALYZE_OPTIONS) is None
+
+
+def test_plain_spellings_parse_as_typer_would():
+    args = ["x.dmp", "-i", "a", "--image-path=b", "-f", "JSON", "--format", "md", "--max-frames", "7"]
+    args += ["--no-color", "--color", "-o", "-"]
+    assert parse(args, ANALYZE_OPTIONS) == (
+        ["x.dmp"],
+        {"image_path": ["a", "b"], "fmt_name": "md", "max_frames": 7, "color": True, "output": "-"},
+    )
+    assert parse(["-1073741571", "--how-to-capture"], EXPLAIN_OPTIONS, negative_numbers=True) == (
+        ["-1073741571"],
+        {"how_to_capture": True},
+    )
+
+
+def _both(*args):
+    fast = subprocess.run(
+        [sys.executable, "-m", "dumpkit", *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    typer = subprocess.run(
+        [sys.executable, "-c", TYPER_PATH, *map(str, args)], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    return fast, typer
+
+
+# two in the fast tier (a child process pair each), the rest in the full run
+EXPLAIN_CASES = [["0xC00000FD"], ["-1073741571"]] + [
+    pytest.param(args, marks=pytest.mark.slow)
+    for args in (["stack", "overflow", "--how-to-capture"], ["--how-to-capture"], [], ["xyzzy"], ["0xC0000409/7"])
+]
+
+
+@pytest.mark.parametrize(
+    "args", EXPLAIN_CASES, ids=["code", "negative", "words", "capture", "nothing", "unknown", "subcode"]
+)
+def test_explain_answers_as_typer_does(args):
+    fast, typer = _both("explain", *args)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+    assert fast.stdout or fast.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-i", SAMPLE_BIN, "-f", "json"],
+        [f"--image-path={SAMPLE_BIN}", "--format", "MD", "--no-redact", "--threshold", "4096"],
+        ["--image-path", SAMPLE_BIN, "--width", "60", "--no-color", "--max-frames", "3"],
+        ["--no-recorded-paths", "-f", "html", "--redact"],
+        ["-f", "xml"],
+    ],
+    ids=["json", "markdown", "text", "html", "bad-format"],
+)
+def test_analyze_answers_as_typer_does(args):
+    fast, typer = _both("analyze", sample_path("null_deref.dmp"), *args)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (typer.returncode, typer.stdout, typer.stderr)
+    assert fast.stdout or fast.stderr
+
+
+def test_a_missing_dump_is_one_line_either_way():
+    fast, typer = _both("analyze", ROOT / "no-such.dmp")
+    assert (
+        (fast.returncode, fast.stderr)
+        == (typer.returncode, typer.stderr)
+        == (2, f"dumpkit: error: {ROOT / 'no-such.dmp'}: no such file\n")
+    )

@@ -1,0 +1,228 @@
+"""`dumpkit triage` on the sample dumps: what groups with what, failures listed, exit codes,
+the cache, the JSON schema and the HTML page with its per-dump reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dumpkit.cli import app
+from dumpkit.triage.analyse import Job
+from dumpkit.triage.cache import Cache
+from dumpkit.triage.collect import collect
+from dumpkit.triage.group import group
+from dumpkit.triage.run import run
+from tests.conftest import SAMPLE_BIN, sample_path
+
+JOB = Job(image_paths=(str(SAMPLE_BIN),))
+RECURSION = "STACK_OVERFLOW | recursion(opkernels.dll!visit) | tfhost.exe!run_scenario | tfhost.exe!op_worker_main"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """A crash folder as users have them: one crash written by dbghelp, normalised, in
+    process (xz'd, another stack depth) and copied under other names, two other crashes,
+    and a file that is no dump."""
+    root = tmp_path_factory.mktemp("crashes")
+    (root / "a" / "b").mkdir(parents=True)
+    shutil.copy(sample_path("recursion_one.dmp"), root / "a" / "run1.dmp")
+    shutil.copy(sample_path("recursion_one.dmp"), root / "a" / "b" / "run2.DMP")
+    shutil.copy(sample_path("recursion_one.normalized.dmp"), root / "normalized.dmp")
+    shutil.copy(sample_path("recursion_one.selfdump.dmp.xz"), root / "selfdump.dmp.xz")
+    shutil.copy(sample_path("null_deref.dmp"), root / "null.dmp")
+    shutil.copy(sample_path("fastfail_gs.dmp"), root / "gs.dmp")
+    (root / "broken.dmp").write_bytes(b"MDMP" + b"\0" * 10)
+    (root / "notes.txt").write_text("not a dump")
+    return root
+
+
+@pytest.fixture(scope="module")
+def records(folder):
+    paths, missing = collect([str(folder)])
+    assert not missing
+    return sorted(run(paths, JOB, jobs=1), key=lambda r: r.path)
+
+
+def test_folders_are_searched_recursively_for_dump_names_only(folder):
+    paths, missing = collect([str(folder), str(folder / "nothing-*.dmp"), str(folder / "absent.dmp")])
+    names = sorted(Path(p).name for p in paths)
+    assert names == ["broken.dmp", "gs.dmp", "normalized.dmp", "null.dmp", "run1.dmp", "run2.DMP", "selfdump.dmp.xz"]
+    assert missing == [str(folder / "nothing-*.dmp"), str(folder / "absent.dmp")]
+    globbed, _ = collect([str(folder / "**" / "run*")])
+    assert sorted(Path(p).name for p in globbed) == ["run1.dmp", "run2.DMP"]
+
+
+def test_one_crash_is_one_group_whatever_the_name_writer_and_depth(records):
+    groups = group(records)
+    by_sig = {g.signature: g for g in groups}
+    recursion = by_sig[RECURSION]
+    members = sorted(Path(records[i].path).name for i in recursion.members)
+    assert members == ["normalized.dmp", "run1.dmp", "run2.DMP", "selfdump.dmp.xz"]
+    assert groups[0] is recursion and recursion.verdicts == ("recursion",)
+    assert recursion.modules == ("opkernels.dll", "tfhost.exe")
+    assert recursion.first_seen is not None and recursion.first_seen <= recursion.last_seen
+
+
+def test_different_causes_never_share_a_group(records):
+    groups = group(records)
+    assert len(groups) == 3
+    for g in groups:
+        assert len(g.verdicts) == 1, g
+    kinds = {g.kind for g in groups}
+    assert kinds == {"STACK_OVERFLOW", "ACCESS_VIOLATION", "FAST_FAIL_STACK_COOKIE_CHECK_FAILURE"}
+
+
+def test_a_dump_that_cannot_be_read_is_listed_with_its_error(records):
+    broken = [r for r in records if not r.ok]
+    assert [Path(r.path).name for r in broken] == ["broken.dmp"]
+    assert broken[0].status == "error" and "too small for a minidump header" in broken[0].error
+    assert all(r.ok for r in records if Path(r.path).name != "broken.dmp")
+
+
+def test_a_dump_past_its_time_limit_is_listed_as_timed_out():
+    record = next(run([str(sample_path("recursion_one.dmp"))], Job(image_paths=(str(SAMPLE_BIN),), timeout=0.01)))
+    assert record.status == "timeout" and "longer than 0.01 s" in record.error
+
+
+def test_the_cache_answers_for_dumps_already_analysed(tmp_path):
+    dump = tmp_path / "one.dmp"
+    shutil.copy(sample_path("null_deref.dmp"), dump)
+    cache = Cache(str(tmp_path / "cache"))
+    first = list(run([str(dump)], JOB, cache=cache))
+    assert [r.cached for r in first] == [False]
+    # the same bytes under another name: the content hash finds them
+    copy = tmp_path / "copy.dmp"
+    shutil.copy(dump, copy)
+    second = list(run([str(copy)], JOB, cache=cache))
+    assert [r.cached for r in second] == [True]
+    assert second[0].path == str(copy) and second[0].signature == first[0].signature
+    assert second[0].seconds == first[0].seconds  # the record of the first run, not a new analysis
+    # options that change the answer miss it
+    other = Job(image_paths=(str(SAMPLE_BIN),), oversized_threshold=1024)
+    assert [r.cached for r in run([str(copy)], other, cache=cache)] == [False]
+
+
+def _cli(*args):
+    return CliRunner().invoke(app, ["triage", "--no-progress", "-j", "1", "-i", str(SAMPLE_BIN), *args])
+
+
+def test_cli_json_has_a_record_per_dump_and_groups_by_index(folder):
+    result = _cli(str(folder / "a"), str(folder / "null.dmp"), "--format", "json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "dumpkit-triage" and doc["schema_version"] == 1 and doc["signature_rules"] == 2
+    assert len(doc["dumps"]) == 3 and doc["interrupted"] is False
+    assert [g["count"] for g in doc["groups"]] == [2, 1]
+    first = doc["groups"][0]
+    assert first["signature"] == RECURSION
+    assert {doc["dumps"][i]["path"] for i in first["dumps"]} == {
+        str(folder / "a" / "run1.dmp"),
+        str(folder / "a" / "b" / "run2.DMP"),
+    }
+    assert set(doc["dumps"][0]) >= {"path", "sha256", "status", "error", "signature", "verdict", "written", "modules"}
+
+
+def test_cli_exit_codes_say_whether_every_dump_was_analysed(folder, tmp_path):
+    bad = _cli(str(folder / "broken.dmp"), str(folder / "null.dmp"))
+    assert bad.exit_code == 1
+    assert "broken.dmp: error:" in bad.stdout and "1 of 2 dumps not analysed" in bad.stderr
+    nothing = _cli(str(tmp_path / "absent"))
+    assert nothing.exit_code == 2 and "no dump files found" in nothing.stderr
+
+
+def test_cli_html_page_links_each_group_to_a_report_written_beside_it(folder, tmp_path):
+    out = tmp_path / "site"
+    result = _cli(str(folder / "null.dmp"), str(folder / "gs.dmp"), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    page = (out / "index.html").read_text()
+    links = sorted(re.findall(r'href="(reports/[^"]+)"', page))
+    assert len(links) == 2
+    reports = [(out / link).read_text() for link in links]
+    assert all(r.startswith("<!DOCTYPE html>") for r in reports)
+    assert sorted("null_deref" in r for r in reports) == [False, True]
+    assert sorted("gs_check_fail" in r for r in reports) == [False, True]
+
+
+def test_worker_processes_give_the_records_one_process_gives(folder, records):
+    paths, _ = collect([str(folder)])
+    parallel = sorted(run(paths, JOB, jobs=2), key=lambda r: r.path)
+    strip = lambda rs: [(r.path, r.status, r.signature, r.verdict) for r in rs]  # noqa: E731
+    assert strip(parallel) == strip(records)
+
+
+def test_a_dask_cluster_gives_the_records_one_process_gives(folder, records):
+    distributed = pytest.importorskip("distributed")
+    paths, _ = collect([str(folder)])
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        remote = sorted(run(paths, JOB, scheduler=cluster.scheduler_address), key=lambda r: r.path)
+    strip = lambda rs: [(r.path, r.status, r.signature, r.verdict) for r in rs]  # noqa: E731
+    assert strip(remote) == strip(records)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX process groups")
+def test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers(tmp_path):
+    """Two quick dumps and four that take many seconds each: Ctrl-C once the cache shows a
+    finished one leaves a JSON document of the finished dumps, marked interrupted."""
+    for name in ("null_deref.dmp", "heap_oob.dmp"):
+        shutil.copy(sample_path(name), tmp_path / f"0-{name}")  # analysed first (path order)
+    for i in range(4):
+        shutil.copy(sample_path("deep_recursion_1m.dmp.xz"), tmp_path / f"deep{i}.dmp.xz")
+    out, cache = tmp_path / "out.json", tmp_path / "cache"
+    cmd = [sys.executable, "-m", "dumpkit", "triage", str(tmp_path), "-i", str(SAMPLE_BIN), "-j", "2"]
+    child = subprocess.Popen(
+        cmd + ["--format", "json", "-o", str(out), "--cache", str(cache), "--no-progress"],
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a background shell ignores it
+    )
+    deadline = time.monotonic() + 120
+    while not list(cache.glob("*/*.json")) and time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.1)
+    os.killpg(child.pid, signal.SIGINT)
+    stopped = time.monotonic()
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert time.monotonic() - stopped < 15  # the workers were stopped, not waited for
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True
+    finished = {Path(d["path"]).name for d in doc["dumps"]}
+    assert finished and finished < {"0-null_deref.dmp", "0-heap_oob.dmp"} | {f"deep{i}.dmp.xz" for i in range(4)}
+    assert b"interrupted:" in err
+
+
+def test_cli_markdown_keeps_each_signature_in_its_table_cell(folder):
+    result = _cli(str(folder / "a"), str(folder / "null.dmp"), "--format", "md")
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2
+    for row in rows:
+        # GFM splits cells at every unescaped |, inside code spans too: 8 columns, 9 bars
+        assert len(re.findall(r"(?<!\\)\|", row)) == 9, row
+    assert "recursion(opkernels.dll!visit) \\| tfhost.exe!run_scenario" in result.stdout
+
+
+def test_the_time_limit_holds_off_the_main_thread_too():
+    """Dask runs tasks in threads (and Windows has no timer signal): the analysis runs in
+    a thread that is abandoned at the limit, and closing the dump under it ends it."""
+    import threading
+
+    job = Job(image_paths=(str(SAMPLE_BIN),), timeout=0.01)
+    box = {}
+    caller = threading.Thread(target=lambda: box.update(record=next(run([str(sample_path("recursion_one.dmp"))], job))))
+    caller.start()
+    caller.join(30)
+    assert box["record"].status == "timeout"
+    deadline = time.monotonic() + 20
+    while any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate())

@@ -1,0 +1,149 @@
+"""The bulk walk (unwind/bulk.py) against the step-by-step walk: the same frames, frame by
+frame, on every thread of every sample dump and of the real third-party dumps, and where a
+recursion breaks off in the middle of the stack bytes."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dumpkit.analysis.recursion import find_cycles
+from dumpkit.engine import Options, crashing_thread, make_walker
+from dumpkit.sources.minidump import open_dump
+from dumpkit.unwind.bulk import Frames, Run
+from tests.conftest import PY_SAMPLES, SAMPLE_BIN, SAMPLES, real_dumps
+
+
+def _dumps():
+    small = sorted(SAMPLES.glob("*.dmp")) + sorted(PY_SAMPLES.glob("*.dmp"))
+    packed = sorted(SAMPLES.glob("*.dmp.xz")) + sorted(PY_SAMPLES.glob("*.dmp.xz"))
+    return small + packed + real_dumps()
+
+
+def _open(path: Path, tmp_path_factory):
+    if path.suffix == ".xz":
+        out = tmp_path_factory.mktemp("xz") / path.stem
+        with lzma.open(path) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        path = out
+    return open_dump(str(path))
+
+
+def _walks(target, use_bulk):
+    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN), str(SAMPLE_BIN / "wine"))))
+    walker.use_bulk = use_bulk
+    crash = crashing_thread(target)
+    out = []
+    for t in target.threads[:64]:
+        ctx = target.exception.context if crash is not None and t.tid == crash.tid and target.exception else None
+        out.append(walker.walk(t, ctx))
+    return out
+
+
+def _same(bulk, stepped):
+    assert bulk.stop == stepped.stop and bulk.problems == stepped.problems
+    assert len(bulk.frames) == len(stepped.frames)
+    for a, b in zip(bulk.frames, stepped.frames):
+        assert a == b
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", _dumps(), ids=lambda p: p.name)
+def test_bulk_walk_equals_step_by_step(path, tmp_path_factory):
+    target = _open(path, tmp_path_factory)
+    for bulk, stepped in zip(_walks(target, True), _walks(target, False)):
+        _same(bulk, stepped)
+
+
+def _sample_crash(name):
+    """A sample dump and its crashing thread; skips when the sample is absent."""
+    path = SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"sample dump {name} not present")
+    target = open_dump(str(path))
+    return target, crashing_thread(target)
+
+
+def _runs(walk):
+    return [p for p in walk.frames.parts if isinstance(p, Run)] if isinstance(walk.frames, Frames) else []
+
+
+@pytest.mark.parametrize("name", ["recursion_one.dmp", "recursion_cycle3.dmp", "tree_free.dmp"])
+def test_recursions_are_verified_in_bulk_with_the_same_frames(name):
+    target, crash = _sample_crash(name)
+    bulk = next(w for w in _walks(target, True) if w.thread_id == crash.tid)
+    stepped = next(w for w in _walks(target, False) if w.thread_id == crash.tid)
+    runs = _runs(bulk)
+    assert runs, "the recursion was walked frame by frame"
+    assert sum(len(r) for r in runs) > len(bulk.frames) // 2
+    _same(bulk, stepped)
+    # the view answers indexing, negative indexing and slices like the list
+    for i in (0, 1, 63, 64, 65, len(stepped.frames) // 2, -1, -5):
+        assert bulk.frames[i] == stepped.frames[i]
+    assert bulk.frames[100:140] == stepped.frames[100:140]
+    # the analyses that read a run per member find what they find in the plain list
+    assert find_cycles(bulk.frames) == find_cycles(list(stepped.frames))
+    assert bulk.trust_counts == stepped.trust_counts
+
+
+class _Tampered:
+    """A target whose memory has one stack word overwritten: a recursion whose return
+    address slot no longer holds the cycle's address (what a corrupted or re-entered
+    stack shows). Everything else is the real dump's."""
+
+    def __init__(self, target, address: int, value: bytes):
+        self._target, self._address, self._value = target, address, value
+
+    def __getattr__(self, name):
+        return getattr(self._target, name)
+
+    def _patch(self, address: int, data: bytes) -> bytes:
+        lo, hi = self._address, self._address + len(self._value)
+        if address < hi and lo < address + len(data):
+            buf = bytearray(data)
+            for a in range(max(lo, address), min(hi, address + len(data))):
+                buf[a - address] = self._value[a - lo]
+            return bytes(buf)
+        return data
+
+    def read(self, address: int, size: int) -> bytes:
+        return self._patch(address, self._target.read(address, size))
+
+    def read_available(self, address: int, size: int) -> bytes:
+        return self._patch(address, self._target.read_available(address, size))
+
+
+@pytest.mark.parametrize("depth", [0.3, 0.7])
+def test_a_cycle_broken_mid_stack_falls_back_at_the_first_mismatch(depth):
+    real, crash = _sample_crash("recursion_one.dmp")
+    stepped = next(w for w in _walks(real, False) if w.thread_id == crash.tid)
+    # the return-address slot of a frame deep in the recursion, pointed at the frame's
+    # own function instead of its caller: the walk must go on by other means there
+    victim = stepped.frames[int(len(stepped.frames) * depth)]
+    slot = victim.sp + victim.size - 8
+    tampered = _Tampered(real, slot, (victim.ip + 1).to_bytes(8, "little"))
+    bulk = next(w for w in _walks(tampered, True) if w.thread_id == crash.tid)
+    again = next(w for w in _walks(tampered, False) if w.thread_id == crash.tid)
+    assert _runs(bulk)
+    _same(bulk, again)
+    assert find_cycles(bulk.frames) == find_cycles(list(again.frames))
+    assert len(again.frames) != len(stepped.frames) or any(a != b for a, b in zip(again.frames, stepped.frames)), (
+        "the tampered word changed nothing"
+    )
+
+
+@pytest.mark.parametrize("limit", [1, 64, 65, 66, 130, 5000, 10835, 10836, 10837])
+def test_the_frame_limit_cuts_a_bulk_walk_where_it_cuts_the_stepped_one(limit):
+    target, crash = _sample_crash("recursion_one.dmp")
+    walks = []
+    for use_bulk in (True, False):
+        walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+        walker.use_bulk = use_bulk
+        walks.append(walker.walk(crash, target.exception.context, max_frames=limit))
+    bulk, stepped = walks
+    _same(bulk, stepped)
+    assert bulk.frame_limit == stepped.frame_limit
+    assert len(bulk.frames) == min(limit, 10836)
