@@ -72,6 +72,7 @@ def fail(message: str) -> Exit:
 
 
 def open_target(path: str):
+    from dumpkit.analysis.facts import nothing_to_analyse
     from dumpkit.sources.minidump import open_dump
     from dumpkit.target import DumpError
 
@@ -83,11 +84,17 @@ def open_target(path: str):
     if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
         from dumpkit.bundle.reader import open_bundle as opener
     try:
-        return opener(path)
+        target = opener(path)
     except DumpError as e:
         raise fail(f"{path}: {e}") from None
     except MemoryError:
         raise fail(f"{path}: not enough memory to map the file") from None
+    # the same rule for every command: what one calls unusable, none reports on
+    why = nothing_to_analyse(target)
+    if why is not None:
+        target.close()
+        raise fail(f"{path}: {why}")
+    return target
 
 
 BUNDLE_SUFFIX = ".dkb"

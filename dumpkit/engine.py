@@ -270,6 +270,7 @@ def stacks(
         modules=facts.module_records(target, walker.images.sources(), walker.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         python=read_python(target, walker, keep=None) if python else None,
+        notes=facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)),
     )
     return doc, walked
 
@@ -500,6 +501,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     started = time.perf_counter()
     walker = make_walker(target, options)
     packages: Dict[int, Optional[InstalledPackage]] = {}
+    # read: judged on what reading met, as `info` judges it (walk problems come later)
+    crash_absent = facts.crash_absent(target)
 
     # walk
     walks = walk_all(target, walker, options)
@@ -551,6 +554,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         installed_package=lambda module: _installed_package(target, walker, module, packages),
     )
 
+    env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)))
+
     # python
     python = read_python(target, walker)
 
@@ -598,7 +603,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         soft_errors=tuple(target.soft_errors.items),
         oversized_threshold=options.oversized_threshold,
         unloaded_modules=facts.unloaded_records(target),
-        crash_absent=facts.crash_absent(target),
+        crash_absent=crash_absent,
         python=python,
         images=coverage,
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),

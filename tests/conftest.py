@@ -245,6 +245,7 @@ SLOW = (
     "tests/fuzz/",
     "tests/test_cli.py",
     "tests/test_real_dumps.py",
+    "tests/test_consistency.py",
     "tests/sources/test_info_cli.py",
     "tests/test_windbg.py::test_tfstack_json_matches_cli",
     "tests/test_golden.py",

@@ -295,6 +295,10 @@ def test_real_dump_modules_found_at_recorded_wine_paths():
         mods = {m.name.lower(): m for m in target.modules}
         if "opkernels.dll" not in mods or not mods["opkernels.dll"].path.upper().startswith("Z:\\"):
             pytest.skip("dump does not record a Z: path for opkernels.dll")
+        # The recorded path is the folder the sample was built in; a clone elsewhere (or
+        # another machine) does not have the file there, and that is no failure of ours.
+        if not any(os.path.isfile(p) for p in windows_path_candidates(mods["opkernels.dll"].path)):
+            pytest.skip(f"the recorded path {mods['opkernels.dll'].path} is not on this machine")
         with ImageLocator() as loc:
             found = loc.locate(mods["opkernels.dll"], target.read)
             assert found is not None and found.source in ("dump-memory", "recorded-path")

@@ -9,6 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 from dumpkit.analysis.model import DumpSummary, ModuleRecord, StreamRecord, SystemSummary, UnloadedModuleRecord
 from dumpkit.target import GPR_NAMES, Registers, Target, Thread
+from dumpkit.words import plural
 
 EXCEPTION_STREAM = 6
 
@@ -137,6 +138,42 @@ def crash_absent(target: Target) -> Optional[str]:
     if target.exception is not None:
         return None
     if not target.dump.has_stream(EXCEPTION_STREAM):
+        problems = len(target.soft_errors.items)
+        if problems:
+            # A damaged directory may have lost the entry: absence proves nothing here.
+            return (
+                "none (the dump has no Exception stream, but it is damaged: "
+                f"{plural(problems, 'problem')} reading it; a crash record may have been lost)"
+            )
         return "none (the dump has no Exception stream: it was not written for a crash)"
     why = target.dump.stream_problem(EXCEPTION_STREAM)
     return "unreadable: the dump lists an Exception stream, but it could not be read" + (f": {why}" if why else "")
+
+
+def nothing_to_analyse(target: Target) -> Optional[str]:
+    """Why the dump is unusable input (exit 2, one line), or None. A dump with no thread,
+    no module and no exception record holds nothing any command could show: such a file
+    is garbage with a valid signature, not a damaged crash report to read around."""
+    if target.threads or target.modules or target.exception is not None:
+        return None
+    # the lists' absence is what this line says already; the other problems say why
+    problems = [p for p in target.soft_errors.items if p not in _NO_LISTS]
+    why = f" ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
+    return f"nothing usable in it: no thread, no module and no exception record could be read{why}"
+
+
+_NO_LISTS = ("dump has no thread list", "dump has no module list")
+
+
+def unsaved_jit_unwind(count: int) -> Tuple[str, ...]:
+    """What the walk could not use because of how the dump was written (not damage): the
+    unwind data of `count` JIT functions the process registered lies in memory the dump
+    writer did not save."""
+    if not count:
+        return ()
+    return (
+        f"JIT code: the unwind data of {plural(count, 'function')} on the walked stacks (registered "
+        "with RtlAddFunctionTable, listed in the FunctionTable stream) lies in memory the dump writer "
+        "did not save, so frames through that code were found by stack scanning; this is how the "
+        "dump was written, not damage (a full-memory dump holds it)",
+    )

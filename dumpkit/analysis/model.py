@@ -531,3 +531,4 @@ class Stacks:
     modules: Tuple[ModuleRecord, ...]
     soft_errors: Tuple[str, ...]
     python: Optional["PythonReport"] = None  # with --python: the Python stacks, every frame
+    notes: Tuple[str, ...] = ()  # what the walks lacked because of how the dump was written

@@ -268,3 +268,5 @@ def write_stacks_text(
         console.print(Text("Module images", style="bold"))
         for m in images:
             console.print(Text(f"  {clean(m.name)}: {clean(m.source)}"))
+    for note in doc.notes:
+        console.print(Text(f"Note: {clean(note, 1000)}"))

@@ -26,6 +26,7 @@ from minidump.streams.ModuleListStream import MINIDUMP_MODULE
 from minidump.streams.ThreadListStream import MINIDUMP_THREAD
 
 from dumpkit.context import parse_context
+from dumpkit.words import listing, plural
 from dumpkit.target import (
     CodeViewRecord,
     DumpError,
@@ -508,6 +509,20 @@ class MinidumpTarget:
             (16, self._parse_memory_info),
             (13, self._parse_function_table),
         ]
+        handled = {stype for stype, _h in handlers}
+        beyond = [
+            e.name
+            for e in entries
+            if e.type and not (e.type in handled and by_type.get(e.type) is e) and e.offset + e.size > self._size
+        ]
+        if beyond:
+            # Streams dumpkit does not parse are still part of the file: one lying outside it
+            # is damage (a garbage directory, a cut copy) the reader must hear about.
+            self.soft_errors.add(
+                f"stream directory: {plural(len(beyond), 'stream')} dumpkit does not read "
+                f"{'lies' if len(beyond) == 1 else 'lie'} (partly) past the end of the {self._size:,}-byte file "
+                f"({listing(list(dict.fromkeys(beyond)), 5)})"
+            )
         self._mem_ranges: List[Tuple[int, int, int]] = []
         self._stack_ranges: List[Tuple[int, int, int]] = []
         self._range_problems: Dict[Tuple[str, str], Tuple[int, int]] = {}

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
+from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
@@ -215,6 +216,9 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
 
     def work() -> Tuple[Report, Optional[str]]:
         opened["target"], opened["tmp"] = _open(job, path)
+        why = nothing_to_analyse(opened["target"])
+        if why is not None:  # what every command rejects as unusable input
+            raise DumpError(why)
         options = Options(
             image_paths=job.image_paths,
             symbol_paths=job.symbol_paths,

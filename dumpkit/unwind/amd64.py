@@ -163,7 +163,14 @@ class Amd64Step:
         try:
             chain = self._chain(image, base, unwind_rva)
             recipe = _compile(chain, offset)
-        except (PEError, MemoryNotInDump, struct.error) as e:
+        except MemoryNotInDump as e:
+            if image is None:
+                # JIT code's unwind data lives in process memory the dump writer did not
+                # save: a property of the dump (noted once), not damage met reading it.
+                self.walker.unsaved_jit_unwind.add(base + unwind_rva)
+            else:
+                self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
+        except (PEError, struct.error) as e:
             self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
         if len(self._recipes) > RECIPE_CACHE_LIMIT:
             self._recipes.clear()
@@ -188,7 +195,10 @@ class Amd64Step:
             if resolved.unwind_rva & 1:
                 try:
                     resolved = self._dynamic_reader(base).resolve_indirect(resolved)
-                except (PEError, MemoryNotInDump, struct.error) as e:
+                except MemoryNotInDump:
+                    self.walker.unsaved_jit_unwind.add(d[2])
+                    resolved = None
+                except (PEError, struct.error) as e:
                     self.target.soft_errors.add(f"function table entry at {d[0]:#x} unusable: {e}")
                     resolved = None
             self._dynamic_functions[d] = resolved

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
@@ -154,6 +154,8 @@ class Walker:
         self._returns: Dict[int, Optional[Trust]] = {}
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self.dynamic]
+        # unwind-info addresses of JIT code (FunctionTable entries) the dump holds no memory for
+        self.unsaved_jit_unwind: Set[int] = set()
         self.step: Optional[Step] = step(self) if step is not None else None
         # Call sites are decoded in the CPU's mode (0x40-0x4F are not REX in 32-bit code).
         self.bits = self.step.word_size * 8 if self.step is not None else 64

@@ -59,7 +59,8 @@ def test_recursion_made_of_interpreter_frames_is_called_python_recursion():
         "python310.dll!method_vectorcall",
     ]
     crash, thread, walk = _overflow_case(fns, 4, 2000, 240)
-    v, findings = decide(_target(), crash, thread, walk, (), Environment())
+    # (the engine's environment names the runtime a Python process loaded)
+    v, findings = decide(_target(), crash, thread, walk, (), Environment(python="3.10", python_module="python310.dll"))
     assert v.kind == "recursion"
     assert (
         v.headline.startswith("Stack overflow: Python functions recursed about 2,000 calls deep")
@@ -149,7 +150,7 @@ def test_heap_corruption_seen_only_inside_the_heap_is_medium():
     assert v.headline.endswith("while freeing a block in ntdll.dll!RtlReportCriticalFailure")
 
 
-def _fastfail_case(subcode, names):
+def _fastfail_case(subcode, names, trust="scan"):
     from dumpkit.analysis.raiser import raising_function
 
     frames = [
@@ -162,7 +163,7 @@ def _fastfail_case(subcode, names):
             0x1000 if "!" in n else None,
             n if "!" in n else None,
             0x40,
-            "scan",
+            trust,
         )
         for i, n in enumerate(names)
     ]
@@ -183,10 +184,15 @@ def _fastfail_case(subcode, names):
 
 def test_gs_failure_without_symbols_names_no_smashed_function():
     # a static CRT: __report_gsfailure is an unnamed frame 0 inside the module itself
-    crash, walk = _fastfail_case(2, ["app.exe", "app.exe", "ntdll.dll", "app.exe"])
+    crash, walk = _fastfail_case(2, ["app.exe", "app.exe", "ntdll.dll", "app.exe"], trust="unwind_info")
     v, _ = decide(_target(), crash, None, walk, (), Environment())
     assert v.confidence == "medium"
     assert "raised inside app.exe+0x1000, called from app.exe+0x1010" in v.headline
+    # a caller found only by scanning is evidence (with how it was found), never the headline's "called from"
+    crash, walk = _fastfail_case(2, ["app.exe", "app.exe", "ntdll.dll", "app.exe"])
+    v, _ = decide(_target(), crash, None, walk, (), Environment())
+    assert "raised inside app.exe+0x1000;" in v.headline and "called from" not in v.headline
+    assert any("app.exe+0x1010 (found by scan)" in e for e in v.evidence), v.evidence
     assert "may be the C runtime's __report_gsfailure itself" in v.headline
     assert not any(e.startswith("the function whose cookie check failed") for e in v.evidence)
     assert any("cannot be told which frame" in e for e in v.evidence)

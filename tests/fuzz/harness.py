@@ -1,4 +1,5 @@
-"""Fuzz harness: open + walk + analyze + render (every format), in-process.
+"""Fuzz harness: open + walk + analyze + render (every format), then info and stack's
+engine calls and renderers, in-process.
 
 The only exception an input may raise is `DumpError` from `open_dump` (the input is
 unusable). Anything else, a report that breaks its format's escaping, or an input that
@@ -90,8 +91,11 @@ def _scratch_file() -> str:
 
 def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = True) -> Optional[str]:
     """Analyse `data` as a dump and render it in every format (JSON only when not
-    `all_formats`). Returns None when the input was rejected as unusable (DumpError), else
-    the JSON report. Raises on any bug."""
+    `all_formats`), then run `dumpkit info` and `dumpkit stack`'s engine calls and
+    renderers on it. Returns None when the input was rejected as unusable (DumpError, or
+    nothing to analyse: what every command rejects), else the JSON report. Raises on any
+    bug."""
+    from dumpkit.analysis.facts import nothing_to_analyse
     from dumpkit.engine import Options, analyze
     from dumpkit.report.html import render_html
     from dumpkit.report.json_report import render_json
@@ -108,6 +112,9 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
     except DumpError as e:
         if "\n" in str(e):
             raise Bug(f"DumpError message is not one line: {e!r}") from None
+        return None
+    if nothing_to_analyse(target) is not None:
+        target.close()
         return None
     try:
         # Limits well below the CLI defaults keep one execution short (a mutated thread
@@ -134,9 +141,40 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
         if "<script" in html.lower():
             raise Bug("raw <script in the HTML report")
         render_markdown(report)
+        _info_and_stack(target, opts, all_formats)
         return js
     finally:
         target.close()
+
+
+def _info_and_stack(target, opts, all_formats: bool) -> None:
+    """`dumpkit info` and `dumpkit stack --all` on the same input: the read phase alone,
+    and a walk of every thread (the first 64) streamed as the CLI streams it."""
+    import io
+
+    from rich.console import Console
+
+    from dumpkit.engine import contents, stacks
+    from dumpkit.report.contents import render_contents
+    from dumpkit.report.json_report import render_json
+    from dumpkit.report.stream import write_stacks_json, write_stacks_text
+
+    doc = contents(target)
+    json.loads(render_json(doc, indent=None))
+    doc_s, frames = stacks(target, opts, list(target.threads[: opts.max_other_threads]), cycles=all_formats)
+    out = io.StringIO()
+    write_stacks_json(doc_s, frames, out)
+    json.loads(out.getvalue())
+    if not all_formats:
+        return
+    for write in (
+        lambda console, sink: render_contents(doc, console),
+        lambda console, sink: write_stacks_text(doc_s, frames, console, sink),
+    ):
+        sink = io.StringIO()
+        write(Console(file=sink, highlight=False, soft_wrap=False, width=120, color_system=None), sink)
+        if "\x1b" in sink.getvalue():
+            raise Bug("ESC byte in info/stack text output")
 
 
 # ----------------------------------------------------------------- random mutator

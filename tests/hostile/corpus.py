@@ -348,7 +348,8 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     add("stream_count_max", d.bytes(), PROBLEMS)
     d = Dump(nd_raw)
     d.set_u32(8, 0)
-    add("stream_count_zero", d.bytes(), PROBLEMS)
+    # no stream at all: no thread, module or exception record, so nothing to report on
+    add("stream_count_zero", d.bytes(), UNUSABLE)
 
     # 3. directory entries pointing past the end / with huge sizes.
     for stype, label in ((3, "threads"), (4, "modules"), (5, "memory"), (6, "exception"), (7, "sysinfo"), (15, "misc")):

@@ -69,7 +69,31 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).next_steps))
     verdict, findings = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
-    return _within_the_evidence(verdict, case), findings
+    return _within_the_evidence(_for_what_is_loaded(verdict, case), case), findings
+
+
+def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
+    """Advice follows the process (issue #18): without a Python runtime loaded, the code
+    tables' faulthandler step becomes its native counterpart (the debugger's stack with the
+    module's PDB); without TensorFlow, TensorFlow/absl steps are dropped."""
+    env = case.environment
+    python = case.python is not None or env.python is not None or env.python_module is not None
+    tensorflow = bool(env.tensorflow)
+    module = case.crash.module if case.crash is not None and case.crash.module else "the faulting module"
+    native = (
+        f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`.ecxr` then `kn`) "
+        "for the faulting source line and its callers."
+    )
+    kept: List[str] = []
+    for step in verdict.next_steps:
+        low = step.lower()
+        if not python and "faulthandler" in low:
+            step = native
+        elif not tensorflow and ("tensorflow" in low or "absl" in low):
+            continue
+        if step not in kept:
+            kept.append(step)
+    return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
 
 
 STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")

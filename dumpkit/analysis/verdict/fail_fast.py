@@ -8,9 +8,11 @@ from dumpkit.analysis import codes
 from dumpkit.analysis.model import Finding, Verdict
 from dumpkit.analysis.raiser import find_raiser
 from dumpkit.analysis.verdict.case import Case, conclude
+from dumpkit.unwind.frames import Trust
 
 # What an unnamed frame 0 of a fail-fast may be: the runtime's own code for the subcode.
 _MACHINERY_FOR = {2: "__report_gsfailure", 5: "_invalid_parameter / _invoke_watson", 7: "abort()"}
+_SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
 
 
 def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
@@ -40,7 +42,9 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     if unnamed:
         assert r is not None
         machinery = _MACHINERY_FOR.get(sub, "fail-fast code (abort() / __report_gsfailure)")  # type: ignore[arg-type]
-        caller = f", called from {r.caller}" if r.caller else ""
+        # a caller found only by scanning may be a stale word on the stack: the evidence
+        # names it with how it was found, the headline does not vouch for it
+        caller = f", called from {r.caller}" if r.caller and r.caller_trust not in _SCANNED else ""
         headline = (
             f"Fail-fast {name} ({sub}): {what}, raised inside {r.name}{caller}; no symbols: "
             f"{r.name} may be the C runtime's {machinery} itself"
@@ -75,14 +79,19 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             steps = [f"Look for writes past a local array in {raiser} (its /GS cookie was smashed)."]
         steps.append("Rebuild with AddressSanitizer (/fsanitize=address) to catch the write itself.")
     elif sub == 7:
+        tensorflow = bool(case.environment.tensorflow)
         steps = [
             "Read the process's stderr just before the crash: TensorFlow/absl print the failed CHECK or "
             "LOG(FATAL) message there."
+            if tensorflow
+            else "Read the process's stderr just before the crash: a failed CHECK, assert or std::terminate "
+            "usually prints its reason there."
         ]
+        inputs = " (shapes, dtypes, device placement)" if tensorflow else ""
         steps.append(
             symbols + ": the first one outside abort() made the failed check."
             if unnamed
-            else f"The call that aborted is in {raiser}; check its inputs (shapes, dtypes, device placement)."
+            else f"The call that aborted is in {raiser}; check its inputs{inputs}."
         )
     else:
         steps = [
