@@ -253,9 +253,12 @@ _FIELD_ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+?) \|(.*)\|$")
 
 def documented_fields():
     """{"crash.code": (type, meaning), "threads[].tid": ...} from the schema doc's field
-    tables: a `### `path`` heading (`### Top level` for the root), then one row per field."""
+    tables: a `### `path`` heading (`### Top level` for the root), then one row per field.
+    The report's schema ends where the doc's "Other documents" (info, stack, triage) begin."""
     fields, section = {}, None
     for line in SCHEMA_DOC.read_text().splitlines():
+        if line.startswith("## Other documents"):
+            break
         if line.startswith("## "):
             section = None
         elif line.startswith("### "):

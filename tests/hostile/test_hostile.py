@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import stat
 import subprocess
 import sys
@@ -38,9 +37,27 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _limits():
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+# The CLI runs as the grandchild of a small fresh interpreter, which sets the limits, waits
+# for it and writes its peak RSS to the pipe it is given. A child forked from this test process (hundreds of MB
+# after other tests, under xdist too) would start with this process's resident pages counted
+# in its own peak: Linux carries the high-water mark through fork and exec.
+_MEASURED = r"""
+import os, resource, signal, sys
+report, limit = int(sys.argv[1]), int(sys.argv[2])
+pid = os.fork()
+if pid == 0:
+    os.close(report)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    os.execv(sys.argv[3], sys.argv[3:])
+_, status, usage = os.wait4(pid, 0)
+os.write(report, str(usage.ru_maxrss).encode())
+code = os.waitstatus_to_exitcode(status)
+if code < 0:  # died of a signal: so does this process, for the same exit status
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code)
+"""
 
 
 @dataclass
@@ -53,24 +70,30 @@ class Run:
 
 
 def run_cli(args, timeout: float = TIMEOUT, cwd=None) -> Run:
-    """The CLI in a child with an address-space limit; its own peak RSS from wait4."""
+    """The CLI in a grandchild with an address-space limit, and its own peak RSS."""
+    read_end, write_end = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
+        cmd = [sys.executable, "-c", _MEASURED, str(write_end), str(ADDRESS_SPACE), sys.executable, "-m", "dumpkit"]
+        cmd += map(str, args)
         p = subprocess.Popen(
-            [sys.executable, "-m", "dumpkit", *map(str, args)],
+            cmd,
             stdout=out,
             stderr=err,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_limits,
             cwd=cwd or ROOT,
+            pass_fds=(write_end,),
+            start_new_session=True,  # a timeout kills the CLI with its parent
         )
-        timer = threading.Timer(timeout, p.kill)
+        os.close(write_end)
+        timer = threading.Timer(timeout, lambda: os.killpg(p.pid, 9))
         timer.start()
         try:
-            _pid, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
+        with os.fdopen(read_end, "rb") as r:
+            rss = r.read()
         took = time.monotonic() - started
         out.seek(0)
         err.seek(0)
@@ -79,7 +102,7 @@ def run_cli(args, timeout: float = TIMEOUT, cwd=None) -> Run:
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
             took,
-            usage.ru_maxrss,
+            int(rss) if rss else 0,
         )
 
 
