@@ -201,21 +201,21 @@ def _sha(obj: Dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _ranges(raw: Any, where: str, file_size: int) -> Tuple[Tuple[int, int], ...]:
+def _ranges(raw: Any, where: str, file_size: int, name: str = "ranges") -> Tuple[Tuple[int, int], ...]:
     if not isinstance(raw, list):
-        raise BundleError(f"manifest: {where}.ranges is not a list")
+        raise BundleError(f"manifest: {where}.{name} is not a list")
     if len(raw) > MAX_RANGES:
-        raise BundleError(f"manifest: {where} has {len(raw)} ranges (at most {MAX_RANGES})")
+        raise BundleError(f"manifest: {where} has {len(raw)} {name} (at most {MAX_RANGES})")
     out: List[Tuple[int, int]] = []
     end = 0
     for k, r in enumerate(raw):
         if not isinstance(r, list) or len(r) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
-            raise BundleError(f"manifest: {where}.ranges[{k}] is not [offset, length]")
+            raise BundleError(f"manifest: {where}.{name}[{k}] is not [offset, length]")
         off, n = r
         if off < 0 or n <= 0 or off + n > file_size:
-            raise BundleError(f"manifest: {where}.ranges[{k}] ({off:#x}, +{n:#x}) is outside the {file_size}-byte file")
+            raise BundleError(f"manifest: {where}.{name}[{k}] ({off:#x}, +{n:#x}) is outside the {file_size}-byte file")
         if off < end:
-            raise BundleError(f"manifest: {where}.ranges[{k}] at {off:#x} overlaps or precedes the range before it")
+            raise BundleError(f"manifest: {where}.{name}[{k}] at {off:#x} overlaps or precedes the range before it")
         out.append((off, n))
         end = off + n
     return tuple(out)
@@ -250,7 +250,7 @@ def parse_manifest(raw: bytes) -> Manifest:
     size = _number(d, "size", "dump", MAX_DUMP)
     kept: Optional[Tuple[Tuple[int, int], ...]] = None
     if version >= 3:  # a version 3 bundle says which bytes of its dump are real
-        kept = _ranges(d.get("kept"), "dump.kept", size)
+        kept = _ranges(d.get("kept"), "dump", size, "kept")
     dump = DumpEntry(
         name=_get(d, "name", str, "dump"),
         size=size,
