@@ -76,11 +76,14 @@ def _protected(target: MinidumpTarget) -> List[Span]:
     return _merge(spans)
 
 
-def kept_ranges(target: MinidumpTarget, pages: Set[int]) -> Tuple[Tuple[int, int], ...]:
+def kept_ranges(
+    target: MinidumpTarget, pages: Set[int], previous: Optional[Sequence[Tuple[int, int]]] = None
+) -> Tuple[Tuple[int, int], ...]:
     """The (file offset, length) ranges of the dump a bundle keeps when the analysis read the
     memory pages `pages`: all but the bytes of memory nothing read. Runs of fewer than a page
     of zeroable bytes are kept (real bytes cost little), and longer ones while the list
-    would exceed what a manifest may hold."""
+    would exceed what a manifest may hold. `previous`: what the bundle being bundled again
+    kept (its zeros stay left out)."""
     pieces = target.memory_pieces()
     used = _used_addresses(pages, pieces)
     starts = [lo for lo, _ in used]
@@ -103,8 +106,8 @@ def kept_ranges(target: MinidumpTarget, pages: Set[int]) -> Tuple[Tuple[int, int
     # A file byte that some range needs, or that is not memory, stays.
     zero = _subtract(_merge(drop), _merge(keep + _protected(target)))
     size = target.file_size
-    if target.kept is not None:  # a bundle that already kept less: its zeros stay zeros
-        zero = _merge(zero + _subtract([(0, size)], _merge((o, o + n) for o, n in target.kept)))
+    if previous is not None:
+        zero = _merge(zero + _subtract([(0, size)], _merge((o, o + n) for o, n in previous)))
     least = MEMORY_PAGE
     while True:
         runs = [z for z in zero if z[1] - z[0] >= least]

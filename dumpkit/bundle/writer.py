@@ -210,7 +210,7 @@ def write_bundle(
         locator.close()
     kept = source.dump.kept if source is not None else None  # what a bundle left out stays out
     if pages is not None and isinstance(target, MinidumpTarget):
-        kept = kept_ranges(target, pages)
+        kept = kept_ranges(target, pages, kept)
         check_same_dump(target, b"".join(zeroed(_dump_chunks(dump_path, dump_data, target), kept)), kept)
     digest = hashlib.sha256()
     for chunk in zeroed(_dump_chunks(dump_path, dump_data, target), kept):

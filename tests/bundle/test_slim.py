@@ -102,3 +102,15 @@ def test_cli_writes_says_and_rebundles_a_slim_bundle(full, tmp_path):
     assert again.read_bytes() == out.read_bytes()
     r = run_cli("analyze", again, "--format", "json")
     assert r.returncode in (0, 1) and json.loads(r.stdout)["verdict"]
+    # redacted and slimmed again: nothing the first bundle left out comes back (as zeros)
+    red = tmp_path / "c.dkb"
+    r = run_cli("bundle", out, "-o", red, "--redact", "--only-used-memory")
+    assert r.returncode == 0, r.stderr
+
+    def kept(path):
+        with zipfile.ZipFile(path) as zf:
+            return json.loads(zf.read("manifest.json"))["dump"]["kept"]
+
+    first = kept(out)
+    for off, n in kept(red):
+        assert any(a <= off and off + n <= a + m for a, m in first), (off, n)
