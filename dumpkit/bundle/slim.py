@@ -16,6 +16,7 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.bundle.format import MAX_RANGES, BundleError
 from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_bytes
+from dumpkit.sources.pykd import _merge as merge_sorted  # (imports pykd only when a target is made)
 
 __all__ = ["kept_ranges", "zeroed", "check_same_dump"]
 
@@ -23,16 +24,8 @@ Span = Tuple[int, int]  # (start, end)
 
 
 def _merge(spans: Iterable[Span]) -> List[Span]:
-    out: List[Span] = []
-    for lo, hi in sorted(spans):
-        if hi <= lo:
-            continue
-        if out and lo <= out[-1][1]:
-            if hi > out[-1][1]:
-                out[-1] = (out[-1][0], hi)
-        else:
-            out.append((lo, hi))
-    return out
+    """Sorted, with empty spans dropped and overlapping or touching ones joined."""
+    return merge_sorted(sorted(s for s in spans if s[1] > s[0]))
 
 
 def _subtract(spans: List[Span], minus: List[Span]) -> List[Span]:
