@@ -191,6 +191,12 @@ def bundle(
     redact: bool = typer.Option(
         False, "--redact", help="Replace user names in paths and blank the process environment block, in the bundle."
     ),
+    only_used_memory: bool = typer.Option(
+        False,
+        "--only-used-memory",
+        help="Keep only the dump memory the analysis read (the rest is zeroed, and reads of it say "
+        "'not in the bundle'): a full-memory dump's bundle gets much smaller.",
+    ),
 ) -> None:
     """Write a bundle: the dump plus exactly the image and PDB pages its analysis read, so
     that `dumpkit analyze CRASH.dkb` gives the same report on a machine without them. A
@@ -216,7 +222,7 @@ def bundle(
             with open(dump, "rb") as f:
                 original = f.read()
         data, redacted = redact_dump(original, target)
-        redacted_target = open_dump_bytes(data, dump)
+        redacted_target = open_dump_bytes(data, dump, getattr(target, "kept", None))
         # a bundle's pages and manifest go along
         redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
         target = redacted_target
@@ -229,6 +235,7 @@ def bundle(
             symbol_paths=_symbol_paths(symbol_path),
             dump_data=data,
             redacted=redacted,
+            only_used_memory=only_used_memory,
         )
     except BundleError as e:
         raise fail(f"{output}: {e}") from None
@@ -254,6 +261,11 @@ def bundle(
         out.append(
             f"  no image found for {', '.join(clean(n, 100) for n in done.not_found)}: "
             "frames in them are found by stack scanning, from the bundle too"
+        )
+    if m.dump.kept is not None:
+        out.append(
+            f"  dump: {human_bytes(sum(n for _, n in m.dump.kept))} of {human_bytes(m.dump.size)} kept "
+            "(the rest is memory the analysis did not read, left out)"
         )
     for line in m.redacted:
         out.append(f"  redacted: {clean(line, 300)}")

@@ -258,6 +258,7 @@ SLOW = (
     "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
     "tests/test_python_stack_cli.py",
     "tests/bundle/test_roundtrip.py",
+    "tests/bundle/test_slim.py",  # a 21 MB full-memory dump bundled three ways: 20 s
     "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
     "tests/bundle/test_bundle.py::test_cli_bundle_refuses_to_overwrite_its_own_input",
     "tests/bundle/test_bundle.py::test_cli_bundle_of_a_bundle_is_the_same_bundle",

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 FORMAT_NAME = "dumpkit-bundle"
-FORMAT_VERSION = 2  # 2 added `pdbs`
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # 2 added `pdbs`; 3 `dump.kept` (bundle --only-used-memory)
+READABLE_VERSIONS = (1, 2, 3)
 MANIFEST = "manifest.json"
 DUMP_MEMBER = "dump.dmp"
 IMAGES_FOLDER = "images/"
@@ -24,7 +24,7 @@ PDBS_FOLDER = "pdbs/"
 
 MAX_MANIFEST = 16 << 20  # bytes of manifest.json
 MAX_MODULES = 1 << 16
-MAX_RANGES = 1 << 20  # per module
+MAX_RANGES = 1 << 20  # per module, and kept ranges of the dump
 MAX_IMAGE_FILE = 4 << 30  # an original image file (PE32+ images are < 4 GiB)
 MAX_IMAGE_BYTES = 1 << 30  # captured bytes over all modules and PDBs
 MAX_PDB_FILE = 1 << 40  # an original PDB file (MSF 7.00 with 64 KiB blocks stays far below)
@@ -47,6 +47,9 @@ class DumpEntry:
     size: int
     sha256: str
     member: str = DUMP_MEMBER
+    # (file offset, length) of the bytes that are the dump's, sorted and disjoint; the rest
+    # of the member is zeros (memory the analysis did not read). None: the whole dump.
+    kept: Optional[Tuple[Tuple[int, int], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -123,11 +126,14 @@ def check_member_name(name: str) -> None:
 
 # ----------------------------------------------------------------------------- JSON
 def manifest_json(m: Manifest) -> bytes:
+    dump: Dict[str, Any] = {"member": m.dump.member, "name": m.dump.name, "size": m.dump.size, "sha256": m.dump.sha256}
+    if m.version >= 3 and m.dump.kept is not None:
+        dump["kept"] = [[off, n] for off, n in m.dump.kept]
     doc = {
         "format": FORMAT_NAME,
         "version": m.version,
         "dumpkit_version": m.dumpkit_version,
-        "dump": {"member": m.dump.member, "name": m.dump.name, "size": m.dump.size, "sha256": m.dump.sha256},
+        "dump": dump,
         "redacted": list(m.redacted),
         "packages": [
             {"module": p.module, "base": f"{p.base:#x}", "name": p.name, "version": p.version, "record": p.record}
@@ -195,21 +201,21 @@ def _sha(obj: Dict[str, Any], key: str, where: str) -> str:
     return value
 
 
-def _ranges(raw: Any, where: str, file_size: int) -> Tuple[Tuple[int, int], ...]:
+def _ranges(raw: Any, where: str, file_size: int, name: str = "ranges") -> Tuple[Tuple[int, int], ...]:
     if not isinstance(raw, list):
-        raise BundleError(f"manifest: {where}.ranges is not a list")
+        raise BundleError(f"manifest: {where}.{name} is not a list")
     if len(raw) > MAX_RANGES:
-        raise BundleError(f"manifest: {where} has {len(raw)} ranges (at most {MAX_RANGES})")
+        raise BundleError(f"manifest: {where} has {len(raw)} {name} (at most {MAX_RANGES})")
     out: List[Tuple[int, int]] = []
     end = 0
     for k, r in enumerate(raw):
         if not isinstance(r, list) or len(r) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in r):
-            raise BundleError(f"manifest: {where}.ranges[{k}] is not [offset, length]")
+            raise BundleError(f"manifest: {where}.{name}[{k}] is not [offset, length]")
         off, n = r
         if off < 0 or n <= 0 or off + n > file_size:
-            raise BundleError(f"manifest: {where}.ranges[{k}] ({off:#x}, +{n:#x}) is outside the {file_size}-byte file")
+            raise BundleError(f"manifest: {where}.{name}[{k}] ({off:#x}, +{n:#x}) is outside the {file_size}-byte file")
         if off < end:
-            raise BundleError(f"manifest: {where}.ranges[{k}] at {off:#x} overlaps or precedes the range before it")
+            raise BundleError(f"manifest: {where}.{name}[{k}] at {off:#x} overlaps or precedes the range before it")
         out.append((off, n))
         end = off + n
     return tuple(out)
@@ -241,11 +247,16 @@ def parse_manifest(raw: bytes) -> Manifest:
         readable = ", ".join(str(v) for v in READABLE_VERSIONS)
         raise BundleError(f"bundle format version {str(version)[:20]} is not one this dumpkit reads ({readable})")
     d = _get(doc, "dump", dict, "manifest")
+    size = _number(d, "size", "dump", MAX_DUMP)
+    kept: Optional[Tuple[Tuple[int, int], ...]] = None
+    if version >= 3:  # a version 3 bundle says which bytes of its dump are real
+        kept = _ranges(d.get("kept"), "dump", size, "kept")
     dump = DumpEntry(
         name=_get(d, "name", str, "dump"),
-        size=_number(d, "size", "dump", MAX_DUMP),
+        size=size,
         sha256=_sha(d, "sha256", "dump"),
         member=_get(d, "member", str, "dump"),
+        kept=kept,
     )
     check_member_name(dump.member)
     modules = _get(doc, "modules", list, "manifest")

@@ -268,16 +268,22 @@ def open_bundle(path: str) -> MinidumpTarget:
     except BundleError as e:
         raise DumpError(str(e)) from None
     # Reports name the bundle: it is what their "dumpkit stack --all PATH" hints must open.
-    target = open_dump_bytes(dump, path) if isinstance(dump, bytes) else _open_private_copy(dump, path)
+    # A bundle that kept only the memory its analysis read serves that memory and says "not
+    # in the bundle" for the rest (dump.kept), never the zeros its member holds there.
+    kept = manifest.dump.kept
+    if isinstance(dump, bytes):
+        target = open_dump_bytes(dump, path, kept)
+    else:
+        target = _open_private_copy(dump, path, kept)
     store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
     target.image_store = store
     target.bundle = manifest
     return target
 
 
-def _open_private_copy(tmp: str, name: str) -> MinidumpTarget:
+def _open_private_copy(tmp: str, name: str, kept: Optional[Tuple[Tuple[int, int], ...]]) -> MinidumpTarget:
     try:
-        target = open_dump_copy(tmp, name)
+        target = open_dump_copy(tmp, name, kept)
     except BaseException:
         _remove(tmp)
         raise

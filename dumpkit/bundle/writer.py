@@ -15,11 +15,12 @@ import os
 import tempfile
 import zipfile
 from dataclasses import dataclass
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
 from dumpkit.bundle.format import (
     DUMP_MEMBER,
+    FORMAT_VERSION,
     MANIFEST,
     MAX_DUMP,
     MAX_IMAGE_BYTES,
@@ -35,6 +36,7 @@ from dumpkit.bundle.format import (
 )
 from dumpkit.engine import Options, analyze, stacks
 from dumpkit.bundle.reader import BundleImages
+from dumpkit.bundle.slim import check_same_dump, kept_ranges, zeroed
 from dumpkit.images import ImageLocator, LocatedImage, LocatedPdb, RecordingBacking
 from dumpkit.sources.minidump import MinidumpTarget
 from dumpkit.target import CodeViewRecord, Module, Target
@@ -124,11 +126,13 @@ def write_bundle(
     symbol_paths: Sequence[str] = (),
     dump_data: Optional[bytes] = None,
     redacted: Tuple[str, ...] = (),
+    only_used_memory: bool = False,
 ) -> BundleSummary:
     """Analyse `target` (opened from `dump_path`, or from `dump_data` when given: a redacted
     copy) recording the image and PDB pages read, and write the bundle to `out_path`
     atomically. `target` may be a bundle (open_bundle): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
+    `only_used_memory`: the bundle's dump keeps only the memory the analysis read (slim.py).
     Raises BundleError when it cannot be written."""
     source: Optional[Manifest] = target.bundle
     store = target.image_store
@@ -145,6 +149,11 @@ def write_bundle(
     locator = ImageLocator(
         image_paths=list(image_paths), symbol_paths=list(symbol_paths), store=store, record_reads=True
     )
+    pages: Optional[Set[int]] = None
+    if only_used_memory:
+        if not isinstance(target, MinidumpTarget):
+            raise BundleError("--only-used-memory needs a minidump")
+        pages = target.record_memory_reads()
     try:
         options = Options(locator=locator)
         done = analyze(target, options)
@@ -199,8 +208,12 @@ def write_bundle(
             raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images and PDBs")
     finally:
         locator.close()
+    kept = source.dump.kept if source is not None else None  # what a bundle left out stays out
+    if pages is not None and isinstance(target, MinidumpTarget):
+        kept = kept_ranges(target, pages, kept)
+        check_same_dump(target, b"".join(zeroed(_dump_chunks(dump_path, dump_data, target), kept)), kept)
     digest = hashlib.sha256()
-    for chunk in _dump_chunks(dump_path, dump_data, target):
+    for chunk in zeroed(_dump_chunks(dump_path, dump_data, target), kept):
         digest.update(chunk)
     manifest = Manifest(
         dumpkit_version=__version__,
@@ -208,13 +221,16 @@ def write_bundle(
             name=source.dump.name if source is not None else os.path.basename(dump_path),
             size=dump_size,
             sha256=digest.hexdigest(),
+            kept=kept,
         ),
+        version=FORMAT_VERSION if kept is not None else 2,  # 3 only says what `kept` adds
         images=tuple(entries),
         redacted=redacted,
         packages=packages,
         pdbs=tuple(pdbs),
     )
-    _atomic_write(out_path, lambda f: _write_zip(f, manifest, _dump_chunks(dump_path, dump_data, target), blobs))
+    dump = zeroed(_dump_chunks(dump_path, dump_data, target), kept)
+    _atomic_write(out_path, lambda f: _write_zip(f, manifest, dump, blobs))
     not_found = tuple(
         sorted({m.name for m in report.modules if m.image_source and m.image_source.startswith("not found")})
     )

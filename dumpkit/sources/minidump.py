@@ -18,7 +18,7 @@ import re
 import shlex
 import struct
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
@@ -174,6 +174,34 @@ def _release(data: Buffer, offset: int, size: int) -> None:
             pass
 
 
+MEMORY_PAGE = 4096  # reads of memory are recorded page-granular (bundle --only-used-memory)
+
+
+class MemoryNotInBundle(MemoryNotInDump):
+    """A read of memory the dump captured but a bundle of it did not keep."""
+
+    def __init__(self, address: int, size: int):
+        super().__init__(address, size)
+        self.args = (f"memory at {address:#x} (+{size:#x}) is not in the bundle",)
+
+
+def keep_only(ranges: List[Tuple[int, int, int]], kept: Sequence[Tuple[int, int]]) -> List[Tuple[int, int, int]]:
+    """The parts of memory ranges (address, size, file offset) whose bytes lie inside the
+    `kept` file ranges (sorted, disjoint (offset, length)): a bundle that kept only the
+    memory its analysis read serves nothing else, never its zeros."""
+    starts = [off for off, _ in kept]
+    out: List[Tuple[int, int, int]] = []
+    for start, size, off in ranges:
+        i = max(0, bisect.bisect_right(starts, off) - 1)
+        end = off + size
+        while i < len(kept) and kept[i][0] < end:
+            lo, hi = max(off, kept[i][0]), min(end, kept[i][0] + kept[i][1])
+            if hi > lo:
+                out.append((start + lo - off, hi - lo, lo))
+            i += 1
+    return out
+
+
 class _Memory:
     """Captured memory ranges: O(log n) lookup, reads may span adjacent ranges.
 
@@ -191,6 +219,7 @@ class _Memory:
         self.conflicts = 0
         self.first_conflict: Optional[int] = None
         self.unchecked = 0
+        self.pages: Optional[Set[int]] = None  # the pages read, when recording
         self._budget = budget
         starts, ends, offs = self.starts, self.ends, self.offsets
         budget_left = budget
@@ -314,6 +343,8 @@ class _Memory:
             cur += take
             want -= take
             i += 1
+        if self.pages is not None and cur > address:
+            self.pages.update(range(address // MEMORY_PAGE, (cur - 1) // MEMORY_PAGE + 1))
         return b"".join(out)
 
     def read(self, address: int, size: int) -> bytes:
@@ -326,10 +357,19 @@ class _Memory:
 class MinidumpTarget:
     """A crash dump file as a `dumpkit.target.Target`."""
 
-    def __init__(self, path: str, data: Optional[bytes] = None, name: Optional[str] = None):
+    def __init__(
+        self,
+        path: str,
+        data: Optional[bytes] = None,
+        name: Optional[str] = None,
+        kept: Optional[Sequence[Tuple[int, int]]] = None,
+    ):
         """`data`: the dump's bytes already in memory (a bundle's member), `path` then only
-        names it; `name`: what reports call the dump, when not `path` (a private copy)."""
+        names it; `name`: what reports call the dump, when not `path` (a private copy);
+        `kept`: the file ranges whose bytes are the dump's (a bundle that kept only the
+        memory its analysis read): memory elsewhere is not served."""
         self.path = name or path
+        self.kept = tuple(kept) if kept is not None else None
         self.soft_errors = SoftErrors()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
@@ -371,7 +411,12 @@ class MinidumpTarget:
 
     # -- Target API ---------------------------------------------------------------------
     def read(self, address: int, size: int) -> bytes:
-        return self._memory.read(address, size)
+        got = self._memory.read_available(address, size)
+        if len(got) != size:
+            if self._captured is not self._memory and self._captured.read_available(address + len(got), 1):
+                raise MemoryNotInBundle(address, size)
+            raise MemoryNotInDump(address, size)
+        return got
 
     def read_available(self, address: int, size: int) -> bytes:
         return self._memory.read_available(address, size)
@@ -411,10 +456,21 @@ class MinidumpTarget:
 
     @property
     def memory_range_count(self) -> int:
-        return len(self._memory)
+        return len(self._captured)
 
     def memory_ranges(self) -> List[Tuple[int, int]]:
-        return list(zip(self._memory.starts, self._memory.ends))
+        return list(zip(self._captured.starts, self._captured.ends))
+
+    def memory_pieces(self) -> List[Tuple[int, int, int]]:
+        """Every memory range the file holds: (address, size, file offset), sorted."""
+        return self._mem_ranges
+
+    def record_memory_reads(self) -> Set[int]:
+        """From now on, the page numbers (address // MEMORY_PAGE) of every byte of memory
+        read are added to the returned set."""
+        pages: Set[int] = set()
+        self._memory.pages = pages
+        return pages
 
     # -- parsing ------------------------------------------------------------------------
     def _slice(self, offset: int, size: int, what: str) -> bytes:
@@ -548,7 +604,12 @@ class MinidumpTarget:
             for start, size, rva in missing:
                 self._add_range(start, size, rva, "thread stack", past_end_reported=True)
             self._memory = _Memory(self._data, self._mem_ranges)
-        for problem in self._memory.problems():
+        self._captured = self._memory  # what the file captured; what it serves may be less
+        if self.kept is not None:
+            # Overlapping copies are compared (problems) over what was captured: a bundle
+            # keeps every byte of them, so the comparison says what it said on the original.
+            self._memory = _Memory(self._data, keep_only(self._mem_ranges, self.kept), budget=0)
+        for problem in self._captured.problems():
             self.soft_errors.add(problem)
         self._report_range_problems()
         self._module_map = ModuleMap(self.modules)
@@ -887,12 +948,13 @@ def open_dump(path: str) -> MinidumpTarget:
     return MinidumpTarget(path)
 
 
-def open_dump_bytes(data: bytes, name: str) -> MinidumpTarget:
-    """A minidump held in memory (a bundle's member), named `name` in reports."""
-    return MinidumpTarget(name, data)
+def open_dump_bytes(data: bytes, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None) -> MinidumpTarget:
+    """A minidump held in memory (a bundle's member), named `name` in reports; `kept`: see
+    MinidumpTarget."""
+    return MinidumpTarget(name, data, kept=kept)
 
 
-def open_dump_copy(path: str, name: str) -> MinidumpTarget:
+def open_dump_copy(path: str, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None) -> MinidumpTarget:
     """A private copy of a minidump (a bundle's member too big to hold in memory), named
     `name` in reports."""
-    return MinidumpTarget(path, name=name)
+    return MinidumpTarget(path, name=name, kept=kept)

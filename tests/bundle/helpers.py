@@ -10,14 +10,14 @@ from typing import Dict, Sequence
 from tests.golden.snapshot import _where_found
 
 
-def write(dump: Path, out: Path, image_paths: Sequence[str] = (), redact: bool = False):
+def write(dump: Path, out: Path, image_paths: Sequence[str] = (), redact: bool = False, only_used_memory: bool = False):
     """`dumpkit bundle` in-process: the summary of what was written."""
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.sources.minidump import open_dump
 
     target = open_dump(str(dump))
     try:
-        return write_bundle(target, str(dump), str(out), image_paths=image_paths)
+        return write_bundle(target, str(dump), str(out), image_paths=image_paths, only_used_memory=only_used_memory)
     finally:
         target.close()
 

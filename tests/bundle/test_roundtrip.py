@@ -68,3 +68,20 @@ def _stacks_too(case, kind) -> bool:
     if kind == "python":
         return bool(case.get("python_threads_in_dump"))
     return kind == "sample" and case.name == "recursion_cycle3.dmp"
+
+
+@pytest.mark.parametrize("case,kind", list(_cases()))
+def test_a_bundle_of_only_the_memory_read_reports_what_the_dump_does(case, kind, plain, tmp_path):
+    """bundle --only-used-memory: the memory the analysis did not read is left out of the
+    bundle's dump, and the reports (analyze, and stack --all --python where it adds
+    something) are still those of the whole dump with its images."""
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.minidump import open_dump
+
+    dump, images = _inputs(case, kind, plain, tmp_path)
+    out = tmp_path / "slim.dkb"
+    summary = write(Path(dump), out, images, only_used_memory=True)
+    assert summary.manifest.version == 3 and summary.manifest.dump.kept is not None
+    assert report_json(open_bundle(str(out))) == report_json(open_dump(str(dump)), images)
+    if _stacks_too(case, kind):
+        assert stacks_json(open_bundle(str(out))) == stacks_json(open_dump(str(dump)), images)

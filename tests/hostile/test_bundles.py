@@ -87,7 +87,25 @@ def _pdb(**changes):
     return _with_manifest(lambda d: d.update(pdbs=[entry]))
 
 
+def _kept(kept):
+    """A manifest edit making the bundle version 3 (--only-used-memory) with `kept` as the
+    dump's kept file ranges (the key left out when `kept` is None)."""
+
+    def edit(doc):
+        doc["version"] = 3
+        if kept is not None:
+            doc["dump"]["kept"] = kept(doc["dump"]["size"]) if callable(kept) else kept
+
+    return _with_manifest(edit)
+
+
 CASES: Dict[str, Callable[[Dict[str, bytes]], bytes]] = {
+    "manifest_dump_kept_missing": _kept(None),
+    "manifest_dump_kept_not_a_list": _kept("all"),
+    "manifest_dump_kept_overlap": _kept([[0, 8192], [4096, 8192]]),
+    "manifest_dump_kept_past_file": _kept(lambda size: [[0, size + 1]]),
+    "manifest_dump_kept_negative": _kept([[-4096, 8192]]),
+    "manifest_dump_kept_not_pairs": _kept([[0, 4096, 1]]),
     "not_a_zip": lambda m: b"MDMP" + bytes(100),
     "empty_file": lambda m: b"",
     "no_manifest": lambda m: _zip({k: v for k, v in m.items() if k != "manifest.json"}),
@@ -159,6 +177,8 @@ def test_what_the_errors_say(good, tmp_path):
     assert "overlaps" in said["manifest_ranges_overlap"]
     assert "'../evil.dll' is not a name a dumpkit bundle uses" in said["member_name_is_a_path"]
     assert "2048 bytes; the manifest says" in said["zip_bomb_declared_small"]
+    said["manifest_dump_kept_overlap"] = run_cli(["info", _make("manifest_dump_kept_overlap", good, tmp_path)]).stderr
+    assert "dump.kept[1] at 0x1000 overlaps" in said["manifest_dump_kept_overlap"]
     assert "zip" in said["truncated_file"]
 
 

@@ -1,0 +1,162 @@
+"""`dumpkit bundle --only-used-memory`: which bytes of the dump a bundle keeps when it keeps
+only the memory its analysis read.
+
+The dump keeps its layout (every stream and RVA stays valid); only the bytes of captured
+memory ranges that no read touched are zeroed, and the manifest lists the file ranges that
+are the dump's (`dump.kept`), so that a reader answers a read of the rest "not in the
+bundle" instead of serving zeros. Kept: every page of memory read, every address two ranges
+capture (the reader compares overlapping copies, and must find what the original held),
+the header, the stream directory and every stream. Pure functions over ranges."""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from dumpkit.bundle.format import MAX_RANGES, BundleError
+from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_bytes
+from dumpkit.sources.pykd import _merge as merge_sorted  # (imports pykd only when a target is made)
+
+__all__ = ["kept_ranges", "zeroed", "check_same_dump"]
+
+Span = Tuple[int, int]  # (start, end)
+
+
+def _merge(spans: Iterable[Span]) -> List[Span]:
+    """Sorted, with empty spans dropped and overlapping or touching ones joined."""
+    return merge_sorted(sorted(s for s in spans if s[1] > s[0]))
+
+
+def _subtract(spans: List[Span], minus: List[Span]) -> List[Span]:
+    """`spans` without `minus` (both merged, sorted)."""
+    out: List[Span] = []
+    j = 0
+    for lo, hi in spans:
+        while j < len(minus) and minus[j][1] <= lo:
+            j += 1
+        k = j
+        cur = lo
+        while k < len(minus) and minus[k][0] < hi:
+            if minus[k][0] > cur:
+                out.append((cur, minus[k][0]))
+            cur = max(cur, minus[k][1])
+            k += 1
+        if cur < hi:
+            out.append((cur, hi))
+    return out
+
+
+def _used_addresses(pages: Set[int], pieces: Sequence[Tuple[int, int, int]]) -> List[Span]:
+    """Address spans kept: the pages read, and every address more than one range captures."""
+    spans = [(p * MEMORY_PAGE, (p + 1) * MEMORY_PAGE) for p in pages]
+    last_end = -1
+    for start, size, _ in pieces:  # sorted by address
+        if start < last_end:
+            spans.append((start, min(start + size, last_end)))
+        last_end = max(last_end, start + size)
+    return _merge(spans)
+
+
+def _protected(target: MinidumpTarget) -> List[Span]:
+    """File spans that are not memory: the header, the stream directory, every stream."""
+    head = next(target.file_chunks(32), b"")
+    spans = [(0, 32)]
+    if len(head) >= 16:
+        nstreams, dir_rva = struct.unpack_from("<II", head, 8)
+        spans.append((dir_rva, dir_rva + 12 * nstreams))
+    spans.extend((e.offset, e.offset + e.size) for e in target.dump.streams)
+    return _merge(spans)
+
+
+def kept_ranges(
+    target: MinidumpTarget, pages: Set[int], previous: Optional[Sequence[Tuple[int, int]]] = None
+) -> Tuple[Tuple[int, int], ...]:
+    """The (file offset, length) ranges of the dump a bundle keeps when the analysis read the
+    memory pages `pages`: all but the bytes of memory nothing read. Runs of fewer than a page
+    of zeroable bytes are kept (real bytes cost little), and longer ones while the list
+    would exceed what a manifest may hold. `previous`: what the bundle being bundled again
+    kept (its zeros stay left out)."""
+    pieces = target.memory_pieces()
+    used = _used_addresses(pages, pieces)
+    starts = [lo for lo, _ in used]
+    drop: List[Span] = []
+    keep: List[Span] = []
+    for start, size, off in pieces:
+        end = start + size
+        cur = start
+        i = max(0, bisect.bisect_right(starts, start) - 1)
+        while i < len(used) and used[i][0] < end:
+            lo, hi = max(start, used[i][0]), min(end, used[i][1])
+            if hi > lo:
+                if lo > cur:
+                    drop.append((off + cur - start, off + lo - start))
+                keep.append((off + lo - start, off + hi - start))
+                cur = hi
+            i += 1
+        if cur < end:
+            drop.append((off + cur - start, off + end - start))
+    # A file byte that some range needs, or that is not memory, stays.
+    zero = _subtract(_merge(drop), _merge(keep + _protected(target)))
+    size = target.file_size
+    if previous is not None:
+        zero = _merge(zero + _subtract([(0, size)], _merge((o, o + n) for o, n in previous)))
+    least = MEMORY_PAGE
+    while True:
+        runs = [z for z in zero if z[1] - z[0] >= least]
+        if len(runs) < MAX_RANGES:
+            break
+        least *= 2
+    kept = _subtract([(0, size)], runs)
+    return tuple((lo, hi - lo) for lo, hi in kept)
+
+
+def zeroed(chunks: Iterable[bytes], kept: Optional[Sequence[Tuple[int, int]]]) -> Iterator[bytes]:
+    """The dump's bytes (`chunks`, in order) with everything outside `kept` zeroed."""
+    if kept is None:
+        yield from chunks
+        return
+    at = 0
+    i = 0
+    for chunk in chunks:
+        out = bytearray(len(chunk))
+        end = at + len(chunk)
+        while i < len(kept) and kept[i][0] < end:
+            lo, hi = max(at, kept[i][0]), min(end, kept[i][0] + kept[i][1])
+            if hi > lo:
+                out[lo - at : hi - at] = chunk[lo - at : hi - at]
+            if kept[i][0] + kept[i][1] > end:
+                break  # this range goes on in the next chunk
+            i += 1
+        yield bytes(out)
+        at = end
+
+
+def _facts(t: MinidumpTarget) -> tuple:
+    return (
+        t.dump.streams,
+        t.system,
+        t.process,
+        t.threads,
+        t.modules,
+        t.unloaded_modules,
+        t.exception,
+        t.memory_regions,
+        t.function_tables,
+        t.build_string,
+        t.memory_range_count,
+    )
+
+
+def check_same_dump(original: MinidumpTarget, data: bytes, kept: Sequence[Tuple[int, int]]) -> None:
+    """Raise BundleError unless the kept copy `data` reads as the original does, but for
+    the memory left out (a dump whose records lie inside its memory ranges would not)."""
+    copy = open_dump_bytes(data, original.path, kept)
+    try:
+        said = copy.soft_errors.items  # the original's go on with what its analysis added
+        if _facts(copy) != _facts(original) or original.soft_errors.items[: len(said)] != said:
+            raise BundleError(
+                "the dump's records share bytes with its memory ranges: --only-used-memory cannot leave any out"
+            )
+    finally:
+        copy.close()
