@@ -221,39 +221,42 @@ class _Memory:
         self.unchecked = 0
         self.pages: Optional[Set[int]] = None  # the pages read, when recording
         self._budget = budget
-        starts, ends, offs = self.starts, self.ends, self.offsets
+        add_start, add_end, add_off = self.starts.append, self.ends.append, self.offsets.append
         budget_left = budget
-        last_end = -1
+        chunk = _COMPARE_CHUNK
+        # The last range kept, in locals: Wine lists ~400,000 ranges inside the range before
+        # them, and each is decided from these alone (no list indexing, no min() call).
+        last_start = last_end = -1
+        last_off = 0
         for start, size, off in ranges:
             end = start + size
             if start >= last_end:  # the common case: disjoint, in order
-                starts.append(start)
-                ends.append(end)
-                offs.append(off)
-                last_end = end
+                add_start(start)
+                add_end(end)
+                add_off(off)
+                last_start, last_end, last_off = start, end, off
                 continue
             # Every earlier range starts at or below `start`, so what is kept already
             # covers [start, last_end) without a gap: compare that part, keep the tail.
-            hi = min(end, last_end)
+            hi = end if end < last_end else last_end
             n = hi - start
-            if start >= starts[-1] and n <= min(_COMPARE_CHUNK, budget_left):
+            if start >= last_start and n <= chunk and n <= budget_left:
                 # Inline, the common case (Wine: hundreds of thousands of small ranges
                 # inside the last one kept): one slice comparison, no bisect, no call.
-                kept = offs[-1] + (start - starts[-1])
+                kept = last_off + (start - last_start)
                 budget_left -= n + _PIECE_COST
-                if kept != off:
-                    a, b = data[kept : kept + n], data[off : off + n]
-                    if a != b:
-                        self._conflict(start + _first_mismatch(a, b))
+                if kept != off and data[kept : kept + n] != data[off : off + n]:
+                    self._conflict(start + _first_mismatch(data[kept : kept + n], data[off : off + n]))
             else:
                 self._budget = budget_left
                 self._compare(start, hi, off)
                 budget_left = self._budget
             if end > last_end:
-                starts.append(last_end)
-                ends.append(end)
-                offs.append(off + (last_end - start))
-                last_end = end
+                last_off = off + (last_end - start)
+                add_start(last_end)
+                add_end(end)
+                add_off(last_off)
+                last_start, last_end = last_end, end
         self._budget = budget_left
 
     def _compare(self, lo: int, hi: int, off: int) -> None:
