@@ -222,7 +222,7 @@ def bundle(
             with open(dump, "rb") as f:
                 original = f.read()
         data, redacted = redact_dump(original, target)
-        redacted_target = open_dump_bytes(data, dump, getattr(target, "kept", None))
+        redacted_target = open_dump_bytes(data, dump, target.kept)
         # a bundle's pages and manifest go along
         redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
         target = redacted_target
