@@ -25,8 +25,10 @@ here is a pass over lists already bounded by the walks' frame limits.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple
+from dataclasses import replace
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from dumpkit.unwind.bulk import Frames, Part, Run
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 
 MIN_WITNESSES = 2
@@ -62,9 +64,8 @@ def witness(walks: Iterable[Tuple[int, int, StackWalk]]) -> Witnessed:
     return Witnessed(spans, outermost, inner)
 
 
-def first_scanned(frames: Sequence[Frame]) -> Optional[int]:
-    """Index of the first frame found by scanning, or None."""
-    return next((k for k, f in enumerate(frames) if f.trust in SCANNED), None)
+def _parts(frames: Sequence[Frame]) -> Sequence[Part]:
+    return frames.parts if isinstance(frames, Frames) else (list(frames),)
 
 
 def _established_span(seen: Witnessed, ip: int, tid: int) -> Optional[FrameSpan]:
@@ -83,24 +84,51 @@ def _is_thread_start(seen: Witnessed, key: TopFrame, tid: int) -> bool:
     return len(seen.outermost.get(key, set()) - {tid}) >= MIN_WITNESSES and not (seen.inner.get(key, set()) - {tid})
 
 
+Unit = Union[Frame, Run]  # an explicit frame, or a verified run kept whole
+
+
+def _scanned(u: Unit) -> bool:
+    return not isinstance(u, Run) and u.trust in SCANNED
+
+
+def _outer(u: Unit) -> Frame:
+    """The unit's outermost frame: what the frames after it are checked against."""
+    return u.frame(len(u) - 1) if isinstance(u, Run) else u
+
+
+def _inner(u: Unit) -> Frame:
+    return u.frame(0) if isinstance(u, Run) else u
+
+
 def checked(walk: StackWalk, tid: int, top: int, seen: Witnessed) -> StackWalk:
     """`walk` (thread `tid`, stack top `top`) without the scanned frames other threads'
-    walks prove wrong (see the module's docstring); the walk itself when none are."""
-    frames = walk.frames
-    first = first_scanned(frames)
+    walks prove wrong (see the module's docstring); the walk itself when none are.
+
+    A bulk walk's verified runs are never expanded: their frames were found by unwind data
+    and are never dropped, and inside a run no scanned frame follows a frame, so a run is
+    one unit whose outermost frame is checked like any other frame."""
+    units: List[Unit] = []
+    for part in _parts(walk.frames):
+        if isinstance(part, Run):
+            units.append(part)
+        else:
+            units.extend(part)
+    first = next((k for k, u in enumerate(units) if _scanned(u)), None)
     if first is None:
         return walk
-    tail = len(frames)  # frames[tail:] are all scanned
-    while tail > first and frames[tail - 1].trust in SCANNED:
+    tail = len(units)  # units[tail:] are all scanned frames
+    while tail > first and _scanned(units[tail - 1]):
         tail -= 1
-    # only scanned frames are dropped, so checking starts at the frame before the first
+    # only scanned frames are dropped, so checking starts at the unit before the first
+    # (never at frame 0, whose ip is not a return address; a run is never unit 0)
     i = max(1, first - 1)
-    keep: List[Frame] = list(frames[:i])
+    keep: List[Unit] = units[:i]
     stop = walk.stop
-    while i < len(frames):
-        f = frames[i]
-        keep.append(f)
-        if tail - 1 <= i < len(frames) - 1 and _is_thread_start(seen, (f.ip, top - f.sp), tid):
+    while i < len(units):
+        u = units[i]
+        keep.append(u)
+        f = _outer(u)
+        if tail - 1 <= i < len(units) - 1 and _is_thread_start(seen, (f.ip, top - f.sp), tid):
             stop = StopReason.THREAD_START
             break
         span = _established_span(seen, f.ip, tid)
@@ -108,18 +136,43 @@ def checked(walk: StackWalk, tid: int, top: int, seen: Witnessed) -> StackWalk:
             size, caller = span
             j = i + 1
             # skip the scanned frames inside f's frame, up to the caller the others show
-            while j < len(frames) and frames[j].trust in SCANNED and frames[j].sp < f.sp + size:
+            while j < len(units) and _scanned(units[j]) and _inner(units[j]).sp < f.sp + size:
                 j += 1
-            if j > i + 1 and j < len(frames) and frames[j].sp == f.sp + size and frames[j].ip == caller:
-                i = j
-                continue
+            if j > i + 1 and j < len(units):
+                nxt = _inner(units[j])
+                if nxt.sp == f.sp + size and nxt.ip == caller:
+                    i = j
+                    continue
         i += 1
-    if len(keep) == len(frames):
+    if len(keep) == len(units):
         return walk
-    for n, f in enumerate(keep[:-1]):
-        f.index = n
-        f.size = keep[n + 1].sp - f.sp
-    keep[-1].index = len(keep) - 1
-    if stop is StopReason.THREAD_START:
-        keep[-1].size = None
-    return StackWalk(walk.thread_id, keep, stop, walk.problems, walk.frame_limit)
+    return StackWalk(walk.thread_id, _renumbered(keep, stop), stop, walk.problems, walk.frame_limit)
+
+
+def _renumbered(keep: List[Unit], stop: StopReason) -> Sequence[Frame]:
+    """The kept units as a walk's frames: indexes renumbered, each explicit frame's size
+    the distance to the next kept frame (a run's sizes are its members' and stay true: a
+    run's frames are never followed by a dropped frame inside the run)."""
+    parts: List[Part] = []
+    explicit: List[Frame] = []
+    n = 0
+    for k, u in enumerate(keep):
+        if isinstance(u, Run):
+            if explicit:
+                parts.append(explicit)
+                explicit = []
+            parts.append(replace(u, first=n) if u.first != n else u)
+            n += len(u)
+            continue
+        u.index = n
+        u.size = _inner(keep[k + 1]).sp - u.sp if k + 1 < len(keep) else u.size
+        explicit.append(u)
+        n += 1
+    if explicit:
+        parts.append(explicit)
+    last = keep[-1]
+    if stop is StopReason.THREAD_START and not isinstance(last, Run):
+        last.size = None
+    if len(parts) == 1 and not isinstance(parts[0], Run):
+        return parts[0]
+    return Frames(parts)

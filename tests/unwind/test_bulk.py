@@ -147,3 +147,30 @@ def test_the_frame_limit_cuts_a_bulk_walk_where_it_cuts_the_stepped_one(limit):
     _same(bulk, stepped)
     assert bulk.frame_limit == stepped.frame_limit
     assert len(bulk.frames) == min(limit, 10836)
+
+
+@pytest.mark.slow
+def test_a_deep_recursion_ending_in_scanned_frames_keeps_its_runs(tmp_path_factory, monkeypatch):
+    """Read without images (the dump's own memory holds the program's unwind data, not
+    Wine's DLLs'), the million-frame recursion ends in frames found by scanning, which the other threads' walks are asked about (unwind/evidence.py). That
+    check must give the stepped walk's frames without expanding the runs into a million
+    Frame objects (it made two million, and the analysis took 4.3 s instead of 0.35 s)."""
+    path = SAMPLES / "deep_recursion_1m.dmp.xz"
+    if not path.exists():
+        pytest.skip("deep_recursion_1m.dmp.xz not present")
+    target = _open(path, tmp_path_factory)
+    crash = crashing_thread(target)
+    made = []
+    frame = Run.frame
+    monkeypatch.setattr(Run, "frame", lambda run, i: made.append(i) or frame(run, i))
+    walks = []
+    for use_bulk in (True, False):
+        walker = make_walker(target, Options(image_paths=()))
+        walker.use_bulk = use_bulk
+        walks.append(walker.walk(crash, target.exception.context))
+        if use_bulk:
+            assert len(made) < 10_000, f"the bulk walk and its check made {len(made):,} frames of its runs"
+    bulk, stepped = walks
+    assert stepped.frames[-1].trust.value == "scan", "the walk no longer ends in scanned frames"
+    assert _runs(bulk)
+    _same(bulk, stepped)

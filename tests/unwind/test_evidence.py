@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
+from dumpkit.unwind.bulk import Frames, Member, Run
 from dumpkit.unwind.evidence import checked, witness
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 
@@ -80,3 +81,64 @@ def test_the_caller_must_be_where_the_others_show_it():
     mine = walk(1, [(0x77, 0x400, C), (THUNK, 0xD0, S), (STALE, 0xC0, S), (0x6000, 0x90, S)])
     tid, top, w = mine
     assert checked(w, tid, top, witness([other(2), other(3)])) is w
+
+
+def _recursing(tid: int, bulk: bool, reps: int = 100) -> Tuple[int, int, StackWalk]:
+    """Thread `tid` deep in a recursion of APP (0x20-byte frames) that the walk verified in
+    bulk (`bulk`: a Run, else the same frames one by one), then the scanned frames of the
+    layout above: a stale word in the thunk's frame and a handler above the start routine."""
+    top = TOP + tid * 0x100000
+    run_sp = top - 0xD0 - reps * 0x20
+    run = Run(1, run_sp, (Member(APP, None, None, None, None, 0x20, 0),), 0x20, reps)
+    head = [Frame(0, 0x77, run_sp - 0x40, None, None, None, None, 0x40, C)]
+    tail = [
+        Frame(1 + reps + n, ip, top - depth, None, None, None, None, None, S)
+        for n, (ip, depth) in enumerate([(THUNK, 0xD0), (STALE, 0xC0), (START, 0xA0), (HANDLER, 0x50)])
+    ]
+    for a, b in zip(tail, tail[1:]):
+        a.size = b.sp - a.sp
+    frames: Sequence[Frame] = Frames([head, run, tail])
+    if not bulk:
+        frames = list(frames)
+    return tid, top, StackWalk(tid, frames, StopReason.NO_CALLER, [])
+
+
+def test_a_recursion_verified_in_bulk_is_checked_without_expanding_it():
+    # what a deep recursion read without the system DLLs' unwind data looks like: a run of
+    # a million frames, then frames found by scanning at the bottom of the stack
+    seen = witness([other(2), other(3), other(4)])
+    tid, top, bulk = _recursing(1, True)
+    _, _, listed = _recursing(1, False)
+    got, want = checked(bulk, tid, top, seen), checked(listed, tid, top, seen)
+    assert ips(want) == [0x77] + [APP] * 100 + [THUNK, START]
+    assert want.stop is StopReason.THREAD_START and got.stop is want.stop
+    assert len(got.frames) == len(want.frames)
+    assert all(a == b for a, b in zip(got.frames, want.frames))
+    # the run is still one part, not 100 frames
+    assert isinstance(got.frames, Frames) and any(isinstance(p, Run) for p in got.frames.parts)
+
+
+def test_a_stale_frame_dropped_before_a_bulk_run_renumbers_the_run():
+    # others show APP2's frame as 0x30 bytes with APP at its end; this thread scanned a
+    # stale word inside it, then recursed in APP (a run of 10 frames)
+    others = [walk(t, [(0x77, 0x400, C), (0x6000, 0x300, S), (APP, 0x2D0, S), (APP, 0x2B0, S)]) for t in (2, 3)]
+    seen = witness(others)
+
+    def mine(bulk: bool) -> StackWalk:
+        top = TOP + 0x100000
+        head = [
+            Frame(0, 0x77, top - 0x380, None, None, None, None, 0x80, C),
+            Frame(1, 0x6000, top - 0x300, None, None, None, None, 0x10, U),
+            Frame(2, STALE, top - 0x2F0, None, None, None, None, 0x20, S),
+        ]
+        run = Run(3, top - 0x2D0, (Member(APP, None, None, None, None, 0x20, 0),), 0x20, 10)
+        frames: Sequence[Frame] = Frames([head, run])
+        return StackWalk(1, frames if bulk else list(frames), StopReason.NO_CALLER, [])
+
+    top = TOP + 0x100000
+    got, want = checked(mine(True), 1, top, seen), checked(mine(False), 1, top, seen)
+    assert ips(want) == [0x77, 0x6000] + [APP] * 10
+    assert [f.index for f in got.frames] == list(range(12))
+    assert got.frames[1].size == 0x30
+    assert all(a == b for a, b in zip(got.frames, want.frames)) and len(got.frames) == len(want.frames)
+    assert isinstance(got.frames, Frames) and any(isinstance(p, Run) for p in got.frames.parts)
