@@ -110,6 +110,11 @@ class Amd64Step:
                 offset += 8
         return FixedFrame(place, offset, tuple(saved), place.module.name, place.function_start)
 
+    def scans_for_caller(self, place: Place, exact: bool) -> bool:
+        """A return address in code without unwind data (no .pdata entry, no FunctionTable
+        entry): `caller` goes straight to the scan, as its last branch below shows."""
+        return not exact and place.function is None and place.dynamic is None
+
     # -- the general path ------------------------------------------------------------------
     def caller(
         self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int

@@ -24,7 +24,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
 
-from dumpkit.unwind.frames import Frame, Trust
+from dumpkit.unwind.frames import SCANNED, Frame, Trust
 
 # Periods tried when looking for a cycle, and how many frames of fast steps in a row make
 # it worth a look (below that the step-by-step walk is as quick).
@@ -51,12 +51,14 @@ class Member:
     size: int
     offset: int
     source: Optional[str] = None  # "FILE:LINE" from the module's PDB, as the frame had it
+    trust: Trust = Trust.UNWIND_INFO  # how every repetition of it was found
 
 
 @dataclass(frozen=True)
 class Run:
     """`repetitions` verified repetitions of `members` starting at frame `first` with SP
-    `sp`; repetition k is `span` bytes above repetition 0. All frames are UNWIND_INFO."""
+    `sp`; repetition k is `span` bytes above repetition 0. Each member's frames were found
+    the same way (its `trust`): by unwind data, or all by scanning (`follow_scanned`)."""
 
     first: int
     sp: int
@@ -72,9 +74,12 @@ class Run:
         k, j = divmod(i, len(self.members))
         m = self.members[j]
         sp = self.sp + k * self.span + m.offset
-        return Frame(
-            self.first + i, m.ip, sp, m.module, m.rva, m.function_start, m.symbol, m.size, Trust.UNWIND_INFO, m.source
-        )
+        return Frame(self.first + i, m.ip, sp, m.module, m.rva, m.function_start, m.symbol, m.size, m.trust, m.source)
+
+    @property
+    def scanned(self) -> bool:
+        """Its frames were found by scanning (no unwind data), not by unwind data."""
+        return self.members[0].trust in SCANNED
 
 
 Part = Union[List[Frame], Run]
@@ -156,10 +161,12 @@ class Frames(Sequence[Frame]):
         return f"Frames({self._len} frames in {len(self.parts)} parts)"
 
 
-def cycle_at(frames: List[Frame], next_ip: int) -> Optional[Tuple[Frame, ...]]:
-    """The smallest cycle (period <= MAX_PERIOD) that the last frames repeat twice, all
-    found by unwind data, whose first member has `next_ip` (the frame the walk is about
-    to take): its members, in stack order, or None."""
+def cycle_at(
+    frames: List[Frame], next_ip: int, found_by: Tuple[Trust, ...] = (Trust.UNWIND_INFO,)
+) -> Optional[Tuple[Frame, ...]]:
+    """The smallest cycle (period <= MAX_PERIOD) that the last frames repeat twice, each
+    member found the same way both times, one of `found_by`, whose first member has
+    `next_ip` (the frame the walk is about to take): its members, in stack order, or None."""
     n = len(frames)
     for p in range(1, min(MAX_PERIOD, n // 2) + 1):
         if frames[n - p].ip != next_ip:
@@ -167,8 +174,8 @@ def cycle_at(frames: List[Frame], next_ip: int) -> Optional[Tuple[Frame, ...]]:
         if all(
             frames[i].ip == frames[i - p].ip
             and frames[i].size == frames[i - p].size
-            and frames[i].trust is Trust.UNWIND_INFO
-            and frames[i - p].trust is Trust.UNWIND_INFO
+            and frames[i].trust is frames[i - p].trust
+            and frames[i].trust in found_by
             for i in range(n - p, n)
         ):
             return tuple(frames[n - p :])
@@ -261,6 +268,77 @@ def follow(
         return None
     last = sp + (reps - 1) * span
     return Run(first, sp, tuple(members), span, reps), tuple((last + o, s) for o, s in saved)
+
+
+def follow_scanned(
+    frames: List[Frame],
+    ip: int,
+    sp: int,
+    words: memoryview,
+    word_lo: int,
+    top: int,
+    frames_left: int,
+    first: int,
+    maybe_return: Callable[[int], bool],
+    no_code_in: Callable[[int, int], bool],
+) -> Optional[Run]:
+    """`follow` for a recursion through code without unwind data, whose every caller was
+    found by scanning up from the frame's SP to the first word that can be a return
+    address (the walker's `scan`; registers only lose their volatile values, the same at
+    every repetition). A repetition is then what the last one was when each member's
+    return slot holds the next member's address (as in `follow`) and no word between a
+    member's SP and its slot can be a return address: words equal in every repetition
+    are asked once, words that differ (stack pointers, counters) are asked by their
+    range (`no_code_in(lo, hi)`: no module or JIT code between) and, failing that, one by
+    one (`maybe_return`). `top`: the end of the stack bytes the scan may read."""
+    cycle = cycle_at(frames, ip, SCANNED)
+    if cycle is None:
+        return None
+    members: List[Member] = []
+    slots: List[Tuple[int, int]] = []
+    gaps: List[int] = []  # offsets, from a repetition's SP, of words the scans pass over
+    offset = 0
+    for j, f in enumerate(cycle):
+        if f.size is None or f.size < 8 or f.size % 8:
+            return None
+        members.append(Member(f.ip, f.module, f.rva, f.function_start, f.symbol, f.size, offset, f.source, f.trust))
+        slots.append((offset + f.size - 8, cycle[(j + 1) % len(cycle)].ip))
+        gaps.extend(range(offset, offset + f.size - 8, 8))
+        offset += f.size
+    span = offset
+    if (sp - word_lo) % 8 or sp < word_lo:
+        return None
+    most = min((top - sp) // span, frames_left // len(members))
+    if most < 1:
+        return None
+    reps = verified_repetitions(words, word_lo, sp, slots, span, most)
+    stride = span // 8
+    for gap in gaps:
+        if reps < 1:
+            return None
+        start = (sp + gap - word_lo) // 8
+        reps = _passed_over(words[start : start + (reps - 1) * stride + 1 : stride], maybe_return, no_code_in)
+    if reps < 1:
+        return None
+    return Run(first, sp, tuple(members), span, reps)
+
+
+def _passed_over(got: memoryview, maybe_return: Callable[[int], bool], no_code_in: Callable[[int, int], bool]) -> int:
+    """How many of `got` (one stack word per repetition), from the first, a scan passes
+    over: words that cannot be a return address."""
+    first = got[0]
+    if got == array("Q", [first]) * len(got):
+        return 0 if maybe_return(first) else len(got)
+    if no_code_in(min(got), max(got)):
+        return len(got)
+    known: Dict[int, bool] = {}
+    for k, value in enumerate(got):
+        bad = known.get(value)
+        if bad is None:
+            bad = known[value] = maybe_return(value)
+        if bad:
+            return k
+    return len(got)
 
 
 def tally(frames: Sequence[Frame], fn: Callable[[Frame], K]) -> Dict[K, int]:

@@ -29,10 +29,9 @@ from dataclasses import replace
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
 from dumpkit.unwind.bulk import Frames, Part, Run
-from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
+from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason
 
 MIN_WITNESSES = 2
-SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
 # Walks ending like this got to the top of what could be walked (not cut by a limit).
 _ENDED = (StopReason.END_OF_STACK, StopReason.RETURN_ADDRESS_ZERO, StopReason.NO_CALLER, StopReason.THREAD_START)
 
@@ -88,7 +87,7 @@ Unit = Union[Frame, Run]  # an explicit frame, or a verified run kept whole
 
 
 def _scanned(u: Unit) -> bool:
-    return not isinstance(u, Run) and u.trust in SCANNED
+    return u.scanned if isinstance(u, Run) else u.trust in SCANNED
 
 
 def _outer(u: Unit) -> Frame:
@@ -100,19 +99,60 @@ def _inner(u: Unit) -> Frame:
     return u.frame(0) if isinstance(u, Run) else u
 
 
+def _units(frames: Sequence[Frame], seen: Witnessed, tid: int) -> List[Unit]:
+    """The walk's explicit frames and runs in stack order, a scanned run that the check
+    could touch given as its frames."""
+    parts = _parts(frames)
+    if not any(isinstance(p, Run) and p.scanned for p in parts):
+        units: List[Unit] = []
+        for part in parts:
+            if isinstance(part, Run):
+                units.append(part)
+            else:
+                units.extend(part)
+        return units
+    units = []
+    reach = 0  # the furthest SP that a frame so far spans to, by its established span
+    for part in parts:
+        if isinstance(part, Run):
+            if part.scanned and not _untouched(part, reach, seen, tid):
+                units.extend(part.frame(k) for k in range(len(part)))
+            else:
+                units.append(part)
+            last = [part.frame(len(part) - 1)]
+        else:
+            units.extend(part)
+            last = part
+        for f in last:
+            span = _established_span(seen, f.ip, tid)
+            if span is not None and f.sp + span[0] > reach:
+                reach = f.sp + span[0]
+    return units
+
+
+def _untouched(run: Run, reach: int, seen: Witnessed, tid: int) -> bool:
+    """Would checking a scanned run's frames one by one change nothing? Yes when no
+    member's frame size is established by other threads (nothing inside the run is
+    skipped), no thread ends at a member (no frame of it is a thread's start), and no frame
+    before it is shown to span past its first frame (no skip reaches into it)."""
+    ips = {m.ip for m in run.members}
+    if any(_established_span(seen, ip, tid) is not None for ip in ips):
+        return False
+    if any(ip in ips for ip, _ in seen.outermost):
+        return False
+    return reach <= run.sp
+
+
 def checked(walk: StackWalk, tid: int, top: int, seen: Witnessed) -> StackWalk:
     """`walk` (thread `tid`, stack top `top`) without the scanned frames other threads'
     walks prove wrong (see the module's docstring); the walk itself when none are.
 
-    A bulk walk's verified runs are never expanded: their frames were found by unwind data
-    and are never dropped, and inside a run no scanned frame follows a frame, so a run is
-    one unit whose outermost frame is checked like any other frame."""
-    units: List[Unit] = []
-    for part in _parts(walk.frames):
-        if isinstance(part, Run):
-            units.append(part)
-        else:
-            units.extend(part)
+    A bulk walk's runs stay whole: a run found by unwind data is never dropped and no
+    scanned frame follows a frame inside it, so it is one unit whose outermost frame is
+    checked like any other frame. A run found by scanning is one unit too when nothing the
+    other threads show can touch it (`_untouched`), else its frames are checked one by one.
+    """
+    units = _units(walk.frames, seen, tid)
     first = next((k for k, u in enumerate(units) if _scanned(u)), None)
     if first is None:
         return walk

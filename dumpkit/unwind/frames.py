@@ -38,6 +38,10 @@ class Trust(str, _Described, Enum):
         return format(self.value, spec)
 
 
+# Found by scanning the stack for a word that can be a return address.
+SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
+
+
 # The trust levels' names, weakest first.
 TRUST_LEVELS = tuple(t.value for t in Trust)
 

@@ -35,8 +35,8 @@ from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
-from dumpkit.unwind.evidence import SCANNED, Witnessed, checked, witness
-from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
+from dumpkit.unwind.evidence import Witnessed, checked, witness
+from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
 DEFAULT_MAX_FRAMES = 2_000_000
@@ -118,6 +118,12 @@ class Step(Protocol):
         (`caller`) is needed."""
         ...
 
+    def scans_for_caller(self, place: Place, exact: bool) -> bool:
+        """Whether `caller` finds the caller of a frame at this place by `Walker.scan` from
+        its SP alone, clearing the volatile registers and nothing else: then a recursion
+        through it repeats the same steps and can be verified in bulk."""
+        ...
+
 
 StepFactory = Callable[["Walker"], Step]
 _FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]  # a FixedFrame's fields
@@ -152,6 +158,7 @@ class Walker:
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         self._returns: Dict[int, Optional[Trust]] = {}
+        self._code_ranges: Optional[List[Tuple[int, int]]] = None  # modules' and JIT code's [start, end)
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self.dynamic]
         # unwind-info addresses of JIT code (FunctionTable entries) the dump holds no memory for
@@ -263,6 +270,22 @@ class Walker:
             return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
         return Trust.SCAN if image is None else None
 
+    def _maybe_return(self, value: int) -> bool:
+        """Would `scan` stop at a stack word holding `value`?"""
+        return value > MIN_CODE_ADDRESS and self.plausible_return(value) is not None
+
+    def _no_code_in(self, lo: int, hi: int) -> bool:
+        """No stack word with a value in [lo, hi] can be a return address: the range holds
+        no module and no registered JIT code above MIN_CODE_ADDRESS."""
+        lo = max(lo, MIN_CODE_ADDRESS + 1)
+        if hi < lo:
+            return True
+        if self._code_ranges is None:
+            ranges = [(m.base, m.base + m.size) for m in self.target.modules]
+            ranges += [(d[0], d[1]) for d in self.dynamic]
+            self._code_ranges = ranges
+        return not any(start <= hi and lo < end for start, end in self._code_ranges)
+
     def scan(self, sp: int, read_word: ReadWord, stack_hi: int, word_size: int) -> Optional[Tuple[int, int, Trust]]:
         """(address, value, trust) of the first word at or above sp that can be a return
         address (a CALL ends there when the code is available; else it points into module
@@ -359,6 +382,7 @@ class Walker:
         parts: List[bulk.Part] = []
         done = 0
         streak = 0  # fast frames in a row at the end of `frames`
+        scan_streak = 0  # frames in a row whose caller was found by scanning alone
         fixed_frames = self._fixed
         code = self._code
         places = self._places
@@ -469,7 +493,30 @@ class Walker:
                 stop = StopReason.END_OF_STACK
                 break
             frame.size = csp - sp
+            scan_streak = scan_streak + 1 if ctrust in SCANNED and step.scans_for_caller(place, exact) else 0
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
+            if words is not None and scan_streak >= bulk.MIN_RUN:
+                # a recursion through code without unwind data, each caller found by
+                # scanning: verified in bulk as fixed frames are (unwind/bulk.py)
+                scan_streak = 0
+                scanned_run = bulk.follow_scanned(
+                    frames,
+                    ip,
+                    sp,
+                    words,
+                    s_lo,
+                    min(s_hi, stack_hi),
+                    limit - n - 1,
+                    n + 1,
+                    self._maybe_return,
+                    self._no_code_in,
+                )
+                if scanned_run is not None:
+                    parts += [frames, scanned_run]
+                    frames = []
+                    append = frames.append
+                    done = scanned_run.first + len(scanned_run)
+                    sp = scanned_run.sp + scanned_run.repetitions * scanned_run.span
         walked: Sequence[Frame] = bulk.Frames(parts + [frames]) if parts else frames
         return StackWalk(thread.tid, walked, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
 

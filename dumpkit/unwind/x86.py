@@ -46,6 +46,10 @@ class X86Step:
         """Without unwind data no x86 frame has a fixed layout."""
         return None
 
+    def scans_for_caller(self, place: Place, exact: bool) -> bool:
+        """Never alone: the EBP chain comes first, and the scan sets EBP from what it finds."""
+        return False
+
     def caller(
         self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
     ) -> Optional[Caller]:

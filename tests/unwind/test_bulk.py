@@ -32,8 +32,11 @@ def _open(path: Path, tmp_path_factory):
     return open_dump(str(path))
 
 
-def _walks(target, use_bulk):
-    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN), str(SAMPLE_BIN / "wine"))))
+WITH_IMAGES = (str(SAMPLE_BIN), str(SAMPLE_BIN / "wine"))
+
+
+def _walks(target, use_bulk, images=WITH_IMAGES):
+    walker = make_walker(target, Options(image_paths=images))
     walker.use_bulk = use_bulk
     crash = crashing_thread(target)
     out = []
@@ -51,11 +54,34 @@ def _same(bulk, stepped):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("images", [WITH_IMAGES, ()], ids=["images", "no-images"])
 @pytest.mark.parametrize("path", _dumps(), ids=lambda p: p.name)
-def test_bulk_walk_equals_step_by_step(path, tmp_path_factory):
+def test_bulk_walk_equals_step_by_step(path, images, tmp_path_factory):
+    # Without images, the Python samples' recursions through python38.dll have no unwind
+    # data: their callers are found by scanning, and those runs are verified in bulk too.
     target = _open(path, tmp_path_factory)
-    for bulk, stepped in zip(_walks(target, True), _walks(target, False)):
+    for bulk, stepped in zip(_walks(target, True, images), _walks(target, False, images)):
         _same(bulk, stepped)
+
+
+@pytest.mark.parametrize("name", ["repr_recursion.dmp.xz", "thread_stack_size.dmp.xz"])
+def test_recursions_through_code_without_unwind_data_are_verified_in_bulk(name, tmp_path_factory):
+    """Read without python38.dll, CPython's recursion is found by scanning, frame after
+    frame: those stretches become runs (each word the scans passed over checked not to be
+    a return address) with the stepped walk's frames, trust levels and all."""
+    path = PY_SAMPLES / name
+    if not path.exists():
+        pytest.skip(f"{name} not present")
+    target = _open(path, tmp_path_factory)
+    crash = crashing_thread(target)
+    bulk = next(w for w in _walks(target, True, ()) if w.thread_id == crash.tid)
+    stepped = next(w for w in _walks(target, False, ()) if w.thread_id == crash.tid)
+    scanned = [r for r in _runs(bulk) if r.scanned]
+    assert scanned, "no recursion was verified in bulk"
+    assert sum(len(r) for r in scanned) > len(bulk.frames) // 2
+    _same(bulk, stepped)
+    assert find_cycles(bulk.frames) == find_cycles(list(stepped.frames))
+    assert bulk.trust_counts == stepped.trust_counts
 
 
 def _sample_crash(name):
@@ -174,3 +200,24 @@ def test_a_deep_recursion_ending_in_scanned_frames_keeps_its_runs(tmp_path_facto
     assert stepped.frames[-1].trust.value == "scan", "the walk no longer ends in scanned frames"
     assert _runs(bulk)
     _same(bulk, stepped)
+
+
+def test_a_return_address_left_between_scanned_frames_ends_the_run_there(tmp_path_factory):
+    """A code address in a word that the scans of a verified stretch passed over (a stale
+    return address in a local) makes the scan stop there: the bulk walk must see it too."""
+    path = PY_SAMPLES / "repr_recursion.dmp.xz"
+    if not path.exists():
+        pytest.skip("repr_recursion.dmp.xz not present")
+    real = _open(path, tmp_path_factory)
+    crash = crashing_thread(real)
+    before = next(w for w in _walks(real, True, ()) if w.thread_id == crash.tid)
+    run = max((r for r in _runs(before) if r.scanned), key=len)
+    member = max(run.members, key=lambda m: m.size)
+    assert member.size > 8, "no word between a member's SP and its return slot"
+    word = run.sp + (run.repetitions // 2) * run.span + member.offset
+    tampered = _Tampered(real, word, member.ip.to_bytes(8, "little"))
+    bulk = next(w for w in _walks(tampered, True, ()) if w.thread_id == crash.tid)
+    stepped = next(w for w in _walks(tampered, False, ()) if w.thread_id == crash.tid)
+    _same(bulk, stepped)
+    assert any(f.sp == word + 8 for f in stepped.frames), "the planted address was not taken as a return"
+    assert not any(f.sp == word + 8 for f in before.frames)

@@ -142,3 +142,36 @@ def test_a_stale_frame_dropped_before_a_bulk_run_renumbers_the_run():
     assert got.frames[1].size == 0x30
     assert all(a == b for a, b in zip(got.frames, want.frames)) and len(got.frames) == len(want.frames)
     assert isinstance(got.frames, Frames) and any(isinstance(p, Run) for p in got.frames.parts)
+
+
+def test_a_scanned_run_that_other_threads_contradict_is_checked_frame_by_frame():
+    # a recursion of APP found by scanning (0x10-byte frames), while the other threads show
+    # APP's frame as 0x130 bytes with THUNK above: the frames in between are stale words,
+    # as they would be had the walk listed them one by one
+    def mine(bulk: bool) -> StackWalk:
+        top = TOP + 0x100000
+        reps = 40
+        run_sp = top - 0xD0 - reps * 0x10
+        run = Run(1, run_sp, (Member(APP, None, None, None, None, 0x10, 0, None, S),), 0x10, reps)
+        head = [Frame(0, 0x77, run_sp - 0x40, None, None, None, None, 0x40, C)]
+        tail = [Frame(1 + reps, THUNK, top - 0xD0, None, None, None, None, 0x30, S)]
+        tail.append(Frame(2 + reps, START, top - 0xA0, None, None, None, None, None, S))
+        frames: Sequence[Frame] = Frames([head, run, tail])
+        return StackWalk(1, frames if bulk else list(frames), StopReason.NO_CALLER, [])
+
+    top = TOP + 0x100000
+    seen = witness([other(2), other(3), other(4)])
+    got, want = checked(mine(True), 1, top, seen), checked(mine(False), 1, top, seen)
+    assert len(ips(want)) < 43, "nothing was dropped"
+    assert ips(got) == ips(want) and [f.sp for f in got.frames] == [f.sp for f in want.frames]
+    assert [f.size for f in got.frames] == [f.size for f in want.frames]
+    assert [f.index for f in got.frames] == list(range(len(want.frames)))
+
+
+def test_a_scanned_run_no_thread_speaks_of_stays_whole():
+    seen = witness([other(2, ip=0x6000), other(3, ip=0x6000)])
+    top = TOP + 0x100000
+    run = Run(1, top - 0x400, (Member(APP, None, None, None, None, 0x10, 0, None, S),), 0x10, 40)
+    head = [Frame(0, 0x77, top - 0x440, None, None, None, None, 0x40, C)]
+    w = StackWalk(1, Frames([head, run]), StopReason.NO_CALLER, [])
+    assert checked(w, 1, top, seen) is w
