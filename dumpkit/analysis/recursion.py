@@ -125,6 +125,9 @@ def _mode(values: List[Optional[int]]) -> int:
     if values and values.count(first) == len(values):
         # one size throughout (a recursion's usual case): a C-level count, not a Counter
         return first if first is not None else 0
+    if first is not None and 2 * values.count(first) >= len(values):
+        # at least half: the most common, and on a tie the first seen, as Counter's is
+        return first
     counts = Counter(v for v in values if v is not None)
     if not counts:
         return 0

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import sample_facts
-from dumpkit.analysis.recursion import find_cycles, function_codes
+from dumpkit.analysis.recursion import _mode, find_cycles, function_codes
 from dumpkit.unwind.frames import Frame
 
 
@@ -315,3 +315,13 @@ def test_wide_codes_planted_cycle_after_many_functions():
     frames.append(_frame(len(frames), "main", 0x9000, 48))
     (c,) = find_cycles(frames)
     assert (c.functions, c.period, c.repetitions, c.first_frame) == (("k.dll!a", "k.dll!b", "k.dll!c"), 3, 40, 300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([None, 8, 16, 24, 48]), min_size=1, max_size=12))
+def test_bytes_per_repetition_takes_the_most_common_size_first_seen_on_a_tie(sizes):
+    # one member's frame sizes over the repetitions: the report's bytes per repetition
+    # uses the most common known size, the first seen among equals, 0 when none is known
+    known = [s for s in sizes if s is not None]
+    want = max(known, key=lambda s: (known.count(s), -known.index(s))) if known else 0
+    assert _mode(sizes) == want
