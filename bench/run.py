@@ -52,6 +52,13 @@ INPUTS = {
         [os.path.join(OUT, "deep1400k", "images"), WINE_IMAGES],
         "1,441,660-frame stack overflow (88 MiB)",
     ),
+    # the same dump read without any image, as on a machine without the crash's binaries:
+    # the recursion has no unwind data, and every caller is found by scanning
+    "deep1400k-noimg": (
+        os.path.join(OUT, "deep1400k", "deep1400k.dmp"),
+        [],
+        "deep1400k read without images (no --image-path)",
+    ),
     "threads200": (
         os.path.join(OUT, "threads200", "threads200.dmp"),
         [os.path.join(OUT, "threads200", "images"), WINE_IMAGES],
@@ -71,6 +78,7 @@ INPUTS = {
     "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"), "null_deref.dmp (209 KiB)"),
 }
 BUILT = {"deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata"}
+BUILT_AS = {"deep1400k-noimg": "deep1400k"}  # inputs that reuse another's dump
 
 
 def find_peers(install: bool) -> dict:
@@ -276,7 +284,7 @@ def main() -> None:
         ap.error(f"unknown input(s) {', '.join(bad)}; choose from {', '.join(INPUTS)}")
     os.makedirs(os.path.join(OUT, "results"), exist_ok=True)
     if not a.no_build:
-        build_inputs.build([n for n in names if n in BUILT], functions=a.functions)
+        build_inputs.build(sorted({BUILT_AS.get(n, n) for n in names} & BUILT), functions=a.functions)
     peers = {} if a.no_peers else find_peers(install=not a.no_install_peers)
     tools = ["dumpkit"] + list(peers)
 
