@@ -1,8 +1,9 @@
-"""Build the benchmark inputs into bench/out/ (reused when already there).
+r"""Build the benchmark inputs into bench/out/ (reused when already there).
 
     python bench/build_inputs.py [--force] [--functions N] [NAME...]
 
-NAME is one of: deep1m, deep1400k, threads200, sparse4g, full4g, bigpdata (default: all).
+NAME is one of: deep1m, deep1400k, threads200, sparse4g, full4g, pyfull4g, bigpdata
+(default: all).
 
   deep1m      out/deep_recursion_1m.dmp: sample_dumps/deep_recursion_1m.dmp.xz, decompressed.
   deep1400k   out/deep1400k/deep1400k.dmp: deep1m's recipe (sample_dumps/src/tfhost.c
@@ -20,6 +21,12 @@ NAME is one of: deep1m, deep1400k, threads200, sparse4g, full4g, bigpdata (defau
               (MiniDumpWithFullMemory: a real multi-GB dump, all of it written by dbghelp),
               then made sparse on disk with `fallocate --dig-holes` (the untouched pages
               are zeros; the file's bytes do not change).
+  pyfull4g    out/pyfull4g/pyfull4g.dmp: the genuine CPython 3.8 of ../shared/winpython (a
+              scratch copy in out/pyfull4g/images/Python38, linked into the prefix as
+              C:\Python38) runs bench/src/pyfull.py: 4 GiB of bytearrays in 1-256 MiB blocks
+              and 300,000 ordinary objects, then Python-level recursion overflows the main
+              thread's C stack; dumped as `dumper.exe OUT --full C:\Python38\python.exe
+              C:\scripts\pyfull.py 4096` and dug sparse like full4g.
   bigpdata    out/bigpdata/: bench/src/gen_bigpdata.py writes assembly for N (default
               1,000,000) functions with SEH unwind data, assembled in 100 parts in parallel
               (gas is quadratic in functions per file) and linked into bigpdata.dll;
@@ -50,7 +57,8 @@ CFLAGS = "-O2 -fno-inline -fno-optimize-sibling-calls -g0 -Wall".split()
 LDFLAGS = "-static -static-libgcc".split()
 WINEPREFIX = os.path.join(OUT, "wineprefix")
 
-NAMES = ("deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata")
+NAMES = ("deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "pyfull4g", "bigpdata")
+WINPY = os.path.join(os.path.dirname(ROOT), "shared", "winpython", "cpython-3.8-amd64")
 
 
 def log(msg: str) -> None:
@@ -96,6 +104,7 @@ def wine_dump(workdir: str, out_dmp: str, program: list, binaries=(), timeout: i
         ["timeout", str(timeout), WINE, "dumper.exe", winpath] + program,
         cwd=workdir,
         env=env,
+        stdin=subprocess.DEVNULL,  # python.exe dies in init_sys_streams on a terminal's handle
         capture_output=True,
         text=True,
     )
@@ -184,10 +193,38 @@ def build_full4g(force: bool, mib: int = 4096) -> str:
     before = os.path.getmtime(dmp) if os.path.exists(dmp) and not force else None
     program_dump("full4g", "fullmem.c", "fullmem.exe", [str(mib)], force, dumper_args=("--full",), timeout=900)
     if before is None or os.path.getmtime(dmp) != before:
-        # Zero pages the program never touched become holes: same bytes, little disk.
-        subprocess.run(["fallocate", "--dig-holes", dmp], capture_output=True, timeout=600)
-        st = os.stat(dmp)
-        log(f"full4g.dmp: {st.st_size:,} bytes, {st.st_blocks * 512:,} on disk")
+        dig_holes(dmp)
+    return dmp
+
+
+def dig_holes(dmp: str) -> None:
+    """Zero pages become holes: the file's bytes do not change, its disk use does."""
+    subprocess.run(["fallocate", "--dig-holes", dmp], capture_output=True, timeout=600)
+    st = os.stat(dmp)
+    log(f"{os.path.basename(dmp)}: {st.st_size:,} bytes, {st.st_blocks * 512:,} on disk")
+
+
+def build_pyfull4g(force: bool, mib: int = 4096) -> str:
+    d = os.path.join(OUT, "pyfull4g")
+    py = os.path.join(d, "images", "Python38")
+    script = os.path.join(HERE, "src", "pyfull.py")
+    dmp = os.path.join(d, "pyfull4g.dmp")
+    if not os.path.exists(os.path.join(WINPY, "python38.dll")):
+        raise RuntimeError(f"needs the genuine CPython 3.8 at {WINPY} (../shared/winpython)")
+    if force or not os.path.exists(os.path.join(py, "python38.dll")):
+        shutil.rmtree(py, ignore_errors=True)
+        shutil.copytree(WINPY, py)  # a scratch copy: python.exe may write next to itself
+    if force or not fresh(dmp, script):
+        wine_env()  # creates the prefix on first use
+        drive_c = os.path.join(WINEPREFIX, "drive_c")
+        link = os.path.join(drive_c, "Python38")
+        if os.path.islink(link):
+            os.remove(link)
+        os.symlink(py, link)  # the path a real user's dump records: C:\Python38\python38.dll
+        os.makedirs(os.path.join(drive_c, "scripts"), exist_ok=True)
+        shutil.copy2(script, os.path.join(drive_c, "scripts", "pyfull.py"))
+        wine_dump(d, dmp, ["--full", "C:\\Python38\\python.exe", "C:\\scripts\\pyfull.py", str(mib)], timeout=1200)
+        dig_holes(dmp)
     return dmp
 
 
@@ -242,7 +279,7 @@ def build_bigpdata(force: bool, functions: int) -> str:
 
 
 # Inputs made by running real programs: they need the cross toolchain and Wine.
-NEEDS_WINE = {"deep1400k", "threads200", "full4g", "bigpdata"}
+NEEDS_WINE = {"deep1400k", "threads200", "full4g", "pyfull4g", "bigpdata"}
 
 
 def missing_tools() -> list:
@@ -278,6 +315,8 @@ def build(names=NAMES, force=False, functions=1_000_000) -> dict:
                 out[n] = build_sparse4g(force)
             elif n == "full4g":
                 out[n] = build_full4g(force)
+            elif n == "pyfull4g":
+                out[n] = build_pyfull4g(force)
             elif n == "bigpdata":
                 out[n] = build_bigpdata(force, functions)
         except Exception as e:  # one failed input must not stop the others

@@ -70,6 +70,11 @@ INPUTS = {
         [os.path.join(OUT, "full4g", "images"), WINE_IMAGES],
         "4 GiB MiniDumpWithFullMemory, stack overflow",
     ),
+    "pyfull4g": (
+        os.path.join(OUT, "pyfull4g", "pyfull4g.dmp"),
+        [os.path.join(OUT, "pyfull4g", "images"), WINE_IMAGES],
+        "4.4 GB full-memory dump of python.exe, Python recursion",
+    ),
     "bigpdata": (
         os.path.join(OUT, "bigpdata", "bigpdata.dmp"),
         [os.path.join(OUT, "bigpdata", "images"), WINE_IMAGES],
@@ -77,7 +82,7 @@ INPUTS = {
     ),
     "small": (os.path.join(SAMPLES, "null_deref.dmp"), os.path.join(SAMPLES, "bin"), "null_deref.dmp (209 KiB)"),
 }
-BUILT = {"deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "bigpdata"}
+BUILT = {"deep1m", "deep1400k", "threads200", "sparse4g", "full4g", "pyfull4g", "bigpdata"}
 BUILT_AS = {"deep1400k-noimg": "deep1400k"}  # inputs that reuse another's dump
 
 
