@@ -194,8 +194,8 @@ def bundle(
     only_used_memory: bool = typer.Option(
         False,
         "--only-used-memory",
-        help="Keep only the dump memory the analysis read (the rest is zeroed, and reads of it say "
-        "'not in the bundle'): a full-memory dump's bundle gets much smaller.",
+        help="Keep only the dump memory the analysis read (reads of the rest say 'not in the bundle'): "
+        "a multi-GB full-memory dump's bundle holds a few MB.",
     ),
 ) -> None:
     """Write a bundle: the dump plus exactly the image and PDB pages its analysis read, so
@@ -213,8 +213,15 @@ def bundle(
     data: Optional[bytes] = None
     redacted: tuple = ()
     if redact:
+        from dumpkit.bundle.format import MAX_DUMP
         from dumpkit.bundle.redact import redact_dump
         from dumpkit.sources.minidump import open_dump_bytes
+
+        if target.file_size > MAX_DUMP:  # redaction searches a copy of the whole dump in memory
+            raise fail(
+                f"{dump}: --redact takes a dump of at most {human_bytes(MAX_DUMP)}; this one is "
+                f"{human_bytes(target.file_size)}"
+            )
 
         if target.bundle is not None:
             original = b"".join(target.file_chunks())

@@ -15,8 +15,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 FORMAT_NAME = "dumpkit-bundle"
-FORMAT_VERSION = 3  # 2 added `pdbs`; 3 `dump.kept` (bundle --only-used-memory)
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 2  # 2 added `pdbs`, and is what a bundle of the whole dump is written as
+# 3: `dump.kept`, the member the whole dump with zeros outside it (read, no longer written);
+# 4: `dump.kept`, the member only the kept ranges back to back (bundle --only-used-memory)
+PACKED_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 MANIFEST = "manifest.json"
 DUMP_MEMBER = "dump.dmp"
 IMAGES_FOLDER = "images/"
@@ -28,7 +31,8 @@ MAX_RANGES = 1 << 20  # per module, and kept ranges of the dump
 MAX_IMAGE_FILE = 4 << 30  # an original image file (PE32+ images are < 4 GiB)
 MAX_IMAGE_BYTES = 1 << 30  # captured bytes over all modules and PDBs
 MAX_PDB_FILE = 1 << 40  # an original PDB file (MSF 7.00 with 64 KiB blocks stays far below)
-MAX_DUMP = 4 << 30  # bundles are for sharing; a bigger dump is refused on both sides
+MAX_DUMP = 4 << 30  # bytes of dump a bundle stores: they are for sharing; more is refused on both sides
+MAX_PACKED_DUMP = 1 << 40  # the original size of a dump whose kept pieces alone are stored
 MAX_TEXT = 4096  # a name or path in the manifest
 
 # Member names are ours: plain ASCII, no folders but images/, nothing a file system would
@@ -48,8 +52,16 @@ class DumpEntry:
     sha256: str
     member: str = DUMP_MEMBER
     # (file offset, length) of the bytes that are the dump's, sorted and disjoint; the rest
-    # of the member is zeros (memory the analysis did not read). None: the whole dump.
+    # is memory the analysis did not read. None: the whole dump.
     kept: Optional[Tuple[Tuple[int, int], ...]] = None
+    # True (version 4): the member holds only the kept ranges, back to back; else the member
+    # is the dump's layout, `size` bytes (zeros outside `kept`, version 3)
+    packed: bool = False
+
+    @property
+    def stored(self) -> int:
+        """Bytes of the member: what `sha256` covers."""
+        return sum(n for _, n in self.kept) if self.packed and self.kept is not None else self.size
 
 
 @dataclass(frozen=True)
@@ -247,16 +259,20 @@ def parse_manifest(raw: bytes) -> Manifest:
         readable = ", ".join(str(v) for v in READABLE_VERSIONS)
         raise BundleError(f"bundle format version {str(version)[:20]} is not one this dumpkit reads ({readable})")
     d = _get(doc, "dump", dict, "manifest")
-    size = _number(d, "size", "dump", MAX_DUMP)
+    packed = version >= PACKED_VERSION
+    size = _number(d, "size", "dump", MAX_PACKED_DUMP if packed else MAX_DUMP)
     kept: Optional[Tuple[Tuple[int, int], ...]] = None
-    if version >= 3:  # a version 3 bundle says which bytes of its dump are real
+    if version >= 3:  # a version 3 or 4 bundle says which bytes of its dump are real
         kept = _ranges(d.get("kept"), "dump", size, "kept")
+        if packed and sum(n for _, n in kept) > MAX_DUMP:
+            raise BundleError(f"manifest: dump.kept holds more than {MAX_DUMP} bytes")
     dump = DumpEntry(
         name=_get(d, "name", str, "dump"),
         size=size,
         sha256=_sha(d, "sha256", "dump"),
         member=_get(d, "member", str, "dump"),
         kept=kept,
+        packed=packed,
     )
     check_member_name(dump.member)
     modules = _get(doc, "modules", list, "manifest")

@@ -1,5 +1,6 @@
 """Reading a bundle: the dump from its member (in memory; a private temporary copy when it is
-too big for that), and each module's image and PDB served from the pages captured in it.
+too big for that; for a version 4 bundle, the kept pieces served at their places in the
+dump), and each module's image and PDB served from the pages captured in it.
 
 Everything is checked when the bundle is opened (manifest, member names, sizes, CRCs, the
 dump's sha256), so a damaged or hostile bundle is one `BundleError` line before any analysis
@@ -13,6 +14,7 @@ import atexit
 import bisect
 import hashlib
 import lzma
+import mmap
 import os
 import tempfile
 import zipfile
@@ -35,7 +37,7 @@ from dumpkit.images import ImageStore
 from dumpkit.packages import InstalledPackage
 from dumpkit.pe import PEError
 from dumpkit.pe.backing import Backing
-from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy
+from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy, open_dump_pieces
 from dumpkit.symbols.pdb import PdbError, PdbSource
 from dumpkit.target import CodeViewRecord, DumpError, Module
 
@@ -180,12 +182,12 @@ def _read_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, expected: int) -> b
 
 
 def _read_dump(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: DumpEntry) -> Union[bytes, str]:
-    """The dump's bytes, or (over DUMP_IN_MEMORY) the path of a private temporary copy;
+    """The member's bytes, or (over DUMP_IN_MEMORY) the path of a private temporary copy;
     its sha256 checked against the manifest's either way."""
     digest = hashlib.sha256()
-    if entry.size <= DUMP_IN_MEMORY:
+    if entry.stored <= DUMP_IN_MEMORY:
         parts = []
-        for chunk in _chunks(zf, info, entry.size):
+        for chunk in _chunks(zf, info, entry.stored):
             digest.update(chunk)
             parts.append(chunk)
         data = b"".join(parts)
@@ -195,7 +197,7 @@ def _read_dump(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: DumpEntry) -> 
     fd, tmp = tempfile.mkstemp(prefix="dumpkit-bundle-", suffix=".dmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            for chunk in _chunks(zf, info, entry.size):
+            for chunk in _chunks(zf, info, entry.stored):
                 digest.update(chunk)
                 f.write(chunk)
         if digest.hexdigest() != entry.sha256:
@@ -271,7 +273,9 @@ def open_bundle(path: str) -> MinidumpTarget:
     # A bundle that kept only the memory its analysis read serves that memory and says "not
     # in the bundle" for the rest (dump.kept), never the zeros its member holds there.
     kept = manifest.dump.kept
-    if isinstance(dump, bytes):
+    if manifest.dump.packed and kept is not None:
+        target = _open_pieces(dump, manifest.dump.size, kept, path)
+    elif isinstance(dump, bytes):
         target = open_dump_bytes(dump, path, kept)
     else:
         target = _open_private_copy(dump, path, kept)
@@ -281,17 +285,42 @@ def open_bundle(path: str) -> MinidumpTarget:
     return target
 
 
+def _open_pieces(dump: Union[bytes, str], size: int, kept: Tuple[Tuple[int, int], ...], name: str) -> MinidumpTarget:
+    """A version 4 dump: its kept pieces (in memory, or a private copy, mapped) at their
+    places in a `size`-byte dump."""
+    if isinstance(dump, bytes):
+        return open_dump_pieces(size, kept, dump, name)
+    try:
+        with open(dump, "rb") as f:
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        _remove(dump)
+        raise DumpError(f"cannot map the bundle's dump ({e})") from None
+    try:
+        target = open_dump_pieces(size, kept, data, name)
+    except BaseException:
+        data.close()
+        _remove(dump)
+        raise
+    _unlink_mapped(dump)
+    return target
+
+
 def _open_private_copy(tmp: str, name: str, kept: Optional[Tuple[Tuple[int, int], ...]]) -> MinidumpTarget:
     try:
         target = open_dump_copy(tmp, name, kept)
     except BaseException:
         _remove(tmp)
         raise
+    _unlink_mapped(tmp)
+    return target
+
+
+def _unlink_mapped(tmp: str) -> None:
     try:
         os.unlink(tmp)  # POSIX: the mapping stays valid, nothing is left behind
     except OSError:
         atexit.register(_remove, tmp)  # Windows: a mapped file cannot be deleted yet
-    return target
 
 
 def _remove(path: str) -> None:

@@ -1,24 +1,25 @@
 """`dumpkit bundle --only-used-memory`: which bytes of the dump a bundle keeps when it keeps
 only the memory its analysis read.
 
-The dump keeps its layout (every stream and RVA stays valid); only the bytes of captured
-memory ranges that no read touched are zeroed, and the manifest lists the file ranges that
-are the dump's (`dump.kept`), so that a reader answers a read of the rest "not in the
-bundle" instead of serving zeros. Kept: every page of memory read, every address two ranges
-capture (the reader compares overlapping copies, and must find what the original held),
-the header, the stream directory and every stream. Pure functions over ranges."""
+The manifest lists the file ranges that are kept (`dump.kept`) and the member holds just
+those bytes, back to back; a reader serves them at their places in the dump (every stream
+and RVA stays valid) and answers a read of the memory left out "not in the bundle". So a
+multi-GB full-memory dump's bundle holds a few MB, and nothing of the rest is ever read.
+Kept: every page of memory read, every address two ranges capture (the reader compares
+overlapping copies, and must find what the original held), the header, the stream
+directory and every stream. Pure functions over ranges."""
 
 from __future__ import annotations
 
 import bisect
 import struct
-from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Iterable, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.bundle.format import MAX_RANGES, BundleError
-from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_bytes
+from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_pieces
 from dumpkit.sources.pykd import _merge as merge_sorted  # (imports pykd only when a target is made)
 
-__all__ = ["kept_ranges", "zeroed", "check_same_dump"]
+__all__ = ["kept_ranges", "check_same_dump"]
 
 Span = Tuple[int, int]  # (start, end)
 
@@ -111,27 +112,6 @@ def kept_ranges(
     return tuple((lo, hi - lo) for lo, hi in kept)
 
 
-def zeroed(chunks: Iterable[bytes], kept: Optional[Sequence[Tuple[int, int]]]) -> Iterator[bytes]:
-    """The dump's bytes (`chunks`, in order) with everything outside `kept` zeroed."""
-    if kept is None:
-        yield from chunks
-        return
-    at = 0
-    i = 0
-    for chunk in chunks:
-        out = bytearray(len(chunk))
-        end = at + len(chunk)
-        while i < len(kept) and kept[i][0] < end:
-            lo, hi = max(at, kept[i][0]), min(end, kept[i][0] + kept[i][1])
-            if hi > lo:
-                out[lo - at : hi - at] = chunk[lo - at : hi - at]
-            if kept[i][0] + kept[i][1] > end:
-                break  # this range goes on in the next chunk
-            i += 1
-        yield bytes(out)
-        at = end
-
-
 def _facts(t: MinidumpTarget) -> tuple:
     return (
         t.dump.streams,
@@ -148,10 +128,11 @@ def _facts(t: MinidumpTarget) -> tuple:
     )
 
 
-def check_same_dump(original: MinidumpTarget, data: bytes, kept: Sequence[Tuple[int, int]]) -> None:
-    """Raise BundleError unless the kept copy `data` reads as the original does, but for
-    the memory left out (a dump whose records lie inside its memory ranges would not)."""
-    copy = open_dump_bytes(data, original.path, kept)
+def check_same_dump(original: MinidumpTarget, packed: bytes, kept: Sequence[Tuple[int, int]]) -> None:
+    """Raise BundleError unless the kept pieces (`packed`, back to back) read as the
+    original does, but for the memory left out (a dump whose records lie inside its memory
+    ranges would not)."""
+    copy = open_dump_pieces(original.file_size, kept, packed, original.path)
     try:
         said = copy.soft_errors.items  # the original's go on with what its analysis added
         if _facts(copy) != _facts(original) or original.soft_errors.items[: len(said)] != said:

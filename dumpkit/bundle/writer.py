@@ -24,6 +24,8 @@ from dumpkit.bundle.format import (
     MANIFEST,
     MAX_DUMP,
     MAX_IMAGE_BYTES,
+    MAX_PACKED_DUMP,
+    PACKED_VERSION,
     PDBS_FOLDER,
     BundleError,
     DumpEntry,
@@ -36,10 +38,11 @@ from dumpkit.bundle.format import (
 )
 from dumpkit.engine import Options, analyze, stacks
 from dumpkit.bundle.reader import BundleImages
-from dumpkit.bundle.slim import check_same_dump, kept_ranges, zeroed
+from dumpkit.bundle.slim import check_same_dump, kept_ranges
 from dumpkit.images import ImageLocator, LocatedImage, LocatedPdb, RecordingBacking
 from dumpkit.sources.minidump import MinidumpTarget
 from dumpkit.target import CodeViewRecord, Module, Target
+from dumpkit.words import human_bytes
 
 __all__ = ["BundleSummary", "write_bundle"]
 
@@ -106,12 +109,20 @@ def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[b
             yield chunk
 
 
+def _kept_chunks(target: MinidumpTarget, kept: Sequence[Tuple[int, int]]) -> Iterator[bytes]:
+    """The dump file's kept ranges, back to back, read from where the target reads its dump
+    (the file, a redacted copy, or the bundle being bundled again)."""
+    for off, n in kept:
+        for at in range(off, off + n, _CHUNK):
+            yield target.file_bytes(at, min(_CHUNK, off + n - at))
+
+
 def _write_zip(out: IO[bytes], manifest: Manifest, dump: Iterator[bytes], images: Sequence[bytes]) -> None:
     with zipfile.ZipFile(out, "w") as zf:
         # Deflate for the manifest: every zip tool reads it (Info-ZIP's unzip has no LZMA);
         # LZMA for the rest, the TensorFlow sample's bundle is 4 MB with it, 6+ with Deflate.
         zf.writestr(_info(MANIFEST, zipfile.ZIP_DEFLATED), manifest_json(manifest))
-        with zf.open(_info(DUMP_MEMBER), "w", force_zip64=manifest.dump.size >= (1 << 31)) as w:
+        with zf.open(_info(DUMP_MEMBER), "w", force_zip64=manifest.dump.stored >= (1 << 31)) as w:
             for chunk in dump:
                 w.write(chunk)
         for member, data in zip([i.member for i in manifest.images] + [p.member for p in manifest.pdbs], images):
@@ -142,8 +153,15 @@ def write_bundle(
         dump_size = target.file_size
     else:
         dump_size = os.path.getsize(dump_path)
-    if dump_size > MAX_DUMP:
-        raise BundleError(f"the dump is {dump_size} bytes; a bundle holds at most {MAX_DUMP}")
+    # A bundle stores at most MAX_DUMP bytes of dump: the whole dump, or (--only-used-memory,
+    # or a bundle that already left memory out) only the kept pieces of a bigger one.
+    pieces = only_used_memory or (source is not None and source.dump.kept is not None)
+    name = os.path.basename(dump_path)
+    if dump_size > (MAX_PACKED_DUMP if pieces else MAX_DUMP):
+        hint = "" if pieces else ": --only-used-memory stores only the memory the analysis reads"
+        raise BundleError(
+            f"{name} is {human_bytes(dump_size)}; a bundle holds at most {human_bytes(MAX_DUMP)} of it{hint}"
+        )
     if source is not None:  # what the bundle read says stays said
         redacted = tuple(dict.fromkeys(source.redacted + redacted))
     locator = ImageLocator(
@@ -211,9 +229,23 @@ def write_bundle(
     kept = source.dump.kept if source is not None else None  # what a bundle left out stays out
     if pages is not None and isinstance(target, MinidumpTarget):
         kept = kept_ranges(target, pages, kept)
-        check_same_dump(target, b"".join(zeroed(_dump_chunks(dump_path, dump_data, target), kept)), kept)
+    packed: Optional[bytes] = None  # only the kept pieces are stored (version 4)
+    if kept is not None:
+        if not isinstance(target, MinidumpTarget):
+            raise BundleError("a bundle that keeps part of the dump needs a minidump")
+        stored = sum(n for _, n in kept)
+        if stored > MAX_DUMP:
+            raise BundleError(
+                f"{name}: the analysis read {human_bytes(stored)}; a bundle holds at most {human_bytes(MAX_DUMP)}"
+            )
+        packed = b"".join(_kept_chunks(target, kept))
+        check_same_dump(target, packed, kept)
+
+    def chunks() -> Iterator[bytes]:  # the member's bytes, once for the digest and once stored
+        return iter((packed,)) if packed is not None else _dump_chunks(dump_path, dump_data, target)
+
     digest = hashlib.sha256()
-    for chunk in zeroed(_dump_chunks(dump_path, dump_data, target), kept):
+    for chunk in chunks():
         digest.update(chunk)
     manifest = Manifest(
         dumpkit_version=__version__,
@@ -222,15 +254,15 @@ def write_bundle(
             size=dump_size,
             sha256=digest.hexdigest(),
             kept=kept,
+            packed=kept is not None,
         ),
-        version=FORMAT_VERSION if kept is not None else 2,  # 3 only says what `kept` adds
+        version=PACKED_VERSION if kept is not None else FORMAT_VERSION,  # 4 only says what `kept` adds
         images=tuple(entries),
         redacted=redacted,
         packages=packages,
         pdbs=tuple(pdbs),
     )
-    dump = zeroed(_dump_chunks(dump_path, dump_data, target), kept)
-    _atomic_write(out_path, lambda f: _write_zip(f, manifest, dump, blobs))
+    _atomic_write(out_path, lambda f: _write_zip(f, manifest, chunks(), blobs))
     not_found = tuple(
         sorted({m.name for m in report.modules if m.image_source and m.image_source.startswith("not found")})
     )

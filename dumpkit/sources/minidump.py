@@ -26,6 +26,7 @@ from minidump.streams.ModuleListStream import MINIDUMP_MODULE
 from minidump.streams.ThreadListStream import MINIDUMP_THREAD
 
 from dumpkit.context import parse_context
+from dumpkit.sources.pieced import PiecedFile
 from dumpkit.words import listing, plural
 from dumpkit.target import (
     CodeViewRecord,
@@ -45,7 +46,9 @@ from dumpkit.target import (
     UnloadedModule,
 )
 
-Buffer = Union[mmap.mmap, bytes]  # a mapped file, or a dump already in memory
+# A mapped file, a dump already in memory, or the pieces of one a slim bundle kept. It is
+# read by slicing only (struct reads take a slice), which all three support.
+Buffer = Union[mmap.mmap, bytes, PiecedFile]
 
 MDMP_SIGNATURE = 0x504D444D  # "MDMP"
 MDMP_VERSION = 0xA793
@@ -363,7 +366,7 @@ class MinidumpTarget:
     def __init__(
         self,
         path: str,
-        data: Optional[bytes] = None,
+        data: Optional[Buffer] = None,
         name: Optional[str] = None,
         kept: Optional[Sequence[Tuple[int, int]]] = None,
     ):
@@ -453,6 +456,10 @@ class MinidumpTarget:
         for at in range(0, self._size, chunk):
             yield self._data[at : min(at + chunk, self._size)]
 
+    def file_bytes(self, offset: int, size: int) -> bytes:
+        """The dump file's bytes at [offset, offset + size), clipped to its end."""
+        return bytes(self._data[offset : min(offset + size, self._size)])
+
     @property
     def file_size(self) -> int:
         return self._size
@@ -492,7 +499,7 @@ class MinidumpTarget:
             if rva:
                 self.soft_errors.add(f"{what}: name points past the end of the file")
             return None
-        (length,) = struct.unpack_from("<I", self._data, rva)
+        (length,) = struct.unpack("<I", self._data[rva : rva + 4])
         cap = MAX_STRING_BYTES if self._string_budget > 0 else SMALL_STRING_BYTES
         if length > cap:
             self.soft_errors.add(f"{what}: name of {length} bytes truncated to {cap}")
@@ -504,7 +511,7 @@ class MinidumpTarget:
     def _parse(self) -> None:
         if self._size < 32:
             raise DumpError(f"file is {self._size} bytes, too small for a minidump header")
-        sig, ver, nstreams, dir_rva, _cksum, stamp, flags = struct.unpack_from("<IIIIIIQ", self._data, 0)
+        sig, ver, nstreams, dir_rva, _cksum, stamp, flags = struct.unpack("<IIIIIIQ", self._data[:32])
         if sig != MDMP_SIGNATURE:
             if self._data[:4] in (b"PAGE", b"PAGEDU64"[:4]):
                 raise DumpError("this is a kernel (PAGEDUMP) crash dump, not a user-mode minidump")
@@ -521,8 +528,8 @@ class MinidumpTarget:
         if fit == 0 and nstreams:
             raise DumpError(f"stream directory at {dir_rva:#x} lies outside the {self._size}-byte file")
         entries: List[StreamEntry] = []
-        for i in range(min(nstreams, fit)):
-            stype, dsize, rva = struct.unpack_from("<III", self._data, dir_rva + 12 * i)
+        directory = self._data[dir_rva : dir_rva + 12 * min(nstreams, fit)]
+        for i, (stype, dsize, rva) in enumerate(struct.iter_unpack("<III", directory)):
             name, known = stream_name(stype)
             entries.append(StreamEntry(i, stype, name, rva, dsize, known))
         self.dump = DumpInfo(self.path, self._size, ver, flags, stamp, tuple(entries))
@@ -955,6 +962,19 @@ def open_dump_bytes(data: bytes, name: str, kept: Optional[Sequence[Tuple[int, i
     """A minidump held in memory (a bundle's member), named `name` in reports; `kept`: see
     MinidumpTarget."""
     return MinidumpTarget(name, data, kept=kept)
+
+
+def open_dump_pieces(
+    size: int, kept: Sequence[Tuple[int, int]], data: Union[bytes, mmap.mmap], name: str
+) -> MinidumpTarget:
+    """A minidump of `size` bytes of which only the `kept` file ranges are held, back to
+    back in `data` (a bundle written with --only-used-memory), named `name` in reports.
+    Raises DumpError when the pieces do not fit the size."""
+    try:
+        pieces = PiecedFile(size, kept, data)
+    except ValueError as e:
+        raise DumpError(f"the dump's kept pieces do not fit it ({e})") from None
+    return MinidumpTarget(name, pieces, kept=kept)
 
 
 def open_dump_copy(path: str, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None) -> MinidumpTarget:

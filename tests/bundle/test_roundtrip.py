@@ -81,7 +81,7 @@ def test_a_bundle_of_only_the_memory_read_reports_what_the_dump_does(case, kind,
     dump, images = _inputs(case, kind, plain, tmp_path)
     out = tmp_path / "slim.dkb"
     summary = write(Path(dump), out, images, only_used_memory=True)
-    assert summary.manifest.version == 3 and summary.manifest.dump.kept is not None
+    assert summary.manifest.version == 4 and summary.manifest.dump.kept is not None
     assert report_json(open_bundle(str(out))) == report_json(open_dump(str(dump)), images)
     if _stacks_too(case, kind):
         assert stacks_json(open_bundle(str(out))) == stacks_json(open_dump(str(dump)), images)

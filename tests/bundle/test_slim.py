@@ -5,7 +5,9 @@ report equality on every sample dump is in test_roundtrip.py.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
 import zipfile
 from pathlib import Path
 
@@ -65,20 +67,48 @@ def test_memory_left_out_is_not_in_the_bundle_never_zeros(full, slim):
     target.close()
 
 
-def test_the_member_keeps_the_dump_layout_and_zeros_only_left_out_memory(full, slim):
+def test_the_member_holds_only_the_kept_bytes_back_to_back(full, slim):
     with zipfile.ZipFile(slim) as zf:
         manifest = json.loads(zf.read("manifest.json"))
         stored = zf.read("dump.dmp")
     raw = full.read_bytes()
-    assert manifest["version"] == 3 and len(stored) == len(raw) == manifest["dump"]["size"]
+    assert manifest["version"] == 4 and manifest["dump"]["size"] == len(raw)
     kept = manifest["dump"]["kept"]
-    for off, n in kept:
-        assert stored[off : off + n] == raw[off : off + n]
+    assert stored == b"".join(raw[off : off + n] for off, n in kept)
+    assert hashlib.sha256(stored).hexdigest() == manifest["dump"]["sha256"]
+    assert len(stored) < len(raw) // 3
+    # the header, the stream directory and every stream are kept whole
+    (count, directory) = struct.unpack_from("<II", raw, 8)
+    needed = [(0, 32), (directory, 12 * count)]
+    needed += [struct.unpack_from("<II", raw, directory + 12 * i + 4)[::-1] for i in range(count)]
+    for off, n in needed:
+        assert n == 0 or any(a <= off and off + n <= a + m for a, m in kept), (off, n)
+
+
+def test_a_version_3_bundle_whose_member_is_the_zeroed_dump_still_reads(full, slim, tmp_path):
+    """Version 3 (written before version 4) stored the dump's layout with zeros outside
+    dump.kept: such a bundle reads as the version 4 one does."""
+    from tests.bundle.helpers import report_json
+
+    from dumpkit.bundle.reader import open_bundle
+
+    with zipfile.ZipFile(slim) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    doc = json.loads(members["manifest.json"])
+    layout = bytearray(doc["dump"]["size"])
     at = 0
-    for off, n in kept + [[len(raw), 0]]:
-        assert stored[at:off] == bytes(off - at)  # between the kept ranges: zeros
-        at = off + n
-    assert sum(n for _, n in kept) < len(raw) // 3
+    for off, n in doc["dump"]["kept"]:
+        layout[off : off + n] = members["dump.dmp"][at : at + n]
+        at += n
+    doc["version"] = 3
+    doc["dump"]["sha256"] = hashlib.sha256(layout).hexdigest()
+    old = tmp_path / "v3.dkb"
+    with zipfile.ZipFile(old, "w", compression=zipfile.ZIP_LZMA) as zf:
+        for name, data in {**members, "manifest.json": json.dumps(doc).encode(), "dump.dmp": bytes(layout)}.items():
+            zf.writestr(name, data)
+    v3 = open_bundle(str(old))
+    assert v3.bundle.version == 3 and not v3.bundle.dump.packed
+    assert report_json(v3) == report_json(open_bundle(str(slim)))
 
 
 def test_only_used_memory_makes_a_full_memory_dumps_bundle_much_smaller(full, slim, tmp_path, capsys):
@@ -114,3 +144,59 @@ def test_cli_writes_says_and_rebundles_a_slim_bundle(full, tmp_path):
     first = kept(out)
     for off, n in kept(red):
         assert any(a <= off and off + n <= a + m for a, m in first), (off, n)
+
+
+def _sparse_dump(src: Path, out: Path, gib: int) -> Path:
+    """bench/make_sparse_dump.py's transformation: the real dump byte for byte, plus a
+    Memory64List of `gib` GiB of ranges no analysis reads, left as a hole in the file."""
+    import importlib.util
+
+    from tests.conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("make_sparse_dump", ROOT / "bench" / "make_sparse_dump.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    info = module.make(str(src), str(out), gib, 4096)
+    if info["disk_bytes"] > 64 << 20:
+        pytest.skip(f"{out.parent} does not keep holes in files ({info['disk_bytes']:,} bytes on disk)")
+    return out
+
+
+def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
+    """A multi-GB full-memory dump is where --only-used-memory pays: its bundle stores the
+    few MB the analysis read, in bounded memory, and gives the dump's report. Without it,
+    the dump is too big for a bundle, and the one line says which dump and what to do."""
+    from tests.bundle.helpers import report_json
+    from tests.conftest import SAMPLE_BIN, sample_path
+    from tests.hostile.test_hostile import run_cli as run_measured
+
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.minidump import open_dump
+
+    big = _sparse_dump(sample_path("recursion_cycle3.dmp"), tmp_path / "big.dmp", 5)
+    size = big.stat().st_size
+    assert size > 5 << 30
+    out = tmp_path / "big.dkb"
+    r = run_measured(
+        ["bundle", big, "--image-path", SAMPLE_BIN, "-o", out, "--only-used-memory"], address_space=16 << 30
+    )
+    assert r.code == 0, r.stderr
+    assert r.max_rss_kb < 200 << 10, r.max_rss_kb  # nothing of the 5 GiB is held
+    assert out.stat().st_size < 2 << 20
+    with zipfile.ZipFile(out) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["version"] == 4 and manifest["dump"]["size"] == size
+    assert report_json(open_bundle(str(out))) == report_json(open_dump(str(big)), [str(SAMPLE_BIN)])
+
+    r = run_measured(["bundle", big, "--image-path", SAMPLE_BIN, "-o", tmp_path / "whole.dkb"], address_space=16 << 30)
+    assert r.code == 2 and not (tmp_path / "whole.dkb").exists()
+    line = r.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "big.dmp is " in line and "--only-used-memory" in line, line
+
+    # --redact searches a copy of the whole dump in memory: refused, in one line, up front
+    r = run_measured(
+        ["bundle", big, "-o", tmp_path / "red.dkb", "--redact", "--only-used-memory"], address_space=16 << 30
+    )
+    assert r.code == 2 and r.max_rss_kb < 200 << 10, (r.code, r.max_rss_kb)
+    assert r.stderr.count("\n") == 1 and "--redact takes a dump of at most 4096 MiB" in r.stderr, r.stderr

@@ -6,6 +6,7 @@ exception it may raise is DumpError."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -99,7 +100,31 @@ def _kept(kept):
     return _with_manifest(edit)
 
 
+def _packed(kept, size=None, member_from=None):
+    """A version 4 bundle (--only-used-memory: the member holds the kept ranges back to
+    back) with `kept` as the dump's kept ranges; `member_from`: the member becomes those
+    bytes of the dump (its sha256 made right), else it stays the whole dump."""
+
+    def make(m: Dict[str, bytes]) -> bytes:
+        doc = json.loads(m["manifest.json"])
+        doc["version"] = 4
+        doc["dump"]["kept"] = kept
+        if size is not None:
+            doc["dump"]["size"] = size
+        member = m["dump.dmp"]
+        if member_from is not None:
+            member = b"".join(m["dump.dmp"][off : off + n] for off, n in member_from)
+            doc["dump"]["sha256"] = hashlib.sha256(member).hexdigest()
+        return _zip({**m, "manifest.json": json.dumps(doc).encode(), "dump.dmp": member})
+
+    return make
+
+
 CASES: Dict[str, Callable[[Dict[str, bytes]], bytes]] = {
+    "packed_member_not_the_kept_size": _packed([[0, 4096]]),
+    "packed_dump_size_huge": _packed([[0, 4096]], size=1 << 50),
+    "packed_kept_over_the_limit": _packed([[0, 5 << 30]], size=6 << 30),
+    "packed_without_the_header": _packed([[4096, 4096]], member_from=[[4096, 4096]]),
     "manifest_dump_kept_missing": _kept(None),
     "manifest_dump_kept_not_a_list": _kept("all"),
     "manifest_dump_kept_overlap": _kept([[0, 8192], [4096, 8192]]),

@@ -69,12 +69,13 @@ class Run:
     max_rss_kb: int
 
 
-def run_cli(args, timeout: float = TIMEOUT, cwd=None) -> Run:
-    """The CLI in a grandchild with an address-space limit, and its own peak RSS."""
+def run_cli(args, timeout: float = TIMEOUT, cwd=None, address_space: int = ADDRESS_SPACE) -> Run:
+    """The CLI in a grandchild with an address-space limit (a dump is mapped whole: a
+    multi-GB one needs more than the default), and its own peak RSS."""
     read_end, write_end = os.pipe()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.monotonic()
-        cmd = [sys.executable, "-c", _MEASURED, str(write_end), str(ADDRESS_SPACE), sys.executable, "-m", "dumpkit"]
+        cmd = [sys.executable, "-c", _MEASURED, str(write_end), str(address_space), sys.executable, "-m", "dumpkit"]
         cmd += map(str, args)
         p = subprocess.Popen(
             cmd,
