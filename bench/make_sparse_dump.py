@@ -5,7 +5,8 @@
 What it does, exactly (nothing of the original is rewritten or moved):
   1. copies IN byte for byte;
   2. appends a MINIDUMP_MEMORY64_LIST stream (type 9) describing RANGES memory
-     ranges of varied sizes (multiples of 4 KiB, 4 KiB .. ~1 MiB, deterministic
+     ranges of varied sizes (or, when IN holds full memory already, a MINIDUMP_MEMORY_LIST,
+     type 5, whose 32-bit RVAs keep the new bytes below 4 GiB of file: at most 3 GiB then) (multiples of 4 KiB, 4 KiB .. ~1 MiB, deterministic
      pseudo-random) that add up to exactly GIB GiB, placed at 0x100_0000_0000 + ...
      (1 TiB up: no module, stack or heap of the original process lives there), with a
      one-page gap between neighbours so no two ranges merge;
@@ -28,6 +29,7 @@ import random
 import shutil
 import struct
 
+MEMORY_LIST = 5
 MEMORY64_LIST = 9
 BASE_ADDR = 0x100_0000_0000
 PAGE = 0x1000
@@ -60,32 +62,42 @@ def make(src: str, dst: str, gib: int, nranges: int) -> dict:
             raise SystemExit(f"{src}: not a minidump")
         f.seek(dir_rva)
         entries = [struct.unpack("<III", f.read(12)) for _ in range(nstreams)]
-        if any(t == MEMORY64_LIST for t, _, _ in entries):
-            raise SystemExit(f"{src} already has a Memory64List stream")
+        types = {t for t, _, _ in entries}
+        # a dump has at most one list of each kind: a full-memory one gets a MemoryList
+        kind = MEMORY_LIST if MEMORY64_LIST in types else MEMORY64_LIST
+        if kind in types:
+            raise SystemExit(f"{src} already has a MemoryList and a Memory64List stream")
         end = f.seek(0, os.SEEK_END)
         sizes = range_sizes(gib << 30, nranges)
-        # the Memory64List header + descriptors (below 4 GiB: directory RVAs are 32-bit)
-        m64_rva = (end + 15) & ~15
-        m64_size = 16 + 16 * nranges
-        new_dir_rva = (m64_rva + m64_size + 15) & ~15
+        # the list's header + descriptors (below 4 GiB: directory RVAs are 32-bit)
+        list_rva = (end + 15) & ~15
+        list_size = 16 + 16 * nranges if kind == MEMORY64_LIST else 4 + 16 * nranges
+        new_dir_rva = (list_rva + list_size + 15) & ~15
         new_dir_size = 12 * (nstreams + 1)
         base_rva = (new_dir_rva + new_dir_size + PAGE - 1) & ~(PAGE - 1)
-        descs = bytearray(struct.pack("<QQ", nranges, base_rva))
-        addr = BASE_ADDR
+        if kind == MEMORY_LIST and base_rva + sum(sizes) > 1 << 32:
+            raise SystemExit(f"{src} holds full memory: a MemoryList's ranges must end below 4 GiB of file")
+        if kind == MEMORY64_LIST:
+            descs = bytearray(struct.pack("<QQ", nranges, base_rva))
+        else:
+            descs = bytearray(struct.pack("<I", nranges))
+        addr, rva = BASE_ADDR, base_rva
         for s in sizes:
-            descs += struct.pack("<QQ", addr, s)
+            descs += struct.pack("<QQ", addr, s) if kind == MEMORY64_LIST else struct.pack("<QII", addr, s, rva)
             addr += s + PAGE
-        f.seek(m64_rva)
+            rva += s
+        f.seek(list_rva)
         f.write(descs)
         f.seek(new_dir_rva)
         for e in entries:
             f.write(struct.pack("<III", *e))
-        f.write(struct.pack("<III", MEMORY64_LIST, m64_size, m64_rva))
+        f.write(struct.pack("<III", kind, list_size, list_rva))
         f.seek(0)
         f.write(struct.pack("<IIIIIIQ", sig, ver, nstreams + 1, new_dir_rva, checksum, stamp, flags))
         f.truncate(base_rva + sum(sizes))  # the range bytes: one hole
     st = os.stat(dst)
     return {
+        "stream": "MemoryList" if kind == MEMORY_LIST else "Memory64List",
         "apparent_bytes": st.st_size,
         "disk_bytes": st.st_blocks * 512,
         "ranges": nranges,

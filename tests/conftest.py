@@ -133,6 +133,22 @@ def crash_walk():
 _PLAIN: dict = {}
 
 
+def sparse_dump(src: Path, out: Path, gib: int, ranges: int = 4096) -> dict:
+    """bench/make_sparse_dump.py's transformation (the one the benchmarks measure): the real
+    dump byte for byte, plus a memory list of `gib` GiB in `ranges` ranges at 1 TiB up,
+    where the process had nothing, left as a hole in the file. What it made, as that
+    script says it; skips when the file system does not keep holes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_sparse_dump", ROOT / "bench" / "make_sparse_dump.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    info = module.make(str(src), str(out), gib, ranges)
+    if info["disk_bytes"] > src.stat().st_size + (64 << 20):
+        pytest.skip(f"{out.parent} does not keep holes in files ({info['disk_bytes']:,} bytes on disk)")
+    return info
+
+
 def plain_dump(path: Path, tmp_root: Path) -> Path:
     """`path` itself, or for NAME.dmp.xz a decompressed copy under `tmp_root` (made once
     per session): dumpkit reads plain dumps, the big samples are committed xz'd."""

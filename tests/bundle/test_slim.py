@@ -146,34 +146,19 @@ def test_cli_writes_says_and_rebundles_a_slim_bundle(full, tmp_path):
         assert any(a <= off and off + n <= a + m for a, m in first), (off, n)
 
 
-def _sparse_dump(src: Path, out: Path, gib: int) -> Path:
-    """bench/make_sparse_dump.py's transformation: the real dump byte for byte, plus a
-    Memory64List of `gib` GiB of ranges no analysis reads, left as a hole in the file."""
-    import importlib.util
-
-    from tests.conftest import ROOT
-
-    spec = importlib.util.spec_from_file_location("make_sparse_dump", ROOT / "bench" / "make_sparse_dump.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    info = module.make(str(src), str(out), gib, 4096)
-    if info["disk_bytes"] > 64 << 20:
-        pytest.skip(f"{out.parent} does not keep holes in files ({info['disk_bytes']:,} bytes on disk)")
-    return out
-
-
 def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
     """A multi-GB full-memory dump is where --only-used-memory pays: its bundle stores the
     few MB the analysis read, in bounded memory, and gives the dump's report. Without it,
     the dump is too big for a bundle, and the one line says which dump and what to do."""
     from tests.bundle.helpers import report_json
-    from tests.conftest import SAMPLE_BIN, sample_path
+    from tests.conftest import SAMPLE_BIN, sample_path, sparse_dump
     from tests.hostile.test_hostile import run_cli as run_measured
 
     from dumpkit.bundle.reader import open_bundle
     from dumpkit.sources.minidump import open_dump
 
-    big = _sparse_dump(sample_path("recursion_cycle3.dmp"), tmp_path / "big.dmp", 5)
+    big = tmp_path / "big.dmp"
+    sparse_dump(sample_path("recursion_cycle3.dmp"), big, 5)
     size = big.stat().st_size
     assert size > 5 << 30
     out = tmp_path / "big.dkb"
