@@ -39,7 +39,7 @@ from dumpkit.analysis.model import (
     StackBudget,
     ThreadReport,
 )
-from dumpkit.analysis.process import module_version, process_record
+from dumpkit.analysis.process import executable, module_version, process_record
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
@@ -569,6 +569,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
 
     # decide
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
+    exe = executable(target.modules)
     verdict, findings = decide(
         Case(
             crash=crash,
@@ -584,6 +585,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             read_code=walker.read_code,
             python=python,
             coverage=coverage,
+            executable=exe.name if exe is not None else None,
         )
     )
 

@@ -75,6 +75,12 @@ def test_native_recursion_keeps_the_native_advice():
     v, _ = decide(_target(), crash, thread, walk, (), Environment())
     assert v.kind == "recursion" and "unbounded recursion opkernels.dll!visit" in v.headline
     assert not any("setrecursionlimit" in s for s in v.next_steps)
+    # a native program sizes its threads' stacks without Python's threading module
+    assert not any("threading" in s for s in v.next_steps)
+    assert any("CreateThread" in s and "/STACK" in s for s in v.next_steps)
+    # a C recursion inside a Python process: threading.stack_size() is the way there
+    v, _ = decide(_target(), crash, thread, walk, (), Environment(python="3.8.1", python_module="python38.dll"))
+    assert any("threading.stack_size()" in s for s in v.next_steps)
 
 
 def test_damaged_dump_without_exception_says_so():
@@ -127,6 +133,15 @@ def test_heap_corruption_names_the_caller_and_the_operation():
     )
     assert "Tensor_release" in v.next_steps[0] and "gflags" in v.next_steps[0]
     assert findings[0].kind == "heap_corruption"
+
+
+def test_page_heap_advice_names_the_process_that_crashed():
+    crash, walk = _heap_case(["ntdll.dll!RtlReportCriticalFailure", "ntdll.dll!RtlFreeHeap", "tfhost.exe!release"])
+    native = Case(crash, None, walk.frames, None, (), Environment(), (), executable="tfhost.exe")
+    v, _ = decide_case(native)
+    assert "gflags /p /enable tfhost.exe /full" in v.next_steps[0] and "python.exe" not in " ".join(v.next_steps)
+    python = Case(crash, None, walk.frames, None, (), Environment(python="3.8.1"), (), executable="python.exe")
+    assert "gflags /p /enable python.exe /full" in decide_case(python)[0].next_steps[0]
 
 
 def test_heap_corruption_with_a_static_crt_skips_its_allocator():

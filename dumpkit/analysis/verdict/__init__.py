@@ -72,10 +72,15 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     return _within_the_evidence(_for_what_is_loaded(verdict, case), case), findings
 
 
+_PY_THREAD_STACK = "threading.stack_size(), or a larger /STACK reserve"
+_NATIVE_THREAD_STACK = "the stack size passed to CreateThread or _beginthreadex, or a larger /STACK reserve"
+
+
 def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
     """Advice follows the process (issue #18): without a Python runtime loaded, the code
     tables' faulthandler step becomes its native counterpart (the debugger's stack with the
-    module's PDB); without TensorFlow, TensorFlow/absl steps are dropped."""
+    module's PDB) and a thread's stack is sized without `threading`; without TensorFlow,
+    TensorFlow/absl steps are dropped; page-heap commands name the process's executable."""
     env = case.environment
     python = case.python is not None or env.python is not None or env.python_module is not None
     tensorflow = bool(env.tensorflow)
@@ -84,6 +89,7 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
         f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`.ecxr` then `kn`) "
         "for the faulting source line and its callers."
     )
+    exe = case.executable
     kept: List[str] = []
     for step in verdict.next_steps:
         low = step.lower()
@@ -91,6 +97,10 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
             step = native
         elif not tensorflow and ("tensorflow" in low or "absl" in low):
             continue
+        if not python:
+            step = step.replace(_PY_THREAD_STACK, _NATIVE_THREAD_STACK)
+        if exe and "gflags" in low and exe.lower() != "python.exe":
+            step = step.replace("for python.exe", f"for {exe}").replace("enable python.exe", f"enable {exe}")
         if step not in kept:
             kept.append(step)
     return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))

@@ -59,6 +59,7 @@ class Case:
     read_code: Optional[ReadCode] = None
     python: Optional[PythonReport] = None  # the process's Python side (None: not Python)
     coverage: Optional[ImageCoverage] = None  # what of the crashing stack rests on images
+    executable: Optional[str] = None  # the process's .exe (python.exe, tfhost.exe), for advice
 
     @property
     def python_thread(self) -> Optional[PythonThreadReport]:
