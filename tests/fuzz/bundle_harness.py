@@ -44,8 +44,10 @@ from tests.fuzz import harness  # noqa: E402  (the path above first)
 
 # Bundles written on first use from these sample dumps and their images: a small native
 # crash, a recursion through static functions whose names only its PDB gives (PDB pages in
-# the bundle), and the committed NumPy bundle (format 1, a Python process).
+# the bundle), the recursion's bundle with only the memory read (format 4: the dump's kept
+# pieces, served at their offsets), and the committed NumPy bundle (format 1, a Python process).
 SEED_DUMPS = ("null_deref.dmp", "pdb_static_cycle.dmp", "pdb_static_fastfail.dmp")
+SLIM_SEED_DUMPS = ("recursion_cycle3.dmp",)
 COMMITTED_SEEDS = ("python/numpy_object_recursion.dkb",)
 SEED_CACHE = Path(tempfile.gettempdir()) / "dumpkit-bundle-fuzz-seeds"
 
@@ -58,26 +60,27 @@ def seed_files() -> List[Path]:
     for py in sorted((harness.ROOT / "dumpkit").rglob("*.py")):
         code.update(py.read_bytes())
     folder = SEED_CACHE / code.hexdigest()[:16]
-    for name in SEED_DUMPS:
+    wanted = [(n, False) for n in SEED_DUMPS] + [(n, True) for n in SLIM_SEED_DUMPS]
+    for name, slim in wanted:
         dump = harness.SAMPLES / name
         if not dump.is_file():
             continue
-        path = folder / (name[: -len(".dmp")] + ".dkb")
+        path = folder / (name[: -len(".dmp")] + (".slim" if slim else "") + ".dkb")
         if not path.is_file():
             folder.mkdir(parents=True, exist_ok=True)
-            _write_seed(dump, path)
+            _write_seed(dump, path, slim)
         out.append(path)
     out += [harness.SAMPLES / n for n in COMMITTED_SEEDS if (harness.SAMPLES / n).is_file()]
     return out
 
 
-def _write_seed(dump: Path, path: Path) -> None:
+def _write_seed(dump: Path, path: Path, slim: bool = False) -> None:
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.sources.minidump import open_dump
 
     target = open_dump(str(dump))
     try:
-        write_bundle(target, str(dump), str(path), image_paths=[str(harness.SAMPLE_BIN)])
+        write_bundle(target, str(dump), str(path), image_paths=[str(harness.SAMPLE_BIN)], only_used_memory=slim)
     finally:
         target.close()
 
@@ -183,13 +186,19 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
         members[name] = _flip(members[name], rng)
     elif kind < 0.7 and "dump.dmp" in members and "manifest.json" in members:
         dump = harness.mutate(members["dump.dmp"], rng)
-        members["dump.dmp"] = dump
         try:  # keep the manifest's size and sha256 right, so the dump is read
             doc = json.loads(members["manifest.json"])
-            doc["dump"].update(size=len(dump), sha256=hashlib.sha256(dump).hexdigest())
+            if doc["dump"].get("kept") is not None and doc.get("version", 0) >= 4:
+                # the member is the kept pieces: its length is theirs, the dump's size stays
+                n = len(members["dump.dmp"])
+                dump = dump[:n] + bytes(max(0, n - len(dump)))
+                doc["dump"].update(sha256=hashlib.sha256(dump).hexdigest())
+            else:
+                doc["dump"].update(size=len(dump), sha256=hashlib.sha256(dump).hexdigest())
             members["manifest.json"] = json.dumps(doc).encode()
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
+        members["dump.dmp"] = dump
     elif "manifest.json" in members:
         members["manifest.json"] = _mutate_manifest(members["manifest.json"], rng)
     return _zip(members)

@@ -24,6 +24,16 @@ def test_seed_bundles_analyse_cleanly_and_carry_pdb_pages():
         assert js is not None, p
         if p.name.startswith("pdb_static"):
             assert '"symbol_source": "pdb: ' in js  # the PDB pages are being fuzzed too
+    # a version 4 bundle (only the memory read, as pieces) is fuzzed too
+    slim = [p for p in files if p.name.endswith(".slim.dkb")]
+    assert slim and all(b'"version": 4' in _manifest(p) for p in slim)
+
+
+def _manifest(path):
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        return zf.read("manifest.json")
 
 
 def test_the_mutator_reaches_past_the_checks():
