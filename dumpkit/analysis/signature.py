@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, ThreadReport
+from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, PythonReport, ThreadReport
 from dumpkit.analysis.recursion import call_order
 
 RULES = 3
@@ -235,3 +235,36 @@ def crash_signature(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) 
     overflow = crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE
     frames = signature_elements(thread.frames, thread.cycles, overflow) if thread is not None else ()
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
+
+
+_FOLDERS = re.compile(r"[\\/]")
+_PY_FUNCTION = re.compile(r"^(?P<name>.*?) \((?P<where>.*?)(?::\d+)?\)$")
+
+
+def _python_member(label: str) -> str:
+    """'walk (C:\\scripts\\job.py:51)' -> 'walk (job.py)': the file without its folder (which
+    holds user names and differs between machines) and without the line (which moves with
+    every edit above it)."""
+    m = _PY_FUNCTION.match(label)
+    if m is None:
+        return label
+    file = _FOLDERS.split(m.group("where"))[-1]
+    return f"{m.group('name')} ({file})"
+
+
+def python_recursion(python: Optional[PythonReport], thread_id: Optional[int]) -> Optional[str]:
+    """The crashing thread's largest Python recursion, named as rule 4 names a native one:
+    `walk (job.py) > visit (job.py)`, in call order from its alphabetically first member.
+    Not part of the signature (a minidump of the same crash holds no Python stack, and must
+    group with the full dump); `dumpkit triage` lists it within a group, where every
+    Python-level recursion otherwise shows the same eval-loop signature. None when the dump
+    holds no Python recursion on that thread."""
+    if python is None or thread_id is None:
+        return None
+    thread = next((t for t in python.threads if t.thread_id == thread_id), None)
+    if thread is None or not thread.cycles:
+        return None
+    cycle = max(thread.cycles, key=lambda c: c.period * c.repetitions)
+    order = [_python_member(f) for f in reversed(cycle.functions)]  # stack order is callee first
+    start = min(range(len(order)), key=lambda i: order[i])
+    return " > ".join(order[start:] + order[:start])

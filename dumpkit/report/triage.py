@@ -20,6 +20,8 @@ def render_triage_text(view: TriageView) -> str:
         out.append(f"#{r.number}  {r.count} x  {clean(r.signature, CELL)}")
         out.append(f"    verdict: {r.verdict}    modules: {clean(r.modules, CELL)}")
         out.append(f"    seen: {r.first_seen} .. {r.last_seen}    example: {clean(r.example, CELL)}")
+        if r.python:
+            out.append(f"    python recursion: {clean(r.python, CELL)}")
         out.append("")
     if view.failures:
         out.append(f"Not analysed ({len(view.failures)}):")
@@ -34,9 +36,12 @@ def render_triage_markdown(view: TriageView) -> str:
     if view.groups:
         out.append("| " + " | ".join(HEADERS) + " |")
         out.append("|" + "---|" * len(HEADERS))
-        for cells in rows_as_cells(view):
+        for r, cells in zip(view.groups, rows_as_cells(view)):
             n, sig, verdict, count, modules, first, last, example = cells
-            row = (n, cell_code(sig[:CELL]), verdict, count, cell_code(modules[:CELL]), first, last)
+            signature = cell_code(sig[:CELL])
+            if r.python:
+                signature += "<br>python recursion: " + markdown_prose(r.python, CELL, table_cell=True)
+            row = (n, signature, verdict, count, cell_code(modules[:CELL]), first, last)
             out.append("| " + " | ".join(row + (cell_code(example[:CELL]),)) + " |")
         out.append("")
     if view.failures:
@@ -73,7 +78,8 @@ def render_triage_html(view: TriageView) -> str:
                 example = f'<a href="{html_text(href)}">{example}</a>'
             cells = (
                 str(r.number),
-                f"<code>{html_text(r.signature, CELL)}</code>",
+                f"<code>{html_text(r.signature, CELL)}</code>"
+                + (f"<br><small>python recursion: {html_text(r.python, CELL)}</small>" if r.python else ""),
                 html_text(r.verdict),
                 str(r.count),
                 html_text(r.modules, CELL),

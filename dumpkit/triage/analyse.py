@@ -20,11 +20,11 @@ from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 from dumpkit import __version__
 from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
-from dumpkit.analysis.signature import RULES
+from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.target import DumpError
-from dumpkit.triage.record import ANALYSED, FAILED, TIMED_OUT, DumpRecord
+from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord
 
 # An unpacked dump larger than this is refused: a small .xz can claim terabytes.
 MAX_UNPACKED = 32 << 30
@@ -54,6 +54,7 @@ class Job:
         parts = (
             __version__,
             str(RULES),
+            f"record {RECORD_VERSION}",  # a cached record of another shape lacks fields
             "|".join(self.image_paths),
             "|".join(self.symbol_paths),
             str(self.use_recorded_paths),
@@ -261,6 +262,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
         headline=report.verdict.headline,
         confidence=report.verdict.confidence,
         modules=_modules_named(report),
+        python_recursion=python_recursion(report.python, report.crash.thread_id if report.crash else None),
         problems=len(report.soft_errors),
         seconds=round(time.monotonic() - started, 3),
         report=written,

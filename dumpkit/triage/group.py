@@ -21,6 +21,10 @@ class Group:
     first_seen: Optional[int]  # dump write times, Unix seconds
     last_seen: Optional[int]
     members: Tuple[int, ...]  # indices into the records
+    # (Python recursion, its dumps): the Python functions its dumps show recursing, most
+    # frequent first. Every Python-level recursion has the eval loop's signature: these
+    # tell them apart where the dumps hold the Python stack (full-memory dumps).
+    python_recursions: Tuple[Tuple[str, int], ...] = ()
 
 
 def _ranked(counts: Dict[str, int]) -> Tuple[str, ...]:
@@ -38,7 +42,10 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
         rs = [records[i] for i in idx]
         verdicts: Dict[str, int] = {}
         modules: Dict[str, int] = {}
+        python: Dict[str, int] = {}
         for r in rs:
+            if r.python_recursion:
+                python[r.python_recursion] = python.get(r.python_recursion, 0) + 1
             verdicts[r.verdict or "?"] = verdicts.get(r.verdict or "?", 0) + 1
             for m in r.modules:
                 modules[m] = modules.get(m, 0) + 1
@@ -55,6 +62,7 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
                 first_seen=min(times) if times else None,
                 last_seen=max(times) if times else None,
                 members=tuple(idx),
+                python_recursions=tuple((p, python[p]) for p in _ranked(python)),
             )
         )
     groups.sort(key=lambda g: (-g.count, g.signature))

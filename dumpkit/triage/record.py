@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Optional, Tuple
 
 ANALYSED, FAILED, TIMED_OUT = "analysed", "error", "timeout"
+RECORD_VERSION = 2  # 2 added python_recursion
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,9 @@ class DumpRecord:
     headline: Optional[str] = None
     confidence: Optional[str] = None
     modules: Tuple[str, ...] = ()  # modules the signature names, "name version" when known
+    # the crashing thread's Python recursion when the dump holds its Python stack
+    # (analysis.signature.python_recursion): 'walk (job.py) > visit (job.py)'
+    python_recursion: Optional[str] = None
     problems: int = 0  # problems met reading the dump (the report lists them)
     seconds: float = 0.0  # analysis time
     report: Optional[str] = None  # the per-dump report written for it, relative to the output folder

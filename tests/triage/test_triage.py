@@ -228,3 +228,42 @@ def test_the_time_limit_holds_off_the_main_thread_too():
     while any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "dumpkit-triage-analysis" for t in threading.enumerate())
+
+
+def test_a_python_recursion_is_named_within_its_group_where_the_dump_holds_the_python_stack(tmp_path):
+    """Every Python-level recursion has the eval loop's signature, whatever the Python code:
+    a group lists the Python functions its full-memory dumps show recursing (file names
+    without folders or lines), and a minidump of the same crash, which holds no Python
+    stack, stays in the group (the signature does not change)."""
+    from tests.conftest import PY_SAMPLES, WINPYTHON
+
+    for name in ("py_recursion_full.trimmed.dmp.xz", "py_recursion.dmp.xz", "repr_recursion_full.trimmed.dmp.xz"):
+        shutil.copy(PY_SAMPLES / name, tmp_path / name)
+    # python38.dll for the minidump, which does not hold it (the full dumps do)
+    images = (str(WINPYTHON),) if (WINPYTHON / "python38.dll").is_file() else ()
+    paths, _ = collect([str(tmp_path)])
+    records = {Path(r.path).name: r for r in run(paths, Job(image_paths=images), jobs=1)}
+    full = records["py_recursion_full.trimmed.dmp.xz"]
+    assert full.python_recursion == "visit (py_recursion.py) > walk (py_recursion.py)"
+    assert records["py_recursion.dmp.xz"].python_recursion is None  # a minidump: no Python stack
+    assert records["repr_recursion_full.trimmed.dmp.xz"].python_recursion is None  # C recursion in repr()
+    groups = {g.signature: g for g in group(list(records.values()))}
+    mine = groups[full.signature]
+    assert mine.python_recursions == (("visit (py_recursion.py) > walk (py_recursion.py)", 1),)
+    if images:  # with its image the minidump's signature is the full dump's
+        assert mine.count == 2
+    assert groups[records["repr_recursion_full.trimmed.dmp.xz"].signature].python_recursions == ()
+
+
+def test_cli_shows_the_python_recursion_under_its_group(tmp_path):
+    from tests.conftest import PY_SAMPLES
+
+    shutil.copy(PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz", tmp_path / "a.dmp.xz")
+    text = _cli(str(tmp_path))
+    assert text.exit_code == 0, text.output
+    assert "python recursion: visit (py_recursion.py) > walk (py_recursion.py) in 1 of 1 dumps" in text.stdout
+    doc = json.loads(_cli(str(tmp_path), "--format", "json").stdout)
+    assert doc["groups"][0]["python_recursions"] == [
+        {"functions": "visit (py_recursion.py) > walk (py_recursion.py)", "count": 1}
+    ]
+    assert doc["dumps"][0]["python_recursion"] == "visit (py_recursion.py) > walk (py_recursion.py)"

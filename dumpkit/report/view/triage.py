@@ -27,6 +27,7 @@ class GroupRow:
     last_seen: str
     example: str  # the example dump's path
     example_report: Optional[str]  # its per-dump report, relative to the triage page
+    python: str  # 'walk (job.py) > visit (job.py) in 2 of 3 dumps; ...', or '' when none
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,18 @@ def triage_view(records: Sequence[DumpRecord], interrupted: bool = False, second
             last_seen=when(g.last_seen),
             example=g.example.path,
             example_report=g.example.report,
+            python=_python_recursions(g),
         )
         for i, g in enumerate(groups, 1)
     )
     failures = tuple(FailureRow(r.path, r.status, r.error or "") for r in sorted(failed, key=lambda r: r.path))
     return TriageView(summary, rows, failures, interrupted)
+
+
+def _python_recursions(g: Group) -> str:
+    """What its dumps' Python stacks show recursing, or '' when none shows any: a group of
+    Python-level recursions shares the eval loop's signature whatever the Python code was."""
+    return "; ".join(f"{p} in {n:,} of {g.count:,} dumps" for p, n in g.python_recursions)
 
 
 def _group_doc(g: Group) -> Dict[str, Any]:
@@ -99,6 +107,7 @@ def _group_doc(g: Group) -> Dict[str, Any]:
         "last_seen": g.last_seen,
         "example": g.example.path,
         "dumps": list(g.members),
+        "python_recursions": [{"functions": p, "count": n} for p, n in g.python_recursions],
     }
 
 
