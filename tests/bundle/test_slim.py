@@ -185,3 +185,20 @@ def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
     )
     assert r.code == 2 and r.max_rss_kb < 200 << 10, (r.code, r.max_rss_kb)
     assert r.stderr.count("\n") == 1 and "--redact takes a dump of at most 4096 MiB" in r.stderr, r.stderr
+
+
+def test_kept_pieces_too_big_for_memory_are_read_from_a_private_mapped_copy(full, slim, monkeypatch):
+    """Over DUMP_IN_MEMORY the member goes to a private temporary file, mapped; the pieces
+    are served from the mapping as from memory, and the file does not outlive the target."""
+    import glob
+    import tempfile
+
+    from tests.bundle.helpers import report_json
+
+    from dumpkit.bundle import reader
+
+    in_memory = report_json(reader.open_bundle(str(slim)))
+    monkeypatch.setattr(reader, "DUMP_IN_MEMORY", 0)
+    before = set(glob.glob(f"{tempfile.gettempdir()}/dumpkit-bundle-*.dmp"))
+    assert report_json(reader.open_bundle(str(slim))) == in_memory
+    assert set(glob.glob(f"{tempfile.gettempdir()}/dumpkit-bundle-*.dmp")) <= before
