@@ -8,7 +8,9 @@ msvcp, libstdc++, libgcc, winpthread) or the Python runtime (python3X.dll, pytho
 when its function is runtime machinery linked into the program itself (abort, the stack
 probe, memcpy, the allocator...). Frames found by unvalidated stack scanning are passed
 over too (they may not be frames at all), and so are IPs outside every module (a jump
-into data or freed code is not anyone's code)."""
+into data or freed code is not anyone's code). In a stack overflow that a recursion
+caused (signature rule 6) blame starts at the recursion: the frames above it are wherever
+its last repetition ran out of stack."""
 
 from __future__ import annotations
 
@@ -19,13 +21,14 @@ from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, Passed
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 
-SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES = (
+SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION = (
     "system",
     "C/C++ runtime",
     "Python runtime",
     "runtime code",
     "found by stack scanning",
     "outside every module",
+    "above the recursion",
 )
 LOOK = 64  # frames looked at from the top: the program's code is never deeper than this below a crash
 
@@ -90,14 +93,23 @@ def _display_name(f: FrameRecord) -> str:
     return f"{f.ip:#x}"
 
 
-def blame_frame(thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = ()) -> Optional[BlameFrame]:
+def blame_frame(
+    thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = (), start: Optional[int] = None
+) -> Optional[BlameFrame]:
     """The first frame from the top in the program's own code, with the frames passed over
-    above it; None when the first LOOK frames are all system or runtime code."""
+    above it; None when the first LOOK frames (from `start`) are all system or runtime code.
+    `start`: the first frame of the recursion that overflowed the stack
+    (signature.overflow_start); the frames above it are passed over."""
     if thread is None:
         return None
     paths = {m.name.lower(): m.path for m in modules}
     skipped: List[PassedFrame] = []
-    for f in thread.frames[:LOOK]:
+    first = 0
+    if start is not None:
+        first = next((i for i, f in enumerate(thread.frames) if f.index >= start), len(thread.frames))
+    for f in thread.frames[:first]:
+        skipped.append(PassedFrame(f.index, _display_name(f), ABOVE_RECURSION))
+    for f in thread.frames[first : first + LOOK]:
         role = frame_role(f, paths)
         if role is None:
             return BlameFrame(

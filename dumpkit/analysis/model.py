@@ -221,7 +221,8 @@ class CrashSignature:
 class PassedFrame:
     """A frame blame passed over, and why: `role` is `system`, `C/C++ runtime`, `Python
     runtime`, `runtime code` (a runtime function linked into the program), `found by stack
-    scanning` or `outside every module`."""
+    scanning`, `outside every module` or `above the recursion` (where an overflowing
+    recursion's last repetition ran out of stack)."""
 
     frame_index: int
     function: str

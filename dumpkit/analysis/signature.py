@@ -189,14 +189,25 @@ def signature_kind(crash: CrashInfo) -> str:
     return name
 
 
+def overflow_start(cycles: Sequence[Cycle], stack_overflow: bool) -> Optional[int]:
+    """Rule 6: the first frame of a stack overflow's largest recursion (`cycles` come
+    largest first) when it fills at least OVERFLOW_SHARE of the used stack, else None. The
+    frames above it are where the last repetition ran out of stack; blame passes over them
+    too."""
+    cause = cycles[0] if stack_overflow and cycles else None
+    if cause is not None and cause.stack_share is not None and cause.stack_share >= OVERFLOW_SHARE:
+        return cause.first_frame
+    return None
+
+
 def signature_elements(
     frames: Sequence[FrameRecord], cycles: Sequence[Cycle], stack_overflow: bool = False
 ) -> Tuple[str, ...]:
     """Rules 2-6 over the crashing thread's (kept) frames."""
     by_first = {c.first_frame: c for c in cycles}
-    cause = cycles[0] if stack_overflow and cycles else None  # largest first
-    if cause is not None and cause.stack_share is not None and cause.stack_share >= OVERFLOW_SHARE:
-        frames = [f for f in frames if f.index >= cause.first_frame]
+    start = overflow_start(cycles, stack_overflow)
+    if start is not None:
+        frames = [f for f in frames if f.index >= start]
     out: List[str] = []
     skip_to = -1
     members: frozenset = frozenset()  # of the cycle just passed: its partial repetition below goes with it

@@ -181,6 +181,33 @@ def test_blame_passes_over_the_c_runtime_on_a_real_sentry_dump():
     assert report.crash.module.lower() == "vcruntime140d.dll" and report.crash.module_version == "14.42.34226.3"
 
 
+def test_blame_of_a_recursion_that_overflowed_is_the_recursion_not_where_it_ran_out():
+    """tf.nest.flatten nested too deep (the committed TensorFlow bundle): the last repetition
+    ran out of stack in frames found partly by scanning, one of them in TensorFlow's own
+    module. Those frames say nothing of the cause (signature rule 6 drops them): blame is
+    the recursion, and says how many frames it passed over above it."""
+    from tests.conftest import PY_SAMPLES
+
+    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.report.view.report import blame_line
+
+    target = open_bundle(str(PY_SAMPLES / "tf_nest_flatten.dkb"))
+    try:
+        report = analyze(target, Options()).report
+    finally:
+        target.close()
+    crashing = next(t for t in report.threads if t.is_crashing)
+    cycle = crashing.cycles[0]
+    blame = report.blame
+    assert blame is not None and blame.frame_index == cycle.first_frame
+    assert blame.function == cycle.functions[0] and blame.module == "_pywrap_tensorflow_internal.pyd"
+    assert blame.trust == "unwind_info"
+    assert [p.frame_index for p in blame.skipped] == list(range(cycle.first_frame))
+    assert {p.role for p in blame.skipped} == {"above the recursion"}
+    line = "".join(span.text for span in blame_line(blame))
+    assert f"the recursion (above it: {cycle.first_frame} frames where it ran out of stack)" in line
+
+
 def test_blame_never_lands_outside_every_module():
     report = _report(real_dump("breakpad/exec_av_on_stack.dmp"))  # the IP is on the stack
     assert report.blame is None or report.blame.module is not None

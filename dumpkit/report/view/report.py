@@ -18,6 +18,7 @@ from dumpkit.analysis.model import (
     SystemSummary,
     ThreadReport,
 )
+from dumpkit.analysis.blame import ABOVE_RECURSION
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.report.view.contents import iso_time, register_cells
 from dumpkit.report.view.python import PythonView, python_view
@@ -366,16 +367,23 @@ def code_view(report: Report, crash: Optional[ThreadReport], digits: int) -> Opt
 
 
 def blame_line(b: BlameFrame) -> Line:
-    """`frame 1 m.dll!f (above it: m.dll!___chkstk_ms, runtime code)`."""
+    """`frame 1 m.dll!f (above it: m.dll!___chkstk_ms, runtime code)`; the frames above an
+    overflowing recursion are counted, not named (where it ran out says nothing)."""
     line: List[Span] = [words(f"frame {b.frame_index} "), Span(b.function, CODE)]
-    if b.skipped:
+    ran_out = sum(1 for p in b.skipped if p.role == ABOVE_RECURSION)
+    named = [p for p in b.skipped if p.role != ABOVE_RECURSION]
+    if ran_out:
+        line.append(words(f", the recursion (above it: {plural(ran_out, 'frame')} where it ran out of stack"))
+        line.append(words("; then " if named else ")"))
+    elif named:
         line.append(words(" (above it: "))
-        for i, p in enumerate(b.skipped[:MAX_SKIPPED_SHOWN]):
+    if named:
+        for i, p in enumerate(named[:MAX_SKIPPED_SHOWN]):
             line += [words(", ")] if i else []
-            line += [Span(p.function, CODE), words(f", {p.role}" if len(b.skipped) == 1 else f" ({p.role})")]
-        more = len(b.skipped) - MAX_SKIPPED_SHOWN
+            line += [Span(p.function, CODE), words(f", {p.role}" if len(named) == 1 else f" ({p.role})")]
+        more = len(named) - MAX_SKIPPED_SHOWN
         line.append(words(f" and {more} more)" if more > 0 else ")"))
-    else:
+    if not b.skipped:
         line.append(words(", the faulting frame itself"))
     if b.trust.startswith("scan"):
         line.append(words("; found by stack scanning"))
