@@ -43,7 +43,7 @@ from dumpkit.analysis.process import executable, module_version, process_record
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.analysis.signature import STACK_OVERFLOW_CODE, crash_signature, overflow_start
+from dumpkit.analysis.signature import crash_signature, recursion_start
 from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
@@ -610,13 +610,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         images=coverage,
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
         signature=crash_signature(crash, crash_report),
-        blame=blame_frame(
-            crash_report,
-            facts.module_records(target, sources),
-            overflow_start(crash_report.cycles, crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE)
-            if crash_report
-            else None,
-        )
+        blame=blame_frame(crash_report, facts.module_records(target, sources), recursion_start(crash, crash_report))
         if crash is not None
         else None,
     )

@@ -167,11 +167,16 @@ def is_unnamed_system(f: FrameRecord) -> bool:
     return _function_key(f) is None and f.module is not None and f.module.lower() in SYSTEM_MODULES
 
 
+def _from_first(order: List[str]) -> str:
+    """A cycle's members in call order, rotated to start at the alphabetically first, so
+    which member was on top when the stack ran out does not change the name: `a > b > c`."""
+    start = min(range(len(order)), key=lambda i: order[i]) if order else 0
+    return " > ".join(order[start:] + order[:start])
+
+
 def cycle_element(c: Cycle) -> str:
     """`recursion(a > b > c)`: call order, rotated to its alphabetically first member."""
-    order = [_member(n) for n in call_order(c)]
-    start = min(range(len(order)), key=lambda i: order[i]) if order else 0
-    return f"recursion({' > '.join(order[start:] + order[:start])})"
+    return f"recursion({_from_first([_member(n) for n in call_order(c)])})"
 
 
 def signature_kind(crash: CrashInfo) -> str:
@@ -238,13 +243,24 @@ def signature_elements(
     return tuple(out)
 
 
+def _is_stack_overflow(crash: CrashInfo) -> bool:
+    return crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE
+
+
+def recursion_start(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) -> Optional[int]:
+    """Rule 6 for the crashing thread: where the recursion that overflowed its stack
+    starts, or None (not a stack overflow, or no recursion that fills it)."""
+    if crash is None or thread is None:
+        return None
+    return overflow_start(thread.cycles, _is_stack_overflow(crash))
+
+
 def crash_signature(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) -> Optional[CrashSignature]:
     """The signature of the crash, or None when the dump holds no exception."""
     if crash is None:
         return None
     kind = signature_kind(crash)
-    overflow = crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE
-    frames = signature_elements(thread.frames, thread.cycles, overflow) if thread is not None else ()
+    frames = signature_elements(thread.frames, thread.cycles, _is_stack_overflow(crash)) if thread is not None else ()
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
 
 
@@ -276,6 +292,4 @@ def python_recursion(python: Optional[PythonReport], thread_id: Optional[int]) -
     if thread is None or not thread.cycles:
         return None
     cycle = max(thread.cycles, key=lambda c: c.period * c.repetitions)
-    order = [_python_member(f) for f in reversed(cycle.functions)]  # stack order is callee first
-    start = min(range(len(order)), key=lambda i: order[i])
-    return " > ".join(order[start:] + order[:start])
+    return _from_first([_python_member(f) for f in reversed(cycle.functions)])  # stack order is callee first

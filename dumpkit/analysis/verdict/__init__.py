@@ -99,8 +99,8 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
             continue
         if not python:
             step = step.replace(_PY_THREAD_STACK, _NATIVE_THREAD_STACK)
-        if exe and "gflags" in low and exe.lower() != "python.exe":
-            step = step.replace("for python.exe", f"for {exe}").replace("enable python.exe", f"enable {exe}")
+        if exe and "gflags" in low:
+            step = step.replace("python.exe", exe)
         if step not in kept:
             kept.append(step)
     return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
