@@ -11,7 +11,6 @@ see zeros in its place. A PDB's raises `PdbNotInBundle`, a `PdbError`, likewise.
 from __future__ import annotations
 
 import atexit
-import bisect
 import hashlib
 import lzma
 import mmap
@@ -38,6 +37,7 @@ from dumpkit.packages import InstalledPackage
 from dumpkit.pe import PEError
 from dumpkit.pe.backing import Backing
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy, open_dump_pieces
+from dumpkit.sources.pieced import PiecedFile
 from dumpkit.symbols.pdb import PdbError, PdbSource
 from dumpkit.target import CodeViewRecord, DumpError, Module
 
@@ -67,14 +67,8 @@ class BundleBacking:
     def __init__(self, entry: Union[ImageEntry, PdbEntry], data: bytes, where: str, misses: Optional[List[str]] = None):
         self._where = where
         self._misses = misses  # where reads outside the captured pages are noted
-        self._starts = [off for off, _ in entry.ranges]
-        self._ends = [off + n for off, n in entry.ranges]
-        self._at: List[int] = []  # where each range's bytes start in `data`
-        pos = 0
-        for _, n in entry.ranges:
-            self._at.append(pos)
-            pos += n
-        self._data = data
+        # the captured ranges, back to back in `data` (their sizes were checked on reading)
+        self._pieces = PiecedFile(entry.file_size, entry.ranges, data)
         self._size = entry.file_size
 
     @property
@@ -86,14 +80,13 @@ class BundleBacking:
             raise self._past_end(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")
         if size == 0:
             return b""
-        i = bisect.bisect_right(self._starts, offset) - 1
-        if i < 0 or offset + size > self._ends[i]:
+        data = self._pieces.held(offset, size)
+        if data is None:
             why = f"{self._where}: file offset {offset:#x} (+{size:#x}) is not in the bundle"
             if self._misses is not None and len(self._misses) < 1000:
                 self._misses.append(why)
             raise self._missing(why)
-        at = self._at[i] + offset - self._starts[i]
-        return self._data[at : at + size]
+        return data
 
     def close(self) -> None:
         pass  # the bytes belong to the bundle: a module's image may be opened again

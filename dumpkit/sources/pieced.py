@@ -7,7 +7,7 @@ zeros are never served as the dump's memory."""
 from __future__ import annotations
 
 import bisect
-from typing import Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import mmap
 
@@ -36,18 +36,25 @@ class PiecedFile:
     def __len__(self) -> int:
         return self._size
 
+    def held(self, offset: int, size: int) -> Optional[bytes]:
+        """The bytes at [offset, offset + size) when one piece holds them all, else None."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        if i < 0 or offset + size > self._ends[i]:
+            return None
+        at = self._at[i] + offset - self._starts[i]
+        return bytes(self._data[at : at + size])
+
     def __getitem__(self, key: slice) -> bytes:
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("a PiecedFile is read by slices")
         lo, hi, _ = key.indices(self._size)
         if hi <= lo:
             return b""
-        i = bisect.bisect_right(self._starts, lo) - 1
-        if i >= 0 and hi <= self._ends[i]:  # inside one piece: the common case
-            at = self._at[i] + lo - self._starts[i]
-            return bytes(self._data[at : at + hi - lo])
+        inside = self.held(lo, hi - lo)  # inside one piece: the common case
+        if inside is not None:
+            return inside
         out = bytearray(hi - lo)
-        i = max(i, 0)
+        i = max(bisect.bisect_right(self._starts, lo) - 1, 0)
         while i < len(self._starts) and self._starts[i] < hi:
             a, b = max(lo, self._starts[i]), min(hi, self._ends[i])
             if b > a:
