@@ -610,7 +610,12 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         images=coverage,
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
         signature=crash_signature(crash, crash_report),
-        blame=blame_frame(crash_report, facts.module_records(target, sources), recursion_start(crash, crash_report))
+        blame=blame_frame(
+            crash_report,
+            facts.module_records(target, sources),
+            recursion_start(crash, crash_report),
+            python.thread(crash.thread_id) if python is not None else None,
+        )
         if crash is not None
         else None,
     )

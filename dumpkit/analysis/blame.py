@@ -15,9 +15,11 @@ its last repetition ran out of stack."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Iterable, List, Optional
 
-from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, ThreadReport
+from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, PythonThreadReport, ThreadReport
+from dumpkit.analysis.pyentry import INTERPRETER, python_entry
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 
@@ -44,7 +46,11 @@ _C_RUNTIME = re.compile(
     r"^(ucrtbased?|msvcrt\w*|vcruntime\d+\w*|msvcp\d+\w*|concrt\d+\w*|api-ms-win-crt-[\w-]+"
     r"|libstdc\+\+[\w-]*|libgcc[\w-]*|libwinpthread[\w-]*)\.dll$"
 )
-_PYTHON_RUNTIME = re.compile(r"^(python\d*(_d)?\.dll|pythonw?(_d)?\.exe)$")
+# The interpreter, and ctypes' C code and libffi, which ship with it: a crash in them is
+# reached from Python code, which the blame then names (issue #29).
+_PYTHON_RUNTIME = re.compile(
+    r"^(python\d*t?(_d)?\.dll|pythonw?(_d)?\.exe|_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd|libffi(-\d+)?\.dll)$"
+)
 # Runtime functions linked into the program's own modules (static CRTs, mingw): the
 # fail-fast and exception machinery, the allocator, and the string and memory routines.
 _RUNTIME_FUNCTIONS = frozenset(n.lower().lstrip("_") for n in RUNTIME_FUNCTIONS) | MACHINERY
@@ -94,12 +100,59 @@ def _display_name(f: FrameRecord) -> str:
 
 
 def blame_frame(
-    thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = (), start: Optional[int] = None
+    thread: Optional[ThreadReport],
+    modules: Iterable[ModuleRecord] = (),
+    start: Optional[int] = None,
+    python: Optional[PythonThreadReport] = None,
 ) -> Optional[BlameFrame]:
     """The first frame from the top in the program's own code, with the frames passed over
     above it; None when the first LOOK frames (from `start`) are all system or runtime code.
     `start`: the first frame of the recursion that overflowed the stack
-    (signature.overflow_start); the frames above it are passed over."""
+    (signature.overflow_start); the frames above it are passed over. In a Python process
+    the blame also says how Python code got there and, with `python` (the thread's Python
+    stack), from which Python frame; when every native frame is runtime code, the Python
+    frame is the blame."""
+    found = _native_blame(thread, modules, start)
+    if thread is None:
+        return found
+    # where to look for the way in from Python: below the blamed frame, or below the whole
+    # recursion when the blamed frame is one of its members
+    below = -1 if found is None else found.frame_index
+    cycle = thread.cycles[0] if start is not None and thread.cycles else None
+    if cycle is not None and below >= cycle.first_frame:
+        below = max(below, cycle.last_frame)
+    first = next((i for i, f in enumerate(thread.frames) if f.index > below), len(thread.frames))
+    if found is not None:
+        first = max(0, first - 1)  # the blamed frame itself may be the interpreter's caller
+    entry = python_entry(thread.frames, first, python)
+    if entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
+        return found
+    if found is not None:
+        return replace(found, python_frame=entry.python_frame, python_via=entry.how)
+    if entry.python_frame is None:
+        return None
+    passed = tuple(
+        PassedFrame(
+            f.index, _display_name(f), frame_role(f, {m.name.lower(): m.path for m in modules}) or PYTHON_RUNTIME
+        )
+        for f in thread.frames[: min(LOOK, entry.interpreter_frame + 1)]
+    )
+    return BlameFrame(
+        frame_index=0,
+        function=entry.python_frame,
+        module=None,
+        trust="python stack",
+        named=True,
+        skipped=passed,
+        python_frame=entry.python_frame,
+        python_via=entry.how,
+        kind="python",
+    )
+
+
+def _native_blame(
+    thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = (), start: Optional[int] = None
+) -> Optional[BlameFrame]:
     if thread is None:
         return None
     paths = {m.name.lower(): m.path for m in modules}

@@ -243,6 +243,15 @@ class BlameFrame:
     trust: str
     named: bool
     skipped: Tuple[PassedFrame, ...] = ()
+    # In a Python process: the innermost Python frame of the thread ('poke (C:\\x.py:12)',
+    # when the dump holds the Python stack) and how Python code reached the native frames
+    # ('through a ctypes call into nativelib.dll'). When every native frame is the system's
+    # or a runtime's, the blame is that Python frame: `kind` "python" (None: a native
+    # frame), `frame_index` its index in the thread's Python stack (0 = innermost),
+    # `function` its label.
+    python_frame: Optional[str] = None
+    python_via: Optional[str] = None
+    kind: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -334,6 +343,7 @@ class PythonReport:
     layout_verified: bool = False
     threads: Tuple[PythonThreadReport, ...] = ()
     problems: Tuple[str, ...] = ()
+    layout_note: Optional[str] = None  # which build the layout was verified on, and why it is trusted here
 
     def thread(self, thread_id: int) -> Optional[PythonThreadReport]:
         return next((t for t in self.threads if t.thread_id == thread_id), None)

@@ -79,6 +79,7 @@ def python_report(state: Optional[PythonState], keep: Optional[int] = KEEP_FRAME
         version=state.version,
         layout=state.layout,
         layout_verified=state.layout_verified,
+        layout_note=state.layout_note,
         threads=tuple(_thread(t, keep) for t in state.threads),
         problems=tuple(state.problems),
     )

@@ -50,6 +50,18 @@ PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("call", "calls between C functions and callables (PyObject_Call)", ("PyObject_Call", "_PyObject_MakeTpCall"), ()),
 )
 
+# The special method through which Python code recurses when a protocol's C code is in a
+# cycle with the eval loop, and the built-in that calls it: (method, built-in).
+SPECIAL_METHODS: Dict[str, Tuple[str, str]] = {
+    "repr": ("__repr__", "repr()"),
+    "str": ("__str__", "str()"),
+    "comparison": ("__eq__ (or another rich comparison)", "a comparison"),
+    "hash": ("__hash__", "hash()"),
+    "getattr": ("__getattr__ (or a property)", "an attribute lookup"),
+    "pickle": ("__reduce__ (or __getstate__)", "pickle"),
+    "json": ("json default=", "json.dumps"),
+}
+
 # Extension modules by file name: (library, pattern).
 EXTENSIONS: Tuple[Tuple[str, "re.Pattern[str]"], ...] = (
     ("NumPy", re.compile(r"^_?(multiarray_umath|multiarray|umath)\b.*\.pyd$", re.I)),
@@ -133,8 +145,20 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
             "each repetition is one Python-level call"
         )
         via = _protocol(names, facts)
-        if via is not None and via[0] != "call":
-            evidence.append(f"the calls go through {via[1]}: {via[2]}")
+        if via is not None and via[0] in SPECIAL_METHODS:
+            method, builtin = SPECIAL_METHODS[via[0]]
+            evidence.append(
+                f"the calls go through {via[1]}: {via[2]}; Python code re-enters the eval loop from there only "
+                f"through a special method, so a {method} method is calling {builtin} again"
+            )
+            return RecursionKind(
+                "python",
+                f"a Python {method} method calling {builtin}",
+                interpreter,
+                tuple(evidence),
+                depth,
+                protocol=via[0],
+            )
         return RecursionKind("python", "Python functions calling each other", interpreter, tuple(evidence), depth)
 
     libraries = [lib for lib in (_library(m) for m in modules) if lib]

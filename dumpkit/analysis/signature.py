@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 3 (RULES):
+Rules, version 4 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_FATAL_APP_EXIT), the thrown type for an MSVC C++ exception
@@ -31,7 +31,16 @@ Rules, version 3 (RULES):
    stack starts at that recursion: the frames above it are wherever the last repetition
    happened to run out of stack (a helper, an allocator, the guard-page fault in ntdll),
    which differs from run to run and says nothing of the cause.
+7. Native code that Python called through ctypes: below the top element, the first frame of
+   the call's machinery (libffi, _ctypes.pyd) is one element, `python(ctypes)`, and the line
+   ends there; so does the first interpreter frame below a top element in ctypes' own code
+   (a ctypes object reading or writing a bad address). libffi's functions have no names and their RVAs change with libffi's build,
+   and below them is the interpreter, which differs between Python versions: neither says
+   anything of the crash, and either would split one bug by the user's Python.
 Elements are joined with " | ".
+
+Version 3 ended a recursion entered through ctypes in `libffi-8.dll+0x4730 |
+libffi-8.dll+0x42e0` (issue #29).
 
 Version 2 started a stack overflow at the top: `repr(x)` of a self-nesting list gave
 `func_57d80 | PyUnicode_New | _PyUnicodeWriter_PrepareInternal` (where the stack ran out)
@@ -45,14 +54,16 @@ import re
 from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, PythonReport, ThreadReport
+from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
 
-RULES = 3
+RULES = 4
 MAX_ELEMENTS = 3
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
 OVERFLOW_SHARE = 0.5
 STACK_OVERFLOW_CODE = 0xC00000FD
 SEPARATOR = " | "
+CTYPES_ELEMENT = "python(ctypes)"  # rule 7
 
 
 def _function_names(*names: str) -> frozenset:
@@ -217,6 +228,7 @@ def signature_elements(
     skip_to = -1
     members: frozenset = frozenset()  # of the cycle just passed: its partial repetition below goes with it
     leading = True
+    ctypes_on_top = False  # the top element is ctypes' own code: the interpreter below it ends the line
     for f in frames:
         if len(out) >= MAX_ELEMENTS:
             break
@@ -234,6 +246,10 @@ def signature_elements(
         if frame_function(f) in members:
             continue
         members = frozenset()
+        if out and (is_ctypes_machinery(f.module) or (ctypes_on_top and is_interpreter(f.module))):
+            out.append(CTYPES_ELEMENT)
+            break
+        ctypes_on_top = not out and is_ctypes_machinery(f.module)
         if leading and is_machinery(f):
             continue
         if is_thread_start(f) or (out and is_unnamed_system(f)):

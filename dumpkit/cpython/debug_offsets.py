@@ -10,6 +10,7 @@ import struct
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from dumpkit.cpython.layouts import PY_OBJECT_TYPE, Layout
+from dumpkit.cpython.verified import VERIFIED_BUILDS
 
 COOKIE = b"xdebugpy"
 
@@ -171,7 +172,7 @@ def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
     values["unicode_compact_size"] = v["unicode_object.asciiobject_size"] + 16
     return Layout(
         version=found,
-        verified=False,
+        verified=found in VERIFIED_BUILDS,
         source=f"_Py_DebugOffsets in the dump ({found[0]}.{found[1]})",
         frames="interpreter_frame",
         line_table="locations",

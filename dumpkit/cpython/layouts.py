@@ -7,9 +7,11 @@ header each list comes from is named beside it, so a reviewer can check them lin
 against `git show v3.X.0:Include/...`. 3.13 and later describe themselves
 (`_Py_DebugOffsets`, see debug_offsets.py) and need no table here.
 
-Verified on real dumps: 3.8 (the PSF's 3.8.1 python38.dll under Wine; every thread's stack
-matched what the crashed script knew). 3.9-3.12: layout not verified on a real dump; tested
-on synthetic memory laid out by ctypes from independently transcribed field lists."""
+Verified on real crash dumps (every thread's Python stack matched what the crashed program
+printed): the PSF's 3.8.1 and python.org's 3.9.13, 3.10.11, 3.11.9 and 3.12.9 Windows
+builds under Wine; which other patch releases are trusted, and why, is verified.py's
+judgement. Also tested on synthetic memory laid out by ctypes from independently
+transcribed field lists."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from dumpkit.cpython.clayout import offsets
+from dumpkit.cpython.verified import VERIFIED_BUILDS
 
 P = "ptr"
 OBJECT_HEAD = (("ob_refcnt", "Py_ssize_t"), ("ob_type", P))  # Include/object.h (release build)
@@ -29,7 +32,7 @@ class Layout:
     """Offsets (bytes) of what the walk reads; None where a version has no such field."""
 
     version: Tuple[int, int]
-    verified: bool  # checked on a real dump of this version
+    verified: bool  # checked on a real dump of a build of this minor (verified.py says which)
     source: str  # where the offsets come from
     frames: str  # "frame_object" (3.8-3.10) or "interpreter_frame" (3.11+)
     line_table: str  # "lnotab" (3.8-3.9), "linetable" (3.10), "locations" (3.11+)
@@ -413,7 +416,7 @@ def _from_headers(version: Tuple[int, int], line_table: str, structs: Dict[str, 
     values["owner_cstack"] = FRAME_OWNED_BY_CSTACK_312 if version >= (3, 12) else None
     return Layout(
         version=version,
-        verified=version == (3, 8),
+        verified=version in VERIFIED_BUILDS,
         source=f"CPython {version[0]}.{version[1]} headers (Windows x64, LLP64)",
         frames="frame_object" if frame_object else "interpreter_frame",
         line_table=line_table,

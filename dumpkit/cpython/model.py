@@ -95,6 +95,7 @@ class PythonState:
     version: Optional[str] = None  # "3.8.1" when the version resource says so, else "3.8"
     layout: Optional[str] = None  # where the structure offsets came from
     layout_verified: bool = False  # False: "layout not verified on a real dump"
+    layout_note: Optional[str] = None  # which build it was verified on, and why it is trusted here
     threads: Tuple[PythonThread, ...] = ()
     problems: Tuple[str, ...] = ()
 

@@ -16,6 +16,7 @@ from typing import Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
+from dumpkit.cpython.verified import layout_trust
 from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
 from dumpkit.cpython.linetable import line_from_linetable, line_from_lnotab, line_from_locations
 from dumpkit.cpython.model import HEAP_ADVICE, RUNTIME_ADVICE, PythonFrame, PythonState, PythonThread, Status
@@ -349,8 +350,15 @@ def read_python_state(
     if layout.frames == "frame_object":
         types["frame"] = export_address("PyFrame_Type")
     reader = _Reader(target, layout, types, keep_frames, max(max_links, keep_frames))
+    verified, note = layout_trust(interp.version, interp.micro)
     common = PythonState(
-        Status.READ, "", dll=dll, version=interp.version_text, layout=layout.source, layout_verified=layout.verified
+        Status.READ,
+        "",
+        dll=dll,
+        version=interp.version_text,
+        layout=layout.source,
+        layout_verified=verified,
+        layout_note=note,
     )
     try:
         head = reader.pointer(runtime + layout.runtime_interpreters_head, f"_PyRuntime of {dll} (its data section)")

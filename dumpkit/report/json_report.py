@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import Contents, FrameRecord, Report, Stacks
+from dumpkit.analysis.model import BlameFrame, Contents, FrameRecord, Report, Stacks
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -47,7 +47,10 @@ _SCALARS = (str, float, bool, type(None))
 
 # Fields added after schema version 1 that most records lack: left out rather than null,
 # so a report without them reads as it did (docs/report-schema.md).
-_OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {FrameRecord: ("source",)}
+_OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
+    FrameRecord: ("source",),
+    BlameFrame: ("python_frame", "python_via", "kind"),
+}
 
 
 def _convert(obj: Any, key: str = "") -> Any:

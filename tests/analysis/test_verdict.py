@@ -129,7 +129,7 @@ def test_heap_corruption_names_the_caller_and_the_operation():
     assert v.kind == "heap_corruption" and v.confidence == "high"
     assert v.headline == (
         "Heap corruption (0xC0000374): the Windows heap found its structures damaged while freeing "
-        "a block, called from my_ops.pyd!Tensor_release"
+        "a block, called from my_ops.pyd!Tensor_release, from Python through the extension module my_ops.pyd"
     )
     assert "Tensor_release" in v.next_steps[0] and "gflags" in v.next_steps[0]
     assert findings[0].kind == "heap_corruption"
@@ -306,7 +306,10 @@ def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
     )
     v, findings = decide(_target(), crash, None, StackWalk(1, frames, StopReason.END_OF_STACK, []), (), Environment())
     assert v.kind == "cxx_exception" and v.confidence == "high" and findings[0].kind == "cxx_exception"
-    assert v.headline == "Unhandled C++ exception std::bad_alloc thrown from my_ops.pyd!make_tensor"
+    assert v.headline == (
+        "Unhandled C++ exception std::bad_alloc thrown from my_ops.pyd!make_tensor, "
+        "from Python through the extension module my_ops.pyd"
+    )
     assert "catchable as: std::bad_alloc, std::exception" in v.evidence
     assert v.next_steps[0].startswith("Find why my_ops.pyd!make_tensor throws std::bad_alloc")
     assert any("sxe eh" in s for s in v.next_steps)

@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.coverage import rests_on_guesses
 from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, python_entry
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
@@ -69,7 +70,26 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).next_steps))
     verdict, findings = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
+    verdict, findings = _from_python(verdict, findings, case)
     return _within_the_evidence(_for_what_is_loaded(verdict, case), case), findings
+
+
+def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple[Verdict, List[Finding]]:
+    """A native crash (not a stack overflow: those say it with their recursion) in a Python
+    process names the Python code that led into it and how, from the C stack alone (a
+    ctypes call, an extension module, the interpreter's own code) and, when the dump holds
+    the Python stack, with the innermost Python frame (issue #29)."""
+    if verdict.kind in STACK_KINDS or not case.frames:
+        return verdict, findings
+    entry = python_entry(case.frames, 0, case.python_thread)
+    if entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
+        return verdict, findings
+    headline = f"{verdict.headline}, {entry.words}"
+    evidence = verdict.evidence + (entry.evidence,)
+    return (
+        replace(verdict, headline=headline, evidence=evidence),
+        [replace(f, title=headline) if f.title == verdict.headline else f for f in findings],
+    )
 
 
 _PY_THREAD_STACK = "threading.stack_size(), or a larger /STACK reserve"
@@ -90,11 +110,20 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
         "for the faulting source line and its callers."
     )
     exe = case.executable
+    stacks_read = case.python is not None and case.python.status == "read" and bool(case.python.threads)
+    innermost = innermost_python(case.python_thread)
+    have_stacks = (
+        "The Python stack of every thread is in this report (read from the dump), so there is no need to rerun "
+        "with faulthandler: start at the crashing thread's innermost Python frame"
+        + (f", {innermost}." if innermost else ".")
+    )
     kept: List[str] = []
     for step in verdict.next_steps:
         low = step.lower()
         if not python and "faulthandler" in low:
             step = native
+        elif stacks_read and "faulthandler" in low:
+            step = have_stacks
         elif not tensorflow and ("tensorflow" in low or "absl" in low):
             continue
         if not python:

@@ -15,6 +15,15 @@ from dumpkit.analysis.model import (
     StackBudget,
     Verdict,
 )
+from dumpkit.analysis.pyentry import (
+    CTYPES,
+    EXTENSION,
+    NATIVE,
+    PythonEntry,
+    entry_path_words,
+    python_entry,
+    python_minor,
+)
 from dumpkit.analysis.pystack import cycle_text as python_cycle_text
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.analysis.python import classify_recursion
@@ -174,7 +183,8 @@ def _python_evidence(case: Case, kind: RecursionKind) -> Tuple[List[str], Option
             lines.append(f"called from Python ({thread.depth:,} frames, read from the dump): " + " <- ".join(called))
     if not py.layout_verified:
         lines.append(
-            f"the {py.dll} {py.version} structure layout is from CPython's headers, not verified on a real dump"
+            f"the {py.dll} {py.version} Python stack: "
+            + (py.layout_note or "structure layout from CPython's headers, not verified on a real dump")
         )
     return lines, cycle
 
@@ -201,8 +211,17 @@ def _in_python_terms(
                 "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
                 "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash."
             )
+        who_recursed = "Python functions recursed"
+        if kind.protocol is not None:
+            # e.g. "a Python __repr__ method calling repr()": the C protocol in the cycle says which
+            who_recursed = f"Python code recursed through {kind.what}"
+            protocol_find = (
+                f"{kind.what[0].upper() + kind.what[1:]} on the next object, level after level: find the object "
+                "structure that nests this deep or refers back to itself, and stop the method there."
+            )
+            find = f"{protocol_find} {find}"
         headline = (
-            f"Stack overflow: Python functions recursed {depth} calls deep{who} until the C stack ran out "
+            f"Stack overflow: {who_recursed} {depth} calls deep{who} until the C stack ran out "
             f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
         )
         steps = [
@@ -294,7 +313,8 @@ def _recursion(
             "the frames below the walked ones were not walked (frame limit): rerun with a larger "
             "--max-frames to see the whole stack"
         )
-    entry = outside_entry_path(main)
+    from_python = python_entry(case.frames, main.last_frame + 1, case.python_thread)
+    entry = entry_path_words(outside_entry_path(main), from_python, case.python_thread)
     if entry:
         evidence.append("entered from: " + " <- ".join(entry[:5]))
     calls_text, calls_contradict = call_summary(main.call_edges)
@@ -307,10 +327,16 @@ def _recursion(
             f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
             "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
         ]
+        if from_python is not None and from_python.via in (CTYPES, EXTENSION, NATIVE):
+            headline += f", called {from_python.words}"
+            steps.insert(1, _native_from_python_step(from_python, case))
     else:
         headline, more, steps = _in_python_terms(case, kind, main, cost, reserve)
         evidence.extend(kind.evidence)
         evidence.extend(more)
+    no_python_overflow = _no_pure_python_overflow(case, kind, main)
+    if no_python_overflow is not None:
+        steps.insert(0, no_python_overflow)
     if calls_contradict:
         steps.insert(
             0,
@@ -319,3 +345,30 @@ def _recursion(
         )
     confidence = "medium" if calls_contradict or limit else "high"
     return conclude("recursion", headline, confidence, evidence, steps, case.crash.thread_id)
+
+
+def _native_from_python_step(entry: PythonEntry, case: Case) -> str:
+    """What to look at on the Python side of a native recursion Python code called."""
+    where = f" ({entry.python_frame})" if entry.python_frame else ""
+    if entry.via == CTYPES:
+        return (
+            f"Python code{where} called {entry.module or 'the DLL'} through ctypes with data or arguments that make it "
+            "recurse this deep: check what the Python side passes (a cyclic or very deep structure, a wrong length "
+            "or count)."
+        )
+    return f"Python code{where} called into {entry.module or 'native code'}: check what it passes."
+
+
+def _no_pure_python_overflow(case: Case, kind: RecursionKind, main: Cycle) -> Optional[str]:
+    """On CPython 3.12+ the interpreter counts C recursion too, so an overflow cannot come
+    from Python functions (or repr/pickle of nested data) alone: say so, and name the
+    native code that did recurse."""
+    minor = python_minor(case.environment.python_module or (case.python.dll if case.python else None))
+    if minor is None or minor < 12:
+        return None
+    native = kind.module or (call_order(main)[0] if main.functions else "native code")
+    return (
+        f"Python 3.{minor} counts C recursion as well as Python calls and raises RecursionError before the "
+        f"stack runs out, so pure Python recursion (or repr/pickle of nested data) cannot overflow it there: "
+        f"this overflow is in native code, {native}; look there, not for a raised recursion limit."
+    )

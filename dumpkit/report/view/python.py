@@ -84,7 +84,7 @@ def python_view(
         return PythonView(f"{who}: no Python stacks: {py.message}", ())
     threads = [t for t in py.threads if tids is None or t.thread_id in tids]
     threads.sort(key=lambda t: (t.thread_id != crashing_tid, t.thread_id))
-    caveat = "" if py.layout_verified else f" ({LAYOUT_CAVEAT})"
+    caveat = f" ({py.layout_note or ('' if py.layout_verified else LAYOUT_CAVEAT)})".replace(" ()", "")
     summary = f"{who}: {plural(len(py.threads), 'thread')} running Python, stacks read from the dump{caveat}"
     stacks = tuple(
         PythonStackView(

@@ -369,6 +369,14 @@ def code_view(report: Report, crash: Optional[ThreadReport], digits: int) -> Opt
 def blame_line(b: BlameFrame) -> Line:
     """`frame 1 m.dll!f (above it: m.dll!___chkstk_ms, runtime code)`; the frames above an
     overflowing recursion are counted, not named (where it ran out says nothing)."""
+    if b.kind == "python":
+        # every native frame is the system's or a runtime's: the Python line is where to look
+        said: List[Span] = [words("Python frame "), Span(b.function, CODE)]
+        said.append(words(f", {b.python_via}" if b.python_via else ""))
+        runtime = len(b.skipped)
+        if runtime:
+            said.append(words(f" (above it: {plural(runtime, 'native frame')} of the Python runtime and the system)"))
+        return tuple(said)
     line: List[Span] = [words(f"frame {b.frame_index} "), Span(b.function, CODE)]
     ran_out = sum(1 for p in b.skipped if p.role == ABOVE_RECURSION)
     named = [p for p in b.skipped if p.role != ABOVE_RECURSION]
@@ -389,6 +397,12 @@ def blame_line(b: BlameFrame) -> Line:
         line.append(words("; found by stack scanning"))
     if not b.named:
         line.append(words("; no symbol names it, so it may still be a statically linked runtime function"))
+    if b.python_via:
+        at = " code at " if b.python_frame else ""
+        line.append(words(f"; called from Python{at}"))
+        if b.python_frame:
+            line.append(Span(b.python_frame, CODE))
+        line.append(words(f" {b.python_via}"))
     return tuple(line)
 
 

@@ -1,0 +1,192 @@
+"""Where native code on a crashing stack was entered from Python, in Python's words.
+
+Below the native frames of a Python process sits the interpreter (python3X.dll). What lies
+between says how Python code got there: libffi and _ctypes frames are a ctypes call into a
+DLL; _ctypes frames alone are ctypes' own C code (reading or writing memory through a
+ctypes object); an extension module's frame (NAME.pyd) is a function of that module; no
+frame at all is the interpreter's own C code (repr, pickle, comparison...). That is read
+from the C stack alone, so a minidump says it too; when the dump also holds the Python
+stack, the innermost Python frame of the thread is the line that made the call.
+
+Bounded: at most LOOK frames below the native code are looked at."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence, Tuple
+
+from dumpkit.analysis.model import PythonThreadReport
+from dumpkit.analysis.pystack import optional_line
+
+LOOK = 64  # frames below the native code: ctypes' and the interpreter's never take more
+
+_INTERPRETER = re.compile(r"^python3\d{0,2}t?(_d)?\.dll$", re.I)
+_CTYPES = re.compile(r"^_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd$", re.I)
+_LIBFFI = re.compile(r"^libffi(-\d+)?\.dll$", re.I)
+_EXTENSION = re.compile(r"\.pyd$", re.I)
+
+CTYPES = "ctypes"  # a ctypes call into a DLL (libffi on the stack)
+CTYPES_OWN = "ctypes_own"  # ctypes' own C code (_ctypes.pyd without libffi above it)
+EXTENSION = "extension"  # a function of an extension module (NAME.pyd)
+INTERPRETER = "interpreter"  # the interpreter's own C code
+NATIVE = "native"  # a DLL the interpreter called some other way (a callback, an embedding)
+
+
+class _Framed(Protocol):
+    @property
+    def module(self) -> Optional[str]: ...
+
+
+@dataclass(frozen=True)
+class PythonEntry:
+    """How the native code at the top of a stack was reached from Python.
+
+    `via`: CTYPES, CTYPES_OWN, EXTENSION, INTERPRETER or NATIVE; `how`: that in a phrase
+    ("through a ctypes call into nativelib.dll"); `module`: the module Python code called (the DLL
+    a ctypes call went into, the extension module); `handover`: the frame indices of the
+    ctypes/libffi machinery (first, last), empty when there is none; `interpreter_frame`:
+    the index of the first interpreter frame below; `python_frame`: the innermost Python
+    frame of the thread, as `function (file:line)`, when the dump holds the Python stack."""
+
+    via: str
+    how: str
+    module: Optional[str]
+    handover: Tuple[int, ...]
+    interpreter_frame: int
+    python_frame: Optional[str] = None
+    interpreter: Optional[str] = None
+
+    @property
+    def evidence(self) -> str:
+        """The frames that show it: 'frames 3-5 are a ctypes call (libffi, _ctypes.pyd) and
+        frame 6 is the interpreter (python39.dll)', and the Python frame when known."""
+        k = self.interpreter_frame
+        below = f"frame {k} is the interpreter ({self.interpreter})"
+        if self.handover:
+            a, b = self.handover[0], self.handover[-1]
+            span = f"frame {a}" if a == b else f"frames {a}-{b}"
+            what = "a ctypes call (libffi, _ctypes.pyd)" if self.via == CTYPES else f"in {self.module}"
+            text = f"{span} {'is' if a == b else 'are'} {what} and {below}"
+        elif self.via == EXTENSION:
+            text = f"{below}, which called {self.module}"
+        else:
+            text = below
+        if self.python_frame:
+            text += f"; the Python stack read from the dump has the thread at {self.python_frame}"
+        return text
+
+    @property
+    def machinery(self) -> str:
+        """The entry as an entry path shows it instead of libffi's and ctypes' internal
+        functions: 'Python through ctypes (libffi-8.dll, _ctypes.pyd)'."""
+        return _MACHINERY[self.via]
+
+    @property
+    def words(self) -> str:
+        """'from Python code at build_index (C:\\scripts\\job.py:30) through a ctypes call
+        into nativelib.dll'; without the Python stack, 'from Python through ...'."""
+        at = f" code at {self.python_frame}" if self.python_frame else ""
+        return f"from Python{at} {self.how}"
+
+
+_MACHINERY = {
+    CTYPES: "Python, through a ctypes call (libffi, _ctypes.pyd)",
+    CTYPES_OWN: "Python, through ctypes' own C code (_ctypes.pyd)",
+    EXTENSION: "Python, through an extension module",
+    INTERPRETER: "Python, in the interpreter's own C code",
+    NATIVE: "the Python interpreter",
+}
+
+
+def is_interpreter(module: Optional[str]) -> bool:
+    return bool(module and _INTERPRETER.match(module))
+
+
+def is_ctypes_machinery(module: Optional[str]) -> bool:
+    """libffi or _ctypes: the frames of a ctypes call, which ship with CPython."""
+    return bool(module and (_CTYPES.match(module) or _LIBFFI.match(module)))
+
+
+def innermost_python(thread: Optional[PythonThreadReport]) -> Optional[str]:
+    """The innermost Python frame of a thread as `function (file:line)`."""
+    if thread is None:
+        return None
+    return next((line for line in (optional_line(f) for f in thread.frames[:4]) if line), None)
+
+
+def python_entry(
+    frames: Sequence[_Framed], start: int = 0, python: Optional[PythonThreadReport] = None
+) -> Optional[PythonEntry]:
+    """How the native code at frame `start` was reached from Python: the frames from `start`
+    down to the first interpreter frame (at most LOOK of them) say it. None when no
+    interpreter frame is within reach (not called from Python, or the walk lost the way)."""
+    end = min(len(frames), start + LOOK)
+    below = next((i for i in range(start, end) if is_interpreter(frames[i].module)), None)
+    if below is None:
+        return None
+    between = [frames[i].module for i in range(start, below)]
+    handover = tuple(i for i in range(start, below) if is_ctypes_machinery(frames[i].module))
+    python_frame = innermost_python(python)
+    interpreter = frames[below].module
+    if any(m and _LIBFFI.match(m) for m in between):
+        first = handover[0] if handover else below
+        callee = next((frames[i].module for i in range(first - 1, start - 1, -1) if frames[i].module), None)
+        how = "through a ctypes call" + (f" into {callee}" if callee else "")
+        return PythonEntry(CTYPES, how, callee, handover, below, python_frame, interpreter)
+    if handover:
+        module = frames[handover[0]].module
+        return PythonEntry(
+            CTYPES_OWN, f"through ctypes' own C code ({module})", module, handover, below, python_frame, interpreter
+        )
+    extension = next((m for m in reversed(between) if m and _EXTENSION.search(m)), None)
+    if extension is not None:
+        return PythonEntry(
+            EXTENSION, f"through the extension module {extension}", extension, (), below, python_frame, interpreter
+        )
+    if below == start:
+        how = f"in the interpreter's own C code ({interpreter})"
+        return PythonEntry(INTERPRETER, how, interpreter, (), below, python_frame, interpreter)
+    callee = next((m for m in reversed(between) if m), None)
+    return PythonEntry(
+        NATIVE, f"through {callee} (called by {interpreter})", callee, (), below, python_frame, interpreter
+    )
+
+
+def _module_of(name: str) -> Optional[str]:
+    """'libffi-8.dll' from 'libffi-8.dll!func_4730' or 'libffi-8.dll+0x4730'."""
+    for sep in ("!", "+"):
+        if sep in name:
+            return name.split(sep, 1)[0]
+    return None
+
+
+def entry_path_words(
+    path: Sequence[str], entry: Optional[PythonEntry], python: Optional[PythonThreadReport] = None, most: int = 5
+) -> Tuple[str, ...]:
+    """An entry path (frame names below a recursion, outermost last) as a reader wants it:
+    the ctypes machinery as one step instead of libffi's and _ctypes' internal functions,
+    and from the interpreter on, the Python frames when the dump holds them (else the
+    interpreter once), not its C functions."""
+    out = []
+    machinery_said = False
+    for name in path[:LOOK]:
+        module = _module_of(name)
+        if is_ctypes_machinery(module) and entry is not None:
+            if not machinery_said:
+                out.append(entry.machinery)
+                machinery_said = True
+            continue
+        if is_interpreter(module):
+            frames = [x for x in (optional_line(f) for f in python.frames[:most]) if x] if python else []
+            out.extend(frames or [f"{module} (the interpreter)"])
+            break
+        out.append(name)
+    return tuple(out[:most])
+
+
+def python_minor(module: Optional[str]) -> Optional[int]:
+    """12 from 'python312.dll' or 'C:\\Python312\\python312.dll'."""
+    name = re.split(r"[\\/]", module or "")[-1]
+    match = re.match(r"^python3(\d{1,2})t?(_d)?\.dll$", name, re.I)
+    return int(match.group(1)) if match else None

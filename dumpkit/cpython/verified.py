@@ -1,0 +1,74 @@
+"""Which CPython builds the structure layouts were checked on, and how far that reaches.
+
+A layout is *verified* on a build when dumpkit read every thread's Python stack out of a
+real crash dump of that build and it matched what the crashed program itself printed
+(sample_dumps/python for 3.8, sample_dumps/pyversions for 3.9-3.13). Another patch release
+of the same minor is *trusted* when the reason is stated: for 3.9-3.12, CPython's headers
+of every final patch release of that minor declare the structures the reader uses with the
+same fields up to the last one it reads (docs/cpython-layout-stability.md: the tags
+compared and how); for 3.13, the process publishes its own offsets (`_Py_DebugOffsets`),
+which the reader checks for consistency before using them.
+
+The judgement is made per dump from the interpreter DLL's version resource, so a report
+says which build the layout was verified on when it is not the dump's own."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+Version = Tuple[int, int]
+
+# The build of each minor whose real crash dumps the layout was verified on: (micro, who built it).
+VERIFIED_BUILDS: Dict[Version, Tuple[str, str]] = {
+    (3, 8): ("1", "the PSF's Windows build"),
+    (3, 9): ("13", "python.org's Windows build"),
+    (3, 10): ("11", "python.org's Windows build"),
+    (3, 11): ("9", "python.org's Windows build"),
+    (3, 12): ("9", "python.org's Windows build"),
+    (3, 13): ("2", "python.org's Windows build"),
+}
+
+# The final patch releases whose headers were compared (first, last micro) and found to
+# declare the reader's structures identically: docs/cpython-layout-stability.md.
+STABLE_PATCHES: Dict[Version, Tuple[int, int]] = {}
+
+# The newest final patch release of each minor when the headers were compared: a range
+# that starts at .0 and reaches it covers a dump that does not say its patch release.
+LAST_CHECKED: Dict[Version, int] = {}
+
+# Minors whose layout comes from the process's own _Py_DebugOffsets.
+SELF_DESCRIBED = frozenset({(3, 13)})
+
+
+def _final_micro(micro: Optional[str]) -> Optional[int]:
+    """9 from '9'; None for a pre-release ('0rc1') or an unknown micro."""
+    return int(micro) if micro is not None and micro.isdigit() else None
+
+
+def layout_trust(version: Version, micro: Optional[str]) -> Tuple[bool, str]:
+    """(verified, the sentence a report shows) for an interpreter of `version` whose
+    version resource gives `micro` (None when the dump recorded none)."""
+    built = VERIFIED_BUILDS.get(version)
+    minor = f"{version[0]}.{version[1]}"
+    if built is None:
+        return False, f"structure layout from CPython {minor}'s headers, not verified on a real dump"
+    seen = f"{minor}.{built[0]}"
+    if micro == built[0]:
+        return True, f"structure layout verified on real crash dumps of CPython {seen} ({built[1]})"
+    if version in SELF_DESCRIBED:
+        return True, (
+            f"structure offsets read from the process's own _Py_DebugOffsets (the reader verified on CPython {seen})"
+        )
+    this = f"{minor}.{micro}" if micro is not None else f"this {minor} (the dump records no patch release)"
+    stable = STABLE_PATCHES.get(version)
+    number = _final_micro(micro)
+    whole_minor = stable is not None and micro is None and stable[0] == 0 and stable[1] >= LAST_CHECKED.get(version, 0)
+    if stable is not None and (whole_minor or (number is not None and stable[0] <= number <= stable[1])):
+        return True, (
+            f"structure layout verified on CPython {seen}; {this} is trusted because every {minor} release from "
+            f"{minor}.{stable[0]} to {minor}.{stable[1]} declares the structures read identically in its headers"
+        )
+    return False, (
+        f"structure layout verified on CPython {seen}, not on {this}: its headers were not compared, so the "
+        "Python stacks may be wrong"
+    )
