@@ -18,12 +18,15 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import CallEdge, Cycle
-from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
+from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, decode_one
 from dumpkit.unwind.frames import Frame
 
 __all__ = ["cycle_call_edges", "call_summary"]
 
 MAX_THUNK_HOPS = 3
+# Instructions read of a function a CALL enters when looking for its tail jump to the
+# callee: thunks and small wrappers do it in a handful.
+TAIL_JUMP_INSTRUCTIONS = 24
 # Without unwind data the callee's entry is unknown; its IP must still lie after the entry
 # the call leads to, and within a function's reach of it.
 PLAUSIBLE_FUNCTION_SIZE = 1 << 20
@@ -61,6 +64,46 @@ def _follow_thunks(
     return chain, False
 
 
+def _tail_jumps(
+    entry: int, read_code: ReadCode, read_pointer: Optional[ReadPointer], mask: int, bits: int
+) -> List[int]:
+    """Where the small function at `entry` jumps out to: the targets of its jumps (direct,
+    or through a pointer slot) met in its first TAIL_JUMP_INSTRUCTIONS instructions,
+    following its own conditional branches; a path ends at a return. A function that
+    finishes with a tail call (`jmp next_function`, after its epilogue) has no frame left
+    when the callee runs, so a walked stack shows the callee right below its caller."""
+    targets: List[int] = []
+    todo = [entry]
+    seen = set()
+    budget = TAIL_JUMP_INSTRUCTIONS
+    while todo and budget > 0:
+        at = todo.pop()
+        while budget > 0 and at not in seen:
+            seen.add(at)
+            budget -= 1
+            code = read_code(at, 16)
+            got = decode_one(code, at, bits) if code else None
+            if got is None:
+                break
+            size, mnemonic, ops = got
+            if mnemonic.startswith("ret"):
+                break
+            if mnemonic == "jmp" or (mnemonic.startswith("j") and mnemonic not in ("jmp",)):
+                dest: Optional[int] = None
+                if ops.startswith("0x"):
+                    dest = int(ops, 16) & mask
+                elif ops.startswith("qword ptr [rip") and read_pointer is not None:
+                    slot = (at + size + int.from_bytes(code[size - 4 : size], "little", signed=True)) & mask
+                    dest = read_pointer(slot)
+                if dest is not None:
+                    targets.append(dest & mask)
+                    todo.append(dest & mask)
+                if mnemonic == "jmp":
+                    break
+            at = (at + size) & mask
+    return targets
+
+
 def _edge(
     caller: Frame,
     callee: Frame,
@@ -83,6 +126,12 @@ def _edge(
     target = (ret + int.from_bytes(before[-4:], "little", signed=True)) & mask
     chain, settled = _follow_thunks(target, read_code, read_pointer, mask)
     lands = None if callee_entry is None else callee_entry in chain
+    if lands is False and callee_entry is not None:
+        # a small function that tail-jumps to the callee (CPython's call_unbound_noarg:
+        # test/mov/je, then `jmp PyObject_CallOneArg`), possibly through a thunk
+        for out in _tail_jumps(chain[-1], read_code, read_pointer, mask, bits):
+            if callee_entry in _follow_thunks(out, read_code, read_pointer, mask)[0]:
+                return CallEdge(*names, ret, "direct", target, True, callee_entry, tail_jump=chain[-1])
     if lands is None and settled and not (chain[-1] <= callee.ip < chain[-1] + PLAUSIBLE_FUNCTION_SIZE):
         lands = False  # the callee's IP cannot be inside the function the call enters
     return CallEdge(*names, ret, "direct", target, lands, chain[-1] if len(chain) > 1 else None)
@@ -136,14 +185,23 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
             f"{what}; these frames may not be a real call chain{more}"
         ), True
     n = len(edges)
+    tails = sum(1 for e in good if e.tail_jump is not None)
+    through = (
+        f" ({tails} of them through a small function that tail-jumps to the callee)"
+        if tails > 1
+        else " (one through a small function that tail-jumps to the callee)"
+        if tails
+        else ""
+    )
     if good and len(good) == n:
         if n == 1:
             return (
-                "call site checked: the one call in the cycle is a direct CALL that lands on the next function's entry"
+                "call site checked: the one call in the cycle is a direct CALL that lands on the next function's "
+                f"entry{through}"
             ), False
         return (
             f"call sites checked: every call in the cycle ({n} distinct) is a direct CALL "
-            f"that lands on the next function's entry"
+            f"that lands on the next function's entry{through}"
         ), False
     open_ = [e for e in edges if e.confirmed is None]
     parts = []
@@ -168,7 +226,7 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
         )
         return lead + what, False
     return (
-        f"call sites checked: {len(good)} of {n} confirmed by a direct CALL; "
+        f"call sites checked: {len(good)} of {n} confirmed by a direct CALL{through}; "
         + ("the other is " if rest == 1 else f"the other {rest} are ")
         + what
     ), False

@@ -46,6 +46,9 @@ class CallEdge:
     target: Optional[int]
     confirmed: Optional[bool]
     resolved: Optional[int] = None  # where jump thunks starting at `target` lead, if any
+    # the small function the CALL enters, when it reaches the callee by a tail jump (its
+    # own frame is gone by then, so the stack shows the callee next): `target` itself
+    tail_jump: Optional[int] = None
 
 
 @dataclass(frozen=True)

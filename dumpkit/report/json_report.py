@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import BlameFrame, Contents, FrameRecord, Report, Stacks
+from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, FrameRecord, Report, Stacks
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -26,6 +26,7 @@ ADDRESS_FIELDS = {
     "return_address",
     "target",
     "resolved",
+    "tail_jump",
     "registers",
 }
 
@@ -50,6 +51,7 @@ _SCALARS = (str, float, bool, type(None))
 _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     FrameRecord: ("source",),
     BlameFrame: ("python_frame", "python_via", "kind"),
+    CallEdge: ("tail_jump",),
 }
 
 

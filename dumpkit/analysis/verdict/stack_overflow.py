@@ -214,7 +214,7 @@ def _in_python_terms(
         who_recursed = "Python functions recursed"
         if kind.protocol is not None:
             # e.g. "a Python __repr__ method calling repr()": the C protocol in the cycle says which
-            who_recursed = f"Python code recursed through {kind.what}"
+            who_recursed = f"{kind.what} recursed"
             protocol_find = (
                 f"{kind.what[0].upper() + kind.what[1:]} on the next object, level after level: find the object "
                 "structure that nests this deep or refers back to itself, and stop the method there."
@@ -313,14 +313,18 @@ def _recursion(
             "the frames below the walked ones were not walked (frame limit): rerun with a larger "
             "--max-frames to see the whole stack"
         )
+    kind = main.kind or classify_recursion(main, {})
     from_python = python_entry(case.frames, main.last_frame + 1, case.python_thread)
-    entry = entry_path_words(outside_entry_path(main), from_python, case.python_thread)
+    # the Python frames below a recursion of Python code are its own (the Python stack
+    # evidence names its entry); below native code, they are the caller
+    entry = entry_path_words(
+        outside_entry_path(main), from_python, case.python_thread if kind.kind != "python" else None
+    )
     if entry:
         evidence.append("entered from: " + " <- ".join(entry[:5]))
     calls_text, calls_contradict = call_summary(main.call_edges)
     if calls_text:
         evidence.append(calls_text)
-    kind = main.kind or classify_recursion(main, {})
     cost = f"{reps}{share_txt} a {human_bytes(reserve)} stack"
     if kind.kind == "native":
         steps = [
