@@ -40,6 +40,7 @@ from dumpkit.analysis.model import (
     ThreadReport,
 )
 from dumpkit.analysis.process import executable, module_version, process_record
+from dumpkit.analysis.pyentry import PythonEntry, crash_entry
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
@@ -496,6 +497,17 @@ def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequen
     )
 
 
+def _python_entry(
+    crash: CrashInfo, thread: Optional[ThreadReport], walk: Optional[StackWalk], python: Optional[PythonReport]
+) -> Optional[PythonEntry]:
+    """How the crashing thread's native code was entered from Python, from all its frames."""
+    if thread is None or walk is None:
+        return None
+    start = recursion_start(crash, thread)
+    cause = thread.cycles[0] if start is not None and thread.cycles else None
+    return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None)
+
+
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
@@ -614,7 +626,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             crash_report,
             facts.module_records(target, sources),
             recursion_start(crash, crash_report),
-            python.thread(crash.thread_id) if python is not None else None,
+            _python_entry(crash, crash_report, crash_walk, python),
         )
         if crash is not None
         else None,

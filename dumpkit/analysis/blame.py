@@ -18,8 +18,8 @@ import re
 from dataclasses import replace
 from typing import Iterable, List, Optional
 
-from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, PythonThreadReport, ThreadReport
-from dumpkit.analysis.pyentry import INTERPRETER, python_entry
+from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, ThreadReport
+from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 
@@ -103,39 +103,27 @@ def blame_frame(
     thread: Optional[ThreadReport],
     modules: Iterable[ModuleRecord] = (),
     start: Optional[int] = None,
-    python: Optional[PythonThreadReport] = None,
+    entry: Optional[PythonEntry] = None,
 ) -> Optional[BlameFrame]:
     """The first frame from the top in the program's own code, with the frames passed over
     above it; None when the first LOOK frames (from `start`) are all system or runtime code.
     `start`: the first frame of the recursion that overflowed the stack
-    (signature.overflow_start); the frames above it are passed over. In a Python process
-    the blame also says how Python code got there and, with `python` (the thread's Python
-    stack), from which Python frame; when every native frame is runtime code, the Python
-    frame is the blame."""
+    (signature.overflow_start); the frames above it are passed over. `entry`: in a Python
+    process, how Python code reached the native code (`pyentry.crash_entry`, read from
+    every frame, not only the ones a report keeps): the blame says it, and when every
+    native frame is runtime code, the Python frame (when the dump holds it) is the blame."""
     found = _native_blame(thread, modules, start)
-    if thread is None:
-        return found
-    # where to look for the way in from Python: below the blamed frame, or below the whole
-    # recursion when the blamed frame is one of its members
-    below = -1 if found is None else found.frame_index
-    cycle = thread.cycles[0] if start is not None and thread.cycles else None
-    if cycle is not None and below >= cycle.first_frame:
-        below = max(below, cycle.last_frame)
-    first = next((i for i, f in enumerate(thread.frames) if f.index > below), len(thread.frames))
-    if found is not None:
-        first = max(0, first - 1)  # the blamed frame itself may be the interpreter's caller
-    entry = python_entry(thread.frames, first, python)
-    if entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
+    if thread is None or entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
         return found
     if found is not None:
         return replace(found, python_frame=entry.python_frame, python_via=entry.how)
     if entry.python_frame is None:
         return None
+    paths = {m.name.lower(): m.path for m in modules}
     passed = tuple(
-        PassedFrame(
-            f.index, _display_name(f), frame_role(f, {m.name.lower(): m.path for m in modules}) or PYTHON_RUNTIME
-        )
-        for f in thread.frames[: min(LOOK, entry.interpreter_frame + 1)]
+        PassedFrame(f.index, _display_name(f), frame_role(f, paths) or PYTHON_RUNTIME)
+        for f in thread.frames[:LOOK]
+        if f.index <= entry.interpreter_frame
     )
     return BlameFrame(
         frame_index=0,

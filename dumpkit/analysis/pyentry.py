@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence, Tuple
 
-from dumpkit.analysis.model import PythonThreadReport
+from dumpkit.analysis.model import Cycle, PythonThreadReport
 from dumpkit.analysis.pystack import optional_line
 
 LOOK = 64  # frames below the native code: ctypes' and the interpreter's never take more
@@ -190,3 +190,11 @@ def python_minor(module: Optional[str]) -> Optional[int]:
     name = re.split(r"[\\/]", module or "")[-1]
     match = re.match(r"^python3(\d{1,2})t?(_d)?\.dll$", name, re.I)
     return int(match.group(1)) if match else None
+
+
+def crash_entry(
+    frames: Sequence[_Framed], cause: Optional[Cycle], python: Optional[PythonThreadReport] = None
+) -> Optional[PythonEntry]:
+    """How the crashing thread's native code was entered from Python: below `cause`, the
+    recursion that overflowed the stack (signature rule 6), else below the top frame."""
+    return python_entry(frames, cause.last_frame + 1 if cause is not None else 0, python)
