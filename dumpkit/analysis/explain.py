@@ -9,6 +9,7 @@ shown). No dump is needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dumpkit.cpython.verified import VERIFIED_BUILDS
 from typing import Dict, Optional, Tuple
 
 from dumpkit.analysis.codes import (
@@ -313,7 +314,17 @@ def capture_help_for(code: Optional[int], subcode: Optional[int] = None) -> Tupl
         "(it matches both), or attach to the interpreter by process id "
         r"(`procdump -e -ma <pid> C:\dumps`; print os.getpid() at start-up).",
         _faulthandler_note(code, subcode),
-        "Then run `dumpkit analyze <dump>.dmp` on any machine (Linux included).",
+        "Then run `dumpkit analyze <dump>.dmp` on any machine (Linux included). " + python_versions_sentence(),
+    )
+
+
+def python_versions_sentence() -> str:
+    """Which CPython builds dumpkit reads the Python stack of (cpython/verified.py)."""
+    seen = ", ".join(f"{v[0]}.{v[1]}.{VERIFIED_BUILDS[v][0]}" for v in sorted(VERIFIED_BUILDS))
+    return (
+        f"It reads the Python stack of 64-bit CPython 3.8-3.13, verified on real crash dumps of {seen}; "
+        "other patch releases of those versions are trusted where their headers were compared, and the "
+        "report says which applies."
     )
 
 

@@ -15,9 +15,26 @@ thread id of dumpkit.target.Thread.tid."""
 
 from __future__ import annotations
 
-from dumpkit.cpython.interpreter import Interpreter, find_interpreter
-from dumpkit.cpython.model import PythonFrame, PythonState, PythonThread, Status
-from dumpkit.cpython.stacks import export_lookup, read_python_state
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dumpkit.cpython.interpreter import Interpreter, find_interpreter
+    from dumpkit.cpython.model import PythonFrame, PythonState, PythonThread, Status
+    from dumpkit.cpython.stacks import export_lookup, read_python_state
+
+# Where each name lives: the package imports its modules when a name is first used, so
+# importing a light submodule (verified.py, for `dumpkit explain`) does not load the reader.
+_HOMES = {
+    "Interpreter": "interpreter",
+    "find_interpreter": "interpreter",
+    "PythonFrame": "model",
+    "PythonState": "model",
+    "PythonThread": "model",
+    "Status": "model",
+    "export_lookup": "stacks",
+    "read_python_state": "stacks",
+}
 
 __all__ = [
     "Interpreter",
@@ -29,3 +46,10 @@ __all__ = [
     "find_interpreter",
     "read_python_state",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
