@@ -41,6 +41,8 @@ WINE=${WINE:-/usr/lib/wine/wine64}
 WINESERVER=${WINE%wine64}wineserver
 
 # name | python | dump type (normal | full | check = must not crash) | script | arguments
+# (the full-memory recursion dumps build a shorter chain: the stack runs out long before,
+# and a million nodes would only make the heap in the dump bigger)
 SCENARIOS="
 ctypes_recursion_py39|39|normal|ctypes_recursion|
 ctypes_recursion_py310|310|normal|ctypes_recursion|
@@ -70,6 +72,10 @@ slot_recursion_py310|310|normal|slot_recursion|
 slot_recursion_py311|311|normal|slot_recursion|
 slot_recursion_py312|312|check|slot_recursion|
 slot_recursion_py313|313|check|slot_recursion|
+py_recursion_full_py39|39|full|py_recursion|10000
+py_recursion_full_py310|310|full|py_recursion|10000
+slot_recursion_full_py311|311|full|slot_recursion|10000
+repr_recursion_full_py311|311|full|repr_recursion|100000
 "
 wanted=("$@")
 if [ ${#wanted[@]} -eq 0 ]; then

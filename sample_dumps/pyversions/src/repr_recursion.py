@@ -8,11 +8,24 @@ Lines marked "# stack" are the Python frames at the crash.
 """
 
 import json
+import linecache
 import sys
 import threading
 import traceback
 
 DEPTH = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+
+
+def stack_here():
+    """The caller's Python stack, outermost first ([function, file, line]), its innermost
+    line moved to the next "# stack" line (the call it is about to make)."""
+    frame = sys._getframe(1)
+    frames = [[f.name, f.filename, f.lineno] for f in traceback.extract_stack(frame)]
+    line = frame.f_lineno
+    while not linecache.getline(frame.f_code.co_filename, line).rstrip().endswith("# stack"):
+        line += 1
+    frames[-1][2] = line
+    return frames
 
 
 def nested_list(depth):
@@ -34,9 +47,8 @@ def render(value):
         "cycle": None,
         "crash_native_id": threading.get_native_id(),
         "main_native_id": threading.main_thread().native_id,
-        "stack_at_entry": [[f.name, f.filename, f.lineno] for f in traceback.extract_stack()],
+        "stack_at_entry": stack_here(),
     }
-    facts["stack_at_entry"][-1][2] += 2  # the repr() call below
     print("MARKER " + json.dumps(facts), flush=True)
     return repr(value)  # stack
 
