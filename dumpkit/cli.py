@@ -356,6 +356,62 @@ def triage(
     raise typer.Exit(code)
 
 
+@app.command()
+def capture(
+    program: Optional[List[str]] = typer.Argument(
+        None, help="The program to run and its arguments, after --: dumpkit capture -- python train.py --epochs 3"
+    ),
+    output: str = typer.Option(".", "--output", "-o", help="Folder the dump is written to."),
+    full: bool = typer.Option(
+        False, "--full", help="Write a full-memory dump (MiniDumpWithFullMemory) instead of the Python-aware minidump."
+    ),
+    attach: Optional[int] = typer.Option(
+        None, "--attach", help="Watch this running process instead (Ctrl-C detaches and leaves it running)."
+    ),
+) -> None:
+    """Windows: run a program under dumpkit's debug loop; on a crash, write a dump that holds every thread's Python stack and say what happened."""
+    from dumpkit.capture_command import run_capture
+
+    raise typer.Exit(run_capture(program or (), output, full, attach))
+
+
+wer_app = typer.Typer(
+    no_args_is_help=True,
+    help="Windows: Windows Error Reporting's LocalDumps for an executable (a dump of every crash, no tool running).",
+)
+app.add_typer(wer_app, name="wer")
+WerExe = typer.Argument("python.exe", help="The executable's file name.")
+
+
+@wer_app.command("enable")
+def wer_enable(
+    exe: str = WerExe,
+    folder: str = typer.Option(r"%LOCALAPPDATA%\CrashDumps", "--folder", help="Where WER writes the dumps."),
+    dump_type: str = typer.Option("full", "--type", help="full (what the Python stack needs) or mini."),
+    count: int = typer.Option(10, "--count", help="How many dumps WER keeps."),
+) -> None:
+    """Set LocalDumps for EXE (administrator rights)."""
+    from dumpkit.capture_command import run_wer
+
+    raise typer.Exit(run_wer("enable", exe, folder, dump_type, count))
+
+
+@wer_app.command("disable")
+def wer_disable(exe: str = WerExe) -> None:
+    """Remove EXE's LocalDumps key, and no other (administrator rights)."""
+    from dumpkit.capture_command import run_wer
+
+    raise typer.Exit(run_wer("disable", exe, None, "full", 0))
+
+
+@wer_app.command("status")
+def wer_status(exe: Optional[str] = typer.Argument(None, help="The executable's file name.")) -> None:
+    """Show LocalDumps for EXE and for every program."""
+    from dumpkit.capture_command import run_wer
+
+    raise typer.Exit(run_wer("status", exe, None, "full", 0))
+
+
 def main() -> None:
     """typer alone; the `dumpkit` command is frontdoor.main, which comes here for all but
     the plain spellings of `explain` and `analyze`."""

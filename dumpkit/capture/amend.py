@@ -1,0 +1,127 @@
+"""Adding memory ranges to a minidump that a dump writer has just written.
+
+The minidump format lets a MemoryListStream hold any ranges of the process's memory. On
+Windows, dbghelp's MiniDumpWriteDump takes extra ranges from a MemoryCallback; a writer
+that does not honour the callback (Wine's dbghelp answers 'Unsupported callback yet') can
+have them added afterwards, in the same form a callback gives: the bytes appended to the
+file, one MemoryListStream describing the old ranges and the new ones, and a stream
+directory that points to it. Ranges the dump already holds are not added twice.
+
+Only for dumps dumpkit writes itself (`dumpkit capture`): dumpkit never writes to a dump it
+was given to read. The header is rewritten last, so an amend that fails half-way leaves
+the dump as the writer wrote it, with unused bytes at its end."""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import List, Sequence, Tuple
+
+MEMORY_LIST_STREAM = 5
+HEADER = struct.Struct(
+    "<4sIIIIIQ"
+)  # Signature, Version, NumberOfStreams, StreamDirectoryRva, CheckSum, TimeDateStamp, Flags
+DIRECTORY_ENTRY = struct.Struct("<III")  # StreamType, DataSize, Rva
+DESCRIPTOR = struct.Struct("<QII")  # StartOfMemoryRange, DataSize, Rva
+MAX_RVA = 0xFFFFFFFF  # RVAs are 32-bit: a MemoryListStream dump stays under 4 GiB
+MAX_STREAMS = 4096  # a directory this long is not one a dump writer wrote
+
+
+class AmendError(Exception):
+    """The dump cannot be amended; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Amended:
+    ranges_added: int
+    bytes_added: int
+    already_present: int  # bytes the dump already held (e.g. given by the writer's callback)
+
+
+def _missing(start: int, end: int, held: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    """The parts of [start, end) that no range in `held` (sorted, merged) covers."""
+    out: List[Tuple[int, int]] = []
+    at = start
+    for lo, hi in held:
+        if hi <= at:
+            continue
+        if lo >= end:
+            break
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+        if at >= end:
+            break
+    if at < end:
+        out.append((at, end))
+    return out
+
+
+def _merged(ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
+    out: List[Tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def add_memory(path: str, pieces: Sequence[Tuple[int, bytes]]) -> Amended:
+    """Append `pieces` ((address, bytes) of the process's memory) to the minidump at `path`
+    as memory ranges, leaving out what it already holds."""
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(0)
+        head = f.read(HEADER.size)
+        if len(head) < HEADER.size or head[:4] != b"MDMP":
+            raise AmendError(f"{path}: not a minidump")
+        signature, version, count, dir_rva, checksum, stamp, flags = HEADER.unpack(head)
+        if count > MAX_STREAMS or dir_rva + count * DIRECTORY_ENTRY.size > size:
+            raise AmendError(f"{path}: the stream directory lies outside the file")
+        f.seek(dir_rva)
+        raw_dir = f.read(count * DIRECTORY_ENTRY.size)
+        entries = [list(DIRECTORY_ENTRY.unpack_from(raw_dir, i * DIRECTORY_ENTRY.size)) for i in range(count)]
+        memory = next((e for e in entries if e[0] == MEMORY_LIST_STREAM), None)
+        old: List[Tuple[int, int, int]] = []  # (address, size, rva)
+        if memory is not None:
+            f.seek(memory[2])
+            raw = f.read(memory[1])
+            (n,) = struct.unpack_from("<I", raw, 0) if len(raw) >= 4 else (0,)
+            if 4 + n * DESCRIPTOR.size > len(raw):
+                raise AmendError(f"{path}: its memory list is cut short")
+            old = [DESCRIPTOR.unpack_from(raw, 4 + i * DESCRIPTOR.size) for i in range(n)]
+        held = _merged([(a, a + s) for a, s, _ in old])
+        new: List[Tuple[int, bytes]] = []
+        for address, data in pieces:
+            for lo, hi in _missing(address, address + len(data), held):
+                new.append((lo, data[lo - address : hi - address]))
+        present = sum(len(d) for _, d in pieces) - sum(len(d) for _, d in new)
+        if not new:
+            return Amended(0, 0, present)
+        at = (size + 15) & ~15
+        f.seek(size)
+        f.write(b"\0" * (at - size))
+        descriptors = [(a, s, r) for a, s, r in old]
+        for address, data in new:
+            f.write(data)
+            descriptors.append((address, len(data), at))
+            at += len(data)
+        descriptors.sort()
+        stream_rva = at
+        f.write(struct.pack("<I", len(descriptors)))
+        f.write(b"".join(DESCRIPTOR.pack(a, s, r) for a, s, r in descriptors))
+        stream_size = 4 + len(descriptors) * DESCRIPTOR.size
+        if memory is None:
+            entries.append([MEMORY_LIST_STREAM, stream_size, stream_rva])
+        else:
+            memory[1], memory[2] = stream_size, stream_rva
+        new_dir = stream_rva + stream_size
+        if new_dir + len(entries) * DIRECTORY_ENTRY.size > MAX_RVA:
+            raise AmendError(f"{path}: the amended dump would pass 4 GiB, beyond a memory list's reach")
+        f.write(b"".join(DIRECTORY_ENTRY.pack(*e) for e in entries))
+        f.flush()
+        f.seek(0)
+        f.write(HEADER.pack(signature, version, len(entries), new_dir, checksum, stamp, flags))
+    return Amended(len(new), sum(len(d) for _, d in new), present)

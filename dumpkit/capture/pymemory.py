@@ -1,0 +1,119 @@
+"""The memory a dump needs for the Python stack of every thread, found by reading it.
+
+`dumpkit capture` asks the same reader `dumpkit analyze` uses (dumpkit.cpython) to read the
+Python stacks out of the stopped process, and records every byte range it reads: the
+interpreter DLL's header and export table (where _PyRuntime and the type objects are), the
+runtime state in its data section, the interpreter and thread states, every frame, code
+object, line table and the strings they name. A dump that holds those ranges gives the
+same Python stacks with no heap scan and no full-memory dump. What a later reading of the
+dump needs is exactly what this reading needed, because it is the same code.
+
+Pure: the process is anything with `read`/`read_available` and `modules`; a full-memory
+dump stands in for a live process in the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Optional, Protocol, Sequence, Tuple, cast
+
+from dumpkit.cpython import PythonState, export_lookup, find_interpreter, read_python_state
+from dumpkit.pe import PEError
+from dumpkit.pe.image import PEImage
+from dumpkit.target import MemoryNotInDump, Module, Target
+
+PAGE = 0x1000
+# The Python stacks of a process fit in this; a reading that asks for more (a damaged or
+# hostile interpreter state) is cut there and the dump says so through the reader.
+MAX_BYTES = 64 << 20
+
+
+class Process(Protocol):
+    """What the reader needs of a process: its memory and its modules."""
+
+    @property
+    def modules(self) -> List[Module]: ...
+
+    def read(self, address: int, size: int) -> bytes: ...
+
+    def read_available(self, address: int, size: int) -> bytes: ...
+
+
+class _Recorder:
+    """A process whose reads are written down (address, size read)."""
+
+    def __init__(self, process: Process):
+        self._process = process
+        self.reads: List[Tuple[int, int]] = []
+        self.total = 0
+
+    @property
+    def modules(self) -> List[Module]:
+        return self._process.modules
+
+    def _note(self, address: int, size: int) -> None:
+        self.total += size
+        if self.total > MAX_BYTES:
+            raise MemoryNotInDump(address, size)  # the reader reports it as missing memory
+        self.reads.append((address, size))
+
+    def read(self, address: int, size: int) -> bytes:
+        data = self._process.read(address, size)
+        self._note(address, len(data))
+        return data
+
+    def read_available(self, address: int, size: int) -> bytes:
+        data = self._process.read_available(address, size)
+        if data:
+            self._note(address, len(data))
+        return data
+
+
+@dataclass(frozen=True)
+class PythonMemory:
+    """The Python stacks as read from the process, and the ranges (address, size) the
+    reading touched: page-aligned, merged, in address order."""
+
+    state: PythonState
+    ranges: Tuple[Tuple[int, int], ...]
+
+    @property
+    def size(self) -> int:
+        return sum(s for _, s in self.ranges)
+
+
+def _pages(reads: Sequence[Tuple[int, int]]) -> Tuple[Tuple[int, int], ...]:
+    spans = sorted((a & ~(PAGE - 1), (a + s + PAGE - 1) & ~(PAGE - 1)) for a, s in reads if s > 0)
+    merged: List[Tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return tuple((lo, hi - lo) for lo, hi in merged)
+
+
+def python_memory(process: Process) -> Optional[PythonMemory]:
+    """The Python stacks of `process` and the memory they were read from; None when the
+    process runs no CPython (no python3X.dll among its modules)."""
+    interp = find_interpreter(process.modules)
+    if interp is None:
+        return None
+    recorder = _Recorder(process)
+    exports = None
+    try:
+        image = PEImage.from_memory(recorder.read, interp.module.base)
+        exports = export_lookup(interp.module.base, image.exports())
+    except (PEError, MemoryNotInDump):
+        pass  # read_python_state says the runtime could not be located
+    state = read_python_state(cast(Target, recorder), exports, interp)
+    return PythonMemory(state, _pages(recorder.reads))
+
+
+def page_bytes(process: Process, ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, bytes]]:
+    """The bytes of each range, as far as the process still has them (page by page)."""
+    out: List[Tuple[int, bytes]] = []
+    for address, size in ranges:
+        data = process.read_available(address, size)
+        if data:
+            out.append((address, data))
+    return out

@@ -1,0 +1,142 @@
+"""The bodies of `dumpkit capture` and `dumpkit wer` (cli.py parses their arguments).
+
+Both act on Windows only; elsewhere they say so in one line, with what to use instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Optional, Sequence
+
+from dumpkit.commands import EXIT_OK, fail
+
+NOT_WINDOWS_CAPTURE = (
+    "dumpkit capture runs on Windows (it debugs the program through the Win32 debugging API); "
+    "on Linux, enable core dumps (ulimit -c unlimited, or systemd-coredump's coredumpctl) and run Python with "
+    "-X faulthandler; dumpkit analyze reads Windows dumps on any machine"
+)
+NOT_WINDOWS_WER = "dumpkit wer sets Windows Error Reporting's registry keys: run it on Windows"
+DETACHED = 130  # as Ctrl-C ends a command
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _size(n: int) -> str:
+    from dumpkit.words import human_bytes
+
+    return human_bytes(n)
+
+
+def _verdict(path: str) -> str:
+    """The one-line verdict of the dump just written (images from the recorded paths: this
+    is the machine that crashed)."""
+    try:
+        from dumpkit.engine import Options, analyze
+        from dumpkit.sources.minidump import open_dump
+
+        target = open_dump(path)
+        try:
+            verdict = analyze(target, Options(all_threads=True)).report.verdict
+        finally:
+            target.close()
+    except Exception as e:  # the dump is written whatever its analysis meets; say what it met
+        return f"(not analysed here: {type(e).__name__}: {e}; run dumpkit analyze on it)"
+    return verdict.headline if verdict is not None else "(no verdict)"
+
+
+def _report(dumped) -> None:
+    from dumpkit.analysis.codes import lookup_status
+
+    name = lookup_status(dumped.code).name or ""
+    chance = "first" if dumped.first_chance else "second"
+    _say(
+        f"dumpkit capture: process {dumped.pid} crashed: {dumped.code:#010x} {name} on thread "
+        f"{dumped.thread_id} ({chance} chance)"
+    )
+    size = os.path.getsize(dumped.path) if os.path.exists(dumped.path) else 0
+    py = dumped.python
+    if py is None:
+        extra = ""
+    elif py.state.status.value == "read":
+        stacks = sum(1 for t in py.state.threads if t.frames)
+        extra = f"; Python stacks of {stacks} thread(s) in it ({_size(py.size)} of interpreter memory)"
+    else:
+        extra = f"; no Python stack: {py.state.message}"
+    _say(f"  dump: {dumped.path} ({_size(size)}, written in {dumped.seconds:.1f} s{extra})")
+    _say(f"  verdict: {_verdict(dumped.path)}")
+
+
+def run_capture(program: Sequence[str], output: str, full: bool, attach: Optional[int]) -> int:
+    if sys.platform != "win32":
+        raise fail(NOT_WINDOWS_CAPTURE)
+    if attach is None and not program:
+        raise fail("give the program to run after --, e.g. dumpkit capture -- python train.py; or --attach PID")
+    if attach is not None and program:
+        raise fail("give a program to run or --attach PID, not both")
+    try:
+        os.makedirs(output, exist_ok=True)
+    except OSError as e:
+        raise fail(f"{output}: cannot create the dump folder: {e.strerror or e}") from None
+    from dumpkit.capture.debugger import CaptureError, run
+
+    try:
+        outcome = run(list(program) if program else None, attach, os.path.abspath(output), full, _report)
+    except CaptureError as e:
+        raise fail(str(e)) from None
+    if outcome.detached:
+        _say(f"dumpkit capture: detached from process {attach}; it keeps running")
+        return DETACHED
+    if not outcome.dumps:
+        _say(f"dumpkit capture: the program exited with code {outcome.exit_code} and did not crash; no dump written")
+    code = outcome.exit_code if outcome.exit_code is not None else EXIT_OK
+    # Windows exit codes are 32-bit; Python's sys.exit takes a C long, so 0xC00000FD goes as
+    # -1073741571, which the parent sees as 0xC00000FD again
+    return code - (1 << 32) if code > 0x7FFFFFFF else code
+
+
+def run_wer(action: str, exe: Optional[str], folder: Optional[str], dump_type: str, count: int) -> int:
+    if sys.platform != "win32":
+        raise fail(NOT_WINDOWS_WER)
+    import importlib
+
+    from dumpkit.capture import wer
+
+    try:
+        # winreg exists on Windows only: looked up at run time (mypy checks it as Windows)
+        registry = importlib.import_module("dumpkit.capture.registry").WindowsRegistry()
+        if action == "enable":
+            settings = wer.enable(
+                registry, exe or "python.exe", folder or r"%LOCALAPPDATA%\CrashDumps", dump_type, count
+            )
+            print(f"Windows Error Reporting writes a dump of every crash of {settings.exe}:")
+            for line in settings.lines():
+                print(f"  {line}")
+            return EXIT_OK
+        if action == "disable":
+            name = exe or "python.exe"
+            if wer.disable(registry, name):
+                print(f"LocalDumps for {name} removed; other programs' keys untouched")
+            else:
+                print(f"LocalDumps has no key for {name}: nothing to remove")
+            return EXIT_OK
+        mine, every, names = wer.status(registry, exe)
+        if exe:
+            if mine is None:
+                print(f"{exe}: no LocalDumps key (dumpkit wer enable {exe} sets one)")
+            else:
+                print(f"{exe}: dumps are written")
+                for line in mine.lines():
+                    print(f"  {line}")
+        if every is not None:
+            print("LocalDumps itself (every program without a key of its own):")
+            for line in every.lines():
+                print(f"  {line}")
+        print("executables with a key: " + (", ".join(names) if names else "none"))
+        return EXIT_OK
+    except wer.WerError as e:
+        raise fail(str(e)) from None
+    except OSError as e:
+        raise fail(f"registry: {e.strerror or e}") from None

@@ -1,0 +1,76 @@
+"""Memory added to a minidump after its writer (what `dumpkit capture` does where dbghelp
+ignores the MemoryCallback): read back by dumpkit as the writer's own ranges, the rest of
+the report unchanged, nothing added twice."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from dumpkit.capture.amend import AmendError, add_memory
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.minidump import open_dump
+from dumpkit.target import MemoryNotInDump
+from tests.conftest import SAMPLE_BIN, sample_path
+
+FAR = 0x7FF0_1234_0000  # no sample process had anything mapped there
+
+
+def _verdict(path):
+    target = open_dump(str(path))
+    try:
+        report = analyze(target, Options(image_paths=[str(SAMPLE_BIN)])).report
+        return report.verdict.headline, report.signature.text, [f.symbol for f in report.threads[0].frames[:20]]
+    finally:
+        target.close()
+
+
+def test_added_ranges_read_back_and_the_report_is_unchanged(tmp_path):
+    src = sample_path("recursion_one.dmp")
+    dump = tmp_path / "amended.dmp"
+    shutil.copyfile(src, dump)
+    before = _verdict(dump)
+    target = open_dump(str(dump))
+    stack_lo = target.threads[0].stack_start
+    stack = target.read(stack_lo, 0x100)
+    target.close()
+    pieces = [(FAR, b"python" * 700), (FAR + 0x3000, b"\x01" * 0x10), (stack_lo, stack)]
+    done = add_memory(str(dump), pieces)
+    assert done.ranges_added == 2 and done.bytes_added == 4200 + 0x10
+    assert done.already_present == 0x100  # the stack bytes were in the dump already
+    target = open_dump(str(dump))
+    try:
+        assert target.read(FAR, 4200) == b"python" * 700
+        assert target.read(FAR + 0x3000, 0x10) == b"\x01" * 0x10
+        assert target.read(stack_lo, 0x100) == stack
+        with pytest.raises(MemoryNotInDump):
+            target.read(FAR + 4200, 0x10)
+        assert not target.soft_errors.items
+    finally:
+        target.close()
+    assert _verdict(dump) == before
+    again = add_memory(str(dump), pieces)
+    assert again.ranges_added == 0 and again.already_present == 4200 + 0x10 + 0x100
+
+
+def test_a_dump_without_a_memory_list_gets_one(tmp_path, plain):
+    # a full-memory dump keeps its memory in a Memory64List
+    src = plain(sample_path("python/py_recursion_full.trimmed.dmp.xz"))
+    dump = tmp_path / "full.dmp"
+    shutil.copyfile(src, dump)
+    assert add_memory(str(dump), [(FAR, b"\xaa" * 64)]).ranges_added == 1
+    target = open_dump(str(dump))
+    try:
+        assert target.read(FAR, 64) == b"\xaa" * 64
+        assert target.threads and target.exception is not None
+    finally:
+        target.close()
+
+
+def test_a_file_that_is_no_minidump_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "x.dmp"
+    bad.write_bytes(b"MZ" + b"\0" * 100)
+    with pytest.raises(AmendError, match="not a minidump"):
+        add_memory(str(bad), [(FAR, b"x")])
+    assert bad.read_bytes() == b"MZ" + b"\0" * 100

@@ -1,0 +1,73 @@
+"""The memory `dumpkit capture` adds for the Python stacks is enough: on every committed
+full-memory dump of a real Python process (standing in for the stopped process), the
+Python stacks read from only the ranges pymemory recorded equal those read from the whole
+dump, thread by thread and frame by frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+import pytest
+
+from dumpkit.capture.pymemory import PAGE, python_memory
+from dumpkit.cpython import Status
+from dumpkit.sources.minidump import open_dump
+from dumpkit.target import MemoryNotInDump
+from tests.conftest import SAMPLES
+
+FULL = sorted(SAMPLES.glob("python/*_full*.dmp.xz")) + sorted(SAMPLES.glob("pyversions/*full*.dmp.xz"))
+
+
+class OnlyRanges:
+    """The process, with nothing but `ranges` readable."""
+
+    def __init__(self, process, ranges: Sequence[Tuple[int, int]]):
+        self._process = process
+        self._ranges = ranges
+        self.modules = process.modules
+
+    def _held(self, address: int, size: int) -> bool:
+        return any(lo <= address and address + size <= lo + n for lo, n in self._ranges)
+
+    def read(self, address: int, size: int) -> bytes:
+        if not self._held(address, size):
+            raise MemoryNotInDump(address, size)
+        return self._process.read(address, size)
+
+    def read_available(self, address: int, size: int) -> bytes:
+        out = b""
+        while size > 0:
+            chunk = min(size, PAGE - (address & (PAGE - 1)))
+            if not self._held(address, chunk):
+                break
+            out += self._process.read(address, chunk)
+            address, size = address + chunk, size - chunk
+        return out
+
+
+def _stacks(state) -> List[tuple]:
+    return [(t.thread_id, [(f.function, f.filename, f.line) for f in t.frames]) for t in state.threads]
+
+
+@pytest.mark.parametrize("dump", FULL, ids=lambda p: p.name)
+def test_the_recorded_ranges_hold_every_threads_python_stack(dump: Path, plain):
+    target = open_dump(str(plain(dump)))
+    try:
+        found = python_memory(target)
+        assert found is not None and found.state.status is Status.READ, found and found.state.message
+        assert any(t.frames for t in found.state.threads)
+        assert all(lo % PAGE == 0 and n % PAGE == 0 for lo, n in found.ranges)
+        assert found.size < 8 << 20  # interpreter memory, not the heap
+        again = python_memory(OnlyRanges(target, found.ranges))
+        assert again is not None and _stacks(again.state) == _stacks(found.state)
+    finally:
+        target.close()
+
+
+def test_a_process_without_python_needs_no_memory(plain):
+    target = open_dump(str(SAMPLES / "recursion_one.dmp"))
+    try:
+        assert python_memory(target) is None
+    finally:
+        target.close()
