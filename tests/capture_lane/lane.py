@@ -1,0 +1,94 @@
+"""The capture lane's environment: `dumpkit capture` run by each genuine Windows CPython
+(3.8-3.13) under Wine, on crashing scripts run by the same interpreter.
+
+Built on the real-pykd lane's environment (tests/windbg_real/lane.py: Wine, its prefix, and
+a CPython 3.8 with dumpkit's Windows dependencies unpacked into Lib\\site-packages): 3.8 is
+that interpreter itself; 3.9-3.13 are scratch copies of ../shared/winpython's embeddable
+builds whose `._pth` file adds that site-packages folder (the dependencies are pure Python,
+and capstone's wheel is not tied to a Python version). The checkout is run from where it
+is (scripts/run_dumpkit.py puts it on sys.path), so no copy of dumpkit is installed."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Sequence
+
+from tests.windbg_real.lane import ROOT, Env, Unavailable, build, cache_dir, windows_path
+
+HERE = Path(__file__).resolve().parent
+SHARED_PYTHONS = ROOT.parent / "shared" / "winpython"
+VERSIONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
+RUNNER = HERE / "scripts" / "run_dumpkit.py"
+
+__all__ = ["CaptureLane", "Unavailable", "VERSIONS", "lane"]
+
+
+@dataclass
+class CaptureLane:
+    env: Env
+    pythons: Dict[str, Path]  # version -> folder holding python.exe
+
+    def python_exe(self, version: str) -> str:
+        return windows_path(self.pythons[version] / "python.exe")
+
+    def dumpkit(self, version: str, args: Sequence[str], timeout: float = 240) -> subprocess.CompletedProcess:
+        """`dumpkit ARGS` run by the Windows CPython `version` under Wine."""
+        folder = self.pythons[version]
+        argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, "python.exe"]
+        argv += [windows_path(RUNNER), windows_path(ROOT), *args]
+        return subprocess.run(
+            argv,
+            cwd=folder,
+            env=self.env.environ(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout + 30,
+        )
+
+    def wine(self, args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
+        """A Wine builtin program (reg.exe...) in the lane's prefix."""
+        return subprocess.run(
+            ["timeout", "-k", "10", str(int(timeout)), self.env.wine, *args],
+            env=self.env.environ(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout + 30,
+        )
+
+
+def _scratch(version: str, site_packages: Path, root: Path) -> Path:
+    """A copy of ../shared/winpython's CPython `version` whose ._pth adds site_packages."""
+    minor = version.split(".")[1]
+    source = SHARED_PYTHONS / f"cpython-{version}-amd64"
+    if not (source / f"python3{minor}.dll").exists():
+        raise Unavailable(f"{source} is not here (../shared/winpython)")
+    dest = root / f"py3{minor}"
+    if not (dest / ".copied").exists():
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(source, dest)
+        for path in dest.rglob("*"):
+            path.chmod(0o755 if path.is_dir() else 0o644)  # ../shared is read-only
+        (dest / ".copied").write_text("ok\n")
+    pth = dest / f"python3{minor}._pth"
+    lines = [f"python3{minor}.zip", ".", windows_path(site_packages)]
+    pth.write_text("\r\n".join(lines) + "\r\n")
+    return dest
+
+
+def lane(log=print) -> CaptureLane:
+    env = build(log)
+    site_packages = env.python_dir / "Lib" / "site-packages"
+    root = cache_dir() / "capture-lane"
+    root.mkdir(parents=True, exist_ok=True)
+    pythons = {"3.8": env.python_dir}
+    for version in VERSIONS[1:]:
+        pythons[version] = _scratch(version, site_packages, root)
+    return CaptureLane(env, pythons)

@@ -1,0 +1,179 @@
+"""`dumpkit capture` for real: each genuine Windows CPython 3.8-3.13 runs dumpkit capture under
+Wine on scripts that crash for real (sample_dumps/pyversions/src: a native recursion through
+ctypes, an access violation on a worker thread, Python recursion where the interpreter still
+lets it overflow) and on one that handles its own access violation. The dumps are then
+analysed here, on Linux: the verdict, and every thread's Python stack against what the
+crashed script printed of itself just before (its MARKER line). `dumpkit wer` is run
+against Wine's registry.
+
+Run with: python -m pytest -q tests/capture_lane"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+from typing import Dict, List
+
+import pytest
+
+from tests.capture_lane.lane import VERSIONS, Unavailable, lane
+from tests.conftest import SAMPLES
+from tests.windbg_real.lane import windows_path
+
+SCRIPTS = SAMPLES / "pyversions" / "src"
+NATIVELIB = SAMPLES / "pyversions" / "bin" / "nativelib.dll"
+HANDLED = Path(__file__).resolve().parent / "scripts" / "handled.py"
+STACK_OVERFLOW, ACCESS_VIOLATION = 0xC00000FD, 0xC0000005
+# Pure Python recursion nests the C stack up to 3.10 (from 3.11 on, Python calls do not
+# recurse in C; 3.12+ also count C recursion): sample_dumps/pyversions/README.md
+PY_RECURSION_VERSIONS = ("3.8", "3.9", "3.10")
+
+
+@pytest.fixture(scope="module")
+def capture_lane():
+    try:
+        return lane(log=lambda *_: None)
+    except Unavailable as e:
+        pytest.skip(f"the capture lane cannot run here: {e}")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The crashing scripts and nativelib.dll in one folder, as a user would have them."""
+    folder = tmp_path_factory.mktemp("capture-scripts")
+    for script in ("ctypes_recursion.py", "thread_av.py", "py_recursion.py"):
+        shutil.copy(SCRIPTS / script, folder)
+    shutil.copy(NATIVELIB, folder)
+    shutil.copy(HANDLED, folder)
+    return folder
+
+
+def _capture(capture_lane, version: str, script: Path, out: Path, *args: str):
+    out.mkdir(parents=True, exist_ok=True)
+    done = capture_lane.dumpkit(
+        version,
+        ["capture", "-o", windows_path(out), *args, "--", capture_lane.python_exe(version), windows_path(script)],
+    )
+    marker = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("MARKER ")), None)
+    return done, marker, sorted(out.glob("*.dmp"))
+
+
+def _analyse(dump: Path, *image_paths: Path):
+    """As a user on this machine would: the images at the paths the dump recorded (Wine
+    maps Z: to /) and the folders given."""
+    from dumpkit.engine import Options, analyze
+    from dumpkit.sources.minidump import open_dump
+
+    target = open_dump(str(dump))
+    try:
+        return analyze(target, Options(image_paths=[str(p) for p in image_paths])).report
+    finally:
+        target.close()
+
+
+def _python_stacks(report) -> Dict[int, List[tuple]]:
+    """Thread id -> its Python frames outermost first, as the MARKER lists them."""
+    assert report.python is not None and report.python.status == "read", report.python and report.python.message
+    return {
+        t.thread_id: [(f.function, f.filename, f.line) for f in reversed(t.frames)]
+        for t in report.python.threads
+        if t.frames
+    }
+
+
+def _said(done, code: int) -> str:
+    """The capture's own lines on stderr (the program's output passes through stdout)."""
+    lines = done.stderr
+    assert f"crashed: {code:#010x}" in lines, lines[-3000:]
+    assert re.search(r"  dump: .*\.dmp \(", lines), lines[-3000:]
+    assert "Traceback" not in lines, lines[-3000:]
+    return lines
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_native_recursion_through_ctypes(capture_lane, workdir, tmp_path, version):
+    done, marker, dumps = _capture(capture_lane, version, workdir / "ctypes_recursion.py", tmp_path / "out")
+    said = _said(done, STACK_OVERFLOW)
+    assert done.returncode == STACK_OVERFLOW & 0xFF  # Wine hands Linux the low byte of the exit code
+    assert marker is not None and len(dumps) == 1
+    assert "first chance" in said and "through a ctypes call into nativelib.dll" in said
+    interpreter_kib = int(re.search(r"\((\d[\d,]*) KiB of interpreter memory\)", said).group(1).replace(",", ""))
+    assert interpreter_kib < 10 * 1024  # the issue's bound: at most 10 MB over a plain minidump
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version])
+    headline = report.verdict.headline
+    assert "nativelib.dll!walk_tree" in headline and "through a ctypes call into nativelib.dll" in headline
+    innermost = marker["threads"][0]["frames"][-1]
+    assert f"{innermost[0]} ({innermost[1]}:{innermost[2]})" in headline
+    assert report.signature.text.endswith("| python(ctypes)")
+    stacks = _python_stacks(report)
+    for thread in marker["threads"]:
+        assert stacks[thread["native_id"]] == [tuple(f) for f in thread["frames"]]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_access_violation_on_a_worker_thread(capture_lane, workdir, tmp_path, version):
+    done, marker, dumps = _capture(capture_lane, version, workdir / "thread_av.py", tmp_path / "out")
+    said = _said(done, ACCESS_VIOLATION)
+    assert "second chance" in said and done.returncode == ACCESS_VIOLATION & 0xFF
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version])
+    assert report.crash.thread_id == marker["crash_native_id"] != marker["main_native_id"]
+    crashing = next(t for t in marker["threads"] if t["crashing"])
+    innermost = crashing["frames"][-1]
+    assert f"from Python code at {innermost[0]} ({innermost[1]}:{innermost[2]})" in report.verdict.headline
+    assert report.blame is not None and report.blame.python_frame is not None
+    stacks = _python_stacks(report)
+    assert set(stacks) == {t["native_id"] for t in marker["threads"]}
+    for thread in marker["threads"]:
+        assert stacks[thread["native_id"]] == [tuple(f) for f in thread["frames"]]
+
+
+@pytest.mark.parametrize("version", PY_RECURSION_VERSIONS)
+def test_python_recursion_where_it_still_overflows_the_c_stack(capture_lane, workdir, tmp_path, version):
+    done, marker, dumps = _capture(capture_lane, version, workdir / "py_recursion.py", tmp_path / "out")
+    _said(done, STACK_OVERFLOW)
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version])
+    assert report.verdict.kind == "recursion" and "Python functions recursed" in report.verdict.headline
+    stack = _python_stacks(report)[marker["crash_native_id"]]
+    assert stack[: len(marker["stack_at_entry"])] == [tuple(f) for f in marker["stack_at_entry"]]
+    recursing = {f[0] for f in stack[len(marker["stack_at_entry"]) :]}
+    assert recursing == set(marker["cycle"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_an_exception_the_program_handles_is_not_dumped(capture_lane, workdir, tmp_path, version):
+    done, _, dumps = _capture(capture_lane, version, workdir / "handled.py", tmp_path / "out")
+    assert dumps == [] and done.returncode == 7, done.stderr[-2000:]
+    assert "handled: exception: access violation" in done.stdout  # the program's output passes through
+    assert "did not crash; no dump written" in done.stderr
+
+
+def test_a_full_memory_dump_on_request(capture_lane, workdir, tmp_path):
+    done, marker, dumps = _capture(capture_lane, "3.12", workdir / "thread_av.py", tmp_path / "out", "--full")
+    _said(done, ACCESS_VIOLATION)
+    report = _analyse(dumps[0], workdir, capture_lane.pythons["3.12"])
+    assert dumps[0].stat().st_size > 50 << 20  # the whole address space, not just the stacks
+    assert set(_python_stacks(report)) == {t["native_id"] for t in marker["threads"]}
+
+
+def test_wer_sets_shows_and_removes_one_executables_key(capture_lane):
+    key = r"HKLM\SOFTWARE\Microsoft\Windows\Windows Error Reporting\LocalDumps"
+    capture_lane.wine(["reg", "add", key + r"\other.exe", "/v", "DumpType", "/t", "REG_DWORD", "/d", "1", "/f"])
+    try:
+        enabled = capture_lane.dumpkit("3.12", ["wer", "enable", "python.exe", "--folder", r"C:\dumps", "--count", "3"])
+        assert enabled.returncode == 0, enabled.stderr
+        shown = capture_lane.wine(["reg", "query", key + r"\python.exe"]).stdout
+        assert re.search(r"DumpFolder\s+REG_EXPAND_SZ\s+C:\\dumps", shown), shown
+        assert re.search(r"DumpType\s+REG_DWORD\s+0x2", shown) and re.search(r"DumpCount\s+REG_DWORD\s+0x3", shown)
+        status = capture_lane.dumpkit("3.12", ["wer", "status", "python.exe"])
+        assert status.returncode == 0 and "DumpType:   full (2)" in status.stdout
+        assert "other.exe" in status.stdout and "python.exe" in status.stdout
+        disabled = capture_lane.dumpkit("3.12", ["wer", "disable", "python.exe"])
+        assert disabled.returncode == 0 and "removed" in disabled.stdout
+        assert capture_lane.wine(["reg", "query", key + r"\python.exe"]).returncode != 0
+        other = capture_lane.wine(["reg", "query", key + r"\other.exe"]).stdout
+        assert re.search(r"DumpType\s+REG_DWORD\s+0x1", other), other  # untouched
+    finally:
+        capture_lane.wine(["reg", "delete", key + r"\other.exe", "/f"])
+        capture_lane.wine(["reg", "delete", key + r"\python.exe", "/f"])
