@@ -49,6 +49,7 @@ from dumpkit.analysis.verdict import Case, decide, frame_limit
 from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.pe import PEError
+from dumpkit.pe.image import PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target, Thread, significant_exception
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
@@ -284,6 +285,14 @@ def read_python(target: Target, walker: Walker, keep: Optional[int] = KEEP_FRAME
     if interp is None:
         return None
     image = walker.images.image(interp.module)
+    if image is None:
+        # no usable image (its unwind data is not in the dump, no file here): the export
+        # table alone is enough to find the interpreter, and a full-memory dump or one
+        # written by `dumpkit capture` holds it
+        try:
+            image = PEImage.from_memory(target.read, interp.module.base)
+        except (PEError, MemoryNotInDump):
+            image = None
     exports = None
     if image is not None:
         try:
