@@ -46,20 +46,34 @@ PYTHON_DUMPS = SAMPLES / "python"
 WINPYTHON = lane.WINPYTHON
 
 
+# CPython 3.9-3.13 (sample_dumps/pyversions): one of each kind of verdict in Python terms
+# (a ctypes recursion, a worker thread's access violation with every Python stack, a
+# __repr__ recursion), so !tfstack is seen to say what dumpkit analyze says of them.
+PYVERSIONS = (
+    "pyversions/ctypes_recursion_py312.dmp.xz",
+    "pyversions/thread_av_py311.trimmed.dmp.xz",
+    "pyversions/slot_recursion_py311.dmp.xz",
+)
+
+
 def _sample_dumps() -> List[str]:
     """The sample dumps, then the real CPython 3.8 ones (sample_dumps/python: the Python
-    stacks are read through the debugger too), named relative to sample_dumps/."""
+    stacks are read through the debugger too) and some of 3.9-3.13, named relative to
+    sample_dumps/."""
     out = []
     for folder in (SAMPLES, PYTHON_DUMPS):
         for pattern in ("*.dmp", "*.dmp.xz"):
             out += sorted(str(p.relative_to(SAMPLES)) for p in folder.glob(pattern))
-    return out
+    return out + [name for name in PYVERSIONS if (SAMPLES / name).exists()]
 
 
 def _image_dirs(name: str) -> List[Path]:
     """Where the crashed program's images are: the CLI's --image-path, the debugger's .exepath."""
     if name.startswith("python/"):  # the PSF's CPython these dumps crashed, Wine's own DLLs
         return [WINPYTHON, SAMPLE_BIN / "wine"]
+    if name.startswith("pyversions/"):  # python.org's CPython 3.X, nativelib.dll, Wine's DLLs
+        minor = re.search(r"_py3(\d+)", name).group(1)
+        return [WINPYTHON.parent / f"cpython-3.{minor}-amd64", SAMPLES / "pyversions" / "bin", SAMPLE_BIN / "wine"]
     return [SAMPLE_BIN]
 
 
@@ -168,7 +182,7 @@ def _story(doc: dict, teb_stack: bool = False) -> dict:
 @pytest.mark.parametrize("name", _sample_dumps())
 def test_real_engine_tells_the_same_story_as_the_cli(name, env, dumps_dir):
     session = _session(env, name, dumps_dir)
-    full = "_full" in name  # full-memory dumps hold the TEBs
+    full = "_full" in name or ".trimmed." in name  # full-memory dumps hold the TEBs
     cli, windbg = _story(session["cli"], full), _story(_tfstack_json(session), full)
     assert windbg["verdict"] == cli["verdict"]
     assert windbg["crash"] == cli["crash"]
