@@ -79,3 +79,57 @@ def test_no_code_asks_a_target_for_attributes_its_protocol_does_not_declare():
             ):
                 leaks.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert leaks == []
+
+
+def _cycles(imports: dict) -> list:
+    """Strongly connected groups of more than one module (Tarjan's, iterative)."""
+    index: dict = {}
+    low: dict = {}
+    on_stack: set = set()
+    stack: list = []
+    found = []
+    counter = 0
+    for root in sorted(imports):
+        if root in index:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(sorted(imports[root])))]
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+            elif nxt not in index:
+                index[nxt] = low[nxt] = counter
+                counter += 1
+                stack.append(nxt)
+                on_stack.add(nxt)
+                work.append((nxt, iter(sorted(imports.get(nxt, ())))))
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+    return found
+
+
+def test_no_module_imports_itself_through_others():
+    """Zero import circles (TYPE_CHECKING and function-level imports count): a circle is
+    two modules that cannot be understood, tested or moved apart (issue #33)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("dumpkit")
+    imports = {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    assert _cycles(imports) == []
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check itself

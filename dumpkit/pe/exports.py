@@ -5,16 +5,27 @@ block when the linker put them together (it always does), else one by one."""
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.pe.errors import PEError
+from dumpkit.pe.headers import DataDirectory
 from dumpkit.pe.winnt import DIR_EXPORT, IMAGE_EXPORT_DIRECTORY
 from dumpkit.target import MemoryNotInDump
 
-if TYPE_CHECKING:
-    from dumpkit.pe.image import PEImage
 
-__all__ = ["parse_exports", "read_cstring", "MAX_EXPORTS", "MAX_EXPORT_NAME", "MAX_EXPORT_NAME_BLOCK"]
+class PEImage(Protocol):
+    """What the export parser reads of an image (pe.image.PEImage is one): it is declared
+    here so that the image, which calls this parser, is not imported by it."""
+
+    size_of_image: int
+    problems: List[str]
+
+    def read_rva(self, rva: int, size: int) -> bytes: ...
+
+    def directory(self, index: int) -> Optional[DataDirectory]: ...
+
+
+__all__ = ["PEImage", "parse_exports", "read_cstring", "MAX_EXPORTS", "MAX_EXPORT_NAME", "MAX_EXPORT_NAME_BLOCK"]
 
 MAX_EXPORTS = 1 << 20  # functions and names each
 MAX_EXPORT_NAME = 1024

@@ -88,6 +88,10 @@ Part = Union[List[Frame], Run]
 class Frames(Sequence[Frame]):
     """A walk's frames: lists of explicit frames and verified runs, in stack order."""
 
+    def tally(self, fn: Callable[[Frame], K]) -> Dict[K, int]:
+        """How many frames give each value of fn (frames.Tallied): see `tally`."""
+        return tally(self, fn)
+
     def __init__(self, parts: Sequence[Part]):
         self.parts: Tuple[Part, ...] = tuple(p for p in parts if len(p))
         starts = []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
 
 
 class _Described:
@@ -175,6 +175,17 @@ class Frame:
         return f"{self.ip:#x}"
 
 
+K = TypeVar("K")
+
+
+@runtime_checkable
+class Tallied(Protocol):
+    """Frames that count themselves without being expanded (unwind/bulk.py's Frames, whose
+    runs stand for many repetitions): declared here, which bulk builds on."""
+
+    def tally(self, fn: Callable[[Frame], K]) -> Dict[K, int]: ...
+
+
 @dataclass(frozen=True)
 class StackWalk:
     """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
@@ -193,9 +204,12 @@ class StackWalk:
     @property
     def trust_counts(self) -> Dict[str, int]:
         """Frames per trust level (the keys are `Trust` members, which are strings)."""
-        from dumpkit.unwind.bulk import tally  # bulk builds on this module
-
-        return dict(tally(self.frames, _trust))
+        if isinstance(self.frames, Tallied):  # bulk.Frames: each run counted once, times its repetitions
+            return dict(self.frames.tally(_trust))
+        counts: Dict[str, int] = {}
+        for f in self.frames:
+            counts[f.trust] = counts.get(f.trust, 0) + 1
+        return counts
 
 
 def _trust(f: Frame) -> str:
