@@ -25,6 +25,7 @@ from dumpkit.commands import (
     warn_problems,
     write_output,
 )
+from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 app = typer.Typer(
     add_completion=False,
@@ -68,8 +69,8 @@ def analyze(
     output: Optional[str] = typer.Option(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
-    max_frames: int = typer.Option(2_000_000, help="Most frames walked on the crashing thread."),
-    threshold: int = typer.Option(64 * 1024, help="Frames at least this many bytes are flagged as oversized."),
+    max_frames: int = typer.Option(MAX_FRAMES, help="Most frames walked on the crashing thread."),
+    threshold: int = typer.Option(OVERSIZED_FRAME, help="Frames at least this many bytes are flagged as oversized."),
     color: Optional[bool] = typer.Option(
         None, "--color/--no-color", help="Colour the text report (default: when stdout is a terminal)."
     ),
@@ -108,7 +109,7 @@ def stack(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
-    max_frames: int = typer.Option(2_000_000, help="Most frames walked per thread."),
+    max_frames: int = typer.Option(MAX_FRAMES, help="Most frames walked per thread."),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table (every frame, always)."),
     full: bool = typer.Option(False, "--full", help="Every frame in the table: recursion not folded."),
     python: bool = typer.Option(

@@ -11,6 +11,7 @@ import os
 import sys
 from enum import Enum
 from typing import Callable, List, Optional, Sequence
+from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -174,8 +175,8 @@ def run_analyze(
     recorded_paths: bool = True,
     fmt_name: Optional[str] = None,
     output: Optional[str] = None,
-    max_frames: int = 2_000_000,
-    threshold: int = 64 * 1024,
+    max_frames: int = MAX_FRAMES,
+    threshold: int = OVERSIZED_FRAME,
     color: Optional[bool] = None,
     width_asked: Optional[int] = None,
     redact: Optional[bool] = None,

@@ -18,12 +18,14 @@ from dumpkit.analysis import facts
 from dumpkit.analysis.blame import blame_frame
 from dumpkit.analysis.budget import stack_budget
 from dumpkit.analysis.callsites import cycle_call_edges
+from dumpkit.analysis.codes.model import STATUS_ACCESS_VIOLATION, STATUS_STACK_OVERFLOW
 from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
 from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
+from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage, owning_package
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
@@ -64,9 +66,9 @@ class Options:
     # False: ignore the paths the dump recorded, as on a machine without the crashed
     # program's files (what a colleague reading the dump would see)
     use_recorded_paths: bool = True
-    max_frames: int = 2_000_000  # crashing thread
+    max_frames: int = MAX_FRAMES  # crashing thread
     other_thread_max_frames: int = 2_000
-    oversized_threshold: int = 64 * 1024
+    oversized_threshold: int = OVERSIZED_FRAME
     keep_frames: int = 200  # frames kept in the report per thread (head + tail)
     all_threads: bool = True
     thread_id: Optional[int] = None  # walk only this thread (plus the crashing one)
@@ -333,7 +335,7 @@ def _stack_fault_address(target: Target) -> Optional[int]:
     e.g. a big frame allocated without the probe, is an access violation). Not a #GP's
     all-ones placeholder: a guard page faults as a page fault, with its real address."""
     ex = target.exception
-    if ex is None or ex.code not in (0xC00000FD, 0xC0000005) or len(ex.parameters) < 2:
+    if ex is None or ex.code not in (STATUS_STACK_OVERFLOW, STATUS_ACCESS_VIOLATION) or len(ex.parameters) < 2:
         return None
     address = significant_exception(ex, target.system)[1][1]
     return None if address in (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF) else address

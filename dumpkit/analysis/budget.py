@@ -26,6 +26,7 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import StackBudget
 from dumpkit.target import MemoryRegion, Target, Thread
 
@@ -33,7 +34,6 @@ __all__ = ["stack_budget", "TEB_STACK_BASE", "TEB_STACK_LIMIT", "TEB_DEALLOCATIO
 
 PAGE = 0x1000
 ALLOCATION_GRANULARITY = 0x10000
-STATUS_STACK_OVERFLOW = 0xC00000FD
 
 # x64 TEB offsets (NT_TIB at the start of the TEB)
 TEB_STACK_BASE = 0x8

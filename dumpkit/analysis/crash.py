@@ -12,15 +12,22 @@ from dumpkit.analysis.facts import register_pairs
 from dumpkit.analysis.model import CrashInfo
 from dumpkit.analysis.raiser import raising_function
 from dumpkit.target import ExceptionInfo, SystemInfo, significant_exception
+from dumpkit.analysis.codes.model import (
+    STATUS_ACCESS_VIOLATION,
+    STATUS_CPP_EH_EXCEPTION,
+    STATUS_FATAL_APP_EXIT,
+    STATUS_HEAP_CORRUPTION,
+    STATUS_INVALID_PARAMETER,
+)
 from dumpkit.unwind.frames import Frame
 
 ReadMemory = Callable[[int, int], bytes]
 
-ACCESS_VIOLATION = 0xC0000005
-CXX_EXCEPTION = 0xE06D7363
+ACCESS_VIOLATION = STATUS_ACCESS_VIOLATION
+CXX_EXCEPTION = STATUS_CPP_EH_EXCEPTION
 # raised by the CRT or the heap on behalf of a caller: the report names that caller
-_RAISED_FOR_A_CALLER = (0x40000015, 0xC000000D, 0xC0000374)
-HEAP_CORRUPTION = 0xC0000374
+_RAISED_FOR_A_CALLER = (STATUS_FATAL_APP_EXIT, STATUS_INVALID_PARAMETER, STATUS_HEAP_CORRUPTION)
+HEAP_CORRUPTION = STATUS_HEAP_CORRUPTION
 
 
 def decode_crash(

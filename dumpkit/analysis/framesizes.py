@@ -21,6 +21,7 @@ from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.unwind.bulk import Frames
+from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.analysis.model import FrameSize
 from dumpkit.unwind import disasm
 from dumpkit.unwind.frames import Frame, without_offset
@@ -156,7 +157,7 @@ def frame_sizes(
     read_code: ReadCode,
     *,
     module_base: Callable[[str], Optional[int]],
-    threshold: int = 64 * 1024,
+    threshold: int = OVERSIZED_FRAME,
     top: int = 10,
     is_probe: Optional[Callable[[int], bool]] = None,
     name_at: Optional[Callable[[int], Optional[str]]] = None,
@@ -261,7 +262,7 @@ def frame_sizes(
     return out
 
 
-def is_oversized(fs: FrameSize, threshold: int = 64 * 1024) -> bool:
+def is_oversized(fs: FrameSize, threshold: int = OVERSIZED_FRAME) -> bool:
     """Does this frame reach the threshold, by measured size or by what it requested?"""
     return max(fs.size, fs.requested or 0) >= threshold
 

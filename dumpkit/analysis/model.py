@@ -3,6 +3,7 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 
 from __future__ import annotations
 
+from enum import Enum
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple
 
@@ -407,11 +408,49 @@ class Environment:
     notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
 
 
+class _Word(str, Enum):
+    """A str-valued enum: compares, hashes and serialises as its value ("recursion"), and
+    prints as it (str() and format() of a mixed-in Enum changed between 3.8 and 3.12)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class VerdictKind(_Word):
+    """What the crash was, as `verdict.kind` says it (docs/report-schema.md)."""
+
+    RECURSION = "recursion"
+    OVERSIZED_FRAME = "oversized_frame"
+    STACK_OVERFLOW = "stack_overflow"
+    FASTFAIL = "fastfail"
+    ACCESS_VIOLATION = "access_violation"
+    ILLEGAL_INSTRUCTION = "illegal_instruction"
+    HEAP_CORRUPTION = "heap_corruption"
+    CXX_EXCEPTION = "cxx_exception"
+    EXCEPTION = "exception"
+    NO_EXCEPTION = "no_exception"
+
+    @property
+    def is_stack(self) -> bool:
+        """A verdict about the stack itself (its cycles, frame sizes, budget): those rest
+        on the images of the modules on it."""
+        return self in (VerdictKind.RECURSION, VerdictKind.OVERSIZED_FRAME, VerdictKind.STACK_OVERFLOW)
+
+
+class Confidence(_Word):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # "recursion", "oversized_frame", "stack_overflow", "fastfail", "access_violation", ...
+    kind: VerdictKind
     headline: str
-    confidence: str  # "high", "medium", "low"
+    confidence: Confidence
     evidence: Tuple[str, ...]
     next_steps: Tuple[str, ...]
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, PythonReport, ThreadReport
 from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
@@ -61,7 +62,6 @@ RULES = 4
 MAX_ELEMENTS = 3
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
 OVERFLOW_SHARE = 0.5
-STACK_OVERFLOW_CODE = 0xC00000FD
 SEPARATOR = " | "
 CTYPES_ELEMENT = "python(ctypes)"  # rule 7
 
@@ -260,7 +260,7 @@ def signature_elements(
 
 
 def _is_stack_overflow(crash: CrashInfo) -> bool:
-    return crash.code & 0xFFFFFFFF == STACK_OVERFLOW_CODE
+    return crash.code & 0xFFFFFFFF == STATUS_STACK_OVERFLOW
 
 
 def recursion_start(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) -> Optional[int]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
+from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
@@ -41,8 +42,8 @@ class Job:
     image_paths: Tuple[str, ...] = ()
     symbol_paths: Tuple[str, ...] = ()
     use_recorded_paths: bool = True
-    max_frames: int = 2_000_000
-    oversized_threshold: int = 64 * 1024
+    max_frames: int = MAX_FRAMES
+    oversized_threshold: int = OVERSIZED_FRAME
     timeout: Optional[float] = None  # seconds per dump
     open_bundle: Optional[Callable[[str], Any]] = None
     report_dir: Optional[str] = None  # write a per-dump report here (with report_writer)

@@ -30,6 +30,7 @@ import bisect
 import struct
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
+from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
@@ -39,7 +40,7 @@ from dumpkit.unwind.evidence import Witnessed, checked, witness
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
-DEFAULT_MAX_FRAMES = 2_000_000
+DEFAULT_MAX_FRAMES = MAX_FRAMES
 # How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
 # cuts walks short at the first large frame; much further mostly finds stale addresses.
 DEFAULT_SCAN_WORDS = 256

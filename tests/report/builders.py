@@ -17,6 +17,8 @@ from dumpkit.analysis.model import (
     SystemSummary,
     ThreadReport,
     Verdict,
+    VerdictKind,
+    Confidence,
 )
 
 
@@ -123,7 +125,9 @@ def report(
         dump=DumpSummary("crash.dmp", 1000, 0, (), (), len(threads), 0, 0),
         system=system_summary if system_summary is not None else system(),
         crash=crash_info if crash_info is not None else crash(),
-        verdict=Verdict(kind, "Stack overflow: `m.dll!f0` recursed", "high", ("evidence one",), ("step one",)),
+        verdict=Verdict(
+            VerdictKind(kind), "Stack overflow: `m.dll!f0` recursed", Confidence.HIGH, ("evidence one",), ("step one",)
+        ),
         findings=(),
         threads=tuple(threads),
         frame_sizes=tuple(frame_sizes),

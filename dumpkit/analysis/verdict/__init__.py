@@ -11,7 +11,7 @@ from typing import Callable, Dict, List, Tuple
 
 from dumpkit.analysis import codes
 from dumpkit.analysis.coverage import rests_on_guesses
-from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, python_entry
 from dumpkit.analysis.verdict import (
     access_violation,
@@ -52,17 +52,17 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     crash = case.crash
     if crash is None and case.problems:
         return Verdict(
-            "no_exception",
+            VerdictKind.NO_EXCEPTION,
             f"No exception record could be read: the dump is damaged ({len(case.problems)} problem(s) listed below)",
-            "low",
+            Confidence.LOW,
             tuple(case.problems[:5]),
             ("Get the dump again from the machine that crashed; check that the copy is complete.",),
         ), []
     if crash is None:
         return Verdict(
-            "no_exception",
+            VerdictKind.NO_EXCEPTION,
             "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash",
-            "high",
+            Confidence.HIGH,
             ("the dump has no Exception stream",),
             ("Look at the threads' stacks for what each was waiting on.",),
         ), []
@@ -79,7 +79,7 @@ def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple
     process names the Python code that led into it and how, from the C stack alone (a
     ctypes call, an extension module, the interpreter's own code) and, when the dump holds
     the Python stack, with the innermost Python frame (issue #29)."""
-    if verdict.kind in STACK_KINDS or not case.frames:
+    if verdict.kind.is_stack or not case.frames:
         return verdict, findings
     entry = python_entry(case.frames, 0, case.python_thread)
     if entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
@@ -135,7 +135,6 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
     return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
 
 
-STACK_KINDS = ("recursion", "oversized_frame", "stack_overflow")
 FAULT_KINDS = ("access_violation", "illegal_instruction")
 
 
@@ -165,12 +164,12 @@ def _within_the_evidence(verdict: Verdict, case: Case) -> Verdict:
     if verdict.confidence != "high":
         return verdict
     why = rests_on_guesses(
-        case.coverage, case.frames, _evidence_span(verdict, case), images_matter=verdict.kind in STACK_KINDS
+        case.coverage, case.frames, _evidence_span(verdict, case), images_matter=verdict.kind.is_stack
     )
     if why is None:
         return verdict
     return replace(
         verdict,
-        confidence="medium",
+        confidence=Confidence.MEDIUM,
         evidence=verdict.evidence + (f"confidence is medium, not high: {why} (see Missing images)",),
     )

@@ -9,6 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.codes.model import (
+    STATUS_ACCESS_VIOLATION,
+    STATUS_CPP_EH_EXCEPTION,
+    STATUS_FATAL_APP_EXIT,
+    STATUS_HEAP_CORRUPTION,
+    STATUS_ILLEGAL_INSTRUCTION,
+    STATUS_INVALID_PARAMETER,
+    STATUS_STACK_BUFFER_OVERRUN,
+    STATUS_STACK_OVERFLOW,
+)
 from dumpkit.analysis.model import (
     CrashInfo,
     Environment,
@@ -20,20 +30,24 @@ from dumpkit.analysis.model import (
     PythonThreadReport,
     ThreadReport,
     Verdict,
+    VerdictKind,
+    Confidence,
 )
+from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import Frame, StackWalk
 
 ReadCode = Callable[[int, int], bytes]
 
-STACK_OVERFLOW = 0xC00000FD
-FAIL_FAST = 0xC0000409
-ACCESS_VIOLATION = 0xC0000005
-ILLEGAL_INSTRUCTION = 0xC000001D
-HEAP_CORRUPTION = 0xC0000374
-CXX_EXCEPTION = 0xE06D7363
-INVALID_PARAMETER = 0xC000000D
-FATAL_APP_EXIT = 0x40000015
+# the codes each verdict module decides (codes/model.py names them once)
+STACK_OVERFLOW = STATUS_STACK_OVERFLOW
+FAIL_FAST = STATUS_STACK_BUFFER_OVERRUN
+ACCESS_VIOLATION = STATUS_ACCESS_VIOLATION
+ILLEGAL_INSTRUCTION = STATUS_ILLEGAL_INSTRUCTION
+HEAP_CORRUPTION = STATUS_HEAP_CORRUPTION
+CXX_EXCEPTION = STATUS_CPP_EH_EXCEPTION
+INVALID_PARAMETER = STATUS_INVALID_PARAMETER
+FATAL_APP_EXIT = STATUS_FATAL_APP_EXIT
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class Case:
     problems: Sequence[str] = ()
     bits: int = 64
     stacks: Sequence[Tuple[int, int, int]] = ()
-    threshold: int = 64 * 1024
+    threshold: int = OVERSIZED_FRAME
     read_code: Optional[ReadCode] = None
     python: Optional[PythonReport] = None  # the process's Python side (None: not Python)
     coverage: Optional[ImageCoverage] = None  # what of the crashing stack rests on images
@@ -85,7 +99,7 @@ def conclude(
 ) -> Tuple[Verdict, List[Finding]]:
     """The verdict and the fatal finding that carries the same headline and evidence."""
     finding = Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), thread_id)
-    return Verdict(kind, headline, confidence, tuple(evidence), tuple(steps)), [finding]
+    return Verdict(VerdictKind(kind), headline, Confidence(confidence), tuple(evidence), tuple(steps)), [finding]
 
 
 def exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:

@@ -14,14 +14,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
 from dumpkit.analysis.recursion import call_order
-from dumpkit.report.view.report import STACK_VERDICTS, shown_cycles
+from dumpkit.report.view.report import shown_cycles
 from dumpkit.unwind.frames import TRUST_LEVELS
 from dumpkit.words import human_bytes, plural
 
 PAGE = 0x1000
-STATUS_STACK_OVERFLOW = 0xC00000FD
 
 MEMBERS_DRAWN = 8  # cycle members drawn; a longer cycle ends in "... N more"
 FUNCTIONS_DRAWN = 8  # bars in the stack-by-function chart; the rest are one "other" bar
@@ -68,7 +68,7 @@ def _crashing(report: Report) -> Optional[ThreadReport]:
 
 def stack_matters(report: Report) -> bool:
     """The stack pictures explain stack overflows, and any thread with an oversized frame."""
-    return report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes)
+    return report.verdict.kind.is_stack or any(fs.oversized for fs in report.frame_sizes)
 
 
 # --------------------------------------------------------------------------- stack budget

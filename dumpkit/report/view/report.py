@@ -191,7 +191,6 @@ def facts(report: Report) -> Facts:
 
 MAX_CYCLES_SHOWN = 3  # per thread
 MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordinary code
-STACK_VERDICTS = ("recursion", "oversized_frame", "stack_overflow")
 ENTRY_PATH_SHOWN = 6
 
 
@@ -208,7 +207,7 @@ def shown_cycles(report: Report) -> List[Tuple[ThreadReport, Cycle]]:
     """The recursions every format lists, crashing thread first. A short repeat is news only
     on the thread whose stack ran out: elsewhere (and on a thread that crashed otherwise) a
     few repetitions are ordinary code, e.g. the eval loop once per nested Python call."""
-    stack_crash = report.verdict.kind in STACK_VERDICTS
+    stack_crash = report.verdict.kind.is_stack
     return [
         (t, c)
         for t in report.threads
@@ -273,9 +272,7 @@ class FrameSizeTable:
 
 def shows_frame_sizes(report: Report) -> bool:
     """Frame sizes explain stack overflows; elsewhere they matter only when one is oversized."""
-    return bool(report.frame_sizes) and (
-        report.verdict.kind in STACK_VERDICTS or any(fs.oversized for fs in report.frame_sizes)
-    )
+    return bool(report.frame_sizes) and (report.verdict.kind.is_stack or any(fs.oversized for fs in report.frame_sizes))
 
 
 def oversized_legend(report: Report) -> Optional[str]:
