@@ -65,7 +65,7 @@ EXTRA_STREAM_NAMES = {
     0x53740001: "SentryEvent",
 }
 
-MAX_RECORDS = 1 << 20  # per list stream; anything beyond is reported and skipped
+MAX_RECORDS = 1 << 23  # per list stream, beyond what its bytes hold; anything beyond is reported and skipped
 MAX_STRING_BYTES = 64 * 1024
 # All names together: thousands of 64 KiB module paths would make every report hundreds
 # of MB. Past this budget names are cut to SMALL_STRING_BYTES (with a soft error).
