@@ -28,7 +28,6 @@ from dumpkit.commands import (
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 app = typer.Typer(
-    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     help="Say what killed a Windows Python/TensorFlow process, from its crash dump.",
@@ -51,6 +50,23 @@ RecordedPathsOpt = typer.Option(
     "--recorded-paths/--no-recorded-paths",
     help="Look for images at the paths the dump recorded (--no-recorded-paths: see what a machine without the crashed program's files sees).",
 )
+
+
+def _version(asked: bool) -> None:
+    if asked:
+        from dumpkit import __version__
+
+        sys.stdout.write(f"dumpkit {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print dumpkit's version and exit."
+    ),
+) -> None:
+    """Say what killed a Windows Python/TensorFlow process, from its crash dump."""
 
 
 @app.command()

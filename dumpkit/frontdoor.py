@@ -95,6 +95,11 @@ def quick(argv: Sequence[str]) -> Optional[int]:
     when typer must parse them."""
     if not argv:
         return None
+    if list(argv) == ["--version"]:
+        from dumpkit import __version__
+
+        sys.stdout.write(f"dumpkit {__version__}\n")
+        return 0
     command, rest = argv[0], argv[1:]
     if command == "explain":
         parsed = parse(rest, EXPLAIN_OPTIONS, negative_numbers=True)
