@@ -1,9 +1,18 @@
 #! python3.9
 """!tfstack: dumpkit inside WinDbg, on the dump or live process the debugger has open.
 
-Run by pykd:  !py -3.9 C:\\path\\to\\windbg_scripts\\tfstack.py [--thread TID] [--all] [--json]
-              [--max-frames N] [--rows N] [--image-path DIR]... [--symbol-path SPEC]...
-(or `!tfstack ...` once tfstack.js is loaded with `.scriptload`).
+Run by the debugger:
+    .load C:\\path\\to\\windbg_scripts\\tfstack.dll     then   !tfstack [--thread TID] [--all] [--json]
+          [--max-frames N] [--rows N] [--image-path DIR]... [--symbol-path SPEC]...
+or by pykd: `!py -g C:\\path\\to\\windbg_scripts\\tfstack.py` with pykd.pyd loaded (no options: its
+`!py` loses them), `!py -3.9 ...\\tfstack.py [options]` with the pykd-ext bootstrapper, or
+`!tfstack "..."` once tfstack.js is loaded with `.scriptload`.
+
+When a debugger hosts this script nothing may end the debugger: no exception, SystemExit
+or sys.exit leaves it (bad options print the usage error and return; Ctrl-Break, which
+pykd delivers as SystemExit("CTRL+BREAK"), stops the run with one line). tfstack.dll hands
+over the options as typed in DUMPKIT_TFSTACK_ARGS, because pykd 0.3.4.15's own `!py`
+passes a script's arguments to Python from strings it has already freed.
 
 CPython 3.8 or 3.9 because pykd 0.3.4.15 has wheels for 2.7 and 3.5-3.9 only and dumpkit
 needs 3.8+ (tests/windbg_real runs this script through the real pykd on 3.8). The first
@@ -23,6 +32,7 @@ import argparse
 import os
 import re
 import sys
+import time
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 try:
@@ -59,6 +69,78 @@ class _Parser(argparse.ArgumentParser):
 
 class _Done(Exception):
     pass
+
+
+# ----------------------------------------------------------------------------- arguments
+ARGS_ENV = "DUMPKIT_TFSTACK_ARGS"  # set by tfstack.dll for one run: "!tfstack" + what was typed
+
+
+def split_command_line(text: str) -> List[str]:
+    """Words the way debugger extensions split their argument text (kdlib's and pykd-ext's
+    boost escaped_list_separator: blanks separate, double quotes group, backslashes are
+    plain characters, so `--image-path "C:\\my dir\\bin"` is two words)."""
+    words: List[str] = []
+    word: List[str] = []
+    quoted = False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        elif ch in " \t" and not quoted:
+            if word:
+                words.append("".join(word))
+            word = []
+        else:
+            word.append(ch)
+    if word:
+        words.append("".join(word))
+    return words
+
+
+def _process_env(name: str) -> Optional[str]:
+    """The debugger process's variable as it is now. os.environ is a copy made when the
+    interpreter started (pykd starts it once per debugger session), so on Windows the
+    live block is asked through kernel32."""
+    if sys.platform != "win32":
+        return os.environ.get(name)
+    try:
+        import ctypes
+
+        kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+        size = kernel32.GetEnvironmentVariableW(name, None, 0)
+        if size == 0:
+            return None
+        buf = ctypes.create_unicode_buffer(size)
+        kernel32.GetEnvironmentVariableW(name, buf, size)
+        return buf.value
+    except Exception:
+        return os.environ.get(name)
+
+
+def _hosted_by_pykd_pyd() -> bool:
+    """pykd.pyd loaded as a debugger extension runs `!py` with pykd compiled into the
+    interpreter (PyImport_AppendInittab); imported as a module (pykd-ext, python.exe) it
+    is a file."""
+    return "pykd" in sys.builtin_module_names
+
+
+def arguments(argv: Optional[Sequence[str]]) -> Tuple[Optional[List[str]], str]:
+    """(the options to parse, or None when they cannot be trusted; where they came from)."""
+    if argv is not None:
+        return list(argv), "caller"
+    typed = _process_env(ARGS_ENV)
+    if typed is not None:
+        words = split_command_line(typed)
+        if words and words[0].lower().lstrip("!").split(".")[-1] == "tfstack":
+            words = words[1:]
+        return words, "tfstack.dll"
+    given = list(sys.argv[1:])
+    if given and _hosted_by_pykd_pyd():
+        # pykd 0.3.4.15's `!py` (windbgext.cpp) builds each argument in a std::wstring that
+        # dies at the end of its loop iteration and hands PySys_SetArgv the dangling
+        # pointers: short options arrive empty, long ones as freed heap ("--all" as "",
+        # "--thread 0x118" as "?4", ""). None of them can be believed.
+        return None, "pykd's !py"
+    return given, "argv"
 
 
 def _tid(text: str) -> int:
@@ -188,6 +270,39 @@ def _emit_debugger_facts(facts: Sequence[str], plain: bool) -> None:
         _emit(f"  - {fact}" if plain else f"  - {dml_text(fact, 2000)}", dml=not plain)
 
 
+class _Progress:
+    """pykd, with a line on the debugger's output every few seconds of a long run (a
+    million-frame walk): every memory read the analysis makes passes here, on the
+    debugger's own thread, which is also where Ctrl-Break lands."""
+
+    FIRST = 2.0  # seconds before the first line
+    EVERY = 5.0
+
+    def __init__(self, pykd_module):
+        self._pykd = pykd_module
+        self._started = time.perf_counter()
+        self._next = self._started + self.FIRST
+        self._reads = 0
+        self._bytes = 0
+
+    def __getattr__(self, name):
+        return getattr(self._pykd, name)
+
+    def loadBytes(self, address, size):
+        self._reads += 1
+        self._bytes += size
+        if self._reads & 0x3FF == 0:
+            now = time.perf_counter()
+            if now >= self._next:
+                self._next = now + self.EVERY
+                _emit(
+                    f"tfstack: working, {now - self._started:.0f} s, {self._bytes / 1048576:,.1f} MiB read "
+                    "from the debugger (Ctrl-Break stops)",
+                    dml=False,
+                )
+        return self._pykd.loadBytes(address, size)
+
+
 # ----------------------------------------------------------------------------- main
 def _symbol_paths(explicit: Sequence[str]) -> List[str]:
     paths = list(explicit)
@@ -222,7 +337,7 @@ def _debugger_sympath() -> Optional[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     global _pykd
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv, source = arguments(argv)
     try:
         import pykd
     except ImportError:
@@ -236,6 +351,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         )
         return 2
     _pykd = pykd
+    if argv is None:
+        _emit(
+            "tfstack: error: pykd's own !py loses a script's options (pykd 0.3.4.15 passes them to "
+            "Python from strings it has already freed): load windbg_scripts\\tfstack.dll and type "
+            "!tfstack with the options, or run !py -g ...\\tfstack.py without them",
+            dml=False,
+        )
+        return 2
     try:
         args = build_parser().parse_args(argv)
     except _Done:
@@ -247,7 +370,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from dumpkit.engine import Options, analyze
         from dumpkit.sources.pykd import PykdTarget
 
-        target = PykdTarget(pykd)
+        target = PykdTarget(_Progress(pykd))
         if args.thread is not None and all(t.tid != args.thread for t in target.threads):
             ids = ", ".join(f"{t.tid} (0x{t.tid:x})" for t in target.threads)
             _emit(f"tfstack: error: no thread {args.thread} (0x{args.thread:x}); threads: {ids}", dml=False)
@@ -274,8 +397,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     _emit(line, dml=True)
             _emit_debugger_facts(target.debugger_facts(), plain=args.plain)
         return 1 if report.soft_errors else 0
-    except KeyboardInterrupt:
-        _emit("tfstack: interrupted", dml=False)
+    except (KeyboardInterrupt, SystemExit) as e:
+        # pykd's `!py` turns Ctrl-Break into SystemExit("CTRL+BREAK") raised in the script
+        # (a pending call, so it lands between two Python instructions)
+        _emit(f"tfstack: interrupted{' (Ctrl-Break)' if isinstance(e, SystemExit) else ''}: no report", dml=False)
         return 130
     except Exception as e:
         text = " ".join(str(e).split()) or type(e).__name__
@@ -283,5 +408,56 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
 
 
+def run_in_debugger() -> None:
+    """The script's entry when run as a program (`!py`, tfstack.dll): main(), with nothing
+    let out. A debugger hosting Python dies of what its script raises: pykd's `!py` hands
+    an escaping SystemExit to the interpreter's exit path."""
+    try:
+        main()
+    except BaseException as e:  # noqa: B036 - a second Ctrl-Break, or a failure in main's own handlers
+        try:
+            _emit(f"tfstack: error: {type(e).__name__}: {' '.join(str(e).split())[:300]}", dml=False)
+        except BaseException:  # noqa: B036
+            pass
+    finally:
+        _leave_subinterpreter()
+
+
+def _leave_subinterpreter() -> None:
+    """pykd 0.3.4.15's `!py` (without -g) runs a script in a new sub-interpreter and then
+    deletes that interpreter while the script's thread state is still the current one;
+    CPython 3.8 stops the process for that ("Fatal Python error: PyThreadState_Delete:
+    tstate is still current"), whatever the script did: the debugger dies after every
+    `!py script`. Making the main interpreter's thread state current as the script's last
+    act lets pykd delete the sub-interpreter's without the fatal error (3.9 and later no
+    longer check, so nothing is done there). Only when pykd.pyd hosts this script."""
+    if sys.version_info[:2] != (3, 8) or sys.platform != "win32" or not _hosted_by_pykd_pyd():
+        return
+    try:
+        import ctypes
+
+        api = ctypes.pythonapi
+        for name in ("PyThreadState_Get", "PyInterpreterState_Main", "PyGILState_GetThisThreadState"):
+            getattr(api, name).restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+        api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+        api.PyThreadState_Next.restype = ctypes.c_void_p
+        api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+        api.PyThreadState_Swap.restype = ctypes.c_void_p
+        api.PyThreadState_Swap.argtypes = [ctypes.c_void_p]
+        current = api.PyThreadState_Get()
+        main_states = []
+        state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+        while state:
+            main_states.append(state)
+            state = api.PyThreadState_Next(state)
+        if not main_states or current in main_states:
+            return  # `!py -g`: the main interpreter, nothing to do
+        mine = api.PyGILState_GetThisThreadState()  # this thread's state in the main interpreter
+        api.PyThreadState_Swap(mine if mine in main_states else main_states[0])
+    except BaseException:  # noqa: B036
+        pass
+
+
 if __name__ == "__main__":
-    main()
+    run_in_debugger()
