@@ -264,7 +264,7 @@ def _emit_debugger_facts(facts: Sequence[str], plain: bool) -> None:
         return
     from dumpkit.report.dml import dml_text
 
-    _emit("")
+    _emit("", dml=not plain)
     _emit("From the debugger" if plain else "<b>From the debugger</b>", dml=not plain)
     for fact in facts:
         _emit(f"  - {fact}" if plain else f"  - {dml_text(fact, 2000)}", dml=not plain)
