@@ -108,7 +108,7 @@ def test_every_option_is_heard_and_nothing_ends_the_debugger(env, host):
     for j, command in enumerate(py_runs):
         commands += [command, _alive(100 + j)]
     session = host.run(SAMPLES / "recursion_cycle3.dmp", commands)
-    assert session.exited and session.crash is None, f"the debugger died: {session.crash}\n{session.stderr[-3000:]}"
+    assert session.exited and session.crash is None, _death("recursion_cycle3.dmp", session)
     for i in range(len(runs)):
         _assert_alive(session, i)
     for j in range(len(py_runs)):
@@ -177,13 +177,20 @@ def _session(env, host, name: str, scratch: Path) -> dict:
         _alive(2),
     ]
     session = host.run(dump, commands, timeout=900)
-    assert session.exited and session.crash is None, (
-        f"the debugger died on {name}: {session.crash}\n{session.stderr[-3000:]}"
-    )
+    assert session.exited and session.crash is None, _death(name, session)
     _assert_alive(session, 1)
     _assert_alive(session, 2)
     _CACHE[name] = {"cli": cli, "session": session}
     return _CACHE[name]
+
+
+def _death(name: str, session: Session) -> str:
+    last = session.commands[-1] if session.commands else None
+    return (
+        f"the debugger died on {name} (exit {session.returncode}, {session.crash or 'no exception record'}) "
+        f"in {last.command if last else 'start-up'!r}: {(last.output + last.errors)[-1500:] if last else ''}\n"
+        f"{session.stderr[-3000:]}"
+    )
 
 
 def _one(session: Session, command: str) -> Command:
