@@ -275,15 +275,20 @@ class _Progress:
     million-frame walk): every memory read the analysis makes passes here, on the
     debugger's own thread, which is also where Ctrl-Break lands."""
 
-    FIRST = 2.0  # seconds before the first line
+    FIRST = 2.0  # seconds before the first line (DUMPKIT_TFSTACK_PROGRESS_AFTER: the lane's knob)
     EVERY = 5.0
 
-    def __init__(self, pykd_module):
+    def __init__(self, pykd_module, enabled: bool = True):
         self._pykd = pykd_module
         self._started = time.perf_counter()
-        self._next = self._started + self.FIRST
+        try:
+            first = float(_process_env("DUMPKIT_TFSTACK_PROGRESS_AFTER") or self.FIRST)
+        except ValueError:
+            first = self.FIRST
+        self._next = self._started + first if enabled else float("inf")
         self._reads = 0
         self._bytes = 0
+        self.failed: List[Tuple[int, int]] = []
 
     def __getattr__(self, name):
         return getattr(self._pykd, name)
@@ -291,7 +296,7 @@ class _Progress:
     def loadBytes(self, address, size):
         self._reads += 1
         self._bytes += size
-        if self._reads & 0x3FF == 0:
+        if self._reads & 0x3F == 0:
             now = time.perf_counter()
             if now >= self._next:
                 self._next = now + self.EVERY
@@ -300,7 +305,25 @@ class _Progress:
                     "from the debugger (Ctrl-Break stops)",
                     dml=False,
                 )
-        return self._pykd.loadBytes(address, size)
+        try:
+            return self._pykd.loadBytes(address, size)
+        except Exception:
+            self.failed.append((address, size))
+            raise
+
+    def refused_read(self, held: Sequence[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+        """A read that failed although the dump holds every byte of it. dbgeng answers a
+        Ctrl-Break that lands during a memory read by failing the read (pykd's own watch
+        then often never sees it): the walk would end early and report a short stack as
+        if it were the truth."""
+        import bisect
+
+        starts = [start for start, _ in held]
+        for address, size in self.failed:
+            i = bisect.bisect_right(starts, address) - 1
+            if i >= 0 and address + size <= held[i][1]:
+                return address, size
+        return None
 
 
 # ----------------------------------------------------------------------------- main
@@ -370,7 +393,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from dumpkit.engine import Options, analyze
         from dumpkit.sources.pykd import PykdTarget
 
-        target = PykdTarget(_Progress(pykd))
+        progress = _Progress(pykd, enabled=not args.json)  # --json: the JSON alone
+        target = PykdTarget(progress)
         if args.thread is not None and all(t.tid != args.thread for t in target.threads):
             ids = ", ".join(f"{t.tid} (0x{t.tid:x})" for t in target.threads)
             _emit(f"tfstack: error: no thread {args.thread} (0x{args.thread:x}); threads: {ids}", dml=False)
@@ -381,6 +405,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             max_frames=args.max_frames,
         )
         report = analyze(target, opts).report
+        refused = progress.refused_read(getattr(target, "_dump_ranges", None) or [])
+        if refused is not None:
+            _emit(
+                f"tfstack: interrupted (Ctrl-Break): the debugger stopped answering memory reads "
+                f"({refused[1]} bytes at {refused[0]:#x}, held by the dump): no report",
+                dml=False,
+            )
+            return 130
         if args.json:
             from dumpkit.report.json_report import render_json
 

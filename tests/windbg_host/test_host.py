@@ -240,7 +240,7 @@ def test_py_route_shows_what_the_cli_tells(name, env, host, dumps_dir):
             for member in cycle.get("members") or cycle.get("functions") or []:
                 assert str(member) in shown, (member, cycle)
     crashing = [t for t in cli["threads"] if t["is_crashing"]]
-    for f in crashing[0]["frames"][:3] if crashing else []:
+    for f in [crashing[0]["frames"][0], crashing[0]["frames"][-1]] if crashing and crashing[0]["frames"] else []:
         if f["symbol"]:
             assert f["symbol"] in shown, f
     for stack in (cli["python"] or {}).get("threads", []) if isinstance(cli["python"], dict) else []:
@@ -336,9 +336,10 @@ def test_python_found_through_the_registry_and_a_one_line_message_when_none(env,
 # ----------------------------------------------------------------------------- long walks (item 5)
 def test_million_frames_with_progress_and_ctrl_break(env, host, dumps_dir):
     """deep_recursion_1m (1,048,444 frames): `!tfstack` prints a progress line while it
-    walks and the report after; a passive interrupt (Ctrl-Break) issued when a second run
-    prints its progress line (so during the walk) stops it with one line, and the
-    debugger goes on. Times are in bench/README.md."""
+    walks (asked for after 0.5 s here: a warm run takes about a second) and the report
+    after. A passive interrupt (Ctrl-Break) 0.3 s into a later run stops it with one line
+    instead of a report cut short (dbgeng fails the memory reads it interrupts), the
+    debugger goes on, and the next run is whole again. Times: bench/README.md."""
     dump = real._dump_file("deep_recursion_1m.dmp.xz", dumps_dir)
     session = host.run(
         dump,
@@ -347,21 +348,24 @@ def test_million_frames_with_progress_and_ctrl_break(env, host, dumps_dir):
             f".load {W(TFSTACK_DLL)}",
             "!tfstack",
             _alive(1),
-            "#interrupt-on working, !tfstack --json",
+            "#interrupt 300 !tfstack --plain",
             _alive(2),
+            "!tfstack --plain --rows 5",
         ],
+        environ={"DUMPKIT_TFSTACK_PROGRESS_AFTER": "0.5"},
         timeout=900,
     )
     assert session.exited and session.crash is None, session.stderr[-3000:]
     _assert_alive(session, 1)
     _assert_alive(session, 2)
-    full, broken = session.by_command("!tfstack")[0], session.by_command("!tfstack --json")[0]
+    full = _one(session, "!tfstack")
+    broken = _one(session, "!tfstack --plain")
+    again = _one(session, "!tfstack --plain --rows 5")
     assert "1,048,440 repetitions" in _text_of(full.dml)
     assert "tfstack: working," in full.text and "Ctrl-Break stops" in full.text
-    assert broken.interrupted
-    assert "tfstack: interrupted (Ctrl-Break): no report" in broken.text
-    assert "{" not in broken.text
-    print(f"\n!tfstack on deep_recursion_1m: {full.ms} ms (first run: Python start and imports included)")
+    assert "tfstack: interrupted (Ctrl-Break)" in broken.text and "VERDICT" not in broken.text, broken.text[-2000:]
+    assert "1,048,440 repetitions" in again.text
+    print(f"\n!tfstack on deep_recursion_1m: {full.ms} ms cold, {again.ms} ms warm")
 
 
 def test_the_committed_dll_is_built_from_its_source(tmp_path):
