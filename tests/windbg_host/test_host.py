@@ -228,8 +228,8 @@ def test_bang_tfstack_tells_what_the_cli_tells(name, env, host, dumps_dir):
 @pytest.mark.parametrize("name", real._sample_dumps())
 def test_py_route_shows_what_the_cli_tells(name, env, host, dumps_dir):
     """`!py -g tfstack.py` with pykd.pyd loaded: the DML report a user reads names the
-    CLI's verdict, each recursion cycle's functions, the crashing thread's first frames and
-    every Python function of the Python stacks."""
+    CLI's verdict, each recursion cycle's functions, the crashing thread's frame count and
+    first frame, and the first Python functions of each Python stack."""
     got = _session(env, host, name, dumps_dir)
     run = _one(got["session"], f"!py -g {W(TFSTACK_PY)}")
     shown = _text_of(run.dml)
@@ -237,15 +237,17 @@ def test_py_route_shows_what_the_cli_tells(name, env, host, dumps_dir):
     assert cli["verdict"]["headline"] in shown
     for t in cli["threads"]:
         for cycle in t["cycles"] if t["is_crashing"] else []:
-            for member in cycle.get("members") or cycle.get("functions") or []:
+            for member in cycle["functions"]:
                 assert str(member) in shown, (member, cycle)
     crashing = [t for t in cli["threads"] if t["is_crashing"]]
-    for f in [crashing[0]["frames"][0], crashing[0]["frames"][-1]] if crashing and crashing[0]["frames"] else []:
+    if crashing:
+        assert f"{crashing[0]['frame_count']:,} frames" in shown
+    for f in crashing[0]["frames"][:1] if crashing else []:
         if f["symbol"]:
             assert f["symbol"] in shown, f
-    for stack in (cli["python"] or {}).get("threads", []) if isinstance(cli["python"], dict) else []:
-        for frame in stack.get("frames", [])[:5]:
-            if frame.get("function"):
+    for stack in (cli["python"] or {}).get("threads", []):
+        for frame in stack["frames"][:5]:
+            if frame["function"]:
                 assert frame["function"] in shown, frame
 
 
