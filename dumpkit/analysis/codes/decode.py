@@ -198,6 +198,13 @@ def decode_exception(code: int, parameters: Sequence[int] = ()) -> DecodedExcept
         if params and params[0] == CPP_EH_MAGIC:
             headline += f": object at {params[1]:#x}" if len(params) > 1 else ""
         headline += "; fatal only because nothing caught it"
+    elif code == 0:
+        # STATUS_SUCCESS is an exit code, never an exception: a record carrying it was made up
+        # by whoever wrote the dump (a snapshot on request, a reporter's own record)
+        headline = (
+            f"{hexcode} (STATUS_SUCCESS) in the exception record: no exception raises code 0, so the dump's "
+            "writer made this record up; nothing crashed with it"
+        )
     else:
         headline = f"{hexcode} {_plain_name(info)}: {info.summary}" if info.known else f"{hexcode}: {info.summary}"
     return DecodedException(info, fastfail, access, headline)

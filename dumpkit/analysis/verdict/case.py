@@ -90,8 +90,14 @@ class Case:
 
     @property
     def at(self) -> str:
-        """' in mod!fn+0x1a' for headlines, or '' when there is no frame."""
-        return f" in {self.frame0}" if self.frame0 else ""
+        """' in mod!fn+0x1a' for headlines, ' outside every module' when frame 0's IP is in
+        none (its name would only repeat the address), or '' when there is no frame."""
+        f = self.frames[0] if self.frames else None
+        if f is None:
+            return ""
+        if f.module is None and not f.symbol:
+            return " outside every module"
+        return f" in {self.frame0}"
 
 
 def conclude(

@@ -27,7 +27,11 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     crash = case.crash
     assert crash is not None
     at = case.at
-    headline = f"{crash.headline}{at}"
+    if crash.code == 0:
+        return _made_up_record(case, evidence)
+    # where, before what the code means: "0x4000001F STATUS_WX86_BREAKPOINT in m.dll!f: ..."
+    code_text, sep, meaning = crash.headline.partition(": ")
+    headline = f"{code_text}{at}{sep}{meaning}" if sep else f"{crash.headline}{at}"
     if crash.code == INVALID_PARAMETER:
         steps, built = _invalid_parameter(case, evidence)
         if built and case.frame0:
@@ -40,6 +44,23 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     if not steps:
         steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in."]
     return conclude("exception", headline, "medium", evidence, steps, crash.thread_id)
+
+
+def _made_up_record(case: Case, evidence: List[str]) -> Tuple[Verdict, List[Finding]]:
+    """An exception record with code 0: STATUS_SUCCESS is an exit code, which nothing
+    raises, so whoever wrote the dump filled the record in itself (a snapshot taken on
+    request, a reporter's own record). Not a crash: the stacks say what was going on."""
+    assert case.crash is not None
+    headline = (
+        "No crash recorded: the exception record carries code 0 (STATUS_SUCCESS), which no exception raises, "
+        "so the dump's writer made the record up (a snapshot on request, or a crash reporter's own record)"
+    )
+    where = f" (frame 0 of thread {case.crash.thread_id}: {case.frame0})" if case.frame0 else ""
+    steps = [
+        f"Read the threads' stacks for what each was doing when the dump was written{where}; if a crash was "
+        "expected, the program's own log or crash reporter may hold the real exception code."
+    ]
+    return conclude("no_exception", headline, "medium", evidence, steps, case.crash.thread_id)
 
 
 def _crt_call(frames: Sequence[Frame], raiser: Raiser) -> Optional[str]:

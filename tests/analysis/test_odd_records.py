@@ -1,0 +1,69 @@
+"""Headlines that read right on the odd exception records other people's dumps carry
+(issue #32 items 2, 5, 6), on dumps built with tests/synth_dump.py: a record with code 0,
+execution jumping to an address outside every module, a code the SDK names but dumpkit has
+no notes on."""
+
+from __future__ import annotations
+
+import pytest
+
+from dumpkit.analysis.codes import lookup_status
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.minidump import open_dump
+
+from synth_dump import SynthDump, x64_context
+
+EXE = 0x1_4000_0000
+STACK = 0x10000
+NOWHERE = 0x4141_4141
+
+
+def _report(tmp_path, code: int, rip: int, params=()):
+    d = SynthDump()
+    stack = d.memory(STACK, bytes(0x1000))
+    ctx = x64_context(rip=rip, rsp=STACK + 0x800)
+    d.thread(7, context=ctx, stack=stack, name="main")
+    d.module("C:\\app\\app.exe", EXE, 0x5000)
+    d.exception(7, code, rip, params=params, context=ctx)
+    path = d.build().write(tmp_path / "odd.dmp")
+    target = open_dump(str(path))
+    try:
+        return analyze(target, Options(use_recorded_paths=False)).report
+    finally:
+        target.close()
+
+
+def test_a_record_with_code_0_is_no_crash_and_says_success_once(tmp_path):
+    report = _report(tmp_path, 0, EXE + 0x1000)
+    verdict = report.verdict
+    assert verdict.kind == "no_exception"
+    assert "code 0 (STATUS_SUCCESS)" in verdict.headline and "made the record up" in verdict.headline
+    assert "exited normally" not in verdict.headline and "success: success" not in verdict.headline.lower()
+    assert "success: success" not in report.crash.headline.lower()
+
+
+def test_execution_outside_every_module_does_not_name_the_address_twice(tmp_path):
+    report = _report(tmp_path, 0xC0000005, NOWHERE, params=(8, NOWHERE))
+    headline = report.verdict.headline
+    assert f"execute at {NOWHERE:#x}" in headline and "outside every module" in headline
+    assert headline.count(f"{NOWHERE:#x}") == 1, headline
+
+
+def _a_code_without_notes() -> int:
+    for code in range(0xC0000100, 0xC0000200):
+        info = lookup_status(code)
+        if info.known and "no notes" in info.summary:
+            return code
+    pytest.skip("every code in the range has notes")
+
+
+def test_where_comes_before_what_a_code_without_notes_means(tmp_path):
+    code = _a_code_without_notes()
+    report = _report(tmp_path, code, EXE + 0x1000)
+    headline = report.verdict.headline
+    name = lookup_status(code).name
+    assert headline.startswith(f"0x{code:08X} ")
+    assert (
+        " in app.exe+0x1000: " in headline and name.lower().replace("status_", "").replace("_", " ") in headline.lower()
+    )
+    assert not headline.endswith("app.exe+0x1000"), headline  # not '...no notes on what causes it in app.exe+0x1000'
