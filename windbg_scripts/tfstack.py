@@ -405,7 +405,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             max_frames=args.max_frames,
         )
         report = analyze(target, opts).report
-        refused = progress.refused_read(getattr(target, "_dump_ranges", None) or [])
+        refused = progress.refused_read(target.dump_ranges)
         if refused is not None:
             _emit(
                 f"tfstack: interrupted (Ctrl-Break): the debugger stopped answering memory reads "

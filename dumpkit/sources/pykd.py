@@ -341,6 +341,13 @@ class PykdTarget:
             if module is not None:
                 self._hidden.extend(_gaps(module.base, module.end, held))
 
+    @property
+    def dump_ranges(self) -> Tuple[Tuple[int, int], ...]:
+        """The memory ranges (start, end) the dump file holds, as `.dumpdebug` listed them;
+        empty for a live target. A read that fails inside one was refused by the debugger
+        (a Ctrl-Break lands as a failed read), not missing from the dump."""
+        return tuple(self._dump_ranges)
+
     def debugger_facts(self) -> List[str]:
         """One line per fact the report took from the debugger instead of the dump file."""
         out = []
