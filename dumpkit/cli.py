@@ -432,6 +432,9 @@ def wer_status(exe: Optional[str] = typer.Argument(None, help="The executable's 
 def main() -> None:
     """typer alone; the `dumpkit` command is frontdoor.main, which comes here for all but
     the plain spellings of `explain` and `analyze`."""
+    from dumpkit.console import prepare_streams
+
+    prepare_streams()
     guarded(app)
 
 

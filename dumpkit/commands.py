@@ -216,6 +216,10 @@ def run_analyze(
 
         tty = sys.stdout.isatty() and not output
         use_color = tty if color is None else color
+        if use_color and not output:
+            from dumpkit.console import colour_ready
+
+            use_color = colour_ready()  # a Windows console shows escapes as text until told
         width = text_width(tty, width_asked)
         text = render_text(report, color=use_color and not output, width=width)
     write_output(text, output, dump)

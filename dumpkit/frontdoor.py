@@ -129,7 +129,9 @@ def run(argv: Sequence[str]) -> Optional[int]:
 
 def main() -> None:
     from dumpkit.commands import guarded
+    from dumpkit.console import prepare_streams
 
+    prepare_streams()  # Windows pipes and files: UTF-8, not the ANSI code page
     guarded(lambda: run(sys.argv[1:]))
 
 

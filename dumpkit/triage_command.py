@@ -28,9 +28,16 @@ def _write(text: str, path: str) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     tmp = os.path.join(folder, f".dumpkit-{os.getpid()}-{os.path.basename(path)}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)  # on Windows this fails while another program holds `path` open
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise UsageError(f"{path}: cannot write it ({e.strerror or e})") from None
 
 
 def html_page(output: str) -> str:

@@ -6,13 +6,13 @@ cannot style or inject."""
 from __future__ import annotations
 
 import io
-import shlex
 from typing import Iterable, List, Optional, Sequence
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from dumpkit.console import shell_quote
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
 from dumpkit.report.text_layout import GAP, stack_lines, trimmed, wrap
@@ -285,7 +285,7 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         out.line(Text(others.title, style="bold"))
         for g in others.groups:
             out.para("  ", _plain(g.summary), indent=4)
-        out.para("  ", f"(every stack in full: dumpkit stack --all {clean(shlex.quote(view.dump_path))})", style="dim")
+        out.para("  ", f"(every stack in full: dumpkit stack --all {clean(shell_quote(view.dump_path))})", style="dim")
     if view.problems:
         out.line()
         _items(out, "Problems met while reading (the rest of the report stands)", view.problems)

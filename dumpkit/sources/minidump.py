@@ -15,7 +15,6 @@ import io
 import mmap
 import os
 import re
-import shlex
 import struct
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
@@ -25,6 +24,7 @@ from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
 from minidump.streams.ModuleListStream import MINIDUMP_MODULE
 from minidump.streams.ThreadListStream import MINIDUMP_THREAD
 
+from dumpkit.console import shell_quote
 from dumpkit.context import parse_context
 from dumpkit.sources.pieced import PiecedFile
 from dumpkit.words import listing, plural
@@ -519,7 +519,7 @@ class MinidumpTarget:
             if packed is not None:
                 kind, how = packed
                 raise DumpError(
-                    f"the file is {kind}, not a minidump: decompress it first ({how.format(shlex.quote(self.path))})"
+                    f"the file is {kind}, not a minidump: decompress it first ({how.format(shell_quote(self.path))})"
                 )
             raise DumpError(f"not a minidump (signature {self._data[:4]!r}, expected b'MDMP')")
         if ver & 0xFFFF != MDMP_VERSION:

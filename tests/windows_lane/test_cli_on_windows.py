@@ -753,16 +753,6 @@ def test_output_onto_a_file_in_use_is_exit_2_and_one_line(windows, command):
     _assert_refused_in_one_line(windows, command)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="dumpkit/triage_command.py _write: open(tmp)/os.replace(tmp, path) are not guarded: "
-    "where Windows refuses to replace a file another program has open (PermissionError, "
-    "WinError 5) triage ends in a traceback, exit 1, and leaves `.dumpkit-PID-NAME` beside it; "
-    "analyze (commands.write_output) and bundle (bundle/writer._atomic_write) say it in one "
-    "line, exit 2, and clean up. Fix: the same there: except OSError -> unlink tmp, "
-    "UsageError(f'{path}: cannot write ({e.strerror or e})')",
-)
 def test_triage_output_onto_a_file_in_use_is_exit_2_and_one_line(windows):
     _assert_refused_in_one_line(windows, "triage")
 
@@ -807,13 +797,6 @@ STDOUT_IS_ANSI = (
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=STDOUT_IS_ANSI + "Here: the dump's path, printed by analyze (report/text.py, the "
-    "first line), info (its first line), triage (the example dump) and bundle ('wrote "
-    "OUTPUT: ...').",
-)
 @pytest.mark.parametrize("command", ["analyze", "info", "triage", "bundle"])
 def test_a_non_ansi_dump_path_prints_into_a_pipe(windows, command):
     result = ran(windows[f"unicode_pipe_{command}"])
@@ -823,14 +806,6 @@ def test_a_non_ansi_dump_path_prints_into_a_pipe(windows, command):
     assert last[command] in result.stdout.decode("utf-8", errors="replace"), "the output is not all there"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=STDOUT_IS_ANSI + "Here: `analyze --format html` into a pipe or `> report.html`: "
-    "the page's own pictures hold U+2192, U+2026, U+21BB (report/svg.py), so it fails for "
-    'every dump with a stack picture; and a page that says <meta charset="utf-8"> would '
-    "be cp1252 even where it does not fail.",
-)
 def test_html_into_a_pipe_is_the_page_in_utf8(windows):
     result = ran(windows["html_pipe"])
     assert b"Traceback" not in result.stderr, str(result)
@@ -877,18 +852,6 @@ def test_no_raw_escape_sequences_in_the_console(windows, case):
     assert_no_escapes_shown_raw(ok(windows[case]))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="dumpkit/commands.py run_analyze: on a console (isatty) the text report is rendered "
-    "with ANSI colour (report/text.py render_text: Console(file=StringIO, force_terminal=True)) "
-    "and written as text, but nothing switches the console to VT processing "
-    "(ENABLE_VIRTUAL_TERMINAL_PROCESSING; conhost leaves it off): cmd.exe and PowerShell in "
-    "conhost show `<-[1m`, `<-[2m` ... and the escapes push lines past the console's width. "
-    "(stack, info and triage print through rich's own Console, which handles the legacy "
-    "console.) Fix: on Windows, before choosing colour, SetConsoleMode(stdout, mode | "
-    "ENABLE_VIRTUAL_TERMINAL_PROCESSING) and render without colour if that fails",
-)
 def test_analyze_in_the_console_shows_no_raw_escape_sequences(windows):
     result = ran(windows["console_analyze"])
     shown = result.screen_text()
@@ -897,15 +860,6 @@ def test_analyze_in_the_console_shows_no_raw_escape_sequences(windows):
     assert_no_escapes_shown_raw(result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="dumpkit/report/text.py render_text: the `(every stack in full: dumpkit stack --all "
-    "PATH)` hint quotes PATH with shlex.quote, POSIX shell quoting: a Windows path (its "
-    "backslashes) comes out in single quotes, which cmd.exe passes on as part of the name "
-    "(also sources/minidump.py's 'decompress it first (xz -dk ...)'). Fix: on Windows quote "
-    "with subprocess.list2cmdline([path]) (double quotes, only when needed)",
-)
 def test_the_stack_hint_is_a_command_cmd_exe_can_run(windows):
     result = ran(windows["analyze_text"])
     hints = [line for line in result.out().splitlines() if "every stack in full" in line]
