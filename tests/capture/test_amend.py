@@ -74,3 +74,36 @@ def test_a_file_that_is_no_minidump_is_refused_in_one_line(tmp_path):
     with pytest.raises(AmendError, match="not a minidump"):
         add_memory(str(bad), [(FAR, b"x")])
     assert bad.read_bytes() == b"MZ" + b"\0" * 100
+
+
+def _memory(path):
+    """Every range of the memory list and every thread's stack, as bytes, by address."""
+    target = open_dump(str(path))
+    try:
+        ranges = {start: target.read(start, end - start) for start, end in target.memory_ranges()}
+        stacks = {t.tid: target.read(t.stack_start, t.stack_size) for t in target.threads if t.stack_size}
+        return ranges, stacks
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("name", ["recursion_one.dmp", "python/py_recursion.dmp.xz"])
+def test_wines_memory_list_grows_where_it_is(tmp_path, plain, name):
+    """Wine writes its memory list (a million entries for a TensorFlow process) just before
+    the bytes it describes: the list grows in place, the first ranges after it move to the
+    end, and nothing the dump held changes."""
+    src = plain(sample_path(name))
+    dump = tmp_path / "amended.dmp"
+    shutil.copyfile(src, dump)
+    before_size = dump.stat().st_size
+    before = _memory(dump)
+    verdict = _verdict(dump)
+    done = add_memory(str(dump), [(FAR, b"Z" * 3000)])
+    assert done.ranges_added == 1 and done.moved is not None
+    grown = dump.stat().st_size - before_size
+    assert grown <= done.moved + 3000 + 16, grown  # no second copy of the writer's list
+    ranges, stacks = _memory(dump)
+    assert stacks == before[1]
+    assert {a: b for a, b in ranges.items() if a != FAR} == before[0]
+    assert ranges[FAR] == b"Z" * 3000
+    assert _verdict(dump) == verdict
