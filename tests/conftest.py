@@ -249,57 +249,7 @@ def python_report(plain):
     return get
 
 
-# --- the fast tier: `pytest -m "not slow"` for development, the full run for CI
-# Slow are the tests that run the CLI once per case (a child process each), walk or
-# decompress the million-frame samples, or fuzz: the behaviour is the same, the price is
-# minutes. Listed here, in one place, by module or module::function.
-SLOW = (
-    "tests/report/test_stream.py::test_stack_text_folds_the_cycle_unless_full",
-    "tests/report/test_stream.py::test_million_frame_stack_text_completes_folded",
-    "tests/report/test_stream.py::test_million_frame_stack_json_has_every_frame",
-    "tests/hostile/test_hostile.py",
-    "tests/fuzz/",
-    "tests/test_cli.py",
-    "tests/test_real_dumps.py",
-    "tests/test_consistency.py",
-    "tests/sources/test_info_cli.py",
-    "tests/test_windbg.py::test_tfstack_json_matches_cli",
-    "tests/test_golden.py",
-    "tests/hostile/test_escaping.py::test_json_is_valid_and_keeps_names_as_the_dump_holds_them",
-    "tests/analysis/test_verdict_dumps.py::test_compressed_samples_get_the_verdict_their_manifest_records",
-    "tests/cpython/test_stacks_synthetic.py::test_deep_recursion_is_read_whole_and_fast",
-    "tests/analysis/test_recursion.py::test_million_frames_period3_with_noise",
-    "tests/unwind/test_walk_samples.py::test_million_frame_recursion_walks_completely",
-    "tests/analysis/test_python_recursion.py::test_the_recursion_is_named_in_python_terms",
-    "tests/sources/test_memory_overlaps.py::test_real_wine_python_dumps_reconcile_their_overlaps_silently",
-    "tests/test_python_stack_cli.py",
-    "tests/bundle/test_roundtrip.py",
-    "tests/bundle/test_slim.py",  # a 21 MB full-memory dump bundled three ways: 20 s
-    "tests/bundle/test_bundle.py::test_cli_bundle_then_analyze_stack_and_info_without_images",
-    "tests/bundle/test_bundle.py::test_cli_bundle_refuses_to_overwrite_its_own_input",
-    "tests/bundle/test_bundle.py::test_cli_bundle_of_a_bundle_is_the_same_bundle",
-    "tests/bundle/test_bundle.py::test_cli_bundle_redacts_a_bundle",
-    "tests/bundle/test_bundle.py::test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable",
-    "tests/hostile/test_bundles.py",
-    # a browser, the TensorFlow bundle's 9 s of opening, the hostile-name corpus: seconds each
-    "tests/report/test_html_chromium.py",
-    "tests/hostile/test_escaping.py",
-    "tests/bundle/test_bundle.py::test_the_committed_bundles_hold_every_page_todays_analysis_reads",
-    "tests/bundle/test_bundle.py::test_the_tensorflow_bundle_names_the_version_its_installation_said_without_it",
-    "tests/analysis/test_chained_functions.py::test_no_crash_frame_is_named_after_a_fragment_of_python38",
-    "tests/cpython/test_real_python_dumps.py::test_normal_dump_says_what_is_missing_and_which_dump_has_it",
-    "tests/test_code_checks.py",
-    "tests/analysis/test_crash_site.py::test_python_recursions_group_by_what_recursed_whatever_ran_out_of_stack",
-    "tests/test_packages.py::test_the_tensorflow_dump_names_the_version_its_environment_installed",
-    # worker processes and a Dask cluster take seconds to start
-    "tests/triage/test_triage.py::test_worker_processes_give_the_records_one_process_gives",
-    "tests/triage/test_triage.py::test_a_dask_cluster_gives_the_records_one_process_gives",
-    "tests/triage/test_triage.py::test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        node = item.nodeid.split("[", 1)[0]
-        if any(node == s or node.startswith(s if s.endswith("/") else s + "::") for s in SLOW):
-            item.add_marker(pytest.mark.slow)
+# --- the fast tier: `pytest -m "not slow"` for development, the full run for CI. Slow
+# tests mark themselves (`pytestmark = pytest.mark.slow` in the module, or
+# `@pytest.mark.slow` on the test): those that run the CLI once per case, walk or
+# decompress the million-frame samples, fuzz, start a browser or worker processes.

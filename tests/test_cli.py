@@ -25,6 +25,8 @@ from tests.conftest import (
     sample_manifest,
 )
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 # Every sample the manifest records, the .xz ones included (decompressed once per session).
 CASES = [d for d in sample_manifest() if d["file"].endswith((".dmp", ".dmp.xz"))]
 

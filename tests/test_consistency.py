@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import REAL_DUMPS, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, run_cli
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 DUMPS: List[Path] = real_dumps() + sorted(SAMPLES.glob("*.dmp")) + sorted((SAMPLES / "python").glob("*.dmp"))
 
 

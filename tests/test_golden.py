@@ -11,6 +11,8 @@ import pytest
 
 from tests.golden.snapshot import inputs, normalized_report, snapshot_path
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 CASES = list(inputs())
 
 

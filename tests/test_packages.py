@@ -69,6 +69,7 @@ def _tf_dump():
     pytest.skip("no TensorFlow sample dump")
 
 
+@pytest.mark.slow
 def test_the_tensorflow_dump_names_the_version_its_environment_installed(plain):
     facts = _tf_dump()
     images = os.environ.get("DUMPKIT_PYDUMPS_IMAGES")

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import python_dump, python_images, python_manifest, run_cli
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 FULL = [d for d in python_manifest() if d.get("python_threads_in_dump")]
 NORMAL = [d for d in python_manifest() if d.get("dump_type") == "normal" and d.get("expected_class") == "recursion"]
 

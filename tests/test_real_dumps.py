@@ -14,6 +14,8 @@ import pytest
 from dumpkit.sources.minidump import open_dump
 from tests.conftest import REAL_DUMPS, run_cli, real_dump, real_dumps, real_manifest
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 ALL = real_dumps()
 WITH_PEERS = [p for p in ALL if p.with_name(p.stem + ".peer.rust-minidump.json").exists()]
 X64_WITH_PEERS = [

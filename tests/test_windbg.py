@@ -112,6 +112,7 @@ def _findings(doc: dict) -> dict:
 
 
 @pytest.mark.parametrize("name", _sample_dumps())
+@pytest.mark.slow
 def test_tfstack_json_matches_cli(name, tfstack, pykd, tmp_path_factory):
     dump = _dump_file(name, tmp_path_factory)
     cli = _findings(_cli_json(dump))

@@ -115,6 +115,7 @@ def _image(module: str) -> Optional[PEImage]:
 
 
 @pytest.mark.parametrize("facts", SAMPLES, ids=[d["file"] for d in SAMPLES])
+@pytest.mark.slow
 def test_no_crash_frame_is_named_after_a_fragment_of_python38(facts, python_report):
     if _image("python38.dll") is None:  # a bundled sample analyses without it; this check reads it
         pytest.skip("python38.dll of ../shared/winpython not here")

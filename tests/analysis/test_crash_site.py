@@ -136,6 +136,7 @@ PY_OVERFLOWS = [d for d in python_manifest() if d.get("expected_class") == "recu
 
 
 @pytest.mark.parametrize("facts", PY_OVERFLOWS, ids=[d["file"] for d in PY_OVERFLOWS])
+@pytest.mark.slow
 def test_python_recursions_group_by_what_recursed_whatever_ran_out_of_stack(facts, python_report):
     """repr() of a self-nesting list ran out of stack inside PyUnicode_New on one run; the
     signature names the repr recursion, and a full-memory dump of the same program says

@@ -16,6 +16,7 @@ LIBRARIES = {"numpy": "NumPy", "tensorflow": "TensorFlow"}
 
 
 @pytest.mark.parametrize("facts", RECURSIONS, ids=[d["file"] for d in RECURSIONS])
+@pytest.mark.slow
 def test_the_recursion_is_named_in_python_terms(facts, python_report):
     report = python_report(facts)
     crash = next(t for t in report.threads if t.is_crashing)

@@ -111,6 +111,7 @@ def _frame(i: int, name: str, start: int, size: int) -> Frame:
     )
 
 
+@pytest.mark.slow
 def test_million_frames_period3_with_noise():
     n = 1_000_000
     top = [_frame(0, "memset", 0x9000, 40), _frame(1, "copy_helper", 0x9100, 56)]

@@ -262,6 +262,7 @@ XZ_SAMPLES = [d for d in sample_manifest() if d["file"].endswith(".dmp.xz")]
 
 
 @pytest.mark.parametrize("facts", XZ_SAMPLES, ids=[d["file"] for d in XZ_SAMPLES])
+@pytest.mark.slow
 def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_path):
     import lzma
     from dumpkit.words import human_bytes

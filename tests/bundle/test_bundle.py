@@ -211,6 +211,7 @@ def test_a_bundle_without_the_pdb_line_records_keeps_the_pdb_names(tmp_path, mon
     assert not [e for e in r.soft_errors if "names are not used" in e]
 
 
+@pytest.mark.slow
 def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     out = tmp_path / "c3.dkb"
     r = run_cli("bundle", sample_path(DUMP), "--image-path", SAMPLE_BIN, "-o", out)
@@ -234,6 +235,7 @@ def test_cli_bundle_then_analyze_stack_and_info_without_images(tmp_path):
     assert i.returncode == 0 and str(out) in i.stdout and "ThreadListStream" in i.stdout
 
 
+@pytest.mark.slow
 def test_cli_bundle_refuses_to_overwrite_its_own_input(tmp_path, bundle):
     dump = tmp_path / "d.dmp"
     dump.write_bytes(sample_path("null_deref.dmp").read_bytes())
@@ -247,6 +249,7 @@ def test_cli_bundle_refuses_to_overwrite_its_own_input(tmp_path, bundle):
     assert copy.read_bytes() == bundle.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
     """A bundle is input to `bundle` too (to redact it, or add what --image-path gives):
     with nothing added, it holds exactly what it held, the PDB pages included, byte for byte."""
@@ -258,6 +261,7 @@ def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
     assert again.read_bytes() == pdb_bundle.read_bytes()
 
 
+@pytest.mark.slow
 def test_cli_bundle_redacts_a_bundle(tmp_path):
     """The committed TensorFlow bundle (format 1, no images here) bundled again with --redact:
     a format 2 bundle with the same image pages, whose report is the original's with the user
@@ -292,6 +296,7 @@ def test_cli_bundle_redacts_a_bundle(tmp_path):
     assert redacted == json.loads(starred)
 
 
+@pytest.mark.slow
 def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_path):
     """A real dump whose modules live under C:\\users\\root (TensorFlow's per-user install)."""
     from dumpkit.bundle.reader import open_bundle
@@ -346,6 +351,7 @@ def test_redact_zeroes_every_copy_of_the_environment_block():
     assert environment_block(open_dump_bytes(data, "r.dmp")) == b"\0\0\0\0"  # an empty environment
 
 
+@pytest.mark.slow
 def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_it():
     """The TF pyd has no version resource: the version comes from the installed package
     (tensorflow-intel's RECORD lists the pyd). The installation stays where the bundle was
@@ -363,6 +369,7 @@ def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_i
 
 
 @pytest.mark.parametrize("name", ["numpy_object_recursion.dkb", "tf_nest_flatten.dkb"])
+@pytest.mark.slow
 def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
     """When the analysis starts reading other pages (a new analysis, a changed unwinder), a
     committed bundle goes stale silently: its report loses what the missing pages held.

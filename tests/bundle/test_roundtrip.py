@@ -15,6 +15,8 @@ import pytest
 from tests.bundle.helpers import report_json, stacks_json, write
 from tests.conftest import PY_SAMPLES, REAL_DUMPS, SAMPLE_BIN, SAMPLES, python_bundle, python_images, python_manifest
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 
 def _cases():
     for p in sorted(SAMPLES.glob("*.dmp")) + sorted(SAMPLES.glob("*.dmp.xz")):

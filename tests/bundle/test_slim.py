@@ -16,6 +16,8 @@ import pytest
 from tests.bundle.helpers import write
 from tests.conftest import PY_SAMPLES, run_cli
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 FULL = PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz"
 
 

@@ -131,6 +131,7 @@ def test_full_dump_agrees_with_the_builders_own_parser(entry, state_of):
 
 
 @pytest.mark.parametrize("entry", NORMAL, ids=lambda e: e["file"])
+@pytest.mark.slow
 def test_normal_dump_says_what_is_missing_and_which_dump_has_it(entry, state_of):
     state = state_of(entry)
     assert state.status is Status.MEMORY_MISSING

@@ -81,6 +81,7 @@ def test_c_entry_shim_frames_are_not_python_frames(version):
 
 
 @pytest.mark.parametrize("version", [(3, 8), (3, 11)], ids=lambda v: f"{v[0]}.{v[1]}")
+@pytest.mark.slow
 def test_deep_recursion_is_read_whole_and_fast(version):
     """10^5 frames of two functions: every frame read, in well under the time a report may
     take (the code objects and lines are read once, then shared)."""

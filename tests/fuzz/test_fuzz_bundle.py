@@ -13,7 +13,7 @@ import pytest
 
 from tests.fuzz import bundle_harness
 
-pytestmark = pytest.mark.skipif(not bundle_harness.harness.seed_files(), reason="no sample dumps")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not bundle_harness.harness.seed_files(), reason="no sample dumps")]
 
 
 def test_seed_bundles_analyse_cleanly_and_carry_pdb_pages():

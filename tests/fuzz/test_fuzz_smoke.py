@@ -15,7 +15,10 @@ import pytest
 
 from tests.fuzz import harness
 
-pytestmark = pytest.mark.skipif(not harness.seed_files(), reason="no seed dumps (sample_dumps/, ../shared/real_dumps)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not harness.seed_files(), reason="no seed dumps (sample_dumps/, ../shared/real_dumps)"),
+]
 
 
 def test_seeds_analyse_cleanly():

@@ -10,6 +10,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 HERE = Path(__file__).resolve().parent / "regressions"
 CASES = sorted(HERE.glob("*.dmp.xz"))
 

@@ -21,6 +21,8 @@ import pytest
 from tests.conftest import SAMPLE_BIN, sample_path
 from tests.hostile.test_hostile import MAX_RSS_KB, MAX_SECONDS, run_cli
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 
 def _members(path: Path) -> Dict[str, bytes]:
     with zipfile.ZipFile(path) as zf:

@@ -12,7 +12,10 @@ import pytest
 from tests.hostile.corpus import ANSI_NAME, BACKTICK_NAME, HOSTILE_NAMES, LINK_NAME, SAMPLES, SCRIPT_NAME, build_corpus
 from tests.hostile.test_hostile import run_cli
 
-pytestmark = pytest.mark.skipif(not (SAMPLES / "null_deref.dmp").exists(), reason="sample dumps not present")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (SAMPLES / "null_deref.dmp").exists(), reason="sample dumps not present"),
+]
 
 CASES = ("hostile_names_null_deref", "hostile_names_recursion_cycle3")
 FORMATS = ("text", "markdown", "html", "json")
@@ -37,6 +40,7 @@ def hostile(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.slow
 def test_json_is_valid_and_keeps_names_as_the_dump_holds_them(hostile, case):
     cases, out = hostile
     text = out[case, "json"]

@@ -31,10 +31,13 @@ MAX_RSS_KB = 400 << 10  # what a case may really use
 TIMEOUT = 30.0  # hard kill
 MAX_SECONDS = 10.0  # "a few seconds", with headroom for a loaded CI machine
 
-pytestmark = pytest.mark.skipif(
-    not (SAMPLES / "null_deref.dmp").exists() or not (SAMPLES / "recursion_cycle3.dmp").exists(),
-    reason="sample dumps not present",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (SAMPLES / "null_deref.dmp").exists() or not (SAMPLES / "recursion_cycle3.dmp").exists(),
+        reason="sample dumps not present",
+    ),
+]
 
 
 # The CLI runs as the grandchild of a small fresh interpreter, which sets the limits, waits

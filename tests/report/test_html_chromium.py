@@ -16,7 +16,10 @@ from tests.conftest import real_dump
 from tests.report.chromium import Chromium, chromium_path
 from tests.report.pictures_support import STACK_CLASSES, manifest_cases, sample_report
 
-pytestmark = pytest.mark.skipif(chromium_path() is None, reason="chromium not installed (apt-get install chromium)")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(chromium_path() is None, reason="chromium not installed (apt-get install chromium)"),
+]
 
 WIDTHS = (1280, 800)
 MAX_PICTURE_HEIGHT = 700  # px: a picture taller than this has lost its layout

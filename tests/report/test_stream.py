@@ -64,6 +64,7 @@ def test_streamed_kf_rows_are_the_rich_tables_rows(dump):
         assert out.getvalue() == buf.getvalue()
 
 
+@pytest.mark.slow
 def test_stack_text_folds_the_cycle_unless_full():
     facts = sample_facts("recursion_cycle3.dmp")
     dump = sample_path("recursion_cycle3.dmp")
@@ -78,6 +79,7 @@ def test_stack_text_folds_the_cycle_unless_full():
     assert len(re.findall(r"^\s*[0-9a-f]{2,}\s+[0-9a-f]*\s+[0-9a-f]{16}\s", full.stdout, re.M)) == facts["total_frames"]
 
 
+@pytest.mark.slow
 def test_million_frame_stack_text_completes_folded(plain):
     facts = sample_facts("deep_recursion_1m.dmp.xz")
     dump = plain(sample_path("deep_recursion_1m.dmp.xz"))
@@ -89,6 +91,7 @@ def test_million_frame_stack_text_completes_folded(plain):
     assert len(r.stdout.splitlines()) < 40
 
 
+@pytest.mark.slow
 def test_million_frame_stack_json_has_every_frame(plain):
     facts = sample_facts("deep_recursion_1m.dmp.xz")
     dump = plain(sample_path("deep_recursion_1m.dmp.xz"))

@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import ROOT, run_cli, sample_manifest, sample_path
 
+pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
+
 EXCEPTION, SYSTEM_INFO = 6, 7
 
 

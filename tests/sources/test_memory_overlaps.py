@@ -134,6 +134,7 @@ def _memory_list(raw: bytes):
 
 
 @pytest.mark.parametrize("case", _python_dumps_with_overlaps(), ids=lambda c: c["file"])
+@pytest.mark.slow
 def test_real_wine_python_dumps_reconcile_their_overlaps_silently(case, tmp_path):
     """The real MiniDumpNormal dumps of python.exe under Wine (sample_dumps/python): 213 to
     406,558 overlapping ranges each, all agreeing (the manifest's count comes from

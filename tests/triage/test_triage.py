@@ -155,6 +155,7 @@ def test_cli_html_page_links_each_group_to_a_report_written_beside_it(folder, tm
     assert sorted("gs_check_fail" in r for r in reports) == [False, True]
 
 
+@pytest.mark.slow
 def test_worker_processes_give_the_records_one_process_gives(folder, records):
     paths, _ = collect([str(folder)])
     parallel = sorted(run(paths, JOB, jobs=2), key=lambda r: r.path)
@@ -162,6 +163,7 @@ def test_worker_processes_give_the_records_one_process_gives(folder, records):
     assert strip(parallel) == strip(records)
 
 
+@pytest.mark.slow
 def test_a_dask_cluster_gives_the_records_one_process_gives(folder, records):
     distributed = pytest.importorskip("distributed")
     paths, _ = collect([str(folder)])
@@ -172,6 +174,7 @@ def test_a_dask_cluster_gives_the_records_one_process_gives(folder, records):
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or os.name != "posix", reason="POSIX process groups")
+@pytest.mark.slow
 def test_ctrl_c_writes_the_dumps_finished_so_far_and_stops_the_workers(tmp_path):
     """Two quick dumps and four that take many seconds each: Ctrl-C once the cache shows a
     finished one leaves a JSON document of the finished dumps, marked interrupted."""

@@ -79,6 +79,7 @@ def test_without_images_the_walk_degrades_to_scanning_and_says_so(tmp_path):
     assert sum(1 for f in walk.frames if f.module == "opkernels.dll") > 1000
 
 
+@pytest.mark.slow
 def test_million_frame_recursion_walks_completely(tmp_path):
     src = SAMPLES / "deep_recursion_1m.dmp.xz"
     if not src.exists():
