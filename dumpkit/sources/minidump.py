@@ -65,6 +65,7 @@ EXTRA_STREAM_NAMES = {
     0x53740001: "SentryEvent",
 }
 
+HEADER_SIZE = 32  # MINIDUMP_HEADER: nothing a stream points at can start inside it
 MAX_RECORDS = 1 << 23  # per list stream, beyond what its bytes hold; anything beyond is reported and skipped
 MAX_STRING_BYTES = 64 * 1024
 # All names together: thousands of 64 KiB module paths would make every report hundreds
@@ -509,9 +510,9 @@ class MinidumpTarget:
         return raw.decode("utf-16-le", errors="replace")
 
     def _parse(self) -> None:
-        if self._size < 32:
+        if self._size < HEADER_SIZE:
             raise DumpError(f"file is {self._size} bytes, too small for a minidump header")
-        sig, ver, nstreams, dir_rva, _cksum, stamp, flags = struct.unpack("<IIIIIIQ", self._data[:32])
+        sig, ver, nstreams, dir_rva, _cksum, stamp, flags = struct.unpack("<IIIIIIQ", self._data[:HEADER_SIZE])
         if sig != MDMP_SIGNATURE:
             if self._data[:4] in (b"PAGE", b"PAGEDU64"[:4]):
                 raise DumpError("this is a kernel (PAGEDUMP) crash dump, not a user-mode minidump")
@@ -803,6 +804,11 @@ class MinidumpTarget:
     def _context(self, size: int, rva: int, what: str) -> Optional[Registers]:
         if size == 0:
             self.soft_errors.add(f"{what}: no register context")
+            return None
+        if rva < HEADER_SIZE:
+            # offset 0 is how some writers leave a context out; the bytes there are the file
+            # header ("MDMP", version...), which decoded as registers read as eip 0xa, esp 0x2
+            self.soft_errors.add(f"{what}: no register context (its location is offset {rva:#x}, the file header)")
             return None
         if rva >= self._size:
             self.soft_errors.add(f"{what}: register context lies past the end of the file (offset {rva:#x})")
