@@ -36,11 +36,20 @@ def decode_crash(
     """`frames`: the crashing thread's walked frames (may be empty); `read_code` reads code
     bytes (image first, then the dump), to decode the faulting instruction's operand."""
     address, parameters = significant_exception(ex, system)
-    dec = codes.decode_exception(ex.code, parameters)
+    # Without NX (XP-era CPUs and systems) running into unmapped memory is reported as a READ
+    # (parameter 0 = 0) of the instruction pointer itself: it was execution that went there.
+    jumped = (
+        ex.code == ACCESS_VIOLATION
+        and len(parameters) >= 2
+        and parameters[0] == 0
+        and parameters[1] == address
+        and (ex.context is None or ex.context.ip == address)
+    )
+    dec = codes.decode_exception(ex.code, (8,) + tuple(parameters[1:]) if jumped else parameters)
     instruction_access = None
     arch = system.processor_architecture if system is not None else None
     # (an execute fault's "instruction" is whatever data lies at the bad IP: nothing to decode)
-    executing = bool(parameters) and parameters[0] == 8
+    executing = jumped or (bool(parameters) and parameters[0] == 8)
     if ex.code == ACCESS_VIOLATION and not executing and ex.context is not None and arch in (0, 9) and read_code:
         instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
     ff = dec.fastfail

@@ -67,3 +67,18 @@ def test_where_comes_before_what_a_code_without_notes_means(tmp_path):
         " in app.exe+0x1000: " in headline and name.lower().replace("status_", "").replace("_", " ") in headline.lower()
     )
     assert not headline.endswith("app.exe+0x1000"), headline  # not '...no notes on what causes it in app.exe+0x1000'
+
+
+def test_a_read_of_the_instruction_pointer_without_nx_is_execution_gone_astray(tmp_path):
+    """Issue #32 item 4: XP-era systems report running into unmapped memory as a read
+    (parameter 0 = 0) of the IP itself."""
+    report = _report(tmp_path, 0xC0000005, NOWHERE, params=(0, NOWHERE))
+    assert report.crash.access_kind == "execute"
+    headline = report.verdict.headline
+    assert f"execute at {NOWHERE:#x}" in headline and "read from" not in headline, headline
+    assert any("without NX" in e for e in report.verdict.evidence)
+
+
+def test_a_read_elsewhere_stays_a_read(tmp_path):
+    report = _report(tmp_path, 0xC0000005, EXE + 0x1000, params=(0, 0x10))
+    assert report.crash.access_kind == "read" and "read from 0x10" in report.verdict.headline

@@ -29,7 +29,12 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     if better is None:
         evidence.append(dec.sentence)  # else the operand story replaces "read from 0xff..ff"
     ins = instruction(case.read_code, case.frames[0].ip, case.bits) if case.frames else None
-    if ins and not (acc is not None and acc.instruction == ins):
+    if crash.access_kind == "execute" and crash.parameters and crash.parameters[0] == 0:
+        evidence.append(
+            "Windows recorded a read (parameter 0 = 0) of the instruction pointer itself: without NX (an "
+            "old CPU or system) that is how running into unmapped memory is reported, so execution went there"
+        )
+    elif ins and not (acc is not None and acc.instruction == ins):
         evidence.append(f"faulting instruction: {ins}")
     if better is not None:
         headline = better
