@@ -82,3 +82,27 @@ def test_a_read_of_the_instruction_pointer_without_nx_is_execution_gone_astray(t
 def test_a_read_elsewhere_stays_a_read(tmp_path):
     report = _report(tmp_path, 0xC0000005, EXE + 0x1000, params=(0, 0x10))
     assert report.crash.access_kind == "read" and "read from 0x10" in report.verdict.headline
+
+
+def test_a_gp_fault_on_a_call_through_a_canonical_slot_is_a_corrupted_function_pointer(tmp_path):
+    """Issue #32 item 3: `call qword ptr [rax]` with rax canonical faults with #GP (address
+    all ones) when the pointer it loads is non-canonical: the load worked, the branch did not."""
+    code_at, slot_at, garbage = 0x2000_0000, 0x3000_0000, 0xDEAD_BEEF_DEAD_BEEF
+    d = SynthDump()
+    stack = d.memory(STACK, bytes(0x1000))
+    d.memory(code_at, bytes.fromhex("ff10") + b"\x90" * 30)  # call qword ptr [rax]
+    d.memory(slot_at, garbage.to_bytes(8, "little") + bytes(24))
+    ctx = x64_context(rip=code_at, rsp=STACK + 0x800, rax=slot_at)
+    d.thread(7, context=ctx, stack=stack, name="main")
+    d.module("C:\\app\\app.exe", EXE, 0x5000)
+    d.exception(7, 0xC0000005, code_at, params=(0, 0xFFFFFFFFFFFFFFFF), context=ctx)
+    target = open_dump(d.build().write(tmp_path / "gp.dmp"))
+    try:
+        report = analyze(target, Options(use_recorded_paths=False)).report
+    finally:
+        target.close()
+    headline = report.verdict.headline
+    assert "call through a corrupted function pointer" in headline, headline
+    assert f"{slot_at:#x}" in headline and f"{garbage:#x}" in headline
+    assert "segment or privilege" not in " ".join(report.verdict.evidence)
+    assert any("use-after-free" in step for step in report.verdict.next_steps)

@@ -26,6 +26,9 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     headline = phrase[0].upper() + phrase[1:] + at
     acc = crash.instruction_access
     better, more, first_step = _operand_story(crash, acc, at) if acc is not None else (None, [], None)
+    branch = _bad_branch_target(crash, acc, case.read_code, at) if acc is not None else None
+    if branch is not None:
+        better, more, first_step = branch
     if better is None:
         evidence.append(dec.sentence)  # else the operand story replaces "read from 0xff..ff"
     ins = instruction(case.read_code, case.frames[0].ip, case.bits) if case.frames else None
@@ -107,6 +110,40 @@ def _ran_off_the_stack(
         "and the depth of this stack."
     )
     return headline, [e for e in evidence if e], step
+
+
+def _bad_branch_target(crash: CrashInfo, acc: MemoryAccess, read_code, at: str) -> Optional[Tuple[str, List[str], str]]:
+    """A #GP on `call`/`jmp` through memory whose operand is canonical: the load worked, and
+    the target it loaded is what the CPU refused (non-canonical): a corrupted function
+    pointer or vtable slot, the common cause, not a segment or privilege violation."""
+    mnemonic = acc.instruction.split(" ", 1)[0]
+    if crash.access_address not in (ALL_ONES, 0xFFFFFFFF) or mnemonic not in ("call", "jmp"):
+        return None
+    if not is_canonical(acc.address):
+        return None  # the operand itself was garbage: _operand_story says so
+    raw = read_code(acc.address, acc.size) if read_code is not None else b""
+    value = int.from_bytes(raw, "little") if len(raw) == acc.size else None
+    if value is not None and is_canonical(value):
+        return None  # a canonical target would have faulted as a page fault, not a #GP
+    loaded = f"{value:#x}, a non-canonical address" if value is not None else "not in the dump"
+    kind = "call" if mnemonic == "call" else "jump"
+    headline = (
+        f"Access violation: a {kind} through a corrupted function pointer: `{acc.instruction}` loaded its "
+        f"target from {acc.address:#x}, and that target is "
+        + (f"{value:#x}, non-canonical" if value is not None else "not a valid address")
+        + f" (general-protection fault){at}"
+    )
+    evidence = [
+        f"Windows recorded {crash.access_address:#x} because the CPU raised a general-protection fault; "
+        f"`{acc.instruction}` reads its target from {acc.formula}, a canonical address, so the load itself "
+        f"worked; the 8 bytes there are {loaded}: the branch is what faulted"
+    ]
+    step = (
+        f"The function pointer or vtable slot at {acc.address:#x} was overwritten or its object freed: find what "
+        "wrote it (a use-after-free of the object, a buffer overrun into it); page heap (gflags /p /enable) or "
+        "AddressSanitizer catch the write where it happens."
+    )
+    return headline, evidence, step
 
 
 def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[str]]:
