@@ -73,11 +73,19 @@ class Amd64Step:
     def start(self, thread: Thread, context: Registers) -> Start:
         """RIP, RSP and the general-purpose registers; the thread's stack range, reaching
         down to RSP when an exception context sits below the captured range (the
-        writer's own frames were cut)."""
+        writer's own frames were cut), or the memory above RSP when it sits above it."""
         sp = context.sp
         lo, hi = thread.stack_start, thread.stack_end
         problems: List[str] = []
-        if not (lo <= sp < hi) and hi > lo:
+        if hi > lo and sp >= hi and not self._in_another_stack(thread, sp):
+            # above the recorded stack: the exception was raised on another stack (a crash
+            # handler's, a fiber's); walk the memory at SP, as far as the dump holds it
+            problems.append(
+                f"SP {sp:#x} lies above the thread's recorded stack {lo:#x}-{hi:#x} (the exception ran on "
+                "another stack); walking up to 1 MiB above SP"
+            )
+            lo, hi = sp, sp + ASSUMED_STACK
+        elif not (lo <= sp < hi) and hi > lo:
             lo = min(lo, sp)
         if hi <= lo:
             lo, hi = sp, sp + ASSUMED_STACK
@@ -89,6 +97,12 @@ class Amd64Step:
             problems.append(f"no stack memory at SP {sp:#x} in the dump")
         regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
         return Start(context.ip, sp, regs, lo, hi, problems)
+
+    def _in_another_stack(self, thread: Thread, sp: int) -> bool:
+        """SP inside another thread's recorded stack: a context the dump writer parked there
+        (Wine's in-process dumps give the writer's thread the crash context), not a stack
+        of this thread's own; walking it would repeat the other thread's frames."""
+        return any(t.tid != thread.tid and t.stack_start <= sp < t.stack_end for t in self.target.threads[:4096])
 
     # -- the fast path ---------------------------------------------------------------------
     def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:

@@ -411,3 +411,14 @@ def test_no_stack_range_assumes_a_mebibyte_above_sp():
     result = scene.walk({"rip": IMAGE["H"] + 8, "rsp": sp})
     assert len(result.frames) == 4 and result.stop is StopReason.RETURN_ADDRESS_ZERO
     assert result.problems == ["stack range unknown; assuming 1 MiB above SP"]
+
+
+def test_an_exception_context_above_the_recorded_stack_is_walked_there():
+    """Issue #32 item 1: the exception ran on another stack (a crash handler's): its SP lies
+    above the thread's recorded range, the memory there is in the dump, and the walk goes on
+    from it, saying so (the walk used to stop after frame 0 with no problem listed)."""
+    stack, sp = recursion(2)
+    recorded = (stack.lo - 0x10000, stack.lo - 0x8000)  # a range wholly below SP
+    result = Scene(stack, IMAGE, stack_range=recorded).walk({"rip": IMAGE["H"] + 8, "rsp": sp})
+    assert len(result.frames) == 4 and result.stop is StopReason.RETURN_ADDRESS_ZERO
+    assert any("lies above the thread's recorded stack" in p for p in result.problems), result.problems
