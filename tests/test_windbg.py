@@ -719,7 +719,9 @@ Stream 7: type UnusedStream (0), size 00000000, RVA 00000000
 
 
 def test_debugger_outputs_are_parsed_as_the_real_engine_prints_them():
-    from dumpkit.sources.pykd import _exe_path, _gaps, _mapped_images, _merge, _parse_dumpdebug
+    from dumpkit.sources.pykd import _exe_path, _mapped_images, _parse_dumpdebug
+    from dumpkit.spans import gaps as _gaps
+    from dumpkit.spans import join as _merge
 
     assert _mapped_images(REAL_LMV) == {
         0x7B600000: "C:\\windows\\system32\\kernel32.dll",

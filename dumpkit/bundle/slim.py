@@ -13,39 +13,16 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Iterable, List, Optional, Sequence, Set, Tuple
+from typing import List, Optional, Sequence, Set, Tuple
 
 from dumpkit.bundle.format import MAX_RANGES, BundleError
 from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_pieces
-from dumpkit.sources.pykd import _merge as merge_sorted  # (imports pykd only when a target is made)
+from dumpkit.spans import merge as _merge
+from dumpkit.spans import subtract as _subtract
 
 __all__ = ["kept_ranges", "check_same_dump"]
 
 Span = Tuple[int, int]  # (start, end)
-
-
-def _merge(spans: Iterable[Span]) -> List[Span]:
-    """Sorted, with empty spans dropped and overlapping or touching ones joined."""
-    return merge_sorted(sorted(s for s in spans if s[1] > s[0]))
-
-
-def _subtract(spans: List[Span], minus: List[Span]) -> List[Span]:
-    """`spans` without `minus` (both merged, sorted)."""
-    out: List[Span] = []
-    j = 0
-    for lo, hi in spans:
-        while j < len(minus) and minus[j][1] <= lo:
-            j += 1
-        k = j
-        cur = lo
-        while k < len(minus) and minus[k][0] < hi:
-            if minus[k][0] > cur:
-                out.append((cur, minus[k][0]))
-            cur = max(cur, minus[k][1])
-            k += 1
-        if cur < hi:
-            out.append((cur, hi))
-    return out
 
 
 def _used_addresses(pages: Set[int], pieces: Sequence[Tuple[int, int, int]]) -> List[Span]:

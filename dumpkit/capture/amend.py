@@ -18,6 +18,8 @@ import struct
 from dataclasses import dataclass
 from typing import BinaryIO, List, Optional, Sequence, Tuple
 
+from dumpkit.spans import gaps, merge
+
 MEMORY_LIST_STREAM = 5
 HEADER = struct.Struct(
     "<4sIIIIIQ"
@@ -40,35 +42,6 @@ class Amended:
     # bytes of range data moved to the end so that the writer's memory list could grow where
     # it is (None: the list was written anew at the end, the old one left unused)
     moved: Optional[int] = None
-
-
-def _missing(start: int, end: int, held: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    """The parts of [start, end) that no range in `held` (sorted, merged) covers."""
-    out: List[Tuple[int, int]] = []
-    at = start
-    for lo, hi in held:
-        if hi <= at:
-            continue
-        if lo >= end:
-            break
-        if lo > at:
-            out.append((at, lo))
-        at = max(at, hi)
-        if at >= end:
-            break
-    if at < end:
-        out.append((at, end))
-    return out
-
-
-def _merged(ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    out: List[Tuple[int, int]] = []
-    for lo, hi in sorted(ranges):
-        if out and lo <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], hi))
-        else:
-            out.append((lo, hi))
-    return out
 
 
 THREAD_LIST_STREAM = 3
@@ -191,10 +164,10 @@ def add_memory(path: str, pieces: Sequence[Tuple[int, bytes]]) -> Amended:
             if 4 + n * DESCRIPTOR.size > len(raw):
                 raise AmendError(f"{path}: its memory list is cut short")
             old = [DESCRIPTOR.unpack_from(raw, 4 + i * DESCRIPTOR.size) for i in range(n)]
-        held = _merged([(a, a + s) for a, s, _ in old])
+        held = merge((a, a + s) for a, s, _ in old)
         new: List[Tuple[int, bytes]] = []
         for address, data in pieces:
-            for lo, hi in _missing(address, address + len(data), held):
+            for lo, hi in gaps(address, address + len(data), held):
                 new.append((lo, data[lo - address : hi - address]))
         present = sum(len(d) for _, d in pieces) - sum(len(d) for _, d in new)
         if not new:

@@ -18,6 +18,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple, cast
 
 from dumpkit.cpython import PythonState, export_lookup, find_interpreter, read_python_state
 from dumpkit.pe import PEError
+from dumpkit.spans import merge
 from dumpkit.pe.image import PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target
 
@@ -82,14 +83,9 @@ class PythonMemory:
 
 
 def _pages(reads: Sequence[Tuple[int, int]]) -> Tuple[Tuple[int, int], ...]:
-    spans = sorted((a & ~(PAGE - 1), (a + s + PAGE - 1) & ~(PAGE - 1)) for a, s in reads if s > 0)
-    merged: List[Tuple[int, int]] = []
-    for lo, hi in spans:
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return tuple((lo, hi - lo) for lo, hi in merged)
+    """The whole pages the reads touched, as (address, size), merged."""
+    spans = merge((a & ~(PAGE - 1), (a + s + PAGE - 1) & ~(PAGE - 1)) for a, s in reads)
+    return tuple((lo, hi - lo) for lo, hi in spans)
 
 
 def python_memory(process: Process) -> Optional[PythonMemory]:

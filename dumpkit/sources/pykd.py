@@ -50,6 +50,7 @@ import struct
 from bisect import bisect_right
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from dumpkit.spans import gaps, join
 from dumpkit.target import (
     GPR_NAMES,
     DumpInfo,
@@ -335,11 +336,11 @@ class PykdTarget:
                 "dump's memory ranges: those images are read as if the dump held them"
             )
             return
-        held = _merge(self._dump_ranges)
+        held = join(self._dump_ranges)
         for base in sorted(self.mapped_image_files):
             module = self._module_map.find(base)
             if module is not None:
-                self._hidden.extend(_gaps(module.base, module.end, held))
+                self._hidden.extend(gaps(module.base, module.end, held))
 
     @property
     def dump_ranges(self) -> Tuple[Tuple[int, int], ...]:
@@ -874,40 +875,6 @@ def _parse_dumpdebug(text: str) -> Tuple[List[Tuple[int, int]], Dict[str, int], 
                 fields[m.group(1)] = int(m.group(2), 16)
     ranges.sort()
     return ranges, fields, frozenset(streams)
-
-
-def _merge(ranges: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    """Sorted ranges with overlapping and touching ones joined (dbgeng reads across
-    touching ranges of a dump as one region)."""
-    out: List[Tuple[int, int]] = []
-    for start, end in ranges:
-        if out and start <= out[-1][1]:
-            if end > out[-1][1]:
-                out[-1] = (out[-1][0], end)
-        else:
-            out.append((start, end))
-    return out
-
-
-def _gaps(start: int, end: int, held: List[Tuple[int, int]]) -> List[Tuple[int, int]]:
-    """The parts of [start, end) outside the sorted, merged `held` ranges."""
-    out: List[Tuple[int, int]] = []
-    pos = start
-    i = max(bisect_right(held, (start, 1 << 64)) - 1, 0)
-    while pos < end and i < len(held):
-        lo, hi = held[i]
-        if hi <= pos:
-            i += 1
-            continue
-        if lo >= end:
-            break
-        if lo > pos:
-            out.append((pos, lo))
-        pos = max(pos, hi)
-        i += 1
-    if pos < end:
-        out.append((pos, end))
-    return out
 
 
 def _version(ms: int, ls: int) -> str:
