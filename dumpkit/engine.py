@@ -593,6 +593,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     # decide
     crash_report = next((r for r in thread_reports if r.is_crashing), None)
     exe = executable(target.modules)
+    entry = _python_entry(crash, crash_report, crash_walk, python) if crash is not None else None
     verdict, findings = decide(
         Case(
             crash=crash,
@@ -609,6 +610,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             python=python,
             coverage=coverage,
             executable=exe.name if exe is not None else None,
+            python_entry=entry,
         )
     )
 
@@ -634,10 +636,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
         signature=crash_signature(crash, crash_report),
         blame=blame_frame(
-            crash_report,
-            facts.module_records(target, sources),
-            recursion_start(crash, crash_report),
-            _python_entry(crash, crash_report, crash_walk, python),
+            crash_report, facts.module_records(target, sources), recursion_start(crash, crash_report), entry
         )
         if crash is not None
         else None,

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Iterable, List, Optional
 
 from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, ThreadReport
-from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry
+from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 
@@ -46,11 +46,9 @@ _C_RUNTIME = re.compile(
     r"^(ucrtbased?|msvcrt\w*|vcruntime\d+\w*|msvcp\d+\w*|concrt\d+\w*|api-ms-win-crt-[\w-]+"
     r"|libstdc\+\+[\w-]*|libgcc[\w-]*|libwinpthread[\w-]*)\.dll$"
 )
-# The interpreter, and ctypes' C code and libffi, which ship with it: a crash in them is
-# reached from Python code, which the blame then names (issue #29).
-_PYTHON_RUNTIME = re.compile(
-    r"^(python\d*t?(_d)?\.dll|pythonw?(_d)?\.exe|_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd|libffi(-\d+)?\.dll)$"
-)
+# The interpreter; ctypes' C code and libffi, which ship with it, count too (pyentry says
+# which those are): a crash in them is reached from Python code, which the blame then names.
+_PYTHON_RUNTIME = re.compile(r"^(python\d*t?(_d)?\.dll|pythonw?(_d)?\.exe)$")
 # Runtime functions linked into the program's own modules (static CRTs, mingw): the
 # fail-fast and exception machinery, the allocator, and the string and memory routines.
 _RUNTIME_FUNCTIONS = frozenset(n.lower().lstrip("_") for n in RUNTIME_FUNCTIONS) | MACHINERY
@@ -64,7 +62,7 @@ def module_role(name: Optional[str], path: Optional[str] = None) -> Optional[str
     low = name.lower()
     if _C_RUNTIME.match(low):
         return C_RUNTIME
-    if _PYTHON_RUNTIME.match(low):
+    if _PYTHON_RUNTIME.match(low) or is_ctypes_machinery(low):
         return PYTHON_RUNTIME
     if low in SYSTEM_MODULES:
         return SYSTEM

@@ -18,6 +18,7 @@ from typing import Optional, Protocol, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle, PythonThreadReport
 from dumpkit.analysis.pystack import optional_line
+from dumpkit.cpython.interpreter import interpreter_minor
 
 LOOK = 64  # frames below the native code: ctypes' and the interpreter's never take more
 
@@ -187,9 +188,7 @@ def entry_path_words(
 
 def python_minor(module: Optional[str]) -> Optional[int]:
     """12 from 'python312.dll' or 'C:\\Python312\\python312.dll'."""
-    name = re.split(r"[\\/]", module or "")[-1]
-    match = re.match(r"^python3(\d{1,2})t?(_d)?\.dll$", name, re.I)
-    return int(match.group(1)) if match else None
+    return interpreter_minor(module) if module else None
 
 
 def crash_entry(

@@ -46,6 +46,13 @@ def _micro(file_version: Optional[str], minor: int) -> Optional[str]:
     return f"{micro}{_LEVELS[level]}{serial}" if level in _LEVELS else None
 
 
+def interpreter_minor(name: str) -> Optional[int]:
+    """12 for python312.dll (or a path ending in it); None for any other file, python3.dll
+    (the stable-ABI forwarder) included."""
+    match = _DLL.match(re.split(r"[\\/]", name)[-1])
+    return int(match.group(1)) if match else None
+
+
 def find_interpreter(modules: Sequence[Module]) -> Optional[Interpreter]:
     """The python3X.dll the process loaded (python3.dll, the stable-ABI forwarder, is not
     an interpreter). With several (embedding oddities), the newest minor wins."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+from dumpkit.analysis.pyentry import crash_entry
 from dumpkit.analysis.model import CrashInfo, Cycle, Environment, StackBudget, ThreadReport
 from dumpkit.analysis.verdict import Case
 from dumpkit.analysis.verdict import decide as decide_case
@@ -10,8 +11,11 @@ from dumpkit.unwind.frames import Frame, StackWalk, StopReason
 
 
 def decide(problems, crash, thread, walk, sizes, env):
-    """The verdict for these facts, as the engine would ask for it."""
-    return decide_case(Case(crash, thread, walk.frames if walk else (), None, sizes, env, tuple(problems)))
+    """The verdict for these facts, as the engine would ask for it (with how the top of the
+    stack was entered from Python, which the engine works out from every frame)."""
+    frames = walk.frames if walk else ()
+    entry = crash_entry(frames, None) if frames else None
+    return decide_case(Case(crash, thread, frames, None, sizes, env, tuple(problems), python_entry=entry))
 
 
 def _target(errors=()):

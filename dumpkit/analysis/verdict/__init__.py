@@ -12,7 +12,7 @@ from typing import Callable, Dict, List, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.coverage import rests_on_guesses
 from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
-from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, python_entry
+from dumpkit.analysis.pyentry import INTERPRETER, innermost_python
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
@@ -79,10 +79,8 @@ def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple
     process names the Python code that led into it and how, from the C stack alone (a
     ctypes call, an extension module, the interpreter's own code) and, when the dump holds
     the Python stack, with the innermost Python frame (issue #29)."""
-    if verdict.kind.is_stack or not case.frames:
-        return verdict, findings
-    entry = python_entry(case.frames, 0, case.python_thread)
-    if entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
+    entry = case.python_entry  # below the top frame: a stack overflow's verdicts say it themselves
+    if verdict.kind.is_stack or entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
         return verdict, findings
     headline = f"{verdict.headline}, {entry.words}"
     evidence = verdict.evidence + (entry.evidence,)

@@ -25,10 +25,11 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     phrase = crash.headline.split(" ", 1)[1] if crash.headline.startswith("0x") else crash.headline
     headline = phrase[0].upper() + phrase[1:] + at
     acc = crash.instruction_access
-    better, more, first_step = _operand_story(crash, acc, at) if acc is not None else (None, [], None)
-    branch = _bad_branch_target(crash, acc, case.read_code, at) if acc is not None else None
-    if branch is not None:
-        better, more, first_step = branch
+    better: Optional[str] = None
+    more: List[str] = []
+    first_step: Optional[str] = None
+    if acc is not None:
+        better, more, first_step = _bad_branch_target(crash, acc, case.read_code, at) or _operand_story(crash, acc, at)
     if better is None:
         evidence.append(dec.sentence)  # else the operand story replaces "read from 0xff..ff"
     ins = instruction(case.read_code, case.frames[0].ip, case.bits) if case.frames else None

@@ -33,6 +33,7 @@ from dumpkit.analysis.model import (
     VerdictKind,
     Confidence,
 )
+from dumpkit.analysis.pyentry import PythonEntry
 from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import Frame, StackWalk
@@ -74,6 +75,9 @@ class Case:
     python: Optional[PythonReport] = None  # the process's Python side (None: not Python)
     coverage: Optional[ImageCoverage] = None  # what of the crashing stack rests on images
     executable: Optional[str] = None  # the process's .exe (python.exe, tfhost.exe), for advice
+    # how the crashing thread's native code was entered from Python (pyentry.crash_entry,
+    # from every frame): below the recursion that overflowed the stack, else below the top
+    python_entry: Optional[PythonEntry] = None
 
     @property
     def python_thread(self) -> Optional[PythonThreadReport]:

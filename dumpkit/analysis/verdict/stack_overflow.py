@@ -333,7 +333,7 @@ def _recursion(
         ]
         if from_python is not None and from_python.via in (CTYPES, EXTENSION, NATIVE):
             headline += f", called {from_python.words}"
-            steps.insert(1, _native_from_python_step(from_python, case))
+            steps.insert(1, _native_from_python_step(from_python))
     else:
         headline, more, steps = _in_python_terms(case, kind, main, cost, reserve)
         evidence.extend(kind.evidence)
@@ -351,7 +351,7 @@ def _recursion(
     return conclude("recursion", headline, confidence, evidence, steps, case.crash.thread_id)
 
 
-def _native_from_python_step(entry: PythonEntry, case: Case) -> str:
+def _native_from_python_step(entry: PythonEntry) -> str:
     """What to look at on the Python side of a native recursion Python code called."""
     where = f" ({entry.python_frame})" if entry.python_frame else ""
     if entry.via == CTYPES:
