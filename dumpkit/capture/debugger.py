@@ -64,7 +64,7 @@ def _dump_name(out_dir: str, name: str, pid: int) -> str:
 
 def _callback(ranges: Sequence[Tuple[int, int]]):
     """A MINIDUMP_CALLBACK_ROUTINE that hands `ranges` out one per MemoryCallback."""
-    pending = list(ranges[:MAX_CALLBACK_RANGES])
+    pending = iter(ranges[:MAX_CALLBACK_RANGES])
 
     def routine(_param, inp, out):
         kind = inp.contents.CallbackType
@@ -77,9 +77,10 @@ def _callback(ranges: Sequence[Tuple[int, int]]):
         ):
             return True
         if kind == win32.MemoryCallback:
-            if not pending:
+            given = next(pending, None)  # (a list's pop(0) would be quadratic in the ranges)
+            if given is None:
                 return False
-            base, size = pending.pop(0)
+            base, size = given
             out.contents.Memory.MemoryBase = base
             out.contents.Memory.MemorySize = size
             return True

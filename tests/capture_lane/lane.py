@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Dict, Sequence
 
 from tests.windbg_real.lane import ROOT, Env, Unavailable, build, cache_dir, windows_path
+from tests.windbg_real.lane import _run as run_under_wine  # stdin /dev/null, pipes, a time limit
 
 HERE = Path(__file__).resolve().parent
 SHARED_PYTHONS = ROOT.parent / "shared" / "winpython"
@@ -39,28 +40,12 @@ class CaptureLane:
         folder = self.pythons[version]
         argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, "python.exe"]
         argv += [windows_path(RUNNER), windows_path(ROOT), *args]
-        return subprocess.run(
-            argv,
-            cwd=folder,
-            env=self.env.environ(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout + 30,
-        )
+        return run_under_wine(argv, timeout + 30, cwd=folder, env=self.env.environ())
 
     def wine(self, args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
         """A Wine builtin program (reg.exe...) in the lane's prefix."""
-        return subprocess.run(
-            ["timeout", "-k", "10", str(int(timeout)), self.env.wine, *args],
-            env=self.env.environ(),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout + 30,
-        )
+        argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, *args]
+        return run_under_wine(argv, timeout + 30, env=self.env.environ())
 
 
 def _scratch(version: str, site_packages: Path, root: Path) -> Path:
