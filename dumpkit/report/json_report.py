@@ -1,5 +1,5 @@
-"""JSON rendering. Schema: docs/report-schema.md (every field optional; addresses are
-"0x..." strings; non-fatal problems in `soft_errors`)."""
+"""JSON rendering. Schema: docs/report-schema.json, explained in docs/report-schema.md
+(addresses are "0x..." strings; non-fatal problems in `soft_errors`)."""
 
 from __future__ import annotations
 
@@ -77,8 +77,14 @@ def _convert(obj: Any, key: str = "") -> Any:
     return obj
 
 
+# Each document names its schema, as triage's does ("dumpkit-triage"): a reader tells an
+# analyze report from an info or stack document by its first key, not by guessing from the
+# keys it happens to hold (docs/report-schema.json has one definition per name).
+SCHEMA_NAMES: Dict[type, str] = {Report: "dumpkit-analyze", Contents: "dumpkit-info", Stacks: "dumpkit-stack"}
+
+
 def report_dict(report: Union[Report, Contents, Stacks]) -> dict:
-    return _convert(report)
+    return {"schema": SCHEMA_NAMES[type(report)], **_convert(report)}
 
 
 def render_json(report: Union[Report, Contents, Stacks], indent: int = 2) -> str:
