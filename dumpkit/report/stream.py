@@ -189,25 +189,49 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
     """WinDbg `kf` columns, laid out as rich lays out a table (right-aligned numbers, two
     spaces between columns, every cell padded to its column's width), written a row at
     a time. Two passes over the rows: the first finds each column's width. A folded
-    cycle is one row holding only its call-site text."""
+    cycle is one row holding only its call-site text. Unfolded (`--full`), a bulk-walked
+    recursion's rows come from one %-template per member of its cycle, as the JSON's do:
+    a million rows without a Frame made for each."""
+    parts: Sequence[Union[Sequence[Frame], Run]]
+    if not cycles and isinstance(walked, Frames):
+        parts = walked.parts
+    else:
+        parts = (walked,)
     names: Dict[str, str] = {}  # a frame's name, cleaned; a stack names few functions
     widths = [len(h) for h in HEADERS]
     widths[2] = max(widths[2], digits)
     widths[3] = max(widths[3], digits)
     last = 0
-    for row in _rows(walked, cycles):
-        if isinstance(row, str):
-            widths[4] = max(widths[4], _width(clean(row)))
-            continue
-        last = row.index
-        size = _above(walked, last)
+
+    def see_size(size: Optional[int]) -> None:
         if size is not None and size > 0xFFFFFF:  # wider than the header
             widths[1] = max(widths[1], len(f"{size:x}"))
-        raw = call_site(row)
+
+    def see(f: Frame, size: Optional[int]) -> None:
+        see_size(size)
+        raw = call_site(f)
         if raw not in names:
             names[raw] = cell = clean(raw)
             widths[4] = max(widths[4], _width(cell))
-        widths[5] = max(widths[5], len(row.trust))
+        widths[5] = max(widths[5], len(f.trust))
+
+    for part in parts:
+        if isinstance(part, Run):
+            # every repetition shows what the first does, but the Memory of member 0,
+            # which is the previous part's last frame's size only in the run's first row
+            see(part.frame(0), _above(walked, part.first))
+            for j in range(1, len(part.members)):
+                see(part.frame(j), part.members[j - 1].size)
+            if part.repetitions > 1:
+                see_size(part.members[-1].size)
+            last = part.first + len(part) - 1
+            continue
+        for row in _rows(part, cycles):
+            if isinstance(row, str):
+                widths[4] = max(widths[4], _width(clean(row)))
+                continue
+            last = row.index
+            see(row, _above(walked, last))
     widths[0] = max(widths[0], len(kf_number(last)))
     w0, w1, w2, w3, w4, w5 = widths
     out.write(
@@ -223,24 +247,70 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
     ip_pad = " " * (w3 - digits)
     sites: Dict[str, str] = {}  # padded cells
     founds: Dict[str, str] = {}
-    for row in _rows(walked, cycles):
-        if isinstance(row, str):
-            out.write(blank + GAP + _left(clean(row), w4) + GAP + " " * w5 + "\n")
-            continue
-        i = row.index
-        size = _above(walked, i)
-        name = call_site(row)
+
+    def cells_after_sp(f: Frame) -> str:
+        """The row's text after its Child-SP: IP, call site, how found (a run member's
+        repetitions share it)."""
+        name = call_site(f)
         site = sites.get(name)
         if site is None:
             site = sites[name] = _left(names.get(name) or clean(name), w4)
-        trust = row.trust
+        trust = f.trust
         found = founds.get(trust)
         if found is None:
             found = founds[trust] = _left(str(trust), w5)
-        out.write(
-            f"{kf_number(i):>{w0}}{GAP}{no_size if size is None else format(size, f'>{w1}x')}{GAP}"
-            f"{sp_pad}{row.sp:0{digits}x}{GAP}{ip_pad}{row.ip:0{digits}x}{GAP}{site}{GAP}{found}\n"
-        )
+        return f"{GAP}{ip_pad}{f.ip:0{digits}x}{GAP}{site}{GAP}{found}\n"
+
+    def size_cell(size: Optional[int]) -> str:
+        return no_size if size is None else format(size, f">{w1}x")
+
+    def row_text(f: Frame, size: Optional[int]) -> str:
+        return f"{kf_number(f.index):>{w0}}{GAP}{size_cell(size)}{GAP}{sp_pad}{f.sp:0{digits}x}{cells_after_sp(f)}"
+
+    for part in parts:
+        if isinstance(part, Run):
+            _write_run_rows(
+                out,
+                part,
+                row_text(part.frame(0), _above(walked, part.first)),
+                cells_after_sp,
+                size_cell,
+                w0,
+                sp_pad,
+                digits,
+            )
+            continue
+        for row in _rows(part, cycles):
+            if isinstance(row, str):
+                out.write(blank + GAP + _left(clean(row), w4) + GAP + " " * w5 + "\n")
+                continue
+            out.write(row_text(row, _above(walked, row.index)))
+
+
+def _write_run_rows(
+    out: TextIO, run: Run, first_row: str, cells_after_sp, size_cell, w0: int, sp_pad: str, digits: int
+) -> None:
+    """A run's rows, CHUNK or so at a time: each member's rows are its template filled
+    with (frame number, Child-SP) by map in C, interleaved by slice as the JSON's lines
+    are. `%w0.2x` is kf_number's spelling (two hex digits at least) right-aligned."""
+    p, span = len(run.members), run.span
+    templates = []
+    for j in range(p):
+        f = run.frame(j)
+        above = run.members[j - 1].size  # member p-1 of the previous repetition, for j == 0
+        tail = (cells_after_sp(f)).replace("%", "%%")
+        templates.append((f.sp, f"%{w0}.2x{GAP}{size_cell(above).replace('%', '%%')}{GAP}{sp_pad}%0{digits}x{tail}"))
+    step = max(1, CHUNK // p)
+    for k0 in range(0, run.repetitions, step):
+        m = min(step, run.repetitions - k0)
+        lines: List[str] = [""] * (m * p)
+        for j, (sp, template) in enumerate(templates):
+            first = run.first + k0 * p + j
+            low = sp + k0 * span
+            lines[j::p] = map(template.__mod__, zip(range(first, first + m * p, p), range(low, low + m * span, span)))
+        if k0 == 0:
+            lines[0] = first_row  # its Memory is the frame before the run's
+        out.write("".join(lines))
 
 
 def write_stacks_text(

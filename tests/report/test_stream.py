@@ -103,3 +103,32 @@ def test_million_frame_stack_json_has_every_frame(plain):
     assert len(thread["frames"]) == thread["frame_count"] == facts["total_frames"]
     assert [f["index"] for f in thread["frames"][:3]] == [0, 1, 2]
     assert thread["frames"][1]["symbol"].startswith("opkernels.dll!" + facts["fault_function"])
+
+
+def test_unfolded_rows_of_a_bulk_walked_recursion_are_the_per_frame_rows():
+    """`stack --full` writes a bulk-walked recursion from per-member templates (#34 item 3):
+    the text must be what one row per Frame writes, row for row."""
+    from dumpkit.unwind.bulk import Frames, Run
+
+    doc, frames = _walked("recursion_cycle3.dmp")
+    digits = pointer_digits(doc.system)
+    bulk = [w for w in frames if isinstance(w, Frames) and any(isinstance(p, Run) for p in w.parts)]
+    assert bulk, "the sample's recursion is expected to be walked in bulk"
+    for walked in bulk:
+        templated, per_frame = io.StringIO(), io.StringIO()
+        write_kf_table(walked, (), digits, templated)
+        write_kf_table(list(walked), (), digits, per_frame)
+        assert templated.getvalue() == per_frame.getvalue()
+        assert templated.getvalue().count("\n") == len(walked) + 1
+
+
+@pytest.mark.slow
+def test_million_frame_stack_text_full_has_every_row(plain):
+    facts = sample_facts("deep_recursion_1m.dmp.xz")
+    dump = plain(sample_path("deep_recursion_1m.dmp.xz"))
+    r = run_cli("stack", dump, "--full", "--image-path", SAMPLE_BIN, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = r.stdout.splitlines()[2 : 2 + facts["total_frames"]]
+    numbers = [int(line.split(None, 1)[0], 16) for line in rows]
+    assert numbers == list(range(facts["total_frames"]))
+    assert "cycle above" not in r.stdout
