@@ -2,12 +2,17 @@
 into the declaration WinDbg shows.
 
 The grammar is Microsoft's (undocumented, known from what compilers emit); the text written
-for each construct follows LLVM's ``llvm-undname`` spelling, the oracle the tests compare with.
+for each construct follows LLVM's ``llvm-undname`` spelling, the oracle the tests compare with,
+but for one thing: a back-reference to an anonymous namespace is written `anonymous
+namespace' as Microsoft's undname and WinDbg write it, not as its raw key (``0xaa65ea30``).
 The subset covered is what real MSVC-built modules export and what PDB publics hold:
 namespaces and nested names, templates with type, integer, pointer and pack arguments,
 operators, constructors/destructors, name and parameter back-references, pointers and
 references with their qualifiers, function pointers, arrays, calling conventions, anonymous
-namespaces, member-function qualifiers, static data, vftables and RTTI descriptors.
+namespaces, member-function qualifiers, static data, vftables and RTTI descriptors, string
+literals, statics local to functions (extern "C" ones too), and a function's name with the
+``$N`` of one of its catch funclets (read as the function). Other text after a complete name
+is refused, where llvm-undname ignores it.
 
 Untrusted input: a dump or a PDB decides the name. Nesting is capped (``MAX_DEPTH``), the
 text produced is capped (``MAX_OUTPUT``), and anything unexpected raises ``Malformed``,
@@ -17,11 +22,16 @@ input, hence the output cap.
 
 from __future__ import annotations
 
+import re
 from typing import List, NamedTuple, Optional, Tuple
 
 MAX_DEPTH = 96  # nested types, templates, symbols; TensorFlow 2.13 exports reach 21
 MAX_OUTPUT = 16384  # characters of any one rendered piece
 MAX_INPUT = 4096  # longer decorated names are not read (MSVC itself truncates at 4 KiB)
+
+# A function's name followed by ``$N`` names its Nth catch funclet (the PDB label
+# ``__catch$?f@@YAXXZ$0``): it reads as the function, as llvm-undname reads it.
+_FUNCLET = re.compile(r"\$[0-9]{1,4}")
 
 
 class Malformed(Exception):
@@ -284,6 +294,7 @@ class _Parser:
         self.i = 0
         self.depth = 0
         self.refs = _Backrefs()
+        self.function_end = -1  # where the last function encoding read ended
 
     # --- cursor -----------------------------------------------------------------------------
 
@@ -764,11 +775,12 @@ class _Parser:
         return self.encoding(label + target + "''", [], conversion=False)
 
     def string_literal(self) -> str:
-        """``??_C@_<width><length><crc>@<bytes>@``: MSVC keeps at most 32 bytes of the literal."""
+        """``??_C@_<width><length><crc>@<bytes>@``: MSVC keeps the first bytes of a long literal,
+        so the text ends in ``...`` when it is not all there."""
         width = {"0": 1, "1": 2}.get(self.take())
         if width is None:
             raise Malformed("string width")
-        self.number()  # length in bytes, terminator included
+        length, _ = self.number()  # in bytes, terminator included
         self.number()  # CRC, written like a number
         data = bytearray()
         while not self.eat("@"):
@@ -793,14 +805,19 @@ class _Parser:
             if len(data) > 64:
                 raise Malformed("string too long")
         if width == 2:
-            if len(data) % 2:
+            if len(data) % 2 or length % 2 or len(data) > length:
                 raise Malformed("wide string")
             units = [data[k] << 8 | data[k + 1] for k in range(0, len(data), 2)]
+            # MSVC encodes a wide literal whole up to 32 units, and may leave its terminator
+            # out (L"python" is 14 bytes with 12 encoded): the declared length tells.
+            complete = length <= 64
+            if complete and len(units) == length // 2:
+                units.pop()  # the terminator's slot
         else:
             units = list(data)
-        complete = bool(units) and units[-1] == 0
-        if complete:
-            units.pop()
+            complete = bool(units) and units[-1] == 0
+            if complete:
+                units.pop()
         body = "".join(_char_literal(u) for u in units)
         return ("L" if width == 2 else "") + '"' + body + '"' + ("" if complete else "...")
 
@@ -828,8 +845,15 @@ class _Parser:
         return _Symbol(name, name)
 
     def encoding(self, first: str, scopes: List[str], conversion: bool) -> _Symbol:
+        extern_c = self.eat("$$J0")
         c = self.take()
-        if _is_digit(c):
+        if c == "9" and not extern_c:
+            # an extern "C" function named only as the scope of its static locals: no
+            # signature follows
+            name = _join_scopes(first, scopes)
+            self.function_end = self.i
+            return _Symbol(name, 'extern "C" ' + name)
+        if _is_digit(c) and not extern_c:
             return self.data(first, scopes, c)
         adjustor = ""
         if c == "$":
@@ -865,11 +889,14 @@ class _Parser:
             head += access + ": "
         if kind:
             head += ("virtual" if adjustor else kind) + " "
+        if extern_c:
+            head += 'extern "C" '
         full = head + (ret.pre + " " if ret is not None else "") + cc + " " + name + adjustor + params + quals
         if ret is not None:
             full += ret.post
         if len(full) > MAX_OUTPUT:
             raise Malformed("too long")
+        self.function_end = self.i
         return _Symbol(name, full)
 
     def data(self, first: str, scopes: List[str], c: str) -> _Symbol:
@@ -956,6 +983,8 @@ def parse(name: str) -> Optional[Tuple[str, str]]:
         sym = p.symbol()
     except (Malformed, IndexError, ValueError, RecursionError):
         return None
-    if p.i != len(name) or "\x00" in sym.full or "\x00" in sym.qualified:
-        return None  # trailing bytes, or a marker (ctor/dtor/conversion) left where it cannot be
+    if p.i != len(name) and not (p.function_end == p.i and _FUNCLET.fullmatch(name, p.i)):
+        return None  # trailing bytes
+    if "\x00" in sym.full or "\x00" in sym.qualified:
+        return None  # a marker (ctor/dtor/conversion) left where it cannot be
     return sym.qualified, sym.full

@@ -148,6 +148,44 @@ def test_anonymous_namespace_back_reference_reads_like_its_first_mention():
 
 
 @pytest.mark.parametrize(
+    "name,full",
+    [
+        # from debugpy's attach_amd64.pdb (tests/symbols/msvc), as llvm-undname reads them:
+        # a static local of an extern "C" function, which is named without a signature
+        (
+            "?_OptionsStorage@?1??__local_stdio_printf_options@@9@4_KA",
+            "unsigned __int64 `extern \"C\" __local_stdio_printf_options'::`2'::_OptionsStorage",
+        ),
+        # a catch funclet's label (``__catch$`` and this): the function it belongs to
+        (
+            "??$?6U?$char_traits@D@std@@@std@@YAAEAV?$basic_ostream@DU?$char_traits@D@std@@@0@AEAV10@PEBD@Z$0",
+            "class std::basic_ostream<char, struct std::char_traits<char>> & __cdecl "
+            "std::operator<<<struct std::char_traits<char>>(class std::basic_ostream<char, struct "
+            "std::char_traits<char>> &, char const *)",
+        ),
+        # wide literals whole, though MSVC left their terminator out of the name
+        ("??_C@_1O@KDDPCNEL@?$AAp?$AAy?$AAt?$AAh?$AAo?$AAn@", 'L"python"'),
+        ("??_C@_15HKBIECK@?$AA_?$AAd@", 'L"_d"'),
+        # and the constructs around them
+        ("??_C@_1EC@ABCDEFGH@?$AAa?$AAb@", 'L"ab"...'),  # 66 bytes: MSVC kept the first ones
+        ("??_C@_17ABCDEFGH@?$AAa?$AAb?$AAc?$AA?$AA@", 'L"abc"'),  # terminator encoded
+        ("?f@@$$J0YAXXZ", 'extern "C" void __cdecl f(void)'),
+        ("?f@@YAXXZ$12", "void __cdecl f(void)"),
+    ],
+)
+def test_names_from_a_real_msvc_pdb_read_as_llvm_undname_reads_them(name, full):
+    d = demangle(name)
+    assert d is not None and d.full == full
+
+
+@pytest.mark.parametrize("name", ["?x@@3HA$0", "?f@@YAXXZ$", "?f@@YAXXZ$a", "?f@@YAXXZ$0$1"])
+def test_only_a_function_takes_a_funclet_number(name):
+    # llvm-undname ignores whatever follows a complete name; a funclet number is the one
+    # suffix real PDBs hold
+    assert demangle(name) is None
+
+
+@pytest.mark.parametrize(
     "name",
     [
         "PyObject_Repr",  # plain C export
