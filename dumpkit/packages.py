@@ -14,8 +14,8 @@ bounded number of dist-info folders, RECORDs read line by line up to a limit."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
+from dumpkit.records import record
 
 __all__ = ["InstalledPackage", "owning_package"]
 
@@ -26,7 +26,7 @@ _MAX_RECORD_LINES = 200_000  # TensorFlow's RECORD has ~10,000
 _MAX_METADATA_BYTES = 64 * 1024  # Name and Version are in the first lines
 
 
-@dataclass(frozen=True)
+@record
 class InstalledPackage:
     name: str  # as METADATA spells it, e.g. "tensorflow-intel"
     version: str

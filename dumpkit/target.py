@@ -13,6 +13,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from dumpkit.records import record
 
 
 class DumpError(Exception):
@@ -52,7 +53,7 @@ GPR_NAMES: Tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record
 class Registers:
     """A thread's register state. `values` maps lowercase dbgeng names (rip, rsp, rax...,
     eflags, cs...) to integers; registers the source did not supply are absent."""
@@ -81,7 +82,7 @@ def format_guid(raw: bytes) -> str:
     return f"{d1:08X}-{d2:04X}-{d3:04X}-{d4[:2].hex().upper()}-{d4[2:].hex().upper()}"
 
 
-@dataclass(frozen=True)
+@record
 class CodeViewRecord:
     """Which PDB a module was linked with (RSDS record), as symbol servers key it."""
 
@@ -94,7 +95,7 @@ class CodeViewRecord:
         return f"{self.guid.replace('-', '').upper()}{self.age:X}"
 
 
-@dataclass(frozen=True)
+@record
 class Module:
     name: str  # file name only, e.g. "opkernels.dll"
     path: str  # full path as the dump recorded it
@@ -114,7 +115,7 @@ class Module:
         return self.base <= address < self.base + self.size
 
 
-@dataclass(frozen=True)
+@record
 class UnloadedModule:
     name: str
     base: int
@@ -122,7 +123,7 @@ class UnloadedModule:
     timestamp: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Thread:
     tid: int
     context: Optional[Registers]
@@ -138,7 +139,7 @@ class Thread:
         return self.stack_start + self.stack_size
 
 
-@dataclass(frozen=True)
+@record
 class ExceptionInfo:
     code: int
     flags: int
@@ -149,7 +150,7 @@ class ExceptionInfo:
     nested: bool = False  # ExceptionRecord pointer was non-null
 
 
-@dataclass(frozen=True)
+@record
 class SystemInfo:
     processor_architecture: int  # 9 = AMD64, 0 = x86, 12 = ARM64
     processor_level: int = 0
@@ -228,7 +229,7 @@ class SystemInfo:
         return f"{who} family {self.cpu_family} model {self.cpu_model} stepping {self.cpu_stepping}"
 
 
-@dataclass(frozen=True)
+@record
 class ProcessInfo:
     """MINIDUMP_MISC_INFO: who the process was and when."""
 
@@ -240,7 +241,7 @@ class ProcessInfo:
     processor_current_mhz: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record
 class MemoryRegion:
     """One MINIDUMP_MEMORY_INFO entry: the process's address-space map, not captured bytes."""
 
@@ -257,7 +258,7 @@ class MemoryRegion:
         return self.base + self.size
 
 
-@dataclass(frozen=True)
+@record
 class StreamEntry:
     index: int
     type: int
@@ -267,7 +268,7 @@ class StreamEntry:
     known: bool
 
 
-@dataclass(frozen=True)
+@record
 class DumpInfo:
     path: str
     file_size: int

@@ -9,13 +9,13 @@ fragments is read part by part and the parts' facts `merged`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Tuple
 
 if TYPE_CHECKING:
     import capstone
 
 from dumpkit.unwind.frames import without_offset
+from dumpkit.records import record
 
 ReadCode = Callable[[int, int], bytes]
 NameAt = Callable[[int], Optional[str]]
@@ -25,7 +25,7 @@ MAX_STRING = 96  # a message is recognised by its start; longer ones are cut
 MIN_STRING = 4
 
 
-@dataclass(frozen=True)
+@record
 class CodeFacts:
     strings: Tuple[str, ...]  # printable ASCII literals loaded with `lea reg, [rip + x]`, in code order
     callees: Tuple[str, ...]  # names of direct call targets (module!name), in code order, each once

@@ -8,7 +8,6 @@ shown). No dump is needed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from dumpkit.cpython.verified import VERIFIED_BUILDS
 from typing import Dict, Optional, Tuple
 
@@ -26,9 +25,10 @@ from dumpkit.analysis.codes import (
 )
 from dumpkit.analysis.codes.model import HRESULT, WIN32, CodeInfo
 from dumpkit.analysis.codes.winerror import describe_hresult, describe_win32, win32_name
+from dumpkit.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Explanation:
     title: str
     code_hex: str  # "0xC00000FD"

@@ -4,13 +4,15 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 from __future__ import annotations
 
 from enum import Enum
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from dumpkit.records import record
 from typing import Dict, Optional, Tuple
 
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
+@record
 class Evidence:
     """One checkable fact behind a finding: a sentence, optionally pinned to an address or
     frame so a reviewer can look it up in the debugger."""
@@ -20,7 +22,7 @@ class Evidence:
     frame_index: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     kind: str  # "recursion", "oversized_frame", "fastfail", "access_violation", ...
     severity: str  # "fatal" (explains the crash), "warning", "info"
@@ -29,7 +31,7 @@ class Finding:
     thread_id: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record
 class CallEdge:
     """One call inside a recursion cycle, checked against the code at its return address.
 
@@ -52,7 +54,7 @@ class CallEdge:
     tail_jump: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record
 class RecursionKind:
     """A recursion in the terms of the code that recursed (analysis/python.py).
 
@@ -72,7 +74,7 @@ class RecursionKind:
     protocol: Optional[str] = None  # "json", "pickle", "repr", "comparison"...
 
 
-@dataclass(frozen=True)
+@record
 class Cycle:
     """A repeating run of frames on one stack (unbounded recursion).
 
@@ -93,7 +95,7 @@ class Cycle:
     kind: Optional[RecursionKind] = None  # what recursed, in the terms of its code (analysis/python.py)
 
 
-@dataclass(frozen=True)
+@record
 class FrameSize:
     frame_index: int
     function: str
@@ -105,7 +107,7 @@ class FrameSize:
     oversized: bool = False  # size or requested reaches the analysis threshold
 
 
-@dataclass(frozen=True)
+@record
 class StackBudget:
     thread_id: int
     base: Optional[int]  # highest address (stack grows down from here)
@@ -126,7 +128,7 @@ class StackBudget:
         return self.used / self.reserve_size
 
 
-@dataclass(frozen=True)
+@record
 class MemoryAccess:
     """The memory operand of the faulting instruction, evaluated with the context."""
 
@@ -140,7 +142,7 @@ class MemoryAccess:
     registers: Tuple[Tuple[str, int], ...] = ()  # (name, value) of the base, then the index
 
 
-@dataclass(frozen=True)
+@record
 class Instruction:
     """One decoded instruction around the faulting IP."""
 
@@ -151,7 +153,7 @@ class Instruction:
     target_name: Optional[str] = None  # a direct call's or jump's destination, by name, when known
 
 
-@dataclass(frozen=True)
+@record
 class Disassembly:
     """The code around the faulting IP. `start`: how the instructions before it were found:
     `function_entry` (decoded from the function's entry, exact), `symbol` (from the nearest
@@ -164,7 +166,7 @@ class Disassembly:
     note: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record
 class CrashInfo:
     code: int
     code_name: str
@@ -195,7 +197,7 @@ class CrashInfo:
     disassembly: Optional[Disassembly] = None
 
 
-@dataclass(frozen=True)
+@record
 class ProcessRecord:
     """The crashed process: its executable (the first .exe module), that file's version,
     and its command line when the dump holds the PEB's process parameters (else
@@ -208,7 +210,7 @@ class ProcessRecord:
     command_line_missing: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record
 class CrashSignature:
     """One line that names a crash the same way across runs and machines (analysis/signature.py
     documents the rules): `kind`, then `frames` (module!function of the first meaningful
@@ -221,7 +223,7 @@ class CrashSignature:
     rules: int
 
 
-@dataclass(frozen=True)
+@record
 class PassedFrame:
     """A frame blame passed over, and why: `role` is `system`, `C/C++ runtime`, `Python
     runtime`, `runtime code` (a runtime function linked into the program), `found by stack
@@ -233,7 +235,7 @@ class PassedFrame:
     role: str
 
 
-@dataclass(frozen=True)
+@record
 class BlameFrame:
     """The first frame, from the top of the crashing stack, in code that is neither the
     system's nor a runtime's (C/C++ runtime, CPython, stack probes, the exception
@@ -258,7 +260,7 @@ class BlameFrame:
     kind: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record
 class FrameRecord:
     """A frame as reports show it (the walker's Frame, flattened)."""
 
@@ -274,7 +276,7 @@ class FrameRecord:
     source: Optional[str] = None  # "FILE:LINE" from the module's PDB (JSON: left out when None)
 
 
-@dataclass(frozen=True)
+@record
 class ThreadReport:
     tid: int
     name: Optional[str]
@@ -296,7 +298,7 @@ class ThreadReport:
     registers: Tuple[Tuple[str, int], ...] = ()  # (name, value), WinDbg's reading order
 
 
-@dataclass(frozen=True)
+@record
 class PythonFrameRecord:
     """A Python function activation as reports show it. `index`: 0 is the innermost frame."""
 
@@ -308,7 +310,7 @@ class PythonFrameRecord:
     problem: Optional[str] = None
 
 
-@dataclass(frozen=True)
+@record
 class PythonCycle:
     """Python functions recursing: `functions` ('visit (C:\\job.py:39)') in stack order from the
     top, callee first; frame indices are inclusive, into the thread's Python frames."""
@@ -321,7 +323,7 @@ class PythonCycle:
     entry_path: Tuple[str, ...] = ()  # the Python frames below the cycle, outermost last
 
 
-@dataclass(frozen=True)
+@record
 class PythonThreadReport:
     thread_id: int
     depth: int  # Python frames on the thread (at least this many when truncated)
@@ -332,7 +334,7 @@ class PythonThreadReport:
     problems: Tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class PythonReport:
     """The Python side of the process (dumpkit.cpython): which interpreter, and each thread's
     Python stack when the dump holds the interpreter's memory. `status`: `read`,
@@ -353,7 +355,7 @@ class PythonReport:
         return next((t for t in self.threads if t.thread_id == thread_id), None)
 
 
-@dataclass(frozen=True)
+@record
 class ModuleRecord:
     name: str
     path: str
@@ -371,7 +373,7 @@ class ModuleRecord:
     symbol_source: Optional[str] = None  # where its frames' names came from, if any were named
 
 
-@dataclass(frozen=True)
+@record
 class UnloadedModuleRecord:
     name: str
     base: int
@@ -379,7 +381,7 @@ class UnloadedModuleRecord:
     timestamp: int
 
 
-@dataclass(frozen=True)
+@record
 class CudaComponent:
     name: str  # "CUDA runtime", "cuDNN", "cuBLAS", "NVIDIA driver"
     module: str
@@ -388,7 +390,7 @@ class CudaComponent:
     detail: Optional[str] = None  # the raw evidence, e.g. "FileVersion 6.14.11.11020 (CUDA 11.2)"
 
 
-@dataclass(frozen=True)
+@record
 class Environment:
     os: Optional[str] = None
     os_build: Optional[str] = None
@@ -446,7 +448,7 @@ class Confidence(_Word):
     LOW = "low"
 
 
-@dataclass(frozen=True)
+@record
 class Verdict:
     kind: VerdictKind
     headline: str
@@ -455,7 +457,7 @@ class Verdict:
     next_steps: Tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class DumpSummary:
     path: str
     file_size: int
@@ -472,7 +474,7 @@ class DumpSummary:
     function_tables: int = 0  # FunctionTable stream entries (JIT code unwind data)
 
 
-@dataclass(frozen=True)
+@record
 class StreamRecord:
     type: int
     name: str
@@ -481,7 +483,7 @@ class StreamRecord:
     problem: Optional[str] = None  # why it could not be read, when it could not
 
 
-@dataclass(frozen=True)
+@record
 class SystemSummary:
     arch: str
     os_version: str
@@ -508,7 +510,7 @@ class SystemSummary:
     process_kernel_seconds: Optional[int] = None
 
 
-@dataclass(frozen=True)
+@record
 class MissingImage:
     """A module on the crashing thread's stack whose image was not found."""
 
@@ -518,7 +520,7 @@ class MissingImage:
     fix: str  # the option (and folder) that would give dumpkit its image
 
 
-@dataclass(frozen=True)
+@record
 class ImageCoverage:
     """How much of the crashing stack rests on images (analysis/coverage.py)."""
 
@@ -529,7 +531,7 @@ class ImageCoverage:
     search_problems: Tuple[str, ...]  # --image-path folders and symbol servers that gave nothing
 
 
-@dataclass(frozen=True)
+@record
 class Report:
     schema_version: int
     dumpkit_version: str
@@ -553,7 +555,7 @@ class Report:
     blame: Optional[BlameFrame] = None  # None when no frame is outside system and runtime code
 
 
-@dataclass(frozen=True)
+@record
 class Contents:
     """What a dump holds, read but not walked or analysed (`dumpkit info`): the Report's
     own records, so every command's JSON has one shape for dump, system, crash, threads
@@ -572,7 +574,7 @@ class Contents:
     soft_errors: Tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class Stacks:
     """Walked stacks without the analyses (`dumpkit stack`): every frame of the threads asked for."""
 

@@ -13,12 +13,12 @@ Bounded: at most LOOK frames below the native code are looked at."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional, Protocol, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle, PythonThreadReport
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.cpython.interpreter import interpreter_minor
+from dumpkit.records import record
 
 LOOK = 64  # frames below the native code: ctypes' and the interpreter's never take more
 
@@ -39,7 +39,7 @@ class _Framed(Protocol):
     def module(self) -> Optional[str]: ...
 
 
-@dataclass(frozen=True)
+@record
 class PythonEntry:
     """How the native code at the top of a stack was reached from Python.
 

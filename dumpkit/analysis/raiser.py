@@ -8,10 +8,10 @@ must be told so instead of being handed frame 0 as the culprit."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from dumpkit.unwind.frames import Frame
+from dumpkit.records import record
 
 __all__ = ["Raiser", "find_raiser", "raising_function", "is_runtime_frame", "RUNTIME_MODULES", "RUNTIME_FUNCTIONS"]
 
@@ -76,7 +76,7 @@ def is_runtime_frame(f: Frame) -> bool:
     return f.function_name.split("!", 1)[-1].lstrip("_") in _RUNTIME_SHORT
 
 
-@dataclass(frozen=True)
+@record
 class Raiser:
     """The frame blamed for raising the exception, and how sure that is.
 

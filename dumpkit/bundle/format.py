@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Set, Tuple
+from dumpkit.records import record
 
 FORMAT_NAME = "dumpkit-bundle"
 FORMAT_VERSION = 2  # 2 added `pdbs`, and is what a bundle of the whole dump is written as
@@ -45,7 +45,7 @@ class BundleError(ValueError):
     """A bundle that cannot be used: one line, without the file's name (the caller adds it)."""
 
 
-@dataclass(frozen=True)
+@record
 class DumpEntry:
     name: str  # the dump's file name when it was bundled
     size: int
@@ -64,7 +64,7 @@ class DumpEntry:
         return sum(n for _, n in self.kept) if self.packed and self.kept is not None else self.size
 
 
-@dataclass(frozen=True)
+@record
 class ImageEntry:
     """The captured part of one module's image file."""
 
@@ -84,7 +84,7 @@ class ImageEntry:
         return sum(n for _, n in self.ranges)
 
 
-@dataclass(frozen=True)
+@record
 class PdbEntry:
     """The captured part of one PDB file, named as a module's CodeView record names it."""
 
@@ -101,7 +101,7 @@ class PdbEntry:
         return sum(n for _, n in self.ranges)
 
 
-@dataclass(frozen=True)
+@record
 class PackageEntry:
     """The installed Python distribution that owns a module's file, as found where the
     bundle was written (dumpkit.packages): the installation does not travel, this fact does."""
@@ -113,7 +113,7 @@ class PackageEntry:
     record: str  # the dist-info folder whose RECORD lists the module's file
 
 
-@dataclass(frozen=True)
+@record
 class Manifest:
     dumpkit_version: str
     dump: DumpEntry

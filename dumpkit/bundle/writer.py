@@ -14,7 +14,6 @@ import lzma
 import os
 import tempfile
 import zipfile
-from dataclasses import dataclass
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
@@ -43,6 +42,7 @@ from dumpkit.images import ImageLocator, LocatedImage, LocatedPdb, RecordingBack
 from dumpkit.sources.minidump import MinidumpTarget
 from dumpkit.target import CodeViewRecord, Module, Target
 from dumpkit.words import human_bytes
+from dumpkit.records import record
 
 __all__ = ["BundleSummary", "write_bundle"]
 
@@ -50,7 +50,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # the zip epoch: no build time leaks into the
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class BundleSummary:
     """What was written, for the command's report."""
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass
 from typing import BinaryIO, List, Optional, Sequence, Tuple
 
 from dumpkit.spans import gaps, merge
+from dumpkit.records import record
 
 MEMORY_LIST_STREAM = 5
 HEADER = struct.Struct(
@@ -34,7 +34,7 @@ class AmendError(Exception):
     """The dump cannot be amended; the message says why in one line."""
 
 
-@dataclass(frozen=True)
+@record
 class Amended:
     ranges_added: int
     bytes_added: int

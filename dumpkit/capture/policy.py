@@ -12,7 +12,6 @@ on. Pure: the loop (debugger.py) asks, these rules answer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from dumpkit.analysis.codes.model import (
     DBG_CONTROL_BREAK,
@@ -26,6 +25,7 @@ from dumpkit.analysis.codes.model import (
     STATUS_STACK_OVERFLOW,
     STATUS_WX86_BREAKPOINT,
 )
+from dumpkit.records import record
 
 MS_VC_THREAD_NAME = 0x406D1388  # RaiseException by MSVC's SetThreadName idiom (not an NTSTATUS)
 
@@ -49,7 +49,7 @@ NEVER_A_CRASH = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record
 class Decision:
     dump: bool
     handled_by_debugger: bool  # continue with DBG_CONTINUE (else DBG_EXCEPTION_NOT_HANDLED)

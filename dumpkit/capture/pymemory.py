@@ -13,7 +13,6 @@ dump stands in for a live process in the tests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional, Protocol, Sequence, Tuple, cast
 
 from dumpkit.cpython import PythonState, export_lookup, find_interpreter, read_python_state
@@ -21,6 +20,7 @@ from dumpkit.pe import PEError
 from dumpkit.spans import merge
 from dumpkit.pe.image import PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target
+from dumpkit.records import record
 
 PAGE = 0x1000
 # The Python stacks of a process fit in this; a reading that asks for more (a damaged or
@@ -69,7 +69,7 @@ class _Recorder:
         return data
 
 
-@dataclass(frozen=True)
+@record
 class PythonMemory:
     """The Python stacks as read from the process, and the ranges (address, size) the
     reading touched: page-aligned, merged, in address order."""

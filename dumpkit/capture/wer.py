@@ -12,8 +12,8 @@ anywhere; registry.WindowsRegistry is winreg."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Protocol, Tuple
+from dumpkit.records import record
 
 LOCAL_DUMPS = r"SOFTWARE\Microsoft\Windows\Windows Error Reporting\LocalDumps"
 DUMP_TYPES = {"mini": 1, "full": 2}
@@ -39,7 +39,7 @@ class Registry(Protocol):
     def delete_key(self, path: str) -> None: ...
 
 
-@dataclass(frozen=True)
+@record
 class Settings:
     exe: str
     folder: Optional[str]

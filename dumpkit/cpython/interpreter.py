@@ -4,16 +4,16 @@ the DLL's version resource when the dump recorded it."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
 from dumpkit.target import Module
+from dumpkit.records import record
 
 _DLL = re.compile(r"^python3(\d{1,2})(t?)(_d)?\.dll$", re.IGNORECASE)
 _LEVELS = {0xA: "a", 0xB: "b", 0xC: "rc"}
 
 
-@dataclass(frozen=True)
+@record
 class Interpreter:
     module: Module
     minor: int

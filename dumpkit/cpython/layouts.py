@@ -15,11 +15,11 @@ transcribed field lists."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from dumpkit.cpython.clayout import offsets
 from dumpkit.cpython.verified import VERIFIED_BUILDS
+from dumpkit.records import record
 
 P = "ptr"
 OBJECT_HEAD = (("ob_refcnt", "Py_ssize_t"), ("ob_type", P))  # Include/object.h (release build)
@@ -27,7 +27,7 @@ VAR_HEAD = (*OBJECT_HEAD, ("ob_size", "Py_ssize_t"))
 PY_OBJECT_TYPE = offsets(OBJECT_HEAD)["ob_type"]
 
 
-@dataclass(frozen=True)
+@record
 class Layout:
     """Offsets (bytes) of what the walk reads; None where a version has no such field."""
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 from typing import Optional, Tuple
+from dumpkit.records import record
 
 
 class Status(str, Enum):
@@ -41,7 +41,7 @@ RUNTIME_ADVICE = FULL_DUMP + "; MiniDumpWithDataSegs also holds module data sect
 HEAP_ADVICE = FULL_DUMP + "; MiniDumpWithPrivateReadWriteMemory also holds the heap"
 
 
-@dataclass(frozen=True)
+@record
 class PythonFrame:
     """One Python function activation. `line` is the line being executed (None when the
     line table has none for the instruction or could not be read); `problem` is one line
@@ -62,7 +62,7 @@ class PythonFrame:
         return f"{where}:{line} in {self.function or '?'}"
 
 
-@dataclass(frozen=True)
+@record
 class PythonThread:
     """The Python stack of one OS thread, innermost frame first.
 
@@ -85,7 +85,7 @@ class PythonThread:
         return len(self.frames) + self.omitted
 
 
-@dataclass(frozen=True)
+@record
 class PythonState:
     """Everything the reader found about the Python side of a process."""
 

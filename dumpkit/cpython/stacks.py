@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
@@ -21,6 +21,7 @@ from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
 from dumpkit.cpython.linetable import line_from_linetable, line_from_lnotab, line_from_locations
 from dumpkit.cpython.model import HEAP_ADVICE, RUNTIME_ADVICE, PythonFrame, PythonState, PythonThread, Status
 from dumpkit.target import MemoryNotInDump, Target
+from dumpkit.records import record
 
 ExportAddress = Callable[[str], Optional[int]]  # export name -> its address in the process
 
@@ -37,7 +38,7 @@ _U64 = struct.Struct("<Q").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 
 
-@dataclass(frozen=True)
+@record
 class _Code:
     name: Optional[str]
     filename: Optional[str]
@@ -280,7 +281,7 @@ class _Reader:
         return [t if isinstance(t, PythonFrame) else self.frame(*t) for t in tail]
 
 
-@dataclass(frozen=True)
+@record
 class _Chain:
     head: List[PythonFrame]  # innermost frames, in order
     tail: List[PythonFrame]  # outermost frames (only when the chain was longer than `keep`)

@@ -13,7 +13,6 @@ are cached per reader. Every count is bounded and chains are followed iterativel
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 from dumpkit.pe.backing import ReadVA
@@ -38,6 +37,7 @@ from dumpkit.pe.winnt import (
     UWOP_SPARE_CODE,
 )
 from dumpkit.target import MemoryNotInDump
+from dumpkit.records import record
 
 __all__ = [
     "MemoryUnwindData",
@@ -58,7 +58,7 @@ PDATA_ENTRY = RUNTIME_FUNCTION.size  # 12
 UNWIND_CACHE = 4096  # decoded UNWIND_INFOs kept per reader
 
 
-@dataclass(frozen=True)
+@record
 class RuntimeFunction:
     """One RUNTIME_FUNCTION, image-relative. `unwind_rva` never has bit 0 set.
 
@@ -77,7 +77,7 @@ class RuntimeFunction:
         return self.begin_rva <= rva < self.end_rva
 
 
-@dataclass(frozen=True)
+@record
 class UnwindOp:
     """One decoded unwind operation.
 
@@ -102,7 +102,7 @@ class UnwindOp:
         return UWOP_NAMES.get(self.op, f"UWOP_{self.op}")
 
 
-@dataclass(frozen=True)
+@record
 class UnwindInfo:
     rva: int
     version: int

@@ -5,7 +5,6 @@ header bytes (file offsets and RVAs coincide inside the headers)."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Callable, Tuple
 
 from dumpkit.pe.errors import PEError
@@ -22,6 +21,7 @@ from dumpkit.pe.winnt import (
     IMAGE_SECTION_HEADER,
     NT_SIGNATURE_AND_FILE_HEADER_SIZE,
 )
+from dumpkit.records import record
 
 __all__ = ["DataDirectory", "Headers", "Section", "parse_headers", "MAX_SECTIONS", "MAX_HEADER_OFFSET"]
 
@@ -29,7 +29,7 @@ MAX_SECTIONS = 1024  # the loader's limit is 96; be generous but finite
 MAX_HEADER_OFFSET = 0x10000000  # e_lfanew
 
 
-@dataclass(frozen=True)
+@record
 class Section:
     name: str
     rva: int
@@ -55,13 +55,13 @@ class Section:
         return self.rva <= rva < self.end_rva
 
 
-@dataclass(frozen=True)
+@record
 class DataDirectory:
     rva: int
     size: int
 
 
-@dataclass(frozen=True)
+@record
 class Headers:
     """Every header field dumpkit uses. `sections` is in file order (COFF section numbers
     index it) with names as written (a long name stays "/N")."""

@@ -7,7 +7,7 @@ string table, string)."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from dumpkit.pe.errors import PEError
@@ -21,6 +21,7 @@ from dumpkit.pe.winnt import (
     VS_FFI_SIGNATURE,
     VS_FIXEDFILEINFO,
 )
+from dumpkit.records import record
 
 __all__ = [
     "VersionInfo",
@@ -39,7 +40,7 @@ MAX_VERSION_STRING = 4096  # UTF-16 code units
 MAX_VERSION_KEY = 256  # UTF-16 code units
 
 
-@dataclass(frozen=True)
+@record
 class VersionInfo:
     file_version: Optional[str]  # from VS_FIXEDFILEINFO, "a.b.c.d"
     product_version: Optional[str]

@@ -10,8 +10,8 @@ import bisect
 import lzma
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import BinaryIO, Dict, List, Optional, Tuple
+from dumpkit.records import record
 
 __all__ = ["XzBlock", "XzBlocks", "read_index"]
 
@@ -21,7 +21,7 @@ MAX_BLOCKS = 1 << 16
 MAX_INDEX = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class XzBlock:
     at: int  # file offset of its block header
     length: int  # bytes it takes in the file (padded to a multiple of 4)

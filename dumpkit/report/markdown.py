@@ -6,7 +6,6 @@ from mentioning or linking anyone."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional
 
 from dumpkit.analysis.model import Report
@@ -27,6 +26,7 @@ from dumpkit.report.view import (
     cut_table,
     report_view,
 )
+from dumpkit.records import record
 
 
 def cell_code(text: object) -> str:
@@ -125,7 +125,7 @@ MAX_CHARACTERS = 60_000
 UNFOLDED_STACK_ROWS = 30  # a crashing stack this short is shown open, not in <details>
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """How much of each part a Markdown report shows; tried from the first level down
     until the report fits MAX_CHARACTERS."""

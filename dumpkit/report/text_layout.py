@@ -8,13 +8,13 @@ line is written whole and the terminal wraps it."""
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from rich.text import Text
 
 from dumpkit.report.escape import clean
 from dumpkit.report.view import Fold, FrameRow, StackTable
+from dumpkit.records import record
 
 GAP = "  "
 
@@ -46,7 +46,7 @@ def trimmed(values: Sequence[str]) -> List[str]:
     return [v[common:] for v in values]
 
 
-@dataclass(frozen=True)
+@record
 class _Layout:
     child_sp: Optional[List[str]]  # None: the column is left out
     ip: Optional[List[str]]

@@ -14,7 +14,6 @@ import tempfile
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
@@ -26,6 +25,7 @@ from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.target import DumpError
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord
+from dumpkit.records import record
 
 # An unpacked dump larger than this is refused: a small .xz can claim terabytes.
 MAX_UNPACKED = 32 << 30
@@ -33,7 +33,7 @@ _CHUNK = 1 << 20
 _UNPACKERS = ((b"\xfd7zXZ\x00", lzma.open), (b"\x1f\x8b", gzip.open), (b"BZh", bz2.open))
 
 
-@dataclass(frozen=True)
+@record
 class Job:
     """What every dump of one triage is analysed with. The two callables are module-level
     functions handed in by the front door (picklable by reference): how to open a bundle

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.triage.record import DumpRecord
+from dumpkit.records import record
 
 NO_EXCEPTION = "(no exception record)"
 
 
-@dataclass(frozen=True)
+@record
 class Group:
     signature: str  # NO_EXCEPTION for dumps analysed without an exception
     kind: Optional[str]

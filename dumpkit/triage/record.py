@@ -3,14 +3,15 @@ as a dict, never a Report."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Any, Dict, Optional, Tuple
+from dumpkit.records import record
 
 ANALYSED, FAILED, TIMED_OUT = "analysed", "error", "timeout"
 RECORD_VERSION = 2  # 2 added python_recursion
 
 
-@dataclass(frozen=True)
+@record
 class DumpRecord:
     path: str
     size: int

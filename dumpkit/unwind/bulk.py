@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
 
 from dumpkit.unwind.frames import SCANNED, Frame, Trust
+from dumpkit.records import record
 
 # Periods tried when looking for a cycle, and how many frames of fast steps in a row make
 # it worth a look (below that the step-by-step walk is as quick).
@@ -38,7 +38,7 @@ T = TypeVar("T")
 K = TypeVar("K")
 
 
-@dataclass(frozen=True)
+@record
 class Member:
     """One function of a cycle as the walk found it: every repetition has the same ip,
     names and frame size; `offset` is its SP's distance from the repetition's first SP."""
@@ -54,7 +54,7 @@ class Member:
     trust: Trust = Trust.UNWIND_INFO  # how every repetition of it was found
 
 
-@dataclass(frozen=True)
+@record
 class Run:
     """`repetitions` verified repetitions of `members` starting at frame `first` with SP
     `sp`; repetition k is `span` bytes above repetition 0. Each member's frames were found

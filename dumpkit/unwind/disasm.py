@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     import capstone
 
 from dumpkit.target import GPR_NAMES
+from dumpkit.records import record
 
 _IMM = re.compile(r"^(?:0x[0-9a-f]+|\d+)$")
 # 64-bit general-purpose registers only: anything else (pop of a 16-bit reg...) is not
@@ -97,7 +97,7 @@ def call_target(code_before: bytes, return_address: int) -> Optional[int]:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class ReturnPath:
     """The state at the RET (or tail-call JMP) reached by running forward from an IP."""
 
@@ -208,7 +208,7 @@ MAX_EPILOGUE_INSTRUCTIONS = 18
 EPILOGUE_BYTES = 64  # 7 + 16 * 2 + 7 fit
 
 
-@dataclass(frozen=True)
+@record
 class EpilogueStep:
     kind: str  # "add" (value = bytes), "lea" (rsp = register + value), "pop", "ret", "tail"
     register: Optional[str] = None
@@ -351,7 +351,7 @@ def epilogue_path(
 _MASK64 = (1 << 64) - 1
 
 
-@dataclass(frozen=True)
+@record
 class StackAllocation:
     size: int  # bytes the prologue asks for (the immediate of sub rsp / mov eax before the probe)
     via_probe: bool  # allocated through __chkstk / ___chkstk_ms

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
+from dumpkit.records import record
 
 
 class _Described:
@@ -186,7 +187,7 @@ class Tallied(Protocol):
     def tally(self, fn: Callable[[Frame], K]) -> Dict[K, int]: ...
 
 
-@dataclass(frozen=True)
+@record
 class StackWalk:
     """One thread's walk: its frames, how the walk ended, and what went wrong on the way."""
 

@@ -9,12 +9,12 @@ is the primary entry's start, and is named after it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
 from dumpkit.symbols import display_name
 from dumpkit.target import MemoryNotInDump, Module
+from dumpkit.records import record
 
 if TYPE_CHECKING:  # the PDB reader is imported only when a PDB is found
     from dumpkit.symbols.pdb import PdbFunction
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the PDB reader is imported only when a PDB is found
 DynamicEntry = Tuple[int, int, int, int]
 
 
-@dataclass(frozen=True)
+@record
 class Place:
     module: Optional[Module]
     rva: Optional[int]

@@ -22,15 +22,15 @@ Data only: no logic beyond small lookups used by `dumpkit.analysis.environment`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Tuple
+from dumpkit.records import record
 
 SOURCE = "tensorflow.org/install/source_windows, Tested build configurations (Windows GPU)"
 
 LAST_NATIVE_WINDOWS_GPU = (2, 10)  # TF 2.11+ has no CUDA build for native Windows
 
 
-@dataclass(frozen=True)
+@record
 class TFBuild:
     package: str  # as the table names it: "tensorflow_gpu"
     version: str  # "2.10.0"

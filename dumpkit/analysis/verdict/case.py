@@ -6,7 +6,7 @@ package turns one kind of crash into a headline, a confidence, evidence and next
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codes.model import (
@@ -37,6 +37,7 @@ from dumpkit.analysis.pyentry import PythonEntry
 from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.records import record
 
 ReadCode = Callable[[int, int], bytes]
 
@@ -51,7 +52,7 @@ INVALID_PARAMETER = STATUS_INVALID_PARAMETER
 FATAL_APP_EXIT = STATUS_FATAL_APP_EXIT
 
 
-@dataclass(frozen=True)
+@record
 class Case:
     """The facts a verdict is decided from.
 

@@ -4,7 +4,6 @@ tables of plain text, decided here; report/contents.py lays them out."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.facts import POINTER_REGISTERS
@@ -12,6 +11,7 @@ from dumpkit.analysis.model import Contents, CrashInfo, Environment, SystemSumma
 from dumpkit.report.view.inline import Line, Span, text, words
 from dumpkit.report.view.stacks import pointer_digits
 from dumpkit.words import plural
+from dumpkit.records import record
 
 EXCEPTION_NONCONTINUABLE = 1
 _FEATURE_NAMES = {"AVX512F": "AVX-512 (F)"}
@@ -19,13 +19,13 @@ _FEATURE_NAMES = {"AVX512F": "AVX-512 (F)"}
 HEADING, SECONDARY = "heading", "secondary"  # a line's emphasis
 
 
-@dataclass(frozen=True)
+@record
 class InfoLine:
     text: Line
     emphasis: str = ""  # "", HEADING or SECONDARY
 
 
-@dataclass(frozen=True)
+@record
 class Table:
     title: str
     columns: Tuple[str, ...]
@@ -33,7 +33,7 @@ class Table:
     empty: str = ""  # the line shown instead when there are no rows
 
 
-@dataclass(frozen=True)
+@record
 class ContentsView:
     head: Tuple[InfoLine, ...]  # the file, system, process and exception
     threads: Table

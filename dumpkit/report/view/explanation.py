@@ -3,20 +3,20 @@ meaning, then sections of paragraphs (mix-ups, causes, next steps, capture help)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Tuple
 
 from dumpkit.analysis.explain import Explanation, capture_help_for
+from dumpkit.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Section:
     title: str
     items: Tuple[str, ...]  # paragraphs; a line starting with a command is a command
     bullets: bool = True  # a list of items, or running paragraphs
 
 
-@dataclass(frozen=True)
+@record
 class ExplanationView:
     heading: str  # "0xC00000FD  STATUS_STACK_OVERFLOW"
     spellings: str  # "signed: -1073741571   unsigned: 3221225725   hex: 0xC00000FD"

@@ -3,10 +3,10 @@ every format marks it up and escapes it its own way while the words stay the vie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Tuple
 
 from dumpkit.report.escape import MAX_SHOWN
+from dumpkit.records import record
 
 # What a span is: the kind decides the markup and the escaping.
 WORDS = "words"  # dumpkit's own fixed wording and punctuation: no markup characters, written as is
@@ -17,7 +17,7 @@ THREAD = "thread"  # a thread id: DML links it to `~~[TID]s`
 PROSE = "prose"  # a sentence dumpkit wrote, whose `...` parts are code in Markdown and HTML
 
 
-@dataclass(frozen=True)
+@record
 class Span:
     text: str
     kind: str = WORDS

@@ -11,7 +11,6 @@ aggregated into runs (a million-frame stack is a handful of runs, never a millio
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
@@ -20,6 +19,7 @@ from dumpkit.analysis.recursion import call_order
 from dumpkit.report.view.report import shown_cycles
 from dumpkit.unwind.frames import TRUST_LEVELS
 from dumpkit.words import human_bytes, plural
+from dumpkit.records import record
 
 PAGE = 0x1000
 
@@ -74,7 +74,7 @@ def stack_matters(report: Report) -> bool:
 # --------------------------------------------------------------------------- stack budget
 
 
-@dataclass(frozen=True)
+@record
 class StackRequest:
     """A frame the thread died allocating: it asked for `bytes` below the used stack."""
 
@@ -84,7 +84,7 @@ class StackRequest:
     versus: str  # "4.0x the whole reserve", or "" when it would have fit
 
 
-@dataclass(frozen=True)
+@record
 class BudgetPicture:
     """The crashing thread's stack as one band from its base: every figure is a distance in
     bytes below the base (the stack grows toward lower addresses)."""
@@ -182,14 +182,14 @@ def budget_picture(report: Report) -> Optional[BudgetPicture]:
 # --------------------------------------------------------------------------- recursion
 
 
-@dataclass(frozen=True)
+@record
 class CycleMember:
     function: str
     bytes: Optional[int]  # its frame's size in one repetition (the most common), None when unknown
     label: str  # "304 B", or "?"
 
 
-@dataclass(frozen=True)
+@record
 class CyclePicture:
     tid: int
     members: Tuple[CycleMember, ...]  # in call order (caller first), at most MEMBERS_DRAWN
@@ -257,7 +257,7 @@ def cycle_picture(t: ThreadReport, c: Cycle) -> CyclePicture:
 # --------------------------------------------------------------------------- bytes by function
 
 
-@dataclass(frozen=True)
+@record
 class FunctionBar:
     name: str  # a function, or a description for NOT_KEPT / OTHER
     bytes: int
@@ -265,7 +265,7 @@ class FunctionBar:
     label: str  # "1015.3 KiB, 99%"
 
 
-@dataclass(frozen=True)
+@record
 class StackByFunction:
     tid: int
     bars: Tuple[FunctionBar, ...]  # largest first; OTHER last
@@ -356,7 +356,7 @@ def stack_by_function(report: Report) -> Optional[StackByFunction]:
 # --------------------------------------------------------------------------- how frames were found
 
 
-@dataclass(frozen=True)
+@record
 class TrustRun:
     trust: str  # a trust level, or MIXED
     frames: int
@@ -365,7 +365,7 @@ class TrustRun:
     label: str  # "frames 1-5,135: unwind_info"
 
 
-@dataclass(frozen=True)
+@record
 class TrustStrip:
     tid: int
     frames: int
@@ -439,7 +439,7 @@ def trust_strip(report: Report) -> Optional[TrustStrip]:
 # --------------------------------------------------------------------------- all of them
 
 
-@dataclass(frozen=True)
+@record
 class Pictures:
     budget: Optional[BudgetPicture]
     cycles: Tuple[CyclePicture, ...]

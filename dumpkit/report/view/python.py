@@ -5,17 +5,17 @@ type would have it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple, Union
 
 from dumpkit.analysis.model import PythonCycle, PythonFrameRecord, PythonReport, PythonThreadReport
 from dumpkit.report.view.stacks import Fold
 from dumpkit.words import plural
+from dumpkit.records import record
 
 LAYOUT_CAVEAT = "structure layout from CPython's headers, not verified on a real dump"
 
 
-@dataclass(frozen=True)
+@record
 class PythonFrameRow:
     index: int
     function: str  # co_name ("?" when unreadable): escape it
@@ -26,7 +26,7 @@ class PythonFrameRow:
 PythonRow = Union[PythonFrameRow, Fold]
 
 
-@dataclass(frozen=True)
+@record
 class PythonStackView:
     tid: int
     title: str  # "Python stack of thread 264: 3,829 frames"
@@ -34,7 +34,7 @@ class PythonStackView:
     problems: Tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class PythonView:
     summary: str  # one sentence: the interpreter and what was read, or what is missing
     stacks: Tuple[PythonStackView, ...]  # the crashing thread first

@@ -5,7 +5,6 @@ renderers (text, Markdown, HTML, DML) only mark it up."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Collection, List, Optional, Tuple
 
 from dumpkit.analysis.model import (
@@ -35,11 +34,12 @@ from dumpkit.report.view.stacks import (
     thread_view,
 )
 from dumpkit.words import human_bytes, plural
+from dumpkit.records import record
 
 # --------------------------------------------------------------------------- verdict
 
 
-@dataclass(frozen=True)
+@record
 class VerdictView:
     headline: str  # dumpkit's sentences, with `code` spans (PROSE)
     confidence: str
@@ -50,7 +50,7 @@ class VerdictView:
 # --------------------------------------------------------------------------- facts
 
 
-@dataclass(frozen=True)
+@record
 class Fact:
     """One row of facts. Tables head it with `label`; the terminal (text, DML) with
     `terminal_label` in its label column, or, when that is None, shows the value as a
@@ -62,7 +62,7 @@ class Fact:
     terminal_value: Optional[Line] = None  # the terminal's wording, where it differs from the tables'
 
 
-@dataclass(frozen=True)
+@record
 class Remark:
     """A sentence under the facts: a compatibility finding, or a caveat (`note`)."""
 
@@ -70,7 +70,7 @@ class Remark:
     note: bool
 
 
-@dataclass(frozen=True)
+@record
 class Facts:
     exception: Tuple[Fact, ...]  # what was raised, where, and what it means
     machine: Tuple[Fact, ...]  # OS and CPU
@@ -194,7 +194,7 @@ MIN_OTHER_THREAD_REPETITIONS = 10  # shorter repeats on healthy threads are ordi
 ENTRY_PATH_SHOWN = 6
 
 
-@dataclass(frozen=True)
+@record
 class RecursionView:
     tid: int
     summary: str  # numbers only
@@ -241,7 +241,7 @@ def recursion_view(t: ThreadReport, c: Cycle) -> RecursionView:
 FRAME_SIZES_SHOWN = 8
 
 
-@dataclass(frozen=True)
+@record
 class FrameSizeRow:
     index: int
     function: str
@@ -252,7 +252,7 @@ class FrameSizeRow:
     oversized: bool
 
 
-@dataclass(frozen=True)
+@record
 class FrameSizeHeaders:
     """The largest-frames table's column headers, with their units."""
 
@@ -263,7 +263,7 @@ class FrameSizeHeaders:
     how: str = "Prologue"
 
 
-@dataclass(frozen=True)
+@record
 class FrameSizeTable:
     rows: Tuple[FrameSizeRow, ...]
     legend: Optional[str]  # what the `oversized` mark means; None when no row carries it (and no mark column)
@@ -329,7 +329,7 @@ def budget_line(b: StackBudget) -> str:
 # --------------------------------------------------------------------------- the crash site
 
 
-@dataclass(frozen=True)
+@record
 class CodeRow:
     address: str  # hex, as wide as a pointer
     bytes: str  # hex
@@ -337,7 +337,7 @@ class CodeRow:
     faulting: bool
 
 
-@dataclass(frozen=True)
+@record
 class CodeView:
     """The instructions around the faulting IP, the one at the IP marked."""
 
@@ -421,7 +421,7 @@ def group_summary(lead: ThreadView, same: Tuple[ThreadView, ...]) -> Line:
     return tuple(line)
 
 
-@dataclass(frozen=True)
+@record
 class Threads:
     """The threads besides the crashing one."""
 
@@ -431,7 +431,7 @@ class Threads:
     full: Tuple[ThreadView, ...]  # threads shown with their whole stack besides the crashing one (DML)
 
 
-@dataclass(frozen=True)
+@record
 class ImagesView:
     """What of the crashing stack was guessed for want of images, and how to fill the gap."""
 
@@ -457,7 +457,7 @@ def images_view(coverage: Optional[ImageCoverage]) -> Optional[ImagesView]:
     return ImagesView(title, tuple(lines))
 
 
-@dataclass(frozen=True)
+@record
 class ReportView:
     dumpkit_version: str
     schema_version: int

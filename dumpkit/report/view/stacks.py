@@ -4,12 +4,13 @@ CPU's. The cell conventions of the layouts in use today are named here, in one p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Generic, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
 from dumpkit.report.view.inline import Line
 from dumpkit.words import human_bytes, plural
+from dumpkit.records import record
 
 # Cell conventions of a stack table, one per column across formats (issue #16 item 2):
 REPORT = "report"  # `analyze` in every format: decimal frame numbers, each frame's own size in decimal bytes
@@ -18,7 +19,7 @@ KF = "kf"  # WinDbg's `kf`, where asked for (`dumpkit stack`, `!tfstack`): hex n
 DOCUMENT = REPORT
 
 
-@dataclass(frozen=True)
+@record
 class StackHeaders:
     """The column headers of a stack table: each states its convention."""
 
@@ -67,7 +68,7 @@ def kf_number(index: int) -> str:
     return f"{index:02x}" if index < 256 else f"{index:x}"
 
 
-@dataclass(frozen=True)
+@record
 class Fold:
     """A row standing for frames not shown: a cycle's further repetitions, or frames the
     report did not keep."""
@@ -75,7 +76,7 @@ class Fold:
     text: str
 
 
-@dataclass(frozen=True)
+@record
 class FrameRow:
     index: int  # the frame's number (DML links to `.frame index`)
     number: str  # as the table's convention writes it
@@ -90,7 +91,7 @@ class FrameRow:
 Row = Union[FrameRow, Fold]
 
 
-@dataclass(frozen=True)
+@record
 class StackTable:
     rows: Tuple[Row, ...]
     cut: bool  # frames beyond the rows asked for were left out
@@ -257,7 +258,7 @@ def cut_table(table: StackTable, max_rows: int) -> StackTable:
     return table
 
 
-@dataclass(frozen=True)
+@record
 class ThreadView:
     tid: int
     name: Optional[str]  # from the dump: escape it
@@ -284,7 +285,7 @@ def thread_view(t: ThreadReport, stack: Optional[StackTable] = None) -> ThreadVi
     )
 
 
-@dataclass(frozen=True)
+@record
 class ThreadGroup:
     """Threads with identical stacks, like `!uniqstack`: the first, and the others."""
 
@@ -310,13 +311,13 @@ def stack_groups(threads: Sequence[ThreadReport]) -> List[Tuple[ThreadReport, Tu
     return groups
 
 
-@dataclass(frozen=True)
+@record
 class ModuleImage:
     name: str
     source: str  # where its PE image came from
 
 
-@dataclass(frozen=True)
+@record
 class StacksView:
     """`dumpkit stack`: each thread asked for with every frame (kf layout), then where each
     module image came from."""

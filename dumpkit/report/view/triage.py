@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import datetime
 import os
-from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.triage.group import Group, group
 from dumpkit.triage.record import DumpRecord
+from dumpkit.records import record
 
 SCHEMA = "dumpkit-triage"
 SCHEMA_VERSION = 1
 HEADERS = ("#", "signature", "verdict", "count", "modules", "first seen", "last seen", "example")
 
 
-@dataclass(frozen=True)
+@record
 class GroupRow:
     number: int
     signature: str
@@ -30,14 +30,14 @@ class GroupRow:
     python: str  # 'walk (job.py) > visit (job.py) in 2 of 3 dumps; ...', or '' when none
 
 
-@dataclass(frozen=True)
+@record
 class FailureRow:
     path: str
     status: str
     error: str
 
 
-@dataclass(frozen=True)
+@record
 class TriageView:
     summary: str
     groups: Tuple[GroupRow, ...]

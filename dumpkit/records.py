@@ -1,0 +1,152 @@
+"""`@record`: a frozen dataclass that costs a fifth of one to define.
+
+`dataclasses.dataclass(frozen=True)` compiles six methods per class, each from its own
+source text (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`,
+`__delattr__`), and asks `inspect.signature` for a docstring the class lacks: about half
+a millisecond a class here, and `dumpkit analyze` defines over a hundred classes before
+it reads a byte of the dump (issue #34, start-up). A record compiles only `__init__` (its
+signature and speed matter: records are made per frame); the other five are closures over
+the field names, comparing and hashing the fields' tuple made by `operator.attrgetter`,
+which is what the generated code does.
+
+What a record is, the standard library decides: `dataclasses.dataclass(init=False,
+repr=False, eq=False)` collects the fields (defaults, `field(default_factory=...)`,
+inheritance, `ClassVar`), so `fields`, `replace`, `asdict`, `is_dataclass`, `match` and
+pickling behave as for any dataclass. The methods keep `dataclass(frozen=True)`'s
+semantics (equal only to an instance of exactly the same class; `FrozenInstanceError` on
+assignment, also to a field of a subclass): tests/test_records.py holds every record in
+dumpkit to them. Not supported, and refused: `InitVar`, and a dataclass base that is not a
+record (the standard library sees a record as non-frozen, and refuses the mix).
+For type checkers `record` is `dataclass_transform(frozen_default=True)`."""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Type, TypeVar
+
+T = TypeVar("T")
+
+_MARK = "__dumpkit_record__"  # set on every record class: bases are checked against it
+
+
+def _build(cls: Type[T]) -> Type[T]:
+    for base in cls.__mro__[1:-1]:
+        if dataclasses.is_dataclass(base) and not base.__dict__.get(_MARK, False):
+            raise TypeError(f"record {cls.__qualname__}: base {base.__qualname__} is a dataclass, not a record")
+    if not cls.__dict__.get("__doc__"):
+        cls.__doc__ = cls.__name__  # spares dataclass an inspect.signature; replaced below
+    for note in cls.__dict__.get("__annotations__", {}).values():
+        if isinstance(note, dataclasses.InitVar) or (isinstance(note, str) and "InitVar" in note):
+            raise TypeError(f"record {cls.__qualname__}: InitVar is not supported")
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    space: Dict[str, Any] = {"_set": object.__setattr__, "_NO_ARG": _NO_ARG}
+    params: List[str] = []
+    body: List[str] = []
+    for f in fields:
+        name = f.name
+        if f.default is not dataclasses.MISSING:
+            space[f"_d_{name}"] = f.default
+        if f.default_factory is not dataclasses.MISSING:
+            space[f"_f_{name}"] = f.default_factory
+        if f.init:
+            if f.default is not dataclasses.MISSING:
+                params.append(f"{name}=_d_{name}")
+            elif f.default_factory is not dataclasses.MISSING:
+                params.append(f"{name}=_NO_ARG")
+                body.append(f"  if {name} is _NO_ARG: {name} = _f_{name}()")
+            else:
+                params.append(name)
+            body.append(f"  _set(self, {name!r}, {name})")
+        elif f.default_factory is not dataclasses.MISSING:
+            body.append(f"  _set(self, {name!r}, _f_{name}())")
+        elif f.default is not dataclasses.MISSING:
+            body.append(f"  _set(self, {name!r}, _d_{name})")
+    if hasattr(cls, "__post_init__"):
+        body.append("  self.__post_init__()")
+    source = "\n".join([f"def __init__(self, {', '.join(params)}):", *(body or ["  pass"])])
+    exec(compile(source, f"<record {cls.__qualname__}>", "exec"), space)
+    methods = _methods(
+        cls,
+        tuple(f.name for f in fields),
+        [f.name for f in fields if f.repr],
+        [f.name for f in fields if f.compare],
+        [f.name for f in fields if (f.compare if f.hash is None else f.hash)],
+    )
+    methods["__init__"] = space["__init__"]
+    for name, fn in methods.items():
+        fn.__qualname__ = f"{cls.__qualname__}.{name}"
+        setattr(cls, name, fn)
+    space["__init__"].__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
+    if cls.__doc__ == cls.__name__:
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
+    setattr(cls, _MARK, True)
+    return cls
+
+
+def _methods(cls: Type[Any], names: Tuple[str, ...], shown: List[str], compared: List[str], hashed: List[str]):
+    """The methods other than __init__, as closures over the field names: no compile.
+    attrgetter of several names gives their tuple in C, what the generated code of the
+    standard library compares and hashes."""
+    shown_of = _getter(shown)
+    compared_of = _getter(compared)
+    hashed_of = _getter(hashed)
+    frozen = dataclasses.FrozenInstanceError
+
+    def __repr__(self) -> str:
+        values = shown_of(self)
+        return f"{self.__class__.__qualname__}({', '.join(f'{n}={v!r}' for n, v in zip(shown, values))})"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return compared_of(self) == compared_of(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(hashed_of(self))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if type(self) is cls or name in names:
+            raise frozen(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if type(self) is cls or name in names:
+            raise frozen(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return {
+        "__repr__": __repr__,
+        "__eq__": __eq__,
+        "__hash__": __hash__,
+        "__setattr__": __setattr__,
+        "__delattr__": __delattr__,
+    }
+
+
+def _getter(names: List[str]) -> Callable[[object], Tuple[Any, ...]]:
+    """The named attributes' values as a tuple, whatever their number."""
+    if not names:
+        return lambda obj: ()
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda obj: (one(obj),)
+    return operator.attrgetter(*names)
+
+
+class _NoArg:
+    def __repr__(self) -> str:
+        return "<factory>"  # what inspect.signature shows for a dataclass
+
+
+_NO_ARG = _NoArg()
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+
+    @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+    def record(cls: Type[T]) -> Type[T]: ...
+
+else:
+    record: Callable[[Type[T]], Type[T]] = _build

@@ -1,0 +1,160 @@
+"""`@record` (dumpkit/records.py) is `dataclass(frozen=True)` made cheaper to define: the
+same constructor, equality, hash, repr and frozenness, on test classes made both ways and
+on every record class dumpkit defines."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+import pkgutil
+from dataclasses import dataclass, field
+from typing import List, Optional, Tuple
+
+import pytest
+
+import dumpkit
+from dumpkit.records import record
+
+
+def _twins():
+    """The same classes, as records and as frozen dataclasses (module level, to pickle)."""
+    out = {}
+    for make in (record, dataclass(frozen=True)):
+
+        class Plain:
+            a: int
+            b: str = "x"
+            c: Tuple[int, ...] = ()
+            d: List[int] = field(default_factory=list, hash=False)  # compared, not hashed
+            e: Optional[List[int]] = field(default=None, compare=False, repr=False)
+            f: int = field(default=7, init=False)
+
+        class Empty:
+            pass
+
+        plain, empty = make(Plain), make(Empty)
+
+        class Child(plain):  # type: ignore[misc,valid-type]
+            g: float = 1.5
+
+        out[make is record] = (plain, empty, make(Child))
+    return out
+
+
+TWINS = _twins()
+RecordPlain, RecordEmpty, RecordChild = TWINS[True]
+DataPlain, DataEmpty, DataChild = TWINS[False]
+for _cls in (*TWINS[True], *TWINS[False]):
+    _cls.__module__ = __name__
+    _cls.__qualname__ = _cls.__name__ = ("Record" if _cls in TWINS[True] else "Data") + _cls.__name__
+    globals()[_cls.__name__] = _cls
+
+
+@pytest.mark.parametrize("ours, theirs", list(zip(TWINS[True], TWINS[False])))
+def test_constructor_signature_is_the_dataclasss(ours, theirs):
+    assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+    assert [f.name for f in dataclasses.fields(ours)] == [f.name for f in dataclasses.fields(theirs)]
+    assert ours.__match_args__ == theirs.__match_args__
+
+
+def _pair(kind: str, *args, **kwargs):
+    return TWINS[True][kind](*args, **kwargs), TWINS[False][kind](*args, **kwargs)
+
+
+PLAIN, EMPTY, CHILD = 0, 1, 2
+
+
+def test_values_repr_equality_and_hash_are_the_dataclasss():
+    ours, theirs = _pair(PLAIN, 1, "y", (2, 3), [4], e=[5])
+    assert dataclasses.asdict(ours) == dataclasses.asdict(theirs)
+    assert repr(ours).replace("Record", "") == repr(theirs).replace("Data", "")
+    assert hash(ours) == hash(theirs)
+    same, _ = _pair(PLAIN, 1, "y", (2, 3), [4], e=[99])  # e is not compared
+    assert same == ours and hash(same) == hash(ours)
+    other, _ = _pair(PLAIN, 2)
+    assert other != ours and not (other == ours)
+    assert _pair(PLAIN, 1, "y", (2, 3), [0])[0] != ours  # d is compared
+    assert ours.d is not _pair(PLAIN, 1)[0].d  # a factory's value per instance
+    assert ours.f == theirs.f == 7
+    assert RecordEmpty() == RecordEmpty() and hash(RecordEmpty()) == hash(DataEmpty())
+
+
+def test_an_instance_of_a_subclass_is_not_equal_as_with_dataclasses():
+    parent, child = RecordPlain(1), RecordChild(1)
+    assert (parent == child) == (DataPlain(1) == DataChild(1)) is False
+    assert RecordChild(1, g=2.0) != RecordChild(1)
+    assert repr(RecordChild(1)).startswith("RecordChild(a=1, b='x'")
+
+
+def test_fields_cannot_be_assigned_or_deleted():
+    for obj in (RecordPlain(1), RecordChild(1)):
+        with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'a'"):
+            obj.a = 2
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            del obj.b
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            obj.new = 1
+
+
+def test_replace_and_pickle_work_as_on_dataclasses():
+    ours = RecordPlain(1, "y")
+    changed = dataclasses.replace(ours, b="z")
+    assert (changed.a, changed.b, changed.f) == (1, "z", 7) and ours.b == "y"
+    assert pickle.loads(pickle.dumps(ours)) == ours
+    with pytest.raises(TypeError):
+        RecordPlain()  # a is required
+
+
+def test_a_dataclass_base_or_an_initvar_is_refused():
+    @dataclass
+    class Base:
+        x: int = 0
+
+    with pytest.raises(TypeError, match="not a record"):
+
+        @record
+        class Bad(Base):
+            y: int = 0
+
+    with pytest.raises(TypeError, match="InitVar"):
+
+        @record
+        class Bad2:
+            x: dataclasses.InitVar[int]
+
+
+def _dumpkit_records():
+    found = {}
+    for info in pkgutil.walk_packages(dumpkit.__path__, "dumpkit."):
+        if info.name.startswith("dumpkit.capture.") and info.name.rsplit(".", 1)[1] in (
+            "win32",
+            "debugger",
+            "live",
+            "registry",
+        ):
+            continue  # Windows only
+        if info.name in ("dumpkit.__main__",):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if inspect.isclass(value) and value.__dict__.get("__dumpkit_record__"):
+                found[f"{value.__module__}.{value.__qualname__}"] = value
+    return found
+
+
+def test_every_record_in_dumpkit_has_the_constructor_a_frozen_dataclass_would_have():
+    records = _dumpkit_records()
+    assert len(records) > 100  # the model, the view, the unwinder's and the PE reader's records
+    for name, cls in records.items():
+        twin = dataclasses.make_dataclass(
+            cls.__name__,
+            [
+                (f.name, f.type, field(default=f.default, default_factory=f.default_factory, init=f.init))
+                for f in dataclasses.fields(cls)
+            ],
+            frozen=True,
+        )
+        assert str(inspect.signature(cls)) == str(inspect.signature(twin)), name
+        assert cls.__hash__ is not object.__hash__ and cls.__eq__ is not object.__eq__, name
