@@ -1,33 +1,40 @@
 #!/usr/bin/env python3
 """Generate dumpkit/analysis/codes/ntstatus.tsv: the names and values of Windows status
-codes, of their EXCEPTION_* aliases and of the __fastfail subcodes, read from SDK headers.
+codes, of their EXCEPTION_* aliases and of the __fastfail subcodes, read from SDK headers
+and from the `ntstatus` package on PyPI.
 
     apt-get install mingw-w64-x86-64-dev libwine-dev    # the headers read (Debian)
+    pip install ntstatus                                # generation only: dumpkit reads the .tsv
     python tools/gen_status_codes.py                    # rewrite the data file
     python tools/gen_status_codes.py --check            # exit 1 if it would change
 
 Sources, in order of precedence (a name keeps the value of the first source defining it;
-a later source that disagrees is reported and recorded in the file's header):
+a later header that disagrees is reported and recorded in the file's header):
   1. tools/status_codes_extra.h  hand declarations checked against the Windows SDK: fixes of
                                  packaged values, newer FAST_FAIL_*, runtime exception codes
   2. mingw-w64's ntstatus.h      every ((NTSTATUS)0x...) define
   3. Wine's ntstatus.h           the names mingw-w64 lacks (e.g. STATUS_FATAL_USER_CALLBACK_EXCEPTION)
-  4. mingw-w64's winnt.h         FAST_FAIL_* (0..9 and INVALID_FAST_FAIL_CODE)
-  5. Wine's winnt.h              FAST_FAIL_* up to 70
-  6. mingw-w64's minwinbase.h    EXCEPTION_* = STATUS_* aliases
-The package name and version of each header set is written into the file's header. Without
+  4. ntstatus (PyPI, MIT)        NtStatus: the names no header defines (newer SDKs' codes).
+                                 Where it names what the headers name, the values must agree
+                                 or generation stops: it checks the headers and they check it.
+  5. mingw-w64's winnt.h         FAST_FAIL_* (0..9 and INVALID_FAST_FAIL_CODE)
+  6. Wine's winnt.h              FAST_FAIL_* up to 70
+  7. mingw-w64's minwinbase.h    EXCEPTION_* = STATUS_* aliases
+The package name and version of each source is written into the file's header. Without
 dpkg (headers copied from elsewhere) pass them with --mingw-package / --wine-package.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import os
 import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -104,6 +111,51 @@ def read_extra(path: str, label: str) -> List[Row]:
     return rows
 
 
+NTSTATUS_PACKAGE = "ntstatus"
+
+
+def load_ntstatus() -> Tuple[Any, str]:
+    """The ntstatus module and its 'ntstatus VERSION' label; a one-line exit without it."""
+    try:
+        module = importlib.import_module(NTSTATUS_PACKAGE)
+        version = importlib.metadata.version(NTSTATUS_PACKAGE)
+    except ImportError:
+        raise SystemExit(
+            f"the {NTSTATUS_PACKAGE} package is needed to generate the tables: pip install ntstatus"
+        ) from None
+    return module, f"{NTSTATUS_PACKAGE} {version}"
+
+
+def package_names(cls: Any) -> Dict[str, int]:
+    """Name -> unsigned value of the constants a class of the ntstatus package defines. An
+    attribute counts when the constant it holds is named after it: HResult also holds
+    HRESULT_FROM_WIN32(...) and HRESULT_FROM_NT(...) of every code (attributes WIN32__* and
+    NTSTATUS__*), which are spellings dumpkit computes, not names."""
+    names = {}
+    for attr, const in vars(cls).items():
+        if getattr(const, "name", None) == attr and _NAME.match(attr):
+            names[attr] = int(const.unsigned_value) & 0xFFFFFFFF
+    return names
+
+
+NTSTATUS_SOURCE = "ntstatus (PyPI)"  # the rows' source column; the version is in the file's header
+
+
+def package_rows(names: Dict[str, int], kind: str, label: str, known: Dict[str, Tuple[str, int]]) -> List[Row]:
+    """The rows of the package names the headers lack. `known` holds every name the headers
+    define, with its kind and value: where the package (`label`, its name and version) names
+    one of them too, kind and value must be the same, else generation stops (SystemExit
+    listing every disagreement)."""
+    wrong = [
+        f"{name}: {label} says {kind} 0x{value:08X}, the headers say {known[name][0]} 0x{known[name][1]:08X}"
+        for name, value in sorted(names.items())
+        if name in known and known[name] != (kind, value)
+    ]
+    if wrong:
+        raise SystemExit(f"{len(wrong)} names disagree between {label} and the headers:\n  " + "\n  ".join(wrong))
+    return [Row(kind, name, value, NTSTATUS_SOURCE) for name, value in names.items() if name not in known]
+
+
 def package_version(package: str) -> str:
     try:
         out = subprocess.run(
@@ -167,6 +219,7 @@ def generate(args: argparse.Namespace) -> Tuple[str, List[str]]:
             if not os.path.isfile(path):
                 raise SystemExit(f"{path}: not found (apt-get install {MINGW_PACKAGE} {WINE_PACKAGE})")
     mingw, wine = paths["mingw"], paths["wine"]
+    module, ntstatus_pkg = load_ntstatus()
     extra = read_extra(args.extra, "status_codes_extra.h")
     status, clashes = merge(
         [
@@ -175,6 +228,8 @@ def generate(args: argparse.Namespace) -> Tuple[str, List[str]]:
             read_status(wine["ntstatus.h"], "wine ntstatus.h"),
         ]
     )
+    known = {r.name: ("status", r.value) for r in status}
+    status += package_rows(package_names(module.NtStatus), "status", ntstatus_pkg, known)
     names = {r.name: r.value for r in status}
     rows, more = merge(
         [
@@ -185,7 +240,11 @@ def generate(args: argparse.Namespace) -> Tuple[str, List[str]]:
             read_aliases(mingw["minwinbase.h"], "mingw-w64 minwinbase.h", names),
         ]
     )
-    packages = [f"{mingw_pkg}: {', '.join(mingw)}", f"{wine_pkg}: {', '.join(wine)}"]
+    packages = [
+        f"{mingw_pkg}: {', '.join(mingw)}",
+        f"{wine_pkg}: {', '.join(wine)}",
+        f"{ntstatus_pkg} (PyPI): NtStatus, for the names the headers lack; where both name a code they agree",
+    ]
     return render(rows, clashes + more, packages), clashes + more
 
 
