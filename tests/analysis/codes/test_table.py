@@ -1,14 +1,18 @@
 """The generated code table (dumpkit/analysis/codes/ntstatus.tsv, made by
-tools/gen_status_codes.py from SDK headers): the hand-written notes agree with it, it is
-what the generator makes from the recorded headers, it is read lazily, and the codes it
-adds are named in lookups, headlines and parsing."""
+tools/gen_status_codes.py from SDK headers and the ntstatus package): the hand-written notes
+agree with it, it is what the generator makes from the recorded sources, the generator stops
+where the package and the headers disagree, the table is read lazily, and the codes it adds
+are named in lookups, headlines, parsing and `dumpkit explain`."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -25,9 +29,12 @@ from dumpkit.analysis.codes import (
 from dumpkit.analysis.codes.notes import INFORMAL_ALIASES
 from dumpkit.analysis.codes.table import code_table, parse_table
 
+from tests.conftest import run_cli
+
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "dumpkit" / "analysis" / "codes" / "ntstatus.tsv"
-GENERATOR = ROOT / "tools" / "gen_status_codes.py"
+TOOLS = ROOT / "tools"
+GENERATOR = TOOLS / "gen_status_codes.py"
 
 
 # ---- the notes agree with the headers -----------------------------------------------------
@@ -73,29 +80,37 @@ def test_the_names_for_the_common_codes_are_the_sdk_ones():
 
 
 def _recorded_versions():
-    head = [line for line in DATA.read_text().splitlines() if line.startswith("#")]
-    return dict(re.findall(r"^#\s+(mingw-w64-x86-64-dev|libwine-dev) (\S+):", "\n".join(head), re.M))
+    head = "\n".join(line for line in DATA.read_text().splitlines() if line.startswith("#"))
+    versions = dict(re.findall(r"^#\s+(mingw-w64-x86-64-dev|libwine-dev) (\S+):", head, re.M))
+    versions.update(re.findall(r"^#\s+(ntstatus) (\S+) \(PyPI\)", head, re.M))
+    return versions
 
 
 def test_data_file_names_its_sources_and_their_versions():
     versions = _recorded_versions()
-    assert set(versions) == {"mingw-w64-x86-64-dev", "libwine-dev"} and all(versions.values())
+    assert set(versions) == {"mingw-w64-x86-64-dev", "libwine-dev", "ntstatus"} and all(versions.values())
     assert any("status_codes_extra.h" in s for s in code_table().sources)
     assert any("GENERATED" in s for s in code_table().sources)
 
 
-def _installed_version(package: str) -> str:
+def installed_version(package: str) -> str:
+    """The installed version of a Debian package, or of the ntstatus package from PyPI."""
+    if package == "ntstatus":
+        try:
+            return importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            return ""
     if shutil.which("dpkg-query") is None:
         return ""
     out = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", package], capture_output=True, text=True)
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
-def test_data_file_is_what_the_generator_makes_from_the_recorded_headers():
+def test_data_file_is_what_the_generator_makes_from_the_recorded_sources():
     versions = _recorded_versions()
-    installed = {p: _installed_version(p) for p in versions}
+    installed = {p: installed_version(p) for p in versions}
     if installed != versions:
-        pytest.skip(f"headers at the recorded versions not installed ({installed} vs {versions})")
+        pytest.skip(f"sources at the recorded versions not installed ({installed} vs {versions})")
     out = subprocess.run(
         [sys.executable, str(GENERATOR), "--check"], capture_output=True, text=True, timeout=120, cwd=ROOT
     )
@@ -142,7 +157,123 @@ def test_table_is_read_at_first_need_not_at_import():
     assert out.returncode == 0, out.stderr
 
 
-# ---- what the table adds to lookups, headlines and parsing ----------------------------------
+# ---- the generator's check of the ntstatus package against the headers ---------------------
+
+
+@pytest.fixture
+def generator(monkeypatch):
+    monkeypatch.syspath_prepend(str(TOOLS))
+    return importlib.import_module("gen_status_codes")
+
+
+def test_package_names_agreeing_with_the_headers_add_only_what_the_headers_lack(generator):
+    known = {"STATUS_ACCESS_VIOLATION": ("status", 0xC0000005)}
+    package = {"STATUS_ACCESS_VIOLATION": 0xC0000005, "STATUS_NEWER": 0xC0000FFF}
+    rows = generator.package_rows(package, "status", "ntstatus 9.9", known)
+    assert [(r.name, r.value, r.source) for r in rows] == [("STATUS_NEWER", 0xC0000FFF, "ntstatus (PyPI)")]
+
+
+@pytest.mark.parametrize(
+    "package,known",
+    [
+        ({"STATUS_ACCESS_VIOLATION": 0xC0000006}, {"STATUS_ACCESS_VIOLATION": ("status", 0xC0000005)}),
+        ({"E_FAIL": 0x80004005}, {"E_FAIL": ("win32", 0x80004005)}),  # same value, another kind
+    ],
+)
+def test_a_package_name_disagreeing_with_the_headers_stops_generation(generator, package, known):
+    with pytest.raises(SystemExit, match=r"1 names disagree between ntstatus 9\.9 and the headers") as stop:
+        generator.package_rows(package, "status", "ntstatus 9.9", known)
+    assert next(iter(package)) in str(stop.value)
+
+
+def test_the_package_spellings_of_computed_hresults_are_not_names(generator):
+    class Const:
+        def __init__(self, name, value):
+            self.name, self.unsigned_value = name, value
+
+    class HResult:
+        E_OUTOFMEMORY = Const("E_OUTOFMEMORY", 0x8007000E)
+        WIN32__ERROR_ACCESS_DENIED = Const("HRESULT_FROM_WIN32(ERROR_ACCESS_DENIED)", 0x80070005)
+        WIN32__ERROR_OUTOFMEMORY = E_OUTOFMEMORY  # the package's cache hands the first constant back
+
+    assert generator.package_names(HResult) == {"E_OUTOFMEMORY": 0x8007000E}
+
+
+FAKE_NTSTATUS = textwrap.dedent(
+    """
+    class _Const:
+        def __init__(self, name, value):
+            self.name, self.unsigned_value = name, value
+
+    class NtStatus:
+        STATUS_ACCESS_VIOLATION = _Const("STATUS_ACCESS_VIOLATION", {status})
+
+    class Win32Error:
+        ERROR_ACCESS_DENIED = _Const("ERROR_ACCESS_DENIED", {win32})
+
+    class HResult:
+        E_FAIL = _Const("E_FAIL", 0x80004005)
+    """
+)
+
+
+def fake_ntstatus(tmp_path: Path, status: int = 0xC0000005, win32: int = 5) -> Path:
+    """A folder holding an installed `ntstatus` 9.9 whose names are the ones given."""
+    site = tmp_path / "site"
+    (site / "ntstatus").mkdir(parents=True)
+    (site / "ntstatus" / "__init__.py").write_text(FAKE_NTSTATUS.format(status=status, win32=win32))
+    (site / "ntstatus-9.9.dist-info").mkdir()
+    (site / "ntstatus-9.9.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: ntstatus\nVersion: 9.9\n")
+    return site
+
+
+def run_generator(script: str, site: Path, out: Path) -> "subprocess.CompletedProcess[str]":
+    mingw = Path("/usr/share/mingw-w64/include")
+    wine = Path("/usr/include/wine/wine/windows")
+    if not (mingw / "ntstatus.h").is_file() or not (wine / "ntstatus.h").is_file():
+        pytest.skip("mingw-w64 and Wine headers not installed (apt-get install mingw-w64-x86-64-dev libwine-dev)")
+    args = [sys.executable, str(TOOLS / script), "--out", str(out), "--mingw-package", "mingw-w64 X"]
+    if script == "gen_status_codes.py":
+        args += ["--wine-package", "wine X"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site)}
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+
+@pytest.mark.parametrize(
+    "script,wrong", [("gen_status_codes.py", {"status": 0xC0000006}), ("gen_win32_errors.py", {"win32": 6})]
+)
+def test_the_generators_stop_and_write_nothing_when_the_package_disagrees(tmp_path, script, wrong):
+    out = tmp_path / "table.tsv"
+    run = run_generator(script, fake_ntstatus(tmp_path, **wrong), out)
+    assert run.returncode != 0
+    name = "STATUS_ACCESS_VIOLATION" if "status" in wrong else "ERROR_ACCESS_DENIED"
+    assert f"{name}: ntstatus 9.9 says" in run.stderr
+    assert not out.exists()
+    # and with the package agreeing, the same run writes the table, the package named in it
+    run = run_generator(script, fake_ntstatus(tmp_path / "agreeing"), out)
+    assert run.returncode == 0, run.stderr
+    assert "ntstatus 9.9 (PyPI)" in out.read_text()
+
+
+def test_without_the_package_the_generator_says_how_to_get_it(tmp_path):
+    # a module that fails as a missing one does, ahead of any installed copy
+    (tmp_path / "ntstatus.py").write_text("raise ModuleNotFoundError('No module named ntstatus', name='ntstatus')\n")
+    run = run_generator("gen_status_codes.py", tmp_path, tmp_path / "table.tsv")
+    assert run.returncode != 0 and "pip install ntstatus" in run.stderr
+
+
+# ---- what the table adds to lookups, headlines, parsing and `dumpkit explain` ---------------
+
+
+def test_a_code_only_the_ntstatus_package_names_is_explained():
+    # 0xC00001B2, raised when a CET shadow stack does not match the return address, is in
+    # none of the headers the generator reads: the package named it
+    row = next(line for line in DATA.read_text().splitlines() if line.startswith("status\tSTATUS_CONTROL_STACK_V"))
+    assert row.split("\t")[2:] == ["0xC00001B2", "ntstatus (PyPI)"]
+    for spelling in ("0xC00001B2", "-1073741390", "STATUS_CONTROL_STACK_VIOLATION"):
+        r = run_cli("explain", spelling)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0].split() == ["0xC00001B2", "STATUS_CONTROL_STACK_VIOLATION"]
 
 
 def test_a_code_only_the_headers_name_is_named():
