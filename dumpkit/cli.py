@@ -43,7 +43,7 @@ ImagePathOpt = typer.Option(
 SymbolPathOpt = typer.Option(
     None,
     "--symbol-path",
-    help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_SYMBOL_PATH is read too.",
+    help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME, compressed NAME.dl_ read too) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_ALT_SYMBOL_PATH, then _NT_SYMBOL_PATH, are read too. Downloads without a cache go to $DUMPKIT_CACHE/symbols or the user cache folder; each is checked against the module and capped by DUMPKIT_MAX_DOWNLOAD (default 2G).",
 )
 RecordedPathsOpt = typer.Option(
     True,

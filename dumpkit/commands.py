@@ -161,11 +161,10 @@ def text_width(tty: bool, asked: Optional[int]) -> int:
 
 
 def symbol_paths(explicit: Optional[List[str]]) -> List[str]:
-    paths = list(explicit or [])
-    env = os.environ.get("_NT_SYMBOL_PATH")
-    if env:
-        paths.append(env)
-    return paths
+    """--symbol-path values, then _NT_ALT_SYMBOL_PATH and _NT_SYMBOL_PATH (WinDbg's order)."""
+    from dumpkit.symbols.store import environment_symbol_paths
+
+    return list(explicit or []) + environment_symbol_paths()
 
 
 def run_analyze(

@@ -12,9 +12,10 @@ Order, as in DESIGN.md "Where unwind data comes from":
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
    directory, built on first use), matched by name + TimeDateStamp + SizeOfImage;
 4. symbol-store layouts `DIR/NAME/<TIMESTAMP %08X><SIZEOFIMAGE %x>/NAME`, following a
-   `file.ptr` there (a compressed `NAME.dl_` is named in the failures, not read);
+   `file.ptr` there and expanding a compressed `NAME.dl_` (a cabinet) into dumpkit's cache;
 5. HTTP symbol servers named in a symbol path (`srv*CACHE*https://...`): NAME/KEY/NAME
-   is downloaded into CACHE (atomically; nothing else is ever written).
+   (or NAME_, compressed) is downloaded into CACHE, capped, and kept only when it is the
+   module's build (dumpkit.symbols.store; nothing else is ever written).
 
 Results are cached per module; `close()` releases the files. A locator made with
 `record_reads=True` wraps every image file it serves in a `RecordingBacking`, so that a
@@ -51,6 +52,20 @@ from typing import (
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
 from dumpkit.pe.xz import XzBlocks, read_index
+from dumpkit.symbols.store import (
+    Check,
+    Fetched,
+    StoreKey,
+    SymbolServer,
+    download,
+    download_limit,
+    expand,
+    parse_symbol_spec,
+    read_pointer,
+    resolve_case_insensitive,
+    store_files,
+    symbol_cache,
+)
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 from dumpkit.words import listing, plural
 
@@ -147,65 +162,14 @@ class ImageStore:
 
 
 # ----------------------------------------------------------------------------- paths
-@dataclass(frozen=True)
-class SymbolServer:
-    url: str  # base URL; images are served at URL/NAME/KEY/NAME
-    cache: str  # local store the downloads go into (NAME/KEY/NAME)
-
-
-DEFAULT_SYMBOL_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "dumpkit", "symbols")
-
-
 def parse_symbol_path(spec: str) -> List[str]:
-    """Local directories named by an `_NT_SYMBOL_PATH`-style string.
-
-    Elements are separated by ';'. `srv*DIR*URL`, `symsrv*symsrv.dll*DIR*URL` and
-    `cache*DIR` contribute their local directories; plain elements are directories.
-    URLs are returned by `parse_symbol_servers`."""
+    """Local directories named by an `_NT_SYMBOL_PATH`-style string (store.parse_symbol_spec)."""
     return parse_symbol_spec(spec)[0]
 
 
 def parse_symbol_servers(spec: str) -> List[SymbolServer]:
-    """The HTTP(S) symbol servers of a symbol path, each with the local store its
-    downloads go to (the last local directory before the URL in the same `srv*` element,
-    as symsrv does; else dumpkit's cache folder)."""
+    """The HTTP(S) symbol servers of a symbol path, each with the local store its downloads go to."""
     return parse_symbol_spec(spec)[1]
-
-
-def parse_symbol_spec(spec: str) -> Tuple[List[str], List[SymbolServer]]:
-    dirs: List[str] = []
-    servers: List[SymbolServer] = []
-    for element in spec.split(";"):
-        element = element.strip()
-        if not element:
-            continue
-        parts = element.split("*")
-        head = parts[0].lower()
-        if head in ("srv", "symsrv", "cache") and len(parts) > 1:
-            rest = parts[1:]
-            if head == "symsrv" and rest and rest[0].lower().endswith(".dll"):
-                rest = rest[1:]
-        else:
-            rest = [element]
-        cache = None
-        for p in rest:
-            if not p:
-                continue
-            if _is_url(p):
-                if p.lower().startswith(("http://", "https://")):
-                    servers.append(SymbolServer(p.rstrip("/"), cache or DEFAULT_SYMBOL_CACHE))
-                continue
-            cache = p
-            if p not in dirs:
-                dirs.append(p)
-    for srv in servers:
-        if srv.cache not in dirs:
-            dirs.append(srv.cache)
-    return dirs, servers
-
-
-def _is_url(s: str) -> bool:
-    return bool(re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", s))
 
 
 _DRIVE_RE = re.compile(r"^([a-zA-Z]):[\\/](.*)$")
@@ -250,37 +214,11 @@ def windows_path_candidates(path: str) -> List[str]:
     return out
 
 
-def _resolve_case_insensitive(path: str) -> Optional[str]:
-    """`path` if it exists, else the existing path that equals it ignoring case in each
-    component (Windows paths are case-insensitive; POSIX file systems are not)."""
-    if os.path.exists(path):
-        return path
-    if not os.path.isabs(path):
-        return None
-    parts = [c for c in path.split("/") if c]
-    cur = "/"
-    for comp in parts:
-        nxt = os.path.join(cur, comp)
-        if os.path.exists(nxt):
-            cur = nxt
-            continue
-        try:
-            entries = os.listdir(cur)
-        except OSError:
-            return None
-        low = comp.lower()
-        match = next((e for e in entries if e.lower() == low), None)
-        if match is None:
-            return None
-        cur = os.path.join(cur, match)
-    return cur if os.path.exists(cur) else None
-
-
 def _existing_files(candidates: Iterable[str]) -> Iterator[str]:
     """The candidates that are files here, resolved case-insensitively on POSIX (a path a
     Windows machine recorded may differ in case from the file on this one)."""
     for cand in candidates:
-        real = _resolve_case_insensitive(cand) if os.sep == "/" else cand
+        real = resolve_case_insensitive(cand) if os.sep == "/" else cand
         if real and os.path.isfile(real):
             yield real
 
@@ -300,8 +238,11 @@ class ImageLocator:
         use_recorded_path: bool = True,
         store: Optional[ImageStore] = None,
         record_reads: bool = False,
+        max_download: Optional[int] = None,
     ):
         self.image_paths = list(image_paths)
+        # the largest file a server may send or a cabinet expand to (DUMPKIT_MAX_DOWNLOAD)
+        self.max_download = download_limit() if max_download is None else max_download
         self.store = store
         self.record_reads = record_reads
         self.recorded: List[Tuple[Module, LocatedImage]] = []  # served file images, in order (record_reads)
@@ -522,52 +463,65 @@ class ImageLocator:
         return out
 
     def _from_symbol_server(self, module: Module) -> Optional[LocatedImage]:
-        """Download NAME/KEY/NAME from each configured HTTP symbol server into its local
-        store, then use it like any store file. Compressed (NAME.dl_) and file.ptr
-        answers are not handled yet."""
-        name = _module_file_name(module)
-        if not self.symbol_servers or not name or not module.timestamp or not module.size:
+        """NAME/KEY/NAME from each configured HTTP symbol server (or its compressed NAME_),
+        checked against the module before it enters the server's local store."""
+        key = _image_key(module)
+        if not self.symbol_servers or key is None:
             return None
-        key = f"{module.timestamp:08X}{module.size:x}"
         for srv in self.symbol_servers:
-            dest = os.path.join(srv.cache, name, key, name)
+            dest = key.where(srv.cache)
             if os.path.isfile(dest):
                 found = self._try_file(dest, module, "symbol-store")
                 if found is not None:
                     return found
                 continue
-            why = _download(f"{srv.url}/{name}/{key}/{name}", dest)
-            if why == "":
-                self.downloads.append(dest)
-                found = self._try_file(dest, module, "symbol-server")
-                if found is not None:
-                    found.detail = f"{srv.url} -> {found.detail}"
-                    return found
-            else:
-                self.failures.append(f"{name}: symbol server {srv.url}: {why}")
+            got = download(srv, key, _image_check(module), self.max_download)
+            if got.path is None:
+                self.failures.append(f"{key.name}: symbol server {srv.url}: {got.problem}")
+                continue
+            self.downloads.append(got.path)
+            found = self._try_file(got.path, module, "symbol-server")
+            if found is not None:
+                found.detail = f"{srv.url} -> {found.detail}"
+                return found
         return None
 
     def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
         """NAME/KEY/NAME in each store; else what a store may hold instead: a `file.ptr`
         (symstore /p: a pointer to the real file) is followed; a compressed `NAME.dl_`
-        (symstore /compress, a cabinet) is not read, and the failure says so."""
-        name = _module_file_name(module)
-        if not name or not module.timestamp or not module.size:
-            return None  # the store key needs both
-        key = f"{module.timestamp:08X}{module.size:x}"
+        (symstore /compress, a cabinet) is expanded into dumpkit's cache, once checked."""
+        key = _image_key(module)
+        if key is None:
+            return None  # the store key needs both TimeDateStamp and SizeOfImage
         for d in self.symbol_dirs:
             for base in windows_path_candidates(d) if os.sep == "/" else [d]:
-                for path in _store_candidates(base, name, key):
+                for path in store_files(base, key):
                     found = self._try_file(path, module, "symbol-store")
                     if found is not None:
                         return found
-                for ptr in _store_candidates(base, name, key, "file.ptr"):
+                for ptr in store_files(base, key, "file.ptr"):
                     found = self._follow_pointer(ptr, module)
                     if found is not None:
                         return found
-                for packed in _store_candidates(base, name, key, name[:-1] + "_"):
-                    self.failures.append(f"{name}: symbol store: {packed} {_CABINET}")
+                for packed in store_files(base, key, key.compressed):
+                    got = self._expand(packed, key, _image_check(module))
+                    if got.path is None:
+                        self.failures.append(f"{key.name}: symbol store: {got.problem}")
+                        continue
+                    found = self._try_file(got.path, module, "symbol-store")
+                    if found is not None:
+                        found.detail = f"{packed} expanded into {got.path} -> {found.detail}"
+                        return found
         return None
+
+    def _expand(self, packed: str, key: StoreKey, check: Check) -> Fetched:
+        """A store's cabinet `packed` expanded into dumpkit's cache, once: a checked copy
+        already there is used (expanding LZX in Python costs seconds per MB of code)."""
+        cache = symbol_cache()
+        for done in store_files(cache, key):
+            if check(done) is None:
+                return Fetched(done)
+        return expand(packed, key, cache, check, self.max_download)
 
     def _follow_pointer(self, ptr: str, module: Module) -> Optional[LocatedImage]:
         """A store's file.ptr holds `PATH:<where the file is>` or `MSG:<why it is not>`."""
@@ -613,16 +567,16 @@ class ImageLocator:
             found = self._try_pdb(path, cv, refused)
             if found is not None:
                 return found
+        key = StoreKey(name, cv.symbol_id)
         for srv in self.symbol_servers:
-            dest = os.path.join(srv.cache, name, cv.symbol_id, name)
-            if os.path.isfile(dest):
+            if os.path.isfile(key.where(srv.cache)):
                 continue  # a store candidate already tried above
-            why = _download(f"{srv.url}/{name}/{cv.symbol_id}/{name}", dest)
-            if why:
-                refused.append(f"symbol server {srv.url}: {why}")
+            got = download(srv, key, _pdb_check(cv), self.max_download)
+            if got.path is None:
+                refused.append(f"symbol server {srv.url}: {got.problem}")
                 continue
-            self.downloads.append(dest)
-            found = self._try_pdb(dest, cv, refused)
+            self.downloads.append(got.path)
+            found = self._try_pdb(got.path, cv, refused)
             if found is not None:
                 return found
         return LocatedPdb(None, None, tuple(refused))
@@ -631,23 +585,29 @@ class ImageLocator:
         self, module: Module, cv: CodeViewRecord, name: str, image_file: Optional[str], refused: List[str]
     ) -> Iterator[str]:
         """Where `cv`'s PDB may be, in search order. A store may hold, instead of the file,
-        a file.ptr (followed) or a compressed NAME.pd_ (named in `refused`), as for images."""
+        a file.ptr (followed) or a compressed NAME.pd_ (expanded into dumpkit's cache once
+        checked), as for images."""
+        key = StoreKey(name, cv.symbol_id)
         for d in self.symbol_dirs:
             for base in windows_path_candidates(d) if os.sep == "/" else [d]:
-                yield from _store_candidates(base, name, cv.symbol_id)
-                for ptr in _store_candidates(base, name, cv.symbol_id, "file.ptr"):
+                yield from store_files(base, key)
+                for ptr in store_files(base, key, "file.ptr"):
                     targets, why = _pointed_files(ptr)
                     yield from targets
                     if why:
                         refused.append(why)
-                for packed in _store_candidates(base, name, cv.symbol_id, name[:-1] + "_"):
-                    refused.append(f"{packed}: {_CABINET}")
+                for packed in store_files(base, key, key.compressed):
+                    got = self._expand(packed, key, _pdb_check(cv))
+                    if got.path is not None:
+                        yield got.path
+                    else:
+                        refused.append(str(got.problem))
         beside = [image_file] if image_file else []
         if self.use_recorded_path:
             beside += windows_path_candidates(module.path) if module.path else []
         for image in beside:
             folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
-            real = _resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
+            real = resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
             cand = real or os.path.join(folder, name)
             if os.path.isfile(cand):
                 yield cand
@@ -923,80 +883,67 @@ class XzBacking:
         self._ended = True
 
 
-MAX_DOWNLOAD = 2 << 30
-DOWNLOAD_TIMEOUT = 60
-
-
-def _download(url: str, dest: str) -> Optional[str]:
-    """Fetch url into dest (atomically, bounded); None on any failure (the reason is the
-    caller's soft error to give). Returns the reason on failure, "" on success."""
-    import tempfile
-    import urllib.error
-    import urllib.request
-
-    req = urllib.request.Request(url, headers={"User-Agent": "Microsoft-Symbol-Server/10.0.0.0 dumpkit"})
-    try:
-        with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT) as resp:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=os.path.dirname(dest))
-            total = 0
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    while True:
-                        chunk = resp.read(1 << 20)
-                        if not chunk:
-                            break
-                        total += len(chunk)
-                        if total > MAX_DOWNLOAD:
-                            raise OSError(f"larger than {MAX_DOWNLOAD} bytes")
-                        out.write(chunk)
-                os.replace(tmp, dest)
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
-    except urllib.error.HTTPError as e:
-        return f"HTTP {e.code}"
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        return str(getattr(e, "reason", e))
-    return ""
-
-
-# What a store's compressed NAME.dl_ / NAME.pd_ (symstore /compress) gets said of it.
-_CABINET = (
-    "is compressed (a cabinet), which dumpkit does not read; expand it in place "
-    "(`expand` on Windows, `cabextract` elsewhere)"
-)
-
-
 def _pointed_files(ptr: str) -> Tuple[List[str], Optional[str]]:
-    """The existing files a store's file.ptr (`PATH:<file>` or `MSG:<why not>`, written by
-    symstore /p) points to here, and why there are none (None when there are)."""
-    try:
-        with open(ptr, "rb") as f:
-            text = f.read(MAX_FILE_PTR).decode("utf-8", "replace").strip()
-    except OSError as e:
-        return [], f"{ptr}: {e.strerror or e}"
-    kind, _, value = text.partition(":")
-    value = value.strip()
-    if kind.upper() != "PATH" or not value:
-        return [], f"{ptr} says {text[:200]!r}"
+    """The existing files a store's file.ptr points to here, and why there are none (None
+    when there are)."""
+    value, why = read_pointer(ptr)
+    if value is None:
+        return [], why
     found = list(_existing_files(windows_path_candidates(value) if os.sep == "/" else [value]))
     return found, None if found else f"{ptr} points to {value}, which is not here"
 
 
-def _store_candidates(base: str, name: str, key: str, leaf: Optional[str] = None) -> Iterator[str]:
-    """NAME/KEY/LEAF (LEAF defaults to NAME) under `base`, tolerating case differences
-    (stores written on Windows differ in case; POSIX file systems care)."""
-    direct = os.path.join(base, name, key, leaf or name)
-    if os.path.isfile(direct):
-        yield direct
-        return
-    real = _resolve_case_insensitive(os.path.abspath(direct)) if os.sep == "/" else None
-    if real and os.path.isfile(real):
-        yield real
+def _image_key(module: Module) -> Optional[StoreKey]:
+    name = _module_file_name(module)
+    if not name or not module.timestamp or not module.size:
+        return None
+    return StoreKey(name, f"{module.timestamp:08X}{module.size:x}")
+
+
+def _image_check(module: Module) -> Check:
+    """A store candidate is the module's image when its PE headers parse, its TimeDateStamp
+    and SizeOfImage are the module's, and the file holds all of its sections' data (a
+    transfer cut short can leave the headers whole)."""
+
+    def check(path: str) -> Optional[str]:
+        try:
+            img = PEImage.from_file(path)
+        except PEError as e:
+            return f"not a PE image ({e})"
+        try:
+            if img.timestamp != module.timestamp or img.size_of_image != module.size:
+                return (
+                    f"another build (TimeDateStamp {img.timestamp:#010x} SizeOfImage {img.size_of_image:#x}, "
+                    f"the dump has {module.timestamp:#010x} {module.size:#x})"
+                )
+            size = os.path.getsize(path)
+            end = max((s.raw_offset + s.raw_size for s in img.sections if s.raw_size), default=0)
+            if end > size:
+                return f"cut short ({size:,} bytes; its sections' data ends at {end:,})"
+        finally:
+            img.close()
+        return None
+
+    return check
+
+
+def _pdb_check(cv: CodeViewRecord) -> Check:
+    """A store candidate is the PDB `cv` names when it reads as one and its GUID and age are `cv`'s."""
+
+    def check(path: str) -> Optional[str]:
+        from dumpkit.symbols.pdb import PdbError, open_pdb
+
+        try:
+            pdb = open_pdb(path)
+        except PdbError as e:
+            return f"not a readable PDB ({e})"
+        try:
+            why = pdb.mismatch(cv)
+        finally:
+            pdb.close()
+        return None if why is None else f"another build ({why})"
+
+    return check
 
 
 def _pdata_unreadable(img: PEImage) -> Optional[str]:
