@@ -132,6 +132,11 @@ def run_triage(
         _write(text, page)
     else:
         sys.stdout.write(text)
+    if cache is not None and cache.damaged:
+        sys.stderr.write(
+            f"dumpkit: warning: {cache_dir}: {cache.damaged} cache entr{'y was' if cache.damaged == 1 else 'ies were'} "
+            "damaged (truncated or not written by dumpkit); removed, and their dumps analysed again\n"
+        )
     failed = sum(1 for r in records if not r.ok)
     if failed:
         sys.stderr.write(f"dumpkit: warning: {failed} of {len(records)} dumps not analysed (listed in the output)\n")

@@ -25,6 +25,7 @@ class Cache:
     def __init__(self, folder: str):
         self.folder = folder
         os.makedirs(folder, exist_ok=True)
+        self.damaged = 0  # entries found unreadable this run (removed; their dumps analysed again)
 
     def _entry(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key + ".json")
@@ -32,10 +33,22 @@ class Cache:
     def get(self, key: str, path: str, report_dir: Optional[str]) -> Optional[DumpRecord]:
         """The cached record, moved to `path`; None when absent, unreadable, or when its
         per-dump report is needed here and cannot be copied."""
+        entry = self._entry(key)
         try:
-            with open(self._entry(key), encoding="utf-8") as f:
+            with open(entry, encoding="utf-8") as f:
                 record = DumpRecord.from_dict(json.load(f))
-        except (OSError, ValueError, TypeError):
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):  # unreadable, truncated, not JSON, not UTF-8
+            record = None
+        if record is None:
+            # removed, so that it is said once: the dump's new record replaces it, or,
+            # when the analysis fails, the next run analyses it again without a word
+            self.damaged += 1
+            try:
+                os.unlink(entry)
+            except OSError:
+                pass
             return None
         if record.report and report_dir is not None:
             saved = os.path.join(self.folder, key[:2], key + os.path.splitext(record.report)[1])

@@ -44,12 +44,29 @@ class DumpRecord:
         return d
 
     @staticmethod
-    def from_dict(d: Dict[str, Any]) -> "DumpRecord":
-        known = {f.name for f in fields(DumpRecord)}
+    def from_dict(d: Any) -> Optional["DumpRecord"]:
+        """The record `to_dict` wrote; None for anything else (a cache entry that was
+        truncated, edited or written by something else must not become a result)."""
+        if not isinstance(d, dict):
+            return None
+        known = {f.name: f for f in fields(DumpRecord)}
         kept = {k: v for k, v in d.items() if k in known}
-        kept["modules"] = tuple(kept.get("modules") or ())
+        modules = kept.get("modules") or ()
+        if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
+            return None
+        kept["modules"] = tuple(modules)
+        for name, kind in _REQUIRED.items():
+            value = kept.get(name)
+            if not isinstance(value, kind) or isinstance(value, bool):  # JSON's true is no size
+                return None
+        if kept["status"] not in (ANALYSED, FAILED, TIMED_OUT):
+            return None
         return DumpRecord(**kept)
 
     def at(self, path: str, cached: bool) -> "DumpRecord":
         """The same result for a copy of the dump found at `path`."""
         return replace(self, path=path, cached=cached)
+
+
+# what a record read back must have, and of which type
+_REQUIRED: Dict[str, type] = {"path": str, "size": int, "sha256": str, "status": str}

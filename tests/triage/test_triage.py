@@ -270,3 +270,67 @@ def test_cli_shows_the_python_recursion_under_its_group(tmp_path):
         {"functions": "visit (py_recursion.py) > walk (py_recursion.py)", "count": 1}
     ]
     assert doc["dumps"][0]["python_recursion"] == "visit (py_recursion.py) > walk (py_recursion.py)"
+
+
+def _triage_json(folder: Path, cache: Path, out: Path, jobs: int = 1) -> "subprocess.Popen[str]":
+    cmd = [sys.executable, "-m", "dumpkit", "triage", str(folder), "-i", str(SAMPLE_BIN), "-j", str(jobs)]
+    return subprocess.Popen(
+        cmd + ["--format", "json", "-o", str(out), "--cache", str(cache), "--no-progress"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(child: "subprocess.Popen[str]", out: Path):
+    _, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err
+    return json.loads(out.read_text()), err
+
+
+@pytest.mark.slow
+def test_damaged_cache_entries_are_recomputed_and_said_once(tmp_path):
+    """A fleet's cache folder meets truncated writes, disks that filled up and other
+    programs: such an entry is never a result; it is removed, the dump analysed again, and
+    the run says so in one line, once (#34 item 4)."""
+    dumps, cache = tmp_path / "dumps", tmp_path / "cache"
+    dumps.mkdir()
+    for name in ("null_deref.dmp", "fastfail_gs.dmp", "heap_oob.dmp"):
+        shutil.copy(sample_path(name), dumps / name)
+    first, _ = _finish(_triage_json(dumps, cache, tmp_path / "1.json"), tmp_path / "1.json")
+    entries = sorted(cache.glob("*/*.json"))
+    assert len(entries) == 3
+    entries[0].write_text(entries[0].read_text()[:40])  # truncated
+    entries[1].write_text("[1, 2]")  # JSON, but no record
+    entries[2].write_text(json.dumps({**json.loads(entries[2].read_text()), "size": "large"}))  # wrong type
+    second, err = _finish(_triage_json(dumps, cache, tmp_path / "2.json"), tmp_path / "2.json")
+    assert err.count("3 cache entries were damaged") == 1, err
+    assert [d["cached"] for d in second["dumps"]] == [False, False, False]
+    strip = lambda doc: [(d["path"], d["status"], d["signature"]) for d in doc["dumps"]]  # noqa: E731
+    assert strip(second) == strip(first)
+    third, err = _finish(_triage_json(dumps, cache, tmp_path / "3.json"), tmp_path / "3.json")
+    assert "damaged" not in err and [d["cached"] for d in third["dumps"]] == [True, True, True]
+
+
+@pytest.mark.slow
+def test_two_runs_sharing_one_cache_folder_lose_and_corrupt_nothing(tmp_path):
+    """Two triage runs at once over the same dumps and the same --cache (two nightly jobs,
+    two machines on a share): every entry they leave reads back, one per dump, and a third
+    run takes every dump from the cache with the same answers."""
+    dumps, cache = tmp_path / "dumps", tmp_path / "cache"
+    dumps.mkdir()
+    names = ("null_deref.dmp", "fastfail_gs.dmp", "heap_oob.dmp", "fastfail_abort.dmp", "big_frame.dmp")
+    for name in names:
+        shutil.copy(sample_path(name), dumps / name)
+    a = _triage_json(dumps, cache, tmp_path / "a.json", jobs=2)
+    b = _triage_json(dumps, cache, tmp_path / "b.json", jobs=2)
+    doc_a, _ = _finish(a, tmp_path / "a.json")
+    doc_b, _ = _finish(b, tmp_path / "b.json")
+    entries = sorted(cache.glob("*/*.json"))
+    assert len(entries) == len(names)
+    assert all(json.loads(e.read_text())["status"] == "analysed" for e in entries)
+    assert not list(cache.glob("*/.entry-*"))  # no temporary file left behind
+    third, err = _finish(_triage_json(dumps, cache, tmp_path / "c.json"), tmp_path / "c.json")
+    assert "damaged" not in err
+    assert [d["cached"] for d in third["dumps"]] == [True] * len(names)
+    strip = lambda doc: [(d["path"], d["status"], d["signature"]) for d in doc["dumps"]]  # noqa: E731
+    assert strip(third) == strip(doc_a) == strip(doc_b)
