@@ -161,9 +161,14 @@ def text_width(tty: bool, asked: Optional[int]) -> int:
 
 
 def symbol_paths(explicit: Optional[List[str]]) -> List[str]:
-    """--symbol-path values, then _NT_ALT_SYMBOL_PATH and _NT_SYMBOL_PATH (WinDbg's order)."""
-    from dumpkit.symbols.store import environment_symbol_paths
+    """--symbol-path values, then _NT_ALT_SYMBOL_PATH and _NT_SYMBOL_PATH (WinDbg's order).
+    A DUMPKIT_MAX_DOWNLOAD that is not a size stops here, before any search."""
+    from dumpkit.symbols.store import download_limit, environment_symbol_paths
 
+    try:
+        download_limit()
+    except ValueError as e:
+        raise fail(str(e)) from None
     return list(explicit or []) + environment_symbol_paths()
 
 

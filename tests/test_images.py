@@ -433,9 +433,7 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     assert r.returncode in (0, 1), r.stderr
     sources = {m["name"]: m["image_source"] for m in json.loads(r.stdout)["modules"] if m["image_source"]}
     assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))
-    assert (
-        sources["kernel32.dll"].startswith("not found (symbol store: ") and "kernel32.dl_" in sources["kernel32.dll"]
-    )
+    assert sources["kernel32.dll"].startswith("not found (symbol store: ") and "kernel32.dl_" in sources["kernel32.dll"]
 
 
 # ----------------------------------------------------------------------------- NAME.dll.xz

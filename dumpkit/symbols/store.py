@@ -336,11 +336,10 @@ def _receive(url: str, dest: str, limit: int) -> str:
 
     req = urllib.request.Request(url, headers={"User-Agent": "Microsoft-Symbol-Server/10.0.0.0 dumpkit"})
     with urllib.request.urlopen(req, timeout=DOWNLOAD_TIMEOUT) as resp:
-        length = resp.headers.get("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > limit:
-            raise _Refused(
-                f"{url} is {int(length):,} bytes, more than the limit of {limit:,} ({LIMIT_ENV}); not fetched"
-            )
+        header = resp.headers.get("Content-Length")
+        length = int(header) if header is not None and header.strip().isdigit() else None
+        if length is not None and length > limit:
+            raise _Refused(f"{url} is {length:,} bytes, more than the limit of {limit:,} ({LIMIT_ENV}); not fetched")
         out, tmp = _partial_file(dest)
         total = 0
         try:
@@ -358,6 +357,8 @@ def _receive(url: str, dest: str, limit: int) -> str:
                     if total > limit:
                         raise _Refused(f"{url} sent more than the limit of {limit:,} bytes ({LIMIT_ENV}); not cached")
                     out.write(chunk)
+                if length is not None and total != length:  # read(n) returns short, not an error, at a close
+                    raise _Refused(f"{url}: connection lost after {total:,} of {length:,} bytes; not cached")
         except BaseException:
             _unlink(tmp)
             raise

@@ -152,15 +152,29 @@ def test_a_symbol_store_pointer_to_the_pdb_is_followed(tmp_path):
     assert module(r, "pdbkernels.dll").symbol_source.startswith(f"pdb: {real}")
 
 
-def test_a_compressed_pdb_in_a_store_is_named_not_guessed_at(tmp_path):
+def test_a_damaged_compressed_pdb_in_a_store_is_named_not_guessed_at(tmp_path, monkeypatch):
+    monkeypatch.setenv("DUMPKIT_CACHE", str(tmp_path / "dumpkit-cache"))
     store = _store(tmp_path / "store", "pdbkernels.pdb")
     (key,) = list((store / "pdbkernels.pdb").iterdir())
     (key / "pdbkernels.pdb").unlink()
     (key / "pdbkernels.pd_").write_bytes(b"MSCF\0\0\0\0" + bytes(64))
     r = report("pdb_static_cycle.dmp", [str(images_only(tmp_path))], [str(store)])
     said = [e for e in r.soft_errors if "pdbkernels.pd_" in e]
-    assert said and "is compressed (a cabinet)" in said[0] and "cabextract" in said[0]
+    assert said and "cabinet format 0.0, dumpkit reads 1.3" in said[0]
     assert "pdbkernels.dll!parse_list" not in crashing(r).cycles[0].functions
+
+
+def test_a_compressed_pdb_in_a_store_names_the_functions(tmp_path, monkeypatch):
+    """symstore /compress's NAME.pd_ (here made by gcab, tests/symbols/data) is expanded into
+    dumpkit's cache and its names used."""
+    monkeypatch.setenv("DUMPKIT_CACHE", str(tmp_path / "dumpkit-cache"))
+    store = _store(tmp_path / "store", "pdbkernels.pdb")
+    (key,) = list((store / "pdbkernels.pdb").iterdir())
+    (key / "pdbkernels.pdb").unlink()
+    shutil.copy(Path(__file__).parent / "data" / "pdbkernels.pd_", key / "pdbkernels.pd_")
+    r = report("pdb_static_cycle.dmp", [str(images_only(tmp_path))], [str(store)])
+    assert sorted(crashing(r).cycles[0].functions) == sorted(f"pdbkernels.dll!{n}" for n in CYCLE)
+    assert (tmp_path / "dumpkit-cache" / "symbols" / "pdbkernels.pdb" / key.name / "pdbkernels.pdb").is_file()
 
 
 def test_pdb_from_a_symbol_server_over_loopback(tmp_path):
