@@ -118,3 +118,43 @@ def test_mutated_lzx_and_mszip_data_fail_cleanly():
                 damaged.extract(member, io.BytesIO(), 1 << 20)
             except CabinetError as e:
                 assert "\n" not in str(e)
+
+
+class _LzxWriter:
+    """Bits MSB-first into 16-bit little-endian words, and bytes between them: enough of an
+    LZX writer to make uncompressed blocks, which no cabinet at hand contains."""
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+        self.bits: list = []
+
+    def put(self, value: int, n: int) -> None:
+        self.bits += [(value >> (n - 1 - i)) & 1 for i in range(n)]
+
+    def raw(self, data: bytes) -> None:
+        """Pad to the next word (1 to 16 bits, as an uncompressed block's header is), then bytes."""
+        self.bits += [0] * (16 - len(self.bits) % 16)
+        for w in range(0, len(self.bits), 16):
+            word = int("".join(map(str, self.bits[w : w + 16])), 2)
+            self.out += word.to_bytes(2, "little")
+        self.bits = []
+        self.out += data
+
+
+def _uncompressed_block(w: _LzxWriter, data: bytes) -> None:
+    w.put(3, 3)  # block type: uncompressed
+    w.put(len(data) >> 8, 16)
+    w.put(len(data) & 0xFF, 8)
+    w.raw((1).to_bytes(4, "little") * 3 + data + (b"\0" if len(data) & 1 else b""))
+
+
+def test_lzx_uncompressed_blocks_of_odd_length():
+    from dumpkit.symbols.lzx import lzx_frames
+
+    w = _LzxWriter()
+    w.put(0, 1)  # no E8 translation
+    _uncompressed_block(w, b"hello")  # odd: one byte of padding follows
+    _uncompressed_block(w, b", world!")
+    assert b"".join(lzx_frames([(bytes(w.out), 13)], 15)) == b"hello, world!"
+    with pytest.raises(ValueError, match="the data ends inside an uncompressed block"):
+        list(lzx_frames([(bytes(w.out[:-3]), 13)], 15))
