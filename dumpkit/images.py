@@ -474,7 +474,8 @@ class ImageLocator:
                 found = self._try_file(dest, module, "symbol-store")
                 if found is not None:
                     return found
-                continue
+                # not the build its key names (older dumpkits cached servers' junk): a
+                # checked download replaces it
             got = download(srv, key, _image_check(module), self.max_download)
             if got.path is None:
                 self.failures.append(f"{key.name}: symbol server {srv.url}: {got.problem}")
@@ -569,8 +570,8 @@ class ImageLocator:
                 return found
         key = StoreKey(name, cv.symbol_id)
         for srv in self.symbol_servers:
-            if os.path.isfile(key.where(srv.cache)):
-                continue  # a store candidate already tried above
+            # a file already in the cache was a store candidate above, refused if we are
+            # here: a checked download replaces it
             got = download(srv, key, _pdb_check(cv), self.max_download)
             if got.path is None:
                 refused.append(f"symbol server {srv.url}: {got.problem}")

@@ -332,3 +332,19 @@ def test_dropped_connection_leaves_nothing_behind(server, tmp_path, kernels):
     why = _refused(loc, module, f"{base}/drop")
     assert f"connection lost after {len(dll) // 2:,} of {len(dll):,} bytes" in why and why.endswith("; not cached")
     assert files_under(tmp_path / "cache") == []
+
+
+def test_junk_left_in_the_cache_is_replaced_by_a_checked_download(server, tmp_path, kernels):
+    """Older dumpkits cached whatever a server sent: a file under the key that is not the
+    build the key names is downloaded again, and replaced once the download is checked."""
+    base, behaviours, _ = server
+    module, _, dll, _ = kernels
+    (tmp_path / "srv" / DLL / image_key(module)).mkdir(parents=True)
+    (tmp_path / "srv" / DLL / image_key(module) / DLL).write_bytes(dll)
+    behaviours["good"] = _from_store(tmp_path / "srv")
+    cached = tmp_path / "cache" / DLL / image_key(module) / DLL
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"MZ" + bytes(4094))
+    loc, found = _locate_from(f"{base}/good", module, tmp_path / "cache")
+    assert found is not None and found.source == "symbol-server"  # type: ignore[attr-defined]
+    assert cached.read_bytes() == dll
