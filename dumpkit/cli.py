@@ -347,6 +347,13 @@ def triage(
     progress: Optional[bool] = typer.Option(
         None, "--progress/--no-progress", help="Progress bar on stderr (default: when stderr is a terminal)."
     ),
+    memory_cap: Optional[str] = typer.Option(
+        None,
+        "--memory-cap",
+        help="Most memory one worker process may take (800M, 4G; 0: no cap): a dump needing more is listed "
+        "as failed and the run goes on. Default: half the machine's memory over the workers, 1G at least. "
+        "Worker processes on Linux (--jobs 2+).",
+    ),
 ) -> None:
     """Analyse many dumps and group them by crash signature: one line per distinct crash."""
     from dumpkit.triage.run import default_jobs
@@ -367,6 +374,7 @@ def triage(
             image_path or (),
             _symbol_paths(symbol_path),
             progress,
+            memory_cap,
         )
     except UsageError as e:
         raise fail(str(e)) from None

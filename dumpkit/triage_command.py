@@ -13,6 +13,7 @@ from dumpkit.analysis.signature import RULES
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
+from dumpkit.triage.memory import default_cap, parse_size
 from dumpkit.triage.record import DumpRecord
 from dumpkit.triage.run import run
 
@@ -49,10 +50,16 @@ def html_page(output: str) -> str:
 
 
 def _records(
-    paths: Sequence[str], job: Job, jobs: int, cache: Optional[Cache], scheduler: Optional[str], progress: bool
+    paths: Sequence[str],
+    job: Job,
+    jobs: int,
+    cache: Optional[Cache],
+    scheduler: Optional[str],
+    progress: bool,
+    memory_cap: Optional[int],
 ):
     """The records as they finish, with a rich progress bar on stderr when asked."""
-    stream = run(paths, job, jobs=jobs, cache=cache, scheduler=scheduler)
+    stream = run(paths, job, jobs=jobs, cache=cache, scheduler=scheduler, memory_cap=memory_cap)
     if not progress:
         yield from stream
         return
@@ -78,11 +85,16 @@ def run_triage(
     image_paths: Sequence[str],
     symbol_paths: Sequence[str],
     progress: Optional[bool],
+    memory_cap: Optional[str] = None,
 ) -> int:
     from dumpkit.bundle.reader import open_bundle
     from dumpkit.report import triage as render
     from dumpkit.report.view.triage import triage_document, triage_view
 
+    try:
+        cap = default_cap(jobs) if memory_cap is None else parse_size(memory_cap)
+    except ValueError as e:
+        raise UsageError(f"--memory-cap: {e}") from None
     paths, missing = collect(inputs)
     for m in missing:
         sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
@@ -107,7 +119,7 @@ def run_triage(
     interrupted = False
     started = time.monotonic()
     try:
-        for record in _records(paths, job, jobs, cache, scheduler, show):
+        for record in _records(paths, job, jobs, cache, scheduler, show, cap or None):
             records.append(record)
     except KeyboardInterrupt:
         interrupted = True

@@ -24,6 +24,7 @@ from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.target import DumpError
+from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord
 from dumpkit.records import record
 
@@ -238,6 +239,9 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     except DumpError as e:
         return failed(FAILED, str(e))
     except MemoryError:
+        cap = applied_cap()
+        if cap is not None:
+            return failed(FAILED, f"needed more memory than a worker may take (--memory-cap {describe(cap)})")
         return failed(FAILED, "not enough memory")
     except Exception as e:  # a bug in dumpkit must not stop a triage of thousands
         return failed(FAILED, f"internal error: {type(e).__name__}: {e}")

@@ -15,6 +15,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.triage.analyse import Job, analyse_one, content_hash
 from dumpkit.triage.cache import Cache, cache_key
+from dumpkit.triage.memory import apply_cap
 from dumpkit.triage.record import FAILED, DumpRecord
 
 # (path, content hash or None, cache key or None)
@@ -32,10 +33,12 @@ def default_jobs() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _quiet_worker() -> None:
+def _worker_setup(memory_cap: Optional[int]) -> None:
     """Ctrl-C is the parent's to handle: it stops handing out dumps and writes what
-    finished; a worker dying of it mid-dump would break the pool instead."""
+    finished; a worker dying of it mid-dump would break the pool instead. The memory cap
+    bounds what one dump's analysis can take (triage/memory.py)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    apply_cap(memory_cap)
 
 
 def _failed(item: Item, message: str) -> DumpRecord:
@@ -52,17 +55,18 @@ def _inline(job: Job, items: Sequence[Item]) -> Iterator[Tuple[Item, DumpRecord]
         yield item, analyse_one(job, item[0], item[1])
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
+def _pool(jobs: int, memory_cap: Optional[int]) -> ProcessPoolExecutor:
     if sys.version_info >= (3, 11):
         # a child limit rules out 'fork'; forkserver starts children from a clean process
         method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
         return ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=multiprocessing.get_context(method),
-            initializer=_quiet_worker,
+            initializer=_worker_setup,
+            initargs=(memory_cap,),
             max_tasks_per_child=TASKS_PER_CHILD,
         )
-    return ProcessPoolExecutor(max_workers=jobs, initializer=_quiet_worker)
+    return ProcessPoolExecutor(max_workers=jobs, initializer=_worker_setup, initargs=(memory_cap,))
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -79,12 +83,14 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
-def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Item, DumpRecord]]:
+def _processes(
+    job: Job, items: Sequence[Item], jobs: int, memory_cap: Optional[int]
+) -> Iterator[Tuple[Item, DumpRecord]]:
     """One dump per task; a worker that dies (killed, out of memory, a crash in a native
     library) costs the dumps it held an error record each, and a fresh pool goes on."""
     queue = list(reversed(items))
     running: Dict[Future, Item] = {}
-    pool = _pool(jobs)
+    pool = _pool(jobs, memory_cap)
     finished = False
     try:
         while queue or running:
@@ -107,7 +113,7 @@ def _processes(job: Job, items: Sequence[Item], jobs: int) -> Iterator[Tuple[Ite
                 queue.extend(running.values())
                 running.clear()
                 pool.shutdown(wait=False)
-                pool = _pool(jobs)
+                pool = _pool(jobs, memory_cap)
         finished = True
     finally:
         for future in running:
@@ -147,9 +153,15 @@ def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item,
 
 
 def run(
-    paths: Sequence[str], job: Job, jobs: int = 1, cache: Optional[Cache] = None, scheduler: Optional[str] = None
+    paths: Sequence[str],
+    job: Job,
+    jobs: int = 1,
+    cache: Optional[Cache] = None,
+    scheduler: Optional[str] = None,
+    memory_cap: Optional[int] = None,
 ) -> Iterator[DumpRecord]:
-    """Every dump's record, cache hits first, then in the order analyses finish."""
+    """Every dump's record, cache hits first, then in the order analyses finish.
+    `memory_cap`: bytes each worker process may take (process workers only)."""
     todo: List[Item] = []
     for path in paths:
         if cache is None:
@@ -171,7 +183,7 @@ def run(
     elif jobs <= 1 or len(todo) <= 1:
         results = _inline(job, todo)
     else:
-        results = _processes(job, todo, min(jobs, len(todo)))
+        results = _processes(job, todo, min(jobs, len(todo)), memory_cap)
     try:
         for (_path, _sha, entry), record in results:
             if cache is not None and entry is not None:

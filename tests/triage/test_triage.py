@@ -334,3 +334,77 @@ def test_two_runs_sharing_one_cache_folder_lose_and_corrupt_nothing(tmp_path):
     assert [d["cached"] for d in third["dumps"]] == [True] * len(names)
     strip = lambda doc: [(d["path"], d["status"], d["signature"]) for d in doc["dumps"]]  # noqa: E731
     assert strip(third) == strip(doc_a) == strip(doc_b)
+
+
+def _memory_hungry_dump(path: Path, ranges: int) -> None:
+    """A valid dump whose reading takes ~250 bytes of memory per memory range: a million
+    one-byte ranges (32 MB of file, ~250 MB to analyse), as a full dump of a huge sparse
+    process or a hostile list has them."""
+    from tests.synth_dump import SynthDump, x64_context
+
+    d = SynthDump()
+    stack = d.memory(0x10000, bytes(0x1000))
+    context = x64_context(rip=0x140001000, rsp=0x10F00)
+    d.thread(7, context=context, stack=stack, name="main")
+    d.exception(7, 0xC0000005, 0x140001000, params=(0, 0), context=context)
+    for i in range(ranges):
+        d.memory(0x1_0000_0000 + i * 0x2000, b"\x01")
+    d.build().write(path)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the cap is RLIMIT_DATA, as Linux counts it")
+def test_a_dump_that_eats_memory_is_reported_under_the_memory_cap_and_the_run_goes_on(tmp_path):
+    dumps = tmp_path / "dumps"
+    dumps.mkdir()
+    _memory_hungry_dump(dumps / "hungry.dmp", 1_000_000)
+    for name in ("null_deref.dmp", "heap_oob.dmp"):
+        shutil.copy(sample_path(name), dumps / name)
+    out = tmp_path / "out.json"
+    cmd = [sys.executable, "-m", "dumpkit", "triage", str(dumps), "-i", str(SAMPLE_BIN), "-j", "2"]
+    r = subprocess.run(
+        cmd + ["--memory-cap", "150M", "--format", "json", "-o", str(out), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 1, r.stderr  # a dump was not analysed
+    by_name = {Path(d["path"]).name: d for d in json.loads(out.read_text())["dumps"]}
+    assert by_name["hungry.dmp"]["status"] == "error"
+    assert by_name["hungry.dmp"]["error"] == "needed more memory than a worker may take (--memory-cap 150 MiB)"
+    assert by_name["null_deref.dmp"]["status"] == by_name["heap_oob.dmp"]["status"] == "analysed"
+    # without the cap the same dump is analysed: the cap, not the dump, stopped it
+    uncapped = tmp_path / "uncapped.json"
+    r = subprocess.run(
+        cmd + ["--memory-cap", "0", "--format", "json", "-o", str(uncapped), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert all(d["status"] == "analysed" for d in json.loads(uncapped.read_text())["dumps"])
+
+
+def test_a_memory_cap_that_is_no_size_is_refused_in_one_line(tmp_path):
+    shutil.copy(sample_path("null_deref.dmp"), tmp_path / "a.dmp")
+    r = _cli(str(tmp_path), "--memory-cap", "lots")
+    assert r.exit_code == 2
+    assert (
+        r.output.strip().splitlines()[-1] == "dumpkit: error: --memory-cap: 'lots' is not a size (examples: 800M, 4G)"
+    )
+
+
+@pytest.mark.parametrize(
+    "text, size", [("800M", 800 << 20), ("4G", 4 << 30), ("4GiB", 4 << 30), ("1.5g", 3 << 29), ("0", 0)]
+)
+def test_memory_cap_sizes_read_as_people_write_them(text, size):
+    from dumpkit.triage.memory import parse_size
+
+    assert parse_size(text) == size
+
+
+def test_a_memory_cap_too_small_to_start_a_worker_is_refused():
+    from dumpkit.triage.memory import parse_size
+
+    with pytest.raises(ValueError, match="below the least a worker needs"):
+        parse_size("10M")
