@@ -216,7 +216,7 @@ class Fetched:
     """What came of fetching a file into a store: its path there, or why there is none."""
 
     path: Optional[str] = None
-    problem: Optional[str] = None  # one line; None with no path: the source does not have it
+    problem: Optional[str] = None  # one line, when there is no path
 
 
 class _Refused(Exception):
@@ -293,7 +293,7 @@ def expand(cabinet: str, key: StoreKey, cache: str, check: Check, limit: int) ->
 
 def download(server: SymbolServer, key: StoreKey, check: Check, limit: int) -> Fetched:
     """KEY from `server` into its cache: NAME first, then the compressed NAME_ (as symsrv
-    asks); a cabinet is expanded. `Fetched()` when the server has neither (HTTP 404)."""
+    asks); a cabinet is expanded. The problem is "HTTP 404" when the server has neither."""
     import urllib.error
 
     dest = key.where(server.cache)
@@ -310,14 +310,13 @@ def download(server: SymbolServer, key: StoreKey, check: Check, limit: int) -> F
         except (urllib.error.URLError, OSError, ValueError) as e:
             return Fetched(problem=str(getattr(e, "reason", None) or e))
         try:
-            with open(tmp, "rb") as fh:
-                head = fh.read(4)
-                if head == b"MSCF":  # what symstore /compress and Microsoft's server send as NAME_
-                    packed = tmp
-                    tmp = _expand_into(
-                        fh, os.fstat(fh.fileno()).st_size, f"{leaf} from {server.url}", key.name, dest, limit
-                    )
-                    _unlink(packed)
+            with open(tmp, "rb") as fh:  # a cabinet is what symstore /compress and Microsoft's server send as NAME_
+                size = os.fstat(fh.fileno()).st_size
+                cab = fh.read(4) == b"MSCF"
+                expanded = _expand_into(fh, size, f"{leaf} from {server.url}", key.name, dest, limit) if cab else None
+            if expanded is not None:  # the cabinet goes once closed (Windows cannot delete an open file)
+                _unlink(tmp)
+                tmp = expanded
             return _admit(tmp, dest, check, f"its {leaf}")
         except _Refused as e:
             return Fetched(problem=str(e))
