@@ -9,12 +9,11 @@ import gzip
 import hashlib
 import lzma
 import os
-import signal
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
+import uuid
+from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
@@ -70,8 +69,10 @@ class Job:
 T = TypeVar("T")
 
 
-class _TimedOut(Exception):
-    pass
+class _TimedOut(BaseException):
+    """Raised into the analysis when its time is up. A BaseException, as KeyboardInterrupt
+    is: the engine's `except Exception` (a damaged part of a dump costs that part only)
+    must not swallow it and carry on."""
 
 
 def content_hash(path: str) -> str:
@@ -88,9 +89,16 @@ def _unpacker(path: str) -> Optional[Callable[..., Any]]:
     return next((opener for magic, opener in _UNPACKERS if head.startswith(magic)), None)
 
 
-def _unpack(path: str, opener: Callable[..., Any]) -> str:
-    """A private plain copy of a compressed dump (deleted by the caller)."""
-    fd, tmp = tempfile.mkstemp(prefix="dumpkit-triage-", suffix=".dmp")
+def _temporary_name() -> str:
+    """A new file name in the temporary folder, for a private plain copy. Named before it
+    exists, so that whoever deletes it knows its name before a time limit can strike."""
+    return os.path.join(tempfile.gettempdir(), f"dumpkit-triage-{uuid.uuid4().hex}.dmp")
+
+
+def _unpack(path: str, opener: Callable[..., Any], dest: str) -> None:
+    """A private plain copy of a compressed dump at `dest`, a new file (the caller
+    deletes it, written or not)."""
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
     try:
         with opener(path, "rb") as src, os.fdopen(fd, "wb") as dst:
             total = 0
@@ -100,56 +108,52 @@ def _unpack(path: str, opener: Callable[..., Any]) -> str:
                     raise DumpError(f"unpacks to more than {MAX_UNPACKED >> 30} GiB")
                 dst.write(chunk)
     except (OSError, EOFError, lzma.LZMAError) as e:
-        os.unlink(tmp)
         raise DumpError(f"cannot unpack: {e}") from None
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
 
 
-@contextmanager
-def _alarm(seconds: float) -> Iterator[None]:
-    """Raise _TimedOut in this (main) thread after `seconds`, by SIGALRM."""
+def _raise_in(thread_id: int, exc: Optional[type]) -> None:
+    """Have CPython raise `exc` in the thread at its next bytecode; None withdraws one
+    not yet raised. (`PyThreadState_SetAsyncExc`: the interpreter's own way to stop a
+    thread, on every platform; the id of an object is its address in CPython.)"""
+    import ctypes
 
-    def expire(signum, frame):
-        raise _TimedOut()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), None if exc is None else ctypes.c_void_p(id(exc))
+    )
 
 
 def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
-    """work(), or _TimedOut after `seconds`. In a Unix process's main thread (a worker
-    process) a timer signal interrupts the analysis itself. Elsewhere (Windows, Dask's
-    worker threads) it runs in a daemon thread that is abandoned when time is up: the
-    caller closes the dump under it, which ends its next read with an error."""
+    """work(), or _TimedOut after `seconds`, raised in this very thread: the analysis
+    stops where it is (between two bytecodes: a native call under way ends first) and
+    unwinds through its own cleanup, so the dump is closed and an unpacked copy deleted
+    before the next dump starts. The same on Windows, in a worker process, in a Dask
+    worker's thread and inline, with no signal and no thread left running."""
     if seconds is None or seconds <= 0:
         return work()
-    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-        with _alarm(seconds):
-            return work()
-    box: Dict[str, Any] = {}
+    me = threading.get_ident()
+    lock = threading.Lock()
+    state = {"done": False, "fired": False}
 
-    def run() -> None:
-        try:
-            box["value"] = work()
-        except BaseException as e:  # handed to the waiting thread as is
-            box["error"] = e
+    def expire() -> None:
+        with lock:
+            if not state["done"]:
+                state["fired"] = True
+                _raise_in(me, _TimedOut)
 
-    worker = threading.Thread(target=run, name="dumpkit-triage-analysis", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        value = work()
+    finally:
+        with lock:
+            state["done"] = True
+            if state["fired"]:
+                _raise_in(me, None)  # fired as work() returned: not raised yet, withdrawn
+        timer.cancel()
+    if state["fired"]:
         raise _TimedOut()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return value
 
 
 def _modules_named(report: Report) -> Tuple[str, ...]:
@@ -186,21 +190,20 @@ def _write_report(job: Job, report: Report, path: str, sha: str) -> Optional[str
     return os.path.join(os.path.basename(job.report_dir), name)
 
 
-def _open(job: Job, path: str) -> Tuple[Any, Optional[str]]:
-    """The dump as a Target, and the private copy to delete afterwards (if unpacked)."""
+def _open(job: Job, path: str, opened: Dict[str, Any]) -> Any:
+    """The dump as a Target. What must be undone is put in `opened` as soon as it exists
+    (the private copy of a compressed dump under "tmp", by name, before it is created),
+    for the caller to undo whenever the work stops."""
     if path.lower().endswith(".dkb"):
         if job.open_bundle is None:
             raise DumpError("bundles are not readable in this run")
-        return job.open_bundle(path), None
+        return job.open_bundle(path)
     opener = _unpacker(path)
     if opener is None:
-        return open_dump(path), None
-    tmp = _unpack(path, opener)
-    try:
-        return open_dump_copy(tmp, path), tmp
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        return open_dump(path)
+    opened["tmp"] = tmp = _temporary_name()
+    _unpack(path, opener, tmp)
+    return open_dump_copy(tmp, path)
 
 
 def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
@@ -218,7 +221,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened
 
     def work() -> Tuple[Report, Optional[str]]:
-        opened["target"], opened["tmp"] = _open(job, path)
+        opened["target"] = _open(job, path, opened)
         why = nothing_to_analyse(opened["target"])
         if why is not None:  # what every command rejects as unusable input
             raise DumpError(why)
@@ -251,7 +254,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
         if opened.get("tmp") is not None:
             try:
                 os.unlink(opened["tmp"])
-            except OSError:
+            except OSError:  # never created, or (Windows) still open: nothing more to do
                 pass
     sig = report.signature
     return DumpRecord(

@@ -408,3 +408,36 @@ def test_a_memory_cap_too_small_to_start_a_worker_is_refused():
 
     with pytest.raises(ValueError, match="below the least a worker needs"):
         parse_size("10M")
+
+
+@pytest.mark.parametrize("where", ["main thread", "worker thread"])
+def test_a_timed_out_analysis_is_stopped_and_its_unpacked_copy_deleted(tmp_path, monkeypatch, where):
+    """The time limit stops the analysis in its own thread (#34 item 4; the Windows lane's
+    %TEMP% case), in a process's main thread as in a Dask worker's thread: it returns at
+    once, no thread is left working, and the plain copy of the .xz dump it was unpacking
+    is gone."""
+    import tempfile
+    import threading
+
+    from dumpkit.triage.analyse import analyse_one
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    threads = threading.active_count()
+    job = Job(image_paths=(str(SAMPLE_BIN),), timeout=0.05)
+    dump = str(sample_path("deep_recursion_1m.dmp.xz"))
+    started = time.monotonic()
+    if where == "main thread":
+        record = analyse_one(job, dump)
+    else:
+        box = {}
+        worker = threading.Thread(target=lambda: box.setdefault("record", analyse_one(job, dump)))
+        worker.start()
+        worker.join(30)
+        record = box["record"]
+    assert record.status == "timeout", record
+    assert time.monotonic() - started < 1.0  # unpacking 64 MB alone takes longer
+    assert list(temp.iterdir()) == []
+    time.sleep(0.1)
+    assert threading.active_count() == threads
