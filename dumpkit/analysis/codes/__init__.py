@@ -25,6 +25,8 @@ The facts that most often go wrong in write-ups, and that this package gets righ
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from dumpkit.analysis.codes.decode import (
     crash_summary,
     decode_exception,
@@ -59,7 +61,20 @@ from dumpkit.analysis.codes.model import (
     ParsedCode,
     to_signed32,
 )
-from dumpkit.analysis.codes.parse import parse_code
+
+if TYPE_CHECKING:
+    from dumpkit.analysis.codes.parse import parse_code
+
+
+def __getattr__(name: str) -> Any:
+    """parse_code on first use: reading what a user typed is `explain`'s, not an analysis's,
+    and its patterns and difflib cost every `analyze` ~4 ms of start-up (issue #34)."""
+    if name == "parse_code":
+        from dumpkit.analysis.codes.parse import parse_code
+
+        return parse_code
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MASK32",
