@@ -141,11 +141,15 @@ def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item,
         }
         try:
             for future in as_completed(list(futures)):
-                item = futures[future]
+                item = futures.pop(future)
                 try:
-                    yield item, future.result()
+                    record = future.result()
                 except Exception as e:  # the worker died or the task could not run
-                    yield item, _failed(item, f"Dask task failed: {type(e).__name__}: {e}")
+                    record = _failed(item, f"Dask task failed: {type(e).__name__}: {e}")
+                # let the cluster forget the result: a worker holds every result some
+                # client still refers to, and a soak of 10,000 dumps would keep them all
+                future.release()
+                yield item, record
         finally:
             client.cancel(list(futures))
     finally:
