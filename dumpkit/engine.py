@@ -16,35 +16,28 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from dumpkit import __version__
 from dumpkit.analysis import facts
 from dumpkit.analysis.blame import blame_frame
-from dumpkit.analysis.budget import stack_budget
-from dumpkit.analysis.callsites import cycle_call_edges
-from dumpkit.analysis.codes.model import STATUS_ACCESS_VIOLATION, STATUS_STACK_OVERFLOW
-from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.coverage import image_coverage
-from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
+from dumpkit.analysis.faultsite import with_fault_site
+from dumpkit.analysis.threads import analyse_thread, identical_stacks
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage, owning_package
-from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import (
     SCHEMA_VERSION,
     Contents,
     CrashInfo,
-    Cycle,
     FrameRecord,
     FrameSize,
     PythonReport,
     Report,
     Stacks,
-    StackBudget,
     ThreadReport,
 )
-from dumpkit.analysis.process import executable, module_version, process_record
+from dumpkit.analysis.process import executable, process_record
 from dumpkit.analysis.pyentry import PythonEntry, crash_entry
 from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
-from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.signature import crash_signature, recursion_start
 from dumpkit.analysis.verdict import Case, decide, frame_limit
@@ -52,10 +45,9 @@ from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
-from dumpkit.target import MemoryNotInDump, Module, Target, Thread, significant_exception
+from dumpkit.target import MemoryNotInDump, Module, Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk
-from dumpkit.unwind.places import nearest_name
 from dumpkit.unwind.walk import Walker, walk_thread
 
 
@@ -313,135 +305,6 @@ def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
     return image.size_of_stack_reserve if image is not None else None
 
 
-def _group_identical(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, ...]]:
-    groups: Dict[Tuple[int, ...], List[int]] = {}
-    for tid, w in walks.items():
-        if len(w.frames) > 10_000:
-            continue  # a runaway stack is its own story
-        key = tuple(f.ip for f in w.frames)
-        if key:
-            groups.setdefault(key, []).append(tid)
-    out: Dict[int, Tuple[int, ...]] = {}
-    for tids in groups.values():
-        if len(tids) > 1:
-            for t in tids:
-                out[t] = tuple(x for x in tids if x != t)
-    return out
-
-
-def _stack_fault_address(target: Target) -> Optional[int]:
-    """The address to check against the crashing thread's guard region: a stack
-    overflow's, and an access violation's too (running off the stack past the guard page,
-    e.g. a big frame allocated without the probe, is an access violation). Not a #GP's
-    all-ones placeholder: a guard page faults as a page fault, with its real address."""
-    ex = target.exception
-    if ex is None or ex.code not in (STATUS_STACK_OVERFLOW, STATUS_ACCESS_VIOLATION) or len(ex.parameters) < 2:
-        return None
-    address = significant_exception(ex, target.system)[1][1]
-    return None if address in (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF) else address
-
-
-def _module_base(target: Target, name: str) -> Optional[int]:
-    for m in target.modules:
-        if m.name == name:
-            return m.base
-    return None
-
-
-def _cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
-    """What the code of the cycle's unnamed members refers to (strings, callees): how an
-    MSVC module's static functions are recognised without its PDB. A member split into
-    chained fragments is read from its entry and in each fragment the stack is in (the
-    call that recursed is often there, not in the primary part)."""
-    wanted = set(facts_needed(cycle))
-    parts: Dict[str, Dict[int, Optional[int]]] = {}  # name -> {part start VA: end VA}
-    start = cycle.frames_above
-    for f in frames[start : start + cycle.period]:
-        name = f.function_name
-        if name not in wanted or f.function_start is None or f.rva is None:
-            continue
-        base = f.ip - f.rva
-        entry = base + f.function_start
-        mine = parts.setdefault(name, {})
-        if entry not in mine:
-            primary = walker.place(entry).function
-            mine[entry] = base + primary.end_rva if primary is not None else None
-        here = walker.place(f.ip, f.index > 0)
-        if here.in_fragment and here.function is not None:
-            mine[base + here.function.begin_rva] = base + here.function.end_rva
-
-    def name_at(va: int) -> Optional[str]:
-        return walker.place(va).symbol
-
-    return {
-        name: merged(code_facts(walker.read_code, s, e, name_at) for s, e in ranges.items())
-        for name, ranges in parts.items()
-    }
-
-
-@dataclass
-class _ThreadAnalysis:
-    report: ThreadReport
-    sizes: Tuple[FrameSize, ...] = ()
-
-
-def _analyse_thread(
-    target: Target,
-    walker: Walker,
-    t: Thread,
-    w: Optional[StackWalk],
-    is_crash: bool,
-    options: Options,
-    exe_reserve: Optional[int],
-    same: Tuple[int, ...],
-) -> _ThreadAnalysis:
-    """Budget, cycles (checked at their call sites) and, for the crashing thread, frame sizes."""
-    cycles: tuple = ()
-    budget: Optional[StackBudget] = None
-    sizes: Tuple[FrameSize, ...] = ()
-    bits = walker.bits
-
-    def read_pointer(address: int) -> Optional[int]:
-        data = target.read_available(address, bits // 8)
-        return int.from_bytes(data, "little") if len(data) == bits // 8 else None
-
-    def module_base(name: str) -> Optional[int]:
-        return _module_base(target, name)
-
-    if w is not None and w.frames:
-        fault = _stack_fault_address(target) if is_crash else None
-        try:
-            budget = stack_budget(target, t, w.frames[0].sp, fault_address=fault, exe_stack_reserve=exe_reserve)
-        except (MemoryNotInDump, ValueError) as e:
-            target.soft_errors.add(f"thread {t.tid}: stack budget unavailable ({e})")
-        used = budget.used if budget is not None else None
-        if is_crash or len(w.frames) >= 64:
-            cycles = tuple(
-                replace(
-                    c,
-                    call_edges=cycle_call_edges(
-                        w.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
-                    ),
-                    kind=classify_recursion(c, _cycle_code_facts(walker, w.frames, c) if bits == 64 else {}),
-                )
-                for c in find_cycles(w.frames, used_stack=used)
-            )
-        if is_crash:
-            sizes = tuple(
-                frame_sizes(
-                    w.frames,
-                    walker.read_code,
-                    module_base=module_base,
-                    threshold=options.oversized_threshold,
-                    name_at=lambda va: walker.place(va).symbol,
-                )
-            )
-        for p in w.problems:
-            target.soft_errors.add(f"thread {t.tid}: {p}")
-    report = _thread_report(t, w, is_crash, options.keep_frames, cycles=cycles, budget=budget, same_stack_as=same)
-    return _ThreadAnalysis(report, sizes)
-
-
 def _image_version(walker: Walker):
     def lookup(module):
         image = walker.images.image(module)
@@ -465,47 +328,6 @@ def _installed_package(
         found = store.package_for(module) if store is not None else None
         seen[module.base] = found if found is not None else owning_package(walker.images.files(module))
     return seen[module.base]
-
-
-def _function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
-    """The first byte of the function holding `ip` and where it comes from: its unwind
-    entry, else the nearest export or COFF symbol that can name it (a leaf such as a
-    hand-written stack probe has no unwind entry)."""
-    place = walker.place(ip)
-    if place.dynamic is not None:  # JIT code registered with RtlAddFunctionTable
-        return place.dynamic[0], "function_entry"
-    if place.module is None or place.rva is None:
-        return None, "none"
-    if place.function_start is not None:
-        return place.module.base + place.function_start, "function_entry"
-    near = nearest_name(place.image, place.rva, None) if place.image is not None else None
-    return (place.module.base + near[1], "symbol") if near is not None else (None, "none")
-
-
-def _fault_site(target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions):
-    """The crash record with where it happened: the module holding the faulting IP, that
-    module's version, and the code around the IP."""
-    ip = frames[0].ip if frames else crash.address
-    module = target.module_at(ip)
-    disassembly = None
-    if walker.step is not None:  # a CPU dumpkit walks, so decodes: x86 or x64
-        entry, entry_from = _function_entry(walker, ip)
-        executing = crash.access_kind == "execute" and crash.access_address == ip
-        disassembly = disassemble_around(
-            walker.read_code,
-            ip,
-            entry,
-            walker.bits,
-            executing=executing,
-            name_at=lambda va: walker.place(va).symbol,
-            entry_from=entry_from,
-        )
-    return replace(
-        crash,
-        module=module.name if module is not None else None,
-        module_version=module_version(module, versions),
-        disassembly=disassembly,
-    )
 
 
 def _python_entry(
@@ -541,9 +363,9 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     )
     versions = Versions(_image_version(walker))
     if crash is not None:
-        crash = _fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
+        crash = with_fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
     exe_reserve = _exe_stack_reserve(target, walker.images)
-    same = _group_identical(walks)
+    same = identical_stacks(walks)
     thread_reports: List[ThreadReport] = []
     sizes: Tuple[FrameSize, ...] = ()
     seen_tids = set()
@@ -560,10 +382,21 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             continue
         seen_tids.add(t.tid)
         is_crash = crash_thread is not None and t.tid == crash_thread.tid
-        done = _analyse_thread(target, walker, t, walks.get(t.tid), is_crash, options, exe_reserve, same.get(t.tid, ()))
-        thread_reports.append(done.report)
+        walk = walks.get(t.tid)
+        found = analyse_thread(target, walker, t, walk, is_crash, options.oversized_threshold, exe_reserve)
+        thread_reports.append(
+            _thread_report(
+                t,
+                walk,
+                is_crash,
+                options.keep_frames,
+                cycles=found.cycles,
+                budget=found.budget,
+                same_stack_as=same.get(t.tid, ()),
+            )
+        )
         if is_crash:
-            sizes = done.sizes
+            sizes = found.sizes
     if repeated_tids:
         target.soft_errors.add(
             f"thread list: {repeated_tids} entries repeat an earlier thread id; "

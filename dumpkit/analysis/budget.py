@@ -26,11 +26,11 @@ from __future__ import annotations
 import struct
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
+from dumpkit.analysis.codes.model import STATUS_ACCESS_VIOLATION, STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import StackBudget
-from dumpkit.target import MemoryRegion, Target, Thread
+from dumpkit.target import MemoryRegion, Target, Thread, significant_exception
 
-__all__ = ["stack_budget", "TEB_STACK_BASE", "TEB_STACK_LIMIT", "TEB_DEALLOCATION_STACK"]
+__all__ = ["stack_budget", "guard_fault_address", "TEB_STACK_BASE", "TEB_STACK_LIMIT", "TEB_DEALLOCATION_STACK"]
 
 PAGE = 0x1000
 ALLOCATION_GRANULARITY = 0x10000
@@ -305,3 +305,15 @@ def stack_budget(
         guard_hit=guard_hit,
         note="; ".join(notes),
     )
+
+
+def guard_fault_address(target: Target) -> Optional[int]:
+    """The address to check against the crashing thread's guard region: a stack
+    overflow's, and an access violation's too (running off the stack past the guard page,
+    e.g. a big frame allocated without the probe, is an access violation). Not a #GP's
+    all-ones placeholder: a guard page faults as a page fault, with its real address."""
+    ex = target.exception
+    if ex is None or ex.code not in (STATUS_STACK_OVERFLOW, STATUS_ACCESS_VIOLATION) or len(ex.parameters) < 2:
+        return None
+    address = significant_exception(ex, target.system)[1][1]
+    return None if address in (0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF) else address

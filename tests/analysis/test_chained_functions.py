@@ -14,7 +14,7 @@ import pytest
 from dumpkit.analysis.callsites import call_summary, cycle_call_edges
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.engine import _cycle_code_facts
+from dumpkit.analysis.threads import cycle_code_facts
 from dumpkit.pe import PEImage
 from tests.conftest import WINPYTHON, python_manifest
 from tests.unwind.asm import INT3, Alloc, Call, Function, Image, Push, Scene, Stack
@@ -97,7 +97,7 @@ def test_an_unnamed_members_code_facts_come_from_its_fragments_too():
     member = f"plain.dll!func_{UNNAMED.rva('W'):x}"
     assert cycle.functions == (member,)
     # W's primary part calls nothing; the fragment the stack is in calls HELP and W
-    facts = _cycle_code_facts(walker, frames, cycle)
+    facts = cycle_code_facts(walker, frames, cycle)
     assert facts[member].callees == ("plain.dll!Py_ReprEnter", member)
 
 
