@@ -68,6 +68,7 @@ from dumpkit.symbols.store import (
 )
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 from dumpkit.words import listing, plural
+from dumpkit.records import record
 
 if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
     from dumpkit.symbols.pdb import PdbFunction, PdbSource, PdbSymbols, SourceLine
@@ -648,7 +649,7 @@ class ImageLocator:
         return LocatedPdb(pdb, path, tuple(refused), recording)
 
 
-@dataclass(frozen=True)
+@record
 class LocatedPdb:
     pdb: Optional[PdbSymbols]
     path: Optional[str]  # the file, or where in a bundle

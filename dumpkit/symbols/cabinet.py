@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import BinaryIO, Iterator, List, Optional, Tuple
 
 from dumpkit.symbols.lzx import FRAME, LzxError, lzx_frames
+from dumpkit.records import record
 
 __all__ = ["Cabinet", "CabinetError", "CabinetFolder", "CabinetMember", "is_cabinet"]
 
@@ -35,7 +35,7 @@ class CabinetError(ValueError):
     """A cabinet that cannot be read: the message is one line saying what is wrong."""
 
 
-@dataclass(frozen=True)
+@record
 class CabinetFolder:
     """A run of data blocks compressed as one stream."""
 
@@ -49,7 +49,7 @@ class CabinetFolder:
         return _METHODS.get(self.method, f"method {self.method}")
 
 
-@dataclass(frozen=True)
+@record
 class CabinetMember:
     """A file in the cabinet: `size` bytes from `offset` in its folder's output."""
 

@@ -22,10 +22,10 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass
 from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
 from dumpkit.symbols.cabinet import CabinetError, open_cabinet
+from dumpkit.records import record
 
 __all__ = [
     "Check",
@@ -94,7 +94,7 @@ def environment_symbol_paths() -> List[str]:
 
 
 # ----------------------------------------------------------------------------- symbol paths
-@dataclass(frozen=True)
+@record
 class SymbolServer:
     url: str  # base URL; files are served at URL/NAME/KEY/NAME
     cache: str  # local store the downloads go into (NAME/KEY/NAME)
@@ -139,7 +139,7 @@ def parse_symbol_spec(spec: str) -> Tuple[List[str], List[SymbolServer]]:
 
 
 # ----------------------------------------------------------------------------- store layout
-@dataclass(frozen=True)
+@record
 class StoreKey:
     """Where a file lives in a store: NAME/KEY/NAME."""
 
@@ -211,7 +211,7 @@ def read_pointer(ptr: str) -> Tuple[Optional[str], Optional[str]]:
 
 
 # ----------------------------------------------------------------------------- fetching
-@dataclass(frozen=True)
+@record
 class Fetched:
     """What came of fetching a file into a store: its path there, or why there is none."""
 

@@ -3,8 +3,8 @@ frozen data classes; nothing here reads a table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Optional, Tuple
+from dumpkit.records import record
 
 MASK32 = 0xFFFFFFFF
 MASK64 = 0xFFFFFFFFFFFFFFFF
@@ -31,7 +31,7 @@ CPP_EH_MAGIC = 0x19930520  # first parameter of an MSVC C++ throw
 FAST_FAIL_INVALID_FAST_FAIL_CODE = 0xFFFFFFFF
 
 
-@dataclass(frozen=True)
+@record
 class CodeInfo:
     """One NTSTATUS / exception code. `summary` is one line of plain language without a
     trailing full stop; `causes` are what commonly produces it in Python/TensorFlow
@@ -49,7 +49,7 @@ class CodeInfo:
         return f"0x{self.code:08X}"
 
 
-@dataclass(frozen=True)
+@record
 class FastFailInfo:
     """One `__fastfail` subcode (the first parameter of a 0xC0000409 exception)."""
 
@@ -60,7 +60,7 @@ class FastFailInfo:
     known: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class AccessViolation:
     """The parameters of an access violation (or of another memory fault that uses the same
     layout: in-page error, stack overflow, guard page) in words."""
@@ -75,7 +75,7 @@ class AccessViolation:
     fill_pattern: Optional[str] = None  # what a recognisable garbage value usually is
 
 
-@dataclass(frozen=True)
+@record
 class DecodedException:
     code_info: CodeInfo
     fastfail: Optional[FastFailInfo]
@@ -86,7 +86,7 @@ class DecodedException:
 STATUS, HRESULT, WIN32 = "status", "hresult", "win32"  # how a ParsedCode's number is read
 
 
-@dataclass(frozen=True)
+@record
 class ParsedCode:
     """`kind`: STATUS (an NTSTATUS, exception or exit code), HRESULT (a COM / Windows API
     result, 0x8007000E) or WIN32 (a GetLastError value, ERROR_ACCESS_DENIED = 5)."""

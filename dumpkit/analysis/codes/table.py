@@ -11,9 +11,9 @@ data, read with pkgutil so it works from any install.
 from __future__ import annotations
 
 import pkgutil
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Tuple
+from dumpkit.records import record
 
 __all__ = ["CodeTable", "ErrorTable", "code_table", "error_table", "parse_error_table", "parse_table"]
 
@@ -21,7 +21,7 @@ DATA_FILE = "ntstatus.tsv"
 ERROR_FILE = "winerror.tsv"
 
 
-@dataclass(frozen=True)
+@record
 class CodeTable:
     """`status_names[value]` is the name the headers give first for that value;
     `status_values` maps every status name and EXCEPTION_* alias to its value; likewise
@@ -74,7 +74,7 @@ def code_table() -> CodeTable:
     return parse_table(_package_file(DATA_FILE))
 
 
-@dataclass(frozen=True)
+@record
 class ErrorTable:
     """Win32 errors and HRESULTs: `*_names[value]` is the first name winerror.h gives the
     value, `*_values` maps every name to its value."""

@@ -5,10 +5,10 @@ MSVC writes in module streams)."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
 from dumpkit.symbols.pdb.msf import PdbError
+from dumpkit.records import record
 
 __all__ = ["Procedure", "Public", "parse_public", "procedures"]
 
@@ -20,7 +20,7 @@ CVPSF_FUNCTION = 0x2
 MAX_NAME = 4096
 
 
-@dataclass(frozen=True)
+@record
 class Procedure:
     name: str
     segment: int
@@ -29,7 +29,7 @@ class Procedure:
     static: bool  # S_LPROC32: a function with internal linkage
 
 
-@dataclass(frozen=True)
+@record
 class Public:
     name: str
     segment: int

@@ -11,6 +11,7 @@ from typing import List, Optional, Tuple
 
 from dumpkit.symbols.pdb.msf import MsfFile, PdbError, Stream
 from dumpkit.target import format_guid
+from dumpkit.records import record
 
 __all__ = ["DbiStream", "PdbInfo", "ModuleInfo", "SectionContributions", "read_info", "read_dbi"]
 
@@ -32,7 +33,7 @@ MAX_SECTIONS = 4096
 MAX_SMALL_STREAM = 64 << 20
 
 
-@dataclass(frozen=True)
+@record
 class PdbInfo:
     guid: str  # formatted as in the image's CodeView record
     age: int
@@ -47,7 +48,7 @@ def read_info(msf: MsfFile) -> PdbInfo:
     return PdbInfo(format_guid(guid), age, signature)
 
 
-@dataclass(frozen=True)
+@record
 class ModuleInfo:
     index: int
     name: str
@@ -57,7 +58,7 @@ class ModuleInfo:
     lines_size: int
 
 
-@dataclass(frozen=True)
+@record
 class Section:
     rva: int
     size: int

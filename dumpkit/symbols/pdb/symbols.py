@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import bisect
 import struct
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from dumpkit.symbols.demangle import display_name
@@ -16,6 +15,7 @@ from dumpkit.symbols.pdb.msf import MsfFile, PdbError, PdbFile, PdbSource, Strea
 from dumpkit.symbols.pdb.records import parse_public, procedures
 from dumpkit.symbols.pdb.streams import DbiStream, PdbInfo, read_dbi, read_info
 from dumpkit.target import CodeViewRecord
+from dumpkit.records import record
 
 __all__ = ["PdbFunction", "PdbSymbols", "SourceLine", "open_pdb"]
 
@@ -26,7 +26,7 @@ MAX_LOOKUPS_CACHED = 1 << 16
 MAX_NESTING = 64  # procedures tried below an RVA for one that covers it
 
 
-@dataclass(frozen=True)
+@record
 class PdbFunction:
     """A name for code: `rva` is where the named function starts; `size` is its length
     for a procedure record, None for a public symbol (which has no length)."""
@@ -36,7 +36,7 @@ class PdbFunction:
     size: Optional[int]
 
 
-@dataclass(frozen=True)
+@record
 class SourceLine:
     file: str
     line: int
