@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
 from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
 
-from dumpkit.symbols.cabinet import CabinetError, open_cabinet
 from dumpkit.records import record
 
 __all__ = [
@@ -236,6 +234,8 @@ def _partial_file(dest: str) -> Tuple[BinaryIO, str]:
                     os.unlink(entry.path)
             except OSError:
                 pass
+    import tempfile  # here: a store that is only read never writes (start-up, issue #34)
+
     fd, tmp = tempfile.mkstemp(prefix=_PARTIAL, dir=folder)
     return os.fdopen(fd, "w+b"), tmp
 
@@ -249,6 +249,8 @@ def _unlink(path: str) -> None:
 
 def _expand_into(fh: BinaryIO, size: int, source: str, member: str, dest: str, limit: int) -> str:
     """The cabinet in `fh` expanded into a new partial file beside `dest`; its path."""
+    from dumpkit.symbols.cabinet import CabinetError, open_cabinet  # only a compressed file needs it
+
     try:
         cab = open_cabinet(fh, size, source)
         if cab is None:
