@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import threading
+from typing import Optional
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -221,24 +222,28 @@ def fmt_t(s) -> str:
     return "-" if s is None else (f"{s * 1000:.0f} ms" if s < 1 else f"{s:.2f} s")
 
 
-def startup_cases() -> list:
-    """(name, command) of the start-up budget (issue #20 item 3: `explain` < 0.15 s, a small
-    `analyze` < 0.4 s): commands whose time is mostly the interpreter and imports."""
+def startup_cases(peers: Optional[dict] = None) -> list:
+    """(name, command) of the start-up budget (issue #34 item 1: `explain` < 40 ms, a small
+    `analyze` < 0.1 s): commands whose time is mostly the interpreter and imports, beside
+    the bare interpreter and, when installed, rust-minidump's whole run on the same dump."""
     small, images = INPUTS["small"][0], INPUTS["small"][1]
     dk = [sys.executable, "-m", "dumpkit"]
-    return [
+    cases = [
         ("explain 0xC00000FD", dk + ["explain", "0xC00000FD"]),
         ("analyze small (text)", dk + ["analyze", small, "--image-path", images]),
         ("analyze small (json)", dk + ["analyze", small, "--image-path", images, "--format", "json"]),
         ("python -c pass", [sys.executable, "-c", "pass"]),
     ]
+    if peers and "rust-minidump" in peers:
+        cases.append(("rust-minidump small (json)", [peers["rust-minidump"], "--json", small]))
+    return cases
 
 
-def run_extra(runs: int, timeout: float) -> dict:
+def run_extra(runs: int, timeout: float, peers: Optional[dict] = None) -> dict:
     """The start-up cases: best and median wall, median CPU (user+sys: on a shared
     machine the wall time moves with the load, the CPU time much less)."""
     res = {}
-    for name, cmd in startup_cases():
+    for name, cmd in startup_cases(peers):
         ms = [measure(cmd, os.path.join(OUT, "results", f"extra.{i}.out"), timeout) for i in range(runs)]
         best = dict(min(ms, key=lambda m: m["wall"]))
         best["median_wall"] = statistics.median(m["wall"] for m in ms)
@@ -248,12 +253,12 @@ def run_extra(runs: int, timeout: float) -> dict:
     return res
 
 
-def startup_only(runs: int, timeout: float) -> None:
+def startup_only(runs: int, timeout: float, peers: dict) -> None:
     """`run.py --startup`: the start-up cases alone, each run `runs` times."""
     os.makedirs(os.path.join(OUT, "results"), exist_ok=True)
     load0 = os.getloadavg()[0]
     measure(startup_cases()[1][1], os.path.join(OUT, "results", "warmup.out"), timeout)  # fills the bytecode cache
-    res = run_extra(runs, timeout)
+    res = run_extra(runs, timeout, peers)
     print(f"{runs} runs each; 1-min load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")
     print("| command | median wall | best wall | median CPU (user+sys) | peak RSS |")
     print("|---|---|---|---|---|")
@@ -281,7 +286,7 @@ def main() -> None:
     ap.add_argument("--startup", action="store_true", help="only the start-up cases (explain, small analyze)")
     a = ap.parse_args()
     if a.startup:
-        startup_only(a.runs, a.timeout)
+        startup_only(a.runs, a.timeout, {} if a.no_peers else find_peers(install=not a.no_install_peers))
         return
     names = a.only or list(INPUTS)
     bad = [n for n in names if n not in INPUTS]
@@ -339,7 +344,7 @@ def main() -> None:
             }
         rows.append(row)
 
-    extra = run_extra(a.runs, a.timeout)
+    extra = run_extra(a.runs, a.timeout, peers)
     checks = run_checks(names, a.timeout)
     # ------------------------------------------------------------------- table
     head = ["input", "what", "dumpkit (PE images)", "frames"]

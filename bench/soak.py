@@ -15,7 +15,6 @@ memory that grows with the number of dumps shows as a rising column.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import subprocess
@@ -29,38 +28,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from fleet_bench import build  # noqa: E402  (bench scripts are run from anywhere)
+from triage_bench import children, status_bytes  # noqa: E402
 
 Sample = Tuple[float, int, int, int]  # (seconds, cache entries, parent RSS, largest worker RSS)
-
-
-def _children(pid: int) -> List[int]:
-    out = []
-    for stat in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(stat) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.split("/")[2]))
-    return out
-
-
-def _rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def _below(pid: int) -> List[int]:
     found, todo = [], [pid]
     while todo:
-        for child in _children(todo.pop()):
+        for child in children(todo.pop()):
             found.append(child)
             todo.append(child)
     return found
@@ -82,8 +58,8 @@ def watched(cmd: List[str], cache: str, parent_of_workers: int = 0) -> Tuple[flo
         while not done.is_set():
             workers = _below(parent_of_workers or child.pid)
             workers = [w for w in workers if w != child.pid]
-            worst = max((_rss(w) for w in workers), default=0)
-            samples.append((time.monotonic() - started, _entries(cache), _rss(child.pid), worst))
+            worst = max((status_bytes(w, "VmRSS") for w in workers), default=0)
+            samples.append((time.monotonic() - started, _entries(cache), status_bytes(child.pid, "VmRSS"), worst))
             time.sleep(0.5)
 
     t = threading.Thread(target=sample, daemon=True)

@@ -61,7 +61,7 @@ def build(folder: str, copies: int) -> int:
     return n
 
 
-def _children(pid: int) -> List[int]:
+def children(pid: int) -> List[int]:
     out = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
@@ -74,11 +74,13 @@ def _children(pid: int) -> List[int]:
     return out
 
 
-def _hwm(pid: int) -> int:
+def status_bytes(pid: int, field: str = "VmHWM") -> int:
+    """A memory line of /proc/PID/status in bytes (VmHWM: the peak RSS, VmRSS: now); 0
+    once the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except OSError:
         pass
@@ -101,8 +103,8 @@ def measure(cmd: List[str]) -> Dict[str, object]:
                 if pid in seen:
                     continue
                 seen.add(pid)
-                peaks[pid] = max(peaks.get(pid, 0), _hwm(pid))
-                todo.extend(_children(pid))
+                peaks[pid] = max(peaks.get(pid, 0), status_bytes(pid))
+                todo.extend(children(pid))
             time.sleep(0.1)
 
     t = threading.Thread(target=sample, daemon=True)

@@ -130,6 +130,23 @@ def _write_list(out: TextIO, walked: Sequence[Frame], encode, item_pad: str, clo
     out.write("\n" + close_pad + "]")
 
 
+def run_lines(run: Run, templates: Sequence[Tuple[int, str]]) -> Iterator[List[str]]:
+    """A bulk-walked run's lines, about CHUNK at a time, in frame order: member j's
+    `templates[j]` is (its SP in the first repetition, a %-template of frame index and
+    SP); each member's lines are made in C (map over two ranges) and interleaved by slice.
+    No Frame is made per repetition."""
+    p, span = len(run.members), run.span
+    step = max(1, CHUNK // p)
+    for k0 in range(0, run.repetitions, step):
+        m = min(step, run.repetitions - k0)
+        lines: List[str] = [""] * (m * p)
+        for j, (sp, template) in enumerate(templates):
+            first = run.first + k0 * p + j
+            low = sp + k0 * span
+            lines[j::p] = map(template.__mod__, zip(range(first, first + m * p, p), range(low, low + m * span, span)))
+        yield lines
+
+
 def _line_chunks(walked: Sequence[Frame], encode) -> Iterator[List[str]]:
     """The frames' JSON lines, up to CHUNK at a time. A bulk-walked recursion's lines are
     made from each member's text around its SP, with no Frame made per repetition."""
@@ -139,24 +156,12 @@ def _line_chunks(walked: Sequence[Frame], encode) -> Iterator[List[str]]:
             for start in range(0, len(part), CHUNK):
                 yield [encode(f) for f in part[start : start + CHUNK]]
             continue
-        p, span = len(part.members), part.span
-        members = []  # (the member's first sp, its line as a %-template of index and sp)
-        for j in range(p):
+        templates = []  # (the member's first sp, its line as a %-template of index and sp)
+        for j in range(len(part.members)):
             f = part.frame(j)
             mid, tail = encode.around_sp(f)
-            members.append((f.sp, '{"index": %d' + mid.replace("%", "%%") + "%#x" + tail.replace("%", "%%")))
-        step = max(1, CHUNK // p)
-        for k0 in range(0, part.repetitions, step):
-            m = min(step, part.repetitions - k0)
-            lines: List[str] = [""] * (m * p)
-            for j, (sp, template) in enumerate(members):
-                # each member's lines in C (map over two ranges), interleaved by slice
-                first = part.first + k0 * p + j
-                low = sp + k0 * span
-                lines[j::p] = map(
-                    template.__mod__, zip(range(first, first + m * p, p), range(low, low + m * span, span))
-                )
-            yield lines
+            templates.append((f.sp, '{"index": %d' + mid.replace("%", "%%") + "%#x" + tail.replace("%", "%%")))
+        yield from run_lines(part, templates)
 
 
 # ----------------------------------------------------------------------------- text
@@ -293,22 +298,14 @@ def _write_run_rows(
     """A run's rows, CHUNK or so at a time: each member's rows are its template filled
     with (frame number, Child-SP) by map in C, interleaved by slice as the JSON's lines
     are. `%w0.2x` is kf_number's spelling (two hex digits at least) right-aligned."""
-    p, span = len(run.members), run.span
     templates = []
-    for j in range(p):
+    for j in range(len(run.members)):
         f = run.frame(j)
         above = run.members[j - 1].size  # member p-1 of the previous repetition, for j == 0
         tail = (cells_after_sp(f)).replace("%", "%%")
         templates.append((f.sp, f"%{w0}.2x{GAP}{size_cell(above).replace('%', '%%')}{GAP}{sp_pad}%0{digits}x{tail}"))
-    step = max(1, CHUNK // p)
-    for k0 in range(0, run.repetitions, step):
-        m = min(step, run.repetitions - k0)
-        lines: List[str] = [""] * (m * p)
-        for j, (sp, template) in enumerate(templates):
-            first = run.first + k0 * p + j
-            low = sp + k0 * span
-            lines[j::p] = map(template.__mod__, zip(range(first, first + m * p, p), range(low, low + m * span, span)))
-        if k0 == 0:
+    for n, lines in enumerate(run_lines(run, templates)):
+        if n == 0:
             lines[0] = first_row  # its Memory is the frame before the run's
         out.write("".join(lines))
 
