@@ -164,8 +164,8 @@ _OPERATORS_UU = {
     "C": "`EH vector copy ctor iterator'",
     "D": "`EH vector vbase copy ctor iterator'",
     "G": "`vector copy ctor iterator'",
-    "H": "`vector vbase copy ctor iterator'",
-    "I": "`managed vector copy ctor iterator'",
+    "H": "`vector vbase copy constructor iterator'",
+    "I": "`managed vector vbase copy constructor iterator'",
     "J": "`local static thread guard'",
     "L": "operator co_await",
     "M": "operator<=>",
@@ -802,10 +802,10 @@ class _Parser:
                     data.append(0xC1 + ord(d) - ord("A"))
                 else:
                     raise Malformed("string escape")
-            if len(data) > 64:
+            if len(data) > 128:  # 32 characters of 4 bytes
                 raise Malformed("string too long")
         if width == 2:
-            if len(data) % 2 or length % 2 or len(data) > length:
+            if len(data) % 2 or length % 2 or length < 2 or len(data) > length:
                 raise Malformed("wide string")
             units = [data[k] << 8 | data[k + 1] for k in range(0, len(data), 2)]
             # MSVC encodes a wide literal whole up to 32 units, and may leave its terminator
@@ -813,13 +813,18 @@ class _Parser:
             complete = length <= 64
             if complete and len(units) == length // 2:
                 units.pop()  # the terminator's slot
+            prefix = "L"
         else:
-            units = list(data)
-            complete = bool(units) and units[-1] == 0
-            if complete:
-                units.pop()
+            if length == 0:
+                raise Malformed("empty string")
+            size = _char_size(bytes(data), length)
+            units = [int.from_bytes(data[k : k + size], "little") for k in range(0, len(data) - size + 1, size)]
+            complete = length <= len(data)
+            if complete and units:
+                units.pop()  # the terminator
+            prefix = {1: "", 2: "u", 4: "U"}[size]
         body = "".join(_char_literal(u) for u in units)
-        return ("L" if width == 2 else "") + '"' + body + '"' + ("" if complete else "...")
+        return prefix + '"' + body + '"' + ("" if complete else "...")
 
     def rtti(self) -> _Symbol:
         c = self.take()
@@ -948,7 +953,19 @@ def _pointer_to(
     return _Type(core, post, "pointer", None, const, volatile, restrict)
 
 
-_ESCAPES = {0: "\\0", 7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"}
+_ESCAPES = {
+    0: "\\0",
+    7: "\\a",
+    8: "\\b",
+    9: "\\t",
+    10: "\\n",
+    11: "\\v",
+    12: "\\f",
+    13: "\\r",
+    34: '\\"',
+    39: "\\'",
+    92: "\\\\",
+}
 
 
 def _char_literal(u: int) -> str:
@@ -956,7 +973,23 @@ def _char_literal(u: int) -> str:
         return _ESCAPES[u]
     if 32 <= u < 127:
         return chr(u)
-    return "\\x" + format(u, "02X" if u < 256 else "04X")
+    digits = format(u, "X")
+    return "\\x" + "0" * (len(digits) % 2) + digits  # whole bytes: \x0A, \x0100
+
+
+def _char_size(data: bytes, length: int) -> int:
+    """How wide the characters of a ``_0`` literal are: char16_t and char32_t literals are
+    encoded there too, as little-endian bytes, with nothing saying so. The declared length
+    and the zero bytes tell, as llvm-undname guesses it."""
+    if length % 2:
+        return 1
+    if length < 32:  # all of it encoded: look at the terminator
+        zeros = len(data) - len(data.rstrip(b"\0"))
+        return 4 if zeros >= 4 and length % 4 == 0 else 2 if zeros >= 2 else 1
+    zeros = data.count(0)  # cut short: count the zero bytes inside
+    if zeros >= 2 * len(data) // 3 and length % 4 == 0:
+        return 4
+    return 2 if zeros >= len(data) // 3 else 1
 
 
 def _join_scopes(first: str, scopes: List[str]) -> str:

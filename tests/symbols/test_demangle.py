@@ -178,6 +178,25 @@ def test_names_from_a_real_msvc_pdb_read_as_llvm_undname_reads_them(name, full):
     assert d is not None and d.full == full
 
 
+@pytest.mark.parametrize(
+    "name,full",
+    [
+        # char16_t and char32_t literals share ``_0`` with char ones, little-endian: the
+        # declared length and the zero bytes tell them apart
+        ("??_C@_05ABCDEFGH@a?$AAb?$AA?$AA?$AA@", 'u"ab"'),
+        ("??_C@_07ABCDEFGH@a?$AA?$AA?$AA?$AA?$AA?$AA?$AA@", 'U"a"'),
+        ("??_C@_0M@ABCDEFGH@hello?5world?$AA@", '"hello world"'),
+        ("??_C@_01ABCDEFGH@?8?$AA@", '"\\\'"'),  # a quote is escaped
+        # 32 bytes declared, 32 kept: the last one is the terminator's place
+        ("??_C@_0CA@ABCDEFGH@abcdefghijklmnopqrstuvwxyzabcdef@", '"abcdefghijklmnopqrstuvwxyzabcde"'),
+        ("??__HC@@QEAAXXZ", "public: void __cdecl C::`vector vbase copy constructor iterator'(void)"),
+    ],
+)
+def test_string_literals_and_special_names_read_as_llvm_undname_reads_them(name, full):
+    d = demangle(name)
+    assert d is not None and d.full == full
+
+
 @pytest.mark.parametrize("name", ["?x@@3HA$0", "?f@@YAXXZ$", "?f@@YAXXZ$a", "?f@@YAXXZ$0$1"])
 def test_only_a_function_takes_a_funclet_number(name):
     # llvm-undname ignores whatever follows a complete name; a funclet number is the one
