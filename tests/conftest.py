@@ -21,7 +21,10 @@ sys.path.insert(0, str(ROOT))
 _HOME = tempfile.mkdtemp(prefix="dumpkit-tests-home-")
 os.environ["HOME"] = _HOME
 os.environ.pop("WINEPREFIX", None)
-os.environ.pop("_NT_SYMBOL_PATH", None)
+# what the symbol stores read from the environment (symbols/store.py): a developer's own
+# settings must not reach a test; tests that need one set it themselves
+for _name in ("_NT_SYMBOL_PATH", "_NT_ALT_SYMBOL_PATH", "DUMPKIT_CACHE", "DUMPKIT_MAX_DOWNLOAD", "XDG_CACHE_HOME"):
+    os.environ.pop(_name, None)
 
 SAMPLES = ROOT / "sample_dumps"
 SAMPLE_BIN = SAMPLES / "bin"

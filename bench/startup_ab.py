@@ -1,0 +1,103 @@
+"""Start-up of two commits side by side (issue #34 item 1): `explain` and small `analyze`
+runs of BEFORE and AFTER, taken in turn so that both see the same machine load.
+
+    python bench/startup_ab.py BEFORE [AFTER] [--runs 11]
+
+Each commit's `dumpkit/` is unpacked with `git archive` into a temporary folder and
+compiled to bytecode; the commands run as `python -m dumpkit ...` from that folder (the
+current directory comes first on sys.path), with this interpreter and its packages. The
+real third-party dump comes from ../shared/real_dumps (its rows are left out without it);
+rust-minidump's and the bare interpreter's times are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import compileall
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Tuple
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SMALL = os.path.join(ROOT, "sample_dumps", "null_deref.dmp")
+IMAGES = os.path.join(ROOT, "sample_dumps", "bin")
+REAL = os.path.join(os.path.dirname(ROOT), "shared", "real_dumps", "breakpad", "ascii_read_av.dmp")
+RUST = os.path.expanduser("~/.cache/dumpkit-peers/minidump-stackwalk")
+
+
+def unpack(rev: str, into: str) -> None:
+    archive = subprocess.run(["git", "archive", rev, "dumpkit"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    compileall.compile_dir(os.path.join(into, "dumpkit"), quiet=1)
+
+
+def timed(cmd: List[str], cwd: str) -> float:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the bytecode is compiled above
+    started = time.perf_counter()
+    subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("before")
+    ap.add_argument("after", nargs="?", default="HEAD")
+    ap.add_argument("--runs", type=int, default=11)
+    a = ap.parse_args()
+    cases: Dict[str, List[str]] = {
+        "explain 0xC00000FD": ["explain", "0xC00000FD"],
+        "analyze small sample, JSON": ["analyze", SMALL, "--image-path", IMAGES, "--format", "json"],
+        "analyze small sample, text": ["analyze", SMALL, "--image-path", IMAGES],
+    }
+    if os.path.exists(REAL):
+        cases["analyze real third-party dump, JSON"] = ["analyze", REAL, "--format", "json"]
+        cases["analyze real third-party dump, text"] = ["analyze", REAL]
+    work = tempfile.mkdtemp(prefix="dumpkit-startup-")
+    try:
+        sides = {}
+        for name, rev in (("before", a.before), ("after", a.after)):
+            sides[name] = os.path.join(work, name)
+            os.makedirs(sides[name])
+            unpack(rev, sides[name])
+        times: Dict[Tuple[str, str], List[float]] = {}
+        for case, args in cases.items():
+            for side in sides.values():  # warm the page cache
+                timed([sys.executable, "-m", "dumpkit", *args], side)
+            for _ in range(a.runs):
+                for name, side in sides.items():
+                    times.setdefault((case, name), []).append(timed([sys.executable, "-m", "dumpkit", *args], side))
+        for _ in range(a.runs):
+            times.setdefault(("python -c pass", ""), []).append(timed([sys.executable, "-c", "pass"], work))
+            if os.access(RUST, os.X_OK):
+                times.setdefault(("rust-minidump --json, small sample", ""), []).append(
+                    timed([RUST, "--json", SMALL], work)
+                )
+                if os.path.exists(REAL):
+                    times.setdefault(("rust-minidump --json, real dump", ""), []).append(
+                        timed([RUST, "--json", REAL], work)
+                    )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    def cell(key: Tuple[str, str]) -> str:
+        v = times.get(key)
+        return f"{statistics.median(v) * 1000:.0f} ms ({min(v) * 1000:.0f})" if v else ""
+
+    print(f"{a.before} -> {a.after}; median (best) of {a.runs}; load {os.getloadavg()[0]:.2f}")
+    print(f"| command | {a.before} | {a.after} |")
+    print("|---|---|---|")
+    for case in cases:
+        print(f"| {case} | {cell((case, 'before'))} | {cell((case, 'after'))} |")
+    for key in sorted(k for k in times if k[1] == ""):
+        print(f"| {key[0]} | {cell(key)} | |")
+
+
+if __name__ == "__main__":
+    main()
