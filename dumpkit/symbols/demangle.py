@@ -8,14 +8,14 @@ read and gives None, so callers keep the name they had.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
 from dumpkit.symbols import msvc
+from dumpkit.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Demangled:
     """``qualified``: the function's (or object's) qualified name, what a frame is named by,
     e.g. ``tensorflow::swig::Flatten``. ``full``: the whole declaration with access, return

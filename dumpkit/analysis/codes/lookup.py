@@ -133,13 +133,14 @@ def _derived_info(code: int) -> CodeInfo:
 
 
 def _header_only_info(code: int, name: str) -> CodeInfo:
-    """A code the SDK headers name but the notes do not describe."""
+    """A code Windows names (its SDK headers, or the ntstatus package where they lack it)
+    but the notes do not describe."""
     severity = _SEVERITIES[code >> 30]
     article = "an" if severity[0] in "aeiou" else "a"
     return CodeInfo(
         code,
         name,
-        f"{article} {severity} status defined in the Windows SDK headers (facility 0x{(code >> 16) & 0xFFF:X}, "
+        f"{article} {severity} status Windows defines (facility 0x{(code >> 16) & 0xFFF:X}, "
         f"code 0x{code & 0xFFFF:04X}); dumpkit has no notes on what causes it",
         (),
         ("Search for the name together with the program or library that ended with it",),

@@ -291,7 +291,7 @@ def test_a_code_only_the_ntstatus_package_names_is_explained():
 def test_a_code_only_the_headers_name_is_named():
     info = lookup_status(0xC0000228)
     assert info.known and info.name == "STATUS_STACK_OVERFLOW_READ"
-    assert info.summary.startswith("an error status defined in the Windows SDK headers")
+    assert info.summary.startswith("an error status Windows defines")
     assert decode_exception(0xC0000228).headline.startswith("0xC0000228 stack overflow read: an error status")
     assert parse_code("STATUS_STACK_OVERFLOW_READ").code == 0xC0000228
     assert lookup_status(0x40010006).name == "DBG_PRINTEXCEPTION_C"  # debugger codes too
