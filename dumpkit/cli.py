@@ -11,20 +11,11 @@ from typing import List, Optional
 
 import typer
 
-from dumpkit.commands import (
-    EXIT_OK,
-    EXIT_PROBLEMS,
-    Format,
-    fail,
-    guarded,
-    open_target as _open,
-    report_format,
-    run_analyze,
-    run_explain,
-    symbol_paths as _symbol_paths,
-    warn_problems,
-    write_output,
-)
+from dumpkit.commands.analyze import run_analyze
+from dumpkit.commands.exits import EXIT_OK, EXIT_PROBLEMS, fail, guarded, warn_problems
+from dumpkit.commands.explain import run_explain
+from dumpkit.commands.inputs import open_target as _open, symbol_paths as _symbol_paths
+from dumpkit.commands.output import Format, report_format, write_output
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 app = typer.Typer(
@@ -357,7 +348,7 @@ def triage(
 ) -> None:
     """Analyse many dumps and group them by crash signature: one line per distinct crash."""
     from dumpkit.triage.run import default_jobs
-    from dumpkit.triage_command import UsageError, run_triage
+    from dumpkit.commands.triage import UsageError, run_triage
 
     fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
     if output and fmt is Format.text and not fmt_name and not os.path.splitext(output)[1]:
@@ -395,7 +386,7 @@ def capture(
     ),
 ) -> None:
     """Windows: run a program under dumpkit's debug loop; on a crash, write a dump that holds every thread's Python stack and say what happened."""
-    from dumpkit.capture_command import run_capture
+    from dumpkit.commands.capture import run_capture
 
     raise typer.Exit(run_capture(program or (), output, full, attach))
 
@@ -416,7 +407,7 @@ def wer_enable(
     count: int = typer.Option(10, "--count", help="How many dumps WER keeps."),
 ) -> None:
     """Set LocalDumps for EXE (administrator rights)."""
-    from dumpkit.capture_command import run_wer
+    from dumpkit.commands.wer import run_wer
 
     raise typer.Exit(run_wer("enable", exe, folder, dump_type, count))
 
@@ -424,7 +415,7 @@ def wer_enable(
 @wer_app.command("disable")
 def wer_disable(exe: str = WerExe) -> None:
     """Remove EXE's LocalDumps key, and no other (administrator rights)."""
-    from dumpkit.capture_command import run_wer
+    from dumpkit.commands.wer import run_wer
 
     raise typer.Exit(run_wer("disable", exe, None, "full", 0))
 
@@ -432,7 +423,7 @@ def wer_disable(exe: str = WerExe) -> None:
 @wer_app.command("status")
 def wer_status(exe: Optional[str] = typer.Argument(None, help="The executable's file name.")) -> None:
     """Show LocalDumps for EXE and for every program."""
-    from dumpkit.capture_command import run_wer
+    from dumpkit.commands.wer import run_wer
 
     raise typer.Exit(run_wer("status", exe, None, "full", 0))
 

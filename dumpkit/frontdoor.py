@@ -16,8 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 # What an option does with its value.
 TEXT, MANY, NUMBER, ON, OFF = "text", "many", "number", "on", "off"
 
-# option spelling -> (keyword of commands.run_*, kind); typer's declarations in cli.py
-# are the reference (a test compares them).
+# option spelling -> (keyword of the command's run_* in dumpkit.commands, kind); typer's
+# declarations in cli.py are the reference (a test compares them).
 ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--image-path": ("image_path", MANY),
     "-i": ("image_path", MANY),
@@ -105,14 +105,14 @@ def quick(argv: Sequence[str]) -> Optional[int]:
         parsed = parse(rest, EXPLAIN_OPTIONS, negative_numbers=True)
         if parsed is None:
             return None
-        from dumpkit.commands import run_explain
+        from dumpkit.commands.explain import run_explain
 
         return run_explain(parsed[0], bool(parsed[1].get("how_to_capture", False)))
     if command == "analyze":
         parsed = parse(rest, ANALYZE_OPTIONS)
         if parsed is None or len(parsed[0]) != 1:
             return None
-        from dumpkit.commands import run_analyze
+        from dumpkit.commands.analyze import run_analyze
 
         return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
     return None
@@ -128,7 +128,7 @@ def run(argv: Sequence[str]) -> Optional[int]:
 
 
 def main() -> None:
-    from dumpkit.commands import guarded
+    from dumpkit.commands.exits import guarded
     from dumpkit.console import prepare_streams
 
     prepare_streams()  # Windows pipes and files: UTF-8, not the ANSI code page

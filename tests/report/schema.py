@@ -50,7 +50,7 @@ def documents(
     """{kind: document} as `dumpkit analyze --format json`, `info --json` and
     `stack --all --python --json [--max-frames N]` write them for `path` (a dump or a
     bundle). `stack` is left out for a dump the CLI does not walk (neither x64 nor x86)."""
-    from dumpkit.commands import open_target
+    from dumpkit.commands.inputs import open_target
     from dumpkit.engine import Options, analyze, contents, stacks, walker_for
     from dumpkit.report.json_report import render_json
     from dumpkit.report.stream import write_stacks_json

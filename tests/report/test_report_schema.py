@@ -102,7 +102,7 @@ REAL = real_dumps()
 # three documents of each of the ~30 dumps: ~2 s in all, made in this process
 @pytest.mark.parametrize("dump", REAL, ids=[str(p.relative_to(REAL_DUMPS)) for p in REAL])
 def test_real_dump_documents_are_valid(dump):
-    from dumpkit.commands import Exit
+    from dumpkit.commands.exits import Exit
 
     try:
         docs = documents(dump)

@@ -1,6 +1,7 @@
-"""The bodies of `dumpkit capture` and `dumpkit wer` (cli.py parses their arguments).
+"""`dumpkit capture` (cli.py parses its arguments): run or attach to a program under
+dumpkit's debug loop and, on a crash, say what was written and what killed it.
 
-Both act on Windows only; elsewhere they say so in one line, with what to use instead."""
+Windows only; elsewhere it says so in one line, with what to use instead."""
 
 from __future__ import annotations
 
@@ -8,14 +9,13 @@ import os
 import sys
 from typing import Optional, Sequence
 
-from dumpkit.commands import EXIT_OK, fail
+from dumpkit.commands.exits import EXIT_OK, fail
 
 NOT_WINDOWS_CAPTURE = (
     "dumpkit capture runs on Windows (it debugs the program through the Win32 debugging API); "
     "on Linux, enable core dumps (ulimit -c unlimited, or systemd-coredump's coredumpctl) and run Python with "
     "-X faulthandler; dumpkit analyze reads Windows dumps on any machine"
 )
-NOT_WINDOWS_WER = "dumpkit wer sets Windows Error Reporting's registry keys: run it on Windows"
 DETACHED = 130  # as Ctrl-C ends a command
 
 
@@ -95,48 +95,3 @@ def run_capture(program: Sequence[str], output: str, full: bool, attach: Optiona
     # Windows exit codes are 32-bit; Python's sys.exit takes a C long, so 0xC00000FD goes as
     # -1073741571, which the parent sees as 0xC00000FD again
     return code - (1 << 32) if code > 0x7FFFFFFF else code
-
-
-def run_wer(action: str, exe: Optional[str], folder: Optional[str], dump_type: str, count: int) -> int:
-    if sys.platform != "win32":
-        raise fail(NOT_WINDOWS_WER)
-    import importlib
-
-    from dumpkit.capture import wer
-
-    try:
-        # winreg exists on Windows only: looked up at run time (mypy checks it as Windows)
-        registry = importlib.import_module("dumpkit.capture.registry").WindowsRegistry()
-        if action == "enable":
-            settings = wer.enable(
-                registry, exe or "python.exe", folder or r"%LOCALAPPDATA%\CrashDumps", dump_type, count
-            )
-            print(f"Windows Error Reporting writes a dump of every crash of {settings.exe}:")
-            for line in settings.lines():
-                print(f"  {line}")
-            return EXIT_OK
-        if action == "disable":
-            name = exe or "python.exe"
-            if wer.disable(registry, name):
-                print(f"LocalDumps for {name} removed; other programs' keys untouched")
-            else:
-                print(f"LocalDumps has no key for {name}: nothing to remove")
-            return EXIT_OK
-        mine, every, names = wer.status(registry, exe)
-        if exe:
-            if mine is None:
-                print(f"{exe}: no LocalDumps key (dumpkit wer enable {exe} sets one)")
-            else:
-                print(f"{exe}: dumps are written")
-                for line in mine.lines():
-                    print(f"  {line}")
-        if every is not None:
-            print("LocalDumps itself (every program without a key of its own):")
-            for line in every.lines():
-                print(f"  {line}")
-        print("executables with a key: " + (", ".join(names) if names else "none"))
-        return EXIT_OK
-    except wer.WerError as e:
-        raise fail(str(e)) from None
-    except OSError as e:
-        raise fail(f"registry: {e.strerror or e}") from None

@@ -1,0 +1,49 @@
+"""What a command reads besides its options: the dump (or bundle), opened under one rule
+for every command, and the symbol path with the debugger's environment variables."""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+from dumpkit.commands.exits import fail
+
+BUNDLE_SUFFIX = ".dkb"
+
+
+def open_target(path: str):
+    from dumpkit.analysis.facts import nothing_to_analyse
+    from dumpkit.sources.minidump import open_dump
+    from dumpkit.target import DumpError
+
+    if os.path.isdir(path):
+        raise fail(f"{path}: is a directory, not a dump file")
+    if not os.path.exists(path):
+        raise fail(f"{path}: no such file")
+    opener = open_dump
+    if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
+        from dumpkit.bundle.reader import open_bundle as opener
+    try:
+        target = opener(path)
+    except DumpError as e:
+        raise fail(f"{path}: {e}") from None
+    except MemoryError:
+        raise fail(f"{path}: not enough memory to map the file") from None
+    # the same rule for every command: what one calls unusable, none reports on
+    why = nothing_to_analyse(target)
+    if why is not None:
+        target.close()
+        raise fail(f"{path}: {why}")
+    return target
+
+
+def symbol_paths(explicit: Optional[List[str]]) -> List[str]:
+    """--symbol-path values, then _NT_ALT_SYMBOL_PATH and _NT_SYMBOL_PATH (WinDbg's order).
+    A DUMPKIT_MAX_DOWNLOAD that is not a size stops here, before any search."""
+    from dumpkit.symbols.store import download_limit, environment_symbol_paths
+
+    try:
+        download_limit()
+    except ValueError as e:
+        raise fail(str(e)) from None
+    return list(explicit or []) + environment_symbol_paths()

@@ -1,0 +1,98 @@
+"""Where and how a command's report is written: the format asked for (by name or by the
+output file's extension), an atomic write, the text report's width."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import Enum
+from typing import Optional
+
+from dumpkit.commands.exits import fail
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    html = "html"
+
+
+# What `--format` accepts (any case), and what an `--output` file's extension implies
+# when no format is given.
+FORMAT_NAMES = {"text": Format.text, "txt": Format.text, "json": Format.json, "markdown": Format.markdown}
+FORMAT_NAMES.update({"md": Format.markdown, "html": Format.html, "htm": Format.html})
+FORMAT_EXTENSIONS = {".txt": Format.text, ".json": Format.json, ".md": Format.markdown, ".markdown": Format.markdown}
+FORMAT_EXTENSIONS.update({".html": Format.html, ".htm": Format.html})
+
+
+# Formats made to be pasted or attached somewhere others read them: user names in paths
+# are redacted unless --no-redact. Text goes to the user's own terminal and JSON to tools
+# (where exact paths matter); --redact covers them when they are shared too.
+SHARED_FORMATS = (Format.markdown, Format.html)
+
+
+def report_format(name: Optional[str], output: Optional[str]) -> Format:
+    """The format asked for by name (case-insensitive), else the one `output`'s extension
+    implies, else text. A name that is no format is a usage error."""
+    if name is not None:
+        fmt = FORMAT_NAMES.get(name.strip().lower())
+        if fmt is None:
+            raise fail(f"unknown format {name!r}: use text, json, markdown (md) or html")
+        return fmt
+    if output and output != "-":
+        return FORMAT_EXTENSIONS.get(os.path.splitext(output)[1].lower(), Format.text)
+    return Format.text
+
+
+def new_file_mode(path: str) -> int:
+    """The permissions a report written to `path` gets: those of the file it replaces, or
+    what the umask gives a new file (a temporary file starts at 0600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_output(text: str, output: Optional[str], dump_path: str) -> None:
+    """Print, or write atomically (temp file + rename) so a reader never sees half a report."""
+    if not output or output == "-":
+        sys.stdout.write(text)
+        return
+    if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
+        raise fail(f"{output}: refusing to overwrite the dump being read")
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(output))
+    mode = new_file_mode(output)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+    except OSError as e:
+        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, output)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
+
+
+MIN_WIDTH = 40
+
+
+def text_width(tty: bool, asked: Optional[int]) -> int:
+    """`--width`, else the terminal's columns, else 120 (into a pipe or a file, where
+    nothing says how wide the reader's screen is)."""
+    import shutil
+
+    if asked is not None:
+        return max(MIN_WIDTH, asked)
+    return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns) if tty else 120
