@@ -3,6 +3,7 @@ the verdict's prose and each renderer say "1,710 repetitions" and "1016.2 KiB" a
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Optional, Sequence
 
 
@@ -28,3 +29,16 @@ def listing(names: Sequence[str], shown: int) -> str:
     """'a, b, c' or, past `shown` names, 'a, b, c and 4 more'."""
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+class Word(str, Enum):
+    """A str-valued enum, the base of every word the model carries (verdict kind,
+    confidence, severity, call kind, trust, stop reason): it compares, hashes and
+    serialises as its value ("recursion"), so JSON is unchanged, and prints as it (str()
+    and format() of a mixed-in Enum changed between 3.8 and 3.12)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)

@@ -22,6 +22,7 @@ from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, Passed
 from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
+from dumpkit.unwind.frames import Trust
 
 SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION = (
     "system",
@@ -74,7 +75,7 @@ def module_role(name: Optional[str], path: Optional[str] = None) -> Optional[str
 
 def frame_role(f: FrameRecord, paths: Optional[dict] = None) -> Optional[str]:
     """Why this frame is passed over, or None when it is the program's own code."""
-    if f.trust == "scan":
+    if f.trust == Trust.SCAN:
         return SCANNED
     if f.module is None:
         return OUTSIDE_MODULES

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import CallEdge, Cycle
+from dumpkit.analysis.model import CallEdge, CallKind, Cycle
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, decode_one
 from dumpkit.unwind.frames import Frame
 
@@ -117,12 +117,12 @@ def _edge(
     names = (caller.function_name, callee.function_name)
     before = read_code(ret - CALL_LOOKBACK, CALL_LOOKBACK)
     if len(before) < CALL_LOOKBACK:
-        return CallEdge(*names, ret, "unavailable", None, None)
+        return CallEdge(*names, ret, CallKind.UNAVAILABLE, None, None)
     length = call_ends_at(before, ret, bits)
     if length is None:
-        return CallEdge(*names, ret, "not_a_call", None, False)
+        return CallEdge(*names, ret, CallKind.NOT_A_CALL, None, False)
     if length != 5 or before[-5] != 0xE8:
-        return CallEdge(*names, ret, "indirect", None, None)
+        return CallEdge(*names, ret, CallKind.INDIRECT, None, None)
     target = (ret + int.from_bytes(before[-4:], "little", signed=True)) & mask
     chain, settled = _follow_thunks(target, read_code, read_pointer, mask)
     lands = None if callee_entry is None else callee_entry in chain
@@ -131,10 +131,10 @@ def _edge(
         # test/mov/je, then `jmp PyObject_CallOneArg`), possibly through a thunk
         for out in _tail_jumps(chain[-1], read_code, read_pointer, mask, bits):
             if callee_entry in _follow_thunks(out, read_code, read_pointer, mask)[0]:
-                return CallEdge(*names, ret, "direct", target, True, callee_entry, tail_jump=chain[-1])
+                return CallEdge(*names, ret, CallKind.DIRECT, target, True, callee_entry, tail_jump=chain[-1])
     if lands is None and settled and not (chain[-1] <= callee.ip < chain[-1] + PLAUSIBLE_FUNCTION_SIZE):
         lands = False  # the callee's IP cannot be inside the function the call enters
-    return CallEdge(*names, ret, "direct", target, lands, chain[-1] if len(chain) > 1 else None)
+    return CallEdge(*names, ret, CallKind.DIRECT, target, lands, chain[-1] if len(chain) > 1 else None)
 
 
 def cycle_call_edges(
@@ -177,7 +177,9 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
     if bad:
         e = bad[0]
         what = (
-            f"calls {e.resolved or e.target:#x}, not {e.callee}" if e.call == "direct" else "is not preceded by a CALL"
+            f"calls {e.resolved or e.target:#x}, not {e.callee}"
+            if e.call == CallKind.DIRECT
+            else "is not preceded by a CALL"
         )
         more = f" ({len(bad)} of {len(edges)} call sites disagree)" if len(bad) > 1 else ""
         return (
@@ -205,7 +207,7 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
         ), False
     open_ = [e for e in edges if e.confirmed is None]
     parts = []
-    direct = [e for e in open_ if e.call == "direct" and e.target is not None]
+    direct = [e for e in open_ if e.call == CallKind.DIRECT and e.target is not None]
     unknown_entry = sorted({t for t in (e.resolved or e.target for e in direct) if t is not None})
     if unknown_entry:
         parts.append(
@@ -213,7 +215,7 @@ def call_summary(edges: Sequence[CallEdge]) -> Tuple[Optional[str], bool]:
             + ", ".join(f"{t:#x}" for t in unknown_entry[:4])
             + " (the callee's entry is not known from unwind data to compare)"
         )
-    kinds = sorted({e.call for e in open_ if e.call != "direct"})
+    kinds = sorted({e.call for e in open_ if e.call != CallKind.DIRECT})
     if kinds:
         parts.append(f"{', '.join(kinds)} calls (not checkable from code)")
     what = "; ".join(parts)

@@ -3,11 +3,12 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 
 from __future__ import annotations
 
-from enum import Enum
 from dataclasses import field
+from typing import Dict, Optional, Tuple
 
 from dumpkit.records import record
-from typing import Dict, Optional, Tuple
+from dumpkit.unwind.frames import Trust
+from dumpkit.words import Word
 
 SCHEMA_VERSION = 1
 
@@ -22,22 +23,37 @@ class Evidence:
     frame_index: Optional[int] = None
 
 
+class Severity(Word):
+    """How much a finding weighs: FATAL explains the crash (the verdict's own finding)."""
+
+    FATAL = "fatal"
+    WARNING = "warning"
+    INFO = "info"
+
+
 @record
 class Finding:
-    kind: str  # "recursion", "oversized_frame", "fastfail", "access_violation", ...
-    severity: str  # "fatal" (explains the crash), "warning", "info"
+    kind: VerdictKind
+    severity: Severity
     title: str
     evidence: Tuple[Evidence, ...] = ()
     thread_id: Optional[int] = None
+
+
+class CallKind(Word):
+    """The instruction that ends at a return address, as a call-site check reads it."""
+
+    DIRECT = "direct"  # call rel32: the target is in the code
+    INDIRECT = "indirect"  # through a register or memory: not checkable from the code
+    NOT_A_CALL = "not_a_call"  # no CALL ends at the return address
+    UNAVAILABLE = "unavailable"  # the code bytes are not available
 
 
 @record
 class CallEdge:
     """One call inside a recursion cycle, checked against the code at its return address.
 
-    `call`: "direct" (call rel32, `target` decoded), "indirect" (through a register or
-    memory), "not_a_call" (no CALL ends at the return address), "unavailable" (no code
-    bytes). `confirmed`: True when the direct call lands on the callee's entry (possibly
+    `call`: how the code at the return address calls (CallKind). `confirmed`: True when the direct call lands on the callee's entry (possibly
     through jump thunks), False when the code contradicts the frames (a call elsewhere, no
     CALL at all, or a callee IP before the entry the call leads to), None when it cannot
     be told."""
@@ -45,7 +61,7 @@ class CallEdge:
     caller: str
     callee: str
     return_address: int
-    call: str
+    call: CallKind
     target: Optional[int]
     confirmed: Optional[bool]
     resolved: Optional[int] = None  # where jump thunks starting at `target` lead, if any
@@ -272,7 +288,7 @@ class FrameRecord:
     function_start: Optional[int]
     symbol: Optional[str]
     size: Optional[int]
-    trust: str
+    trust: Trust
     source: Optional[str] = None  # "FILE:LINE" from the module's PDB (JSON: left out when None)
 
 
@@ -284,8 +300,8 @@ class ThreadReport:
     frame_count: int
     frames: Tuple[FrameRecord, ...]  # possibly elided in the middle (see elided_frames)
     elided_frames: int  # frames left out between the head and the tail
-    stop_reason: str
-    trust_counts: Dict[str, int]
+    stop_reason: str  # StopReason.text(), or why the thread was not walked
+    trust_counts: Dict[Trust, int]
     cycles: Tuple[Cycle, ...] = ()
     budget: Optional[StackBudget] = None
     same_stack_as: Tuple[int, ...] = ()  # other thread ids with an identical stack
@@ -410,18 +426,7 @@ class Environment:
     notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
 
 
-class _Word(str, Enum):
-    """A str-valued enum: compares, hashes and serialises as its value ("recursion"), and
-    prints as it (str() and format() of a mixed-in Enum changed between 3.8 and 3.12)."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-
-class VerdictKind(_Word):
+class VerdictKind(Word):
     """What the crash was, as `verdict.kind` says it (docs/report-schema.md)."""
 
     RECURSION = "recursion"
@@ -442,7 +447,7 @@ class VerdictKind(_Word):
         return self in (VerdictKind.RECURSION, VerdictKind.OVERSIZED_FRAME, VerdictKind.STACK_OVERFLOW)
 
 
-class Confidence(_Word):
+class Confidence(Word):
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"

@@ -57,6 +57,7 @@ from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, PythonReport, ThreadReport
 from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
+from dumpkit.unwind.frames import Trust
 
 RULES = 4
 MAX_ELEMENTS = 3
@@ -234,7 +235,7 @@ def signature_elements(
             break
         if f.index <= skip_to:
             continue
-        if f.trust == "scan":
+        if f.trust == Trust.SCAN:
             break
         cycle = by_first.get(f.index)
         if cycle is not None:

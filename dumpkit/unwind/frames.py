@@ -5,9 +5,9 @@ words reports have always used."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
 from dumpkit.records import record
+from dumpkit.words import Word
 
 
 class _Described:
@@ -18,12 +18,10 @@ class _Described:
         return DESCRIPTIONS[self]
 
 
-class Trust(str, _Described, Enum):
+class Trust(_Described, Word):
     """How a frame was found, weakest first: the definition order is the order of trust.
-
-    A `str` mixin, so a member compares, hashes and serialises as its value ("scan",
-    "unwind_info", ...). `str()` and `format()` are defined here because what they give
-    for a mixed-in Enum changed between Python 3.8 and 3.12."""
+    A str-valued `Word`: a member compares, hashes and serialises as its value ("scan",
+    "unwind_info", ...)."""
 
     SCAN = "scan"
     SCAN_VALIDATED = "scan_validated"
@@ -31,12 +29,6 @@ class Trust(str, _Described, Enum):
     PROLOGUE = "prologue"
     UNWIND_INFO = "unwind_info"
     CONTEXT = "context"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
 
 
 # Found by scanning the stack for a word that can be a return address.
@@ -47,9 +39,9 @@ SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
 TRUST_LEVELS = tuple(t.value for t in Trust)
 
 
-class StopReason(_Described, Enum):
-    """Why a walk ended. `text()` is the wording reports show (the frame limit says its
-    value); `description` says what it means."""
+class StopReason(_Described, Word):
+    """Why a walk ended, a str-valued `Word`. `text()` is the wording reports show (the
+    frame limit says its value); `description` says what it means."""
 
     END_OF_STACK = "end of stack"
     RETURN_ADDRESS_ZERO = "end of stack (return address 0)"
@@ -63,9 +55,6 @@ class StopReason(_Described, Enum):
         if self is StopReason.FRAME_LIMIT and frame_limit is not None:
             return f"frame limit ({frame_limit}) reached"
         return self.value
-
-    def __str__(self) -> str:
-        return self.text()
 
     @property
     def reached_the_end(self) -> bool:
@@ -203,15 +192,15 @@ class StackWalk:
         return self.stop.text(self.frame_limit)
 
     @property
-    def trust_counts(self) -> Dict[str, int]:
+    def trust_counts(self) -> Dict[Trust, int]:
         """Frames per trust level (the keys are `Trust` members, which are strings)."""
         if isinstance(self.frames, Tallied):  # bulk.Frames: each run counted once, times its repetitions
             return dict(self.frames.tally(_trust))
-        counts: Dict[str, int] = {}
+        counts: Dict[Trust, int] = {}
         for f in self.frames:
             counts[f.trust] = counts.get(f.trust, 0) + 1
         return counts
 
 
-def _trust(f: Frame) -> str:
+def _trust(f: Frame) -> Trust:
     return f.trust

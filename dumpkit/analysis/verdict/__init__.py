@@ -133,7 +133,7 @@ def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
     return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
 
 
-FAULT_KINDS = ("access_violation", "illegal_instruction")
+FAULT_KINDS = (VerdictKind.ACCESS_VIOLATION, VerdictKind.ILLEGAL_INSTRUCTION)
 
 
 def _evidence_span(verdict: Verdict, case: Case) -> Tuple[int, int]:
@@ -142,10 +142,10 @@ def _evidence_span(verdict: Verdict, case: Case) -> Tuple[int, int]:
     oversized frame, that frame and its caller; for a fault, the faulting frame; otherwise
     the top three frames (a fail-fast's raiser)."""
     cycles = case.thread.cycles if case.thread is not None else ()
-    if verdict.kind == "recursion" and cycles:
+    if verdict.kind is VerdictKind.RECURSION and cycles:
         c = cycles[0]
         return c.first_frame, c.first_frame + 2 * c.period
-    if verdict.kind == "oversized_frame":
+    if verdict.kind is VerdictKind.OVERSIZED_FRAME:
         big = stack_overflow.oversized_culprit(case)
         return (big.frame_index, big.frame_index + 2) if big is not None else (0, 3)
     if verdict.kind in FAULT_KINDS:
@@ -159,7 +159,7 @@ def _within_the_evidence(verdict: Verdict, case: Case) -> Verdict:
     the stack: cycles and frame sizes) lies in a module whose image was not found, so its
     size, callers and code are unknown. What the exception record alone proves (the
     access, the fail-fast code) does not need the images."""
-    if verdict.confidence != "high":
+    if verdict.confidence is not Confidence.HIGH:
         return verdict
     why = rests_on_guesses(
         case.coverage, case.frames, _evidence_span(verdict, case), images_matter=verdict.kind.is_stack

@@ -7,7 +7,16 @@ from typing import List, Optional, Sequence, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.framesizes import is_oversized
-from dumpkit.analysis.model import CrashInfo, Finding, FrameSize, MemoryAccess, ThreadReport, Verdict
+from dumpkit.analysis.model import (
+    Confidence,
+    CrashInfo,
+    Finding,
+    FrameSize,
+    MemoryAccess,
+    ThreadReport,
+    Verdict,
+    VerdictKind,
+)
 from dumpkit.analysis.verdict.case import Case, conclude, instruction
 from dumpkit.analysis.verdict.stack_overflow import guard_evidence
 from dumpkit.words import human_bytes
@@ -72,7 +81,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         headline, more_evidence, first = off_stack
         evidence.extend(more_evidence)
         steps = [first] + steps
-    return conclude("access_violation", headline, "high", evidence, steps, crash.thread_id)
+    return conclude(VerdictKind.ACCESS_VIOLATION, headline, Confidence.HIGH, evidence, steps, crash.thread_id)
 
 
 def _stack_owner(stacks: Sequence[Tuple[int, int, int]], address: Optional[int]) -> Optional[int]:

@@ -28,6 +28,7 @@ from dumpkit.analysis.model import (
     ImageCoverage,
     PythonReport,
     PythonThreadReport,
+    Severity,
     ThreadReport,
     Verdict,
     VerdictKind,
@@ -106,11 +107,16 @@ class Case:
 
 
 def conclude(
-    kind: str, headline: str, confidence: str, evidence: Sequence[str], steps: Sequence[str], thread_id: Optional[int]
+    kind: VerdictKind,
+    headline: str,
+    confidence: Confidence,
+    evidence: Sequence[str],
+    steps: Sequence[str],
+    thread_id: Optional[int],
 ) -> Tuple[Verdict, List[Finding]]:
     """The verdict and the fatal finding that carries the same headline and evidence."""
-    finding = Finding(kind, "fatal", headline, tuple(Evidence(e) for e in evidence), thread_id)
-    return Verdict(VerdictKind(kind), headline, Confidence(confidence), tuple(evidence), tuple(steps)), [finding]
+    finding = Finding(kind, Severity.FATAL, headline, tuple(Evidence(e) for e in evidence), thread_id)
+    return Verdict(kind, headline, confidence, tuple(evidence), tuple(steps)), [finding]
 
 
 def exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.verdict.case import Case, conclude
 
 # Where the throw machinery lives: the thrower is the first frame outside these.
@@ -27,8 +27,8 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     if crash.cxx_types:
         evidence.append("catchable as: " + ", ".join(crash.cxx_types))
     steps = _cxx_steps(crash.cxx_types, raiser) + steps
-    confidence = "high" if crash.cxx_types else "medium"
-    return conclude("cxx_exception", headline, confidence, evidence, steps, crash.thread_id)
+    confidence = Confidence.HIGH if crash.cxx_types else Confidence.MEDIUM
+    return conclude(VerdictKind.CXX_EXCEPTION, headline, confidence, evidence, steps, crash.thread_id)
 
 
 def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:

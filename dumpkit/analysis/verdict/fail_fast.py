@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dumpkit.analysis import codes
-from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.raiser import find_raiser
 from dumpkit.analysis.verdict.case import Case, conclude
 from dumpkit.unwind.frames import Trust
@@ -99,5 +99,5 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         ]
     if sub is not None:
         steps.append(f"`dumpkit explain 0xC0000409/{sub}` lists what else commonly raises this subcode.")
-    confidence = "high" if frames and not unnamed else "medium"
-    return conclude("fastfail", headline, confidence, evidence, steps, crash.thread_id)
+    confidence = Confidence.HIGH if frames and not unnamed else Confidence.MEDIUM
+    return conclude(VerdictKind.FASTFAIL, headline, confidence, evidence, steps, crash.thread_id)

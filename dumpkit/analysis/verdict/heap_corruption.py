@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.verdict.case import Case, conclude
 from dumpkit.unwind.frames import Frame
 
@@ -28,7 +28,14 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             f"Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
             "heap (gflags /p /enable python.exe /full) so the next overrun faults at the bad write."
         ] + [s for s in steps if "gflags" not in s]
-    return conclude("heap_corruption", headline, "high" if caller else "medium", evidence, steps, crash.thread_id)
+    return conclude(
+        VerdictKind.HEAP_CORRUPTION,
+        headline,
+        Confidence.HIGH if caller else Confidence.MEDIUM,
+        evidence,
+        steps,
+        crash.thread_id,
+    )
 
 
 def _heap_operation(frames: Sequence[Frame], caller: Optional[str]) -> Optional[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import Finding, Verdict
+from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.verdict.case import Case, conclude, instruction
 from dumpkit.unwind.frames import Frame
 
@@ -38,7 +38,14 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             "ud2 is the instruction compilers emit on purpose for __builtin_trap(), code they were "
             "told or proved unreachable, and trap-on-failure checks; it faults on every x86-64 CPU"
         )
-    return conclude("illegal_instruction", headline, "high" if ins else "medium", evidence, steps, crash.thread_id)
+    return conclude(
+        VerdictKind.ILLEGAL_INSTRUCTION,
+        headline,
+        Confidence.HIGH if ins else Confidence.MEDIUM,
+        evidence,
+        steps,
+        crash.thread_id,
+    )
 
 
 def vector_extension(text: str) -> Optional[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import CrashInfo, Finding, Verdict
+from dumpkit.analysis.model import Confidence, CrashInfo, Finding, Verdict, VerdictKind
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.verdict.case import FATAL_APP_EXIT, INVALID_PARAMETER, Case, ReadCode, conclude, instruction
 from dumpkit.unwind.frames import Frame
@@ -43,7 +43,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         steps.append(f"The call that aborted is in {crash.raised_by}; check what it was checking.")
     if not steps:
         steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in."]
-    return conclude("exception", headline, "medium", evidence, steps, crash.thread_id)
+    return conclude(VerdictKind.EXCEPTION, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
 
 
 def _made_up_record(case: Case, evidence: List[str]) -> Tuple[Verdict, List[Finding]]:
@@ -60,7 +60,7 @@ def _made_up_record(case: Case, evidence: List[str]) -> Tuple[Verdict, List[Find
         f"Read the threads' stacks for what each was doing when the dump was written{where}; if a crash was "
         "expected, the program's own log or crash reporter may hold the real exception code."
     ]
-    return conclude("no_exception", headline, "medium", evidence, steps, case.crash.thread_id)
+    return conclude(VerdictKind.NO_EXCEPTION, headline, Confidence.MEDIUM, evidence, steps, case.crash.thread_id)
 
 
 def _crt_call(frames: Sequence[Frame], raiser: Raiser) -> Optional[str]:

@@ -6,6 +6,7 @@ from typing import List, Optional, Tuple
 
 from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
+    Confidence,
     CrashInfo,
     Cycle,
     Finding,
@@ -14,6 +15,7 @@ from dumpkit.analysis.model import (
     RecursionKind,
     StackBudget,
     Verdict,
+    VerdictKind,
 )
 from dumpkit.analysis.pyentry import (
     CTYPES,
@@ -68,7 +70,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         evidence.append(
             "no frames: " + ("; ".join(case.problems[:2]) if case.problems else "the thread's stack is not in the dump")
         )
-        return conclude("stack_overflow", headline, "medium", evidence, steps, crash.thread_id)
+        return conclude(VerdictKind.STACK_OVERFLOW, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
     thread = case.thread
     budget = thread.budget if thread else None
     reserve = budget.reserve_size if budget else None
@@ -104,7 +106,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             f"Move the large local buffer in {big.function} to the heap (malloc/new/std::vector) or a static.",
             "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
         ]
-        return conclude("oversized_frame", headline, "high", evidence, steps, crash.thread_id)
+        return conclude(VerdictKind.OVERSIZED_FRAME, headline, Confidence.HIGH, evidence, steps, crash.thread_id)
     blind = _cause_unseen(case)
     if blind is not None:
         headline = f"Stack overflow on thread {crash.thread_id}; the cause cannot be shown without images: {blind}"
@@ -112,7 +114,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             "Give dumpkit the missing images (see Missing images: the option for each) and analyse again; "
             "recursion cycles and frame sizes are measured from them."
         ]
-        return conclude("stack_overflow", headline, "low", evidence, steps, crash.thread_id)
+        return conclude(VerdictKind.STACK_OVERFLOW, headline, Confidence.LOW, evidence, steps, crash.thread_id)
     headline = f"Stack overflow on thread {crash.thread_id}: no repeating cycle and no oversized frame found"
     if sizes:
         top = sizes[0]
@@ -121,7 +123,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         "The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
         "Run the work on a thread with a bigger stack to confirm it is depth, not corruption.",
     ]
-    return conclude("stack_overflow", headline, "medium", evidence, steps, crash.thread_id)
+    return conclude(VerdictKind.STACK_OVERFLOW, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
 
 
 def _cause_unseen(case: Case) -> Optional[str]:
@@ -347,8 +349,8 @@ def _recursion(
             "The code contradicts these frames: check the stack by hand in a debugger "
             "(`kf` and `ub <return address>`) before trusting this verdict.",
         )
-    confidence = "medium" if calls_contradict or limit else "high"
-    return conclude("recursion", headline, confidence, evidence, steps, case.crash.thread_id)
+    confidence = Confidence.MEDIUM if calls_contradict or limit else Confidence.HIGH
+    return conclude(VerdictKind.RECURSION, headline, confidence, evidence, steps, case.crash.thread_id)
 
 
 def _native_from_python_step(entry: PythonEntry) -> str:

@@ -17,7 +17,7 @@ from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import Cycle, FrameRecord, Report, StackBudget, ThreadReport
 from dumpkit.analysis.recursion import call_order
 from dumpkit.report.view.report import shown_cycles
-from dumpkit.unwind.frames import TRUST_LEVELS
+from dumpkit.unwind.frames import TRUST_LEVELS, Trust
 from dumpkit.words import human_bytes, plural
 from dumpkit.records import record
 
@@ -379,7 +379,7 @@ def _run(trust: str, first: int, last: int, detail: str = "") -> TrustRun:
     return TrustRun(trust, last - first + 1, first, last, f"{where}: {detail or trust}")
 
 
-def _gap(first: int, last: int, counts: Dict[str, int], what: str = "not kept in the report") -> TrustRun:
+def _gap(first: int, last: int, counts: Dict[Trust, int], what: str = "not kept in the report") -> TrustRun:
     """Frames not drawn one by one: of one level if the counts say they all share it."""
     present = [(k, n) for k, n in counts.items() if n > 0]
     if len(present) == 1:
