@@ -1,21 +1,17 @@
-"""`dumpkit` command line: parse arguments, call the engine, render. Nothing else.
-
-Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (listed);
-2 unusable input or arguments (one line on stderr, no traceback)."""
+"""`dumpkit` command line as typer declares it: each command parses its arguments and
+calls its body in dumpkit.commands, which does the rest and says the exit code
+(commands/exits.py). Nothing else is done here."""
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import List, Optional
 
 import typer
 
 from dumpkit.commands.analyze import run_analyze
-from dumpkit.commands.exits import EXIT_OK, EXIT_PROBLEMS, fail, guarded, warn_problems
+from dumpkit.commands.exits import guarded
 from dumpkit.commands.explain import run_explain
-from dumpkit.commands.inputs import open_target as _open, symbol_paths as _symbol_paths
-from dumpkit.commands.output import Format, report_format, write_output
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 app = typer.Typer(
@@ -126,45 +122,21 @@ def stack(
     ),
 ) -> None:
     """Print stack frames like WinDbg's `kf` (frame size, SP, return address, call site, how found)."""
-    from dumpkit.engine import Options, crashing_thread, stacks, walker_for
+    from dumpkit.commands.stack import run_stack
 
-    target = _open(dump)
-    if walker_for(target) is None:
-        arch = target.system.arch_name if target.system is not None else "of an unknown architecture"
-        raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {arch})")
-    opts = Options(
-        image_paths=image_path or (),
-        symbol_paths=_symbol_paths(symbol_path),
-        use_recorded_paths=recorded_paths,
-        max_frames=max(1, max_frames),
+    code = run_stack(
+        dump,
+        thread=thread,
+        all_threads=all_threads,
+        image_path=image_path or (),
+        symbol_path=symbol_path or (),
+        recorded_paths=recorded_paths,
+        max_frames=max_frames,
+        json_out=json_out,
+        full=full,
+        python=python,
     )
-    crash = crashing_thread(target)
-    if all_threads:
-        chosen = list(target.threads)
-    elif thread is not None:
-        chosen = [t for t in target.threads if t.tid == thread]
-        if not chosen:
-            raise fail(f"{dump}: no thread {thread} (threads: {', '.join(str(t.tid) for t in target.threads)})")
-    elif crash is not None:
-        chosen = [crash]
-    else:
-        chosen = list(target.threads[:1])
-    # Streamed: a million-frame stack is written a row at a time, never held as a document.
-    doc, frames = stacks(target, opts, chosen, python=python, cycles=not (json_out or full))
-    if json_out:
-        from dumpkit.report.stream import write_stacks_json
-
-        write_stacks_json(doc, frames, sys.stdout)
-    else:
-        from rich.console import Console
-
-        from dumpkit.report.stream import write_stacks_text
-
-        console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
-        write_stacks_text(doc, frames, console, sys.stdout, full=full)
-    sys.stdout.flush()
-    warn_problems(list(doc.soft_errors))
-    raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -173,21 +145,9 @@ def info(
     json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
 ) -> None:
     """What the dump holds: system, process, exception, threads, modules, streams."""
-    from dumpkit.engine import contents
+    from dumpkit.commands.info import run_info
 
-    doc = contents(_open(dump))
-    if json_out:
-        from dumpkit.report.json_report import render_json
-
-        write_output(render_json(doc, indent=1) + "\n", None, dump)
-    else:
-        from rich.console import Console
-
-        from dumpkit.report.contents import render_contents
-
-        render_contents(doc, Console(highlight=False, soft_wrap=False, width=max(120, Console().width)))
-    warn_problems(list(doc.soft_errors))
-    raise typer.Exit(EXIT_PROBLEMS if doc.soft_errors else EXIT_OK)
+    raise typer.Exit(run_info(dump, json_out=json_out))
 
 
 @app.command()
@@ -210,82 +170,17 @@ def bundle(
     that `dumpkit analyze CRASH.dkb` gives the same report on a machine without them. A
     bundle given as input is bundled again: its dump and pages, plus what --image-path or
     --symbol-path add, with --redact applied."""
-    from dumpkit.bundle.format import BundleError
-    from dumpkit.bundle.writer import write_bundle
-    from dumpkit.report.escape import clean
-    from dumpkit.words import human_bytes, plural
+    from dumpkit.commands.bundle import run_bundle
 
-    if os.path.exists(output) and os.path.exists(dump) and os.path.samefile(output, dump):
-        raise fail(f"{output}: refusing to overwrite the dump being read")
-    target = _open(dump)
-    data: Optional[bytes] = None
-    redacted: tuple = ()
-    if redact:
-        from dumpkit.bundle.format import MAX_DUMP
-        from dumpkit.bundle.redact import redact_dump
-        from dumpkit.sources.minidump import open_dump_bytes
-
-        if target.file_size > MAX_DUMP:  # redaction searches a copy of the whole dump in memory
-            raise fail(
-                f"{dump}: --redact takes a dump of at most {human_bytes(MAX_DUMP)}; this one is "
-                f"{human_bytes(target.file_size)}"
-            )
-
-        if target.bundle is not None:
-            original = b"".join(target.file_chunks())
-        else:
-            with open(dump, "rb") as f:
-                original = f.read()
-        data, redacted = redact_dump(original, target)
-        redacted_target = open_dump_bytes(data, dump, target.kept)
-        # a bundle's pages and manifest go along
-        redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
-        target = redacted_target
-    try:
-        done = write_bundle(
-            target,
-            dump,
-            output,
-            image_paths=image_path or (),
-            symbol_paths=_symbol_paths(symbol_path),
-            dump_data=data,
-            redacted=redacted,
-            only_used_memory=only_used_memory,
-        )
-    except BundleError as e:
-        raise fail(f"{output}: {e}") from None
-    m = done.manifest
-    pages = sum(i.captured for i in m.images)
-    out = [
-        f"wrote {clean(output, 500)}: {human_bytes(done.size)}, holding the dump "
-        f"({clean(m.dump.name, 200)}, {human_bytes(m.dump.size)}) and {human_bytes(pages)} of image pages "
-        f"from {plural(len(m.images), 'module')}"
-        + (f", and {human_bytes(sum(p.captured for p in m.pdbs))} of {plural(len(m.pdbs), 'PDB')}" if m.pdbs else "")
-    ]
-    for image, (_, file_size) in zip(m.images, done.image_files):
-        out.append(
-            f"  {clean(image.name, 200)}: {human_bytes(image.captured)} of {human_bytes(file_size)} "
-            f"in {plural(len(image.ranges), 'range')} (from {image.source})"
-        )
-    for pdb in m.pdbs:
-        out.append(
-            f"  {clean(pdb.name, 200)}: {human_bytes(pdb.captured)} of {human_bytes(pdb.file_size)} "
-            f"in {plural(len(pdb.ranges), 'range')} (PDB {pdb.guid} age {pdb.age})"
-        )
-    if done.not_found:
-        out.append(
-            f"  no image found for {', '.join(clean(n, 100) for n in done.not_found)}: "
-            "frames in them are found by stack scanning, from the bundle too"
-        )
-    if m.dump.kept is not None:
-        out.append(
-            f"  dump: {human_bytes(sum(n for _, n in m.dump.kept))} of {human_bytes(m.dump.size)} kept "
-            "(the rest is memory the analysis did not read, left out)"
-        )
-    for line in m.redacted:
-        out.append(f"  redacted: {clean(line, 300)}")
-    out.append(f"verdict: {clean(done.verdict, 300)}")
-    sys.stdout.write("\n".join(out) + "\n")
+    code = run_bundle(
+        dump,
+        output,
+        image_path=image_path or (),
+        symbol_path=symbol_path or (),
+        redact=redact,
+        only_used_memory=only_used_memory,
+    )
+    raise typer.Exit(code)
 
 
 # A negative exit code (-1073741571) looks like an option to click: take it as the code.
@@ -301,7 +196,7 @@ def explain(
     ),
 ) -> None:
     """Explain an exit code or exception code; no dump needed."""
-    run_explain(code or (), how_to_capture)
+    raise typer.Exit(run_explain(code or (), how_to_capture))
 
 
 @app.command()
@@ -347,28 +242,21 @@ def triage(
     ),
 ) -> None:
     """Analyse many dumps and group them by crash signature: one line per distinct crash."""
-    from dumpkit.triage.run import default_jobs
-    from dumpkit.commands.triage import UsageError, run_triage
+    from dumpkit.commands.triage import run_triage
 
-    fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
-    if output and fmt is Format.text and not fmt_name and not os.path.splitext(output)[1]:
-        fmt = Format.html  # a folder: the HTML page and its per-dump reports
-    try:
-        code = run_triage(
-            paths,
-            fmt.value,
-            output,
-            max(1, jobs) if jobs is not None else default_jobs(),
-            timeout if timeout > 0 else None,
-            cache,
-            scheduler,
-            image_path or (),
-            _symbol_paths(symbol_path),
-            progress,
-            memory_cap,
-        )
-    except UsageError as e:
-        raise fail(str(e)) from None
+    code = run_triage(
+        paths,
+        fmt_name=fmt_name,
+        output=output,
+        jobs=jobs,
+        timeout=timeout,
+        cache=cache,
+        scheduler=scheduler,
+        image_path=image_path or (),
+        symbol_path=symbol_path or (),
+        progress=progress,
+        memory_cap=memory_cap,
+    )
     raise typer.Exit(code)
 
 

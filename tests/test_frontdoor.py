@@ -41,6 +41,14 @@ def _heavy(names, roots):
     return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in roots))
 
 
+SHARED = {"dumpkit.commands", "dumpkit.commands.exits", "dumpkit.commands.inputs", "dumpkit.commands.output"}
+
+
+def _other_commands(names, command):
+    """Command modules imported besides `command`'s own and the helpers they share."""
+    return sorted(set(_heavy(names, ("dumpkit.commands",))) - SHARED - {f"dumpkit.commands.{command}"})
+
+
 def test_explain_imports_no_parser_framework_and_no_dump_machinery():
     names, r = _imported("explain", "0xC00000FD")
     assert r.returncode == 0, r.stderr
@@ -49,6 +57,7 @@ def test_explain_imports_no_parser_framework_and_no_dump_machinery():
     heavy = ("typer", "click", "pydantic", "rich", "capstone", "minidump")
     heavy += ("dumpkit.engine", "dumpkit.unwind", "dumpkit.sources", "dumpkit.analysis.model", "dumpkit.cli")
     assert _heavy(names, heavy) == []
+    assert _other_commands(names, "explain") == []
 
 
 def test_analyze_imports_neither_typer_nor_pydantic():
@@ -57,6 +66,7 @@ def test_analyze_imports_neither_typer_nor_pydantic():
     assert json.loads(r.stdout)["verdict"]["headline"]
     assert "dumpkit.engine" in names
     assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli")) == []
+    assert _other_commands(names, "analyze") == []
 
 
 def test_the_table_is_typers_declarations():

@@ -1,14 +1,15 @@
 """How a command ends: its exit code, and the lines on stderr that go with it.
 
 Exit codes: 0 analysed; 1 analysed, but problems were met reading the dump (listed);
-2 unusable input or arguments (one line on stderr, no traceback)."""
+2 unusable input or arguments (one line on stderr, no traceback); 130 interrupted (Ctrl-C),
+as a shell reports a command its SIGINT ended."""
 
 from __future__ import annotations
 
 import sys
 from typing import Callable, List, Optional
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE = 0, 1, 2
+EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class Exit(SystemExit):
@@ -46,6 +47,6 @@ def guarded(run: Callable[[], Optional[int]]) -> None:
         sys.exit(run())
     except KeyboardInterrupt:
         sys.stderr.write("dumpkit: interrupted\n")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except BrokenPipeError:
         sys.exit(0)

@@ -1,5 +1,5 @@
-"""The body of `dumpkit triage` (cli.py declares its options and calls run_triage): collect
-the dumps, run them with a progress bar on a terminal, write the groups in the format asked."""
+"""`dumpkit triage`: collect the dumps, run them with a progress bar on a terminal, write
+the groups in the format asked."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from typing import List, Optional, Sequence
 
 from dumpkit import __version__
 from dumpkit.analysis.signature import RULES
+from dumpkit.commands.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, fail
+from dumpkit.commands.inputs import symbol_paths
+from dumpkit.commands.output import Format, report_format
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
 from dumpkit.triage.memory import default_cap, parse_size
 from dumpkit.triage.record import DumpRecord
-from dumpkit.triage.run import run
+from dumpkit.triage.run import default_jobs, run
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_UNUSABLE, EXIT_INTERRUPTED = 0, 1, 2, 130
 REPORTS = "reports"  # per-dump reports, beside the HTML page
 
 
@@ -75,6 +77,41 @@ def _records(
 
 
 def run_triage(
+    paths: Sequence[str],
+    fmt_name: Optional[str] = None,
+    output: Optional[str] = None,
+    jobs: Optional[int] = None,
+    timeout: float = 600.0,
+    cache: Optional[str] = None,
+    scheduler: Optional[str] = None,
+    image_path: Sequence[str] = (),
+    symbol_path: Sequence[str] = (),
+    progress: Optional[bool] = None,
+    memory_cap: Optional[str] = None,
+) -> int:
+    """The groups written where asked; returns the exit code. `timeout` 0 is no limit."""
+    fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
+    if output and fmt is Format.text and not fmt_name and not os.path.splitext(output)[1]:
+        fmt = Format.html  # a folder: the HTML page and its per-dump reports
+    try:
+        return _triage(
+            paths,
+            fmt.value,
+            output,
+            max(1, jobs) if jobs is not None else default_jobs(),
+            timeout if timeout > 0 else None,
+            cache,
+            scheduler,
+            image_path,
+            symbol_paths(list(symbol_path)),
+            progress,
+            memory_cap,
+        )
+    except UsageError as e:
+        raise fail(str(e)) from None
+
+
+def _triage(
     inputs: Sequence[str],
     fmt: str,
     output: Optional[str],
