@@ -16,7 +16,8 @@ import struct
 from typing import List, Optional, Sequence, Set, Tuple
 
 from dumpkit.bundle.format import MAX_RANGES, BundleError
-from dumpkit.sources.minidump import MEMORY_PAGE, MinidumpTarget, open_dump_pieces
+from dumpkit.sources.memory import MEMORY_PAGE
+from dumpkit.sources.minidump import MinidumpTarget, open_dump_pieces
 from dumpkit.spans import merge as _merge
 from dumpkit.spans import subtract as _subtract
 

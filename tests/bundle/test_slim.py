@@ -38,7 +38,8 @@ def slim(full, tmp_path_factory) -> Path:
 
 def test_memory_left_out_is_not_in_the_bundle_never_zeros(full, slim):
     from dumpkit.bundle.reader import open_bundle
-    from dumpkit.sources.minidump import MemoryNotInBundle, open_dump
+    from dumpkit.sources.memory import MemoryNotInBundle
+    from dumpkit.sources.minidump import open_dump
     from dumpkit.target import MemoryNotInDump
 
     original = open_dump(str(full))

@@ -269,7 +269,7 @@ def test_64k_names_are_bounded_in_every_format(corpus, tmp_path):
 def test_limits_are_parameters_with_safe_defaults():
     from dumpkit import pe
     from dumpkit.engine import Options
-    from dumpkit.sources import minidump
+    from dumpkit.sources import memory, minidump
     from dumpkit.target import SoftErrors
     from dumpkit.unwind import walk
 
@@ -278,7 +278,7 @@ def test_limits_are_parameters_with_safe_defaults():
     assert 0 < o.scan_words <= 4096 and 0 < o.keep_frames <= 10_000
     assert 0 < minidump.MAX_RECORDS <= 1 << 24
     assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
-    assert 0 < minidump.OVERLAP_COMPARE_BUDGET <= 1 << 30
+    assert 0 < memory.OVERLAP_COMPARE_BUDGET <= 1 << 30
     assert 0 < walk.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
     assert 0 < walk.DEFAULT_SCAN_WORDS <= 4096

@@ -12,7 +12,8 @@ from typing import Callable, Optional
 
 import pytest
 
-from dumpkit.sources.minidump import OVERLAP_COMPARE_BUDGET, open_dump
+from dumpkit.sources.memory import OVERLAP_COMPARE_BUDGET
+from dumpkit.sources.minidump import open_dump
 
 from synth_dump import (
     EXCEPTION,

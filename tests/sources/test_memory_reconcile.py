@@ -1,4 +1,4 @@
-"""The memory-list reconcile (sources/minidump.py `_Memory`) was rewritten for speed: Wine
+"""The memory-list reconcile (sources/memory.py `CapturedMemory`) was rewritten for speed: Wine
 dumps of python.exe hold ~800,000 MemoryList ranges, half of them inside another. The
 rewrite must decide exactly as before. `_reference` below is the algorithm as it was
 (commit 7c3d054), kept here verbatim in behaviour; every sample dump, every Python sample
@@ -16,8 +16,8 @@ from typing import List, Optional, Tuple
 
 import pytest
 
-from dumpkit.sources import minidump
-from dumpkit.sources.minidump import _COMPARE_CHUNK, _PIECE_COST, OVERLAP_COMPARE_BUDGET, _first_mismatch, open_dump
+from dumpkit.sources.memory import _COMPARE_CHUNK, _PIECE_COST, OVERLAP_COMPARE_BUDGET, CapturedMemory, _first_mismatch
+from dumpkit.sources.minidump import open_dump
 from tests.conftest import SAMPLES, plain_dump, python_bundle, python_manifest
 
 Outcome = Tuple[List[int], List[int], List[int], int, Optional[int], int]
@@ -105,7 +105,7 @@ def _reference(data: bytes, ranges: List[Tuple[int, int, int]], budget: int) -> 
 
 
 def _current(data: bytes, ranges: List[Tuple[int, int, int]], budget: int) -> Outcome:
-    m = minidump._Memory(data, list(ranges), budget)
+    m = CapturedMemory(data, list(ranges), budget)
     return m.starts, m.ends, m.offsets, m.conflicts, m.first_conflict, m.unchecked
 
 
