@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, Sequence, Tuple
 
+from dumpkit.analysis.advice import Step
 from dumpkit.analysis.codes.model import MASK32, MASK64, CodeInfo, FastFailInfo
-from dumpkit.analysis.codes.notes import ANALYZE, FAST_FAIL_ROWS, STATUS_ROWS
+from dumpkit.analysis.codes.notes import BEFORE_A_DUMP, FAST_FAIL_ROWS, STATUS_ROWS
 from dumpkit.analysis.codes.table import code_table
 
 __all__ = [
@@ -67,11 +68,11 @@ def fastfail_name(subcode: int) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def steps_given_a_dump(steps: Sequence[str]) -> Tuple[str, ...]:
+def steps_given_a_dump(steps: Sequence[Step]) -> Tuple[Step, ...]:
     """The table's next steps that still make sense in a verdict built from a dump: the
     ones about capturing a dump or running `dumpkit analyze` are dropped (the reader has
     done both; `dumpkit explain` keeps them)."""
-    return tuple(s for s in steps if s != ANALYZE and "dumpkit analyze" not in s)
+    return tuple(s for s in steps if s.id not in BEFORE_A_DUMP)
 
 
 _FACILITIES: Dict[int, str] = {
@@ -127,7 +128,7 @@ def _derived_info(code: int) -> CodeInfo:
         f"0x{code:08X}",
         "; ".join(parts),
         causes,
-        ("Search the program's own documentation or source for this value",),
+        (Step("derived.search", "Search the program's own documentation or source for this value"),),
         known=False,
     )
 
@@ -143,7 +144,7 @@ def _header_only_info(code: int, name: str) -> CodeInfo:
         f"{article} {severity} status Windows defines (facility 0x{(code >> 16) & 0xFFF:X}, "
         f"code 0x{code & 0xFFFF:04X}); dumpkit has no notes on what causes it",
         (),
-        ("Search for the name together with the program or library that ended with it",),
+        (Step("named.search", "Search for the name together with the program or library that ended with it"),),
     )
 
 

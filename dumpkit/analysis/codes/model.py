@@ -4,6 +4,8 @@ frozen data classes; nothing here reads a table."""
 from __future__ import annotations
 
 from typing import Optional, Tuple
+
+from dumpkit.analysis.advice import Step
 from dumpkit.records import record
 
 MASK32 = 0xFFFFFFFF
@@ -35,14 +37,18 @@ FAST_FAIL_INVALID_FAST_FAIL_CODE = 0xFFFFFFFF
 class CodeInfo:
     """One NTSTATUS / exception code. `summary` is one line of plain language without a
     trailing full stop; `causes` are what commonly produces it in Python/TensorFlow
-    processes on Windows; `next_steps` are what to do about it."""
+    processes on Windows; `steps` are what to do about it (`next_steps`: in words)."""
 
     code: int
     name: str
     summary: str
     causes: Tuple[str, ...] = ()
-    next_steps: Tuple[str, ...] = ()
+    steps: Tuple[Step, ...] = ()
     known: bool = True  # False when name/summary were derived from the bits alone
+
+    @property
+    def next_steps(self) -> Tuple[str, ...]:
+        return tuple(s.text for s in self.steps)
 
     @property
     def hex(self) -> str:

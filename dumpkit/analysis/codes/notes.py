@@ -8,8 +8,9 @@ generated from the SDK headers (ntstatus.tsv), so a typo in a value cannot hide 
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple, Union
 
+from dumpkit.analysis.advice import EXE, Step
 from dumpkit.analysis.codes.model import (
     STATUS_ACCESS_VIOLATION,
     STATUS_CPP_EH_EXCEPTION,
@@ -243,7 +244,69 @@ FAST_FAIL_ROWS: Tuple[Tuple[int, str, str, Optional[str]], ...] = (
 # NTSTATUS / exception codes
 # --------------------------------------------------------------------------------------
 
-ANALYZE = "Get a dump of the crash (see 'capturing a dump') and run `dumpkit analyze` on it"
+# Steps for a reader without a dump, or who has not analysed it yet: a verdict, which is
+# that analysis, leaves them out (lookup.steps_given_a_dump); `dumpkit explain` keeps them.
+ANALYZE = Step("analyze_a_dump", "Get a dump of the crash (see 'capturing a dump') and run `dumpkit analyze` on it")
+_ACCESS_PARAMETERS = Step(
+    "access_violation.parameters",
+    "The access parameters say read/write/execute and the address; a small address "
+    "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
+    "general-protection fault (a non-canonical pointer or a misaligned vector access), "
+    "whose real address `dumpkit analyze` computes from the faulting instruction",
+)
+_DECODES_THE_INSTRUCTION = Step(
+    "illegal_instruction.decode",
+    "`dumpkit analyze` on a dump decodes the faulting instruction (a ud2 trap is not "
+    "a CPU feature problem) and reports AVX/AVX2/AVX-512 support from the dump's "
+    "CPUID data",
+)
+_FIND_THE_RECURSION = Step(
+    "stack_overflow.find_the_recursion",
+    "Find the recursion: `dumpkit analyze` shows the repeating cycle of frames and "
+    "the bytes each repetition costs; fix the recursion or make it iterative",
+)
+_GET_THE_SUBCODE = Step(
+    "fastfail.get_the_subcode",
+    "Get the subcode: it is the first exception parameter in a dump "
+    "(`dumpkit analyze` shows it and the function that raised it); "
+    "then `dumpkit explain 0xC0000409/<subcode>`",
+)
+_CXX_TYPE = Step(
+    "cxx_exception.type",
+    "The exception object's type is found through the third parameter (ThrowInfo); "
+    "`dumpkit analyze` names it when the memory is in the dump",
+)
+BEFORE_A_DUMP = frozenset(
+    s.id
+    for s in (ANALYZE, _ACCESS_PARAMETERS, _DECODES_THE_INSTRUCTION, _FIND_THE_RECURSION, _GET_THE_SUBCODE, _CXX_TYPE)
+)
+
+# Steps the verdict fits to the process (verdict/__init__.py selects them by id): rerunning
+# under faulthandler needs a Python process; TensorFlow advice needs TensorFlow loaded;
+# page heap is enabled for the process's own executable.
+FAULTHANDLER_ACCESS_VIOLATION = Step(
+    "access_violation.faulthandler",
+    "Run with `python -X faulthandler`: for an access violation it prints the Python stack of every thread",
+)
+FAULTHANDLER_DIVIDE_BY_ZERO = Step(
+    "integer_divide_by_zero.faulthandler", "faulthandler reports it ('int divide by zero') with the Python stack"
+)
+BUILD_FOR_THE_CPU = Step(
+    "illegal_instruction.build_for_the_cpu",
+    "If a vector instruction faulted, install a build made for your CPU (e.g. a "
+    "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
+)
+WOW64_DEBUGGER = Step(
+    "wx86_breakpoint.debugger",
+    "Use a 32-bit debugger or `.effmach x86` in WinDbg; consider a 64-bit Python (TensorFlow has no 32-bit builds)",
+)
+PAGE_HEAP = Step(
+    "heap_corruption.page_heap",
+    "Enable full page heap for {exe} so the overrun faults where it happens: "
+    "gflags /p /enable {exe} /full (Debugging Tools for Windows), then get a "
+    "dump of the new crash",
+    ((EXE, "python.exe"),),
+)
 
 _FLOAT_CAUSES = (
     "Floating-point exceptions are masked by default on Windows, so this only happens when "
@@ -258,8 +321,17 @@ _FLOAT_STEPS = (
 )
 
 
-def _ci(code: int, name: str, summary: str, causes: Sequence[str] = (), steps: Sequence[str] = ()) -> CodeInfo:
-    return CodeInfo(code, name, summary, tuple(causes), tuple(steps))
+def _ci(
+    code: int, name: str, summary: str, causes: Sequence[str] = (), steps: Sequence[Union[str, Step]] = ()
+) -> CodeInfo:
+    """A row; a step given as words is named after the code and its place ("STATUS_NO_MEMORY.1")."""
+    return CodeInfo(
+        code,
+        name,
+        summary,
+        tuple(causes),
+        tuple(s if isinstance(s, Step) else Step(f"{name}.{i}", s) for i, s in enumerate(steps)),
+    )
 
 
 STATUS_ROWS: Tuple[CodeInfo, ...] = (
@@ -287,10 +359,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A 64-bit debugger or dump writer attached to a 32-bit python.exe: the initial "
             "debugger breakpoint or a __debugbreak() in 32-bit code",
         ),
-        (
-            "Use a 32-bit debugger or `.effmach x86` in WinDbg; consider a 64-bit Python "
-            "(TensorFlow has no 32-bit builds)",
-        ),
+        (WOW64_DEBUGGER,),
     ),
     _ci(
         0x406D1388,
@@ -365,14 +434,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "An aligned SSE/AVX instruction (movaps, vmovdqa) on a buffer that is not 16/32-byte "
             "aligned, e.g. Eigen types in memory from a plain malloc",
         ),
-        (
-            "Run with `python -X faulthandler`: for an access violation it prints the Python stack of every thread",
-            "The access parameters say read/write/execute and the address; a small address "
-            "is a NULL pointer plus a field offset, and 0xffffffffffffffff means a "
-            "general-protection fault (a non-canonical pointer or a misaligned vector access), "
-            "whose real address `dumpkit analyze` computes from the faulting instruction",
-            ANALYZE,
-        ),
+        (FAULTHANDLER_ACCESS_VIOLATION, _ACCESS_PARAMETERS, ANALYZE),
     ),
     _ci(
         STATUS_IN_PAGE_ERROR,
@@ -442,11 +504,8 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
         (
             "Check the CPU flags on the machine that crashed: `coreinfo -f` (Sysinternals) or "
             "`python -m cpuinfo` (py-cpuinfo) list AVX, AVX2 and AVX512F",
-            "`dumpkit analyze` on a dump decodes the faulting instruction (a ud2 trap is not "
-            "a CPU feature problem) and reports AVX/AVX2/AVX-512 support from the dump's "
-            "CPUID data",
-            "If a vector instruction faulted, install a build made for your CPU (e.g. a "
-            "TensorFlow version or wheel built without AVX) or move to a machine with AVX2",
+            _DECODES_THE_INSTRUCTION,
+            BUILD_FOR_THE_CPU,
             ANALYZE,
         ),
     ),
@@ -578,7 +637,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "that does not check",
             "Overclocking / GPU tuning tools injecting into the process have been reported to cause it",
         ),
-        ("faulthandler reports it ('int divide by zero') with the Python stack", ANALYZE),
+        (FAULTHANDLER_DIVIDE_BY_ZERO, ANALYZE),
     ),
     _ci(
         0xC0000095,
@@ -621,8 +680,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "1024 * 1024) before creating the threading.Thread that runs it (the size is "
             "only reserved, not committed; CPython on Windows accepts up to just under "
             "256 MiB)",
-            "Find the recursion: `dumpkit analyze` shows the repeating cycle of frames and "
-            "the bytes each repetition costs; fix the recursion or make it iterative",
+            _FIND_THE_RECURSION,
             "If one frame is huge, move its buffer to the heap",
             ANALYZE,
         ),
@@ -749,12 +807,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "DLL boundary)",
             "Extension modules or custom ops built against a different numpy / TensorFlow ABI",
         ),
-        (
-            "Enable full page heap for python.exe so the overrun faults where it happens: "
-            "gflags /p /enable python.exe /full (Debugging Tools for Windows), then get a "
-            "dump of the new crash",
-            ANALYZE,
-        ),
+        (PAGE_HEAP, ANALYZE),
     ),
     _ci(
         STATUS_STACK_BUFFER_OVERRUN,
@@ -769,12 +822,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "common: the reason is printed on stderr just before the exit",
             "Python itself: 'Fatal Python error: ...' ends in abort(), so subcode 7",
         ),
-        (
-            "Read the last lines of stderr first: abort() callers print why",
-            "Get the subcode: it is the first exception parameter in a dump "
-            "(`dumpkit analyze` shows it and the function that raised it); "
-            "then `dumpkit explain 0xC0000409/<subcode>`",
-        ),
+        ("Read the last lines of stderr first: abort() callers print why", _GET_THE_SUBCODE),
     ),
     _ci(
         0xC0000417,
@@ -826,11 +874,7 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "0xC0000409 / FAST_FAIL_FATAL_APP_EXIT (7)",
             "Dump writers that stop at the second-chance exception record this code rather than the final fail-fast",
         ),
-        (
-            "The exception object's type is found through the third parameter (ThrowInfo); "
-            "`dumpkit analyze` names it when the memory is in the dump",
-            ANALYZE,
-        ),
+        (_CXX_TYPE, ANALYZE),
     ),
     # Statuses that show up as the third parameter of an in-page error.
     _ci(0xC000000E, "STATUS_NO_SUCH_DEVICE", "the device does not exist (any more)"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from dumpkit.analysis.advice import Step
 from dumpkit.analysis.codes.model import MASK32, CodeInfo
 from dumpkit.analysis.codes.table import code_table, error_table
 
@@ -72,8 +73,11 @@ def describe_hresult(code: int) -> CodeInfo:
             "error message, a raised Python OSError/COMError, or its own exit code)",
         ),
         (
-            "Search for the name together with the API or library that returned it; the "
-            "program's log or traceback names the call",
+            Step(
+                "hresult.search",
+                "Search for the name together with the API or library that returned it; the "
+                "program's log or traceback names the call",
+            ),
         ),
         known=name is not None,
     )
@@ -91,6 +95,6 @@ def describe_win32(error: int) -> CodeInfo:
             "A Windows API call failed and the program reported the error (Python raises it "
             "as OSError with winerror set; some launchers pass it on as their exit code)",
         ),
-        ("Search for the name together with the API or file the program was using",),
+        (Step("win32.search", "Search for the name together with the API or file the program was using"),),
         known=name is not None,
     )

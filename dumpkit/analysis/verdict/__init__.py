@@ -7,9 +7,11 @@ analyses established; the only outside call is `Case.read_code`, to show instruc
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 from dumpkit.analysis import codes
+from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step, texts
+from dumpkit.analysis.codes import notes
 from dumpkit.analysis.coverage import rests_on_guesses
 from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python
@@ -30,13 +32,14 @@ from dumpkit.analysis.verdict.case import (
     ILLEGAL_INSTRUCTION,
     STACK_OVERFLOW,
     Case,
+    Decision,
     exception_line,
     frame_limit,
 )
 
 __all__ = ["Case", "decide", "frame_limit"]
 
-Decider = Callable[[Case, List[str], List[str]], Tuple[Verdict, List[Finding]]]
+Decider = Callable[[Case, List[str], List[Step]], Decision]
 
 _BY_CODE: Dict[int, Decider] = {
     STACK_OVERFLOW: stack_overflow.decide,
@@ -48,6 +51,12 @@ _BY_CODE: Dict[int, Decider] = {
 }
 
 
+_GET_IT_AGAIN = Step(
+    "damaged.get_it_again", "Get the dump again from the machine that crashed; check that the copy is complete."
+)
+_READ_THE_WAITS = Step("no_exception.read_the_waits", "Look at the threads' stacks for what each was waiting on.")
+
+
 def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     crash = case.crash
     if crash is None and case.problems:
@@ -56,7 +65,7 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
             f"No exception record could be read: the dump is damaged ({len(case.problems)} problem(s) listed below)",
             Confidence.LOW,
             tuple(case.problems[:5]),
-            ("Get the dump again from the machine that crashed; check that the copy is complete.",),
+            texts((_GET_IT_AGAIN,)),
         ), []
     if crash is None:
         return Verdict(
@@ -64,14 +73,15 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
             "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash",
             Confidence.HIGH,
             ("the dump has no Exception stream",),
-            ("Look at the threads' stacks for what each was waiting on.",),
+            texts((_READ_THE_WAITS,)),
         ), []
     evidence = [exception_line(crash, case.frame0)]
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
-    steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).next_steps))
-    verdict, findings = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
-    verdict, findings = _from_python(verdict, findings, case)
-    return _within_the_evidence(_for_what_is_loaded(verdict, case), case), findings
+    steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).steps))
+    decision = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
+    verdict, findings = _from_python(decision.verdict, list(decision.findings), case)
+    verdict = replace(verdict, next_steps=texts(_for_what_is_loaded(decision.steps, case)))
+    return _within_the_evidence(verdict, case), findings
 
 
 def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple[Verdict, List[Finding]]:
@@ -90,47 +100,68 @@ def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple
     )
 
 
-_PY_THREAD_STACK = "threading.stack_size(), or a larger /STACK reserve"
-_NATIVE_THREAD_STACK = "the stack size passed to CreateThread or _beginthreadex, or a larger /STACK reserve"
+# The steps that send the reader to rerun under faulthandler for the Python stack, and the
+# steps about TensorFlow (or its absl logging): chosen by id, wherever they were written.
+# The WOW64 step is among them because it was dropped with them when the rule read words
+# ("consider a 64-bit Python (TensorFlow has no 32-bit builds)"); kept so, not re-decided.
+_ASKS_FOR_FAULTHANDLER = frozenset(
+    s.id
+    for s in (
+        notes.FAULTHANDLER_ACCESS_VIOLATION,
+        notes.FAULTHANDLER_DIVIDE_BY_ZERO,
+        stack_overflow.FIND_THE_PYTHON_RECURSION,
+        stack_overflow.FIND_THE_PROTOCOL_RECURSION,
+    )
+)
+_ABOUT_TENSORFLOW = frozenset(
+    s.id
+    for s in (
+        notes.BUILD_FOR_THE_CPU,
+        notes.WOW64_DEBUGGER,
+        fail_fast.TENSORFLOW_STDERR,
+        illegal_instruction.TENSORFLOW_NEEDS_AVX,
+        stack_overflow.LIMIT_CHECKED_ON_THE_WAY_DOWN,
+    )
+)
+_NATIVE_STACK = Step(
+    "native.debugger_stack",
+    "Open the dump in WinDbg or Visual Studio with {module}'s PDB (`.ecxr` then `kn`) "
+    "for the faulting source line and its callers.",
+)
+_PYTHON_STACKS_HERE = Step(
+    "python.stacks_in_report",
+    "The Python stack of every thread is in this report (read from the dump), so there is no need to rerun "
+    "with faulthandler: start at the crashing thread's innermost Python frame{innermost}.",
+)
 
 
-def _for_what_is_loaded(verdict: Verdict, case: Case) -> Verdict:
-    """Advice follows the process (issue #18): without a Python runtime loaded, the code
-    tables' faulthandler step becomes its native counterpart (the debugger's stack with the
-    module's PDB) and a thread's stack is sized without `threading`; without TensorFlow,
-    TensorFlow/absl steps are dropped; page-heap commands name the process's executable."""
+def _for_what_is_loaded(steps: Sequence[Step], case: Case) -> Tuple[Step, ...]:
+    """Advice follows the process (issue #18): without a Python runtime loaded, a
+    faulthandler step becomes its native counterpart (the debugger's stack with the
+    module's PDB) and a thread's stack is sized without `threading`; with the Python stacks
+    read from the dump, it points to them; without TensorFlow, TensorFlow/absl steps are
+    dropped; page-heap commands name the process's executable."""
     env = case.environment
     python = case.python is not None or env.python is not None or env.python_module is not None
     tensorflow = bool(env.tensorflow)
     module = case.crash.module if case.crash is not None and case.crash.module else "the faulting module"
-    native = (
-        f"Open the dump in WinDbg or Visual Studio with {module}'s PDB (`.ecxr` then `kn`) "
-        "for the faulting source line and its callers."
-    )
     exe = case.executable
     stacks_read = case.python is not None and case.python.status == "read" and bool(case.python.threads)
     innermost = innermost_python(case.python_thread)
-    have_stacks = (
-        "The Python stack of every thread is in this report (read from the dump), so there is no need to rerun "
-        "with faulthandler: start at the crashing thread's innermost Python frame"
-        + (f", {innermost}." if innermost else ".")
-    )
-    kept: List[str] = []
-    for step in verdict.next_steps:
-        low = step.lower()
-        if not python and "faulthandler" in low:
-            step = native
-        elif stacks_read and "faulthandler" in low:
-            step = have_stacks
-        elif not tensorflow and ("tensorflow" in low or "absl" in low):
+    kept: List[Step] = []
+    for step in steps:
+        if step.id in _ASKS_FOR_FAULTHANDLER and not python:
+            step = _NATIVE_STACK.given(module=module)
+        elif step.id in _ASKS_FOR_FAULTHANDLER and stacks_read:
+            step = _PYTHON_STACKS_HERE.given(innermost=f", {innermost}" if innermost else "")
+        elif step.id in _ABOUT_TENSORFLOW and not tensorflow:
             continue
         if not python:
-            step = step.replace(_PY_THREAD_STACK, _NATIVE_THREAD_STACK)
-        if exe and "gflags" in low:
-            step = step.replace("python.exe", exe)
-        if step not in kept:
-            kept.append(step)
-    return verdict if tuple(kept) == verdict.next_steps else replace(verdict, next_steps=tuple(kept))
+            step = step.given(**{THREAD_STACK: NATIVE_THREAD_STACK})
+        if exe:
+            step = step.given(**{EXE: exe})
+        kept.append(step)
+    return tuple(kept)
 
 
 FAULT_KINDS = (VerdictKind.ACCESS_VIOLATION, VerdictKind.ILLEGAL_INSTRUCTION)

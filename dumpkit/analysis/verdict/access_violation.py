@@ -5,26 +5,52 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis import codes
+from dumpkit.analysis.advice import Step
 from dumpkit.analysis.access import ALL_ONES, fill_pattern, is_canonical
 from dumpkit.analysis.framesizes import is_oversized
-from dumpkit.analysis.model import (
-    Confidence,
-    CrashInfo,
-    Finding,
-    FrameSize,
-    MemoryAccess,
-    ThreadReport,
-    Verdict,
-    VerdictKind,
-)
-from dumpkit.analysis.verdict.case import Case, conclude, instruction
+from dumpkit.analysis.model import Confidence, CrashInfo, FrameSize, MemoryAccess, ThreadReport, VerdictKind
+from dumpkit.analysis.verdict.case import Case, Decision, conclude, instruction
 from dumpkit.analysis.verdict.stack_overflow import guard_evidence
 from dumpkit.words import human_bytes
 
 _VERB = {"read": "reads", "write": "writes", "read/write": "reads and writes"}
 
+# The next steps of an access violation, by what the operand and the address show.
+STACK_BUFFER_OVERRUN = Step(
+    "access_violation.stack_buffer_overrun",
+    "Look for a stack buffer overrun in the functions below the fault on that thread (the frame "
+    "whose return address was overwritten); build with /GS and AddressSanitizer to catch it "
+    "where it happens.",
+)
+NULL_POINTER = Step(
+    "access_violation.null_pointer",
+    "A null (or near-null) pointer was dereferenced{at}{register}; check which argument or field was NULL.",
+)
+RAN_OFF_THE_STACK = Step(
+    "access_violation.ran_off_the_stack",
+    "Treat it as a stack overflow: a frame of a page or more allocated without the stack probe (probes disabled "
+    "with /Gs<size> or -mno-stack-arg-probe, hand-written assembly) can step past the guard page, and a thread "
+    "whose stack is already exhausted faults there too; look at the frame sizes and the depth of this stack.",
+)
+CORRUPTED_FUNCTION_POINTER = Step(
+    "access_violation.corrupted_function_pointer",
+    "The function pointer or vtable slot at {slot} was overwritten or its object freed: find what "
+    "wrote it (a use-after-free of the object, a buffer overrun into it); page heap (gflags /p /enable) or "
+    "AddressSanitizer catch the write where it happens.",
+)
+GARBAGE_POINTER = Step(
+    "access_violation.garbage_pointer",
+    "The pointer was corrupted, never initialised or already freed: find where "
+    "{register} got its value (a use-after-free or a buffer overrun that overwrote it).",
+)
+MISALIGNED_BUFFER = Step(
+    "access_violation.misaligned_buffer",
+    "A buffer handed to vectorised code is not aligned: allocate it with _aligned_malloc / alignas / "
+    "an aligned allocator, or build that code with unaligned loads and stores (movups, vmovdqu).",
+)
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     at = case.at
@@ -36,7 +62,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     acc = crash.instruction_access
     better: Optional[str] = None
     more: List[str] = []
-    first_step: Optional[str] = None
+    first_step: Optional[Step] = None
     if acc is not None:
         better, more, first_step = _bad_branch_target(crash, acc, case.read_code, at) or _operand_story(crash, acc, at)
     if better is None:
@@ -62,20 +88,14 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             "or function pointer was overwritten with a stack address (a stack buffer overrun), or "
             "code jumped into a buffer on the stack"
         )
-        steps = [
-            "Look for a stack buffer overrun in the functions below the fault on that thread (the frame "
-            "whose return address was overwritten); build with /GS and AddressSanitizer to catch it "
-            "where it happens."
-        ] + steps
+        steps = [STACK_BUFFER_OVERRUN] + steps
     evidence.extend(more)
     if first_step:
         steps = [first_step] + steps
     if dec.null_page:
         small = [name for name, value in (acc.registers if acc is not None else ()) if value < 0x10000]
         reg = f" (it came from {small[0]})" if small else ""
-        steps = [
-            f"A null (or near-null) pointer was dereferenced{at}{reg}; check which argument or field was NULL."
-        ] + steps
+        steps = [NULL_POINTER.given(at=at, register=reg)] + steps
     off_stack = _ran_off_the_stack(crash, case.thread, case.sizes, case.threshold, at)
     if off_stack is not None:
         headline, more_evidence, first = off_stack
@@ -96,7 +116,7 @@ def _stack_owner(stacks: Sequence[Tuple[int, int, int]], address: Optional[int])
 
 def _ran_off_the_stack(
     crash: CrashInfo, thread: Optional[ThreadReport], sizes: Sequence[FrameSize], threshold: int, at: str
-) -> Optional[Tuple[str, List[str], str]]:
+) -> Optional[Tuple[str, List[str], Step]]:
     """An access violation in the crashing thread's guard region (or just below its
     committed limit), established from independent stack bounds: a stack overflow that
     surfaced as 0xC0000005. Returns (headline, evidence, first step) or None."""
@@ -114,15 +134,12 @@ def _ran_off_the_stack(
         evidence.append(
             f"frame {big.frame_index}: {big.function} uses {human_bytes(max(big.size, big.requested or 0))} of stack"
         )
-    step = (
-        "Treat it as a stack overflow: a frame of a page or more allocated without the stack probe (probes disabled "
-        "with /Gs<size> or -mno-stack-arg-probe, hand-written assembly) can step past the guard page, and a thread whose stack is already exhausted faults there too; look at the frame sizes "
-        "and the depth of this stack."
-    )
-    return headline, [e for e in evidence if e], step
+    return headline, [e for e in evidence if e], RAN_OFF_THE_STACK
 
 
-def _bad_branch_target(crash: CrashInfo, acc: MemoryAccess, read_code, at: str) -> Optional[Tuple[str, List[str], str]]:
+def _bad_branch_target(
+    crash: CrashInfo, acc: MemoryAccess, read_code, at: str
+) -> Optional[Tuple[str, List[str], Step]]:
     """A #GP on `call`/`jmp` through memory whose operand is canonical: the load worked, and
     the target it loaded is what the CPU refused (non-canonical): a corrupted function
     pointer or vtable slot, the common cause, not a segment or privilege violation."""
@@ -148,15 +165,10 @@ def _bad_branch_target(crash: CrashInfo, acc: MemoryAccess, read_code, at: str) 
         f"`{acc.instruction}` reads its target from {acc.formula}, a canonical address, so the load itself "
         f"worked; the 8 bytes there are {loaded}: the branch is what faulted"
     ]
-    step = (
-        f"The function pointer or vtable slot at {acc.address:#x} was overwritten or its object freed: find what "
-        "wrote it (a use-after-free of the object, a buffer overrun into it); page heap (gflags /p /enable) or "
-        "AddressSanitizer catch the write where it happens."
-    )
-    return headline, evidence, step
+    return headline, evidence, CORRUPTED_FUNCTION_POINTER.given(slot=f"{acc.address:#x}")
 
 
-def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[str]]:
+def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Optional[str], List[str], Optional[Step]]:
     """What the faulting instruction's computed operand adds: a better headline when
     Windows could not say the address (a general-protection fault), evidence, a first step."""
     reported = crash.access_address
@@ -179,10 +191,7 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
                 f"instruction `{acc.instruction}` {_VERB[acc.kind]} at {acc.formula}, which is non-canonical (bits 63-47 "
                 f"differ): nothing can be mapped there, so the pointer is garbage{pattern_text}"
             ],
-            (
-                "The pointer was corrupted, never initialised or already freed: find where "
-                f"{culprit[0] if culprit else 'it'} got its value (a use-after-free or a buffer overrun that overwrote it)."
-            ),
+            GARBAGE_POINTER.given(register=culprit[0] if culprit else "it"),
         )
     if acc.misaligned:
         mnemonic = acc.instruction.split(" ", 1)[0]
@@ -196,10 +205,7 @@ def _operand_story(crash: CrashInfo, acc: MemoryAccess, at: str) -> Tuple[Option
                 f"Windows recorded {reported:#x} because the CPU raised a general-protection fault; `{acc.instruction}` "
                 f"accesses {acc.formula}, {acc.address % acc.size} bytes past a {acc.size}-byte boundary"
             ],
-            (
-                "A buffer handed to vectorised code is not aligned: allocate it with _aligned_malloc / alignas / "
-                "an aligned allocator, or build that code with unaligned loads and stores (movups, vmovdqu)."
-            ),
+            MISALIGNED_BUFFER,
         )
     return (
         None,

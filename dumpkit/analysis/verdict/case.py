@@ -7,8 +7,9 @@ package turns one kind of crash into a headline, a confidence, evidence and next
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
+from dumpkit.analysis.advice import Step
 from dumpkit.analysis.codes.model import (
     STATUS_ACCESS_VIOLATION,
     STATUS_CPP_EH_EXCEPTION,
@@ -106,17 +107,27 @@ class Case:
         return f" in {self.frame0}"
 
 
+@record
+class Decision:
+    """What a crash kind's module decided: the verdict, whose `next_steps` are written
+    once `steps` are fitted to the process (verdict/__init__.py), and the fatal finding."""
+
+    verdict: Verdict
+    steps: Tuple[Step, ...]
+    findings: Tuple[Finding, ...]
+
+
 def conclude(
     kind: VerdictKind,
     headline: str,
     confidence: Confidence,
     evidence: Sequence[str],
-    steps: Sequence[str],
+    steps: Sequence[Step],
     thread_id: Optional[int],
-) -> Tuple[Verdict, List[Finding]]:
+) -> Decision:
     """The verdict and the fatal finding that carries the same headline and evidence."""
     finding = Finding(kind, Severity.FATAL, headline, tuple(Evidence(e) for e in evidence), thread_id)
-    return Verdict(kind, headline, confidence, tuple(evidence), tuple(steps)), [finding]
+    return Decision(Verdict(kind, headline, confidence, tuple(evidence), ()), tuple(steps), (finding,))
 
 
 def exception_line(crash: CrashInfo, frame0: Optional[str]) -> str:

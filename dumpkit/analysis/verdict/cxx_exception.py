@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
-from dumpkit.analysis.verdict.case import Case, conclude
+from dumpkit.analysis.advice import Step
+from dumpkit.analysis.model import Confidence, VerdictKind
+from dumpkit.analysis.verdict.case import Case, Decision, conclude
 
 # Where the throw machinery lives: the thrower is the first frame outside these.
 _THROW_MODULES = ("kernelbase.dll", "vcruntime140.dll", "ntdll.dll")
 
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     raiser = next(
@@ -31,20 +32,29 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
     return conclude(VerdictKind.CXX_EXCEPTION, headline, confidence, evidence, steps, crash.thread_id)
 
 
-def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[str]:
+WHERE_TO_CATCH = Step(
+    "cxx_exception.where_to_catch",
+    "Find why {thrower} throws {what} and where it should have been caught: a C++ exception "
+    'must not leave a function called from C or Python (a callback, a thread entry, an extern "C" or '
+    "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
+    "into Python exceptions).",
+)
+ALLOCATION_FAILED = Step(
+    "cxx_exception.allocation_failed",
+    "std::bad_alloc means an allocation failed: check the process's commit size and the size "
+    "that was asked for (a negative or huge size computed from bad input is common).",
+)
+BREAK_ON_THE_THROW = Step(
+    "cxx_exception.break_on_the_throw",
+    "To stop at the throw itself, run it under WinDbg with `sxe eh` (break on every C++ exception).",
+)
+
+
+def _cxx_steps(types: Sequence[str], raiser: Optional[str]) -> List[Step]:
     """Next steps for an unhandled C++ exception: where it should have been caught, and
     how to stop at the throw."""
-    what = types[0] if types else "the exception"
-    steps = [
-        f"Find why {raiser or 'the code'} throws {what} and where it should have been caught: a C++ exception "
-        'must not leave a function called from C or Python (a callback, a thread entry, an extern "C" or '
-        "CPython entry point); catch it there and turn it into an error (pybind11 translates the std:: types "
-        "into Python exceptions)."
-    ]
+    steps = [WHERE_TO_CATCH.given(thrower=raiser or "the code", what=types[0] if types else "the exception")]
     if "std::bad_alloc" in types:
-        steps.append(
-            "std::bad_alloc means an allocation failed: check the process's commit size and the size "
-            "that was asked for (a negative or huge size computed from bad input is common)."
-        )
-    steps.append("To stop at the throw itself, run it under WinDbg with `sxe eh` (break on every C++ exception).")
+        steps.append(ALLOCATION_FAILED)
+    steps.append(BREAK_ON_THE_THROW)
     return steps

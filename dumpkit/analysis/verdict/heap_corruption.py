@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
-from dumpkit.analysis.verdict.case import Case, conclude
+from dumpkit.analysis.advice import EXE, Step
+from dumpkit.analysis.codes.notes import PAGE_HEAP
+from dumpkit.analysis.model import Confidence, VerdictKind
+from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.unwind.frames import Frame
 
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     caller = crash.raised_by
@@ -24,10 +26,8 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             "the heap notices damage when a block next to the damaged one is freed or allocated; the "
             "code that overran the block, freed it twice or used it after free ran earlier"
         )
-        steps = [
-            f"Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
-            "heap (gflags /p /enable python.exe /full) so the next overrun faults at the bad write."
-        ] + [s for s in steps if "gflags" not in s]
+        # this step says how to enable page heap itself: the table's own page-heap step goes
+        steps = [WHAT_IT_FREES.given(caller=caller)] + [s for s in steps if s.id != PAGE_HEAP.id]
     return conclude(
         VerdictKind.HEAP_CORRUPTION,
         headline,
@@ -36,6 +36,14 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
         steps,
         crash.thread_id,
     )
+
+
+WHAT_IT_FREES = Step(
+    "heap_corruption.what_it_frees",
+    "Look at what {caller} frees or allocates and who wrote to that memory before; enable full page "
+    "heap (gflags /p /enable {exe} /full) so the next overrun faults at the bad write.",
+    ((EXE, "python.exe"),),
+)
 
 
 def _heap_operation(frames: Sequence[Frame], caller: Optional[str]) -> Optional[str]:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
-from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
-from dumpkit.analysis.verdict.case import Case, conclude, instruction
+from dumpkit.analysis.advice import Step
+from dumpkit.analysis.model import Confidence, VerdictKind
+from dumpkit.analysis.verdict.case import Case, Decision, conclude, instruction
 from dumpkit.unwind.frames import Frame
 
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     at = case.at
@@ -26,9 +27,7 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             or "the dump does not say which vector extensions the CPU has"
         )
         headline = f"Illegal instruction: {vec} instruction `{ins}`{at}; CPU: {cpu_says}"
-        steps = [
-            "Prebuilt TensorFlow wheels need AVX (and newer ones AVX2); on a CPU without them use a build without those instructions."
-        ] + steps
+        steps = [TENSORFLOW_NEEDS_AVX] + steps
     else:
         headline = f"Illegal instruction{at}" + (f": `{ins}`" if ins else "")
     if ins:
@@ -60,23 +59,36 @@ def vector_extension(text: str) -> Optional[str]:
     return None
 
 
-def _trap_steps(frames: Sequence[Frame], ip: int) -> List[str]:
+TENSORFLOW_NEEDS_AVX = Step(
+    "illegal_instruction.tensorflow_needs_avx",
+    "Prebuilt TensorFlow wheels need AVX (and newer ones AVX2); on a CPU without them use a build without "
+    "those instructions.",
+)
+READ_BEFORE_THE_TRAP = Step(
+    "illegal_instruction.read_before_the_trap",
+    "Read the code just before the ud2 in {function} (WinDbg `ub {ip}`, or objdump): the branch that "
+    "jumps to it is the check that failed (an assertion or bounds check in optimized code) or the path "
+    "the compiler considered unreachable (__builtin_unreachable(), a non-void function falling off its "
+    "end, other undefined behaviour).",
+)
+REBUILD_WITH_CHECKS = Step(
+    "illegal_instruction.rebuild_with_checks",
+    "Rebuild that code with -O0 -g (or /Od /Zi) and, with GCC/Clang, -fsanitize=undefined: the trap then "
+    "shows as a named check with its source line.",
+)
+STACK_PROTECTOR = Step(
+    "illegal_instruction.stack_protector",
+    "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
+    "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
+    "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.",
+)
+
+
+def _trap_steps(frames: Sequence[Frame], ip: int) -> List[Step]:
     """What to do about a ud2: find the check that led to it (never CPU advice)."""
     fn = frames[0].function_name if frames else "the faulting function"
-    steps = [
-        f"Read the code just before the ud2 in {fn} (WinDbg `ub {ip:#x}`, or objdump): the branch that "
-        "jumps to it is the check that failed (an assertion or bounds check in optimized code) or the path "
-        "the compiler considered unreachable (__builtin_unreachable(), a non-void function falling off its "
-        "end, other undefined behaviour).",
-        "Rebuild that code with -O0 -g (or /Od /Zi) and, with GCC/Clang, -fsanitize=undefined: the trap then "
-        "shows as a named check with its source line.",
-    ]
+    steps = [READ_BEFORE_THE_TRAP.given(function=fn, ip=f"{ip:#x}"), REBUILD_WITH_CHECKS]
     names = " ".join(f.function_name.lower() for f in frames[:2])
     if "chk_fail" in names:
-        steps.insert(
-            0,
-            "This is GCC's stack protector / _FORTIFY_SOURCE failure path (libssp's __stack_chk_fail "
-            "or __chk_fail ends in this trap after printing '*** stack smashing detected ***' or "
-            "'*** buffer overflow detected ***'): look for a buffer overrun in its caller.",
-        )
+        steps.insert(0, STACK_PROTECTOR)
     return steps

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import Confidence, CrashInfo, Finding, Verdict, VerdictKind
+from dumpkit.analysis.advice import Step
+from dumpkit.analysis.model import Confidence, CrashInfo, VerdictKind
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
-from dumpkit.analysis.verdict.case import FATAL_APP_EXIT, INVALID_PARAMETER, Case, ReadCode, conclude, instruction
+from dumpkit.analysis.verdict.case import (
+    FATAL_APP_EXIT,
+    INVALID_PARAMETER,
+    Case,
+    Decision,
+    ReadCode,
+    conclude,
+    instruction,
+)
 from dumpkit.unwind.frames import Frame
 
 # The C runtime's invalid-parameter path: above the CRT function that got the bad argument.
@@ -23,7 +32,7 @@ _INVALID_PARAMETER_PATH = frozenset(
 )
 
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     at = case.at
@@ -40,13 +49,45 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
                 "a crash reporter's handler for a C runtime function given a bad argument"
             )
     elif crash.code == FATAL_APP_EXIT and crash.raised_by:
-        steps.append(f"The call that aborted is in {crash.raised_by}; check what it was checking.")
+        steps.append(CHECK_THE_CALLER.given(function=crash.raised_by))
     if not steps:
-        steps = [f"Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in."]
+        steps = [START_AT_FRAME_0.given(at=at)]
     return conclude(VerdictKind.EXCEPTION, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
 
 
-def _made_up_record(case: Case, evidence: List[str]) -> Tuple[Verdict, List[Finding]]:
+# The next steps of the other exceptions.
+CHECK_THE_CALLER = Step(
+    "fatal_app_exit.check_the_caller", "The call that aborted is in {function}; check what it was checking."
+)
+START_AT_FRAME_0 = Step(
+    "exception.start_at_frame_0",
+    "Start at frame 0{at}: read the code around the faulting instruction and what its caller passed in.",
+)
+WHAT_EACH_WAS_DOING = Step(
+    "no_exception.what_each_was_doing",
+    "Read the threads' stacks for what each was doing when the dump was written{where}; if a crash was "
+    "expected, the program's own log or crash reporter may hold the real exception code.",
+)
+CHECK_THE_ARGUMENT = Step(
+    "invalid_parameter.check_the_argument",
+    "Check what {caller} passed to {crt}: a NULL pointer, a closed or invalid file "
+    "descriptor, a buffer size too small, a bad format string.",
+)
+FIND_THE_CRT_CALL = Step(
+    "invalid_parameter.find_the_crt_call",
+    "Find the C runtime call that rejected its argument: {why}; open the dump in WinDbg or Visual Studio "
+    "with the modules' PDBs (`kp`) and look for the CRT function below the invalid-parameter handler and "
+    "the code that called it.",
+)
+DEBUG_C_RUNTIME = Step(
+    "invalid_parameter.debug_c_runtime",
+    "Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
+    "handler receives the failed expression, function, file and line (the release CRT passes "
+    "NULLs); or install a handler with _set_invalid_parameter_handler that logs them.",
+)
+
+
+def _made_up_record(case: Case, evidence: List[str]) -> Decision:
     """An exception record with code 0: STATUS_SUCCESS is an exit code, which nothing
     raises, so whoever wrote the dump filled the record in itself (a snapshot taken on
     request, a reporter's own record). Not a crash: the stacks say what was going on."""
@@ -56,10 +97,7 @@ def _made_up_record(case: Case, evidence: List[str]) -> Tuple[Verdict, List[Find
         "so the dump's writer made the record up (a snapshot on request, or a crash reporter's own record)"
     )
     where = f" (frame 0 of thread {case.crash.thread_id}: {case.frame0})" if case.frame0 else ""
-    steps = [
-        f"Read the threads' stacks for what each was doing when the dump was written{where}; if a crash was "
-        "expected, the program's own log or crash reporter may hold the real exception code."
-    ]
+    steps = [WHAT_EACH_WAS_DOING.given(where=where)]
     return conclude(VerdictKind.NO_EXCEPTION, headline, Confidence.MEDIUM, evidence, steps, case.crash.thread_id)
 
 
@@ -94,7 +132,7 @@ def _stores_the_code(
     return ins if value == crash.code else None
 
 
-def _invalid_parameter(case: Case, evidence: List[str]) -> Tuple[List[str], bool]:
+def _invalid_parameter(case: Case, evidence: List[str]) -> Tuple[List[Step], bool]:
     """0xC000000D: which C runtime call rejected its argument, and how to see the handler's
     arguments. Evidence lines are appended; returns the next steps, and whether frame 0
     built the exception record itself."""
@@ -108,26 +146,14 @@ def _invalid_parameter(case: Case, evidence: List[str]) -> Tuple[List[str], bool
             "typically by a crash reporter's invalid-parameter handler (installed with "
             "_set_invalid_parameter_handler) that then wrote this dump"
         )
-    steps: List[str] = []
+    steps: List[Step] = []
     crt = _crt_call(frames, raiser) if raiser is not None else None
     if crt is not None:
         assert raiser is not None
         evidence.append(f"the C runtime call that rejected its argument: {crt}, called from {raiser.name}")
-        steps.append(
-            f"Check what {raiser.name} passed to {crt}: a NULL pointer, a closed or invalid file "
-            "descriptor, a buffer size too small, a bad format string."
-        )
+        steps.append(CHECK_THE_ARGUMENT.given(caller=raiser.name, crt=crt))
     else:
         named = raiser is not None and raiser.named
-        steps.append(
-            "Find the C runtime call that rejected its argument: "
-            + ("the stack does not show it" if named else "the frames have no names")
-            + "; open the dump in WinDbg or Visual Studio with the modules' PDBs (`kp`) and look for the "
-            "CRT function below the invalid-parameter handler and the code that called it."
-        )
-    steps.append(
-        "Run it under a debugger with the debug C runtime (/MDd, ucrtbased.dll): its invalid-parameter "
-        "handler receives the failed expression, function, file and line (the release CRT passes "
-        "NULLs); or install a handler with _set_invalid_parameter_handler that logs them."
-    )
+        steps.append(FIND_THE_CRT_CALL.given(why="the stack does not show it" if named else "the frames have no names"))
+    steps.append(DEBUG_C_RUNTIME)
     return steps, built is not None

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
+from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, Step
 from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
     Confidence,
     CrashInfo,
     Cycle,
-    Finding,
     FrameSize,
     PythonCycle,
     RecursionKind,
     StackBudget,
-    Verdict,
     VerdictKind,
 )
 from dumpkit.analysis.pyentry import (
@@ -30,7 +29,7 @@ from dumpkit.analysis.pystack import cycle_text as python_cycle_text
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.analysis.python import classify_recursion
 from dumpkit.analysis.recursion import call_order, outside_entry_path
-from dumpkit.analysis.verdict.case import Case, conclude
+from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.words import human_bytes, listing, plural
 
 
@@ -59,7 +58,7 @@ def oversized_culprit(case: Case) -> Optional[FrameSize]:
     return probe_victim or next((s for s in case.sizes if max(s.size, s.requested or 0) >= case.threshold), None)
 
 
-def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, List[Finding]]:
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert crash is not None
     if not case.frames:
@@ -102,27 +101,18 @@ def decide(case: Case, evidence: List[str], steps: List[str]) -> Tuple[Verdict, 
             f"frame {big.frame_index}: {big.function} requests {asked:,} bytes"
             + (" via the stack probe" if big.via_probe else "")
         )
-        steps = [
-            f"Move the large local buffer in {big.function} to the heap (malloc/new/std::vector) or a static.",
-            "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
-        ]
+        steps = [MOVE_THE_BUFFER.given(function=big.function), BIGGER_STACK_FOR_THE_FRAME]
         return conclude(VerdictKind.OVERSIZED_FRAME, headline, Confidence.HIGH, evidence, steps, crash.thread_id)
     blind = _cause_unseen(case)
     if blind is not None:
         headline = f"Stack overflow on thread {crash.thread_id}; the cause cannot be shown without images: {blind}"
-        steps = [
-            "Give dumpkit the missing images (see Missing images: the option for each) and analyse again; "
-            "recursion cycles and frame sizes are measured from them."
-        ]
+        steps = [GIVE_THE_IMAGES]
         return conclude(VerdictKind.STACK_OVERFLOW, headline, Confidence.LOW, evidence, steps, crash.thread_id)
     headline = f"Stack overflow on thread {crash.thread_id}: no repeating cycle and no oversized frame found"
     if sizes:
         top = sizes[0]
         headline += f"; the largest frame is {top.function} ({human_bytes(max(top.size, top.requested or 0))})"
-    steps = [
-        "The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
-        "Run the work on a thread with a bigger stack to confirm it is depth, not corruption.",
-    ]
+    steps = [NO_DOMINANT_CAUSE, CONFIRM_IT_IS_DEPTH]
     return conclude(VerdictKind.STACK_OVERFLOW, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
 
 
@@ -154,6 +144,112 @@ _BIGGER_STACK = (
     "If the depth is real, run the work on a thread with a bigger stack: threading.stack_size(N) before "
     "starting the thread (on Windows the whole size is committed up front, not just reserved; python.exe's "
     "main thread keeps its fixed 2 MB)."
+)
+_BY_FAULTHANDLER = (
+    "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
+    "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash."
+)
+_THE_FUNCTIONS = (
+    "The recursing Python functions are {functions}: find why they do not stop "
+    "(a missing base case, a cyclic structure, input deeper than expected)."
+)
+# e.g. "A Python __repr__ method calling repr()": the C protocol in the cycle says which
+_THE_PROTOCOL = (
+    "{What} on the next object, level after level: find the object structure that nests this deep or "
+    "refers back to itself, and stop the method there. "
+)
+
+# The next steps of a stack overflow, by what overflowed it.
+MOVE_THE_BUFFER = Step(
+    "oversized_frame.move_the_buffer",
+    "Move the large local buffer in {function} to the heap (malloc/new/std::vector) or a static.",
+)
+BIGGER_STACK_FOR_THE_FRAME = Step(
+    "oversized_frame.bigger_stack",
+    "Or give the thread a bigger stack (CreateThread / std::thread stack size, /STACK linker option).",
+)
+GIVE_THE_IMAGES = Step(
+    "stack_overflow.give_the_images",
+    "Give dumpkit the missing images (see Missing images: the option for each) and analyse again; "
+    "recursion cycles and frame sizes are measured from them.",
+)
+NO_DOMINANT_CAUSE = Step(
+    "stack_overflow.no_dominant_cause",
+    "The stack is deep without one dominant cause: look at the frame sizes and the entry path.",
+)
+CONFIRM_IT_IS_DEPTH = Step(
+    "stack_overflow.confirm_it_is_depth",
+    "Run the work on a thread with a bigger stack to confirm it is depth, not corruption.",
+)
+PYTHON_LIMIT_RAISED = Step(
+    "recursion.python_limit_raised",
+    "Python code recursed {depth} calls deep at {per_level}: the recursion limit was "
+    "raised (sys.setrecursionlimit, by your code or a library) above what the thread's C stack holds; "
+    "with CPython's default limit of 1000 a RecursionError would have stopped it.",
+)
+THE_PYTHON_FUNCTIONS = Step("recursion.python_functions", _THE_FUNCTIONS)
+FIND_THE_PYTHON_RECURSION = Step("recursion.find_python_function", _BY_FAULTHANDLER)
+THE_PROTOCOL_FUNCTIONS = Step("recursion.protocol_functions", _THE_PROTOCOL + _THE_FUNCTIONS)
+FIND_THE_PROTOCOL_RECURSION = Step("recursion.find_protocol_recursion", _THE_PROTOCOL + _BY_FAULTHANDLER)
+MAKE_IT_ITERATIVE = Step(
+    "recursion.make_it_iterative",
+    "Make it iterative, or lower the recursion limit so a RecursionError stops it. " + _BIGGER_STACK,
+)
+NESTED_DATA = Step(
+    "recursion.nested_data",
+    "The data given to {what} is nested {depth} levels deep (one repetition of the cycle per level, "
+    "at {per_level}); look for a runaway or accidental nesting (a list that contains "
+    "itself through a copy, a tree built one level per item).",
+)
+C_LIMIT_RAISED = Step(
+    "recursion.c_limit_raised",
+    "CPython's C code checks the recursion limit at each level and raises RecursionError; the limit was "
+    "raised (sys.setrecursionlimit) above what the stack holds: keep it near its default so the error is "
+    "raised instead of the process dying.",
+)
+FLATTEN_THE_STRUCTURE = Step(
+    "recursion.flatten_the_structure", "Flatten the structure or process it iteratively. " + _BIGGER_STACK
+)
+IN_A_LIBRARY = Step(
+    "recursion.in_a_library",
+    "{what} recursed {depth} levels (one repetition of the cycle per level, at {per_level}): {advice}",
+)
+LIMIT_CHECKED_ON_THE_WAY_DOWN = Step(
+    "recursion.limit_checked_on_the_way_down",
+    "Python's recursion limit is checked on the way down (CPython's C code and TensorFlow's nest functions "
+    "raise RecursionError at it): no error was raised, so the limit was set above what the stack holds; "
+    "keep it near its default.",
+)
+BOUND_THE_NESTING = Step(
+    "recursion.bound_the_nesting", "Flatten or bound the nesting before the call. " + _BIGGER_STACK
+)
+WHY_IT_DOES_NOT_END = Step(
+    "recursion.why_it_does_not_end",
+    "Find why the recursion in {function} does not terminate (a cyclic structure, a missing base case, "
+    "input deeper than expected).",
+)
+ITERATIVE_OR_BIGGER_STACK = Step(
+    "recursion.iterative_or_bigger_stack",
+    "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack ({thread_stack}).",
+    ((THREAD_STACK, PYTHON_THREAD_STACK),),
+)
+CTYPES_CALLER = Step(
+    "recursion.ctypes_caller",
+    "Python code{where} called {module} through ctypes with data or arguments that make it "
+    "recurse this deep: check what the Python side passes (a cyclic or very deep structure, a wrong length "
+    "or count).",
+)
+PYTHON_CALLER = Step("recursion.python_caller", "Python code{where} called into {module}: check what it passes.")
+IN_NATIVE_CODE_ON_312 = Step(
+    "recursion.in_native_code_on_312",
+    "Python 3.{minor} counts C recursion as well as Python calls and raises RecursionError before the "
+    "stack runs out, so pure Python recursion (or repr/pickle of nested data) cannot overflow it there: "
+    "this overflow is in native code, {native}; look there, not for a raised recursion limit.",
+)
+CHECK_BY_HAND = Step(
+    "recursion.check_by_hand",
+    "The code contradicts these frames: check the stack by hand in a debugger "
+    "(`kf` and `ub <return address>`) before trusting this verdict.",
 )
 
 
@@ -193,46 +289,32 @@ def _python_evidence(case: Case, kind: RecursionKind) -> Tuple[List[str], Option
 
 def _in_python_terms(
     case: Case, kind: RecursionKind, main: Cycle, cost: str, reserve: Optional[int]
-) -> Tuple[str, List[str], List[str]]:
+) -> Tuple[str, List[str], List[Step]]:
     """Headline, evidence and next steps for a recursion of Python code, of the
     interpreter's C code, or inside an extension module."""
     depth = f"about {kind.depth:,}" if kind.depth else "many"
     evidence, py_cycle = _python_evidence(case, kind)
     if kind.kind == "python":
         thread = case.python_thread
+        protocol = kind.protocol is not None
         if py_cycle is not None and thread is not None:
             depth = f"{thread.depth:,}"
             who = f" ({python_cycle_text(py_cycle)}, {py_cycle.repetitions:,} times)"
-            find = (
-                f"The recursing Python functions are {python_cycle_text(py_cycle)}: find why they do not stop "
-                "(a missing base case, a cyclic structure, input deeper than expected)."
+            find = (THE_PROTOCOL_FUNCTIONS if protocol else THE_PYTHON_FUNCTIONS).given(
+                functions=python_cycle_text(py_cycle)
             )
         else:
             who = ""
-            find = (
-                "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
-                "DumpType=2) lets dumpkit show the Python stack; `python -X faulthandler` prints it at the crash."
-            )
+            find = FIND_THE_PROTOCOL_RECURSION if protocol else FIND_THE_PYTHON_RECURSION
         who_recursed = "Python functions recursed"
-        if kind.protocol is not None:
-            # e.g. "a Python __repr__ method calling repr()": the C protocol in the cycle says which
+        if protocol:
             who_recursed = f"{kind.what} recursed"
-            protocol_find = (
-                f"{kind.what[0].upper() + kind.what[1:]} on the next object, level after level: find the object "
-                "structure that nests this deep or refers back to itself, and stop the method there."
-            )
-            find = f"{protocol_find} {find}"
+            find = find.given(What=kind.what[0].upper() + kind.what[1:])
         headline = (
             f"Stack overflow: {who_recursed} {depth} calls deep{who} until the C stack ran out "
             f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
         )
-        steps = [
-            f"Python code recursed {depth} calls deep at {_per_level(main, reserve)}: the recursion limit was "
-            "raised (sys.setrecursionlimit, by your code or a library) above what the thread's C stack holds; "
-            "with CPython's default limit of 1000 a RecursionError would have stopped it.",
-            find,
-            "Make it iterative, or lower the recursion limit so a RecursionError stops it. " + _BIGGER_STACK,
-        ]
+        steps = [PYTHON_LIMIT_RAISED.given(depth=depth, per_level=_per_level(main, reserve)), find, MAKE_IT_ITERATIVE]
         return headline, evidence, steps
     if kind.kind == "c_protocol":
         through = f" through {kind.what}" if kind.protocol else ""
@@ -242,24 +324,24 @@ def _in_python_terms(
         )
         what = kind.what if kind.protocol else f"the C code of {kind.module}"
         steps = [
-            f"The data given to {what} is nested {depth} levels deep (one repetition of the cycle per level, "
-            f"at {_per_level(main, reserve)}); look for a runaway or accidental nesting (a list that contains "
-            "itself through a copy, a tree built one level per item).",
-            "CPython's C code checks the recursion limit at each level and raises RecursionError; the limit was "
-            "raised (sys.setrecursionlimit) above what the stack holds: keep it near its default so the error is "
-            "raised instead of the process dying.",
-            "Flatten the structure or process it iteratively. " + _BIGGER_STACK,
+            NESTED_DATA.given(what=what, depth=depth, per_level=_per_level(main, reserve)),
+            C_LIMIT_RAISED,
+            FLATTEN_THE_STRUCTURE,
         ]
         return headline, evidence, steps
     library = kind.library or kind.module or "an extension module"
     headline = f"Stack overflow: recursion inside {library}: {kind.what}, {depth} levels deep ({cost})"
     steps = [
-        f"{kind.what} recursed {depth} levels (one repetition of the cycle per level, at {_per_level(main, reserve)}): "
-        + _LIBRARY_ADVICE.get(library, "the input is nested that deep; find where the structure gets so deep."),
-        "Python's recursion limit is checked on the way down (CPython's C code and TensorFlow's nest functions "
-        "raise RecursionError at it): no error was raised, so the limit was set above what the stack holds; "
-        "keep it near its default.",
-        "Flatten or bound the nesting before the call. " + _BIGGER_STACK,
+        IN_A_LIBRARY.given(
+            what=kind.what,
+            depth=depth,
+            per_level=_per_level(main, reserve),
+            advice=_LIBRARY_ADVICE.get(
+                library, "the input is nested that deep; find where the structure gets so deep."
+            ),
+        ),
+        LIMIT_CHECKED_ON_THE_WAY_DOWN,
+        BOUND_THE_NESTING,
     ]
     return headline, evidence, steps
 
@@ -278,9 +360,7 @@ _LIBRARY_ADVICE = {
 }
 
 
-def _recursion(
-    case: Case, main: Cycle, budget: Optional[StackBudget], evidence: List[str]
-) -> Tuple[Verdict, List[Finding]]:
+def _recursion(case: Case, main: Cycle, budget: Optional[StackBudget], evidence: List[str]) -> Decision:
     """The overflow is a recursion: the cycle, its cost, where it was entered, its calls checked."""
     assert case.crash is not None
     reserve = budget.reserve_size if budget else None
@@ -329,10 +409,7 @@ def _recursion(
         evidence.append(calls_text)
     cost = f"{reps}{share_txt} a {human_bytes(reserve)} stack"
     if kind.kind == "native":
-        steps = [
-            f"Find why the recursion in {call_order(main)[0]} does not terminate (a cyclic structure, a missing base case, input deeper than expected).",
-            "If the depth is legitimate, make it iterative, or run the work on a thread with a bigger stack (threading.stack_size(), or a larger /STACK reserve).",
-        ]
+        steps = [WHY_IT_DOES_NOT_END.given(function=call_order(main)[0]), ITERATIVE_OR_BIGGER_STACK]
         if from_python is not None and from_python.via in (CTYPES, EXTENSION, NATIVE):
             headline += f", called {from_python.words}"
             steps.insert(1, _native_from_python_step(from_python))
@@ -344,28 +421,20 @@ def _recursion(
     if no_python_overflow is not None:
         steps.insert(0, no_python_overflow)
     if calls_contradict:
-        steps.insert(
-            0,
-            "The code contradicts these frames: check the stack by hand in a debugger "
-            "(`kf` and `ub <return address>`) before trusting this verdict.",
-        )
+        steps.insert(0, CHECK_BY_HAND)
     confidence = Confidence.MEDIUM if calls_contradict or limit else Confidence.HIGH
     return conclude(VerdictKind.RECURSION, headline, confidence, evidence, steps, case.crash.thread_id)
 
 
-def _native_from_python_step(entry: PythonEntry) -> str:
+def _native_from_python_step(entry: PythonEntry) -> Step:
     """What to look at on the Python side of a native recursion Python code called."""
     where = f" ({entry.python_frame})" if entry.python_frame else ""
     if entry.via == CTYPES:
-        return (
-            f"Python code{where} called {entry.module or 'the DLL'} through ctypes with data or arguments that make it "
-            "recurse this deep: check what the Python side passes (a cyclic or very deep structure, a wrong length "
-            "or count)."
-        )
-    return f"Python code{where} called into {entry.module or 'native code'}: check what it passes."
+        return CTYPES_CALLER.given(where=where, module=entry.module or "the DLL")
+    return PYTHON_CALLER.given(where=where, module=entry.module or "native code")
 
 
-def _no_pure_python_overflow(case: Case, kind: RecursionKind, main: Cycle) -> Optional[str]:
+def _no_pure_python_overflow(case: Case, kind: RecursionKind, main: Cycle) -> Optional[Step]:
     """On CPython 3.12+ the interpreter counts C recursion too, so an overflow cannot come
     from Python functions (or repr/pickle of nested data) alone: say so, and name the
     native code that did recurse."""
@@ -373,8 +442,4 @@ def _no_pure_python_overflow(case: Case, kind: RecursionKind, main: Cycle) -> Op
     if minor is None or minor < 12:
         return None
     native = kind.module or (call_order(main)[0] if main.functions else "native code")
-    return (
-        f"Python 3.{minor} counts C recursion as well as Python calls and raises RecursionError before the "
-        f"stack runs out, so pure Python recursion (or repr/pickle of nested data) cannot overflow it there: "
-        f"this overflow is in native code, {native}; look there, not for a raised recursion limit."
-    )
+    return IN_NATIVE_CODE_ON_312.given(minor=str(minor), native=native)

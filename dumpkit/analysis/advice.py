@@ -1,0 +1,49 @@
+"""Next steps as data (issue #33): a `Step` is an id, saying which advice it is, and a
+template whose named fields are filled when the step is written out.
+
+The code table (codes/notes.py) and each crash kind's verdict module choose steps; the
+rules that fit advice to the process (verdict/__init__.py: no Python runtime loaded, no
+TensorFlow, the process's own executable) select steps by id and fill their fields, never
+search the words: a name written into a step (a function `absl::...`, a frame in a module
+called faulthandler) cannot set off a rule meant for the advice itself. Templates are
+constant text; whatever comes from the dump goes in as a field's value, so braces in a
+C++ name are never read as a template's."""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple
+
+from dumpkit.records import record
+
+# The fields the process rules fill. A template's default reads for a Python process.
+EXE = "exe"  # the process's executable, in a command that names it (gflags /p /enable python.exe)
+THREAD_STACK = "thread_stack"  # how the work gets a thread with a bigger stack
+PYTHON_THREAD_STACK = "threading.stack_size(), or a larger /STACK reserve"
+NATIVE_THREAD_STACK = "the stack size passed to CreateThread or _beginthreadex, or a larger /STACK reserve"
+
+
+@record
+class Step:
+    """One next step. `values`: (field, value) pairs; a later pair overrides an earlier
+    one, so a template's defaults come first and `given` adds what the case knows."""
+
+    id: str
+    template: str
+    values: Tuple[Tuple[str, str], ...] = ()
+
+    def given(self, **values: str) -> Step:
+        return Step(self.id, self.template, self.values + tuple(values.items()))
+
+    @property
+    def text(self) -> str:
+        return self.template.format_map(dict(self.values))
+
+
+def texts(steps: Sequence[Step]) -> Tuple[str, ...]:
+    """The steps written out, each once (two steps may read the same once filled)."""
+    out: List[str] = []
+    for step in steps:
+        text = step.text
+        if text not in out:
+            out.append(text)
+    return tuple(out)
