@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Dict, Optional, Tuple
 
-from dumpkit.target import GPR_NAMES, Registers
+from dumpkit.target import GPR_NAMES, PROCESSOR_ARCHITECTURE_AMD64, PROCESSOR_ARCHITECTURE_INTEL, Registers
 
 X64_CONTEXT_SIZE = 0x4D0
 X86_CONTEXT_SIZE = 0x2CC
@@ -99,16 +99,19 @@ def parse_x86(raw: bytes) -> Tuple[Registers, Optional[str]]:
 def parse_context(raw: bytes, arch: Optional[int]) -> Tuple[Optional[Registers], Optional[str]]:
     """(registers, problem): only the registers the record's ContextFlags say were saved,
     or None and why not; `problem` is worth a soft error even when registers came out.
-    `arch` is the SystemInfo processor architecture (9 AMD64, 0 x86) or None when
-    unknown (then guessed by size)."""
+    `arch` is the SystemInfo processor architecture (PROCESSOR_ARCHITECTURE_*) or None
+    when unknown (then guessed by size)."""
     n = len(raw)
     if arch is None:
-        arch = 9 if n >= X64_CONTEXT_SIZE else 0 if n >= X86_CONTEXT_SIZE else -1
-    if arch == 9:
+        if n >= X64_CONTEXT_SIZE:
+            arch = PROCESSOR_ARCHITECTURE_AMD64
+        else:
+            arch = PROCESSOR_ARCHITECTURE_INTEL if n >= X86_CONTEXT_SIZE else -1
+    if arch == PROCESSOR_ARCHITECTURE_AMD64:
         if n < X64_CONTEXT_SIZE:
             return None, f"x64 context is {n} bytes, need {X64_CONTEXT_SIZE}"
         return parse_x64(raw)
-    if arch == 0:
+    if arch == PROCESSOR_ARCHITECTURE_INTEL:
         if n < X86_CONTEXT_SIZE:
             return None, f"x86 context is {n} bytes, need {X86_CONTEXT_SIZE}"
         return parse_x86(raw)

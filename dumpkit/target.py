@@ -150,9 +150,27 @@ class ExceptionInfo:
     nested: bool = False  # ExceptionRecord pointer was non-null
 
 
+# MINIDUMP_SYSTEM_INFO.ProcessorArchitecture: winnt.h's PROCESSOR_ARCHITECTURE_* values,
+# named here once for every reader of the field.
+PROCESSOR_ARCHITECTURE_INTEL = 0
+PROCESSOR_ARCHITECTURE_ARM = 5
+PROCESSOR_ARCHITECTURE_IA64 = 6
+PROCESSOR_ARCHITECTURE_AMD64 = 9
+PROCESSOR_ARCHITECTURE_ARM64 = 12
+ARCHITECTURE_NAMES = {
+    PROCESSOR_ARCHITECTURE_INTEL: "x86",
+    PROCESSOR_ARCHITECTURE_ARM: "ARM",
+    PROCESSOR_ARCHITECTURE_IA64: "IA64",
+    PROCESSOR_ARCHITECTURE_AMD64: "AMD64",
+    PROCESSOR_ARCHITECTURE_ARM64: "ARM64",
+}
+# the CPUs whose code dumpkit decodes and walks (x86 and x64 share CPUID and the ISA family)
+X86_FAMILY = (PROCESSOR_ARCHITECTURE_INTEL, PROCESSOR_ARCHITECTURE_AMD64)
+
+
 @record
 class SystemInfo:
-    processor_architecture: int  # 9 = AMD64, 0 = x86, 12 = ARM64
+    processor_architecture: int  # PROCESSOR_ARCHITECTURE_*
     processor_level: int = 0
     processor_revision: int = 0
     number_of_processors: int = 0
@@ -171,27 +189,26 @@ class SystemInfo:
 
     @property
     def is_x64(self) -> bool:
-        return self.processor_architecture == 9
+        return self.processor_architecture == PROCESSOR_ARCHITECTURE_AMD64
 
     @property
     def pointer_mask(self) -> int:
         """What is significant in a 64-bit field that holds an address of this CPU: a 32-bit
         process's exception address and parameters may carry garbage in the upper half
         (Breakpad's minidump_32bit_crash_addr.dmp records 0xffffffff00000045 for 0x45)."""
-        return 0xFFFFFFFF if self.processor_architecture in (0, 5) else 0xFFFFFFFFFFFFFFFF
+        narrow = (PROCESSOR_ARCHITECTURE_INTEL, PROCESSOR_ARCHITECTURE_ARM)
+        return 0xFFFFFFFF if self.processor_architecture in narrow else 0xFFFFFFFFFFFFFFFF
 
     @property
     def arch_name(self) -> str:
-        return {0: "x86", 5: "ARM", 6: "IA64", 9: "AMD64", 12: "ARM64"}.get(
-            self.processor_architecture, f"arch {self.processor_architecture}"
-        )
+        return ARCHITECTURE_NAMES.get(self.processor_architecture, f"arch {self.processor_architecture}")
 
     # Family/model/stepping come from the CPUID signature when the dump carries one (x86
     # dumps); x64 dumps carry none, and then, as Windows itself does, from ProcessorLevel
     # (the display family) and ProcessorRevision (model in the high byte, stepping low).
     @property
     def _x86_family_cpu(self) -> bool:
-        return self.processor_architecture in (0, 9)
+        return self.processor_architecture in X86_FAMILY
 
     @property
     def cpu_signature_known(self) -> bool:

@@ -11,7 +11,7 @@ from dumpkit.analysis.cxx import thrown_types
 from dumpkit.analysis.facts import register_pairs
 from dumpkit.analysis.model import CrashInfo
 from dumpkit.analysis.raiser import raising_function
-from dumpkit.target import ExceptionInfo, SystemInfo, significant_exception
+from dumpkit.target import PROCESSOR_ARCHITECTURE_AMD64, X86_FAMILY, ExceptionInfo, SystemInfo, significant_exception
 from dumpkit.analysis.codes.model import (
     STATUS_ACCESS_VIOLATION,
     STATUS_CPP_EH_EXCEPTION,
@@ -50,8 +50,9 @@ def decode_crash(
     arch = system.processor_architecture if system is not None else None
     # (an execute fault's "instruction" is whatever data lies at the bad IP: nothing to decode)
     executing = jumped or (bool(parameters) and parameters[0] == 8)
-    if ex.code == ACCESS_VIOLATION and not executing and ex.context is not None and arch in (0, 9) and read_code:
-        instruction_access = faulting_access(read_code, address, ex.context.values, 64 if arch == 9 else 32)
+    if ex.code == ACCESS_VIOLATION and not executing and ex.context is not None and arch in X86_FAMILY and read_code:
+        bits = 64 if arch == PROCESSOR_ARCHITECTURE_AMD64 else 32
+        instruction_access = faulting_access(read_code, address, ex.context.values, bits)
     ff = dec.fastfail
     acc = dec.access
     headline = dec.headline

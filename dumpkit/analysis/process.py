@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.model import ProcessRecord
-from dumpkit.target import Module, Target, Thread
+from dumpkit.target import PROCESSOR_ARCHITECTURE_INTEL, Module, Target, Thread
 
 # Offsets of the chain, (64-bit, 32-bit): TEB.ProcessEnvironmentBlock,
 # PEB.ProcessParameters, RTL_USER_PROCESS_PARAMETERS.CommandLine.
@@ -73,7 +73,7 @@ def process_record(target: Target, versions: Versions, first_threads: Tuple[Thre
     TEB to try first (the crashing one)."""
     exe = executable(target.modules)
     version = versions.fixed(exe)[0] if exe is not None else None
-    wide = target.system is None or target.system.processor_architecture != 0
+    wide = target.system is None or target.system.processor_architecture != PROCESSOR_ARCHITECTURE_INTEL
     seen = {t.tid for t in first_threads}
     threads = tuple(first_threads) + tuple(t for t in target.threads[:TEBS_TRIED] if t.tid not in seen)
     command_line, missing = _command_line(target, threads, wide)

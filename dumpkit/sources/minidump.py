@@ -29,6 +29,7 @@ from dumpkit.sources.memory import Buffer, CapturedMemory, MemoryNotInBundle, ke
 from dumpkit.sources.pieced import PiecedFile
 from dumpkit.words import listing, plural
 from dumpkit.target import (
+    X86_FAMILY,
     CodeViewRecord,
     DumpError,
     DumpInfo,
@@ -454,7 +455,7 @@ class MinidumpTarget:
         if len(data) >= 56:
             raw_vendor = data[32:44]
             pf = struct.unpack_from("<QQ", data, 32)
-            if arch in (0, 9) and all(0x20 <= b < 0x7F for b in raw_vendor):
+            if arch in X86_FAMILY and all(0x20 <= b < 0x7F for b in raw_vendor):
                 vendor = raw_vendor.decode("ascii")
                 ver_info, feat, amd = struct.unpack_from("<III", data, 44)
         wine = self._wine_marker()

@@ -53,6 +53,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 from dumpkit.spans import gaps, join
 from dumpkit.target import (
     GPR_NAMES,
+    PROCESSOR_ARCHITECTURE_AMD64,
+    PROCESSOR_ARCHITECTURE_INTEL,
     DumpInfo,
     ExceptionInfo,
     MemoryNotInDump,
@@ -521,7 +523,7 @@ class PykdTarget:
             revision = self._dump_fields.get("ProcessorRevision", 0)
         features = self._processor_features()
         return SystemInfo(
-            processor_architecture=9 if is64 else 0,
+            processor_architecture=PROCESSOR_ARCHITECTURE_AMD64 if is64 else PROCESSOR_ARCHITECTURE_INTEL,
             processor_level=level,
             processor_revision=revision,
             number_of_processors=nproc,

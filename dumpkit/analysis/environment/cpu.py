@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from dumpkit.target import SystemInfo
+from dumpkit.target import PROCESSOR_ARCHITECTURE_INTEL, X86_FAMILY, SystemInfo
 
 
 # IsProcessorFeaturePresent numbers (winnt.h; learn.microsoft.com "IsProcessorFeaturePresent
@@ -101,7 +101,7 @@ def cpu_features(
                 "the PF_* mask has no SSSE3/SSE4 bits (36-38), so this writer/OS "
                 "does not report PF 39-41 and a clear bit means nothing"
             )
-    elif system.processor_architecture == 0 and system.cpu_vendor:
+    elif system.processor_architecture == PROCESSOR_ARCHITECTURE_INTEL and system.cpu_vendor:
         reason_unknown = (
             "x86 dump: it records CPUID leaf 1 EDX only, and AVX is in ECX "
             "(AVX2/AVX-512 in leaf 7), which minidumps do not record"
@@ -150,7 +150,7 @@ def cpu_name(system: SystemInfo) -> str:
         return (
             f"{system.cpu_vendor} family {fam} model {model} stepping {step} (CPUID 0x{system.cpuid_version:x}){procs}"
         )
-    if system.processor_architecture in (0, 9) and system.processor_level:
+    if system.processor_architecture in X86_FAMILY and system.processor_level:
         # Windows' ProcessorLevel is the (display) family, ProcessorRevision model<<8|stepping.
         fam = system.processor_level
         model, step = system.processor_revision >> 8, system.processor_revision & 0xFF
