@@ -327,7 +327,8 @@ def test_real_dump_wine_system_dlls_via_image_path():
 
 
 def test_parse_symbol_servers():
-    from dumpkit.images import SymbolServer, parse_symbol_servers
+    from dumpkit.images import parse_symbol_servers
+    from dumpkit.symbols.store import SymbolServer
     from dumpkit.symbols.store import symbol_cache
 
     assert parse_symbol_servers("srv*C:\\cache*https://msdl.microsoft.com/download/symbols/") == [

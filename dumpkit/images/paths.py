@@ -1,0 +1,82 @@
+"""Module file names and paths: a Windows path recorded in a dump, tried as this machine
+would find it; `_NT_SYMBOL_PATH`-style strings read into stores and servers."""
+
+from __future__ import annotations
+
+import ntpath
+import os
+import re
+from typing import TYPE_CHECKING, Iterable, Iterator, List
+
+from dumpkit.symbols.store import SymbolServer, parse_symbol_spec, resolve_case_insensitive
+from dumpkit.target import Module
+
+if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
+    pass
+
+
+def parse_symbol_path(spec: str) -> List[str]:
+    """Local directories named by an `_NT_SYMBOL_PATH`-style string (store.parse_symbol_spec)."""
+    return parse_symbol_spec(spec)[0]
+
+
+def parse_symbol_servers(spec: str) -> List[SymbolServer]:
+    """The HTTP(S) symbol servers of a symbol path, each with the local store its downloads go to."""
+    return parse_symbol_spec(spec)[1]
+
+
+_DRIVE_RE = re.compile(r"^([a-zA-Z]):[\\/](.*)$")
+
+
+def windows_path_candidates(path: str) -> List[str]:
+    """Where a path recorded on Windows might be on this machine, best first.
+
+    The path itself; with `\\\\?\\` / `\\??\\` prefixes removed; on a POSIX host, a drive
+    path `X:\\rest` under Wine's layout ($WINEPREFIX or ~/.wine: `dosdevices/x:` and
+    `drive_x`), and `Z:\\rest` as `/rest` (Wine maps Z: to the root)."""
+    if not path:
+        return []
+    out: List[str] = []
+
+    def add(p: str) -> None:
+        if p and p not in out:
+            out.append(p)
+
+    p = path
+    for prefix in ("\\\\?\\", "\\??\\", "//?/"):
+        if p.startswith(prefix):
+            p = p[len(prefix) :]
+    add(path)
+    add(p)
+    if os.sep == "/":
+        m = _DRIVE_RE.match(p)
+        if m:
+            drive, rest = m.group(1).lower(), m.group(2).replace("\\", "/")
+            prefixes = []
+            env = os.environ.get("WINEPREFIX")
+            if env:
+                prefixes.append(env)
+            prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
+            for pre in prefixes:
+                add(os.path.join(pre, "dosdevices", f"{drive}:", rest))
+                add(os.path.join(pre, f"drive_{drive}", rest))
+            if drive == "z":
+                add("/" + rest)
+        elif "\\" in p:
+            add(p.replace("\\", "/"))
+    return out
+
+
+def existing_files(candidates: Iterable[str]) -> Iterator[str]:
+    """The candidates that are files here, resolved case-insensitively on POSIX (a path a
+    Windows machine recorded may differ in case from the file on this one)."""
+    for cand in candidates:
+        real = resolve_case_insensitive(cand) if os.sep == "/" else cand
+        if real and os.path.isfile(real):
+            yield real
+
+
+def module_file_name(module: Module) -> str:
+    if module.name:
+        return ntpath.basename(module.name.replace("/", "\\"))
+    return ntpath.basename(module.path.replace("/", "\\")) if module.path else ""
