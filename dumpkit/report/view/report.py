@@ -9,6 +9,7 @@ from typing import Collection, List, Optional, Tuple
 
 from dumpkit.analysis.model import (
     BlameFrame,
+    Confidence,
     Cycle,
     Environment,
     ImageCoverage,
@@ -42,7 +43,7 @@ from dumpkit.records import record
 @record
 class VerdictView:
     headline: str  # dumpkit's sentences, with `code` spans (PROSE)
-    confidence: str
+    confidence: Confidence
     evidence: Tuple[str, ...]
     next_steps: Tuple[str, ...]
 
