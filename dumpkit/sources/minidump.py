@@ -1,9 +1,9 @@
 """Target over a .dmp file.
 
 The file is mapped read-only and never written. The stream directory, bounds checks and
-memory lookup are ours; fixed-layout records (MINIDUMP_MODULE, MINIDUMP_THREAD,
-MINIDUMP_MEMORY_INFO) and stream names come from the `minidump` package, always fed a
-slice we have already bounds-checked. The package alone raises on stream types it does
+memory lookup are ours; fixed-layout records (MINIDUMP_MODULE, MINIDUMP_THREAD) and
+stream names come from the `minidump` package, always fed a slice we have already
+bounds-checked (MINIDUMP_MEMORY_INFO is read with struct: a dump has thousands). The package alone raises on stream types it does
 not know and on reads that cross memory ranges; here an unknown stream is listed and
 skipped, and damage in one stream is a soft error that leaves the others readable.
 """
@@ -19,7 +19,6 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
-from minidump.streams.MemoryInfoListStream import MINIDUMP_MEMORY_INFO
 from minidump.streams.ModuleListStream import MINIDUMP_MODULE
 from minidump.streams.ThreadListStream import MINIDUMP_THREAD
 
@@ -701,14 +700,17 @@ class MinidumpTarget:
         if esize < 48:
             raise ValueError(f"entry size {esize} too small")
         count = self._records(data, hsize, count, esize, "MemoryInfoList")
+        # Read with struct, not the package's MINIDUMP_MEMORY_INFO.parse: a process maps
+        # thousands of regions, and a parse through BytesIO per region was the largest
+        # cost of analysing a small dump (issue #34). Layout (minidumpapiset.h):
+        # BaseAddress, AllocationBase, AllocationProtect, (pad), RegionSize, State, Protect, Type.
+        record = struct.Struct("<QQI4xQIII")
         for i in range(count):
-            off = hsize + esize * i
-            mi = MINIDUMP_MEMORY_INFO.parse(io.BytesIO(data[off : off + 48]))
-            state, protect, mtype = struct.unpack_from("<III", data, off + 32)
+            base, allocation_base, allocation_protect, size, state, protect, mtype = record.unpack_from(
+                data, hsize + esize * i
+            )
             self.memory_regions.append(
-                MemoryRegion(
-                    mi.BaseAddress, mi.AllocationBase, mi.AllocationProtect, mi.RegionSize, state, protect, mtype
-                )
+                MemoryRegion(base, allocation_base, allocation_protect, size, state, protect, mtype)
             )
         self.memory_regions.sort(key=lambda r: r.base)
 
