@@ -33,8 +33,9 @@ def _pointer(target: Target, address: int, size: int) -> Optional[int]:
     return int.from_bytes(data, "little") if len(data) == size else None
 
 
-def _command_line(target: Target, threads: Tuple[Thread, ...], wide: bool) -> Tuple[Optional[str], Optional[str]]:
-    """(command line, None), or (None, which memory the dump lacks)."""
+def command_line(target: Target, threads: Tuple[Thread, ...], wide: bool) -> Tuple[Optional[str], Optional[str]]:
+    """(command line, None), or (None, which memory the dump lacks). `dumpkit capture`
+    runs it over the live process to learn which bytes a dump needs for it."""
     i = 0 if wide else 1
     size = 8 if wide else 4
     peb = None
@@ -76,12 +77,12 @@ def process_record(target: Target, versions: Versions, first_threads: Tuple[Thre
     wide = target.system is None or target.system.processor_architecture != PROCESSOR_ARCHITECTURE_INTEL
     seen = {t.tid for t in first_threads}
     threads = tuple(first_threads) + tuple(t for t in target.threads[:TEBS_TRIED] if t.tid not in seen)
-    command_line, missing = _command_line(target, threads, wide)
+    line, missing = command_line(target, threads, wide)
     return ProcessRecord(
         name=exe.name if exe is not None else None,
         path=exe.path if exe is not None else None,
         version=version,
-        command_line=command_line,
+        command_line=line,
         command_line_missing=missing,
     )
 

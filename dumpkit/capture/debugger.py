@@ -22,7 +22,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from dumpkit.capture import policy, win32
 from dumpkit.capture.amend import add_memory
 from dumpkit.capture.live import LiveProcess
-from dumpkit.capture.pymemory import PythonMemory, page_bytes, python_memory
+from dumpkit.capture.pymemory import PythonMemory, command_line_memory, page_bytes, python_memory
+from dumpkit.sources.minidump import open_dump
 
 MAX_CALLBACK_RANGES = 1 << 20
 
@@ -35,7 +36,7 @@ class Dumped:
     code: int
     first_chance: bool
     python: Optional[PythonMemory]
-    added_after: int  # bytes of Python memory added to the file after the writer
+    added_after: int  # bytes added to the file after the writer: Python stacks, command line
     seconds: float
 
 
@@ -136,7 +137,21 @@ def write_dump(
     added = 0
     if memory is not None and memory.ranges:
         added = add_memory(path, page_bytes(live, memory.ranges)).bytes_added
+    if not full:
+        added += add_memory(path, _command_line_bytes(path, live)).bytes_added
     return memory, added
+
+
+def _command_line_bytes(path: str, live: LiveProcess) -> List[Tuple[int, bytes]]:
+    """The bytes the written dump needs for its command line, where the writer left them out
+    (MiniDumpWithProcessThreadData holds them on Windows; Wine's dbghelp writes no TEB or
+    PEB): read through the TEB addresses the dump recorded, as the analysis will."""
+    written = open_dump(path)
+    try:
+        threads = list(written.threads)
+    finally:
+        written.close()
+    return page_bytes(live, command_line_memory(live, threads))
 
 
 def _start(argv: Sequence[str]) -> Tuple[int, int]:

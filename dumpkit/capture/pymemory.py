@@ -1,4 +1,5 @@
-"""The memory a dump needs for the Python stack of every thread, found by reading it.
+"""The memory a dump needs for the Python stack of every thread, and for the command line,
+found by reading it.
 
 `dumpkit capture` asks the same reader `dumpkit analyze` uses (dumpkit.cpython) to read the
 Python stacks out of the stopped process, and records every byte range it reads: the
@@ -6,7 +7,8 @@ interpreter DLL's header and export table (where _PyRuntime and the type objects
 runtime state in its data section, the interpreter and thread states, every frame, code
 object, line table and the strings they name. A dump that holds those ranges gives the
 same Python stacks with no heap scan and no full-memory dump. What a later reading of the
-dump needs is exactly what this reading needed, because it is the same code.
+dump needs is exactly what this reading needed, because it is the same code. The command
+line is found the same way, by analysis.process's reader, and kept byte for byte.
 
 Pure: the process is anything with `read`/`read_available` and `modules`; a full-memory
 dump stands in for a live process in the tests."""
@@ -15,11 +17,12 @@ from __future__ import annotations
 
 from typing import List, Optional, Protocol, Sequence, Tuple, cast
 
+from dumpkit.analysis.process import TEBS_TRIED, command_line
 from dumpkit.cpython import PythonState, export_lookup, find_interpreter, read_python_state
 from dumpkit.pe import PEError
 from dumpkit.spans import merge
 from dumpkit.pe.image import PEImage
-from dumpkit.target import MemoryNotInDump, Module, Target
+from dumpkit.target import MemoryNotInDump, Module, Target, Thread
 from dumpkit.records import record
 
 PAGE = 0x1000
@@ -103,6 +106,17 @@ def python_memory(process: Process) -> Optional[PythonMemory]:
         pass  # read_python_state says the runtime could not be located
     state = read_python_state(cast(Target, recorder), exports, interp)
     return PythonMemory(state, _pages(recorder.reads))
+
+
+def command_line_memory(process: Process, threads: Sequence[Thread], wide: bool = True) -> Tuple[Tuple[int, int], ...]:
+    """The bytes the process record's command line is read from (TEB -> PEB ->
+    ProcessParameters -> CommandLine, by the analysis's own reader), as exact ranges in
+    address order. Not whole pages: the environment block, secrets and all, often shares
+    a page with the process parameters. `threads`: the dump's, whose TEB addresses the
+    writer recorded (Wine's dbghelp records them but not their memory)."""
+    recorder = _Recorder(process)
+    command_line(cast(Target, recorder), tuple(threads[:TEBS_TRIED]), wide)
+    return tuple((lo, hi - lo) for lo, hi in merge((a, a + s) for a, s in recorder.reads))
 
 
 def page_bytes(process: Process, ranges: Sequence[Tuple[int, int]]) -> List[Tuple[int, bytes]]:

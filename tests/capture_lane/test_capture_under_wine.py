@@ -107,6 +107,9 @@ def test_a_native_recursion_through_ctypes(capture_lane, workdir, tmp_path, vers
     innermost = marker["threads"][0]["frames"][-1]
     assert f"{innermost[0]} ({innermost[1]}:{innermost[2]})" in headline
     assert report.signature.text.endswith("| python(ctypes)")
+    # Wine's dbghelp writes no TEB or PEB: capture added the bytes the command line needs
+    assert report.process.command_line is not None, report.process.command_line_missing
+    assert "python.exe" in report.process.command_line and "ctypes_recursion.py" in report.process.command_line
     stacks = _python_stacks(report)
     for thread in marker["threads"]:
         assert stacks[thread["native_id"]] == [tuple(f) for f in thread["frames"]]
