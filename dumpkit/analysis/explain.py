@@ -23,7 +23,7 @@ from dumpkit.analysis.codes import (
     lookup_status,
     to_signed32,
 )
-from dumpkit.analysis.codes.model import HRESULT, WIN32, CodeInfo
+from dumpkit.analysis.codes.model import HRESULT, STATUS_HEAP_CORRUPTION, STATUS_ILLEGAL_INSTRUCTION, WIN32, CodeInfo
 from dumpkit.analysis.codes.winerror import describe_hresult, describe_win32, win32_name
 from dumpkit.records import record
 
@@ -187,7 +187,7 @@ _FAULTHANDLER_SEES = {
     STATUS_IN_PAGE_ERROR,
     0xC0000094,
     0xC0000095,
-    0xC000001D,
+    STATUS_ILLEGAL_INSTRUCTION,
     0xC000008D,
     0xC000008E,
     0xC000008F,
@@ -195,7 +195,7 @@ _FAULTHANDLER_SEES = {
     0xC0000091,
     0xC0000093,
     0xC0000096,
-    0xC0000374,
+    STATUS_HEAP_CORRUPTION,
     0xC00002B4,
     0xC00002B5,
     0xC0000008,
