@@ -30,10 +30,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 try:
     import dumpkit  # noqa: F401
@@ -225,37 +224,28 @@ def _emit(line: str, dml: bool = True) -> None:
         sys.stdout.write(line + "\n")
 
 
-_FRAME_LINK = re.compile(r'<link cmd="~~\[0x([0-9a-f]+)\]s(; \.ecxr)?; \.frame 0x([0-9a-f]+)">(.*?)</link>')
 _MAX_FRAME_NUMBER = 0xFFFF  # `.frame` rejects higher numbers (seen with dbgeng 10.0)
 
 
-def _frame_links_the_debugger_takes(lines: Iterable[str], report, target) -> Iterator[str]:
-    """The DML lines with each `.frame N` link pointed at the debugger's own frame with
-    the same Child-SP as dumpkit's frame N. The two number frames alike only while they
-    unwind alike: dbgeng cannot unwind out of a stack probe without unwind data (on
-    big_frame.dmp its frame 1 is not dumpkit's), stops at 1,024 frames in getStack and
-    takes no `.frame` number above 0xffff. A frame it does not have keeps its number as
-    plain text: a link must show the frame it names or nothing. When the debugger gives
-    no stack at all, links are left as dumpkit numbered them."""
-    sps = {t.tid: {f.index: f.sp for f in t.frames} for t in report.threads}
-    seen: Dict[Tuple[int, bool], Optional[Dict[int, int]]] = {}
+def debugger_frame_numbers(report, target):
+    """The DML's `.frame N` links (a dumpkit.report.dml.FrameNumbers): each of dumpkit's
+    frames as the number of the debugger's own frame with the same Child-SP. The two
+    number frames alike only while they unwind alike: dbgeng cannot unwind out of a stack
+    probe without unwind data (on big_frame.dmp its frame 1 is not dumpkit's), stops at
+    1,024 frames in getStack and takes no `.frame` number above 0xffff. A frame it does not
+    have is left out of the map (shown unlinked); when the debugger gives no stack at all,
+    dumpkit's numbers stay."""
+    walked = {t.tid: t.frames for t in report.threads}
 
-    def retarget(m: "re.Match") -> str:
-        tid, ecxr, index, label = int(m.group(1), 16), m.group(2) or "", int(m.group(3), 16), m.group(4)
-        key = (tid, bool(ecxr))
-        if key not in seen:
-            stack = target.debugger_stack(tid, exception_context=bool(ecxr))
-            seen[key] = None if stack is None else {sp: i for i, sp in reversed(list(enumerate(stack)))}
-        numbers = seen[key]
-        if numbers is None:
-            return m.group(0)
-        number = numbers.get(sps.get(tid, {}).get(index, -1))
-        if number is None or number > _MAX_FRAME_NUMBER:
-            return label
-        return f'<link cmd="~~[0x{tid:x}]s{ecxr}; .frame 0x{number:x}">{label}</link>'
+    def numbers(tid: int, exception_context: bool) -> Optional[Dict[int, int]]:
+        stack = target.debugger_stack(tid, exception_context=exception_context)
+        if stack is None:
+            return None
+        first = {sp: i for i, sp in reversed(list(enumerate(stack)))}  # an SP's innermost frame
+        found = ((f.index, first.get(f.sp)) for f in walked.get(tid, ()))
+        return {index: n for index, n in found if n is not None and n <= _MAX_FRAME_NUMBER}
 
-    for line in lines:
-        yield _FRAME_LINK.sub(retarget, line) if "<link" in line else line
+    return numbers
 
 
 def _emit_debugger_facts(facts: Sequence[str], plain: bool) -> None:
@@ -421,8 +411,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             shown = [args.thread] if args.thread is not None else []
             from dumpkit.report.dml import plain_text, render_dml
 
-            lines = render_dml(report, rows=args.rows, show_threads=shown, all_threads=args.all)
-            for line in _frame_links_the_debugger_takes(lines, report, target):
+            numbers = debugger_frame_numbers(report, target)
+            lines = render_dml(report, rows=args.rows, show_threads=shown, all_threads=args.all, frame_numbers=numbers)
+            for line in lines:
                 if args.plain:
                     _emit(plain_text(line), dml=False)
                 else:

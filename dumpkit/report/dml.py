@@ -1,13 +1,14 @@
 """DML (WinDbg's Debugger Markup Language) rendering of a Report, for `!tfstack`: the
 text report with links that switch to a thread (`~~[TID]s`) or a frame (`.frame N`, after
 `.ecxr` on the crashing thread). What is shown comes from report.view (in WinDbg's `kf`
-layout); dump-derived text is escaped for DML."""
+layout); dump-derived text is escaped for DML. A frame link names the debugger's number
+for the frame when the caller gives a FrameNumbers (dbgeng numbers its own walk)."""
 
 from __future__ import annotations
 
 import html
 import re
-from typing import List, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
@@ -45,14 +46,42 @@ def thread_link(tid: int) -> str:
     return link(f"~~[0x{tid:x}]s", f"{tid} (0x{tid:x})")
 
 
-def frame_link(tid: int, index: int, crashing: bool = False) -> str:
-    """`.frame N` on the thread, in the register context dumpkit numbered the frames from.
+def frame_link(tid: int, index: int, crashing: bool = False, number: Optional[int] = None) -> str:
+    """`.frame N` on the thread, in the register context dumpkit numbered the frames from,
+    labelled with dumpkit's frame number `index`; N is `number` (the debugger's number for
+    the same frame) when given, else `index`.
 
     Switching threads puts WinDbg in the thread list's context, but the crashing thread's
     frames are walked (and numbered) from the exception record's context, so its links
     add `.ecxr` first; other threads are walked from the thread-list context itself."""
     context = "; .ecxr" if crashing else ""
-    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{index:x}", kf_number(index))
+    n = index if number is None else number
+    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{n:x}", kf_number(index))
+
+
+# (thread id, walked from the exception context) -> {dumpkit's frame index: the number
+# `.frame` takes for that frame}, or None to link dumpkit's own numbers. A frame missing
+# from the map is shown unlinked: a link must show the frame it names or nothing.
+FrameNumbers = Callable[[int, bool], Optional[Mapping[int, int]]]
+
+
+class _FrameRefs:
+    """Frame numbers as links, each thread's map asked for once, when its first frame is
+    shown (asking may walk the thread in the debugger)."""
+
+    def __init__(self, numbers: Optional[FrameNumbers]):
+        self._numbers = numbers
+        self._maps: Dict[Tuple[int, bool], Optional[Mapping[int, int]]] = {}
+
+    def __call__(self, tid: int, index: int, crashing: bool) -> str:
+        key = (tid, crashing)
+        if key not in self._maps:
+            self._maps[key] = self._numbers(tid, crashing) if self._numbers is not None else None
+        numbers = self._maps[key]
+        if numbers is None:
+            return frame_link(tid, index, crashing)
+        number = numbers.get(index)
+        return dml_text(kf_number(index)) if number is None else frame_link(tid, index, crashing, number)
 
 
 def _span(s: Span) -> str:
@@ -95,8 +124,13 @@ def _fact(out: List[str], f: Fact) -> None:
 
 
 def render_dml(
-    report: Report, rows: int = 40, show_threads: Sequence[int] = (), all_threads: bool = False
+    report: Report,
+    rows: int = 40,
+    show_threads: Sequence[int] = (),
+    all_threads: bool = False,
+    frame_numbers: Optional[FrameNumbers] = None,
 ) -> List[str]:
+    frame_ref = _FrameRefs(frame_numbers)
     view = report_view(
         report, KF, max_rows=rows, other_stacks=False, full_threads=show_threads, all_threads=all_threads
     )
@@ -166,7 +200,7 @@ def render_dml(
         size_w, asks_w = len(h.size), len(h.asks)
         out.append(f"  {h.index:>6}  {h.size:>{size_w}}  {h.asks:>{asks_w}}  {h.function} / {h.how.lower()}")
         for fs in sizes.rows:
-            idx = frame_link(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
+            idx = frame_ref(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
             pad = " " * max(0, 6 - len(kf_number(fs.index)))
             out.append(
                 f"  {pad}{idx}  {fs.size:>{size_w}}  {fs.asks:>{asks_w}}  {dml_text(fs.function)}"
@@ -194,7 +228,7 @@ def render_dml(
                 continue
             pad = " " * max(0, 4 - len(r.number))
             out.append(
-                f"  {pad}{frame_link(t.tid, r.index, t.is_crashing)}  {r.memory:>8}  {r.child_sp}  {r.ip}  "
+                f"  {pad}{frame_ref(t.tid, r.index, t.is_crashing)}  {r.memory:>8}  {r.child_sp}  {r.ip}  "
                 f"{dml_text(r.call_site)}  ({dml_text(r.found_by)})"
             )
         if table is not None and table.cut:

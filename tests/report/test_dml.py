@@ -76,3 +76,25 @@ def test_other_threads_group_identical_stacks_without_threads_shown_in_full():
     listed = text.split("Other threads", 1)[1]
     assert "  2 (0x2): 2 frames, top m.dll!f0+0x10 (+1 with the same stack: 4 (0x4))" in listed
     assert "3 (0x3)" not in listed
+
+
+def test_frame_links_take_the_numbers_the_caller_maps_each_frame_to():
+    """!tfstack maps dumpkit's frames to the debugger's own numbers: a mapped frame links
+    the debugger's number under dumpkit's label, an unmapped one is not linked, a thread
+    without a map keeps dumpkit's numbers; each thread's map is asked for once."""
+    asked = []
+
+    def numbers(tid, crashing):
+        asked.append((tid, crashing))
+        return {0: 0, 1: 5} if tid == 1 else None
+
+    r = report([thread(1, frames(3), crashing=True), thread(2, frames(2))])
+    rows = [ln for ln in render_dml(r, show_threads=[2], frame_numbers=numbers) if "unwind_info)" in ln]
+    assert [ln.strip().split("  ")[0] for ln in rows] == [
+        '<link cmd="~~[0x1]s; .ecxr; .frame 0x0">00</link>',
+        '<link cmd="~~[0x1]s; .ecxr; .frame 0x5">01</link>',
+        "02",
+        '<link cmd="~~[0x2]s; .frame 0x0">00</link>',
+        '<link cmd="~~[0x2]s; .frame 0x1">01</link>',
+    ]
+    assert asked == [(1, True), (2, False)]
