@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from dumpkit.target import Target
+from dumpkit.target import PROCESSOR_ARCHITECTURE_AMD64, PROCESSOR_ARCHITECTURE_INTEL, Target
 from dumpkit.unwind.amd64 import Amd64Step
 from dumpkit.unwind.walk import StepFactory
 from dumpkit.unwind.x86 import X86Step
-
-PROCESSOR_ARCHITECTURE_INTEL = 0
-PROCESSOR_ARCHITECTURE_AMD64 = 9
 
 STEPS: Dict[int, StepFactory] = {PROCESSOR_ARCHITECTURE_AMD64: Amd64Step, PROCESSOR_ARCHITECTURE_INTEL: X86Step}
 
