@@ -235,8 +235,9 @@ def _env(root: Path, wine: str) -> Env:
     return Env(root=root, wine=wine, python_dir=root / "py38", prefix=root / "prefix")
 
 
-def _download_wheels(dest: Path, log) -> List[Path]:
-    """The pinned wheels, hash-checked by pip (already downloaded ones are reused)."""
+def _download_wheels(dest: Path, log, pins: Path = WHEELS) -> List[Path]:
+    """The wheels pinned in `pins` (a wheels.txt), hash-checked by pip (already downloaded
+    ones are reused)."""
     dest.mkdir(parents=True, exist_ok=True)
     argv = [
         sys.executable,
@@ -254,15 +255,15 @@ def _download_wheels(dest: Path, log) -> List[Path]:
         "cp",
         "--require-hashes",
         "-r",
-        str(WHEELS),
+        str(pins),
         "-d",
         str(dest),
     ]
-    log("windbg lane: downloading the pinned wheels")
+    log(f"downloading the wheels pinned in {pins.parent.name}/{pins.name}")
     proc = _run(argv, timeout=DOWNLOAD_TIMEOUT)
     if proc.returncode != 0:
         raise Unavailable(f"the pinned wheels could not be downloaded: {proc.stderr.strip()[-500:]}")
-    wanted = _pinned_names()
+    wanted = _pinned_names(pins)
     found = [p for p in sorted(dest.glob("*.whl")) if _wheel_key(p.name) in wanted]
     missing = wanted - {_wheel_key(p.name) for p in found}
     if missing:
@@ -270,9 +271,9 @@ def _download_wheels(dest: Path, log) -> List[Path]:
     return found
 
 
-def _pinned_names() -> set:
+def _pinned_names(pins: Path = WHEELS) -> set:
     out = set()
-    for line in WHEELS.read_text().splitlines():
+    for line in pins.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, version = line.split()[0].split("==")

@@ -36,7 +36,7 @@ import tempfile
 import termios
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from tests.windbg_real import lane
 
@@ -52,21 +52,21 @@ BOOT_TIMEOUT = 300
 windows_path = lane.windows_path
 
 
-def build(log=print) -> lane.Env:
-    """The real-pykd lane's environment (built if need be), with this lane's own prefix.
-    Raises lane.Unavailable when it cannot be had here."""
+def build(log=print, name: str = "windows-lane") -> lane.Env:
+    """The real-pykd lane's environment (built if need be), with a prefix of the lane's
+    own (`name`: its cache folder). Raises lane.Unavailable when it cannot be had here."""
     env = lane.build(log=log)
     version = subprocess.run(
         [env.wine, "--version"], stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60
     ).stdout.strip()
     key = hashlib.sha256(f"{version}\n{PREFIX_LAYOUT}".encode()).hexdigest()[:16]
-    root = lane.cache_dir().parent / "windows-lane" / key
+    root = lane.cache_dir().parent / name / key
     if (root / "ready").is_file():
         return dataclasses.replace(env, prefix=root / "prefix")
     root.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"{key}.build-", dir=root.parent))
     try:
-        log(f"windows lane: making a Wine prefix in {root}")
+        log(f"{name}: making a Wine prefix in {root}")
         mine = dataclasses.replace(env, prefix=work / "prefix")
         proc = subprocess.run(
             ["timeout", "-k", "10", str(BOOT_TIMEOUT), env.wine, "wineboot", "-i"],
@@ -100,12 +100,13 @@ def stop(env: lane.Env) -> None:
         subprocess.run([server, "-k"], env=environ(env), stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
 
 
-def interpreter(env: lane.Env, folder: Path) -> Path:
-    """python.exe in `folder`: the lane's CPython 3.8, with the checkout on its path."""
+def interpreter(env: lane.Env, folder: Path, extra: Sequence[Path] = ()) -> Path:
+    """python.exe in `folder`: the lane's CPython 3.8, with the checkout on its path
+    (and the folders `extra`, after the environment's site-packages)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name in CORE_FILES:
         shutil.copy2(env.python_dir / name, folder / name)
-    entries = [env.python_dir / "python38.zip", env.python_dir, env.python_dir / "Lib" / "site-packages", ROOT]
+    entries = [env.python_dir / "python38.zip", env.python_dir, env.python_dir / "Lib" / "site-packages", *extra, ROOT]
     # `import site`: as in an installed Python, and it imports WINE_SITE's sitecustomize
     lines = [windows_path(p) for p in [*entries, WINE_SITE]] + ["import site"]
     (folder / "python38._pth").write_text("\r\n".join(lines) + "\r\n", encoding="ascii")
