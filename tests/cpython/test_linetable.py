@@ -132,7 +132,7 @@ def test_tables_compiled_by_the_running_cpython():
             for offset in range(start, end, 2):
                 assert decode(table_of(code), code.co_firstlineno, offset) == line, (code.co_name, offset)
                 checked += 1
-    assert checked > 100
+    assert checked > 80  # 92 instructions on 3.8, more on later versions
 
 
 @pytest.mark.parametrize("encode,decode", [(lnotab_38, line_from_lnotab), (linetable_310, line_from_linetable)])

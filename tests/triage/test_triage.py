@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dumpkit.analysis.signature import RULES
 
+import importlib.metadata
 import json
 import os
 import re
@@ -134,6 +135,10 @@ def test_cli_json_has_a_record_per_dump_and_groups_by_index(folder):
     assert set(doc["dumps"][0]) >= {"path", "sha256", "status", "error", "signature", "verdict", "written", "modules"}
 
 
+@pytest.mark.skipif(
+    tuple(int(n) for n in importlib.metadata.version("click").split(".")[:2]) < (8, 2),
+    reason="reads stderr apart from stdout, which click's CliRunner does from 8.2 (8.1.8 is the newest on Python 3.8)",
+)
 def test_cli_exit_codes_say_whether_every_dump_was_analysed(folder, tmp_path):
     bad = _cli(str(folder / "broken.dmp"), str(folder / "null.dmp"))
     assert bad.exit_code == 1
