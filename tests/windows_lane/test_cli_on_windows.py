@@ -776,19 +776,6 @@ def test_json_into_a_pipe_is_ascii_whatever_the_path(windows):
     assert doc["dump"]["path"] == windows.at.c(UNICODE_FOLDER, "null_deref.dmp")
 
 
-STDOUT_IS_ANSI = (
-    "sys.stdout on Windows, when it is a pipe or a redirection (`> report.txt`, `| findstr`, a "
-    "CI log, subprocess), encodes with the ANSI code page (cp1252 here; cp932/cp936 in Japan "
-    "and China) and errors='strict'; dumpkit writes its text with sys.stdout.write "
-    "(commands.write_output, triage_command.run_triage, cli.bundle, rich's Console in "
-    "report/contents.render_contents), so a character outside the code page ends the command "
-    "with UnicodeEncodeError and a traceback, exit 1, after part of the output. Fix (one "
-    "place): in frontdoor.main, on Windows, when stdout is not a console, "
-    "sys.stdout.reconfigure(encoding='utf-8', errors='backslashreplace') before anything is "
-    "written (what -o files get already; JSON is ASCII either way). "
-)
-
-
 @pytest.mark.parametrize("command", ["analyze", "info", "triage", "bundle"])
 def test_a_non_ansi_dump_path_prints_into_a_pipe(windows, command):
     result = ran(windows[f"unicode_pipe_{command}"])
