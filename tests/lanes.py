@@ -1,6 +1,7 @@
 """The lanes that run under Wine (tests/windbg_real, windbg_host, capture_lane,
-windows_lane) start Wine and take minutes, so the main suite leaves them out unless asked
-for: by naming the lane's folder on the command line, or by its environment variable."""
+windows_lane, py38_lane) start Wine and take minutes, so the main suite leaves them out
+unless asked for: by naming the lane's folder on the command line, or by its environment
+variable."""
 
 from __future__ import annotations
 

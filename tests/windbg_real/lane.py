@@ -218,17 +218,23 @@ def build(log=print) -> Env:
         if probe.returncode != 0 or not probe.stdout.startswith("0.3.4.15"):
             raise AssertionError(f"pykd does not import under Wine:\n{probe.stdout[-2000:]}\n{probe.stderr[-2000:]}")
         env.stop()
-        (work / "ready").write_text(probe.stdout)
-        try:
-            work.rename(root)
-        except OSError:  # built meanwhile by another run: use that one
-            pass
-        if not (root / "ready").is_file():
-            raise AssertionError(f"the environment was built in {work} but could not be moved to {root}")
+        publish(work, root, probe.stdout)
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return _env(root, wine)
+
+
+def publish(work: Path, root: Path, ready: str) -> None:
+    """Mark what was built in the scratch folder `work` ready (the file `ready` holds
+    `ready`) and move it to `root`, where the next run finds it."""
+    (work / "ready").write_text(ready)
+    try:
+        work.rename(root)
+    except OSError:  # built meanwhile by another run: use that one
+        pass
+    if not (root / "ready").is_file():
+        raise AssertionError(f"{root.name} was built in {work} but could not be moved to {root}")
 
 
 def _env(root: Path, wine: str) -> Env:

@@ -80,13 +80,7 @@ def build(log=print, name: str = "windows-lane") -> lane.Env:
         if not (mine.prefix / "system.reg").is_file():
             raise lane.Unavailable(f"wineboot could not create a prefix (exit {proc.returncode}): {proc.stderr[-500:]}")
         stop(mine)
-        (work / "ready").write_text(version + "\n")
-        try:
-            work.rename(root)
-        except OSError:  # made meanwhile by another run: use that one
-            pass
-        if not (root / "ready").is_file():
-            raise AssertionError(f"the prefix was made in {work} but could not be moved to {root}")
+        lane.publish(work, root, version + "\n")
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
