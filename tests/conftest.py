@@ -32,11 +32,14 @@ REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
 
 
 def run_cli(*args, cwd=None, timeout: float = 300, env=None) -> "subprocess.CompletedProcess[str]":
-    """`python -m dumpkit ARGS...` in a child, as a user runs it: text output captured."""
+    """`python -m dumpkit ARGS...` in a child, as a user runs it: text output captured.
+    UTF-8, what dumpkit writes into a pipe on Windows too (dumpkit/console.py), not the
+    ANSI code page Python would read it with there."""
     return subprocess.run(
         [sys.executable, "-m", "dumpkit", *map(str, args)],
         capture_output=True,
-        text=True,
+        encoding="utf-8",
+        errors="backslashreplace",
         timeout=timeout,
         cwd=cwd or ROOT,
         env=env,

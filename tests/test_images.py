@@ -318,7 +318,9 @@ def test_real_dump_wine_system_dlls_via_image_path():
         with PEImage.from_file(str(WINE_PE_DIR / "ntdll.dll")) as probe:
             if (probe.timestamp, probe.size_of_image) != (ntdll.timestamp, ntdll.size):
                 pytest.skip("this Wine is not the one that wrote the dump")
-        with ImageLocator(image_paths=[str(WINE_PE_DIR)]) as loc:
+        # not the recorded path: under Wine (the py38 lane) C:\windows\system32\ntdll.dll
+        # is this very file, and would be found before the image path
+        with ImageLocator(image_paths=[str(WINE_PE_DIR)], use_recorded_path=False) as loc:
             found = loc.locate(ntdll, target.read)
             assert found is not None and found.source in ("dump-memory", "image-path")
             assert found.image.pdata_count > 100
@@ -430,7 +432,9 @@ def test_stack_names_the_store_pointer_it_followed(tmp_path):
     k = tmp_path / "kernel32.dll" / "63F14E2B195000"
     k.mkdir(parents=True)
     (k / "kernel32.dl_").write_bytes(b"MSCF" + bytes(60))
-    r = run_cli("stack", dump, "--json", "--symbol-path", tmp_path)  # conftest clears _NT_SYMBOL_PATH
+    # conftest clears _NT_SYMBOL_PATH; not the recorded paths, which under Wine (the py38 lane)
+    # are the very DLLs the sample was made with
+    r = run_cli("stack", dump, "--json", "--no-recorded-paths", "--symbol-path", tmp_path)
     assert r.returncode in (0, 1), r.stderr
     sources = {m["name"]: m["image_source"] for m in json.loads(r.stdout)["modules"] if m["image_source"]}
     assert sources["ntdll.dll"].startswith("symbol-store: " + str(d / "file.ptr") + " -> " + str(ntdll))
@@ -499,7 +503,8 @@ def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(
         pytest.skip("sample dumps not present")
     made = _xz_backings(monkeypatch)
     target = open_dump(str(dump))
-    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+    # not the recorded path: under Wine (the py38 lane) that is the very kernel32.dll, uncompressed
+    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),), use_recorded_paths=False))
     walk = walk_thread(walker, crashing_thread(target), target.exception.context)
     k32 = next(f for f in walk.frames if f.module == "kernel32.dll")
     assert k32.symbol.startswith("kernel32.dll!BaseThreadInitThunk+") and k32.trust == "unwind_info"
