@@ -28,9 +28,8 @@ from tests.windbg_real import lane
 from tests.windows_lane import winpy
 
 W = winpy.windows_path
-# The in-process part of the fast tier, and the WinDbg side's tests (the reason for 3.8).
-# Left out for time (about 100 s more under Wine, mostly CLI children, each a Wine process):
-# the other top-level test files; and the lanes, fuzz, hostile and golden (slow anyway).
+# Every file with tests in the fast tier, but the lanes (each runs Wine itself). The rest
+# (test_cli.py, test_golden.py, test_code_checks.py, fuzz/...) is all `slow`.
 SELECTION = (
     "tests/analysis",
     "tests/unwind",
@@ -42,11 +41,17 @@ SELECTION = (
     "tests/bundle",
     "tests/capture",
     "tests/triage",
+    "tests/hostile",
     "tests/test_records.py",
     "tests/test_windbg.py",
     "tests/test_packages.py",
     "tests/test_full_memory.py",
     "tests/test_cli_output.py",
+    "tests/test_images.py",
+    "tests/test_missing_images.py",
+    "tests/test_frontdoor.py",
+    "tests/test_real_walk_checks.py",
+    "tests/test_conventions.py",
 )
 RUN_TIMEOUT = 900
 BUDGET = 330  # seconds for the Windows side: the lane must stay at about five minutes
