@@ -64,11 +64,20 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
         return
     if os.path.exists(output) and os.path.exists(dump_path) and os.path.samefile(output, dump_path):
         raise fail(f"{output}: refusing to overwrite the dump being read")
+    write_file(text, output)
+
+
+def write_file(text: str, output: str, make_folder: bool = False) -> None:
+    """`text` into the file `output`, atomically (a temporary file beside it, then a rename:
+    a reader never sees half a report, and on Windows a file another program holds open is
+    left as it was), with the mode a new file would get. A failure is one error line."""
     import tempfile
 
     folder = os.path.dirname(os.path.abspath(output))
     mode = new_file_mode(output)
     try:
+        if make_folder:
+            os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
     except OSError as e:
         raise fail(f"{output}: cannot write report ({e.strerror or e})") from None

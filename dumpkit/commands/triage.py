@@ -12,7 +12,7 @@ from dumpkit import __version__
 from dumpkit.analysis.signature import RULES
 from dumpkit.commands.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, fail
 from dumpkit.commands.inputs import symbol_paths
-from dumpkit.commands.output import Format, report_format
+from dumpkit.commands.output import Format, report_format, write_file
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
@@ -25,22 +25,6 @@ REPORTS = "reports"  # per-dump reports, beside the HTML page
 
 class UsageError(Exception):
     """One line for stderr; exit code 2."""
-
-
-def _write(text: str, path: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".dumpkit-{os.getpid()}-{os.path.basename(path)}")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)  # on Windows this fails while another program holds `path` open
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise UsageError(f"{path}: cannot write it ({e.strerror or e})") from None
 
 
 def html_page(output: str) -> str:
@@ -178,7 +162,7 @@ def _triage(
         else:
             text = render.render_triage_text(view)
     if page:
-        _write(text, page)
+        write_file(text, page, make_folder=True)
     else:
         sys.stdout.write(text)
     if cache is not None and cache.damaged:
