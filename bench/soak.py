@@ -28,18 +28,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from fleet_bench import build  # noqa: E402  (bench scripts are run from anywhere)
-from triage_bench import children, status_bytes  # noqa: E402
+from triage_bench import descendants, status_bytes  # noqa: E402
 
 Sample = Tuple[float, int, int, int]  # (seconds, cache entries, parent RSS, largest worker RSS)
-
-
-def _below(pid: int) -> List[int]:
-    found, todo = [], [pid]
-    while todo:
-        for child in children(todo.pop()):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def _entries(cache: str) -> int:
@@ -56,7 +47,7 @@ def watched(cmd: List[str], cache: str, parent_of_workers: int = 0) -> Tuple[flo
 
     def sample() -> None:
         while not done.is_set():
-            workers = _below(parent_of_workers or child.pid)
+            workers = descendants(parent_of_workers or child.pid)
             workers = [w for w in workers if w != child.pid]
             worst = max((status_bytes(w, "VmRSS") for w in workers), default=0)
             samples.append((time.monotonic() - started, _entries(cache), status_bytes(child.pid, "VmRSS"), worst))

@@ -74,6 +74,18 @@ def children(pid: int) -> List[int]:
     return out
 
 
+def descendants(pid: int) -> List[int]:
+    """Every process below `pid` (children, their children, ...), as /proc shows them now."""
+    found, todo, seen = [], [pid], {pid}
+    while todo:
+        for child in children(todo.pop()):
+            if child not in seen:
+                seen.add(child)
+                found.append(child)
+                todo.append(child)
+    return found
+
+
 def status_bytes(pid: int, field: str = "VmHWM") -> int:
     """A memory line of /proc/PID/status in bytes (VmHWM: the peak RSS, VmRSS: now); 0
     once the process is gone."""
@@ -97,14 +109,8 @@ def measure(cmd: List[str]) -> Dict[str, object]:
 
     def sample() -> None:
         while not done.is_set():
-            todo, seen = [child.pid], set()
-            while todo:
-                pid = todo.pop()
-                if pid in seen:
-                    continue
-                seen.add(pid)
+            for pid in [child.pid] + descendants(child.pid):
                 peaks[pid] = max(peaks.get(pid, 0), status_bytes(pid))
-                todo.extend(children(pid))
             time.sleep(0.1)
 
     t = threading.Thread(target=sample, daemon=True)

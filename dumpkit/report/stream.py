@@ -272,42 +272,29 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
     def row_text(f: Frame, size: Optional[int]) -> str:
         return f"{kf_number(f.index):>{w0}}{GAP}{size_cell(size)}{GAP}{sp_pad}{f.sp:0{digits}x}{cells_after_sp(f)}"
 
+    def write_run(run: Run) -> None:
+        """A run's rows from one %-template per member (see run_lines); `%w0.2x` is
+        kf_number's spelling (two hex digits at least), right-aligned."""
+        templates = []
+        for j in range(len(run.members)):
+            f = run.frame(j)
+            above = run.members[j - 1].size  # member p-1 of the previous repetition, for j == 0
+            cells = f"{GAP}{size_cell(above)}{GAP}{sp_pad}".replace("%", "%%")
+            templates.append((f.sp, f"%{w0}.2x{cells}%0{digits}x" + cells_after_sp(f).replace("%", "%%")))
+        for n, lines in enumerate(run_lines(run, templates)):
+            if n == 0:  # its Memory is the frame before the run's
+                lines[0] = row_text(run.frame(0), _above(walked, run.first))
+            out.write("".join(lines))
+
     for part in parts:
         if isinstance(part, Run):
-            _write_run_rows(
-                out,
-                part,
-                row_text(part.frame(0), _above(walked, part.first)),
-                cells_after_sp,
-                size_cell,
-                w0,
-                sp_pad,
-                digits,
-            )
+            write_run(part)
             continue
         for row in _rows(part, cycles):
             if isinstance(row, str):
                 out.write(blank + GAP + _left(clean(row), w4) + GAP + " " * w5 + "\n")
                 continue
             out.write(row_text(row, _above(walked, row.index)))
-
-
-def _write_run_rows(
-    out: TextIO, run: Run, first_row: str, cells_after_sp, size_cell, w0: int, sp_pad: str, digits: int
-) -> None:
-    """A run's rows, CHUNK or so at a time: each member's rows are its template filled
-    with (frame number, Child-SP) by map in C, interleaved by slice as the JSON's lines
-    are. `%w0.2x` is kf_number's spelling (two hex digits at least) right-aligned."""
-    templates = []
-    for j in range(len(run.members)):
-        f = run.frame(j)
-        above = run.members[j - 1].size  # member p-1 of the previous repetition, for j == 0
-        tail = (cells_after_sp(f)).replace("%", "%%")
-        templates.append((f.sp, f"%{w0}.2x{GAP}{size_cell(above).replace('%', '%%')}{GAP}{sp_pad}%0{digits}x{tail}"))
-    for n, lines in enumerate(run_lines(run, templates)):
-        if n == 0:
-            lines[0] = first_row  # its Memory is the frame before the run's
-        out.write("".join(lines))
 
 
 def write_stacks_text(

@@ -17,6 +17,8 @@ import os
 import re
 from typing import Optional
 
+from dumpkit.words import human_bytes
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 MIN_CAP = 64 << 20  # below this a worker cannot even import dumpkit
@@ -70,4 +72,5 @@ def applied_cap() -> Optional[int]:
 
 
 def describe(size: int) -> str:
-    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else f"{size >> 20} MiB"
+    """A cap as the user wrote it, near enough: GiB from 1 GiB up, else as words writes sizes."""
+    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else human_bytes(size)
