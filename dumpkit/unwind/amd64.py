@@ -37,6 +37,9 @@ MAX_ADDRESS = (1 << 64) - 1
 ASSUMED_STACK = 0x100000
 IMPLAUSIBLE_STACK = 1 << 40
 RECIPE_CACHE_LIMIT = 200_000
+# The 32 bytes every x64 caller reserves just above a callee's return address for the
+# callee's four register arguments (Microsoft's x64 calling convention: "shadow store").
+HOME_SPACE = 0x20
 
 
 # Compiled unwind steps. One tuple per step: (kind, a, b)
@@ -131,7 +134,15 @@ class Amd64Step:
 
     # -- the general path ------------------------------------------------------------------
     def caller(
-        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+        self,
+        place: Place,
+        ip: int,
+        sp: int,
+        regs: Dict[str, int],
+        read_word: ReadWord,
+        exact: bool,
+        stack_hi: int,
+        called_from_body: bool = False,
     ) -> Optional[Caller]:
         recipe = (
             self._recipe(place, ip if exact else ip - 1)
@@ -159,7 +170,7 @@ class Amd64Step:
                 ret = read_word(sp)
                 if ret is not None and walker.plausible_return(ret) is Trust.SCAN_VALIDATED:
                     return Caller(ret, sp + 8, _volatile_cleared(regs, {}), Trust.PROLOGUE, False)
-        found = walker.scan(sp, read_word, stack_hi, 8)
+        found = walker.scan(sp + scan_skip(place, exact, called_from_body), read_word, stack_hi, 8, aligned=not exact)
         if found is None:
             return None
         at, value, trust = found
@@ -280,6 +291,18 @@ class Amd64Step:
         if ret is None:
             return None
         return Caller(ret, path.rsp + 8, _volatile_cleared(regs, path.restored), Trust.UNWIND_INFO, False)
+
+
+def scan_skip(place: Place, exact: bool, called_from_body: bool) -> int:
+    """Bytes above SP a scan for this frame's return address passes over: the home space
+    (HOME_SPACE) the function allocated for the callee below it, which that callee may
+    have filled with its register arguments (pointers into modules among them), and
+    which never holds the function's own return address. Only for a frame known to have
+    called from its body (see `Step.caller`), never for frame 0 (`exact`), and not for
+    JIT code (no module), which keeps no calling convention we can count on. A frame that
+    was itself only scanned may be a stale word, whose "home space" would hide the real
+    return address: no skip after one."""
+    return HOME_SPACE if called_from_body and not exact and place.module is not None else 0
 
 
 def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:

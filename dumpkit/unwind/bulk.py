@@ -285,6 +285,7 @@ def follow_scanned(
     first: int,
     maybe_return: Callable[[int], bool],
     no_code_in: Callable[[int, int], bool],
+    aligned: bool = False,
 ) -> Optional[Run]:
     """`follow` for a recursion through code without unwind data, whose every caller was
     found by scanning up from the frame's SP to the first word that can be a return
@@ -294,7 +295,9 @@ def follow_scanned(
     member's SP and its slot can be a return address: words equal in every repetition
     are asked once, words that differ (stack pointers, counters) are asked by their
     range (`no_code_in(lo, hi)`: no module or JIT code between) and, failing that, one by
-    one (`maybe_return`). `top`: the end of the stack bytes the scan may read."""
+    one (`maybe_return`). `top`: the end of the stack bytes the scan may read. `aligned`:
+    the scans took return addresses only 8 bytes above a 16-byte boundary (`Walker.scan`,
+    with no JIT code in the process), so other words are not asked about."""
     cycle = cycle_at(frames, ip, SCANNED)
     if cycle is None:
         return None
@@ -312,6 +315,10 @@ def follow_scanned(
     span = offset
     if (sp - word_lo) % 8 or sp < word_lo:
         return None
+    if aligned and span % 16 == 0:
+        # every repetition sits at the same alignment: the words a scan passes over
+        # without asking are the same in each
+        gaps = [g for g in gaps if (sp + g) & 15 == 8]
     most = min((top - sp) // span, frames_left // len(members))
     if most < 1:
         return None

@@ -108,10 +108,21 @@ class Step(Protocol):
         ...
 
     def caller(
-        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+        self,
+        place: Place,
+        ip: int,
+        sp: int,
+        regs: Dict[str, int],
+        read_word: ReadWord,
+        exact: bool,
+        stack_hi: int,
+        called_from_body: bool = False,
     ) -> Optional[Caller]:
         """The caller of the frame at (ip, sp), or None. `exact`: ip is where execution
-        stopped (frame 0, or a machine frame's IP), not a return address."""
+        stopped (frame 0, or a machine frame's IP), not a return address.
+        `called_from_body`: this frame was found by more than a scan and the frame below it
+        was not exact, so its call came from its body, after its prologue had allocated
+        the callee's home space (a call from the prologue, as to __chkstk, comes before)."""
         ...
 
     def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:
@@ -287,11 +298,19 @@ class Walker:
             self._code_ranges = ranges
         return not any(start <= hi and lo < end for start, end in self._code_ranges)
 
-    def scan(self, sp: int, read_word: ReadWord, stack_hi: int, word_size: int) -> Optional[Tuple[int, int, Trust]]:
+    def scan(
+        self, sp: int, read_word: ReadWord, stack_hi: int, word_size: int, aligned: bool = False
+    ) -> Optional[Tuple[int, int, Trust]]:
         """(address, value, trust) of the first word at or above sp that can be a return
         address (a CALL ends there when the code is available; else it points into module
-        code, as the peers take), looking at most `scan_words` words."""
+        code, as the peers take), looking at most `scan_words` words.
+
+        `aligned`: a return address into a module sits 8 bytes above a 16-byte boundary
+        (the x64 calling convention: RSP is 16-byte aligned at every call compiled code
+        makes outside its prologue), so module addresses in other words are passed over.
+        JIT code keeps no such promise and is taken anywhere."""
         addr = sp
+        module_at = self.target.module_at
         for _ in range(self.scan_words):
             if addr + word_size > stack_hi:
                 break
@@ -299,7 +318,7 @@ class Walker:
             if val is None:
                 break
             kind = self.plausible_return(val) if val > MIN_CODE_ADDRESS else None
-            if kind is not None:
+            if kind is not None and not (aligned and addr & 15 != 8 and module_at(val) is not None):
                 return addr, val, kind
             addr += word_size
         return None
@@ -394,6 +413,7 @@ class Walker:
         # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
         # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
         exact = True
+        callee_exact = False  # whether the frame below the current one was exact
         while True:
             n = done + len(frames)
             if n >= limit:
@@ -434,6 +454,7 @@ class Walker:
                         frame.size = csp - sp
                         streak = streak + 1 if trust is unwind_info else 0
                         ip, sp, trust = cip, csp, unwind_info
+                        callee_exact = False
                         if words is not None and streak >= bulk.MIN_RUN:
                             streak = 0
                             found = bulk.follow(
@@ -476,10 +497,13 @@ class Walker:
                 place.source,
             )
             append(frame)
-            nxt = step.caller(place, ip, sp, regs, read_word, exact, stack_hi)
+            nxt = step.caller(
+                place, ip, sp, regs, read_word, exact, stack_hi, not callee_exact and trust not in SCANNED
+            )
             if nxt is None:
                 stop = StopReason.NO_CALLER
                 break
+            callee_exact = exact
             cip, csp, cregs, ctrust, exact = nxt
             if ctrust in SCANNED:
                 scanned = True
@@ -511,6 +535,7 @@ class Walker:
                     n + 1,
                     self._maybe_return,
                     self._no_code_in,
+                    aligned=word == 8 and not self.dynamic,
                 )
                 if scanned_run is not None:
                     parts += [frames, scanned_run]

@@ -51,8 +51,17 @@ class X86Step:
         return False
 
     def caller(
-        self, place: Place, ip: int, sp: int, regs: Dict[str, int], read_word: ReadWord, exact: bool, stack_hi: int
+        self,
+        place: Place,
+        ip: int,
+        sp: int,
+        regs: Dict[str, int],
+        read_word: ReadWord,
+        exact: bool,
+        stack_hi: int,
+        called_from_body: bool = False,
     ) -> Optional[Caller]:
+        # 32-bit code has no home space and only 4-byte stack alignment: every word is scanned
         walker = self.walker
         ebp = regs.get("ebp", 0)
         # Frame pointer: only while EBP lies on the stack above ESP.

@@ -213,11 +213,37 @@ def test_a_return_address_left_between_scanned_frames_ends_the_run_there(tmp_pat
     before = next(w for w in _walks(real, True, ()) if w.thread_id == crash.tid)
     run = max((r for r in _runs(before) if r.scanned), key=len)
     member = max(run.members, key=lambda m: m.size)
-    assert member.size > 8, "no word between a member's SP and its return slot"
+    assert member.size > 16, "no word between a member's SP and its return slot"
     word = run.sp + (run.repetitions // 2) * run.span + member.offset
+    if word & 15 != 8:
+        word += 8  # a return slot sits 8 bytes above a 16-byte boundary; the scan asks no other word
     tampered = _Tampered(real, word, member.ip.to_bytes(8, "little"))
     bulk = next(w for w in _walks(tampered, True, ()) if w.thread_id == crash.tid)
     stepped = next(w for w in _walks(tampered, False, ()) if w.thread_id == crash.tid)
     _same(bulk, stepped)
     assert any(f.sp == word + 8 for f in stepped.frames), "the planted address was not taken as a return"
     assert not any(f.sp == word + 8 for f in before.frames)
+
+
+def test_a_code_address_in_a_misaligned_word_is_passed_over_by_both_walks(tmp_path_factory):
+    """The same planted address one word off the 16-byte rhythm of return slots: the x64
+    calling convention puts no return address there, the scan passes it over, and the
+    bulk walk, which skips such words unasked, agrees frame for frame."""
+    path = PY_SAMPLES / "repr_recursion.dmp.xz"
+    if not path.exists():
+        pytest.skip("repr_recursion.dmp.xz not present")
+    real = _open(path, tmp_path_factory)
+    crash = crashing_thread(real)
+    before = next(w for w in _walks(real, True, ()) if w.thread_id == crash.tid)
+    run = max((r for r in _runs(before) if r.scanned), key=len)
+    member = max(run.members, key=lambda m: m.size)
+    word = run.sp + (run.repetitions // 2) * run.span + member.offset
+    if word & 15 != 0:
+        word += 8
+    assert word + 8 < run.sp + (run.repetitions // 2) * run.span + member.offset + member.size
+    tampered = _Tampered(real, word, member.ip.to_bytes(8, "little"))
+    bulk = next(w for w in _walks(tampered, True, ()) if w.thread_id == crash.tid)
+    stepped = next(w for w in _walks(tampered, False, ()) if w.thread_id == crash.tid)
+    _same(bulk, stepped)
+    assert not any(f.sp == word + 8 for f in stepped.frames), "a misaligned word was taken as a return slot"
+    assert _runs(bulk), "the bulk walk no longer verifies the recursion"
