@@ -165,11 +165,21 @@ def add_memory(path: str, pieces: Sequence[Tuple[int, bytes]]) -> Amended:
                 raise AmendError(f"{path}: its memory list is cut short")
             old = [DESCRIPTOR.unpack_from(raw, 4 + i * DESCRIPTOR.size) for i in range(n)]
         held = merge((a, a + s) for a, s, _ in old)
-        new: List[Tuple[int, bytes]] = []
+        outside: List[Tuple[int, bytes]] = []
         for address, data in pieces:
             for lo, hi in gaps(address, address + len(data), held):
-                new.append((lo, data[lo - address : hi - address]))
-        present = sum(len(d) for _, d in pieces) - sum(len(d) for _, d in new)
+                outside.append((lo, data[lo - address : hi - address]))
+        # pieces may overlap one another (capture adds the Python stacks' memory and the
+        # command line's in one amend): each byte once. In address order, whatever an earlier
+        # piece covers is one span from this piece's start to `reach`.
+        new: List[Tuple[int, bytes]] = []
+        reach = 0
+        for lo, data in sorted(outside, key=lambda p: (p[0], -len(p[1]))):
+            if lo + len(data) > reach:
+                start = max(lo, reach)
+                new.append((start, data[start - lo :]))
+                reach = lo + len(data)
+        present = sum(len(d) for _, d in pieces) - sum(len(d) for _, d in outside)
         if not new:
             return Amended(0, 0, present)
         if memory is not None:

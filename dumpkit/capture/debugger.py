@@ -134,11 +134,17 @@ def write_dump(
         win32.CloseHandle(handle)
     if error is not None:
         raise CaptureError(f"{path}: MiniDumpWriteDump failed: {error}")
-    added = 0
+    # One amend for all that is added: Wine's writer puts its memory list (a million entries
+    # for a TensorFlow process) just before the range data, and an amend grows the list
+    # there only over range data it can move. After one amend the list is followed by the
+    # unused rest of the bytes it moved, which a second amend cannot tell from bytes another
+    # stream points at, so it would write a whole new list at the end (23 MB for TensorFlow).
+    pieces: List[Tuple[int, bytes]] = []
     if memory is not None and memory.ranges:
-        added = add_memory(path, page_bytes(live, memory.ranges)).bytes_added
+        pieces += page_bytes(live, memory.ranges)
     if not full:
-        added += add_memory(path, _command_line_bytes(path, live)).bytes_added
+        pieces += _command_line_bytes(path, live)
+    added = add_memory(path, pieces).bytes_added if pieces else 0
     return memory, added
 
 

@@ -107,3 +107,27 @@ def test_wines_memory_list_grows_where_it_is(tmp_path, plain, name):
     assert {a: b for a, b in ranges.items() if a != FAR} == before[0]
     assert ranges[FAR] == b"Z" * 3000
     assert _verdict(dump) == verdict
+
+
+def test_overlapping_pieces_are_added_once_and_the_list_still_grows_in_place(tmp_path, plain):
+    """capture adds the Python stacks' memory and the command line's in one amend (a second
+    amend could not grow Wine's list in place again); where the two overlap, each byte is
+    added once."""
+    dump = tmp_path / "amended.dmp"
+    shutil.copyfile(plain(sample_path("python/py_recursion.dmp.xz")), dump)
+    before_size = dump.stat().st_size
+    before = _memory(dump)
+    memory = bytes(range(256)) * 16  # 4 KiB of the process at FAR
+    pieces = [(FAR, memory[:0x800]), (FAR + 0x100, memory[0x100:0x200]), (FAR + 0x700, memory[0x700:])]
+    done = add_memory(str(dump), pieces)
+    assert done.bytes_added == 0x1000 and done.already_present == 0 and done.moved is not None
+    assert dump.stat().st_size - before_size <= done.moved + 0x1000 + 16 * done.ranges_added
+    ranges, stacks = _memory(dump)
+    assert stacks == before[1]
+    assert {a: b for a, b in ranges.items() if not FAR <= a < FAR + 0x1000} == before[0]
+    target = open_dump(str(dump))
+    try:
+        assert target.read(FAR, 0x1000) == memory
+        assert not target.soft_errors.items
+    finally:
+        target.close()
