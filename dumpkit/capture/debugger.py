@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.capture import policy, win32
@@ -175,11 +177,43 @@ def _start(argv: Sequence[str]) -> Tuple[int, int]:
     return info.dwProcessId, info.dwThreadId
 
 
+class _CtrlC:
+    """Ctrl-C as a flag that the debug loop looks at between events. As KeyboardInterrupt it
+    is raised wherever the main thread is; under Wine, Ctrl-C during a dump landed in the
+    writer's callback (ctypes printed a traceback and answered FALSE to the writer) or after
+    the writer, where it ended capture without a line, exit 130, before the amend: a dump
+    without its Python stacks. A started program is debugged with kill-on-exit, so it went
+    with it."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def __call__(self, _signum: int, _frame: Optional[FrameType]) -> None:
+        self.pressed = True
+
+
 def run(
     argv: Optional[Sequence[str]], attach: Optional[int], out_dir: str, full: bool, on_dump: Callable[[Dumped], None]
 ) -> Outcome:
     """Run `argv` (or attach to process `attach`) until it exits; dump each crash into
-    `out_dir` and hand it to `on_dump` (which prints the verdict)."""
+    `out_dir` and hand it to `on_dump` (which prints the verdict). Ctrl-C detaches from an
+    attached process; a started one got it too (one console) and decides for itself."""
+    ctrl_c = _CtrlC()
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        return _debug_loop(argv, attach, out_dir, full, on_dump, ctrl_c)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _debug_loop(
+    argv: Optional[Sequence[str]],
+    attach: Optional[int],
+    out_dir: str,
+    full: bool,
+    on_dump: Callable[[Dumped], None],
+    ctrl_c: _CtrlC,
+) -> Outcome:
     if attach is not None:
         if not win32.DebugActiveProcess(attach):
             raise CaptureError(f"cannot attach to process {attach}: {win32.last_error()}")
@@ -192,15 +226,14 @@ def run(
     processes: Dict[int, _Process] = {}
     event = win32.DEBUG_EVENT()
     while True:
-        try:
-            if not win32.WaitForDebugEvent(ctypes.byref(event), win32.WAIT_TIMEOUT_MS):
-                continue
-        except KeyboardInterrupt:
-            if attach is None:
-                continue  # the program got Ctrl-C too (one console); its exit ends the loop
+        # Here the last event has been continued. A dumped process is being ended with its
+        # crash code: its exit ends the loop, Ctrl-C or not.
+        if ctrl_c.pressed and attach is not None and not outcome.dumps:
             win32.DebugActiveProcessStop(attach)
             outcome.detached = True
             return outcome
+        if not win32.WaitForDebugEvent(ctypes.byref(event), win32.WAIT_TIMEOUT_MS):
+            continue
         status = win32.DBG_CONTINUE
         pid, tid, code = event.dwProcessId, event.dwThreadId, event.dwDebugEventCode
         if code == win32.CREATE_PROCESS_DEBUG_EVENT:

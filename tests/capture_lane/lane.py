@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence
 
 from tests.windbg_real.lane import ROOT, Env, Unavailable, build, cache_dir, windows_path
 from tests.windbg_real.lane import _run as run_under_wine  # stdin /dev/null, pipes, a time limit
@@ -24,7 +24,7 @@ SHARED_PYTHONS = ROOT.parent / "shared" / "winpython"
 VERSIONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")
 RUNNER = HERE / "scripts" / "run_dumpkit.py"
 
-__all__ = ["CaptureLane", "Unavailable", "VERSIONS", "lane"]
+__all__ = ["CaptureLane", "Unavailable", "VERSIONS", "dumpkit_args", "lane"]
 
 
 @dataclass
@@ -38,14 +38,33 @@ class CaptureLane:
     def dumpkit(self, version: str, args: Sequence[str], timeout: float = 240) -> subprocess.CompletedProcess:
         """`dumpkit ARGS` run by the Windows CPython `version` under Wine."""
         folder = self.pythons[version]
-        argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, "python.exe"]
-        argv += [windows_path(RUNNER), windows_path(ROOT), *args]
+        argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, "python.exe", *dumpkit_args(args)]
         return run_under_wine(argv, timeout + 30, cwd=folder, env=self.env.environ())
+
+    def start(self, version: str, args: Sequence[str]) -> subprocess.Popen:
+        """`python.exe ARGS` by the Windows CPython `version` under Wine, not waited for: the
+        caller ends it. The Linux process is the Windows one (wine execs into it), so a signal
+        sent to it reaches the program. stdin /dev/null and text pipes, as every Wine run here."""
+        return subprocess.Popen(
+            [self.env.wine, "python.exe", *args],
+            cwd=self.pythons[version],
+            env=self.env.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
 
     def wine(self, args: Sequence[str], timeout: float = 60) -> subprocess.CompletedProcess:
         """A Wine builtin program (reg.exe...) in the lane's prefix."""
         argv = ["timeout", "-k", "10", str(int(timeout)), self.env.wine, *args]
         return run_under_wine(argv, timeout + 30, env=self.env.environ())
+
+
+def dumpkit_args(args: Sequence[str]) -> List[str]:
+    """python.exe's arguments for `dumpkit ARGS` from this checkout."""
+    return [windows_path(RUNNER), windows_path(ROOT), *args]
 
 
 def _scratch(version: str, site_packages: Path, root: Path) -> Path:

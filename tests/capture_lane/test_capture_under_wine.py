@@ -13,19 +13,23 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import struct
+import subprocess
+import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Callable, Dict, List, Optional, TypeVar
 
 import pytest
 
-from tests.capture_lane.lane import VERSIONS, Unavailable, lane
+from tests.capture_lane.lane import VERSIONS, Unavailable, dumpkit_args, lane
 from tests.conftest import SAMPLES
 from tests.windbg_real.lane import windows_path
 
 SCRIPTS = SAMPLES / "pyversions" / "src"
 NATIVELIB = SAMPLES / "pyversions" / "bin" / "nativelib.dll"
 HANDLED = Path(__file__).resolve().parent / "scripts" / "handled.py"
+KEEPS_RUNNING = Path(__file__).resolve().parent / "scripts" / "keeps_running.py"
 STACK_OVERFLOW, ACCESS_VIOLATION = 0xC00000FD, 0xC0000005
 # Pure Python recursion nests the C stack up to 3.10 (from 3.11 on, Python calls do not
 # recurse in C; 3.12+ also count C recursion): sample_dumps/pyversions/README.md
@@ -175,6 +179,102 @@ def test_a_full_memory_dump_on_request(capture_lane, workdir, tmp_path):
     report = _analyse(dumps[0], workdir, capture_lane.pythons["3.12"])
     assert dumps[0].stat().st_size > 50 << 20  # the whole address space, not just the stacks
     assert set(_python_stacks(report)) == {t["native_id"] for t in marker["threads"]}
+
+
+def _last_status(path: Path) -> Optional[dict]:
+    """keeps_running.py's last whole status line."""
+    try:
+        lines = [line for line in path.read_text().splitlines(keepends=True) if line.endswith("\n")]
+    except FileNotFoundError:
+        return None
+    return json.loads(lines[-1]) if lines else None
+
+
+T = TypeVar("T")
+
+
+def _wait_for(what: str, probe: Callable[[], Optional[T]], seconds: float) -> T:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        got = probe()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not within {seconds:.0f} s")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_ctrl_c_detaches_from_an_attached_program_and_leaves_it_running(capture_lane, tmp_path, version):
+    """`dumpkit capture --attach PID`, then Ctrl-C. Under Wine a SIGINT to a Windows process is
+    its Ctrl-C: Wine's ntdll starts kernelbase's CtrlRoutine in it, which calls the console
+    control handlers (the C runtime's, which CPython's SIGINT handler sits behind), as a Ctrl-C
+    in its console does on Windows. Each version: its signal handling and ctypes calls differ."""
+    status, stop, out = tmp_path / "status", tmp_path / "stop", tmp_path / "out"
+    target = capture_lane.start(version, [windows_path(KEEPS_RUNNING), windows_path(status), windows_path(stop)])
+    capture = None
+    try:
+        pid = _wait_for("the program's first status line", lambda: _last_status(status), 60)["pid"]
+        capture = capture_lane.start(version, dumpkit_args(["capture", "--attach", str(pid), "-o", windows_path(out)]))
+        attached = _wait_for(
+            "IsDebuggerPresent in the program", lambda: (_last_status(status) or {}).get("debugged"), 60
+        )
+        assert attached and capture.poll() is None
+        beat = _last_status(status)["beat"]
+        _wait_for("the program running on while attached", lambda: _last_status(status)["beat"] >= beat + 5, 30)
+
+        capture.send_signal(signal.SIGINT)
+        _, said = capture.communicate(timeout=60)
+        assert capture.returncode == 130, said[-2000:]
+        assert said.splitlines()[-1] == f"dumpkit capture: detached from process {pid}; it keeps running", said
+        assert "Traceback" not in said and not list(out.glob("*.dmp"))
+
+        assert target.poll() is None
+
+        def detached() -> Optional[dict]:
+            now = _last_status(status)
+            return now if now is not None and not now["debugged"] else None
+
+        beat = _wait_for("the program no longer debugged", detached, 30)["beat"]
+        _wait_for("the program running on after the detach", lambda: _last_status(status)["beat"] >= beat + 5, 30)
+        stop.write_text("")
+        assert target.wait(60) == 5  # it ended on its own, not killed by the capture's exit
+    finally:
+        for process in (capture, target):
+            if process is not None and process.poll() is None:
+                process.kill()
+            if process is not None:
+                process.communicate()
+
+
+@pytest.mark.parametrize("version", ("3.8", "3.13"))
+def test_ctrl_c_while_the_dump_is_written_does_not_cut_it_short(capture_lane, workdir, tmp_path, version):
+    """A capture looks hung while it writes the dump (minutes for a TensorFlow process), so a
+    Ctrl-C then is likely. Sent as soon as the dump file exists, it lands in the writer or the
+    amend (seconds here). The dump is finished, Python stacks and all, and capture ends as it
+    would have: its lines said, with the crash code. (The started program would get the Ctrl-C
+    too on Windows; stopped at its crash, it could not act on it.)"""
+    out = tmp_path / "out"
+    program = [capture_lane.python_exe(version), windows_path(workdir / "thread_av.py")]
+    capture = capture_lane.start(version, dumpkit_args(["capture", "-o", windows_path(out), "--", *program]))
+    try:
+        _wait_for("the dump file", lambda: list(out.glob("*.dmp")), 120)
+        capture.send_signal(signal.SIGINT)
+        printed, said = capture.communicate(timeout=240)
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+            capture.communicate()
+    done = subprocess.CompletedProcess(capture.args, capture.returncode, printed, said)
+    _said(done, ACCESS_VIOLATION)
+    assert "Exception ignored" not in said and "interrupted" not in said, said
+    assert said.splitlines()[-1].startswith("  verdict: Access violation"), said
+    assert done.returncode == ACCESS_VIOLATION & 0xFF
+    marker = next(json.loads(line[7:]) for line in printed.splitlines() if line.startswith("MARKER "))
+    dumps = sorted(out.glob("*.dmp"))
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version])
+    stacks = _python_stacks(report)
+    assert set(stacks) == {t["native_id"] for t in marker["threads"]}
+    assert report.process.command_line is not None  # the amend ran to its end
 
 
 def test_wer_sets_shows_and_removes_one_executables_key(capture_lane):
