@@ -151,9 +151,13 @@ def layout(path: Path) -> dict:
         out["streams"][kind] = out["streams"].get(kind, 0) + size
         if kind == 5:  # MemoryListStream
             (n,) = struct.unpack_from("<I", data, rva)
+            descriptors = list(struct.iter_unpack("<QII", data[rva + 4 : rva + 4 + 16 * n]))
             out["ranges"] += n
             out["list_bytes"] += size
-            out["range_bytes"] += sum(d[1] for d in struct.iter_unpack("<QII", data[rva + 4 : rva + 4 + 16 * n]))
+            out["range_bytes"] += sum(d[1] for d in descriptors)
+            # Wine writes its list before the range data; an amend that grew it in place
+            # leaves it there, one that wrote it anew puts it after all of them
+            out["list_before_data"] = bool(descriptors) and max(d[2] for d in descriptors) > rva
         elif kind == 9:  # Memory64ListStream
             n, base_rva = struct.unpack_from("<QQ", data, rva)
             out["ranges"] += n
@@ -338,16 +342,22 @@ def table(results: dict) -> str:
             f"{'met' if delta <= 10 * MB else 'NOT met'}"
         )
         if b["unreferenced"] > 0:
+            what = (
+                "the old place of the range data moved to the end so that the writer's memory list could grow "
+                "where it is"
+                if b.get("list_before_data")
+                else "the writer's memory list, replaced by one written anew at the end"
+            )
             lines.append(
-                f"  of which {b['unreferenced']:,} bytes no stream refers to (the writer's memory list, "
-                f"replaced by the amended one); without them: {(delta - b['unreferenced']) / MB:.1f} MB"
+                f"  of which {b['unreferenced']:,} bytes no stream refers to ({what}); "
+                f"without them: {(delta - b['unreferenced']) / MB:.1f} MB"
             )
     amend = results.get("amend_alone")
     if amend and a:
         lines.append(
             f"  amend alone on Linux ((a) + the {amend['pieces']} ranges (b) added, "
             f"{amend['piece_bytes']:,} bytes): {amend['bytes'] - a['bytes']:,} bytes more than (a), "
-            f"{amend['seconds']} s"
+            f"{amend['seconds']} s" + (f"; (b) is {b['bytes'] - amend['bytes']:+,} bytes from that" if b else "")
         )
     if b and c:
         lines.append(
@@ -359,7 +369,7 @@ def table(results: dict) -> str:
         windows = a["stack_bytes"] + (b["bytes"] - b["unreferenced"] - a["bytes"])
         lines.append(
             f"  estimate for Windows: (a)'s thread stacks ({a['stack_bytes']:,} bytes) + what (b) adds "
-            f"without the orphaned list = {windows / MB:.2f} MB of memory and descriptors, plus the "
+            f"without the bytes no stream refers to = {windows / MB:.2f} MB of memory and descriptors, plus the "
             f"small streams; (c) / that = {c['bytes'] / windows:,.0f}x"
         )
     return "\n".join(lines)
