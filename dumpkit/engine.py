@@ -46,8 +46,10 @@ from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target, Thread
+from dumpkit.unwind.bulk import Frames
+from dumpkit.unwind.confirm import support_of
 from dumpkit.unwind.cpus import step_for
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.unwind.frames import Frame, StackWalk, Support
 from dumpkit.unwind.walk import Walker, walk_thread
 
 
@@ -193,15 +195,40 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
     return walks
 
 
-def frame_record(f: Frame) -> FrameRecord:
-    """A walked frame as reports carry it."""
-    return FrameRecord(f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust, f.source)
+def with_possible(w: StackWalk) -> Sequence[Frame]:
+    """A walk's stack and its possible frames, as one sequence of frames."""
+    if not w.possible:
+        return w.frames
+    parts = list(w.frames.parts) if isinstance(w.frames, Frames) else [list(w.frames)]
+    return Frames(parts + [list(w.possible)])
 
 
-def _records(frames: Sequence[Frame], keep: Optional[int]) -> Tuple[Tuple[FrameRecord, ...], int]:
+def frame_record(f: Frame, support: Optional[Dict[int, Support]] = None) -> FrameRecord:
+    """A walked frame as reports carry it (`support`: the walk's, by frame index)."""
+    return FrameRecord(
+        f.index,
+        f.ip,
+        f.sp,
+        f.module,
+        f.rva,
+        f.function_start,
+        f.symbol,
+        f.size,
+        f.trust,
+        f.source,
+        support_of(f, support),
+    )
+
+
+def _records(
+    frames: Sequence[Frame], keep: Optional[int], support: Optional[Dict[int, Support]] = None
+) -> Tuple[Tuple[FrameRecord, ...], int]:
     """Head and tail of a long stack (the fault and the thread's entry both matter); every
     frame when `keep` is None, none when it is 0."""
-    rec = frame_record
+
+    def rec(f: Frame) -> FrameRecord:
+        return frame_record(f, support)
+
     if keep == 0:
         return (), len(frames)
     if keep is None or len(frames) <= keep:
@@ -217,7 +244,10 @@ def _thread_report(
 ) -> ThreadReport:
     """`more`: the analyses' fields (cycles, budget, same_stack_as); `unwalked`: the stop
     reason shown when there is no walk."""
-    frames, elided = _records(w.frames, keep) if w else ((), 0)
+    frames, elided = _records(w.frames, keep, w.support) if w else ((), 0)
+    # the first `keep` possible frames; every one where the stack's are streamed instead
+    # (keep 0: `dumpkit stack`)
+    possible = tuple(frame_record(f, w.support) for f in w.possible[: keep or None]) if w and w.possible else None
     return ThreadReport(
         tid=t.tid,
         name=t.name,
@@ -227,6 +257,8 @@ def _thread_report(
         elided_frames=elided,
         stop_reason=w.stop_reason if w else unwalked,
         trust_counts=w.trust_counts if w else {},
+        possible_frames=possible,
+        possible_count=len(w.possible) if w and w.possible else None,
         **more,
         **facts.thread_record_fields(t),  # type: ignore[arg-type]
     )
@@ -234,7 +266,7 @@ def _thread_report(
 
 def stacks(
     target: Target, options: Options, threads: Iterable[Thread], python: bool = False, cycles: bool = False
-) -> Tuple[Stacks, List[List[Frame]]]:
+) -> Tuple[Stacks, List[List[Frame]], List[Optional[Dict[int, Support]]]]:
     """Read and walk phases for the threads asked for (`dumpkit stack`). The crashing
     thread is walked from the exception context. The document's threads carry no frame
     records: a million of them would cost seconds and gigabytes, so every frame is given
@@ -247,6 +279,7 @@ def stacks(
     ex = target.exception
     reports: List[ThreadReport] = []
     walked: List[List[Frame]] = []
+    supports: List[Optional[Dict[int, Support]]] = []  # each walk's, for its scanned frames
     for t in threads:
         is_crash = crash is not None and t.tid == crash.tid
         ctx = ex.context if is_crash and ex is not None and ex.context else None
@@ -257,6 +290,7 @@ def stacks(
         found = tuple(find_cycles(w.frames)) if cycles and w is not None and (is_crash or len(w.frames) >= 64) else ()
         reports.append(_thread_report(t, w, is_crash, 0, cycles=found))
         walked.append(w.frames if w is not None else [])
+        supports.append(w.support if w is not None else None)
     doc = Stacks(
         schema_version=SCHEMA_VERSION,
         dumpkit_version=__version__,
@@ -268,7 +302,7 @@ def stacks(
         python=read_python(target, walker, keep=None) if python else None,
         notes=facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)),
     )
-    return doc, walked
+    return doc, walked, supports
 
 
 # ----------------------------------------------------------------------------- python
@@ -416,7 +450,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     python = read_python(target, walker)
 
     coverage = image_coverage(
-        crash_walk.frames if crash_walk else (),
+        # the possible frames too: their modules' images are what could confirm them
+        with_possible(crash_walk) if crash_walk else (),
         target.modules,
         lambda module: walker.images.image(module) is not None,
         walker.images.search_problems(),

@@ -80,6 +80,29 @@ def test_the_three_commands_agree(dump):
         s0 = next(t for t in s["threads"] if t["tid"] == tid)["frames"][:1]
         assert [(f["ip"], f["sp"]) for f in a0] == [(f["ip"], f["sp"]) for f in s0]
 
+    # the stack and its possible frames (issue #32 item 9): analyze and stack split every
+    # thread's walk at the same frame; the stack ends in a confirmed frame, numbers run on
+    # into the possible block, which holds scanned frames nothing confirms, and the
+    # verdict's evidence never cites one of them
+    stack_threads = {t["tid"]: t for t in s["threads"]}
+    for t in a["threads"]:
+        possible = t.get("possible_frames") or []
+        other = stack_threads[t["tid"]]
+        assert t["frame_count"] == other["frame_count"], t["tid"]
+        theirs = other.get("possible_frames") or []
+        assert t.get("possible_count") == other.get("possible_count") == (len(theirs) or None)
+        assert [(f["ip"], f["sp"]) for f in possible] == [(f["ip"], f["sp"]) for f in theirs[: len(possible)]]
+        if not possible:
+            continue
+        assert t["frames"] and possible[0]["index"] == t["frames"][-1]["index"] + 1
+        assert [f["index"] for f in possible] == list(range(possible[0]["index"], possible[0]["index"] + len(possible)))
+        assert all(f["trust"] in ("scan", "scan_validated") and f["support"] == "none" for f in possible)
+        last = t["frames"][-1]
+        assert last["trust"] not in ("scan", "scan_validated") or last["support"] != "none"
+        if t["is_crashing"] and a["verdict"] is not None:
+            cited = " ".join(a["verdict"]["evidence"]) + a["verdict"]["headline"]
+            assert not any(f"{f['ip'][2:].lstrip('0')}" in cited for f in possible if int(f["ip"], 16) > 0xFFFF)
+
     # every problem met reading the dump is shown by every command
     assert set(i["soft_errors"]) <= set(a["soft_errors"]), set(i["soft_errors"]) - set(a["soft_errors"])
     assert set(i["soft_errors"]) <= set(s["soft_errors"]), set(i["soft_errors"]) - set(s["soft_errors"])
@@ -160,11 +183,14 @@ def _at(frame: dict) -> str:
 
 def test_tiny_exe_fastfail_advice_and_headline():
     """Issue #18 item 7's own example: tiny-exe-fastfail got TensorFlow/absl advice and a
-    headline 'called from tiny.exe+0x1b0e1', a frame found by scanning."""
+    headline 'called from tiny.exe+0x1b0e1', a frame found by scanning. Nothing confirms
+    that frame (issue #32 item 9): it is a possible frame, in neither headline nor evidence."""
     doc = json.loads(run_cli("analyze", real_dump("breakpad/tiny-exe-fastfail.dmp"), "--format", "json").stdout)
     v = doc["verdict"]
     assert "called from" not in v["headline"]
-    assert any("tiny.exe+0x1b0e1 (found by scan" in e for e in v["evidence"]), v["evidence"]
+    assert not any("tiny.exe+0x1b0e1" in e for e in v["evidence"]), v["evidence"]
+    crashing = next(t for t in doc["threads"] if t["is_crashing"])
+    assert any(f["rva"] == 0x1B0E1 for f in crashing["possible_frames"])
     assert v["next_steps"][0].startswith("Read the process's stderr just before the crash: a failed CHECK")
 
 

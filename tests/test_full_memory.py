@@ -28,7 +28,7 @@ def _documents(path):
         pages = target.record_memory_reads()
         options = Options()
         report = json.loads(render_json(analyze(target, options).report))
-        doc, _ = stacks(target, options, list(target.threads), python=True)
+        doc, _, _ = stacks(target, options, list(target.threads), python=True)
         stack = json.loads(render_json(doc))
     finally:
         target.close()

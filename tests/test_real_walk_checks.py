@@ -21,13 +21,19 @@ from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
 from dumpkit.unwind.cpus import step_for
-from dumpkit.unwind.frames import StackWalk, StopReason, Trust
+from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.walk import Walker
 from tests.conftest import REAL_DUMPS, real_dump, real_manifest, run_cli
 
 X86 = sorted(REAL_DUMPS / d["file"] for d in real_manifest() if str(d.get("arch", "")).startswith("0"))
 IDS = [f"{p.parent.name}/{p.name}" for p in X86]
 SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
+
+
+def every(walk: StackWalk) -> List[Frame]:
+    """All a walk found: its stack, then the scanned frames nothing confirms (the peers
+    show both as one list)."""
+    return list(walk.frames) + list(walk.possible)
 
 
 class Walked:
@@ -61,7 +67,7 @@ def outermost_link(w: Walked, walk: StackWalk) -> Optional[int]:
     """Where the EBP chain of `walk` ends, read from memory: the last frame was found by
     its callee's frame pointer E (so it sits at E + 8), its own saved EBP is [E], and the
     chain's end is two zero words there. None when the walk does not end that way."""
-    last = walk.frames[-1]
+    last = every(walk)[-1]
     if last.trust is not Trust.FRAME_POINTER:
         return None
     link = w.word(last.sp - 8)
@@ -95,7 +101,7 @@ def test_analyze_lists_no_frame_size_past_the_thread_start(rel):
     doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
     crash = next(t for t in doc["threads"] if t["is_crashing"])
     ours = [(int(f["ip"], 16), int(f["sp"], 16)) for f in crash["frames"]]
-    assert ours == [(f.ip, f.sp) for f in w.walk.frames]
+    assert ours == [(f.ip, f.sp) for f in every(w.walk)]
     assert crash["stop_reason"] == "end of stack (return address 0)" and crash["frames"][-1]["size"] is None
     assert doc["frame_sizes"] and all(s["frame_index"] < len(ours) - 1 for s in doc["frame_sizes"])
 
@@ -121,7 +127,7 @@ def test_the_walk_returns_to_the_frame_pointer_chain_after_scanning(rel):
     follows the frame-pointer chain to its outermost link, where it had stayed on scanned
     locals and handler pointers to the end."""
     w = walked(real_dump(rel))
-    trust = [f.trust for f in w.walk.frames]
+    trust = [f.trust for f in every(w.walk)]
     last_scan = max(i for i, t in enumerate(trust) if t in SCANNED)
     tail = trust[last_scan + 1 :]
     assert len(tail) >= 3 and set(tail) == {Trust.FRAME_POINTER}
@@ -177,7 +183,7 @@ def explain(w: Walked, ours: List[int], theirs: List[int]) -> str:
     # rust-minidump follows [ebp + 4] whatever it holds and ends the walk when that is
     # not an address; dumpkit takes EBP as a frame pointer only when it is one, and the
     # chain ends only on two zero words.
-    frame = w.walk.frames[k]
+    frame = every(w.walk)[k]
     if k == 0:
         ebp = w.thread.context.values["ebp"] if w.target.exception is None else w.target.exception.context.values["ebp"]
     else:
@@ -185,7 +191,7 @@ def explain(w: Walked, ours: List[int], theirs: List[int]) -> str:
         ebp = w.word(frame.sp - 8)
     saved, ret = w.word(ebp), w.word(ebp + 4)
     assert not w.is_code(ret) and (saved, ret) != (0, 0), "the peer stopped where EBP is a frame pointer"
-    nxt = w.walk.frames[k + 1]
+    nxt = every(w.walk)[k + 1]
     assert nxt.trust in SCANNED and w.word(nxt.sp - 4) == nxt.ip and w.is_code(nxt.ip)
     # ... and what dumpkit found beyond is anchored: the walk ends on the chain's last link
     assert outermost_link(w, w.walk) is not None
@@ -200,7 +206,7 @@ def test_x86_crashing_thread_frames_agree_with_rust_minidump(dump):
     tid, theirs = peer_ips(peer_walk(dump))
     w = walked(dump)
     assert w.thread.tid == tid
-    ours = [f.ip for f in w.walk.frames]
+    ours = [f.ip for f in every(w.walk)]
     if ours != theirs:
         explain(w, ours, theirs)
 
@@ -220,7 +226,7 @@ def _agreed_spans(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, int]]:
     show it and none shows another."""
     seen: Dict[int, Dict[Tuple[int, int], set]] = {}
     for tid, walk in walks.items():
-        for f, nxt in zip(walk.frames[1:], walk.frames[2:]):
+        for f, nxt in zip(every(walk)[1:], every(walk)[2:]):
             seen.setdefault(f.ip, {}).setdefault((nxt.sp - f.sp, nxt.ip), set()).add(tid)
     return {ip: next(iter(v)) for ip, v in seen.items() if len(v) == 1 and len(next(iter(v.values()))) >= 2}
 
@@ -236,28 +242,28 @@ def test_scanned_frames_that_other_threads_prove_stale_are_not_reported():
     raw, others = _raw_walks(dump)
     spans = _agreed_spans(others)
     tops = {t.tid: t.stack_end for t in raw.target.threads}
-    ends = {(w.frames[-1].ip, tops[tid] - w.frames[-1].sp) for tid, w in others.items()}
+    ends = {(every(w)[-1].ip, tops[tid] - every(w)[-1].sp) for tid, w in others.items()}
     assert len(others) >= 2 and len(ends) == 1  # every other thread starts the same way
     ((start_ip, depth),) = ends
 
     def contradictions(walk: StackWalk) -> List[int]:
         bad = []
-        for n, (f, nxt) in enumerate(zip(walk.frames[1:], walk.frames[2:]), 1):
+        for n, (f, nxt) in enumerate(zip(every(walk)[1:], every(walk)[2:]), 1):
             if f.ip in spans and f.sp + spans[f.ip][0] != nxt.sp:
                 bad.append(n + 1)  # the frame found inside f's frame
         return bad
 
     top = raw.thread.stack_end
-    raw_start = next(i for i, f in enumerate(raw.walk.frames) if (f.ip, top - f.sp) == (start_ip, depth))
-    assert contradictions(raw.walk) and raw_start < len(raw.walk.frames) - 1  # what the evidence proves wrong
+    raw_start = next(i for i, f in enumerate(every(raw.walk)) if (f.ip, top - f.sp) == (start_ip, depth))
+    assert contradictions(raw.walk) and raw_start < len(every(raw.walk)) - 1  # what the evidence proves wrong
 
     reported = walked(dump).walk
     assert contradictions(reported) == []
-    assert (reported.frames[-1].ip, top - reported.frames[-1].sp) == (start_ip, depth)
+    assert (every(reported)[-1].ip, top - every(reported)[-1].sp) == (start_ip, depth)
     assert reported.stop is StopReason.THREAD_START
-    dropped = {f.ip for f in raw.walk.frames} - {f.ip for f in reported.frames}
-    assert len(raw.walk.frames) - len(reported.frames) == len(dropped) == 2
-    assert [f.index for f in reported.frames] == list(range(len(reported.frames)))
+    dropped = {f.ip for f in every(raw.walk)} - {f.ip for f in every(reported)}
+    assert len(every(raw.walk)) - len(every(reported)) == len(dropped) == 2
+    assert [f.index for f in every(reported)] == list(range(len(every(reported))))
     # the frames kept are the raw walk's, in order, found the same way
-    kept = [(f.ip, f.sp, f.trust) for f in raw.walk.frames if f.ip not in dropped]
-    assert kept == [(f.ip, f.sp, f.trust) for f in reported.frames]
+    kept = [(f.ip, f.sp, f.trust) for f in every(raw.walk) if f.ip not in dropped]
+    assert kept == [(f.ip, f.sp, f.trust) for f in every(reported)]

@@ -235,7 +235,7 @@ def debugger_frame_numbers(report, target):
     1,024 frames in getStack and takes no `.frame` number above 0xffff. A frame it does not
     have is left out of the map (shown unlinked); when the debugger gives no stack at all,
     dumpkit's numbers stay."""
-    walked = {t.tid: t.frames for t in report.threads}
+    walked = {t.tid: t.frames + (t.possible_frames or ()) for t in report.threads}  # possible frames get links too
 
     def numbers(tid: int, exception_context: bool) -> Optional[Dict[int, int]]:
         stack = target.debugger_stack(tid, exception_context=exception_context)

@@ -7,7 +7,7 @@ from dataclasses import field
 from typing import Dict, Optional, Tuple
 
 from dumpkit.records import record
-from dumpkit.unwind.frames import Trust
+from dumpkit.unwind.frames import Support, Trust
 from dumpkit.words import Word
 
 SCHEMA_VERSION = 1
@@ -290,6 +290,7 @@ class FrameRecord:
     size: Optional[int]
     trust: Trust
     source: Optional[str] = None  # "FILE:LINE" from the module's PDB (JSON: left out when None)
+    support: Optional[Support] = None  # scanned frames: what confirms them (JSON: left out when None)
 
 
 @record
@@ -305,6 +306,10 @@ class ThreadReport:
     cycles: Tuple[Cycle, ...] = ()
     budget: Optional[StackBudget] = None
     same_stack_as: Tuple[int, ...] = ()  # other thread ids with an identical stack
+    # scanned frames after the last confirmed one (unwind/confirm.py): shown apart from the
+    # stack, never evidence; None when the walk had none (JSON: left out)
+    possible_frames: Optional[Tuple[FrameRecord, ...]] = None
+    possible_count: Optional[int] = None  # how many possible frames the walk found (the report keeps the first)
     # the thread as the dump records it
     teb: int = 0
     stack_start: int = 0  # lowest captured stack address

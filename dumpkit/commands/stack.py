@@ -48,11 +48,11 @@ def run_stack(
     else:
         chosen = list(target.threads[:1])
     # Streamed: a million-frame stack is written a row at a time, never held as a document.
-    doc, frames = stacks(target, opts, chosen, python=python, cycles=not (json_out or full))
+    doc, frames, supports = stacks(target, opts, chosen, python=python, cycles=not (json_out or full))
     if json_out:
         from dumpkit.report.stream import write_stacks_json
 
-        write_stacks_json(doc, frames, sys.stdout)
+        write_stacks_json(doc, frames, sys.stdout, supports=supports)
     else:
         from rich.console import Console
 

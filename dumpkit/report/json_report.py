@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, FrameRecord, Report, Stacks
+from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, FrameRecord, Report, Stacks, ThreadReport
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -49,7 +49,8 @@ _SCALARS = (str, float, bool, type(None))
 # Fields added after schema version 1 that most records lack: left out rather than null,
 # so a report without them reads as it did (docs/report-schema.md).
 _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
-    FrameRecord: ("source",),
+    FrameRecord: ("source", "support"),
+    ThreadReport: ("possible_frames", "possible_count"),
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
 }

@@ -21,10 +21,11 @@ from dumpkit.report.escape import clean
 from dumpkit.report.json_report import report_dict
 from dumpkit.report.text import print_python_section
 from dumpkit.report.view import python_view, stacks_view
-from dumpkit.report.view.stacks import call_site, fold_frames, kf_number, pointer_digits, thread_view
+from dumpkit.report.view.stacks import call_site, fold_frames, kf_number, pointer_digits, possible_heading, thread_view
 
 from dumpkit.unwind.bulk import Frames, Run
-from dumpkit.unwind.frames import Frame
+from dumpkit.unwind.confirm import support_of
+from dumpkit.unwind.frames import Frame, Support
 
 CHUNK = 4096  # frames encoded per write
 _CACHE_LIMIT = 65_536  # distinct names kept encoded; a recursion repeats a handful
@@ -48,17 +49,17 @@ class _Encoded:
 
 
 # ----------------------------------------------------------------------------- JSON
-def _frame_encoder():
+def _frame_encoder(support: Optional[Dict[int, Support]] = None):
     """A frame as the one-line JSON object of its FrameRecord (same fields, same order,
     addresses as "0x..." strings: what json_report writes). What a frame shares with the
     other frames of its function and call site (module, RVA, name, how found) is encoded
-    once."""
+    once. `support`: the walk's, by frame index, for its scanned frames."""
     text = _Encoded(lambda s: json.dumps(s, ensure_ascii=True))
 
     def number(v: Optional[int]) -> str:
         return "null" if v is None else str(v)
 
-    FrameKey = Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object, Optional[str]]
+    FrameKey = Tuple[Optional[str], Optional[int], Optional[int], Optional[str], object, Optional[str], object]
 
     def middle(key: FrameKey) -> str:
         module, rva, start, symbol = key[:4]
@@ -69,20 +70,21 @@ def _frame_encoder():
 
     def last(key: FrameKey) -> str:
         source = f', "source": {text(key[5])}' if key[5] is not None else ""  # only when the PDB has lines
-        return f', "trust": {text(str(key[4]))}{source}}}'
+        confirmed = f', "support": {text(str(key[6]))}' if key[6] is not None else ""  # only scanned frames
+        return f', "trust": {text(str(key[4]))}{source}{confirmed}}}'
 
     shared = _Encoded(lambda key: (middle(key) + ", ", last(key)))
     seen = shared.seen  # looked up inline: a method call per frame costs a tenth of the time
 
     def around_sp(f: Frame) -> Tuple[str, str]:
         """The line of `f` before its sp (after the index) and after it."""
-        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source)
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source, support_of(f, support))
         same = seen.get(key) or shared(key)
         size = "null" if f.size is None else f.size
         return f', "ip": "{f.ip:#x}", "sp": "', f'", {same[0]}"size": {size}{same[1]}'
 
     def encode(f: Frame) -> str:
-        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source)
+        key = (f.module, f.rva, f.function_start, f.symbol, f.trust, f.source, support_of(f, support))
         same = seen.get(key) or shared(key)
         size = "null" if f.size is None else f.size
         return f'{{"index": {f.index}, "ip": "{f.ip:#x}", "sp": "{f.sp:#x}", {same[0]}"size": {size}{same[1]}'
@@ -91,10 +93,17 @@ def _frame_encoder():
     return encode
 
 
-def write_stacks_json(doc: Stacks, frames: Sequence[Sequence[Frame]], out: TextIO, indent: int = 1) -> None:
+def write_stacks_json(
+    doc: Stacks,
+    frames: Sequence[Sequence[Frame]],
+    out: TextIO,
+    indent: int = 1,
+    supports: Optional[Sequence[Optional[Dict[int, Support]]]] = None,
+) -> None:
     """The document json_report would write for `doc` with every frame of `frames[i]` in
     thread i (elided_frames 0), streamed: the small rest of the document is encoded whole
-    with a unique placeholder where each frame list goes."""
+    with a unique placeholder where each frame list goes. `supports[i]`: thread i's walk's
+    support of its scanned frames."""
     tree = report_dict(doc)
     token = secrets.token_hex(16)  # no dump-controlled string can guess it
     markers: List[str] = []
@@ -104,9 +113,9 @@ def write_stacks_json(doc: Stacks, frames: Sequence[Sequence[Frame]], out: TextI
         t["elided_frames"] = 0
         markers.append(json.dumps(marker))
     text = json.dumps(tree, indent=indent, ensure_ascii=True)
-    encode = _frame_encoder()
     pos = 0
-    for marker, walked in zip(markers, frames):
+    for i, (marker, walked) in enumerate(zip(markers, frames)):
+        encode = _frame_encoder(supports[i] if supports is not None and i < len(supports) else None)
         at = text.index(marker, pos)
         out.write(text[pos:at])
         line = text[text.rfind("\n", 0, at) + 1 : at]
@@ -182,9 +191,11 @@ def _rows(walked: Sequence[Frame], cycles: Sequence[Cycle]) -> Iterable[Union[Fr
 
 
 def _above(walked: Sequence[Frame], i: int) -> Optional[int]:
-    """Row i's Memory: frame i-1's size (the distance between their Child-SPs)."""
-    if 0 < i <= len(walked):
-        f = walked[i - 1]
+    """Row i's Memory: frame i-1's size (the distance between their Child-SPs). `walked`
+    may start past frame 0 (a walk's possible frames)."""
+    k = i - (walked[0].index if walked else 0)
+    if 0 < k <= len(walked):
+        f = walked[k - 1]
         if f.index == i - 1:
             return f.size
     return None
@@ -315,6 +326,10 @@ def write_stacks_text(
             + Text(f"  {v.frames}; walk ended: {v.stop_reason}", style="dim")
         )
         write_kf_table(walked, () if full else t.cycles, digits, out)
+        if t.possible_frames:
+            out.flush()
+            console.print(Text(possible_heading(len(t.possible_frames)), style="dim"))
+            write_kf_table(list(t.possible_frames), (), digits, out)  # type: ignore[arg-type]
         out.flush()
         console.print()
     images = stacks_view(doc).images

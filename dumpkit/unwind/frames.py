@@ -35,6 +35,15 @@ class Trust(_Described, Word):
 SCANNED = (Trust.SCAN, Trust.SCAN_VALIDATED)
 
 
+class Support(_Described, Word):
+    """What speaks for a frame found by scanning, beyond a word that points into code
+    (`unwind/confirm.py`). A str-valued `Word`."""
+
+    CALL_TARGET = "call_target"
+    RECURSION = "recursion"
+    NONE = "none"
+
+
 # The trust levels' names, weakest first.
 TRUST_LEVELS = tuple(t.value for t in Trust)
 
@@ -69,6 +78,9 @@ DESCRIPTIONS: Dict[_Described, str] = {
     Trust.PROLOGUE: "the function's code read up to its RET (it has no unwind data)",
     Trust.UNWIND_INFO: "the module's unwind data (.pdata/.xdata or a registered function table)",
     Trust.CONTEXT: "the thread's register context",
+    Support.CALL_TARGET: "the direct CALL before its return address reaches the function of the frame below it",
+    Support.RECURSION: "it recurs with the same frame size and caller: part of a recursion",
+    Support.NONE: "nothing beyond a stack word that points into code (a stale word in a frame's locals looks the same)",
     StopReason.END_OF_STACK: "the caller's stack pointer is past the top of the thread's stack",
     StopReason.RETURN_ADDRESS_ZERO: "the outermost frame returns to address 0, where thread start routines end",
     StopReason.THREAD_START: (
@@ -185,6 +197,10 @@ class StackWalk:
     stop: StopReason
     problems: List[str]
     frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT)
+    # scanned frames after the last confirmed frame (`unwind/confirm.py`), numbered on
+    # from the stack's: shown apart, never evidence
+    possible: Sequence[Frame] = ()
+    support: Optional[Dict[int, Support]] = None  # frame index -> what confirms it, for scanned frames
 
     @property
     def stop_reason(self) -> str:

@@ -35,6 +35,7 @@ from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
+from dumpkit.unwind.confirm import confirmed
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
 from dumpkit.unwind.evidence import Witnessed, checked, witness
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
@@ -343,6 +344,8 @@ class Walker:
         result, scanned = self._walk(thread, context, max_frames)
         if scanned and self.cross_check:
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
+        if scanned:
+            result = confirmed(result, self.read_code, self.bits)
         return result
 
     def witnessed(self) -> Witnessed:

@@ -58,7 +58,7 @@ def stacks_json(target, image_paths: Sequence[str] = ()) -> Dict:
     from dumpkit.report.json_report import render_json
 
     try:
-        doc, _ = stacks(target, Options(image_paths=image_paths), list(target.threads), python=True)
+        doc, _, _ = stacks(target, Options(image_paths=image_paths), list(target.threads), python=True)
         out = json.loads(render_json(doc))
     finally:
         target.close()

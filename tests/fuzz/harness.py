@@ -161,9 +161,9 @@ def _info_and_stack(target, opts, all_formats: bool) -> None:
 
     doc = contents(target)
     json.loads(render_json(doc, indent=None))
-    doc_s, frames = stacks(target, opts, list(target.threads[: opts.max_other_threads]), cycles=all_formats)
+    doc_s, frames, supports = stacks(target, opts, list(target.threads[: opts.max_other_threads]), cycles=all_formats)
     out = io.StringIO()
-    write_stacks_json(doc_s, frames, out)
+    write_stacks_json(doc_s, frames, out, supports=supports)
     json.loads(out.getvalue())
     if not all_formats:
         return

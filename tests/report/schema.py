@@ -58,9 +58,9 @@ def documents(
     def stack(target) -> Optional[str]:
         if walker_for(target) is None:
             return None
-        doc, frames = stacks(target, walk_opts, list(target.threads), python=True, cycles=False)
+        doc, frames, supports = stacks(target, walk_opts, list(target.threads), python=True, cycles=False)
         text = io.StringIO()
-        write_stacks_json(doc, frames, text)
+        write_stacks_json(doc, frames, text, supports=supports)
         return text.getvalue()
 
     opts = Options(image_paths=tuple(map(str, image_paths)))

@@ -225,11 +225,12 @@ def test_the_schemas_enums_are_dumpkits_own():
     from dumpkit.report.json_report import SCHEMA_NAMES
     from dumpkit.report.view import triage as triage_view
     from dumpkit.triage.record import ANALYSED, FAILED, TIMED_OUT
-    from dumpkit.unwind.frames import Trust
+    from dumpkit.unwind.frames import Support, Trust
 
     assert _enum("verdictKind") == [k.value for k in VerdictKind]
     assert _enum("confidence") == [c.value for c in Confidence]
     assert sorted(_enum("trust")) == sorted(t.value for t in Trust)
+    assert _enum("support") == [s.value for s in Support]
     # a process without CPython has `python: null`, never the reader's no_python status
     assert _enum("pythonStatus") == [s.value for s in Status if s is not Status.NO_PYTHON]
     assert _enum("protocol") == [p[0] for p in PROTOCOLS]

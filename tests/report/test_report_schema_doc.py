@@ -39,18 +39,20 @@ def documented_fields(part: str) -> Dict[str, Field]:
     `### `path`` heading (`### Top level`, or none, for the root), then one row per field;
     a row may name several fields (`first_seen`, `last_seen`)."""
     fields: Dict[str, Field] = {}
-    section: Optional[str] = None  # None: not a field table (the types, the introduction)
+    sections: Optional[List[str]] = None  # None: not a field table (the types, the introduction)
     for line in _parts()[part].splitlines():
         if line.startswith("## "):
-            section = "" if line.startswith("## `dumpkit triage") else None
+            sections = [""] if line.startswith("## `dumpkit triage") else None
         elif line.startswith("### "):
             title = line[4:].strip()
-            section = "" if title == "Top level" else title.strip("`")
+            # a table may serve several paths of one shape: ### `a[]`, `b[]`
+            sections = [""] if title == "Top level" else re.findall(r"`([^`]+)`", title) or [title]
             continue
         m = _ROW.match(line)
-        if m and section is not None:
+        if m and sections is not None:
             for name in re.findall(r"`([^`]+)`", m[1]):
-                fields[f"{section}.{name}" if section else name] = (m[2].strip(), m[3])
+                for section in sections:
+                    fields[f"{section}.{name}" if section else name] = (m[2].strip(), m[3])
     return fields
 
 

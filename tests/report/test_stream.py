@@ -27,22 +27,22 @@ def _walked(name: str):
     return stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
 
 
-def _whole(doc: Stacks, frames) -> Stacks:
+def _whole(doc: Stacks, frames, supports) -> Stacks:
     """The document as `dumpkit stack` built it before streaming: every frame a record."""
     threads = tuple(
-        replace(t, frames=tuple(frame_record(f) for f in walked), elided_frames=0)
-        for t, walked in zip(doc.threads, frames)
+        replace(t, frames=tuple(frame_record(f, support) for f in walked), elided_frames=0)
+        for t, walked, support in zip(doc.threads, frames, supports)
     )
     return replace(doc, threads=threads)
 
 
 def test_streamed_json_is_the_document_json_dumps_writes():
     for name in ("recursion_cycle3.dmp", "fastfail_abort.dmp"):
-        doc, frames = _walked(name)
+        doc, frames, supports = _walked(name)
         out = io.StringIO()
-        write_stacks_json(doc, frames, out)
+        write_stacks_json(doc, frames, out, supports=supports)
         streamed = json.loads(out.getvalue())
-        assert streamed == json.loads(render_json(_whole(doc, frames), indent=1))
+        assert streamed == json.loads(render_json(_whole(doc, frames, supports), indent=1))
         assert [len(t["frames"]) for t in streamed["threads"]] == [len(w) for w in frames]
 
 
@@ -52,15 +52,15 @@ def test_streamed_kf_rows_are_the_rich_tables_rows(dump):
     frame above, row 00 blank; 16-digit (x64 sample) and 8-digit (real x86 dump) pointers."""
     path = sample_path(dump) if "/" not in dump else real_dump(dump)
     target = open_dump(str(path))
-    doc, frames = stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
+    doc, frames, supports = stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
     digits = pointer_digits(doc.system)
-    for t, walked in zip(_whole(doc, frames).threads, frames):
+    for t, walked in zip(_whole(doc, frames, supports).threads, frames):
         buf = io.StringIO()
         Console(file=buf, width=400, highlight=False, soft_wrap=False).print(
-            rich_table(stack_table(t, KF, digits, fold_cycles=False))
+            rich_table(stack_table(replace(t, possible_frames=None), KF, digits, fold_cycles=False))
         )
         out = io.StringIO()
-        write_kf_table(walked, (), digits, out)
+        write_kf_table(walked, (), digits, out)  # the possible frames are a table of their own
         assert out.getvalue() == buf.getvalue()
 
 
@@ -110,7 +110,7 @@ def test_unfolded_rows_of_a_bulk_walked_recursion_are_the_per_frame_rows():
     the text must be what one row per Frame writes, row for row."""
     from dumpkit.unwind.bulk import Frames, Run
 
-    doc, frames = _walked("recursion_cycle3.dmp")
+    doc, frames, _ = _walked("recursion_cycle3.dmp")
     digits = pointer_digits(doc.system)
     bulk = [w for w in frames if isinstance(w, Frames) and any(isinstance(p, Run) for p in w.parts)]
     assert bulk, "the sample's recursion is expected to be walked in bulk"

@@ -78,7 +78,8 @@ def stack_ending_in_h(sp: int) -> Stack:
 
 
 def frames(result: StackWalk) -> List[Tuple[int, int, Trust]]:
-    return [(f.ip, f.sp, f.trust) for f in result.frames]
+    """Every frame the walk found: its stack, then the scanned frames nothing confirmed."""
+    return [(f.ip, f.sp, f.trust) for f in list(result.frames) + list(result.possible)]
 
 
 def starts(result: StackWalk) -> List[Optional[int]]:
@@ -352,7 +353,7 @@ def test_scan_takes_code_it_cannot_check_as_plain_scan():
     stack = Stack(hi=HI).at(rsp).word(0x1234, gone.base + 0x5678)
     result = Scene(stack, IMAGE, modules=[gone]).walk({"rip": IMAGE["longcall.ret"] + 4, "rsp": rsp}, clean=False)
     assert frames(result)[1] == (gone.base + 0x5678, rsp + 16, Trust.SCAN)
-    assert result.frames[1].module == "gone.dll"
+    assert result.possible[0].module == "gone.dll"  # nothing confirms it: a possible frame
 
 
 def test_nothing_to_scan_ends_the_walk_with_no_caller():

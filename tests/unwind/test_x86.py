@@ -20,7 +20,8 @@ LO, HI = 0x100000, 0x104000
 
 
 def frames(result: StackWalk) -> List[Tuple[int, int, Trust]]:
-    return [(f.ip, f.sp, f.trust) for f in result.frames]
+    """Every frame the walk found: its stack, then the scanned frames nothing confirmed."""
+    return [(f.ip, f.sp, f.trust) for f in list(result.frames) + list(result.possible)]
 
 
 def ebp_frames(start_frame: bool = False) -> Stack:

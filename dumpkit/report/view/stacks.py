@@ -217,6 +217,14 @@ def stack_table(
     """The thread's stack in rows. `max_rows` bounds the frame rows (folds do not count)."""
     items = collapse(t.frames, t.cycles) if fold_cycles else list(t.frames)
     sizes = kf_memory(items, t.frames) if convention == KF else [None] * len(items)
+    possible = t.possible_frames or ()
+    if possible:
+        # the possible frames apart, after a heading row; row N's kf Memory is frame N-1's
+        # size, the first one's the stack's last frame's
+        items += [possible_heading(t.possible_count or len(possible), len(possible)), *possible]
+        sizes += [None] + (
+            kf_memory(possible, list(t.frames[-1:]) + list(possible)) if convention == KF else [None] * len(possible)
+        )
     rows: List[Row] = []
     shown = 0
     cut = False
@@ -235,13 +243,32 @@ def stack_table(
                 child_sp=f"{item.sp:0{digits}x}",
                 ip=f"{item.ip:0{digits}x}",
                 call_site=call_site(item),
-                found_by=item.trust,
+                found_by=found_by(item),
                 scanned=item.trust.startswith("scan"),
             )
         )
         shown += 1
-    last = t.frames[-1].index if t.frames else 0
+    last = (possible or t.frames)[-1].index if t.frames else 0
     return StackTable(tuple(rows), cut, len(kf_number(last) if convention == KF else str(last)), HEADERS[convention])
+
+
+def possible_heading(count: int, kept: Optional[int] = None) -> str:
+    """The row that sets a walk's possible frames (unwind/confirm.py) apart from its stack;
+    `kept`: how many of them the report kept, when not all."""
+    shown = f" (the first {kept:,} shown)" if kept is not None and kept < count else ""
+    return (
+        f"--- {plural(count, 'possible frame')} below{shown}: found by stack scanning, nothing confirms "
+        f"{'it' if count == 1 else 'them'} (a stale word in a frame's locals looks the same) ---"
+    )
+
+
+def found_by(f: FrameRecord) -> str:
+    """How the frame was found, and for a scanned frame what confirms it, when anything
+    does: `scan_validated, call target`."""
+    support = f.support
+    if support is None or support == "none":
+        return str(f.trust)
+    return f"{f.trust}, {support.replace('_', ' ')}"
 
 
 def cut_table(table: StackTable, max_rows: int) -> StackTable:
@@ -276,7 +303,7 @@ def thread_view(t: ThreadReport, stack: Optional[StackTable] = None) -> ThreadVi
         tid=t.tid,
         name=t.name,
         is_crashing=t.is_crashing,
-        frames=plural(t.frame_count, "frame"),
+        frames=plural(t.frame_count, "frame") + (f" (+{t.possible_count:,} possible)" if t.possible_count else ""),
         trust=", ".join(f"{k} {n}" for k, n in sorted(t.trust_counts.items())),
         stop_reason=t.stop_reason,
         top=frame_name(t.frames[0]) if t.frames else NO_FRAMES,
