@@ -30,6 +30,7 @@ from dumpkit.analysis.model import (
     CrashInfo,
     FrameRecord,
     FrameSize,
+    NotWalked,
     PythonReport,
     Report,
     Stacks,
@@ -50,7 +51,7 @@ from dumpkit.unwind.bulk import Frames
 from dumpkit.unwind.confirm import support_of
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support
-from dumpkit.unwind.walk import Walker, walk_thread
+from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
 
 
 @dataclass
@@ -66,7 +67,7 @@ class Options:
     keep_frames: int = 200  # frames kept in the report per thread (head + tail)
     all_threads: bool = True
     thread_id: Optional[int] = None  # walk only this thread (plus the crashing one)
-    scan_words: int = 256
+    scan_words: int = DEFAULT_SCAN_WORDS
     # Bounds on the other threads, whatever the dump claims: a damaged thread list can
     # name a million threads, each worth a scan.
     max_other_threads: int = 512
@@ -113,7 +114,7 @@ def contents(target: Target) -> Contents:
             frame_count=0,
             frames=(),
             elided_frames=0,
-            stop_reason="not walked",
+            stop=NotWalked.SKIPPED,
             trust_counts={},
             **facts.thread_record_fields(t),  # type: ignore[arg-type]
         )
@@ -240,10 +241,15 @@ def _records(
 
 
 def _thread_report(
-    t: Thread, w: Optional[StackWalk], is_crash: bool, keep: Optional[int], unwalked: str = "not walked", **more
+    t: Thread,
+    w: Optional[StackWalk],
+    is_crash: bool,
+    keep: Optional[int],
+    unwalked: NotWalked = NotWalked.SKIPPED,
+    **more,
 ) -> ThreadReport:
-    """`more`: the analyses' fields (cycles, budget, same_stack_as); `unwalked`: the stop
-    reason shown when there is no walk."""
+    """`more`: the analyses' fields (cycles, budget, same_stack_as); `unwalked`: why there
+    is no walk, when there is none."""
     frames, elided = _records(w.frames, keep, w.support) if w else ((), 0)
     # the first `keep` possible frames; every one where the stack's are streamed instead
     # (keep 0: `dumpkit stack`)
@@ -255,7 +261,8 @@ def _thread_report(
         frame_count=len(w.frames) if w else 0,
         frames=frames,
         elided_frames=elided,
-        stop_reason=w.stop_reason if w else unwalked,
+        stop=w.stop if w else unwalked,
+        frame_limit=w.frame_limit if w else None,
         trust_counts=w.trust_counts if w else {},
         possible_frames=possible,
         possible_count=len(w.possible) if w and w.possible else None,
@@ -410,9 +417,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         # re-analyse the crashing thread's stack.
         if t.tid in seen_tids:
             repeated_tids += 1
-            thread_reports.append(
-                _thread_report(t, None, False, None, unwalked="not walked (repeats an earlier thread id)")
-            )
+            thread_reports.append(_thread_report(t, None, False, None, unwalked=NotWalked.REPEATED_TID))
             continue
         seen_tids.add(t.tid)
         is_crash = crash_thread is not None and t.tid == crash_thread.tid

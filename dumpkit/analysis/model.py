@@ -4,10 +4,10 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 from dumpkit.records import record
-from dumpkit.unwind.frames import Support, Trust
+from dumpkit.unwind.frames import StopReason, Support, Trust
 from dumpkit.words import Word
 
 SCHEMA_VERSION = 1
@@ -293,6 +293,17 @@ class FrameRecord:
     support: Optional[Support] = None  # scanned frames: what confirms them (JSON: left out when None)
 
 
+class NotWalked(Word):
+    """Why a thread has no walk, where a walked one says its `StopReason`. `text()` as
+    StopReason's, so a ThreadReport says either the same way."""
+
+    SKIPPED = "not walked"  # past the thread limits, or nothing is walked (`dumpkit info`)
+    REPEATED_TID = "not walked (repeats an earlier thread id)"  # a damaged thread list
+
+    def text(self, frame_limit: Optional[int] = None) -> str:
+        return self.value
+
+
 @record
 class ThreadReport:
     tid: int
@@ -301,7 +312,7 @@ class ThreadReport:
     frame_count: int
     frames: Tuple[FrameRecord, ...]  # possibly elided in the middle (see elided_frames)
     elided_frames: int  # frames left out between the head and the tail
-    stop_reason: str  # StopReason.text(), or why the thread was not walked
+    stop: Union[StopReason, NotWalked]  # how the walk ended, or why there was none (JSON: `stop_reason`)
     trust_counts: Dict[Trust, int]
     cycles: Tuple[Cycle, ...] = ()
     budget: Optional[StackBudget] = None
@@ -317,6 +328,13 @@ class ThreadReport:
     context_size: Optional[int] = None
     context_flags: Optional[int] = None
     registers: Tuple[Tuple[str, int], ...] = ()  # (name, value), WinDbg's reading order
+    frame_limit: Optional[int] = None  # the limit the walk stopped at (stop is FRAME_LIMIT; JSON: in `stop_reason`)
+
+    @property
+    def stop_reason(self) -> str:
+        """How the walk ended in the words reports use ("frame limit (2000000) reached",
+        "not walked"): JSON's `stop_reason`."""
+        return self.stop.text(self.frame_limit)
 
 
 @record

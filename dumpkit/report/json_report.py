@@ -34,12 +34,23 @@ ADDRESS_FIELDS = {
 _FIELD_NAMES: Dict[type, Optional[Tuple[str, ...]]] = {}
 
 
+# Fields JSON shows as the words a property makes of them, in the field's place (None: not
+# shown): a ThreadReport carries how its walk ended as data (`stop`, and the `frame_limit`
+# it stopped at) and JSON says it in words, `stop_reason` ("frame limit (2000000) reached").
+_SHOWN_AS: Dict[type, Dict[str, Optional[str]]] = {ThreadReport: {"stop": "stop_reason", "frame_limit": None}}
+
+
 def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
-    """A dataclass's field names, looked up once per class (reports hold many frames)."""
+    """The names JSON shows of a dataclass (its fields, but for `_SHOWN_AS`), looked up
+    once per class (reports hold many frames)."""
     try:
         return _FIELD_NAMES[cls]
     except KeyError:
-        names = tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+        names: Optional[Tuple[str, ...]] = None
+        if dataclasses.is_dataclass(cls):
+            shown = _SHOWN_AS.get(cls, {})
+            as_shown = (shown.get(f.name, f.name) for f in dataclasses.fields(cls))
+            names = tuple(n for n in as_shown if n is not None)
         _FIELD_NAMES[cls] = names
         return names
 

@@ -48,7 +48,7 @@ def _overflow_case(functions, period, reps, size):
         entry_path=("python.exe!pymain_run_python", "python.exe!Py_BytesMain"),
     )
     budget = StackBudget(1, 0x200000, None, 0, 2_000_000, size * period * reps, "teb")
-    thread = ThreadReport(1, None, True, len(frames), (), 0, "end of stack", {}, (cyc,), budget)
+    thread = ThreadReport(1, None, True, len(frames), (), 0, StopReason.END_OF_STACK, {}, (cyc,), budget)
     crash = CrashInfo(
         0xC00000FD, "STATUS_STACK_OVERFLOW", "out of stack", "0xC00000FD stack overflow", 1, 0x7FF000001000, (1, 0x1000)
     )
@@ -228,7 +228,7 @@ def test_unnamed_raiser_below_a_named_runtime_frame_is_the_caller():
 def test_access_violation_in_the_guard_region_is_a_stack_overflow():
     # TEB bounds: StackLimit 0x7000, reserve from 0x0; the write lands a page below the limit
     budget = StackBudget(1, 0x100000, 0x7000, 0x1000, 0xFF000, 0xF8F00, "teb", guard_hit=True)
-    thread = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (), budget)
+    thread = ThreadReport(1, None, True, 1, (), 0, StopReason.END_OF_STACK, {}, (), budget)
     crash = CrashInfo(
         0xC0000005,
         "STATUS_ACCESS_VIOLATION",
@@ -255,7 +255,7 @@ def test_access_violation_in_the_guard_region_is_a_stack_overflow():
         1,
         (),
         0,
-        "end of stack",
+        StopReason.END_OF_STACK,
         {},
         (),
         StackBudget(1, 0x100000, None, 0, 0x100000, 0xF8F00, "captured+image"),
@@ -322,6 +322,6 @@ def test_unhandled_cxx_exception_names_the_type_and_the_thrower():
 
 def test_one_frame_is_one_frame():
     crash, thread, walk = _overflow_case(["opkernels.dll!visit"], 1, 1, 96)
-    thread = ThreadReport(1, None, True, 1, (), 0, "end of stack", {}, (), thread.budget)
+    thread = ThreadReport(1, None, True, 1, (), 0, StopReason.END_OF_STACK, {}, (), thread.budget)
     v, _ = decide(_target(), crash, thread, walk, (), Environment())
     assert "1 frame on the crashing thread" in v.evidence

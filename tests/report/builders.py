@@ -20,6 +20,7 @@ from dumpkit.analysis.model import (
     VerdictKind,
     Confidence,
 )
+from dumpkit.unwind.frames import StopReason
 
 
 def frame(
@@ -76,7 +77,7 @@ def thread(
         frame_count=len(stack) if frame_count is None else frame_count,
         frames=tuple(stack),
         elided_frames=0 if frame_count is None else frame_count - len(stack),
-        stop_reason="end of stack (return address 0)",
+        stop=StopReason.RETURN_ADDRESS_ZERO,
         trust_counts=trust if trust is not None else {"unwind_info": len(stack)},
         cycles=tuple(cycles),
         budget=budget,

@@ -181,3 +181,17 @@ def test_info_and_stack_documents_are_listed_and_share_the_reports_fields(kind):
     for key, sub in properties.items():
         if key in report and key != "schema":
             assert sub == report[key], f"{kind}.{key} differs from the report's"
+
+
+def test_every_stop_reason_is_documented():
+    """`stop_reason` is a string in the schema (the frame limit says its number), so the
+    doc's list of its words is checked here: every way a walk ends and every reason a
+    thread was not walked."""
+    from dumpkit.analysis.model import NotWalked
+    from dumpkit.unwind.frames import StopReason
+
+    _, meaning = documented_fields("analyze")["threads[].stop_reason"]
+    quoted = set(re.findall(r"`([^`]+)`", meaning))
+    limit = StopReason.FRAME_LIMIT.text(7).replace("7", "N")  # "frame limit (N) reached"
+    words = {r.text() for r in StopReason if r is not StopReason.FRAME_LIMIT} | {limit}
+    assert words | {r.text() for r in NotWalked} == quoted
