@@ -18,7 +18,7 @@ import re
 from dataclasses import replace
 from typing import Iterable, List, Optional
 
-from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, ThreadReport
+from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, PythonTrust, ThreadReport
 from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
@@ -128,7 +128,7 @@ def blame_frame(
         frame_index=0,
         function=entry.python_frame,
         module=None,
-        trust="python stack",
+        trust=PythonTrust.PYTHON_STACK,
         named=True,
         skipped=passed,
         python_frame=entry.python_frame,

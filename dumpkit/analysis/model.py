@@ -251,6 +251,13 @@ class PassedFrame:
     role: str
 
 
+class PythonTrust(Word):
+    """How a blamed Python frame was found, where a native frame's blame says its `Trust`:
+    read from the thread's Python stack (docs/report-schema.md, `blame.trust`)."""
+
+    PYTHON_STACK = "python stack"
+
+
 @record
 class BlameFrame:
     """The first frame, from the top of the crashing stack, in code that is neither the
@@ -262,7 +269,7 @@ class BlameFrame:
     frame_index: int
     function: str
     module: Optional[str]
-    trust: str
+    trust: Union[Trust, PythonTrust]  # a native frame's Trust; PYTHON_STACK when the blame is a Python frame
     named: bool
     skipped: Tuple[PassedFrame, ...] = ()
     # In a Python process: the innermost Python frame of the thread ('poke (C:\\x.py:12)',

@@ -9,13 +9,13 @@ import pickle
 
 import pytest
 
-from dumpkit.analysis.model import CallKind, Confidence, NotWalked, Severity, VerdictKind
+from dumpkit.analysis.model import CallKind, Confidence, NotWalked, PythonTrust, Severity, VerdictKind
 from dumpkit.unwind.frames import StopReason, Trust
 from dumpkit.report.json_report import render_json
 from dumpkit.words import Word
 from tests.report.builders import frames, report, thread
 
-WORDS = [VerdictKind, Confidence, Severity, CallKind, Trust, StopReason, NotWalked]
+WORDS = [VerdictKind, Confidence, Severity, CallKind, Trust, StopReason, NotWalked, PythonTrust]
 
 
 @pytest.mark.parametrize("enum", WORDS, ids=lambda e: e.__name__)

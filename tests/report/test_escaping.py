@@ -25,6 +25,7 @@ from dumpkit.report.escape import clean
 from dumpkit.report.html import render_html
 from dumpkit.report.markdown import render_markdown
 from dumpkit.report.text import render_text
+from dumpkit.unwind.frames import Trust
 from tests.hostile.corpus import HOSTILE_NAMES
 from tests.report.builders import crash, cycle, frames, report, system, thread
 
@@ -57,7 +58,7 @@ def _hostile_report(name: str):
         built,
         process=ProcessRecord(name, name, name, command_line=name),
         signature=CrashSignature(f"X | {name}", "X", (name,), 1),
-        blame=BlameFrame(1, name, name, "scan", False, (PassedFrame(0, name, "system"),)),
+        blame=BlameFrame(1, name, name, Trust.SCAN, False, (PassedFrame(0, name, "system"),)),
     )
 
 

@@ -219,7 +219,7 @@ def test_the_schemas_enums_are_dumpkits_own():
         SCANNED,
         SYSTEM,
     )
-    from dumpkit.analysis.model import SCHEMA_VERSION, Confidence, VerdictKind
+    from dumpkit.analysis.model import SCHEMA_VERSION, Confidence, PythonTrust, VerdictKind
     from dumpkit.analysis.python import PROTOCOLS
     from dumpkit.cpython.model import Status
     from dumpkit.report.json_report import SCHEMA_NAMES
@@ -230,6 +230,8 @@ def test_the_schemas_enums_are_dumpkits_own():
     assert _enum("verdictKind") == [k.value for k in VerdictKind]
     assert _enum("confidence") == [c.value for c in Confidence]
     assert sorted(_enum("trust")) == sorted(t.value for t in Trust)
+    blame_trust = SCHEMA["$defs"]["blame"]["properties"]["trust"]["anyOf"]  # a frame's trust, or a Python frame's
+    assert blame_trust == [{"$ref": "#/$defs/trust"}] + [{"const": t.value} for t in PythonTrust]
     assert _enum("support") == [s.value for s in Support]
     # a process without CPython has `python: null`, never the reader's no_python status
     assert _enum("pythonStatus") == [s.value for s in Status if s is not Status.NO_PYTHON]

@@ -34,6 +34,7 @@ from dumpkit.report.view.stacks import (
     stack_table,
     thread_view,
 )
+from dumpkit.unwind.frames import SCANNED as SCANNED_TRUST
 from dumpkit.words import human_bytes, plural
 from dumpkit.records import record
 
@@ -391,7 +392,7 @@ def blame_line(b: BlameFrame) -> Line:
         line.append(words(f" and {more} more)" if more > 0 else ")"))
     if not b.skipped:
         line.append(words(", the faulting frame itself"))
-    if b.trust.startswith("scan"):
+    if b.trust in SCANNED_TRUST:
         line.append(words("; found by stack scanning"))
     if not b.named:
         line.append(words("; no symbol names it, so it may still be a statically linked runtime function"))
