@@ -80,7 +80,17 @@ class Amd64Step:
         sp = context.sp
         lo, hi = thread.stack_start, thread.stack_end
         problems: List[str] = []
-        if hi > lo and sp >= hi and not self._in_another_stack(thread, sp):
+        owner = self._owner_of(thread, sp) if hi > lo and not lo <= sp < hi else None
+        if owner is not None and self._raised_on(thread, context):
+            # the exception record names this thread, but the exception ran on another
+            # thread's stack (a crash reporter's record, seen in Unreal Engine's dumps):
+            # its frames are there, bounded as that stack is
+            problems.append(
+                f"the exception context's SP {sp:#x} lies in thread {owner.tid}'s recorded stack "
+                f"{owner.stack_start:#x}-{owner.stack_end:#x}, not in this thread's {lo:#x}-{hi:#x}; walked there"
+            )
+            lo, hi = owner.stack_start, owner.stack_end
+        elif hi > lo and sp >= hi and owner is None:
             # above the recorded stack: the exception was raised on another stack (a crash
             # handler's, a fiber's); walk the memory at SP, as far as the dump holds it
             problems.append(
@@ -101,11 +111,21 @@ class Amd64Step:
         regs = {k: v for k, v in context.values.items() if k in GPR_NAMES}
         return Start(context.ip, sp, regs, lo, hi, problems)
 
-    def _in_another_stack(self, thread: Thread, sp: int) -> bool:
-        """SP inside another thread's recorded stack: a context the dump writer parked there
-        (Wine's in-process dumps give the writer's thread the crash context), not a stack
-        of this thread's own; walking it would repeat the other thread's frames."""
-        return any(t.tid != thread.tid and t.stack_start <= sp < t.stack_end for t in self.target.threads[:4096])
+    def _owner_of(self, thread: Thread, sp: int) -> Optional[Thread]:
+        """Another thread whose recorded stack holds SP. A thread's own context there is
+        one the dump writer parked (Wine's in-process dumps give the writer's thread the
+        crash context): walking it would repeat the other thread's frames, so it is not
+        walked there; the exception's context is (`_raised_on`)."""
+        return next(
+            (t for t in self.target.threads[:4096] if t.tid != thread.tid and t.stack_start <= sp < t.stack_end), None
+        )
+
+    def _raised_on(self, thread: Thread, context: Registers) -> bool:
+        """Is `context` the exception's, walked for the thread the exception record names?"""
+        ex = self.target.exception
+        if ex is None or ex.context is None or ex.thread_id != thread.tid:
+            return False
+        return ex.context.sp == context.sp and ex.context.ip == context.ip
 
     # -- the fast path ---------------------------------------------------------------------
     def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:

@@ -42,9 +42,13 @@ from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
 DEFAULT_MAX_FRAMES = MAX_FRAMES
-# How far (in stack words) to scan for a caller. Breakpad and rust-minidump use 40, which
-# cuts walks short at the first large frame; much further mostly finds stale addresses.
-DEFAULT_SCAN_WORDS = 256
+# How far (in stack words) to scan for a caller: 64 KiB. Breakpad and rust-minidump use 40
+# words, which cuts walks short at the first large frame; a crash handler's text buffers
+# make frames of 36 KiB (Unreal Engine's ensure handler). What a long scan finds is
+# confirmed or not like any scanned frame (unwind/confirm.py): unconfirmed, it is shown as
+# a possible frame, not as the stack. A scan never reads past the stack's top, and the
+# walk ends at the first one that finds nothing, so the cost stays linear in the stack.
+DEFAULT_SCAN_WORDS = 8192
 # Stack bytes copied at a time for fast reads: a window from SP, moved on when the walk
 # reads past it (a thread record can claim a 4 GiB stack, and a full-memory dump can back
 # much of it; an 88 MiB recursion read word by word past a single copy took seconds).

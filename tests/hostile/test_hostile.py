@@ -275,13 +275,13 @@ def test_limits_are_parameters_with_safe_defaults():
 
     o = Options()
     assert 0 < o.max_frames <= 10_000_000 and 0 < o.other_thread_max_frames <= o.max_frames
-    assert 0 < o.scan_words <= 4096 and 0 < o.keep_frames <= 10_000
+    assert 0 < o.scan_words <= 8192 and 0 < o.keep_frames <= 10_000  # a scan reads at most 64 KiB
     assert 0 < minidump.MAX_RECORDS <= 1 << 24
     assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
     assert 0 < memory.OVERLAP_COMPARE_BUDGET <= 1 << 30
     assert 0 < walk.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
-    assert 0 < walk.DEFAULT_SCAN_WORDS <= 4096
+    assert 0 < walk.DEFAULT_SCAN_WORDS <= 8192
     assert 0 < SoftErrors().limit <= 1000
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from dumpkit.target import Module
+from dumpkit.target import ExceptionInfo, Module, Registers, Thread
 from dumpkit.unwind.frames import StackWalk, StopReason, Trust
 
 from tests.unwind.asm import (
@@ -412,6 +412,27 @@ def test_no_stack_range_assumes_a_mebibyte_above_sp():
     result = scene.walk({"rip": IMAGE["H"] + 8, "rsp": sp})
     assert len(result.frames) == 4 and result.stop is StopReason.RETURN_ADDRESS_ZERO
     assert result.problems == ["stack range unknown; assuming 1 MiB above SP"]
+
+
+def test_an_exception_context_in_another_threads_stack_is_walked_there():
+    """The exception record names one thread, but its context's SP lies in another thread's
+    recorded stack (an Unreal Engine crash reporter's record: the walk used to stop after
+    frame 0): the exception ran there, and is walked there, saying so. The other thread's
+    own copy of a context there (Wine's in-process dumps park the crash context in the
+    writer's thread) is still not walked as a stack of its own."""
+    stack, sp = recursion(2)
+    regs = {"rip": IMAGE["H"] + 8, "rsp": sp}
+    scene = Scene(stack, IMAGE, stack_range=(stack.lo - 0x20000, stack.lo - 0x10000))  # the named thread's own
+    walker = scene.walker()
+    named = scene.thread(regs)
+    owner = Thread(2, Registers({"rip": IMAGE["H"], "rsp": stack.lo + 0x100}), stack.lo, stack.hi - stack.lo)
+    parked = Thread(3, Registers(dict(regs)), stack.lo - 0x40000, 0x8000)
+    walker.target.threads = [named, owner, parked]
+    walker.target.exception = ExceptionInfo(0xC0000005, 0, regs["rip"], (0, 0), named.tid, Registers(dict(regs)))
+    result = walker.walk(named, Registers(dict(regs)))
+    assert len(result.frames) == 4 and result.stop is StopReason.RETURN_ADDRESS_ZERO
+    assert any("lies in thread 2's recorded stack" in p and "walked there" in p for p in result.problems)
+    assert len(walker.walk(parked).frames) == 1  # not the exception's thread: not walked on thread 2's stack
 
 
 def test_an_exception_context_above_the_recorded_stack_is_walked_there():
