@@ -4,8 +4,11 @@ as a dict, never a Report."""
 from __future__ import annotations
 
 from dataclasses import asdict, fields, replace
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Type
+
+from dumpkit.analysis.model import Confidence, VerdictKind
 from dumpkit.records import record
+from dumpkit.words import Word
 
 ANALYSED, FAILED, TIMED_OUT = "analysed", "error", "timeout"
 RECORD_VERSION = 2  # 2 added python_recursion
@@ -22,9 +25,9 @@ class DumpRecord:
     signature: Optional[str] = None  # None: analysed, but the dump holds no exception
     kind: Optional[str] = None  # the signature's kind (STACK_OVERFLOW, ...)
     rules: Optional[int] = None  # the signature rules' version
-    verdict: Optional[str] = None  # the verdict's kind (recursion, access_violation, ...)
+    verdict: Optional[VerdictKind] = None
     headline: Optional[str] = None
-    confidence: Optional[str] = None
+    confidence: Optional[Confidence] = None
     modules: Tuple[str, ...] = ()  # modules the signature names, "name version" when known
     # the crashing thread's Python recursion when the dump holds its Python stack
     # (analysis.signature.python_recursion): 'walk (job.py) > visit (job.py)'
@@ -61,6 +64,13 @@ class DumpRecord:
                 return None
         if kept["status"] not in (ANALYSED, FAILED, TIMED_OUT):
             return None
+        for name, word in _WORDS.items():  # JSON holds their values: the enum's members again
+            value = kept.get(name)
+            if value is not None:
+                try:
+                    kept[name] = word(value)
+                except ValueError:  # not one of ours (another version's, or edited)
+                    return None
         return DumpRecord(**kept)
 
     def at(self, path: str, cached: bool) -> "DumpRecord":
@@ -70,3 +80,5 @@ class DumpRecord:
 
 # what a record read back must have, and of which type
 _REQUIRED: Dict[str, type] = {"path": str, "size": int, "sha256": str, "status": str}
+# what a record read back holds as a word of the model's vocabulary, and which
+_WORDS: Dict[str, Type[Word]] = {"verdict": VerdictKind, "confidence": Confidence}

@@ -19,11 +19,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from dumpkit.analysis.model import Confidence, VerdictKind
 from dumpkit.cli import app
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
 from dumpkit.triage.group import group
+from dumpkit.triage.record import ANALYSED, DumpRecord
 from dumpkit.triage.run import run
 from tests.conftest import SAMPLE_BIN, sample_path
 
@@ -110,9 +112,22 @@ def test_the_cache_answers_for_dumps_already_analysed(tmp_path):
     assert [r.cached for r in second] == [True]
     assert second[0].path == str(copy) and second[0].signature == first[0].signature
     assert second[0].seconds == first[0].seconds  # the record of the first run, not a new analysis
+    # read back from JSON as the model's words, not as their strings
+    assert second[0].verdict is first[0].verdict is VerdictKind.ACCESS_VIOLATION
+    assert second[0].confidence is first[0].confidence and isinstance(second[0].confidence, Confidence)
     # options that change the answer miss it
     other = Job(image_paths=(str(SAMPLE_BIN),), oversized_threshold=1024)
     assert [r.cached for r in run([str(copy)], other, cache=cache)] == [False]
+
+
+def test_a_cached_record_with_words_not_of_this_version_is_refused():
+    good = DumpRecord("a.dmp", 1, "00", ANALYSED, verdict=VerdictKind.RECURSION, confidence=Confidence.HIGH)
+    d = json.loads(json.dumps(good.to_dict()))
+    assert d["verdict"] == "recursion" and d["confidence"] == "high"
+    assert DumpRecord.from_dict(d) == good
+    assert DumpRecord.from_dict({**d, "confidence": "certain"}) is None
+    assert DumpRecord.from_dict({**d, "verdict": ["recursion"]}) is None
+    assert DumpRecord.from_dict({**d, "verdict": None, "confidence": None}) == DumpRecord("a.dmp", 1, "00", ANALYSED)
 
 
 def _cli(*args):
