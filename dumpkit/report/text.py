@@ -1,21 +1,21 @@
-"""The terminal view (rich) of a report, and of `dumpkit stack`. What is shown comes from
+"""The terminal view of a report, and of `dumpkit stack`. What is shown comes from
 report.view; this module only lays it out. Every dump-derived string goes through
-escape.clean and into rich Text objects, never into markup, so a hostile module name
-cannot style or inject."""
+escape.clean and into Styled lines (rich Text objects on a colour terminal), never into
+markup, so a hostile module name cannot style or inject.
+
+Without colour (into a pipe or a file, or --no-color) the report is its lines' plain
+text, which is what rich writes for them there: rich is imported only for colour, for a
+line rich would change (a tab, a newline) and for `dumpkit stack`'s table."""
 
 from __future__ import annotations
 
 import io
-from typing import Iterable, List, Optional, Sequence
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence
 
 from dumpkit.console import shell_quote
 from dumpkit.analysis.model import Report
 from dumpkit.report.escape import clean
-from dumpkit.report.text_layout import GAP, stack_lines, trimmed, wrap
+from dumpkit.report.text_layout import GAP, Styled, stack_lines, trimmed, wrap
 from dumpkit.report.view import (
     REPORT,
     WORDS,
@@ -29,15 +29,18 @@ from dumpkit.report.view import (
     report_view,
 )
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
 LABEL_WIDTH = 15  # "CUDA runtime", "NVIDIA driver", "CPU features" fit whole
 
 
-def _label(name: str) -> Text:
-    return Text(name.ljust(LABEL_WIDTH), style="bold")
-
-
-def inline(line: Line, style: str = "") -> Text:
+def inline(line: Line, style: str = "") -> "Text":
     """A view line as terminal text: values cleaned, no markup."""
+    from rich.text import Text
+
     return Text(_plain(line), style=style)
 
 
@@ -45,8 +48,11 @@ def _plain(line: Line) -> str:
     return "".join(s.text if s.kind == WORDS else clean(s.text, s.limit) for s in line)
 
 
-def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit stack`)") -> Table:
+def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit stack`)") -> "Table":
     """`dumpkit stack`'s table (rich lays it out at the console's width)."""
+    from rich.table import Table
+    from rich.text import Text
+
     h = table.headers
     out = Table(box=None, pad_edge=False, show_header=True, header_style="bold")
     out.add_column(h.number, justify="right")
@@ -73,16 +79,17 @@ def stack_table(table: StackTable, more: str = "... (more frames: use `dumpkit s
 
 
 class _Out:
-    """Lines for a console of `width` columns (the console itself never wraps them)."""
+    """Lines for a console of `width` columns, each given to `emit` (the console never
+    wraps them)."""
 
-    def __init__(self, console: Console, width: int):
-        self.console = console
+    def __init__(self, emit: Callable[[Styled], None], width: int):
+        self.emit = emit
         self.width = width
 
-    def line(self, text: Optional[Text] = None) -> None:
-        self.console.print(text if text is not None else Text(""), soft_wrap=True)
+    def line(self, text: Optional[Styled] = None) -> None:
+        self.emit(text if text is not None else Styled(""))
 
-    def lines(self, texts: Iterable[Text]) -> None:
+    def lines(self, texts: Iterable[Styled]) -> None:
         for t in texts:
             self.line(t)
 
@@ -90,9 +97,9 @@ class _Out:
         self.lines(wrap(prefix, body, self.width, indent, style, prefix_style))
 
 
-def print_python_section(console: Console, view: PythonView, max_rows: Optional[int] = 40) -> None:
+def print_python_section(console: "Console", view: PythonView, max_rows: Optional[int] = 40) -> None:
     """The Python stacks section on a console of its own width (`dumpkit stack --python`)."""
-    python_section(_Out(console, console.width), view, max_rows=max_rows)
+    python_section(_Out(lambda t: console.print(t.rich(), soft_wrap=True), console.width), view, max_rows=max_rows)
 
 
 def python_section(out: _Out, py: PythonView, max_rows: Optional[int] = 40) -> None:
@@ -100,12 +107,12 @@ def python_section(out: _Out, py: PythonView, max_rows: Optional[int] = 40) -> N
     each; None: all). A location that does not fit beside its function goes under it."""
     out.para("Python stacks".ljust(LABEL_WIDTH), clean(py.summary, 1000), prefix_style="bold")
     for s in py.stacks:
-        out.line(Text(s.title, style="bold"))
+        out.line(Styled(s.title, style="bold"))
         rows = s.rows if max_rows is None else s.rows[:max_rows]
         frames = [r for r in rows if not isinstance(r, Fold)]
         index_w = max([1] + [len(str(r.index)) for r in frames])
         function_w = max([8] + [len(clean(r.function, 200)) for r in frames])
-        out.line(Text(f"{'#'.rjust(index_w)}{GAP}{'Function'.ljust(function_w)}{GAP}File:line", style="bold"))
+        out.line(Styled(f"{'#'.rjust(index_w)}{GAP}{'Function'.ljust(function_w)}{GAP}File:line", style="bold"))
         for r in rows:
             if isinstance(r, Fold):
                 out.para(" " * (index_w + len(GAP)), r.text, style="yellow")
@@ -113,12 +120,12 @@ def python_section(out: _Out, py: PythonView, max_rows: Optional[int] = 40) -> N
             where = clean(r.location, 300) + (f"  ({clean(r.problem)})" if r.problem else "")
             head = f"{str(r.index).rjust(index_w)}{GAP}{clean(r.function, 200).ljust(function_w)}{GAP}"
             if len(head) + len(where) <= out.width:
-                out.line(Text(head + where))
+                out.line(Styled(head + where))
             else:
-                out.line(Text(head.rstrip()))
+                out.line(Styled(head.rstrip()))
                 out.para(" " * (index_w + 2 * len(GAP)), where)
         if max_rows is not None and len(s.rows) > max_rows:
-            out.line(Text(" " * (index_w + len(GAP)) + "... (every frame: dumpkit stack --python)", style="dim"))
+            out.line(Styled(" " * (index_w + len(GAP)) + "... (every frame: dumpkit stack --python)", style="dim"))
         for p in s.problems:
             out.para("  problem: ", clean(p, 1000), indent=4, style="dim", prefix_style="dim")
     out.line()
@@ -128,7 +135,7 @@ def _items(out: _Out, title: str, items: Iterable[str], numbered: bool = False) 
     items = list(items)
     if not items:
         return
-    out.line(Text(title, style="bold"))
+    out.line(Styled(title, style="bold"))
     for i, it in enumerate(items, 1):
         prefix = f"  {i}. " if numbered else "  - "
         out.para(prefix, clean(it, 2000))
@@ -146,15 +153,15 @@ def _frame_sizes(out: _Out, sizes: FrameSizeTable) -> None:
     """#, sizes and the function on one line; the prologue (`how`) beside it when it fits,
     else under the function."""
     h = sizes.headers
-    out.line(Text("Largest frames (crashing thread)", style="bold"))
+    out.line(Styled("Largest frames (crashing thread)", style="bold"))
     index_w = max([len(h.index)] + [len(str(fs.index)) for fs in sizes.rows])
     size_w = max([len(h.size)] + [len(fs.size) for fs in sizes.rows])
     asks_w = max([len(h.asks)] + [len(fs.asks) for fs in sizes.rows])
     lead = index_w + size_w + asks_w + 3 * len(GAP)
     header = f"{h.index.rjust(index_w)}{GAP}{h.size.rjust(size_w)}{GAP}{h.asks.rjust(asks_w)}{GAP}{h.function}"
-    out.line(Text(header + (f"{GAP}{h.how}" if any(fs.how for fs in sizes.rows) else ""), style="bold"))
+    out.line(Styled(header + (f"{GAP}{h.how}" if any(fs.how for fs in sizes.rows) else ""), style="bold"))
     for fs in sizes.rows:
-        text = Text(f"{str(fs.index).rjust(index_w)}{GAP}{fs.size.rjust(size_w)}{GAP}{fs.asks.rjust(asks_w)}{GAP}")
+        text = Styled(f"{str(fs.index).rjust(index_w)}{GAP}{fs.size.rjust(size_w)}{GAP}{fs.asks.rjust(asks_w)}{GAP}")
         text.append(clean(fs.function))
         if fs.oversized:
             text.append("  oversized", style="bold red")
@@ -185,7 +192,7 @@ def _code(out: _Out, code: CodeView) -> None:
         if used <= out.width:
             break
     for r, address, instruction in zip(code.rows, shown, texts):
-        line = Text("  => " if r.faulting else "     ", style="bold red" if r.faulting else "")
+        line = Styled("  => " if r.faulting else "     ", style="bold red" if r.faulting else "")
         line.append(address + GAP + (r.bytes.ljust(bytes_w) + GAP if with_bytes else ""))
         line.append(instruction, style="bold" if r.faulting else "")
         out.line(line)
@@ -203,12 +210,18 @@ def _registers(out: _Out, cells: Sequence[str]) -> None:
         else:
             lines.append(cell)
     for i, line in enumerate(lines):
-        out.line(Text.assemble(("Registers".ljust(LABEL_WIDTH) if i == 0 else " " * LABEL_WIDTH, "bold"), line))
+        out.line(Styled.assemble(("Registers".ljust(LABEL_WIDTH) if i == 0 else " " * LABEL_WIDTH, "bold"), line))
 
 
-def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
-    """The analyze report for a terminal of `width` columns."""
-    view = report_view(report, REPORT, max_rows=max_frames, other_stacks=False)
+def emit_lines(lines: Sequence[Styled], color: bool, width: int, plain: bool = True) -> str:
+    """`lines` as rich writes them on a console of `width` columns, in colour or not.
+    Without colour that is each line's plain text and a newline, unless a line holds a
+    tab or a newline (rich expands and splits those): then, and for colour, rich writes
+    them (`plain=False`: always)."""
+    if plain and not color and not any("\t" in t.plain or "\n" in t.plain for t in lines):
+        return "".join(t.plain + "\n" for t in lines)
+    from rich.console import Console
+
     buf = io.StringIO()
     console = Console(
         file=buf,
@@ -218,14 +231,28 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         highlight=False,
         soft_wrap=True,
     )
-    out = _Out(console, width)
+    for t in lines:
+        console.print(t.rich(), soft_wrap=True)
+    return buf.getvalue()
+
+
+def render_text(report: Report, color: bool = False, width: int = 120, max_frames: int = 40) -> str:
+    """The analyze report for a terminal of `width` columns."""
+    return emit_lines(text_lines(report, width, max_frames), color, width)
+
+
+def text_lines(report: Report, width: int = 120, max_frames: int = 40) -> List[Styled]:
+    """The analyze report's lines for a terminal of `width` columns."""
+    view = report_view(report, REPORT, max_rows=max_frames, other_stacks=False)
+    shown: List[Styled] = []
+    out = _Out(shown.append, width)
     v = view.verdict
     out.para(f"dumpkit {view.dumpkit_version}: ", clean(view.dump_path), indent=2, prefix_style="dim")
     out.line()
     headline = wrap("", clean(v.headline, 2000), width - 9)
-    out.line(Text.assemble(("VERDICT ", "bold reverse"), " ", (headline[0].plain, "bold")))
-    out.lines(Text(" " * 9 + line.plain, style="bold") for line in headline[1:])
-    out.line(Text(f"confidence: {v.confidence}", style="dim"))
+    out.line(Styled.assemble(("VERDICT ", "bold reverse"), " ", (headline[0].plain, "bold")))
+    out.lines(Styled(" " * 9 + line.plain, style="bold") for line in headline[1:])
+    out.line(Styled(f"confidence: {v.confidence}", style="dim"))
     if view.signature:
         out.para("signature: ", clean(view.signature, 1000), indent=4, prefix_style="dim")
     if view.blame:
@@ -251,10 +278,10 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
     if view.python is not None:
         python_section(out, view.python)
     for rec in view.recursions:
-        out.line(Text(f"Recursion on thread {rec.tid}", style="bold"))
+        out.line(Styled(f"Recursion on thread {rec.tid}", style="bold"))
         out.para("  ", rec.summary)
         for fn in rec.functions:
-            out.line(Text("    " + clean(fn)))
+            out.line(Styled("    " + clean(fn)))
         if rec.entry_path:
             path = " <- ".join(clean(fn) for fn in rec.entry_path)
             out.para(
@@ -282,11 +309,11 @@ def render_text(report: Report, color: bool = False, width: int = 120, max_frame
         out.line()
     others = view.threads
     if others.groups:
-        out.line(Text(others.title, style="bold"))
+        out.line(Styled(others.title, style="bold"))
         for g in others.groups:
             out.para("  ", _plain(g.summary), indent=4)
         out.para("  ", f"(every stack in full: dumpkit stack --all {clean(shell_quote(view.dump_path))})", style="dim")
     if view.problems:
         out.line()
         _items(out, "Problems met while reading (the rest of the report stands)", view.problems)
-    return buf.getvalue()
+    return shown

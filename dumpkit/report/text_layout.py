@@ -1,22 +1,84 @@
 """Fitting report text to a terminal's width: prose wrapped with hanging indents, and a
 stack table whose addresses shorten, then give way, before a function name is cut.
 
-Plain strings in, rich Text lines out; every dump string has been through escape.clean
+Plain strings in, Styled lines out; every dump string has been through escape.clean
 before it gets here (the caller's job), and none is ever split: a name longer than the
-line is written whole and the terminal wraps it."""
+line is written whole and the terminal wraps it.
+
+Styled holds a line the way rich.text.Text would, without importing rich (~25 ms of a
+~100 ms run): a report into a pipe or a file is its lines' plain text; on a colour
+terminal each line becomes the rich Text the same calls would have built."""
 
 from __future__ import annotations
 
 import textwrap
-from typing import List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.text import Text
 
 from dumpkit.report.escape import clean
 from dumpkit.report.view import Fold, FrameRow, StackTable
-from dumpkit.records import record
 
 GAP = "  "
+
+# What rich.text.Text drops from every string it is given (rich.control.STRIP_CONTROL_CODES:
+# BEL, BS, VT, FF, CR); escape.clean has removed them from dump strings already.
+_STRIPPED = dict.fromkeys((7, 8, 11, 12, 13))
+
+Part = Union[str, Tuple[str, str]]
+
+
+class Styled:
+    """A line of report text and its styles, built with rich.text.Text's calls (the
+    constructor, assemble, append, rstrip) and recorded so that `rich()` makes the very
+    Text those calls make. `plain` is that Text's plain text."""
+
+    __slots__ = ("_ops", "plain")
+
+    def __init__(self, text: str = "", style: str = "") -> None:
+        self._ops: List[Tuple[Any, ...]] = [("text", text, style)]
+        self.plain = text.translate(_STRIPPED)
+
+    @classmethod
+    def assemble(cls, *parts: Part) -> "Styled":
+        out = cls()
+        out._ops = [("assemble", parts)]
+        out.plain = "".join(p if isinstance(p, str) else p[0] for p in parts).translate(_STRIPPED)
+        return out
+
+    def append(self, text: str, style: str = "") -> None:
+        self._ops.append(("append", text, style))
+        self.plain += text.translate(_STRIPPED)
+
+    def rstrip(self) -> None:
+        self._ops.append(("rstrip",))
+        self.plain = self.plain.rstrip()
+
+    @property
+    def cell_len(self) -> int:
+        """Terminal cells, as rich counts them (printable ASCII: one each)."""
+        if self.plain.isascii() and self.plain.isprintable():
+            return len(self.plain)
+        from rich.cells import cell_len
+
+        return cell_len(self.plain)
+
+    def rich(self) -> "Text":
+        """The rich Text the recorded calls make."""
+        from rich.text import Text
+
+        out = Text()
+        for op in self._ops:
+            if op[0] == "text":
+                out = Text(op[1], style=op[2])
+            elif op[0] == "assemble":
+                out = Text.assemble(*op[1])
+            elif op[0] == "append":
+                out.append(op[1], style=op[2])
+            else:
+                out.rstrip()
+        return out
 
 
 def wrap(prefix: str, body: str, width: int, indent: Optional[int] = None, style: str = "", prefix_style: str = ""):
@@ -31,8 +93,8 @@ def wrap(prefix: str, body: str, width: int, indent: Optional[int] = None, style
         lines = textwrap.wrap(body, first_room, break_long_words=False, break_on_hyphens=False)
         rest = " ".join(lines[1:])
         lines = lines[:1] + (textwrap.wrap(rest, room, break_long_words=False, break_on_hyphens=False) if rest else [])
-    out = [Text.assemble((prefix, prefix_style), (lines[0], style))]
-    out += [Text.assemble((" " * indent, ""), (line, style)) for line in lines[1:]]
+    out = [Styled.assemble((prefix, prefix_style), (lines[0], style))]
+    out += [Styled.assemble((" " * indent, ""), (line, style)) for line in lines[1:]]
     return out
 
 
@@ -46,18 +108,23 @@ def trimmed(values: Sequence[str]) -> List[str]:
     return [v[common:] for v in values]
 
 
-@record
 class _Layout:
-    child_sp: Optional[List[str]]  # None: the column is left out
-    ip: Optional[List[str]]
-    name_last: bool  # Found by before the call site, whose names may run past the width
+    """One way to lay the stack table out (a plain class: @record builds its methods at
+    import, which the start-up of every text report would pay)."""
+
+    __slots__ = ("child_sp", "ip", "name_last")
+
+    def __init__(self, child_sp: Optional[List[str]], ip: Optional[List[str]], name_last: bool) -> None:
+        self.child_sp = child_sp  # None: the column is left out
+        self.ip = ip
+        self.name_last = name_last  # Found by before the call site, whose names may run past the width
 
 
 def _width(values: Optional[Sequence[str]], header: str) -> int:
     return 0 if values is None else max([len(header)] + [len(v) for v in values])
 
 
-def stack_lines(table: StackTable, width: int, more: str) -> Tuple[List[Text], Optional[str]]:
+def stack_lines(table: StackTable, width: int, more: str) -> Tuple[List[Styled], Optional[str]]:
     """The table as terminal lines, and a note naming the columns left out to fit (None
     when every column fits). Tried in order until every call site fits whole: full
     addresses; addresses without their shared leading zeros; without Child-SP; without
@@ -102,9 +169,9 @@ def stack_lines(table: StackTable, width: int, more: str) -> Tuple[List[Text], O
             cells += [(GAP + name.ljust(name_w), ""), (GAP + found, "found")]
         return cells
 
-    out: List[Text] = []
+    out: List[Styled] = []
     head = line(h.number, h.size, h.child_sp, h.ip, h.call_site, h.found_by)
-    out.append(Text("".join(c for c, _ in head).rstrip(), style="bold"))
+    out.append(Styled("".join(c for c, _ in head).rstrip(), style="bold"))
     fold_at = number_w + size_w + 2 * gap  # folds start where the addresses do: the most room
     i = 0
     for r in table.rows:
@@ -119,7 +186,7 @@ def stack_lines(table: StackTable, width: int, more: str) -> Tuple[List[Text], O
             names[i],
             r.found_by,
         )
-        text = Text()
+        text = Styled()
         for content, role in cells:
             text.append(content, style="dim" if role == "found" and r.scanned else "")
         text.rstrip()
