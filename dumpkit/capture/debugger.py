@@ -44,9 +44,14 @@ class Dumped:
 
 @dataclass
 class Outcome:
-    exit_code: Optional[int]  # the program's (None: detached, still running)
+    exit_code: Optional[int]  # the program's (None: detached, or left, still running)
     dumps: List[Dumped] = field(default_factory=list)
     detached: bool = False
+    # Ctrl-C, and DebugActiveProcessStop failed: its Win32 error, and whether the process
+    # had ended (exit_code then, where known). One still running runs on: the loop has
+    # continued every event, and with kill-on-exit off Windows detaches it as dumpkit exits.
+    detach_failed: Optional[str] = None
+    ended: bool = False
 
 
 @dataclass
@@ -229,8 +234,11 @@ def _debug_loop(
         # Here the last event has been continued. A dumped process is being ended with its
         # crash code: its exit ends the loop, Ctrl-C or not.
         if ctrl_c.pressed and attach is not None and not outcome.dumps:
-            win32.DebugActiveProcessStop(attach)
-            outcome.detached = True
+            if win32.DebugActiveProcessStop(attach):
+                outcome.detached = True
+            else:
+                outcome.detach_failed = win32.last_error()
+                outcome.ended, outcome.exit_code = _ended(attach)
             return outcome
         if not win32.WaitForDebugEvent(ctypes.byref(event), win32.WAIT_TIMEOUT_MS):
             continue
@@ -258,6 +266,20 @@ def _debug_loop(
         win32.ContinueDebugEvent(pid, tid, status)
         if code == win32.EXIT_PROCESS_DEBUG_EVENT and not processes and outcome.exit_code is not None:
             return outcome
+
+
+def _ended(pid: int) -> Tuple[bool, Optional[int]]:
+    """Whether process `pid` has exited (or is gone), and its exit code where known."""
+    handle = win32.OpenProcess(win32.PROCESS_QUERY_LIMITED_INFORMATION | win32.SYNCHRONIZE, False, pid)
+    if not handle:  # no such process (error 87); access denied would mean it is there
+        return ctypes.get_last_error() == win32.ERROR_INVALID_PARAMETER, None
+    try:
+        if win32.WaitForSingleObject(handle, 0) != win32.WAIT_OBJECT_0:
+            return False, None
+        code = win32.wt.DWORD()
+        return True, (code.value if win32.GetExitCodeProcess(handle, ctypes.byref(code)) else None)
+    finally:
+        win32.CloseHandle(handle)
 
 
 def _image_name(process: int, pid: int) -> str:

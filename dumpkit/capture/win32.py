@@ -35,6 +35,10 @@ INFINITE = 0xFFFFFFFF
 WAIT_TIMEOUT_MS = 200  # WaitForDebugEvent's wait: Ctrl-C is looked at between waits
 
 PROCESS_ALL_ACCESS = 0x001FFFFF
+PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+SYNCHRONIZE = 0x00100000
+WAIT_OBJECT_0 = 0
+ERROR_INVALID_PARAMETER = 87
 THREAD_GET_CONTEXT = 0x0008
 THREAD_QUERY_INFORMATION = 0x0040
 CONTEXT_ALL_AMD64 = 0x0010001F  # CONTEXT_AMD64 | CONTROL | INTEGER | SEGMENTS | FLOATING_POINT | DEBUG_REGISTERS
@@ -256,6 +260,8 @@ OpenProcess = _declare(kernel32, "OpenProcess", wt.HANDLE, wt.DWORD, wt.BOOL, wt
 OpenThread = _declare(kernel32, "OpenThread", wt.HANDLE, wt.DWORD, wt.BOOL, wt.DWORD)
 CloseHandle = _declare(kernel32, "CloseHandle", wt.BOOL, wt.HANDLE)
 TerminateProcess = _declare(kernel32, "TerminateProcess", wt.BOOL, wt.HANDLE, wt.UINT)
+WaitForSingleObject = _declare(kernel32, "WaitForSingleObject", wt.DWORD, wt.HANDLE, wt.DWORD)
+GetExitCodeProcess = _declare(kernel32, "GetExitCodeProcess", wt.BOOL, wt.HANDLE, ctypes.POINTER(wt.DWORD))
 GetThreadContext = _declare(kernel32, "GetThreadContext", wt.BOOL, wt.HANDLE, ctypes.c_void_p)
 ReadProcessMemory = _declare(
     kernel32,

@@ -17,6 +17,7 @@ NOT_WINDOWS_CAPTURE = (
     "-X faulthandler; dumpkit analyze reads Windows dumps on any machine"
 )
 DETACHED = 130  # as Ctrl-C ends a command
+DETACH_FAILED = 1
 
 
 def _say(line: str) -> None:
@@ -69,6 +70,19 @@ def _report(dumped) -> None:
     _say(f"  verdict: {_verdict(dumped.path)}")
 
 
+def detach_failed(pid: int, error: str, ended: bool, exit_code: Optional[int]) -> str:
+    """The line for a Ctrl-C whose DebugActiveProcessStop failed: why, and what became of
+    the process (running on: every debug event was continued and kill-on-exit is off, so
+    Windows lets it go as dumpkit exits)."""
+    if not ended:
+        fate = "it keeps running (dumpkit exits without ending it)"
+    elif exit_code is None:
+        fate = "it had already exited"
+    else:
+        fate = f"it had already exited with code {exit_code}"
+    return f"dumpkit capture: could not detach from process {pid}: {error}; {fate}"
+
+
 def run_capture(program: Sequence[str], output: str, full: bool, attach: Optional[int]) -> int:
     if sys.platform != "win32":
         raise fail(NOT_WINDOWS_CAPTURE)
@@ -86,6 +100,10 @@ def run_capture(program: Sequence[str], output: str, full: bool, attach: Optiona
         outcome = run(list(program) if program else None, attach, os.path.abspath(output), full, _report)
     except CaptureError as e:
         raise fail(str(e)) from None
+    if outcome.detach_failed is not None:
+        assert attach is not None
+        _say(detach_failed(attach, outcome.detach_failed, outcome.ended, outcome.exit_code))
+        return DETACH_FAILED
     if outcome.detached:
         _say(f"dumpkit capture: detached from process {attach}; it keeps running")
         return DETACHED

@@ -203,22 +203,41 @@ def _wait_for(what: str, probe: Callable[[], Optional[T]], seconds: float) -> T:
     raise AssertionError(f"{what}: not within {seconds:.0f} s")
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_ctrl_c_detaches_from_an_attached_program_and_leaves_it_running(capture_lane, tmp_path, version):
-    """`dumpkit capture --attach PID`, then Ctrl-C. Under Wine a SIGINT to a Windows process is
-    its Ctrl-C: Wine's ntdll starts kernelbase's CtrlRoutine in it, which calls the console
-    control handlers (the C runtime's, which CPython's SIGINT handler sits behind), as a Ctrl-C
-    in its console does on Windows. Each version: its signal handling and ctypes calls differ."""
+def _attached(capture_lane, version: str, tmp_path: Path):
+    """keeps_running.py started, then `dumpkit capture --attach` to it, once it says it is
+    debugged: (the program, the capture, its pid, its status file, its STOP file, the
+    dump folder). Both are ended if it fails on the way."""
     status, stop, out = tmp_path / "status", tmp_path / "stop", tmp_path / "out"
     target = capture_lane.start(version, [windows_path(KEEPS_RUNNING), windows_path(status), windows_path(stop)])
     capture = None
     try:
         pid = _wait_for("the program's first status line", lambda: _last_status(status), 60)["pid"]
         capture = capture_lane.start(version, dumpkit_args(["capture", "--attach", str(pid), "-o", windows_path(out)]))
-        attached = _wait_for(
-            "IsDebuggerPresent in the program", lambda: (_last_status(status) or {}).get("debugged"), 60
-        )
-        assert attached and capture.poll() is None
+        _wait_for("IsDebuggerPresent in the program", lambda: (_last_status(status) or {}).get("debugged"), 60)
+        assert capture.poll() is None
+    except BaseException:
+        _end(capture, target)
+        raise
+    return target, capture, pid, status, stop, out
+
+
+def _end(*processes: Optional[subprocess.Popen]) -> None:
+    for process in processes:
+        if process is not None and process.poll() is None:
+            process.kill()
+        if process is not None:
+            process.communicate()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_ctrl_c_detaches_from_an_attached_program_and_leaves_it_running(capture_lane, tmp_path, version):
+    """`dumpkit capture --attach PID`, then Ctrl-C. Under Wine a SIGINT to a Windows process is
+    its Ctrl-C: Wine's ntdll starts kernelbase's CtrlRoutine in it, which calls the console
+    control handlers (the C runtime's, which CPython's SIGINT handler sits behind), as a Ctrl-C
+    in its console does on Windows. Each version: its signal handling and ctypes calls differ."""
+    target = capture = None
+    try:
+        target, capture, pid, status, stop, out = _attached(capture_lane, version, tmp_path)
         beat = _last_status(status)["beat"]
         _wait_for("the program running on while attached", lambda: _last_status(status)["beat"] >= beat + 5, 30)
 
@@ -239,11 +258,71 @@ def test_ctrl_c_detaches_from_an_attached_program_and_leaves_it_running(capture_
         stop.write_text("")
         assert target.wait(60) == 5  # it ended on its own, not killed by the capture's exit
     finally:
-        for process in (capture, target):
-            if process is not None and process.poll() is None:
-                process.kill()
-            if process is not None:
-                process.communicate()
+        _end(capture, target)
+
+
+@pytest.mark.parametrize("version", ("3.8", "3.13"))
+def test_ctrl_c_when_the_detach_fails_says_why_and_what_became_of_the_program(capture_lane, tmp_path, version):
+    """DebugActiveProcessStop failing for real: the program has detached its debugger itself
+    (NtRemoveProcessDebug on its own debug object, as programs resisting debuggers do), so
+    the capture's detach is refused (Wine: access denied). Capture says so in one line, with
+    the Win32 error and the program's fate, and exits 1; the program runs on."""
+    target = capture = None
+    try:
+        target, capture, pid, status, stop, out = _attached(capture_lane, version, tmp_path)
+        Path(f"{stop}.detach").write_text("")
+        gone = _wait_for("the program's own detach", lambda: (_last_status(status) or {}).get("self_detach"), 30)
+        assert gone == [0, 0]  # both NTSTATUS: STATUS_SUCCESS
+        assert not _last_status(status)["debugged"]
+
+        capture.send_signal(signal.SIGINT)
+        _, said = capture.communicate(timeout=60)
+        assert capture.returncode == 1, said[-2000:]
+        assert said.count("\n") == 1 and "Traceback" not in said, said
+        assert re.fullmatch(
+            rf"dumpkit capture: could not detach from process {pid}: [^;\n]+ \(error \d+\); "
+            r"it keeps running \(dumpkit exits without ending it\)\n",
+            said,
+        ), said
+        assert not list(out.glob("*.dmp"))
+
+        assert target.poll() is None
+        beat = _last_status(status)["beat"]
+        _wait_for("the program running on after the capture", lambda: _last_status(status)["beat"] >= beat + 5, 30)
+        stop.write_text("")
+        assert target.wait(60) == 5  # it ended on its own
+    finally:
+        _end(capture, target)
+
+
+@pytest.mark.parametrize("version", ("3.8", "3.13"))
+def test_ctrl_c_while_an_attached_programs_dump_is_written_finishes_it(capture_lane, tmp_path, version):
+    """--attach, the program crashes (an access violation on its main thread), and Ctrl-C
+    comes as soon as the dump file exists, while the writer works. The dump is finished,
+    Python stack and all; then the program is ended with its crash code as Windows would end
+    it (a crashed process cannot be detached and left running), and capture exits with it."""
+    target = capture = None
+    try:
+        target, capture, pid, status, stop, out = _attached(capture_lane, version, tmp_path)
+        Path(f"{stop}.crash").write_text("")
+        _wait_for("the dump file", lambda: list(out.glob("*.dmp")), 120)
+        capture.send_signal(signal.SIGINT)
+        printed, said = capture.communicate(timeout=240)
+        target.wait(60)
+    finally:
+        _end(capture, target)
+    done = subprocess.CompletedProcess(capture.args, capture.returncode, printed, said)
+    _said(done, ACCESS_VIOLATION)
+    assert f"process {pid} crashed" in said and "second chance" in said
+    assert "Exception ignored" not in said and "interrupted" not in said and "detach" not in said, said
+    assert said.splitlines()[-1].startswith("  verdict: Access violation"), said
+    assert done.returncode == ACCESS_VIOLATION & 0xFF
+    dumps = sorted(out.glob("*.dmp"))
+    assert len(dumps) == 1
+    report = _analyse(dumps[0], capture_lane.pythons[version])
+    stacks = _python_stacks(report)
+    assert [f[0] for f in stacks[report.crash.thread_id]] == ["<module>", "serve", "handle_request", "crash_now"]
+    assert report.process.command_line is not None  # the amend ran to its end
 
 
 @pytest.mark.parametrize("version", ("3.8", "3.13"))
