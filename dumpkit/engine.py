@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
@@ -194,6 +194,16 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
             f"{options.other_frames_budget:,} frames for threads other than the crashing one"
         )
     return walks
+
+
+def _place_of(target: Target) -> Callable[[int], Optional[str]]:
+    """An address as `module+0xRVA`, or None outside every module."""
+
+    def place(address: int) -> Optional[str]:
+        m = target.module_at(address)
+        return f"{m.name}+{address - m.base:#x}" if m is not None else None
+
+    return place
 
 
 def with_possible(w: StackWalk) -> Sequence[Frame]:
@@ -398,7 +408,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
     ex = target.exception
     crash: Optional[CrashInfo] = (
-        decode_crash(ex, target.system, crash_walk.frames if crash_walk else (), walker.read_code)
+        decode_crash(ex, target.system, crash_walk.frames if crash_walk else (), walker.read_code, _place_of(target))
         if ex is not None
         else None
     )

@@ -31,10 +31,15 @@ HEAP_CORRUPTION = STATUS_HEAP_CORRUPTION
 
 
 def decode_crash(
-    ex: ExceptionInfo, system: Optional[SystemInfo], frames: Sequence[Frame], read_code: Optional[ReadMemory]
+    ex: ExceptionInfo,
+    system: Optional[SystemInfo],
+    frames: Sequence[Frame],
+    read_code: Optional[ReadMemory],
+    place_of: Optional[Callable[[int], Optional[str]]] = None,
 ) -> CrashInfo:
     """`frames`: the crashing thread's walked frames (may be empty); `read_code` reads code
-    bytes (image first, then the dump), to decode the faulting instruction's operand."""
+    bytes (image first, then the dump), to decode the faulting instruction's operand;
+    `place_of(address)` names an address as `module+0xRVA` (None outside every module)."""
     address, parameters = significant_exception(ex, system)
     # Without NX (XP-era CPUs and systems) running into unmapped memory is reported as a READ
     # (parameter 0 = 0) of the instruction pointer itself: it was execution that went there.
@@ -64,6 +69,13 @@ def decode_crash(
     # heap on behalf of a caller: name the first frame outside that machinery
     if frames and (ff is not None or ex.code in _RAISED_FOR_A_CALLER):
         raised_by = raising_function(frames, fallback=ex.code != HEAP_CORRUPTION)
+    cxx_types = tuple(thrown_types(parameters, read_code)) if ex.code == CXX_EXCEPTION and read_code else ()
+    # a type that could not be read: where its ThrowInfo lies names the module defining it
+    # (parameter 2 is the ThrowInfo's address on x86 and x64 alike; often a C++ runtime DLL
+    # whose data the dump does not hold)
+    throw_info = None
+    if ex.code == CXX_EXCEPTION and not cxx_types and len(parameters) >= 3 and place_of is not None:
+        throw_info = place_of(parameters[2])
     return CrashInfo(
         code=ex.code,
         code_name=dec.code_info.name,
@@ -77,7 +89,8 @@ def decode_crash(
         access_kind=acc.kind if acc else None,
         access_address=acc.address if acc else None,
         raised_by=raised_by,
-        cxx_types=tuple(thrown_types(parameters, read_code)) if ex.code == CXX_EXCEPTION and read_code else (),
+        cxx_types=cxx_types,
+        cxx_throw_info=throw_info,
         instruction_access=instruction_access,
         flags=ex.flags,
         nested=ex.nested,

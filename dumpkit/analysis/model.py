@@ -197,6 +197,8 @@ class CrashInfo:
     access_address: Optional[int] = None
     raised_by: Optional[str] = None  # function that raised a fail-fast / abort
     cxx_types: Tuple[str, ...] = ()  # 0xE06D7363: the thrown C++ type, most derived first
+    # 0xE06D7363 whose type could not be read: where its ThrowInfo lies ("msvcp140.dll+0x1f2a8")
+    cxx_throw_info: Optional[str] = None
     # access violations: the faulting instruction's memory operand, computed from the context
     instruction_access: Optional[MemoryAccess] = None
     # the record as the dump holds it: flags (1 = non-continuable), a chained record, the

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, FrameRecord, Report, Stacks, ThreadReport
+from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, CrashInfo, FrameRecord, Report, Stacks, ThreadReport
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -62,6 +62,7 @@ _SCALARS = (str, float, bool, type(None))
 _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     FrameRecord: ("source", "support"),
     ThreadReport: ("possible_frames", "possible_count"),
+    CrashInfo: ("cxx_throw_info",),
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
 }

@@ -44,3 +44,36 @@ def test_undecorate():
         undecorate_type(".?AV?$basic_string@DU?$char_traits@D@std@@@std@@")
         == ".?AV?$basic_string@DU?$char_traits@D@std@@@std@@"
     )
+
+
+def test_a_type_the_dump_cannot_show_is_named_by_the_module_its_throwinfo_lies_in(tmp_path):
+    """Issue #32 item 8: a C++ exception whose ThrowInfo lies in a runtime DLL whose data the
+    dump does not hold (msvcp140.dll throwing std::out_of_range, say) was 'of a type the dump
+    does not show'. Exception parameter 2 is the ThrowInfo's address: the module holding it
+    defines the type, and its image would name it. No real dump here has such a throw (the
+    public ones hold none, mingw throws through libgcc), so this one is built."""
+    import json
+
+    from tests.conftest import run_cli
+    from tests.synth_dump import SynthDump, x64_context
+
+    runtime = 0x7FFB10000000
+    app = 0x140000000
+    d = SynthDump()
+    stack = d.memory(0x10000, bytes(0x1000))
+    rip = runtime + 0x3F00  # the throw machinery; nothing of it is in the dump
+    d.thread(7, context=x64_context(rip=rip, rsp=0x10800), stack=stack)
+    d.module("C:\\app\\app.exe", app, 0x10000)
+    d.module("C:\\Windows\\System32\\msvcp140.dll", runtime, 0x90000)
+    params = (0x19930520, 0x10900, runtime + 0x5C2A8, runtime)
+    d.exception(7, 0xE06D7363, rip, params=params, context=x64_context(rip=rip, rsp=0x10800))
+    path = d.build().write(tmp_path / "cxx_runtime_throw.dmp")
+    r = run_cli("analyze", path, "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["crash"]["cxx_types"] == [] and doc["crash"]["cxx_throw_info"] == "msvcp140.dll+0x5c2a8"
+    v = doc["verdict"]
+    assert v["kind"] == "cxx_exception"
+    assert v["headline"].startswith("Unhandled C++ exception of a type msvcp140.dll defines")
+    assert any("msvcp140.dll+0x5c2a8" in e for e in v["evidence"])
+    assert "msvcp140.dll's image" in v["next_steps"][0]

@@ -23,11 +23,24 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
         ),
         None,
     )
-    what = crash.cxx_types[0] if crash.cxx_types else "of a type the dump does not show"
+    module = crash.cxx_throw_info.split("+", 1)[0] if crash.cxx_throw_info else None
+    if crash.cxx_types:
+        what = crash.cxx_types[0]
+    elif module is not None:
+        what = f"of a type {module} defines"
+    else:
+        what = "of a type the dump does not show"
     headline = f"Unhandled C++ exception {what}" + (f" thrown from {raiser}" if raiser else case.at)
     if crash.cxx_types:
         evidence.append("catchable as: " + ", ".join(crash.cxx_types))
+    elif module is not None:
+        evidence.append(
+            f"the thrown type's ThrowInfo lies at {crash.cxx_throw_info} (exception parameter 2), in neither "
+            f"the dump's memory nor an image of {module} found here: the type's name is in that image's data"
+        )
     steps = _cxx_steps(crash.cxx_types, raiser) + steps
+    if not crash.cxx_types and module is not None:
+        steps.insert(0, NAME_THE_TYPE.given(module=module))
     confidence = Confidence.HIGH if crash.cxx_types else Confidence.MEDIUM
     return conclude(VerdictKind.CXX_EXCEPTION, headline, confidence, evidence, steps, crash.thread_id)
 
@@ -43,6 +56,12 @@ ALLOCATION_FAILED = Step(
     "cxx_exception.allocation_failed",
     "std::bad_alloc means an allocation failed: check the process's commit size and the size "
     "that was asked for (a negative or huge size computed from bad input is common).",
+)
+NAME_THE_TYPE = Step(
+    "cxx_exception.name_the_type",
+    "Give dumpkit {module}'s image (--image-path a folder holding the build the process loaded, or "
+    "--symbol-path with Microsoft's symbol server for Microsoft's runtime DLLs) to name the thrown type: "
+    "its ThrowInfo and type descriptor are in that image.",
 )
 BREAK_ON_THE_THROW = Step(
     "cxx_exception.break_on_the_throw",
