@@ -42,7 +42,7 @@ from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.signature import crash_signature, recursion_start
 from dumpkit.analysis.verdict import Case, decide, frame_limit
-from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
+from dumpkit.cpython.interpreter import find_interpreter
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
@@ -329,6 +329,8 @@ def read_python(target: Target, walker: Walker, keep: Optional[int] = KEEP_FRAME
     interp = find_interpreter(target.modules)
     if interp is None:
         return None
+    from dumpkit.cpython.stacks import export_lookup, read_python_state  # the reader: only for a CPython process
+
     image = walker.images.image(interp.module)
     if image is None:
         # no usable image (its unwind data is not in the dump, no file here): the export
