@@ -8,16 +8,26 @@ which is what an analysis allocates, and not the dump, which is mapped read-only
 file (a 4 GiB full-memory dump costs its pages in the page cache, not data). An allocation
 past it fails: Python raises MemoryError, which the worker turns into the dump's record;
 native code that cannot cope kills its worker, which the pool reports for that dump and
-replaces. Windows would need a job object per worker (not done: the cap is not applied
-there, and `applied_cap` says so)."""
+replaces.
+
+On Windows each worker puts itself in a job object with JOB_OBJECT_LIMIT_PROCESS_MEMORY
+(winjob.py): committed memory, which again leaves out the read-only mapping of the dump.
+The cap counts as applied only where Windows reads the limit back. Wine 8 accepts the job
+and the limit but neither keeps nor enforces the limit (winjob.py says where), so under Wine
+the cap is not applied, `applied_cap` says so, and a dump that eats memory is not stopped;
+enforcement on Windows itself has not been observed here."""
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+import sys
+from typing import TYPE_CHECKING, Optional
 
 from dumpkit.words import human_bytes
+
+if TYPE_CHECKING:
+    from dumpkit.triage.winjob import JobCap
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -25,6 +35,7 @@ MIN_CAP = 64 << 20  # below this a worker cannot even import dumpkit
 DEFAULT_FLOOR = 1 << 30
 
 _applied: Optional[int] = None  # the cap set in this process by apply_cap
+_job: Optional["JobCap"] = None  # Windows: the job apply_cap put this process in
 
 
 def parse_size(text: str) -> int:
@@ -41,22 +52,40 @@ def parse_size(text: str) -> int:
 def default_cap(jobs: int) -> Optional[int]:
     """Half the machine's memory shared by the workers, at least 1 GiB each; None where the
     machine's memory is not known."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return None
+    if sys.platform == "win32":
+        from dumpkit.triage.winjob import physical_memory
+
+        total = physical_memory()
+        if total is None:
+            return None
+    else:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            return None
     return max(DEFAULT_FLOOR, total // 2 // max(1, jobs))
 
 
 def apply_cap(cap: Optional[int]) -> None:
-    """Set this process's data limit to `cap` bytes (a worker's initializer). Where the
-    platform has no RLIMIT_DATA, or refuses, nothing changes and applied_cap() stays None."""
-    global _applied
+    """Cap this process's memory at `cap` bytes (a worker's initializer): RLIMIT_DATA, or
+    on Windows a job object. Where the platform refuses, or (Wine) does not read the limit
+    back, applied_cap() stays None."""
+    global _applied, _job
     if not cap:
+        return
+    if sys.platform == "win32":
+        from dumpkit.triage.winjob import cap_this_process
+
+        try:
+            _job = cap_this_process(cap)
+        except OSError:
+            return
+        if _job.confirmed:
+            _applied = cap
         return
     try:
         import resource
-    except ImportError:  # Windows
+    except ImportError:
         return
     try:
         _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
@@ -69,6 +98,11 @@ def apply_cap(cap: Optional[int]) -> None:
 
 def applied_cap() -> Optional[int]:
     return _applied
+
+
+def job() -> Optional["JobCap"]:
+    """Windows: the job apply_cap put this process in, else None."""
+    return _job
 
 
 def describe(size: int) -> str:
