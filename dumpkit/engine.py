@@ -314,7 +314,7 @@ def stacks(
         dump=facts.dump_summary(target),
         system=facts.system_summary(target),
         threads=tuple(reports),
-        modules=facts.module_records(target, walker.images.sources(), walker.images.symbol_sources()),
+        modules=facts.module_records(target, walker.code.images.sources(), walker.code.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         python=read_python(target, walker, keep=None) if python else None,
         notes=facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)),
@@ -331,7 +331,7 @@ def read_python(target: Target, walker: Walker, keep: Optional[int] = KEEP_FRAME
         return None
     from dumpkit.cpython.stacks import export_lookup, read_python_state  # the reader: only for a CPython process
 
-    image = walker.images.image(interp.module)
+    image = walker.code.images.image(interp.module)
     if image is None:
         # no usable image (its unwind data is not in the dump, no file here): the export
         # table alone is enough to find the interpreter, and a full-memory dump or one
@@ -360,7 +360,7 @@ def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
 
 def _image_version(walker: Walker):
     def lookup(module):
-        image = walker.images.image(module)
+        image = walker.code.images.image(module)
         if image is None:
             return None
         try:
@@ -379,7 +379,7 @@ def _installed_package(
     if module.base not in seen:
         store = target.image_store
         found = store.package_for(module) if store is not None else None
-        seen[module.base] = found if found is not None else owning_package(walker.images.files(module))
+        seen[module.base] = found if found is not None else owning_package(walker.code.images.files(module))
     return seen[module.base]
 
 
@@ -410,14 +410,18 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
     ex = target.exception
     crash: Optional[CrashInfo] = (
-        decode_crash(ex, target.system, crash_walk.frames if crash_walk else (), walker.read_code, _place_of(target))
+        decode_crash(
+            ex, target.system, crash_walk.frames if crash_walk else (), walker.code.read_code, _place_of(target)
+        )
         if ex is not None
         else None
     )
     versions = Versions(_image_version(walker))
     if crash is not None:
-        crash = with_fault_site(target, walker, crash, crash_walk.frames if crash_walk else (), versions)
-    exe_reserve = _exe_stack_reserve(target, walker.images)
+        crash = with_fault_site(
+            target, walker.code, crash, crash_walk.frames if crash_walk else (), versions, walker.step is not None
+        )
+    exe_reserve = _exe_stack_reserve(target, walker.code.images)
     same = identical_stacks(walks)
     thread_reports: List[ThreadReport] = []
     sizes: Tuple[FrameSize, ...] = ()
@@ -434,7 +438,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         seen_tids.add(t.tid)
         is_crash = crash_thread is not None and t.tid == crash_thread.tid
         walk = walks.get(t.tid)
-        found = analyse_thread(target, walker, t, walk, is_crash, options.oversized_threshold, exe_reserve)
+        found = analyse_thread(target, walker.code, t, walk, is_crash, options.oversized_threshold, exe_reserve)
         thread_reports.append(
             _thread_report(
                 t,
@@ -470,8 +474,8 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         # the possible frames too: their modules' images are what could confirm them
         with_possible(crash_walk) if crash_walk else (),
         target.modules,
-        lambda module: walker.images.image(module) is not None,
-        walker.images.search_problems(),
+        lambda module: walker.code.images.image(module) is not None,
+        walker.code.images.search_problems(),
         wine=bool(target.system is not None and target.system.wine_version),
     )
 
@@ -488,10 +492,10 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
             sizes=sizes,
             environment=env,
             problems=tuple(target.soft_errors.items),
-            bits=walker.bits,
+            bits=walker.code.bits,
             stacks=tuple((t.tid, t.stack_start, t.stack_end) for t in target.threads[:4096] if t.stack_size),
             threshold=options.oversized_threshold,
-            read_code=walker.read_code,
+            read_code=walker.code.read_code,
             python=python,
             coverage=coverage,
             executable=exe.name if exe is not None else None,
@@ -499,7 +503,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         )
     )
 
-    sources = walker.images.sources()
+    sources = walker.code.images.sources()
     report = Report(
         schema_version=SCHEMA_VERSION,
         dumpkit_version=__version__,
@@ -511,7 +515,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         threads=tuple(thread_reports),
         frame_sizes=sizes,
         environment=env,
-        modules=facts.module_records(target, sources, walker.images.symbol_sources()),
+        modules=facts.module_records(target, sources, walker.code.images.symbol_sources()),
         soft_errors=tuple(target.soft_errors.items),
         oversized_threshold=options.oversized_threshold,
         unloaded_modules=facts.unloaded_records(target),

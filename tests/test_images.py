@@ -509,6 +509,6 @@ def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(
     k32 = next(f for f in walk.frames if f.module == "kernel32.dll")
     assert k32.symbol.startswith("kernel32.dll!BaseThreadInitThunk+") and k32.trust == "unwind_info"
     (backing,) = [b for b in made if b.path.endswith("kernel32.dll.xz")]
-    image = walker.images.image(target.module_at(k32.ip))
+    image = walker.code.images.image(target.module_at(k32.ip))
     assert image.path == backing.path
     assert backing.decompressed < image._symtab_ptr  # the COFF table, near the end, was not needed

@@ -14,14 +14,14 @@ from dumpkit.analysis.process import module_version
 from dumpkit.target import Target
 from dumpkit.unwind.frames import Frame
 from dumpkit.unwind.places import nearest_name
-from dumpkit.unwind.walk import Walker
+from dumpkit.unwind.codemap import CodeMap
 
 
-def function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
+def function_entry(code: CodeMap, ip: int) -> Tuple[Optional[int], str]:
     """The first byte of the function holding `ip` and where it comes from: its unwind
     entry, else the nearest export or COFF symbol that can name it (a leaf such as a
     hand-written stack probe has no unwind entry)."""
-    place = walker.place(ip)
+    place = code.place(ip)
     if place.dynamic is not None:  # JIT code registered with RtlAddFunctionTable
         return place.dynamic[0], "function_entry"
     if place.module is None or place.rva is None:
@@ -33,23 +33,24 @@ def function_entry(walker: Walker, ip: int) -> Tuple[Optional[int], str]:
 
 
 def with_fault_site(
-    target: Target, walker: Walker, crash: CrashInfo, frames: Sequence[Frame], versions: Versions
+    target: Target, code: CodeMap, crash: CrashInfo, frames: Sequence[Frame], versions: Versions, decodes: bool
 ) -> CrashInfo:
     """The crash record with where it happened: the module holding the faulting IP (the
-    walk's frame 0, else the exception address), its version, and the code around the IP."""
+    walk's frame 0, else the exception address), its version, and the code around the IP
+    when `decodes` (a CPU dumpkit walks, so decodes: x86 or x64)."""
     ip = frames[0].ip if frames else crash.address
     module = target.module_at(ip)
     disassembly = None
-    if walker.step is not None:  # a CPU dumpkit walks, so decodes: x86 or x64
-        entry, entry_from = function_entry(walker, ip)
+    if decodes:
+        entry, entry_from = function_entry(code, ip)
         executing = crash.access_kind == "execute" and crash.access_address == ip
         disassembly = disassemble_around(
-            walker.read_code,
+            code.read_code,
             ip,
             entry,
-            walker.bits,
+            code.bits,
             executing=executing,
-            name_at=lambda va: walker.place(va).symbol,
+            name_at=lambda va: code.place(va).symbol,
             entry_from=entry_from,
         )
     return replace(

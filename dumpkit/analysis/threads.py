@@ -19,7 +19,7 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.records import record
 from dumpkit.target import MemoryNotInDump, Target, Thread
 from dumpkit.unwind.frames import Frame, StackWalk
-from dumpkit.unwind.walk import Walker
+from dumpkit.unwind.codemap import CodeMap
 
 # A stack this long is a runaway, its own story: not compared with the others.
 IDENTICAL_MAX_FRAMES = 10_000
@@ -36,7 +36,7 @@ class ThreadFindings:
 
 def analyse_thread(
     target: Target,
-    walker: Walker,
+    code: CodeMap,
     thread: Thread,
     walk: Optional[StackWalk],
     is_crash: bool,
@@ -47,7 +47,7 @@ def analyse_thread(
     read is added to the target's problems, and that part is left out."""
     if walk is None or not walk.frames:
         return ThreadFindings()
-    bits = walker.bits
+    bits = code.bits
     budget: Optional[StackBudget] = None
     fault = guard_fault_address(target) if is_crash else None
     try:
@@ -68,9 +68,9 @@ def analyse_thread(
             replace(
                 c,
                 call_edges=cycle_call_edges(
-                    walk.frames, c, walker.read_code, module_base, read_pointer=read_pointer, bits=bits
+                    walk.frames, c, code.read_code, module_base, read_pointer=read_pointer, bits=bits
                 ),
-                kind=classify_recursion(c, cycle_code_facts(walker, walk.frames, c) if bits == 64 else {}),
+                kind=classify_recursion(c, cycle_code_facts(code, walk.frames, c) if bits == 64 else {}),
             )
             for c in find_cycles(walk.frames, used_stack=budget.used if budget is not None else None)
         )
@@ -79,10 +79,10 @@ def analyse_thread(
         sizes = tuple(
             frame_sizes(
                 walk.frames,
-                walker.read_code,
+                code.read_code,
                 module_base=module_base,
                 threshold=oversized_threshold,
-                name_at=lambda va: walker.place(va).symbol,
+                name_at=lambda va: code.place(va).symbol,
             )
         )
     for p in walk.problems:
@@ -108,7 +108,7 @@ def identical_stacks(walks: Dict[int, StackWalk]) -> Dict[int, Tuple[int, ...]]:
     return out
 
 
-def cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
+def cycle_code_facts(code: CodeMap, frames: Sequence[Frame], cycle: Cycle) -> Dict[str, CodeFacts]:
     """What the code of the cycle's unnamed members refers to (strings, callees): how an
     MSVC module's static functions are recognised without its PDB. A member split into
     chained fragments is read from its entry and in each fragment the stack is in (the
@@ -124,16 +124,16 @@ def cycle_code_facts(walker: Walker, frames: Sequence[Frame], cycle: Cycle) -> D
         entry = base + f.function_start
         mine = parts.setdefault(name, {})
         if entry not in mine:
-            primary = walker.place(entry).function
+            primary = code.place(entry).function
             mine[entry] = base + primary.end_rva if primary is not None else None
-        here = walker.place(f.ip, f.index > 0)
+        here = code.place(f.ip, f.index > 0)
         if here.in_fragment and here.function is not None:
             mine[base + here.function.begin_rva] = base + here.function.end_rva
 
     def name_at(va: int) -> Optional[str]:
-        return walker.place(va).symbol
+        return code.place(va).symbol
 
     return {
-        name: merged(code_facts(walker.read_code, s, e, name_at) for s, e in ranges.items())
+        name: merged(code_facts(code.read_code, s, e, name_at) for s, e in ranges.items())
         for name, ranges in parts.items()
     }

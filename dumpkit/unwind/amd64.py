@@ -131,7 +131,7 @@ class Amd64Step:
     def fixed_frame(self, return_address: int) -> Optional[FixedFrame]:
         """A return address whose function's unwind is only pushes and allocations (and
         no frame register) as a FixedFrame; None when the general path is needed."""
-        place = self.walker.place(return_address, True)
+        place = self.walker.code.place(return_address, True)
         if place.function is None or place.module is None:
             return None
         recipe = self._recipe(place, return_address - 1)
@@ -176,19 +176,19 @@ class Amd64Step:
                 if epi is not None:
                     return epi
             out = _run(recipe, sp, regs, read_word)
-            if out is not None and (out[0] == 0 or walker.code_address(out[0])):
+            if out is not None and (out[0] == 0 or walker.code.code_address(out[0])):
                 return Caller(out[0], out[1], out[2], Trust.UNWIND_INFO, out[3])
         elif place.module is not None:
             # No unwind entry. Follow the code to its RET (hand-written probes such as
             # ___chkstk_ms push and pop around a loop), then the leaf rule.
-            path = simulate_to_return(walker.read_code, read_word, ip, sp, regs) if exact else None
+            path = simulate_to_return(walker.code.read_code, read_word, ip, sp, regs) if exact else None
             if path is not None:
                 ret = read_word(path.rsp)
-                if ret is not None and walker.plausible_return(ret) is not None:
+                if ret is not None and walker.code.plausible_return(ret) is not None:
                     return Caller(ret, path.rsp + 8, _volatile_cleared(regs, path.restored), Trust.PROLOGUE, False)
             if place.image is not None and exact:
                 ret = read_word(sp)
-                if ret is not None and walker.plausible_return(ret) is Trust.SCAN_VALIDATED:
+                if ret is not None and walker.code.plausible_return(ret) is Trust.SCAN_VALIDATED:
                     return Caller(ret, sp + 8, _volatile_cleared(regs, {}), Trust.PROLOGUE, False)
         found = walker.scan(sp + scan_skip(place, exact, called_from_body), read_word, stack_hi, 8, aligned=not exact)
         if found is None:
@@ -304,7 +304,7 @@ class Amd64Step:
             # the same function: only its primary entry's start is a tail call
             return len(other_chain) == 1 and target - base == other.begin_rva
 
-        path = epilogue_path(self.walker.read_code, read_word, ip, sp, regs, frame_register, leaves_function)
+        path = epilogue_path(self.walker.code.read_code, read_word, ip, sp, regs, frame_register, leaves_function)
         if path is None:
             return None
         ret = read_word(path.rsp)

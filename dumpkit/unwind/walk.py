@@ -1,15 +1,13 @@
-"""The one walk loop, and the services every CPU's step uses.
+"""The one walk loop.
 
 `Walker` walks the threads of one target with the step of its CPU (`unwind/amd64.py`,
-`unwind/x86.py`; `unwind/cpus.py` says which is which). The loop here owns what does not
-depend on the CPU:
+`unwind/x86.py`; `unwind/cpus.py` says which is which). What the code is (places, code
+bytes, call-site checks) is its CodeMap (`unwind/codemap.py`), shared with the analyses.
+The loop here owns what does not depend on the CPU:
 
 - bounds: a frame limit, the caller's SP strictly above the callee's and inside the
   stack; the stack's bytes copied a window (MAX_STACK_BYTES) at a time for fast reads;
-- places: module, RVA, unwind entry, function (a chained fragment's is its primary
-  entry's) and name of each address (cached);
-- call-site validation (`plausible_return`: does a CALL end at this address?) and stack
-  scanning built on it, which steps fall back to;
+- stack scanning, built on the CodeMap's call-site checks, which steps fall back to;
 - fixed frames: a caller frame whose return address and saved registers sit at fixed
   offsets from SP (most compiled code) is taken from a cached `FixedFrame` in the loop
   itself, with no call into the step; a million identical recursive frames then cost a
@@ -26,20 +24,18 @@ the stack's depth.
 
 from __future__ import annotations
 
-import bisect
 import struct
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
-from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
+from dumpkit.unwind.codemap import MIN_CODE_ADDRESS, CodeMap
 from dumpkit.unwind.confirm import confirmed
-from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
 from dumpkit.unwind.evidence import Witnessed, checked, witness
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
-from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
+from dumpkit.unwind.places import Place
 
 DEFAULT_MAX_FRAMES = MAX_FRAMES
 # How far (in stack words) to scan for a caller: 64 KiB. Breakpad and rust-minidump use 40
@@ -53,18 +49,13 @@ DEFAULT_SCAN_WORDS = 8192
 # reads past it (a thread record can claim a 4 GiB stack, and a full-memory dump can back
 # much of it; an 88 MiB recursion read word by word past a single copy took seconds).
 MAX_STACK_BYTES = 16 << 20
-# Scanning asks about the same stack words again and again (every thread of a process
-# shares the same return sites); caches are bounded so a hostile dump cannot grow them.
-RETURN_CACHE_LIMIT = 1 << 18
-CODE_CACHE_LIMIT = 500_000
+# Fixed frames are cached per return address; bounded so a hostile dump cannot grow them.
 FIXED_CACHE_LIMIT = 500_000
 # Other threads walked as evidence against a walk's scanned frames: at most this many
 # threads, each for at most this many frames (their outermost frames matter most; a
 # thread cut by the limit still shows its frames' sizes).
 EVIDENCE_THREADS = 64
 EVIDENCE_FRAMES = 4096
-# Below this, a stack word is a small number, not a return address.
-MIN_CODE_ADDRESS = 0x10000
 
 _MISSING: Any = object()
 
@@ -149,8 +140,9 @@ _FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]
 class Walker:
     """Walks threads of one target. Keep one per target: its caches are the speed.
 
-    `step` builds the CPU's step from this walker (see `unwind/cpus.py`); without one
-    the walker still serves places, code bytes and call-site checks, but walks nothing."""
+    What the code is (places, code bytes, call-site checks) is the walker's `code`, a
+    CodeMap the analyses share; the walker itself only walks. `step` builds the CPU's step
+    from this walker (see `unwind/cpus.py`); without one nothing is walked."""
 
     def __init__(
         self,
@@ -163,145 +155,20 @@ class Walker:
         use_bulk: bool = True,
     ):
         self.target = target
+        self.code = CodeMap(target, images)
         # Recursions verified in bulk (unwind/bulk.py); off, every frame is stepped (the
         # reference the bulk path is tested against).
         self.use_bulk = use_bulk
-        self.images = images
         self.max_frames = max_frames
         self.scan_words = scan_words
         self.cross_check = cross_check  # check scanned frames against other threads' walks
         self._witnessed: Optional[Witnessed] = None
-        self._places: Dict[Tuple[int, bool], Place] = {}
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
-        self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
-        self._returns: Dict[int, Optional[Trust]] = {}
-        self._code_ranges: Optional[List[Tuple[int, int]]] = None  # modules' and JIT code's [start, end)
-        self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
-        self._dynamic_starts = [d[0] for d in self.dynamic]
         # unwind-info addresses of JIT code (FunctionTable entries) the dump holds no memory for
         self.unsaved_jit_unwind: Set[int] = set()
         self.step: Optional[Step] = step(self) if step is not None else None
         # Call sites are decoded in the CPU's mode (0x40-0x4F are not REX in 32-bit code).
-        self.bits = self.step.word_size * 8 if self.step is not None else 64
-
-    # -- memory --------------------------------------------------------------------------
-    def read_code(self, address: int, size: int) -> bytes:
-        """Code bytes from the module image when we have it, else from the dump."""
-        module = self.target.module_at(address)
-        if module is not None:
-            image = self.images.image(module)
-            if image is not None:
-                try:
-                    return image.read_rva(address - module.base, size)
-                except (PEError, MemoryNotInDump):
-                    pass
-        return self.target.read_available(address, size)
-
-    # -- places ---------------------------------------------------------------------------
-    def place(self, ip: int, is_return: bool = False) -> Place:
-        """What is known about `ip`. For a return address (`is_return`), the function is
-        the one containing ip - 1: a call can be the last instruction of a function."""
-        key = (ip, is_return)
-        p = self._places.get(key)
-        if p is None:
-            p = self._places[key] = self._make_place(ip, ip - 1 if is_return else ip)
-        return p
-
-    def _make_place(self, ip: int, code_ip: int) -> Place:
-        module = self.target.module_at(ip)
-        rva = image = function = primary = dynamic = None
-        if module is not None:
-            rva = ip - module.base
-            image = self.images.image(module)
-            if image is not None:
-                try:
-                    function = image.lookup_function(code_ip - module.base)
-                except (PEError, MemoryNotInDump):
-                    function = None
-                if function is not None:
-                    try:
-                        primary = image.primary_function(function)
-                    except (PEError, MemoryNotInDump):
-                        primary = None  # a broken chain: the step reports it when it unwinds
-        if function is None and self.dynamic:
-            dynamic = self.dynamic_entry(code_ip)
-        named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
-        pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
-        symbol = symbol_for(named, module, rva, image, function, primary, pdb)
-        line = self.images.pdb_line(module, code_ip - module.base) if module is not None and pdb is not None else None
-        source = f"{line.file}:{line.line}" if line is not None else None
-        return Place(module, rva, image, function, dynamic, symbol, primary, source)
-
-    def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
-        """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
-        i = bisect.bisect_right(self._dynamic_starts, ip) - 1
-        if i >= 0 and self.dynamic[i][0] <= ip < self.dynamic[i][1]:
-            return self.dynamic[i]
-        return None
-
-    def code_address(self, ip: int) -> int:
-        """Is ip plausible code: inside a module or a registered (JIT) function table?
-        Answers with the first int object seen for this address (truthy) or 0: a deep
-        recursion returns to the same address a million times, and the frames then share
-        one int instead of holding a million copies."""
-        known = self._code.get(ip)
-        if known is not None:
-            return known
-        ok = self.target.module_at(ip) is not None or (bool(self.dynamic) and self.dynamic_entry(ip) is not None)
-        if len(self._code) > CODE_CACHE_LIMIT:
-            self._code.clear()
-        self._code[ip] = ip if ok else 0
-        return self._code[ip]
-
-    # -- call sites and scanning ----------------------------------------------------------
-    def plausible_return(self, address: int) -> Optional[Trust]:
-        """SCAN_VALIDATED if a CALL ends at `address`, SCAN if it is in module code whose
-        bytes are not available, None if it cannot be a return address."""
-        try:
-            return self._returns[address]
-        except KeyError:
-            pass
-        if len(self._returns) >= RETURN_CACHE_LIMIT:
-            self._returns.clear()
-        kind = self._returns[address] = self._classify_return(address)
-        return kind
-
-    def _classify_return(self, addr: int) -> Optional[Trust]:
-        module = self.target.module_at(addr)
-        if module is None:
-            if self.dynamic and self.dynamic_entry(addr) is not None:
-                # JIT code registered with RtlAddFunctionTable: check the call site when
-                # the dump holds the code, else take it as a plain scan.
-                before = _code_before(self.target.read_available, addr)
-                if before:
-                    return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
-                return Trust.SCAN
-            return None
-        if addr - module.base < 0x1000:
-            return None  # the first page of an image is its headers, never code
-        image = self.images.image(module)
-        if image is not None and not image.is_code_rva(addr - module.base):
-            return None
-        before = _code_before(self.read_code, addr)
-        if before:
-            return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
-        return Trust.SCAN if image is None else None
-
-    def _maybe_return(self, value: int) -> bool:
-        """Would `scan` stop at a stack word holding `value`?"""
-        return value > MIN_CODE_ADDRESS and self.plausible_return(value) is not None
-
-    def _no_code_in(self, lo: int, hi: int) -> bool:
-        """No stack word with a value in [lo, hi] can be a return address: the range holds
-        no module and no registered JIT code above MIN_CODE_ADDRESS."""
-        lo = max(lo, MIN_CODE_ADDRESS + 1)
-        if hi < lo:
-            return True
-        if self._code_ranges is None:
-            ranges = [(m.base, m.base + m.size) for m in self.target.modules]
-            ranges += [(d[0], d[1]) for d in self.dynamic]
-            self._code_ranges = ranges
-        return not any(start <= hi and lo < end for start, end in self._code_ranges)
+        self.code.bits = self.step.word_size * 8 if self.step is not None else 64
 
     def scan(
         self, sp: int, read_word: ReadWord, stack_hi: int, word_size: int, aligned: bool = False
@@ -316,13 +183,14 @@ class Walker:
         JIT code keeps no such promise and is taken anywhere."""
         addr = sp
         module_at = self.target.module_at
+        plausible = self.code.plausible_return
         for _ in range(self.scan_words):
             if addr + word_size > stack_hi:
                 break
             val = read_word(addr)
             if val is None:
                 break
-            kind = self.plausible_return(val) if val > MIN_CODE_ADDRESS else None
+            kind = plausible(val) if val > MIN_CODE_ADDRESS else None
             if kind is not None and not (aligned and addr & 15 != 8 and module_at(val) is not None):
                 return addr, val, kind
             addr += word_size
@@ -349,7 +217,7 @@ class Walker:
         if scanned and self.cross_check:
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
         if scanned:
-            result = confirmed(result, self.read_code, self.bits)
+            result = confirmed(result, self.code.read_code, self.code.bits)
         return result
 
     def witnessed(self) -> Witnessed:
@@ -411,8 +279,9 @@ class Walker:
         streak = 0  # fast frames in a row at the end of `frames`
         scan_streak = 0  # frames in a row whose caller was found by scanning alone
         fixed_frames = self._fixed
-        code = self._code
-        places = self._places
+        code_map = self.code
+        code = code_map._code
+        places = code_map._places
         trust = Trust.CONTEXT
         unwind_info = Trust.UNWIND_INFO
         stop = StopReason.END_OF_STACK
@@ -441,7 +310,7 @@ class Walker:
                         cip = read_word(ra)
                     known = code.get(cip) if cip else None
                     if known is None and cip:
-                        known = self.code_address(cip)
+                        known = code_map.code_address(cip)
                     if cip is not None and (cip == 0 or known):
                         if known:
                             cip = known  # the shared int object (see code_address)
@@ -489,7 +358,7 @@ class Walker:
                                 sp = run.sp + run.repetitions * run.span
                         continue
             streak = 0
-            place = places.get((ip, not exact)) or self.place(ip, not exact)
+            place = places.get((ip, not exact)) or code_map.place(ip, not exact)
             mod = place.module
             frame = Frame(
                 n,
@@ -540,9 +409,9 @@ class Walker:
                     min(s_hi, stack_hi),
                     limit - n - 1,
                     n + 1,
-                    self._maybe_return,
-                    self._no_code_in,
-                    aligned=word == 8 and not self.dynamic,
+                    code_map.maybe_return,
+                    code_map.no_code_in,
+                    aligned=word == 8 and not code_map.dynamic,
                 )
                 if scanned_run is not None:
                     parts += [frames, scanned_run]
@@ -563,10 +432,3 @@ def walk_thread(
 ) -> StackWalk:
     """Walk `thread` with `walker` (see `Walker.walk`)."""
     return walker.walk(thread, context, max_frames)
-
-
-def _code_before(read: Callable[[int, int], bytes], addr: int) -> bytes:
-    """The CALL_LOOKBACK bytes below a candidate return address, or b"" when they are
-    not all readable."""
-    before = read(addr - CALL_LOOKBACK, CALL_LOOKBACK)
-    return before if len(before) == CALL_LOOKBACK else b""

@@ -72,7 +72,7 @@ class X86Step:
                 # on a zero return slot. Nothing above it is a caller; scanning on would
                 # report the start routine's argument and the SEH handler as frames.
                 return Caller(0, ebp + 8, {"ebp": 0}, Trust.FRAME_POINTER, False)
-            if ret and walker.plausible_return(ret) is not None and (saved is None or saved == 0 or saved > ebp):
+            if ret and walker.code.plausible_return(ret) is not None and (saved is None or saved == 0 or saved > ebp):
                 return Caller(ret, ebp + 8, {"ebp": saved or 0}, Trust.FRAME_POINTER, False)
         found = walker.scan(sp, read_word, stack_hi, 4)
         if found is None:
@@ -100,7 +100,7 @@ def _ebp_after_scan(walker: Walker, at: int, sp: int, ebp: int, read_word: ReadW
                 link is not None
                 and (link == 0 or saved < link < stack_hi)
                 and ret
-                and walker.plausible_return(ret) is not None
+                and walker.code.plausible_return(ret) is not None
             ):
                 return saved
     return ebp if ebp > at else 0

@@ -77,7 +77,7 @@ def test_a_call_to_the_primary_entry_confirms_a_return_into_its_fragment():
     walker, frames = recursion_through_the_fragment()
     cycles = find_cycles(frames)
     assert [(c.functions, c.period, c.repetitions) for c in cycles] == [(("synth.dll!tree::Walk",), 1, DEPTH)]
-    edges = cycle_call_edges(frames, cycles[0], walker.read_code, lambda name: IMAGE.base)
+    edges = cycle_call_edges(frames, cycles[0], walker.code.read_code, lambda name: IMAGE.base)
     assert [(e.call, e.target, e.confirmed) for e in edges] == [("direct", IMAGE["W"], True)]
     summary, contradicted = call_summary(edges)
     assert not contradicted and summary is not None and "lands on the next function's entry" in summary
@@ -85,7 +85,7 @@ def test_a_call_to_the_primary_entry_confirms_a_return_into_its_fragment():
 
 def test_the_frame_size_is_the_functions_and_its_request_the_primary_prologue():
     walker, frames = recursion_through_the_fragment()
-    sizes = frame_sizes(frames, walker.read_code, module_base=lambda name: IMAGE.base)
+    sizes = frame_sizes(frames, walker.code.read_code, module_base=lambda name: IMAGE.base)
     top = sizes[0]
     assert (top.function, top.size, top.requested) == ("synth.dll!tree::Walk", W_FRAME, 0x200)
     assert top.prologue_text == "sub rsp, 0x200"
@@ -97,7 +97,7 @@ def test_an_unnamed_members_code_facts_come_from_its_fragments_too():
     member = f"plain.dll!func_{UNNAMED.rva('W'):x}"
     assert cycle.functions == (member,)
     # W's primary part calls nothing; the fragment the stack is in calls HELP and W
-    facts = cycle_code_facts(walker, frames, cycle)
+    facts = cycle_code_facts(walker.code, frames, cycle)
     assert facts[member].callees == ("plain.dll!Py_ReprEnter", member)
 
 

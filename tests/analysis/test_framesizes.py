@@ -20,7 +20,7 @@ def _short(name: str) -> str:
 
 
 def _sizes(cw, **kw):
-    return frame_sizes(cw.frames, cw.walker.read_code, module_base=cw.module_base, **kw)
+    return frame_sizes(cw.frames, cw.walker.code.read_code, module_base=cw.module_base, **kw)
 
 
 def _prologue_sub(facts: dict, fn: str) -> int:

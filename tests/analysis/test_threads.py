@@ -41,24 +41,24 @@ def test_the_crashing_threads_findings_are_its_cycle_budget_and_frame_sizes():
     facts = sample_facts("recursion_cycle3.dmp")
     target, walker, walks = _walked("recursion_cycle3.dmp")
     crash = crashing_thread(target)
-    found = analyse_thread(target, walker, crash, walks[crash.tid], True, 64 * 1024, None)
+    found = analyse_thread(target, walker.code, crash, walks[crash.tid], True, 64 * 1024, None)
     (cycle,) = found.cycles
     assert (cycle.period, cycle.repetitions) == (3, facts["cycle_repetitions"])
     assert all(edge is not None for edge in cycle.call_edges)  # checked at every call site
     assert found.budget is not None and found.budget.used == 1_040_640
     assert found.sizes  # the crashing thread's frame sizes
     other = next(t for t in target.threads if t.tid != crash.tid and t.tid in walks)
-    idle = analyse_thread(target, walker, other, walks[other.tid], False, 64 * 1024, None)
+    idle = analyse_thread(target, walker.code, other, walks[other.tid], False, 64 * 1024, None)
     assert idle.cycles == () and idle.sizes == ()
 
 
 def test_the_fault_site_is_the_module_and_the_code_at_the_faulting_instruction():
     target, walker, walks = _walked("null_deref.dmp")
     frames = walks[crashing_thread(target).tid].frames
-    crash = decode_crash(target.exception, target.system, frames, walker.read_code)
-    sited = with_fault_site(target, walker, crash, frames, Versions(None))
+    crash = decode_crash(target.exception, target.system, frames, walker.code.read_code)
+    sited = with_fault_site(target, walker.code, crash, frames, Versions(None), walker.step is not None)
     assert sited.module == "opkernels.dll"
     first = sited.disassembly.instructions[0]
     assert first.faulting and first.text == "mov rax, qword ptr [rcx + 0x10]"
-    entry, source = function_entry(walker, frames[0].ip)
+    entry, source = function_entry(walker.code, frames[0].ip)
     assert source == "function_entry" and entry is not None and entry <= frames[0].ip

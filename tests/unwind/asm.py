@@ -465,7 +465,7 @@ class Scene:
                 return None
             return int.from_bytes(data, "little")
 
-        place = walker.place(start.ip)
+        place = walker.code.place(start.ip)
         got = walker.step.caller(place, start.ip, start.sp, dict(start.regs), read_word, True, start.stack_hi)
         assert got is not None
         return got

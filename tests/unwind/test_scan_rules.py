@@ -28,7 +28,7 @@ def _frames(path, images, recorded):
     target = open_dump(str(path))
     try:
         walker = make_walker(target, Options(image_paths=images))
-        walker.images._locator.use_recorded_path = recorded
+        walker.code.images._locator.use_recorded_path = recorded
         thread = crashing_thread(target)
         walk = walk_thread(walker, thread, target.exception.context)
         return [(f.sp, f.ip, f.trust) for f in walk.frames[:KEEP]]

@@ -39,21 +39,21 @@ def test_a_thread_without_context_is_not_walked():
 
 def test_a_cpu_without_a_step_gets_no_walk_but_still_places_and_code():
     w = walker(arch=12)  # ARM64
-    assert w.step is None and w.bits == 64
-    assert w.place(IMAGE["A.ret"], True).function_start == IMAGE.rva("A")
+    assert w.step is None and w.code.bits == 64
+    assert w.code.place(IMAGE["A.ret"], True).function_start == IMAGE.rva("A")
     with pytest.raises(ValueError):
         w.walk(Thread(5, Registers({"pc": 0, "sp": 0x100100}), 0x100000, 0x4000))
 
 
 def test_plausible_return_checks_the_call_site():
     w = walker()
-    assert w.plausible_return(IMAGE["A.ret"]) is Trust.SCAN_VALIDATED  # call rel32 before it
-    assert w.plausible_return(IMAGE["B.ret"]) is Trust.SCAN_VALIDATED
-    assert w.plausible_return(IMAGE["B"] + 2) is Trust.SCAN_VALIDATED  # call rax (ff d0)
-    assert w.plausible_return(IMAGE["A"]) is None  # code, but no CALL ends there
-    assert w.plausible_return(IMAGE.module.base + 0x100) is None  # the headers page is never code
+    assert w.code.plausible_return(IMAGE["A.ret"]) is Trust.SCAN_VALIDATED  # call rel32 before it
+    assert w.code.plausible_return(IMAGE["B.ret"]) is Trust.SCAN_VALIDATED
+    assert w.code.plausible_return(IMAGE["B"] + 2) is Trust.SCAN_VALIDATED  # call rax (ff d0)
+    assert w.code.plausible_return(IMAGE["A"]) is None  # code, but no CALL ends there
+    assert w.code.plausible_return(IMAGE.module.base + 0x100) is None  # the headers page is never code
     # code that cannot be checked is plain scan, but never in a module's first page
-    assert w.plausible_return(GONE.base + 0x1100) is Trust.SCAN
-    assert w.plausible_return(GONE.base + 0x100) is None
-    assert w.plausible_return(0x100100) is None  # the stack
-    assert w.bits == 64 and walker(arch=0).bits == 32
+    assert w.code.plausible_return(GONE.base + 0x1100) is Trust.SCAN
+    assert w.code.plausible_return(GONE.base + 0x100) is None
+    assert w.code.plausible_return(0x100100) is None  # the stack
+    assert w.code.bits == 64 and walker(arch=0).code.bits == 32

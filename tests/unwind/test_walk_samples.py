@@ -19,7 +19,7 @@ CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 def _walk(path, image_paths=(str(SAMPLE_BIN),), recorded=True):
     target = open_dump(str(path))
     walker = make_walker(target, Options(image_paths=image_paths))
-    walker.images._locator.use_recorded_path = recorded
+    walker.code.images._locator.use_recorded_path = recorded
     thread = crashing_thread(target)
     return target, walk_thread(walker, thread, target.exception.context)
 
