@@ -203,9 +203,10 @@ def test_a_deep_recursion_ending_in_scanned_frames_keeps_its_runs(tmp_path_facto
     _same(bulk, stepped)
 
 
-def test_a_return_address_left_between_scanned_frames_ends_the_run_there(tmp_path_factory):
-    """A code address in a word that the scans of a verified stretch passed over (a stale
-    return address in a local) makes the scan stop there: the bulk walk must see it too."""
+def _planted_in_a_scanned_run(tmp_path_factory, alignment: int):
+    """repr_recursion's crashing thread walked without images, and again with its largest
+    scanned member's own return address planted in a word of that member's frame, mid-run,
+    at `alignment` mod 16: (the walk before, the planted word, bulk walk, stepped walk)."""
     path = PY_SAMPLES / "repr_recursion.dmp.xz"
     if not path.exists():
         pytest.skip("repr_recursion.dmp.xz not present")
@@ -215,13 +216,22 @@ def test_a_return_address_left_between_scanned_frames_ends_the_run_there(tmp_pat
     run = max((r for r in _runs(before) if r.scanned), key=len)
     member = max(run.members, key=lambda m: m.size)
     assert member.size > 16, "no word between a member's SP and its return slot"
-    word = run.sp + (run.repetitions // 2) * run.span + member.offset
-    if word & 15 != 8:
-        word += 8  # a return slot sits 8 bytes above a 16-byte boundary; the scan asks no other word
+    first = run.sp + (run.repetitions // 2) * run.span + member.offset
+    word = first if first & 15 == alignment else first + 8
+    assert word + 8 < first + member.size
     tampered = _Tampered(real, word, member.ip.to_bytes(8, "little"))
     bulk = next(w for w in _walks(tampered, True, ()) if w.thread_id == crash.tid)
     stepped = next(w for w in _walks(tampered, False, ()) if w.thread_id == crash.tid)
     _same(bulk, stepped)
+    return before, word, bulk, stepped
+
+
+def test_a_return_address_left_between_scanned_frames_ends_the_run_there(tmp_path_factory):
+    """A code address in a word that the scans of a verified stretch passed over (a stale
+    return address in a local) makes the scan stop there: the bulk walk must see it too.
+    (The word is 8 above a 16-byte boundary, where x64 return slots sit: the scan asks no
+    other word.)"""
+    before, word, bulk, stepped = _planted_in_a_scanned_run(tmp_path_factory, 8)
     assert any(f.sp == word + 8 for f in stepped.frames), "the planted address was not taken as a return"
     assert not any(f.sp == word + 8 for f in before.frames)
 
@@ -230,21 +240,6 @@ def test_a_code_address_in_a_misaligned_word_is_passed_over_by_both_walks(tmp_pa
     """The same planted address one word off the 16-byte rhythm of return slots: the x64
     calling convention puts no return address there, the scan passes it over, and the
     bulk walk, which skips such words unasked, agrees frame for frame."""
-    path = PY_SAMPLES / "repr_recursion.dmp.xz"
-    if not path.exists():
-        pytest.skip("repr_recursion.dmp.xz not present")
-    real = _open(path, tmp_path_factory)
-    crash = crashing_thread(real)
-    before = next(w for w in _walks(real, True, ()) if w.thread_id == crash.tid)
-    run = max((r for r in _runs(before) if r.scanned), key=len)
-    member = max(run.members, key=lambda m: m.size)
-    word = run.sp + (run.repetitions // 2) * run.span + member.offset
-    if word & 15 != 0:
-        word += 8
-    assert word + 8 < run.sp + (run.repetitions // 2) * run.span + member.offset + member.size
-    tampered = _Tampered(real, word, member.ip.to_bytes(8, "little"))
-    bulk = next(w for w in _walks(tampered, True, ()) if w.thread_id == crash.tid)
-    stepped = next(w for w in _walks(tampered, False, ()) if w.thread_id == crash.tid)
-    _same(bulk, stepped)
+    _, word, bulk, stepped = _planted_in_a_scanned_run(tmp_path_factory, 0)
     assert not any(f.sp == word + 8 for f in stepped.frames), "a misaligned word was taken as a return slot"
     assert _runs(bulk), "the bulk walk no longer verifies the recursion"
