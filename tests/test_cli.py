@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.support.samples import (
     REAL_DUMPS,
     run_cli,
     SAMPLE_BIN,

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dumpkit.cli import app
-from tests.conftest import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_path
 
 
 def _analyze(*args):

@@ -11,7 +11,7 @@ from typing import List
 
 import pytest
 
-from tests.conftest import REAL_DUMPS, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, run_cli
+from tests.support.samples import REAL_DUMPS, SAMPLE_BIN, SAMPLES, real_dump, real_dumps, run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from dumpkit import __version__
-from tests.conftest import ROOT, run_cli
+from tests.support.samples import ROOT, run_cli
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--version", "--help"]])

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from dumpkit.frontdoor import ANALYZE_OPTIONS, EXPLAIN_OPTIONS, MANY, NUMBER, OFF, ON, TEXT, parse
-from tests.conftest import ROOT, SAMPLE_BIN, sample_path
+from tests.support.samples import ROOT, SAMPLE_BIN, sample_path
 
 TYPER_PATH = "import sys; from dumpkit.cli import main; sys.argv[0] = 'dumpkit'; main()"
 

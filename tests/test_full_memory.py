@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from tests.conftest import PY_SAMPLES, plain_dump, sparse_dump
+from tests.support.samples import PY_SAMPLES, plain_dump, sparse_dump
 
 FULL = PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz"
 PAGE = 4096

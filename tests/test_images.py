@@ -11,8 +11,8 @@ from dumpkit.images import ImageLocator, parse_symbol_path, windows_path_candida
 from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
-from synth_pe import make_sample_image
-from tests.conftest import run_cli
+from tests.support.synth_pe import make_sample_image
+from tests.support.samples import run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE_BIN = REPO / "sample_dumps" / "bin"
@@ -94,7 +94,7 @@ def test_memory_with_pdata_but_no_unwind_info_yields_to_a_matching_file(synth, t
 
 
 def test_huge_exception_directory_in_memory_is_checked_by_sampling():
-    from synth_pe import make_big_pdata_image
+    from tests.support.synth_pe import make_big_pdata_image
 
     big = make_big_pdata_image(1_000_000)
     read_va = big.reader()
@@ -459,7 +459,7 @@ def _xz_backings(monkeypatch):
 
 def _big_image(timestamp):
     """A synthetic image followed by 4 MiB of data that unwinding never reads."""
-    from synth_pe import PEBuilder, TEXT_CHARS
+    from tests.support.synth_pe import PEBuilder, TEXT_CHARS
 
     b = PEBuilder(timestamp=timestamp)
     b.add_section(".text", b"\xc3" * 0x200, characteristics=TEXT_CHARS)

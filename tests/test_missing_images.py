@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.conftest import SAMPLE_BIN, run_cli, sample_path
+from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
 
 AWAY = ("--no-recorded-paths",)
 

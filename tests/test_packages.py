@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.packages import owning_package
-from tests.conftest import python_dump, python_manifest, run_cli
+from tests.support.samples import python_dump, python_manifest, run_cli
 
 
 def _dist(site: Path, name: str, version: str, files, top_level=None) -> Path:

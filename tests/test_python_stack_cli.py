@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import python_dump, python_images, python_manifest, run_cli
+from tests.support.samples import python_dump, python_images, python_manifest, run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import REAL_DUMPS, run_cli, real_dump, real_dumps, real_manifest
+from tests.support.samples import REAL_DUMPS, run_cli, real_dump, real_dumps, real_manifest
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

@@ -23,7 +23,7 @@ from dumpkit.target import MemoryNotInDump
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Trust
 from dumpkit.unwind.walk import Walker
-from tests.conftest import REAL_DUMPS, real_dump, real_manifest, run_cli
+from tests.support.samples import REAL_DUMPS, real_dump, real_manifest, run_cli
 
 X86 = sorted(REAL_DUMPS / d["file"] for d in real_manifest() if str(d.get("arch", "")).startswith("0"))
 IDS = [f"{p.parent.name}/{p.name}" for p in X86]

@@ -2,7 +2,7 @@
 stand-in backed by the real sample dumps: the same dump read through the debugger's API
 must give the same findings as `dumpkit analyze`.
 
-The stand-in (tests/fakes/pykd.py) emulates WinDbg from the raw minidump reader only; it
+The stand-in (tests/support/fakes/pykd.py) emulates WinDbg from the raw minidump reader only; it
 has no symbols, so every name below comes from dumpkit in both runs and must match."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 from dumpkit.report.dml import dml_text, link
 
 from dumpkit.target import MemoryNotInDump
-from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
-from tests.fakes import pykd as fake_pykd
+from tests.support.samples import ROOT, SAMPLE_BIN, SAMPLES
+from tests.support.fakes import pykd as fake_pykd
 
 SCRIPT = ROOT / "windbg_scripts" / "tfstack.py"
 

@@ -90,7 +90,7 @@ import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
-from conftest import SAMPLE_BIN, sample_manifest, sample_path  # noqa: E402
+from tests.support.samples import SAMPLE_BIN, sample_manifest, sample_path  # noqa: E402
 
 GP_SAMPLES = [e for e in sample_manifest() if e.get("fault_instruction")]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import struct
 from typing import Dict, Optional, Sequence
 
-from conftest import SAMPLE_BIN, sample_facts
+from tests.support.samples import SAMPLE_BIN, sample_facts
 from dumpkit.analysis.budget import TEB_DEALLOCATION_STACK, TEB_STACK_BASE, TEB_STACK_LIMIT, stack_budget
 from dumpkit.target import ExceptionInfo, MemoryRegion, Registers, Thread
-from tests.fakes.target import MemoryTarget
+from tests.support.fakes.target import MemoryTarget
 
 MIB = 1 << 20
 

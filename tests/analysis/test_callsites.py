@@ -14,7 +14,7 @@ from pathlib import Path
 import capstone
 import pytest
 
-from tests.conftest import SAMPLE_BIN, run_cli, sample_path
+from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
 from dumpkit.pe import PEImage
 
 

@@ -2,7 +2,7 @@
 one function: frames in a fragment are named and keyed by the primary entry, so the
 call-site check, recursion cycles and frame sizes see the function the CALL entered.
 
-On an assembled image (tests/unwind/asm.py) and on the real CPython 3.8 dumps in
+On an assembled image (tests/support/asm.py) and on the real CPython 3.8 dumps in
 sample_dumps/python with the genuine python38.dll (skipped without ../shared)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.threads import cycle_code_facts
 from dumpkit.pe import PEImage
-from tests.conftest import WINPYTHON, python_manifest
-from tests.unwind.asm import INT3, Alloc, Call, Function, Image, Push, Scene, Stack
+from tests.support.samples import WINPYTHON, python_manifest
+from tests.support.asm import INT3, Alloc, Call, Function, Image, Push, Scene, Stack
 
 
 # W's primary part allocates its frame; W2, a fragment placed after another function X,

@@ -11,7 +11,7 @@ import pytest
 from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, python_manifest, real_dump, real_dumps, sample_facts, sample_path
+from tests.support.samples import SAMPLE_BIN, python_manifest, real_dump, real_dumps, sample_facts, sample_path
 
 _REPORTS: dict = {}
 
@@ -187,7 +187,7 @@ def test_blame_of_a_recursion_that_overflowed_is_the_recursion_not_where_it_ran_
     ran out of stack in frames found partly by scanning, one of them in TensorFlow's own
     module. Those frames say nothing of the cause (signature rule 6 drops them): blame is
     the recursion, and says how many frames it passed over above it."""
-    from tests.conftest import PY_SAMPLES
+    from tests.support.samples import PY_SAMPLES
 
     from dumpkit.bundle.reader import open_bundle
     from dumpkit.report.view.report import blame_line

@@ -54,8 +54,8 @@ def test_a_type_the_dump_cannot_show_is_named_by_the_module_its_throwinfo_lies_i
     public ones hold none, mingw throws through libgcc), so this one is built."""
     import json
 
-    from tests.conftest import run_cli
-    from tests.synth_dump import SynthDump, x64_context
+    from tests.support.samples import run_cli
+    from tests.support.synth_dump import SynthDump, x64_context
 
     runtime = 0x7FFB10000000
     app = 0x140000000

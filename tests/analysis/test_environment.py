@@ -21,8 +21,8 @@ from dumpkit.pe import PEImage, VersionInfo
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import Module, SystemInfo
 
-from tests.conftest import SAMPLE_BIN, real_dump, sample_path
-from tests.fakes.target import MemoryTarget
+from tests.support.samples import SAMPLE_BIN, real_dump, sample_path
+from tests.support.fakes.target import MemoryTarget
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import pytest
 
-from conftest import sample_facts
+from tests.support.samples import sample_facts
 from dumpkit.analysis.framesizes import frame_sizes, is_oversized, is_probe_name
 from dumpkit.unwind.frames import Frame
 

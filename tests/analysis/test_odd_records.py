@@ -1,5 +1,5 @@
 """Headlines that read right on the odd exception records other people's dumps carry
-(issue #32 items 2, 5, 6), on dumps built with tests/synth_dump.py: a record with code 0,
+(issue #32 items 2, 5, 6), on dumps built with tests/support/synth_dump.py: a record with code 0,
 execution jumping to an address outside every module, a code the SDK names but dumpkit has
 no notes on."""
 
@@ -11,7 +11,7 @@ from dumpkit.analysis.codes import lookup_status
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 
-from synth_dump import SynthDump, x64_context
+from tests.support.synth_dump import SynthDump, x64_context
 
 EXE = 0x1_4000_0000
 STACK = 0x10000

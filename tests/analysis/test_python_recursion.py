@@ -9,7 +9,7 @@ import pytest
 from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import Cycle
 from dumpkit.analysis.python import classify_recursion
-from tests.conftest import python_manifest
+from tests.support.samples import python_manifest
 
 RECURSIONS = [d for d in python_manifest() if d.get("expected_class") == "recursion"]
 LIBRARIES = {"numpy": "NumPy", "tensorflow": "TensorFlow"}

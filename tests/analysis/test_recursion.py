@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import sample_facts
+from tests.support.samples import sample_facts
 from dumpkit.analysis.recursion import _mode, find_cycles, function_codes
 from dumpkit.unwind.frames import Frame
 

@@ -10,7 +10,7 @@ from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.threads import analyse_thread, identical_stacks
 from dumpkit.engine import Options, crashing_thread, make_walker, walk_all
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, sample_facts, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_facts, sample_path
 
 
 def _walked(name: str):

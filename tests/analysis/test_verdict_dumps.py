@@ -10,7 +10,7 @@ from functools import lru_cache
 
 import pytest
 
-from conftest import REAL_DUMPS, SAMPLE_BIN, real_dump, sample_facts, sample_manifest, sample_path
+from tests.support.samples import REAL_DUMPS, SAMPLE_BIN, real_dump, sample_facts, sample_manifest, sample_path
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundle.helpers import write
-from tests.conftest import SAMPLE_BIN, run_cli, sample_path
+from tests.support.bundles import write
+from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
 
 DUMP = "recursion_cycle3.dmp"
 
@@ -266,7 +266,7 @@ def test_cli_bundle_redacts_a_bundle(tmp_path):
     """The committed TensorFlow bundle (format 1, no images here) bundled again with --redact:
     a format 2 bundle with the same image pages, whose report is the original's with the user
     name starred."""
-    from tests.conftest import PY_SAMPLES
+    from tests.support.samples import PY_SAMPLES
 
     source = PY_SAMPLES / "tf_nest_flatten.dkb"
     if not source.exists():
@@ -303,7 +303,7 @@ def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_pat
     from dumpkit.bundle.redact import redact_dump, user_names
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.sources.minidump import open_dump_bytes
-    from tests.conftest import PY_SAMPLES
+    from tests.support.samples import PY_SAMPLES
 
     source = PY_SAMPLES / "tf_nest_flatten.dkb"
     if not source.exists():
@@ -333,7 +333,7 @@ def test_redact_zeroes_every_copy_of_the_environment_block():
     """A full-memory dump holds the PEB and the environment block it points at."""
     from dumpkit.bundle.redact import environment_block, redact_dump
     from dumpkit.sources.minidump import open_dump_bytes
-    from tests.conftest import PY_SAMPLES
+    from tests.support.samples import PY_SAMPLES
 
     path = PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz"
     if not path.exists():
@@ -356,8 +356,8 @@ def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_i
     """The TF pyd has no version resource: the version comes from the installed package
     (tensorflow-intel's RECORD lists the pyd). The installation stays where the bundle was
     written; the bundle carries what it said."""
-    from tests.bundle.helpers import report_json
-    from tests.conftest import open_any, python_bundle, python_manifest
+    from tests.support.bundles import report_json
+    from tests.support.samples import open_any, python_bundle, python_manifest
 
     facts = next((f for f in python_manifest() if f.get("tensorflow_version")), None)
     bundle = python_bundle(facts) if facts else None
@@ -375,7 +375,7 @@ def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
     committed bundle goes stale silently: its report loses what the missing pages held.
     This catches it without the images: regenerate with sample_dumps/python/build.sh step 5."""
     from dumpkit.engine import Options, analyze, stacks
-    from tests.conftest import PY_SAMPLES, open_any
+    from tests.support.samples import PY_SAMPLES, open_any
 
     path = PY_SAMPLES / name
     if not path.exists():

@@ -12,8 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundle.helpers import report_json, stacks_json, write
-from tests.conftest import PY_SAMPLES, REAL_DUMPS, SAMPLE_BIN, SAMPLES, python_bundle, python_images, python_manifest
+from tests.support.bundles import report_json, stacks_json, write
+from tests.support.samples import (
+    PY_SAMPLES,
+    REAL_DUMPS,
+    SAMPLE_BIN,
+    SAMPLES,
+    python_bundle,
+    python_images,
+    python_manifest,
+)
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

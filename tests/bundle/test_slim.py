@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bundle.helpers import write
-from tests.conftest import PY_SAMPLES, run_cli
+from tests.support.bundles import write
+from tests.support.samples import PY_SAMPLES, run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 
@@ -24,7 +24,7 @@ FULL = PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz"
 @pytest.fixture(scope="module")
 def full(tmp_path_factory) -> Path:
     """The full-memory sample (no image path: its python38.dll is in the dump's memory)."""
-    from tests.conftest import plain_dump
+    from tests.support.samples import plain_dump
 
     return plain_dump(FULL, tmp_path_factory.mktemp("plain"))
 
@@ -91,7 +91,7 @@ def test_the_member_holds_only_the_kept_bytes_back_to_back(full, slim):
 def test_a_version_3_bundle_whose_member_is_the_zeroed_dump_still_reads(full, slim, tmp_path):
     """Version 3 (written before version 4) stored the dump's layout with zeros outside
     dump.kept: such a bundle reads as the version 4 one does."""
-    from tests.bundle.helpers import report_json
+    from tests.support.bundles import report_json
 
     from dumpkit.bundle.reader import open_bundle
 
@@ -153,8 +153,8 @@ def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
     """A multi-GB full-memory dump is where --only-used-memory pays: its bundle stores the
     few MB the analysis read, in bounded memory, and gives the dump's report. Without it,
     the dump is too big for a bundle, and the one line says which dump and what to do."""
-    from tests.bundle.helpers import report_json
-    from tests.conftest import SAMPLE_BIN, sample_path, sparse_dump
+    from tests.support.bundles import report_json
+    from tests.support.samples import SAMPLE_BIN, sample_path, sparse_dump
     from tests.hostile.test_hostile import run_cli as run_measured
 
     from dumpkit.bundle.reader import open_bundle
@@ -196,7 +196,7 @@ def test_kept_pieces_too_big_for_memory_are_read_from_a_private_mapped_copy(full
     import glob
     import tempfile
 
-    from tests.bundle.helpers import report_json
+    from tests.support.bundles import report_json
 
     from dumpkit.bundle import reader
 

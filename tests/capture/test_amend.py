@@ -12,7 +12,7 @@ from dumpkit.capture.amend import AmendError, add_memory
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
-from tests.conftest import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_path
 
 FAR = 0x7FF0_1234_0000  # no sample process had anything mapped there
 

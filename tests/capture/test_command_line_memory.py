@@ -17,7 +17,7 @@ from dumpkit.analysis.process import COMMAND_LINE_IN_PARAMETERS, PARAMETERS_IN_P
 from dumpkit.capture.amend import add_memory
 from dumpkit.capture.pymemory import command_line_memory, page_bytes
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLES
+from tests.support.samples import SAMPLES
 
 MINORS = ("39", "310", "311", "312", "313")
 ENVIRONMENT_IN_PARAMETERS = 0x80  # RTL_USER_PROCESS_PARAMETERS.Environment (x64)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.samples import run_cli
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the Windows behaviour is the Wine lane's")
 

@@ -14,7 +14,7 @@ from dumpkit.capture.pymemory import PAGE, python_memory
 from dumpkit.cpython import Status
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
-from tests.conftest import SAMPLES
+from tests.support.samples import SAMPLES
 
 FULL = sorted(SAMPLES.glob("python/*_full*.dmp.xz")) + sorted(SAMPLES.glob("pyversions/*full*.dmp.xz"))
 

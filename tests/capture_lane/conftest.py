@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.lanes import opt_in
+from tests.support.lanes import opt_in
 
 HERE = Path(__file__).resolve().parent
 

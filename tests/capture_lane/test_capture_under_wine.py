@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional, TypeVar
 import pytest
 
 from tests.capture_lane.lane import VERSIONS, Unavailable, dumpkit_args, lane
-from tests.conftest import SAMPLES
+from tests.support.samples import SAMPLES
 from tests.windbg_real.lane import windows_path
 
 SCRIPTS = SAMPLES / "pyversions" / "src"

@@ -1,6 +1,6 @@
 """Synthetic process memory holding a CPython runtime, for the reader's tests: the
 structures of tests/cpython/headers.py filled in with ctypes, line tables from
-tests/cpython/compilers.py, in the shared Target stand-in (tests/fakes/target.py), which raises MemoryNotInDump outside what
+tests/cpython/compilers.py, in the shared Target stand-in (tests/support/fakes/target.py), which raises MemoryNotInDump outside what
 was written (so a test can leave any object out of the "dump")."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.target import Module
 from tests.cpython import headers as H
-from tests.fakes.target import Memory as SharedMemory
-from tests.fakes.target import MemoryTarget
+from tests.support.fakes.target import Memory as SharedMemory
+from tests.support.fakes.target import MemoryTarget
 from tests.cpython.compilers import Segment, line_at, linetable_310, lnotab_38, locations_311
 
 DLL_BASE = 0x1_8000_0000

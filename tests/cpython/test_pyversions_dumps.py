@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES, plain_dump
+from tests.support.samples import ROOT, SAMPLES, plain_dump
 
 HERE = SAMPLES / "pyversions"
 WINPYTHON = ROOT.parent / "shared" / "winpython"
@@ -191,7 +191,7 @@ def test_python_recursion_on_the_versions_where_it_still_overflows(entry):
 
 def test_tensorflow_on_311_names_tf_nest_flatten():
     from dumpkit.engine import Options, analyze
-    from tests.conftest import open_any
+    from tests.support.samples import open_any
 
     bundle = HERE / "tf311" / "tf_nest_flatten_py311.dkb"
     facts = json.loads((HERE / "tf311" / "facts.json").read_text())

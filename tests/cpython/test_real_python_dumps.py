@@ -15,7 +15,7 @@ import pytest
 from dumpkit.cpython import PythonThread, Status, export_lookup, find_interpreter, read_python_state
 from dumpkit.images import ImageLocator
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import ROOT, SAMPLES, open_any, python_dump
+from tests.support.samples import ROOT, SAMPLES, open_any, python_dump
 
 PYDUMPS = SAMPLES / "python"
 # Where python38.dll's image (its export table: _PyRuntime, PyCode_Type...) may be found.

@@ -12,7 +12,7 @@ from dumpkit.cpython import Status, read_python_state
 from dumpkit.target import Module
 from tests.cpython import headers as H
 from tests.cpython.builder import Call, Func, Memory, Process
-from tests.fakes.target import MemoryTarget
+from tests.support.fakes.target import MemoryTarget
 
 RUN = Func("run_job", "C:\\app\\main.py", 40, [(2, 40), (8, 41), (5, 42)])
 WALK = Func("walk", "C:\\app\\tree.py", 29, [(3, 29), (4, 31), (9, 32)])

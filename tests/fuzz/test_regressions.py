@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.support.samples import run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

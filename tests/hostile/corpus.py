@@ -532,7 +532,7 @@ def build_corpus(out: Path, samples: Path = SAMPLES, extra_cuts: int = 24, seed:
     d.set_u32(rva, 0xFFFFFFFF)
     add("thread_names_count_max", d.bytes(), PROBLEMS)
 
-    # 11. cases the synthetic builder makes easy (tests/synth_dump.py).
+    # 11. cases the synthetic builder makes easy (tests/support/synth_dump.py).
     for name, data, expect, why in synthetic_cases():
         add(name, data, expect, why)
     return cases
@@ -545,7 +545,7 @@ def synthetic_cases() -> List[Tuple[str, bytes, Tuple[int, ...], str]]:
     function table and an unloaded-module list that claim more than they hold."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from tests.synth_dump import (
+    from tests.support.synth_dump import (
         FUNCTION_TABLE,
         MEMORY_LIST,
         UNLOADED_MODULE_LIST,

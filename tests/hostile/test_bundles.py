@@ -18,7 +18,7 @@ from typing import Callable, Dict
 
 import pytest
 
-from tests.conftest import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_path
 from tests.hostile.test_hostile import MAX_RSS_KB, MAX_SECONDS, run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
@@ -39,7 +39,7 @@ def _zip(members: Dict[str, bytes], compress=zipfile.ZIP_LZMA) -> bytes:
 
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> Path:
-    from tests.bundle.helpers import write
+    from tests.support.bundles import write
 
     out = tmp_path_factory.mktemp("good") / "good.dkb"
     write(sample_path("null_deref.dmp"), out, [str(SAMPLE_BIN)])

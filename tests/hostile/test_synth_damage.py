@@ -1,4 +1,4 @@
-"""Damage made precisely with the synthetic builder (tests/synth_dump.py): each case
+"""Damage made precisely with the synthetic builder (tests/support/synth_dump.py): each case
 breaks one thing in an otherwise valid dump, and the reader must say so in exactly one
 line and still read everything else. corpus.py keeps damaging the real sample dumps
 through the CLI; these cases reach records the samples do not have (Memory64 lists,
@@ -15,7 +15,7 @@ import pytest
 from dumpkit.sources.memory import OVERLAP_COMPARE_BUDGET
 from dumpkit.sources.minidump import open_dump
 
-from synth_dump import (
+from tests.support.synth_dump import (
     EXCEPTION,
     FUNCTION_TABLE,
     MEMORY64_LIST,

@@ -1,4 +1,4 @@
-"""Fixtures of the PE tests: the synthetic sample image (tests/synth_pe.py), read from a
+"""Fixtures of the PE tests: the synthetic sample image (tests/support/synth_pe.py), read from a
 file and from memory, and where the sample program binaries and the mingw-w64 tools are."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from dumpkit.pe import PEImage
 
-from synth_pe import make_sample_image
+from tests.support.synth_pe import make_sample_image
 
 REPO = Path(__file__).resolve().parent.parent.parent
 SAMPLE_BIN = REPO / "sample_dumps" / "bin"

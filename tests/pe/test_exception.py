@@ -13,8 +13,8 @@ from dumpkit import pe
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction
 from dumpkit.target import MemoryNotInDump
 
-import synth_pe
-from synth_pe import PEBuilder, code, make_big_pdata_image, unwind_info
+from tests.support import synth_pe
+from tests.support.synth_pe import PEBuilder, code, make_big_pdata_image, unwind_info
 
 from .conftest import SAMPLE_BIN
 

@@ -7,7 +7,7 @@ import time
 
 from dumpkit.pe import PEImage
 
-from synth_pe import make_sample_image
+from tests.support.synth_pe import make_sample_image
 
 
 def test_exports(img, sample):

@@ -10,8 +10,8 @@ import pytest
 from dumpkit import pe
 from dumpkit.pe import PEError, PEImage
 
-import synth_pe
-from synth_pe import PEBuilder
+from tests.support import synth_pe
+from tests.support.synth_pe import PEBuilder
 
 
 def test_headers(img, sample):

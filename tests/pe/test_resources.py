@@ -10,8 +10,8 @@ import pytest
 from dumpkit import pe
 from dumpkit.pe import PEError, PEImage
 
-import synth_pe
-from synth_pe import make_big_pdata_image
+from tests.support import synth_pe
+from tests.support.synth_pe import make_big_pdata_image
 
 
 def test_version_info(img):

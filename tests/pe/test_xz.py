@@ -12,7 +12,7 @@ import pytest
 
 from dumpkit.images import XzBacking
 from dumpkit.pe import PEError, PEImage
-from tests.conftest import SAMPLE_BIN
+from tests.support.samples import SAMPLE_BIN
 
 NTDLL = SAMPLE_BIN / "wine" / "ntdll.dll.xz"
 

@@ -22,7 +22,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.samples import ROOT
 from tests.py38_lane import py38
 from tests.windbg_real import lane
 from tests.windows_lane import winpy

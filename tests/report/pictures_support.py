@@ -10,7 +10,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from tests.conftest import SAMPLE_BIN, SAMPLES, plain_dump, sample_manifest
+from tests.support.samples import SAMPLE_BIN, SAMPLES, plain_dump, sample_manifest
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 STACK_CLASSES = ("recursion", "oversized_frame", "stack_overflow")

@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional
 
 from jsonschema import Draft202012Validator
 
-from tests.conftest import ROOT
+from tests.support.samples import ROOT
 
 SCHEMA_PATH = ROOT / "docs" / "report-schema.json"
 SCHEMA: Dict[str, Any] = json.loads(SCHEMA_PATH.read_text())

@@ -19,7 +19,7 @@ from dumpkit.report.markdown import render_markdown
 from dumpkit.report.redact import redact_report
 from dumpkit.report.text import render_text
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
+from tests.support.samples import SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
 
 _REPORTS: dict = {}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.report.html import render_html
-from tests.conftest import real_dump
+from tests.support.samples import real_dump
 from tests.report.chromium import Chromium, chromium_path
 from tests.report.pictures_support import STACK_CLASSES, manifest_cases, sample_report
 

@@ -12,7 +12,7 @@ from dumpkit.engine import Options, analyze
 from dumpkit.report.json_report import render_json
 from dumpkit.report.redact import redact_report, redact_text
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import real_dump
+from tests.support.samples import real_dump
 
 
 @pytest.mark.parametrize(

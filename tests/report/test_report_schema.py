@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.conftest import REAL_DUMPS, SAMPLES, SAMPLE_BIN, WINPYTHON, real_dumps, run_cli
+from tests.support.samples import REAL_DUMPS, SAMPLES, SAMPLE_BIN, WINPYTHON, real_dumps, run_cli
 from tests.golden.snapshot import HERE as GOLDEN
 from tests.report.schema import KINDS, SCHEMA, documents, problems, validator
 

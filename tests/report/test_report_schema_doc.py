@@ -10,7 +10,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.samples import ROOT
 from tests.report.schema import SCHEMA
 
 DOC = ROOT / "docs" / "report-schema.md"

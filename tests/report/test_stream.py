@@ -19,7 +19,7 @@ from dumpkit.report.stream import write_kf_table, write_stacks_json
 from dumpkit.report.text import stack_table as rich_table
 from dumpkit.report.view.stacks import KF, pointer_digits, stack_table
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, real_dump, run_cli, sample_facts, sample_path
+from tests.support.samples import SAMPLE_BIN, real_dump, run_cli, sample_facts, sample_path
 
 
 def _walked(name: str):

@@ -16,7 +16,7 @@ from dumpkit.engine import Options, analyze
 from dumpkit.report.text import emit_lines, text_lines
 from dumpkit.report.text_layout import Styled
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import REAL_DUMPS, SAMPLE_BIN, SAMPLES
+from tests.support.samples import REAL_DUMPS, SAMPLE_BIN, SAMPLES
 
 FAST = ("null_deref.dmp", "recursion_cycle3.dmp", "tree_free.dmp")
 

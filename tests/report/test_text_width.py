@@ -11,7 +11,7 @@ import pytest
 from dumpkit.engine import Options, analyze
 from dumpkit.report.text import render_text
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_path
 
 _REPORTS: dict = {}
 

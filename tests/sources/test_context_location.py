@@ -7,7 +7,7 @@ from __future__ import annotations
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 
-from synth_dump import THREAD_LIST, SynthDump, x64_context
+from tests.support.synth_dump import THREAD_LIST, SynthDump, x64_context
 
 STACK = 0x10000
 CONTEXT_RVA_IN_THREAD = 44  # MINIDUMP_THREAD.ThreadContext.Rva

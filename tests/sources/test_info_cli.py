@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, run_cli, sample_manifest, sample_path
+from tests.support.samples import ROOT, run_cli, sample_manifest, sample_path
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLES, python_bundle
+from tests.support.samples import SAMPLES, python_bundle
 
-from synth_dump import Range, SynthDump, x64_context
+from tests.support.synth_dump import Range, SynthDump, x64_context
 
 PYTHON_DUMPS = SAMPLES / "python"
 

@@ -18,7 +18,7 @@ import pytest
 
 from dumpkit.sources.memory import _COMPARE_CHUNK, _PIECE_COST, OVERLAP_COMPARE_BUDGET, CapturedMemory, _first_mismatch
 from dumpkit.sources.minidump import open_dump
-from tests.conftest import SAMPLES, plain_dump, python_bundle, python_manifest
+from tests.support.samples import SAMPLES, plain_dump, python_bundle, python_manifest
 
 Outcome = Tuple[List[int], List[int], List[int], int, Optional[int], int]
 

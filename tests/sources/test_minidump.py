@@ -11,7 +11,7 @@ import pytest
 
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import DumpError, MemoryNotInDump
-from tests.conftest import SAMPLES, run_cli, sample_manifest, sample_path
+from tests.support.samples import SAMPLES, run_cli, sample_manifest, sample_path
 
 CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 

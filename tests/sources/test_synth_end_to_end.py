@@ -1,5 +1,5 @@
-"""A synthetic dump through the whole engine: a built minidump (tests/synth_dump.py) whose
-thread stack was laid out for a synthetic PE image (tests/synth_pe.py) with real prologue
+"""A synthetic dump through the whole engine: a built minidump (tests/support/synth_dump.py) whose
+thread stack was laid out for a synthetic PE image (tests/support/synth_pe.py) with real prologue
 bytes, .pdata/.xdata and exports, served through `Options(image_paths=...)`. The frames,
 the function names and the verdict are known in advance, so the engine's answer is checked
 against the truth, not against a snapshot."""
@@ -15,8 +15,8 @@ import pytest
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 
-from synth_dump import SynthDump, x64_context
-from synth_pe import TEXT_CHARS, PEBuilder, code, export_table, unwind_info
+from tests.support.synth_dump import SynthDump, x64_context
+from tests.support.synth_pe import TEXT_CHARS, PEBuilder, code, export_table, unwind_info
 
 BASE = 0x7FF6_1230_0000
 T, XDATA, PDATA, RDATA = 0x1000, 0x2000, 0x3000, 0x4000

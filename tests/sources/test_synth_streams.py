@@ -1,5 +1,5 @@
 """Every stream the reader parses, round-tripped: values chosen here, written by the
-synthetic builder (tests/synth_dump.py), read back by `open_dump`. The real sample dumps
+synthetic builder (tests/support/synth_dump.py), read back by `open_dump`. The real sample dumps
 (test_minidump.py) show the reader on what writers really produce; these show each field
 lands where the SDK layout puts it, including what no sample holds (x86 contexts, XSAVE
 contexts, Memory64 lists, function tables, unloaded modules, version records)."""
@@ -15,7 +15,7 @@ from minidump.minidumpfile import MinidumpFile
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
 
-from synth_dump import X86, Range, SynthDump, x64_context, x86_context
+from tests.support.synth_dump import X86, Range, SynthDump, x64_context, x86_context
 
 GUID = bytes.fromhex("00112233445566778899aabbccddeeff")
 STACK = 0x7FF7_0000_0000

@@ -11,7 +11,7 @@ from typing import Optional
 
 from dumpkit.symbols.pdb.msf import MSF_MAGIC
 
-from tests.conftest import sample_path
+from tests.support.samples import sample_path
 
 
 def pdb_path(name: str) -> Path:

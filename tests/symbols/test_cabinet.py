@@ -14,7 +14,7 @@ import pytest
 
 from dumpkit.symbols.cabinet import Cabinet, CabinetError
 
-from tests.conftest import sample_path
+from tests.support.samples import sample_path
 
 DATA = Path(__file__).resolve().parent / "data"
 

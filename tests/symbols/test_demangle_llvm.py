@@ -26,7 +26,7 @@ from dumpkit.symbols.pdb.msf import MsfFile, PdbFile
 from dumpkit.symbols.pdb.records import PROC_KINDS, S_PUB32
 from dumpkit.symbols.pdb.streams import read_dbi
 
-from tests.conftest import REAL_DUMPS, ROOT, SAMPLES
+from tests.support.samples import REAL_DUMPS, ROOT, SAMPLES
 
 pycxxfilt = pytest.importorskip("pycxxfilt", reason="pycxxfilt (LLVM's demanglers) needs CPython 3.11+")
 

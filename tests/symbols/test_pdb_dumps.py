@@ -18,7 +18,7 @@ import pytest
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump
 
-from tests.conftest import SAMPLE_BIN, run_cli, sample_path
+from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
 from tests.symbols.pdbfiles import copy_tree, other_build, pdb_path
 
 WINE_BIN = SAMPLE_BIN / "wine"

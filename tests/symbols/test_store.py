@@ -23,7 +23,7 @@ from dumpkit.pe import PEImage
 from dumpkit.symbols.store import download_limit, symbol_cache
 from dumpkit.target import CodeViewRecord, Module
 
-from tests.conftest import SAMPLES, run_cli, sample_path
+from tests.support.samples import SAMPLES, run_cli, sample_path
 from tests.symbols.pdbfiles import other_build
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -27,7 +27,7 @@ from dumpkit.triage.collect import collect
 from dumpkit.triage.group import group
 from dumpkit.triage.record import ANALYSED, DumpRecord
 from dumpkit.triage.run import run
-from tests.conftest import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, sample_path
 
 JOB = Job(image_paths=(str(SAMPLE_BIN),))
 RECURSION = "STACK_OVERFLOW | recursion(opkernels.dll!visit) | tfhost.exe!run_scenario | tfhost.exe!op_worker_main"
@@ -258,7 +258,7 @@ def test_a_python_recursion_is_named_within_its_group_where_the_dump_holds_the_p
     a group lists the Python functions its full-memory dumps show recursing (file names
     without folders or lines), and a minidump of the same crash, which holds no Python
     stack, stays in the group (the signature does not change)."""
-    from tests.conftest import PY_SAMPLES, WINPYTHON
+    from tests.support.samples import PY_SAMPLES, WINPYTHON
 
     for name in ("py_recursion_full.trimmed.dmp.xz", "py_recursion.dmp.xz", "repr_recursion_full.trimmed.dmp.xz"):
         shutil.copy(PY_SAMPLES / name, tmp_path / name)
@@ -279,7 +279,7 @@ def test_a_python_recursion_is_named_within_its_group_where_the_dump_holds_the_p
 
 
 def test_cli_shows_the_python_recursion_under_its_group(tmp_path):
-    from tests.conftest import PY_SAMPLES
+    from tests.support.samples import PY_SAMPLES
 
     shutil.copy(PY_SAMPLES / "py_recursion_full.trimmed.dmp.xz", tmp_path / "a.dmp.xz")
     text = _cli(str(tmp_path))
@@ -360,7 +360,7 @@ def _memory_hungry_dump(path: Path, ranges: int) -> None:
     """A valid dump whose reading takes ~250 bytes of memory per memory range: a million
     one-byte ranges (32 MB of file, ~250 MB to analyse), as a full dump of a huge sparse
     process or a hostile list has them."""
-    from tests.synth_dump import SynthDump, x64_context
+    from tests.support.synth_dump import SynthDump, x64_context
 
     d = SynthDump()
     stack = d.memory(0x10000, bytes(0x1000))

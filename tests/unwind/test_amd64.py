@@ -1,4 +1,4 @@
-"""The x64 step on code assembled with its unwind data (tests/unwind/asm.py): each case
+"""The x64 step on code assembled with its unwind data (tests/support/asm.py): each case
 lays out real prologue/epilogue bytes, the UNWIND_INFO that describes them and the stack
 a CPU running that code would have left, then checks the caller's RIP/RSP, the
 nonvolatile registers the unwind recovered and how each frame was found. These are the
@@ -11,7 +11,7 @@ from typing import List, Optional, Tuple
 from dumpkit.target import ExceptionInfo, Module, Registers, Thread
 from dumpkit.unwind.frames import StackWalk, StopReason, Trust
 
-from tests.unwind.asm import (
+from tests.support.asm import (
     INT3,
     Alloc,
     Call,

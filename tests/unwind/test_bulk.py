@@ -14,7 +14,7 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
 from dumpkit.unwind.bulk import Frames, Run
-from tests.conftest import PY_SAMPLES, SAMPLE_BIN, SAMPLES, real_dumps
+from tests.support.samples import PY_SAMPLES, SAMPLE_BIN, SAMPLES, real_dumps
 
 
 def _dumps():

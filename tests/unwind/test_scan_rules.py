@@ -15,7 +15,7 @@ from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
 from dumpkit.unwind.frames import SCANNED
 from dumpkit.unwind.walk import walk_thread
-from tests.conftest import SAMPLE_BIN, SAMPLES, WINPYTHON, PY_SAMPLES
+from tests.support.samples import SAMPLE_BIN, SAMPLES, WINPYTHON, PY_SAMPLES
 
 pytestmark = pytest.mark.slow
 

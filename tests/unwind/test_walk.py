@@ -10,7 +10,7 @@ from dumpkit.target import Module, Registers, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import StopReason, Trust
 from dumpkit.unwind.walk import Walker
-from tests.unwind.asm import INT3, Alloc, Call, Code, Function, Image, Stack, target_of
+from tests.support.asm import INT3, Alloc, Call, Code, Function, Image, Stack, target_of
 
 IMAGE = Image(
     "calls.dll",

@@ -11,7 +11,7 @@ import pytest
 from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
 from dumpkit.unwind.walk import walk_thread
-from tests.conftest import SAMPLE_BIN, SAMPLES, sample_manifest
+from tests.support.samples import SAMPLE_BIN, SAMPLES, sample_manifest
 
 CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 

@@ -1,4 +1,4 @@
-"""The x86 step on assembled 32-bit code (tests/unwind/asm.py): the saved-EBP chain, its
+"""The x86 step on assembled 32-bit code (tests/support/asm.py): the saved-EBP chain, its
 end, and scanning with call-site checks in 32-bit mode when the chain is not usable."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import List, Tuple
 
 from dumpkit.unwind.frames import StackWalk, StopReason, Trust
-from synth_pe import I386
-from tests.unwind.asm import INT3, Call, Code, Image, Scene, Stack
+from tests.support.synth_pe import I386
+from tests.support.asm import INT3, Call, Code, Image, Scene, Stack
 
 # start -> main -> worker -> leaf; main and worker keep EBP frames (push ebp; mov ebp, esp),
 # leaf omits its frame pointer.

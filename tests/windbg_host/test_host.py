@@ -27,7 +27,7 @@ from typing import Dict
 
 import pytest
 
-from tests.conftest import SAMPLE_BIN, SAMPLES
+from tests.support.samples import SAMPLE_BIN, SAMPLES
 from tests.windbg_host import host as hostlib
 from tests.windbg_host.host import TFSTACK_DLL, TFSTACK_PY, Command, Session
 from tests.windbg_real import lane

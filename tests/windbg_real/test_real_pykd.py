@@ -36,7 +36,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
+from tests.support.samples import ROOT, SAMPLE_BIN, SAMPLES
 from tests.windbg_real import lane
 
 _CACHE: Dict[str, dict] = {}

@@ -52,7 +52,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLE_BIN, SAMPLES
+from tests.support.samples import ROOT, SAMPLE_BIN, SAMPLES
 from tests.windbg_real import lane
 from tests.windows_lane import winpy
 

@@ -29,7 +29,7 @@ from dumpkit.analysis.codes import (
 from dumpkit.analysis.codes.notes import INFORMAL_ALIASES
 from dumpkit.analysis.codes.table import code_table, parse_table
 
-from tests.conftest import run_cli
+from tests.support.samples import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "dumpkit" / "analysis" / "codes" / "ntstatus.tsv"

@@ -19,7 +19,7 @@ from dumpkit.analysis.codes.table import error_table, parse_error_table
 from dumpkit.analysis.codes.winerror import describe_hresult, describe_win32, hresult_from_win32, win32_of
 
 from tests.analysis.codes.test_table import installed_version
-from tests.conftest import run_cli
+from tests.support.samples import run_cli
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "dumpkit" / "analysis" / "codes" / "winerror.tsv"

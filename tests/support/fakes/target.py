@@ -1,6 +1,6 @@
 """One stand-in for the Target seam (dumpkit/target.py), for tests that need a process made
 of a few byte ranges rather than a whole minidump (tests that need a dump's streams build one
-with tests/synth_dump.py). Every attribute the protocol declares is present with the value
+with tests/support/synth_dump.py). Every attribute the protocol declares is present with the value
 a dump without that stream would give, so an analysis that starts reading something new
 fails here the way it would on such a dump, not with an AttributeError."""
 

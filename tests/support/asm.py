@@ -6,12 +6,12 @@ that describes them derived from the same list, then a body of pieces: raw bytes
 `Call("label")` (a `call rel32` whose return site gets the label), `Mark("label")`, and
 `Epilogue()` (the mirror of the prologue: add rsp / pops / ret). `Code("name", ...)`
 places code with no unwind entry. `Image` lays the pieces out as a PE image (via
-tests/synth_pe.py), `Jit` as a region registered with a dynamic function table.
+tests/support/synth_pe.py), `Jit` as a region registered with a dynamic function table.
 
 A `Stack` is written upward from a thread's SP the way a test reads it: locals,
 a return address (`"F.ret"`, resolved from the code's labels), saved registers, and
 `mark`s naming addresses (caller SPs, saved frame pointers) other words may refer to.
-`target_of` serves image, stack and JIT bytes through the Target seam (tests/fakes/target.py).
+`target_of` serves image, stack and JIT bytes through the Target seam (tests/support/fakes/target.py).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import StackWalk
 from dumpkit.unwind.walk import DEFAULT_MAX_FRAMES, Caller, Walker
 
-from tests.fakes.target import MemoryTarget
-from synth_pe import I386, TEXT_CHARS, PEBuilder, code, export_table, unwind_info
+from tests.support.fakes.target import MemoryTarget
+from tests.support.synth_pe import I386, TEXT_CHARS, PEBuilder, code, export_table, unwind_info
 
 INT3 = b"\xcc"
 UWOP_PUSH, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
