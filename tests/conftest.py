@@ -3,13 +3,15 @@
 tests/support package; this file holds only what pytest itself must find here.
 
 Where tests live: each file in the folder of the package part it tests (tests/unwind for
-dumpkit/unwind, tests/commands for the command line, ...). The files left at the top test
-the tool as a whole, not one part: test_consistency.py (the commands agree with each
-other), test_golden.py (every report against its snapshot), test_real_dumps.py (the real
-dumps of ../shared against other tools' answers), test_code_checks.py (ruff, mypy and the
-import layers over the whole tree), test_conventions.py (what every command line tool
-owes its users), test_records.py (dumpkit/records.py, itself a top module) and
-test_cli_output.py (the output of every command)."""
+dumpkit/unwind, tests/images for dumpkit/images, tests/commands for the commands, tests/windbg
+for windbg_scripts, ...). The files left at the top test no one part: test_consistency.py
+(the commands agree with each other), test_golden.py (every report against its snapshot),
+test_real_dumps.py (the real dumps of ../shared against other tools' answers),
+test_full_memory.py (every analysis and two commands read only the pages they need),
+test_code_checks.py (ruff, mypy and the import layers over the whole tree),
+test_conventions.py (what any command line tool owes its users) and test_cli_output.py
+(the output of every command); test_records.py and test_frontdoor.py test
+dumpkit/records.py and dumpkit/frontdoor.py, themselves top modules."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from tests.windows_lane import winpy
 
 W = winpy.windows_path
 # Every file with tests in the fast tier, but the lanes (each runs Wine itself). The rest
-# (test_cli.py, test_golden.py, test_code_checks.py, fuzz/...) is all `slow`.
+# (commands/test_cli.py, test_golden.py, test_code_checks.py, fuzz/...) is all `slow`.
 SELECTION = (
     "tests/analysis",
     "tests/unwind",
@@ -43,14 +43,12 @@ SELECTION = (
     "tests/triage",
     "tests/hostile",
     "tests/test_records.py",
-    "tests/test_windbg.py",
-    "tests/test_packages.py",
+    "tests/windbg",
+    "tests/packages",
     "tests/test_full_memory.py",
     "tests/test_cli_output.py",
-    "tests/test_images.py",
-    "tests/test_missing_images.py",
+    "tests/images",
     "tests/test_frontdoor.py",
-    "tests/test_real_walk_checks.py",
     "tests/test_conventions.py",
 )
 RUN_TIMEOUT = 900

@@ -12,9 +12,9 @@ from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
 from tests.support.synth_pe import make_sample_image
-from tests.support.samples import run_cli
+from tests.support.samples import ROOT, run_cli
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = ROOT
 SAMPLE_BIN = REPO / "sample_dumps" / "bin"
 
 
@@ -350,7 +350,7 @@ def test_symbol_server_download_over_loopback(tmp_path):
 
     from dumpkit.pe import PEImage
 
-    src = Path(__file__).resolve().parent.parent / "sample_dumps" / "bin" / "opkernels.dll"
+    src = ROOT / "sample_dumps" / "bin" / "opkernels.dll"
     if not src.exists():
         pytest.skip("sample binaries not present")
     img = PEImage.from_file(str(src))

@@ -1,0 +1,1 @@
+"""The commands (dumpkit/commands, cli.py) as a user runs them."""

@@ -1,0 +1,1 @@
+"""dumpkit/packages: versions from the installed packages that own the modules."""
