@@ -155,7 +155,7 @@ def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
     the dump is too big for a bundle, and the one line says which dump and what to do."""
     from tests.support.bundles import report_json
     from tests.support.samples import SAMPLE_BIN, sample_path, sparse_dump
-    from tests.hostile.test_hostile import run_cli as run_measured
+    from tests.support.measured import run_cli as run_measured
 
     from dumpkit.bundle.reader import open_bundle
     from dumpkit.sources.minidump import open_dump

@@ -19,7 +19,7 @@ from typing import Callable, Dict
 import pytest
 
 from tests.support.samples import SAMPLE_BIN, sample_path
-from tests.hostile.test_hostile import MAX_RSS_KB, MAX_SECONDS, run_cli
+from tests.support.measured import MAX_RSS_KB, MAX_SECONDS, run_cli
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

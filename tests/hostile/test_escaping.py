@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.hostile.corpus import ANSI_NAME, BACKTICK_NAME, HOSTILE_NAMES, LINK_NAME, SAMPLES, SCRIPT_NAME, build_corpus
-from tests.hostile.test_hostile import run_cli
+from tests.support.measured import run_cli
 
 pytestmark = [
     pytest.mark.slow,

@@ -691,3 +691,17 @@ class SynthDump:
             for b, e, u in entries:
                 out += struct.pack("<III", b, e, u)
         return bytes(out)
+
+
+def memory_hungry_dump(path: Path, ranges: int) -> None:
+    """A valid dump whose reading takes ~250 bytes of memory per memory range: a million
+    one-byte ranges (32 MB of file, ~250 MB to analyse), as a full dump of a huge sparse
+    process or a hostile list has them."""
+    d = SynthDump()
+    stack = d.memory(0x10000, bytes(0x1000))
+    context = x64_context(rip=0x140001000, rsp=0x10F00)
+    d.thread(7, context=context, stack=stack, name="main")
+    d.exception(7, 0xC0000005, 0x140001000, params=(0, 0), context=context)
+    for i in range(ranges):
+        d.memory(0x1_0000_0000 + i * 0x2000, b"\x01")
+    d.build().write(path)

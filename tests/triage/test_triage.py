@@ -28,6 +28,7 @@ from dumpkit.triage.group import group
 from dumpkit.triage.record import ANALYSED, DumpRecord
 from dumpkit.triage.run import run
 from tests.support.samples import SAMPLE_BIN, sample_path
+from tests.support.synth_dump import memory_hungry_dump
 
 JOB = Job(image_paths=(str(SAMPLE_BIN),))
 RECURSION = "STACK_OVERFLOW | recursion(opkernels.dll!visit) | tfhost.exe!run_scenario | tfhost.exe!op_worker_main"
@@ -356,28 +357,12 @@ def test_two_runs_sharing_one_cache_folder_lose_and_corrupt_nothing(tmp_path):
     assert strip(third) == strip(doc_a) == strip(doc_b)
 
 
-def _memory_hungry_dump(path: Path, ranges: int) -> None:
-    """A valid dump whose reading takes ~250 bytes of memory per memory range: a million
-    one-byte ranges (32 MB of file, ~250 MB to analyse), as a full dump of a huge sparse
-    process or a hostile list has them."""
-    from tests.support.synth_dump import SynthDump, x64_context
-
-    d = SynthDump()
-    stack = d.memory(0x10000, bytes(0x1000))
-    context = x64_context(rip=0x140001000, rsp=0x10F00)
-    d.thread(7, context=context, stack=stack, name="main")
-    d.exception(7, 0xC0000005, 0x140001000, params=(0, 0), context=context)
-    for i in range(ranges):
-        d.memory(0x1_0000_0000 + i * 0x2000, b"\x01")
-    d.build().write(path)
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the cap is RLIMIT_DATA, as Linux counts it")
 def test_a_dump_that_eats_memory_is_reported_under_the_memory_cap_and_the_run_goes_on(tmp_path):
     dumps = tmp_path / "dumps"
     dumps.mkdir()
-    _memory_hungry_dump(dumps / "hungry.dmp", 1_000_000)
+    memory_hungry_dump(dumps / "hungry.dmp", 1_000_000)
     for name in ("null_deref.dmp", "heap_oob.dmp"):
         shutil.copy(sample_path(name), dumps / name)
     out = tmp_path / "out.json"

@@ -104,9 +104,9 @@ class Layout:
             dst = self.c_path(rel)
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
-        from tests.triage.test_triage import _memory_hungry_dump
+        from tests.support.synth_dump import memory_hungry_dump
 
-        _memory_hungry_dump(self.c_path("hungry", "hungry.dmp"), HUNGRY_RANGES)
+        memory_hungry_dump(self.c_path("hungry", "hungry.dmp"), HUNGRY_RANGES)
         texts = {
             "triage\\notes.txt": "not a dump: triage skips it\n",
             "mixed\\broken.dmp": "this is not a minidump\n",
