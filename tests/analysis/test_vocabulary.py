@@ -13,7 +13,7 @@ from dumpkit.analysis.model import CallKind, Confidence, NotWalked, PythonTrust,
 from dumpkit.unwind.frames import StopReason, Trust
 from dumpkit.report.json_report import render_json
 from dumpkit.words import Word
-from tests.report.builders import frames, report, thread
+from tests.support.builders import frames, report, thread
 
 WORDS = [VerdictKind, Confidence, Severity, CallKind, Trust, StopReason, NotWalked, PythonTrust]
 

@@ -23,7 +23,7 @@ from tests.support.samples import (
     sample_facts,
     sample_manifest,
 )
-from tests.report.schema import problems as schema_problems
+from tests.support.schema import problems as schema_problems
 
 pytestmark = pytest.mark.slow  # the full run's (CI's); `-m "not slow"` leaves it out
 

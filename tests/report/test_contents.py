@@ -8,7 +8,7 @@ from rich.console import Console
 
 from dumpkit.analysis.model import Contents, DumpSummary, Environment, SCHEMA_VERSION
 from dumpkit.report.contents import render_contents
-from tests.report.builders import system
+from tests.support.builders import system
 
 
 def _info(processors: int) -> str:

@@ -7,7 +7,7 @@ import dataclasses
 import re
 
 from dumpkit.report.dml import plain_text, render_dml
-from tests.report.builders import budget, cycle, frame, frames, report, system, thread
+from tests.support.builders import budget, cycle, frame, frames, report, system, thread
 
 
 def _dml(r, **kw) -> str:

@@ -27,7 +27,7 @@ from dumpkit.report.markdown import render_markdown
 from dumpkit.report.text import render_text
 from dumpkit.unwind.frames import Trust
 from tests.hostile.corpus import HOSTILE_NAMES
-from tests.report.builders import crash, cycle, frames, report, system, thread
+from tests.support.builders import crash, cycle, frames, report, system, thread
 
 DML_NAME = '"><link cmd=".kill">x</link><b>'
 NAMES = HOSTILE_NAMES + (DML_NAME,)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dumpkit.analysis.model import Environment
 from dumpkit.report.html import render_html
-from tests.report.builders import frames, report, thread
+from tests.support.builders import frames, report, thread
 
 TF_MODULE = r"C:\venv\Lib\site-packages\tensorflow\python\_pywrap_tensorflow_internal.pyd"
 

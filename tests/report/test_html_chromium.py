@@ -143,7 +143,7 @@ HOSTILE_NAMES = (
 @pytest.mark.parametrize("name", HOSTILE_NAMES, ids=("long", "wide", "markup"))
 def test_names_the_pictures_cannot_hold_are_cut_inside_them(name, browser, tmp_root):
     from dumpkit.analysis.model import Cycle
-    from tests.report.builders import budget, frame, report, thread
+    from tests.support.builders import budget, frame, report, thread
 
     frames = tuple(frame(i, name=name + "+0x1") for i in range(40))
     cyc = Cycle((name,), 1, 40, 0x40, 0, 39, 40 * 0x40, stack_share=0.99)

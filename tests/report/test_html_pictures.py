@@ -23,7 +23,7 @@ from dumpkit.report.view.pictures import (
     trust_runs,
     trust_strip,
 )
-from tests.report.builders import budget, frame, report, thread
+from tests.support.builders import budget, frame, report, thread
 from tests.report.pictures_support import STACK_CLASSES, manifest_cases, part, rects, sample_report, svgs, texts
 
 MiB = 1 << 20

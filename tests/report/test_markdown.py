@@ -10,7 +10,7 @@ import pytest
 
 from dumpkit.analysis.model import FrameRecord
 from dumpkit.report.markdown import MAX_CHARACTERS, render_markdown
-from tests.report.builders import crash, cycle, frames, report, thread
+from tests.support.builders import crash, cycle, frames, report, thread
 
 
 def test_other_threads_summary_counts_threads_and_distinct_stacks():

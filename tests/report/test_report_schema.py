@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.samples import REAL_DUMPS, SAMPLES, SAMPLE_BIN, WINPYTHON, real_dumps, run_cli
 from tests.golden.snapshot import HERE as GOLDEN
-from tests.report.schema import KINDS, SCHEMA, documents, problems, validator
+from tests.support.schema import KINDS, SCHEMA, documents, problems, validator
 
 # Every sample dump, the Python and per-version ones and the bundles included.
 SAMPLE_DUMPS = sorted(

@@ -11,7 +11,7 @@ from typing import Dict, Iterator, List, Optional, Set, Tuple
 import pytest
 
 from tests.support.samples import ROOT
-from tests.report.schema import SCHEMA
+from tests.support.schema import SCHEMA
 
 DOC = ROOT / "docs" / "report-schema.md"
 DEFS = SCHEMA["$defs"]

@@ -7,7 +7,7 @@ import dataclasses
 from dumpkit.analysis.model import CudaComponent, Environment, FrameSize
 from dumpkit.report.view import DOCUMENT, KF, LITERAL, REPORT, Fold, FrameRow, plain, report_view, stacks_view
 from dumpkit.report.view.stacks import stack_table
-from tests.report.builders import budget, crash, cycle, frame, frames, report, system, thread
+from tests.support.builders import budget, crash, cycle, frame, frames, report, system, thread
 
 
 def _rows(table):
