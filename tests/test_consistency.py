@@ -82,10 +82,17 @@ def test_the_three_commands_agree(dump):
 
     # the stack and its possible frames (issue #32 item 9): analyze and stack split every
     # thread's walk at the same frame; the stack ends in a confirmed frame, numbers run on
-    # into the possible block, which holds scanned frames nothing confirms, and the
+    # into the possible block, which holds scanned frames past the last confirmed one, and the
     # verdict's evidence never cites one of them
     stack_threads = {t["tid"]: t for t in s["threads"]}
     for t in a["threads"]:
+        # a call landing near below an unnamed callee is weak: it does not carry the stack
+        # across more than 2 unconfirmed frames (stability-report's lone one kept 70 in it)
+        run = 0
+        for prev, f in zip(t["frames"], t["frames"][1:]):
+            run = run + 1 if prev.get("support") == "none" else 0
+            if run > 2 and f.get("support") == "call_target":
+                assert prev["function_start"] is not None, (t["tid"], f["index"])
         possible = t.get("possible_frames") or []
         other = stack_threads[t["tid"]]
         assert t["frame_count"] == other["frame_count"], t["tid"]
@@ -96,7 +103,8 @@ def test_the_three_commands_agree(dump):
             continue
         assert t["frames"] and possible[0]["index"] == t["frames"][-1]["index"] + 1
         assert [f["index"] for f in possible] == list(range(possible[0]["index"], possible[0]["index"] + len(possible)))
-        assert all(f["trust"] in ("scan", "scan_validated") and f["support"] == "none" for f in possible)
+        # scanned frames, none of them part of a recursion (a weak call target may be among them)
+        assert all(f["trust"] in ("scan", "scan_validated") and f["support"] != "recursion" for f in possible)
         last = t["frames"][-1]
         assert last["trust"] not in ("scan", "scan_validated") or last["support"] != "none"
         if t["is_crashing"] and a["verdict"] is not None:

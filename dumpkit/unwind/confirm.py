@@ -18,13 +18,17 @@ something beyond "a word that points into code" speaks for it:
 Frames found by unwind data, the frame-pointer chain or the context stand on their own.
 The stack a report shows ends at the last confirmed frame; the unconfirmed scanned frames
 after it are "possible" frames, shown apart and kept out of the verdict's evidence.
-Unconfirmed frames between confirmed ones stay in the stack, marked by their support.
+Unconfirmed frames between confirmed ones stay in the stack, marked by their support, but
+only a strong confirmation (a frame found otherwise, a recursion, a call reaching the
+function start the unwind data gives) carries the stack across more than SMALL_GAP of
+them: a call landing near below the callee's IP, all that can be checked without the
+callee's function start, happens by chance often enough among dozens of stale words.
 Everything here is one pass over the walk's explicit frames (a bulk run counts as one).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Set
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.unwind.bulk import MAX_PERIOD, Frames, Part, Run
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_target
@@ -34,6 +38,8 @@ from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, Support
 RECURSION_REPEATS = 3
 # Without the callee's function start, its IP must lie this close above the call's target.
 NEAR_TARGET = 0x10000
+# Unconfirmed frames a weak confirmation (a near call target) may carry the stack across.
+SMALL_GAP = 2
 
 ReadCode = Callable[[int, int], bytes]  # (address, size) -> the bytes available, maybe fewer
 
@@ -48,20 +54,30 @@ def confirmed(walk: StackWalk, read_code: ReadCode, bits: int = 64) -> StackWalk
     repeats = _recurring(parts)
     support: Dict[int, Support] = {}
     last_confirmed = -1
+    gap = 0  # unconfirmed frames since the last confirmed one
     below: Optional[Frame] = None
     for part in parts:
         if isinstance(part, Run):
             last_confirmed = part.first + len(part) - 1
+            gap = 0
             below = part.frame(len(part) - 1)
             continue
         for f in part:
-            if f.trust not in SCANNED:
-                last_confirmed = f.index
-            else:
-                s = _support(f, below, repeats, read_code, bits)
+            strong = True
+            if f.trust in SCANNED:
+                s, strong = _support(f, below, repeats, read_code, bits)
                 support[f.index] = s
-                if s is not Support.NONE:
-                    last_confirmed = f.index
+                confirmed_here = s is not Support.NONE
+            else:
+                confirmed_here = True
+            # a weak confirmation does not carry the stack across a long run of
+            # unconfirmed frames: a lone near call target below 70 stale words would
+            # keep them all in the stack
+            if confirmed_here and (strong or gap <= SMALL_GAP):
+                last_confirmed = f.index
+                gap = 0
+            else:
+                gap += 1
             below = f
     total = len(walk.frames)
     if last_confirmed >= total - 1:
@@ -118,27 +134,36 @@ def _recurring(parts: Sequence[Part]) -> Set[int]:
     return inside
 
 
-def _support(f: Frame, below: Optional[Frame], repeats: Set[int], read_code: ReadCode, bits: int) -> Support:
-    if below is not None and calls_into(f.ip, below, read_code, bits):
-        return Support.CALL_TARGET
+def _support(
+    f: Frame, below: Optional[Frame], repeats: Set[int], read_code: ReadCode, bits: int
+) -> Tuple[Support, bool]:
+    """The frame's support, and whether it is strong: a call reaching the function start
+    the unwind data gives, or a recursion. A call landing near below the callee's IP
+    (its function start unknown) is weak."""
     if f.index in repeats:
-        return Support.RECURSION
-    return Support.NONE
+        return Support.RECURSION, True
+    if below is not None:
+        reach = calls_into(f.ip, below, read_code, bits)
+        if reach is not None:
+            return Support.CALL_TARGET, reach
+    return Support.NONE, False
 
 
-def calls_into(return_address: int, callee: Frame, read_code: ReadCode, bits: int) -> bool:
-    """Does the direct CALL ending at `return_address` reach the function of `callee`?"""
+def calls_into(return_address: int, callee: Frame, read_code: ReadCode, bits: int) -> Optional[bool]:
+    """Does the direct CALL ending at `return_address` reach the function of `callee`?
+    True: its known entry; False: an address at most NEAR_TARGET below the callee's IP (the
+    callee's function start is unknown); None: no, or no direct call to tell by."""
     before = read_code(return_address - CALL_LOOKBACK, CALL_LOOKBACK)
     if len(before) != CALL_LOOKBACK:
-        return False
+        return None
     target = call_target(before, return_address)
     if target is None:
-        return False
+        return None
     if bits == 32:
         target &= 0xFFFFFFFF
     if callee.function_start is not None and callee.rva is not None:
-        return target == callee.ip - callee.rva + callee.function_start
-    return 0 <= callee.ip - target < NEAR_TARGET
+        return True if target == callee.ip - callee.rva + callee.function_start else None
+    return False if 0 <= callee.ip - target < NEAR_TARGET else None
 
 
 def _head(parts: Sequence[Part], keep: int) -> Sequence[Frame]:

@@ -257,8 +257,8 @@ def possible_heading(count: int, kept: Optional[int] = None) -> str:
     `kept`: how many of them the report kept, when not all."""
     shown = f" (the first {kept:,} shown)" if kept is not None and kept < count else ""
     return (
-        f"--- {plural(count, 'possible frame')} below{shown}: found by stack scanning, nothing confirms "
-        f"{'it' if count == 1 else 'them'} (a stale word in a frame's locals looks the same) ---"
+        f"--- {plural(count, 'possible frame')} below{shown}: found by stack scanning past the last confirmed "
+        f"frame (a stale word in a frame's locals looks the same) ---"
     )
 
 
