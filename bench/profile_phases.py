@@ -23,6 +23,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 T0 = time.perf_counter()
+import dumpkit.analysis.threadreport as threadreport  # noqa: E402
 import dumpkit.analysis.threads as threads  # noqa: E402
 import dumpkit.engine as engine  # noqa: E402
 from dumpkit.report.json_report import render_json  # noqa: E402
@@ -38,11 +39,11 @@ PHASES = [
     (threads, "find_cycles"),
     (threads, "frame_sizes"),
     (threads, "stack_budget"),
-    (engine, "_records"),
-    (engine, "identical_stacks"),
+    (threadreport, "frame_records"),
+    (threadreport, "identical_stacks"),
     (engine, "describe_environment"),
     (engine, "decide"),
-    (engine, "_exe_stack_reserve"),
+    (engine, "exe_stack_reserve"),
     (engine, "make_walker"),
 ]
 

@@ -11,47 +11,30 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
-from dumpkit.analysis.blame import blame_frame
-from dumpkit.analysis.crash import decode_crash
-from dumpkit.analysis.coverage import image_coverage
+from dumpkit.analysis.crashcase import crash_case
+from dumpkit.analysis.crashrecord import crash_record
+from dumpkit.analysis.documents import contents_document, report_document
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
-from dumpkit.analysis.faultsite import with_fault_site
-from dumpkit.analysis.threads import analyse_thread, identical_stacks
-from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
-from dumpkit.packages import InstalledPackage, owning_package
-from dumpkit.analysis.model import (
-    SCHEMA_VERSION,
-    Contents,
-    CrashInfo,
-    FrameRecord,
-    FrameSize,
-    NotWalked,
-    PythonReport,
-    Report,
-    Stacks,
-    ThreadReport,
-)
-from dumpkit.analysis.process import executable, process_record
-from dumpkit.analysis.pyentry import PythonEntry, crash_entry
-from dumpkit.analysis.pystack import KEEP_FRAMES, python_report
+from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_version
+from dumpkit.analysis.model import SCHEMA_VERSION, Contents, Report, Stacks, ThreadReport
+from dumpkit.analysis.pyread import read_python
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.analysis.signature import crash_signature, recursion_start
-from dumpkit.analysis.verdict import Case, decide, frame_limit
-from dumpkit.cpython.interpreter import find_interpreter
+from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
+from dumpkit.analysis.verdict import decide
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
-from dumpkit.pe import PEError
-from dumpkit.pe.image import PEImage
-from dumpkit.target import MemoryNotInDump, Module, Target, Thread
-from dumpkit.unwind.bulk import Frames
-from dumpkit.unwind.confirm import support_of
+from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
+from dumpkit.packages import InstalledPackage
+from dumpkit.target import SoftErrors, Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support
 from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
+
+__all__ = ["Analysis", "Options", "analyze", "contents", "crashing_thread", "frame_record", "stacks", "walk_all"]
 
 
 @dataclass
@@ -104,35 +87,7 @@ def crashing_thread(target: Target) -> Optional[Thread]:
 
 def contents(target: Target) -> Contents:
     """The read phase alone: what the dump holds, nothing walked (`dumpkit info`)."""
-    ex = target.exception
-    crash = decode_crash(ex, target.system, (), target.read_available) if ex is not None else None
-    threads = tuple(
-        ThreadReport(
-            tid=t.tid,
-            name=t.name,
-            is_crashing=ex is not None and t.tid == ex.thread_id,
-            frame_count=0,
-            frames=(),
-            elided_frames=0,
-            stop=NotWalked.SKIPPED,
-            trust_counts={},
-            **facts.thread_record_fields(t),  # type: ignore[arg-type]
-        )
-        for t in target.threads
-    )
-    return Contents(
-        schema_version=SCHEMA_VERSION,
-        dumpkit_version=__version__,
-        dump=facts.dump_summary(target),
-        system=facts.system_summary(target),
-        crash=crash,
-        crash_absent=facts.crash_absent(target),
-        threads=threads,
-        modules=facts.module_records(target, {}),
-        unloaded_modules=facts.unloaded_records(target),
-        environment=describe_environment(target),
-        soft_errors=tuple(target.soft_errors.items),
-    )
+    return contents_document(target, target.soft_errors)
 
 
 # ----------------------------------------------------------------------------- walk
@@ -154,12 +109,13 @@ def walker_for(target: Target):
     return walk_thread if step_for(target) is not None else None
 
 
-def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, StackWalk]:
-    """Walk the crashing thread from the exception context, others from their own."""
+def walk_all(target: Target, walker: Walker, options: Options, problems: SoftErrors) -> Dict[int, StackWalk]:
+    """Walk the crashing thread from the exception context, others from their own, within
+    the options' limits; what stops a thread being walked is added to `problems`."""
     walk_thread = walker_for(target)
     if walk_thread is None:
         arch = target.system.arch_name if target.system is not None else "unknown"
-        target.soft_errors.add(
+        problems.add(
             f"stack walking supports x64 and x86; this dump is {arch}: "
             "threads, modules and the exception are still reported"
         )
@@ -170,7 +126,7 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
     if crash is not None and ex is not None:
         walks[crash.tid] = walk_thread(walker, crash, ex.context or crash.context, options.max_frames)
     elif ex is not None and ex.context is not None:
-        target.soft_errors.add(f"exception thread {ex.thread_id} is not in the thread list")
+        problems.add(f"exception thread {ex.thread_id} is not in the thread list")
     budget = options.other_frames_budget
     walked = 0
     skipped = 0
@@ -189,96 +145,11 @@ def walk_all(target: Target, walker: Walker, options: Options) -> Dict[int, Stac
         walked += 1
         budget -= max(1, len(w.frames))
     if skipped:
-        target.soft_errors.add(
+        problems.add(
             f"{skipped} thread(s) not walked: limits of {options.max_other_threads} threads / "
             f"{options.other_frames_budget:,} frames for threads other than the crashing one"
         )
     return walks
-
-
-def _place_of(target: Target) -> Callable[[int], Optional[str]]:
-    """An address as `module+0xRVA`, or None outside every module."""
-
-    def place(address: int) -> Optional[str]:
-        m = target.module_at(address)
-        return f"{m.name}+{address - m.base:#x}" if m is not None else None
-
-    return place
-
-
-def with_possible(w: StackWalk) -> Sequence[Frame]:
-    """A walk's stack and its possible frames, as one sequence of frames."""
-    if not w.possible:
-        return w.frames
-    parts = list(w.frames.parts) if isinstance(w.frames, Frames) else [list(w.frames)]
-    return Frames(parts + [list(w.possible)])
-
-
-def frame_record(f: Frame, support: Optional[Dict[int, Support]] = None) -> FrameRecord:
-    """A walked frame as reports carry it (`support`: the walk's, by frame index)."""
-    return FrameRecord(
-        f.index,
-        f.ip,
-        f.sp,
-        f.module,
-        f.rva,
-        f.function_start,
-        f.symbol,
-        f.size,
-        f.trust,
-        f.source,
-        support_of(f, support),
-    )
-
-
-def _records(
-    frames: Sequence[Frame], keep: Optional[int], support: Optional[Dict[int, Support]] = None
-) -> Tuple[Tuple[FrameRecord, ...], int]:
-    """Head and tail of a long stack (the fault and the thread's entry both matter); every
-    frame when `keep` is None, none when it is 0."""
-
-    def rec(f: Frame) -> FrameRecord:
-        return frame_record(f, support)
-
-    if keep == 0:
-        return (), len(frames)
-    if keep is None or len(frames) <= keep:
-        return tuple(rec(f) for f in frames), 0
-    head = keep * 3 // 4
-    tail = keep - head
-    kept = list(frames[:head]) + list(frames[-tail:])
-    return tuple(rec(f) for f in kept), len(frames) - keep
-
-
-def _thread_report(
-    t: Thread,
-    w: Optional[StackWalk],
-    is_crash: bool,
-    keep: Optional[int],
-    unwalked: NotWalked = NotWalked.SKIPPED,
-    **more,
-) -> ThreadReport:
-    """`more`: the analyses' fields (cycles, budget, same_stack_as); `unwalked`: why there
-    is no walk, when there is none."""
-    frames, elided = _records(w.frames, keep, w.support) if w else ((), 0)
-    # the first `keep` possible frames; every one where the stack's are streamed instead
-    # (keep 0: `dumpkit stack`)
-    possible = tuple(frame_record(f, w.support) for f in w.possible[: keep or None]) if w and w.possible else None
-    return ThreadReport(
-        tid=t.tid,
-        name=t.name,
-        is_crashing=is_crash,
-        frame_count=len(w.frames) if w else 0,
-        frames=frames,
-        elided_frames=elided,
-        stop=w.stop if w else unwalked,
-        frame_limit=w.frame_limit if w else None,
-        trust_counts=w.trust_counts if w else {},
-        possible_frames=possible,
-        possible_count=len(w.possible) if w and w.possible else None,
-        **more,
-        **facts.thread_record_fields(t),  # type: ignore[arg-type]
-    )
 
 
 def stacks(
@@ -290,6 +161,7 @@ def stacks(
     as the walk found it, in the second list (one per thread, the document's order), for
     the caller to stream (`report.stream`). `cycles`: find each long or crashing stack's
     recursion cycles (for folding). `python`: the Python phase too, every Python frame kept."""
+    problems = target.soft_errors
     walker = make_walker(target, options)
     walk_thread = walker_for(target)
     crash = crashing_thread(target)
@@ -303,9 +175,9 @@ def stacks(
         w = walk_thread(walker, t, ctx, options.max_frames) if walk_thread is not None else None
         if w is not None:
             for p in w.problems:
-                target.soft_errors.add(f"thread {t.tid}: {p}")
+                problems.add(f"thread {t.tid}: {p}")
         found = tuple(find_cycles(w.frames)) if cycles and w is not None and (is_crash or len(w.frames) >= 64) else ()
-        reports.append(_thread_report(t, w, is_crash, 0, cycles=found))
+        reports.append(thread_report(t, w, is_crash, 0, cycles=found))
         walked.append(w.frames if w is not None else [])
         supports.append(w.support if w is not None else None)
     doc = Stacks(
@@ -315,219 +187,55 @@ def stacks(
         system=facts.system_summary(target),
         threads=tuple(reports),
         modules=facts.module_records(target, walker.code.images.sources(), walker.code.images.symbol_sources()),
-        soft_errors=tuple(target.soft_errors.items),
-        python=read_python(target, walker, keep=None) if python else None,
+        soft_errors=tuple(problems.items),
+        python=read_python(target, walker.code.images, problems, keep=None) if python else None,
         notes=facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)),
     )
     return doc, walked, supports
 
 
-# ----------------------------------------------------------------------------- python
-def read_python(target: Target, walker: Walker, keep: Optional[int] = KEEP_FRAMES) -> Optional[PythonReport]:
-    """The Python phase: each thread's Python stack when the process runs CPython and the
-    dump holds its memory (else a status saying what is missing). None: not Python."""
-    interp = find_interpreter(target.modules)
-    if interp is None:
-        return None
-    from dumpkit.cpython.stacks import export_lookup, read_python_state  # the reader: only for a CPython process
-
-    image = walker.code.images.image(interp.module)
-    if image is None:
-        # no usable image (its unwind data is not in the dump, no file here): the export
-        # table alone is enough to find the interpreter, and a full-memory dump or one
-        # written by `dumpkit capture` holds it
-        try:
-            image = PEImage.from_memory(target.read, interp.module.base)
-        except (PEError, MemoryNotInDump):
-            image = None
-    exports = None
-    if image is not None:
-        try:
-            exports = export_lookup(interp.module.base, image.exports())
-        except (PEError, MemoryNotInDump) as e:
-            target.soft_errors.add(f"{interp.module.name}: export table unreadable ({e})")
-    return python_report(read_python_state(target, exports, interp), keep=keep)
-
-
 # ----------------------------------------------------------------------------- analyse
-def _exe_stack_reserve(target: Target, images: ImageProvider) -> Optional[int]:
-    exe = next((m for m in target.modules if m.name.lower().endswith(".exe")), None)
-    if exe is None:
-        return None
-    image = images.image(exe)
-    return image.size_of_stack_reserve if image is not None else None
-
-
-def _image_version(walker: Walker):
-    def lookup(module):
-        image = walker.code.images.image(module)
-        if image is None:
-            return None
-        try:
-            return image.version_info()
-        except (PEError, MemoryNotInDump):
-            return None
-
-    return lookup
-
-
-def _installed_package(
-    target: Target, walker: Walker, module: Module, seen: Dict[int, Optional[InstalledPackage]]
-) -> Optional[InstalledPackage]:
-    """The distribution that installed `module`: as a bundle recorded it (the installation
-    stayed on the machine that wrote it), else found next to the module's local files."""
-    if module.base not in seen:
-        store = target.image_store
-        found = store.package_for(module) if store is not None else None
-        seen[module.base] = found if found is not None else owning_package(walker.code.images.files(module))
-    return seen[module.base]
-
-
-def _python_entry(
-    crash: CrashInfo, thread: Optional[ThreadReport], walk: Optional[StackWalk], python: Optional[PythonReport]
-) -> Optional[PythonEntry]:
-    """How the crashing thread's native code was entered from Python, from all its frames."""
-    if thread is None or walk is None:
-        return None
-    start = recursion_start(crash, thread)
-    cause = thread.cycles[0] if start is not None and thread.cycles else None
-    return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None)
-
-
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
+    problems = target.soft_errors  # the run's problems: what reading met, then the rest
     walker = make_walker(target, options)
-    packages: Dict[int, Optional[InstalledPackage]] = {}
+    code = walker.code
+    packages = InstalledPackages(target, code.images)
     # read: judged on what reading met, as `info` judges it (walk problems come later)
     crash_absent = facts.crash_absent(target)
 
     # walk
-    walks = walk_all(target, walker, options)
+    walks = walk_all(target, walker, options, problems)
 
     # analyse
     crash_thread = crashing_thread(target)
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
-    ex = target.exception
-    crash: Optional[CrashInfo] = (
-        decode_crash(
-            ex, target.system, crash_walk.frames if crash_walk else (), walker.code.read_code, _place_of(target)
-        )
-        if ex is not None
-        else None
-    )
-    versions = Versions(_image_version(walker))
-    if crash is not None:
-        crash = with_fault_site(
-            target, walker.code, crash, crash_walk.frames if crash_walk else (), versions, walker.step is not None
-        )
-    exe_reserve = _exe_stack_reserve(target, walker.code.images)
-    same = identical_stacks(walks)
-    thread_reports: List[ThreadReport] = []
-    sizes: Tuple[FrameSize, ...] = ()
-    seen_tids = set()
-    repeated_tids = 0
-    for t in target.threads:
-        # A damaged or hostile thread list can repeat one id thousands of times: the walk
-        # (keyed by id) belongs to its first entry only, or every repeat would carry and
-        # re-analyse the crashing thread's stack.
-        if t.tid in seen_tids:
-            repeated_tids += 1
-            thread_reports.append(_thread_report(t, None, False, None, unwalked=NotWalked.REPEATED_TID))
-            continue
-        seen_tids.add(t.tid)
-        is_crash = crash_thread is not None and t.tid == crash_thread.tid
-        walk = walks.get(t.tid)
-        found = analyse_thread(target, walker.code, t, walk, is_crash, options.oversized_threshold, exe_reserve)
-        thread_reports.append(
-            _thread_report(
-                t,
-                walk,
-                is_crash,
-                options.keep_frames,
-                cycles=found.cycles,
-                budget=found.budget,
-                same_stack_as=same.get(t.tid, ()),
-            )
-        )
-        if is_crash:
-            sizes = found.sizes
-    if repeated_tids:
-        target.soft_errors.add(
-            f"thread list: {repeated_tids} entries repeat an earlier thread id; "
-            "only the first entry of each id was walked"
-        )
-    # Crashing thread first, then by id: that is the order people read them in.
-    thread_reports.sort(key=lambda r: (not r.is_crashing, r.tid))
-    env = describe_environment(
+    versions = Versions(image_version(code.images))
+    crash = crash_record(target, code, crash_walk.frames if crash_walk else (), versions, walker.step is not None)
+    threads = thread_reports(
         target,
-        image_version=_image_version(walker),
-        installed_package=lambda module: _installed_package(target, walker, module, packages),
+        code,
+        walks,
+        crash_thread.tid if crash_thread is not None else None,
+        options.keep_frames,
+        options.oversized_threshold,
+        exe_stack_reserve(target, code.images),
+        problems,
     )
-
+    env = describe_environment(target, image_version=image_version(code.images), installed_package=packages)
     env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)))
 
     # python
-    python = read_python(target, walker)
-
-    coverage = image_coverage(
-        # the possible frames too: their modules' images are what could confirm them
-        with_possible(crash_walk) if crash_walk else (),
-        target.modules,
-        lambda module: walker.code.images.image(module) is not None,
-        walker.code.images.search_problems(),
-        wine=bool(target.system is not None and target.system.wine_version),
-    )
+    python = read_python(target, code.images, problems)
+    coverage = crash_coverage(target, code.images, crash_walk)
 
     # decide
-    crash_report = next((r for r in thread_reports if r.is_crashing), None)
-    exe = executable(target.modules)
-    entry = _python_entry(crash, crash_report, crash_walk, python) if crash is not None else None
-    verdict, findings = decide(
-        Case(
-            crash=crash,
-            thread=crash_report,
-            frames=crash_walk.frames if crash_walk else (),
-            frame_limit=frame_limit(crash_walk),
-            sizes=sizes,
-            environment=env,
-            problems=tuple(target.soft_errors.items),
-            bits=walker.code.bits,
-            stacks=tuple((t.tid, t.stack_start, t.stack_end) for t in target.threads[:4096] if t.stack_size),
-            threshold=options.oversized_threshold,
-            read_code=walker.code.read_code,
-            python=python,
-            coverage=coverage,
-            executable=exe.name if exe is not None else None,
-            python_entry=entry,
-        )
+    case = crash_case(
+        target, code, crash, threads, crash_walk, env, python, coverage, problems, options.oversized_threshold
     )
-
-    sources = walker.code.images.sources()
-    report = Report(
-        schema_version=SCHEMA_VERSION,
-        dumpkit_version=__version__,
-        dump=facts.dump_summary(target),
-        system=facts.system_summary(target),
-        crash=crash,
-        verdict=verdict,
-        findings=tuple(findings),
-        threads=tuple(thread_reports),
-        frame_sizes=sizes,
-        environment=env,
-        modules=facts.module_records(target, sources, walker.code.images.symbol_sources()),
-        soft_errors=tuple(target.soft_errors.items),
-        oversized_threshold=options.oversized_threshold,
-        unloaded_modules=facts.unloaded_records(target),
-        crash_absent=crash_absent,
-        python=python,
-        images=coverage,
-        process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
-        signature=crash_signature(crash, crash_report),
-        blame=blame_frame(
-            crash_report, facts.module_records(target, sources), recursion_start(crash, crash_report), entry
-        )
-        if crash is not None
-        else None,
+    verdict, findings = decide(case)
+    report = report_document(
+        target, case, verdict, findings, threads.threads, code.images, problems, crash_absent, versions, crash_thread
     )
-    return Analysis(report, walks, sources, time.perf_counter() - started, packages)
+    return Analysis(report, walks, code.images.sources(), time.perf_counter() - started, packages.found)

@@ -17,7 +17,7 @@ def _walked(name: str):
     target = open_dump(str(sample_path(name)))
     options = Options(image_paths=[str(SAMPLE_BIN)])
     walker = make_walker(target, options)
-    return target, walker, walk_all(target, walker, options)
+    return target, walker, walk_all(target, walker, options, target.soft_errors)
 
 
 def test_threads_waiting_in_the_same_frames_are_grouped():

@@ -1,0 +1,66 @@
+"""The Case the verdict is decided on (`analysis/verdict`), assembled from what the run's
+phases found, and how the crashing thread's native code was entered from Python."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from dumpkit.analysis.model import CrashInfo, Environment, ImageCoverage, PythonReport, ThreadReport
+from dumpkit.analysis.process import executable
+from dumpkit.analysis.pyentry import PythonEntry, crash_entry
+from dumpkit.analysis.signature import recursion_start
+from dumpkit.analysis.threadreport import ThreadReports
+from dumpkit.analysis.verdict import Case, frame_limit
+from dumpkit.target import SoftErrors, Target
+from dumpkit.unwind.codemap import CodeMap
+from dumpkit.unwind.frames import StackWalk
+
+# threads whose stack ranges a case carries (a hostile thread list can name millions)
+CASE_STACKS = 4096
+
+
+def python_entry(
+    crash: CrashInfo, thread: Optional[ThreadReport], walk: Optional[StackWalk], python: Optional[PythonReport]
+) -> Optional[PythonEntry]:
+    """How the crashing thread's native code was entered from Python, from all its frames:
+    below the recursion that overflowed the stack, else below the top frame."""
+    if thread is None or walk is None:
+        return None
+    start = recursion_start(crash, thread)
+    cause = thread.cycles[0] if start is not None and thread.cycles else None
+    return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None)
+
+
+def crash_case(
+    target: Target,
+    code: CodeMap,
+    crash: Optional[CrashInfo],
+    threads: ThreadReports,
+    walk: Optional[StackWalk],
+    environment: Environment,
+    python: Optional[PythonReport],
+    coverage: Optional[ImageCoverage],
+    problems: SoftErrors,
+    threshold: int,
+) -> Case:
+    """The facts of one run for `decide`: `walk` is the crashing thread's (None: not
+    walked), `problems` every problem met so far."""
+    thread = threads.crashing
+    exe = executable(target.modules)
+    return Case(
+        crash=crash,
+        thread=thread,
+        frames=walk.frames if walk else (),
+        frame_limit=frame_limit(walk),
+        sizes=threads.sizes,
+        environment=environment,
+        problems=tuple(problems.items),
+        bits=code.bits,
+        stacks=tuple((t.tid, t.stack_start, t.stack_end) for t in target.threads[:CASE_STACKS] if t.stack_size),
+        threshold=threshold,
+        read_code=code.read_code,
+        python=python,
+        coverage=coverage,
+        executable=exe.name if exe is not None else None,
+        python_entry=python_entry(crash, thread, walk, python) if crash is not None else None,
+    )

@@ -1,0 +1,98 @@
+"""The documents a run hands back, assembled from what its phases found: the Report
+(`dumpkit analyze`) and the Contents (`dumpkit info`, the read phase alone). Both carry the
+same records for the dump, its system, crash, threads and modules (docs/report-schema.md)."""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from dumpkit import __version__
+from dumpkit.analysis import facts
+from dumpkit.analysis.blame import blame_frame
+from dumpkit.analysis.crash import decode_crash
+from dumpkit.analysis.environment import describe_environment
+from dumpkit.analysis.environment.versions import Versions
+from dumpkit.analysis.model import SCHEMA_VERSION, Contents, Finding, NotWalked, Report, ThreadReport, Verdict
+from dumpkit.analysis.process import process_record
+from dumpkit.analysis.signature import crash_signature, recursion_start
+from dumpkit.analysis.verdict import Case
+from dumpkit.images import ImageProvider
+from dumpkit.target import SoftErrors, Target, Thread
+
+
+def contents_document(target: Target, problems: SoftErrors) -> Contents:
+    """What the dump holds, nothing walked: its threads without frames."""
+    ex = target.exception
+    crash = decode_crash(ex, target.system, (), target.read_available) if ex is not None else None
+    threads = tuple(
+        ThreadReport(
+            tid=t.tid,
+            name=t.name,
+            is_crashing=ex is not None and t.tid == ex.thread_id,
+            frame_count=0,
+            frames=(),
+            elided_frames=0,
+            stop=NotWalked.SKIPPED,
+            trust_counts={},
+            **facts.thread_record_fields(t),  # type: ignore[arg-type]
+        )
+        for t in target.threads
+    )
+    return Contents(
+        schema_version=SCHEMA_VERSION,
+        dumpkit_version=__version__,
+        dump=facts.dump_summary(target),
+        system=facts.system_summary(target),
+        crash=crash,
+        crash_absent=facts.crash_absent(target),
+        threads=threads,
+        modules=facts.module_records(target, {}),
+        unloaded_modules=facts.unloaded_records(target),
+        environment=describe_environment(target),
+        soft_errors=tuple(problems.items),
+    )
+
+
+def report_document(
+    target: Target,
+    case: Case,
+    verdict: Verdict,
+    findings: Sequence[Finding],
+    threads: Sequence[ThreadReport],
+    images: ImageProvider,
+    problems: SoftErrors,
+    crash_absent: Optional[str],
+    versions: Versions,
+    crash_thread: Optional[Thread],
+) -> Report:
+    """The Report of a run: the `case` the verdict was decided on, the verdict and its
+    `findings`, every thread's report; `problems` as they stand now (the process record is
+    read after they are taken)."""
+    crash, thread = case.crash, case.thread
+    sources = images.sources()
+    return Report(
+        schema_version=SCHEMA_VERSION,
+        dumpkit_version=__version__,
+        dump=facts.dump_summary(target),
+        system=facts.system_summary(target),
+        crash=crash,
+        verdict=verdict,
+        findings=tuple(findings),
+        threads=tuple(threads),
+        frame_sizes=tuple(case.sizes),
+        environment=case.environment,
+        modules=facts.module_records(target, sources, images.symbol_sources()),
+        soft_errors=tuple(problems.items),
+        oversized_threshold=case.threshold,
+        unloaded_modules=facts.unloaded_records(target),
+        crash_absent=crash_absent,
+        python=case.python,
+        images=case.coverage,
+        process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
+        signature=crash_signature(crash, thread),
+        blame=blame_frame(
+            thread, facts.module_records(target, sources), recursion_start(crash, thread), case.python_entry
+        )
+        if crash is not None
+        else None,
+    )
