@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
@@ -31,7 +31,7 @@ from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
 from dumpkit.target import SoftErrors, Target, Thread
 from dumpkit.unwind.cpus import step_for
-from dumpkit.unwind.frames import Frame, StackWalk, Support
+from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind
 from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
 
 __all__ = ["Analysis", "Options", "analyze", "contents", "crashing_thread", "frame_record", "stacks", "walk_all"]
@@ -169,11 +169,13 @@ def stacks(
     reports: List[ThreadReport] = []
     walked: List[List[Frame]] = []
     supports: List[Optional[Dict[int, Support]]] = []  # each walk's, for its scanned frames
+    unsaved: Set[int] = set()  # JIT unwind data the walks found unsaved
     for t in threads:
         is_crash = crash is not None and t.tid == crash.tid
         ctx = ex.context if is_crash and ex is not None and ex.context else None
         w = walk_thread(walker, t, ctx, options.max_frames) if walk_thread is not None else None
         if w is not None:
+            unsaved |= w.unsaved_jit_unwind
             for p in w.problems:
                 problems.add(f"thread {t.tid}: {p}")
         found = tuple(find_cycles(w.frames)) if cycles and w is not None and (is_crash or len(w.frames) >= 64) else ()
@@ -189,7 +191,7 @@ def stacks(
         modules=facts.module_records(target, walker.code.images.sources(), walker.code.images.symbol_sources()),
         soft_errors=tuple(problems.items),
         python=read_python(target, walker.code.images, problems, keep=None) if python else None,
-        notes=facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)),
+        notes=facts.unsaved_jit_unwind(len(unsaved)),
     )
     return doc, walked, supports
 
@@ -224,7 +226,7 @@ def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
         problems,
     )
     env = describe_environment(target, image_version=image_version(code.images), installed_package=packages)
-    env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(walker.unsaved_jit_unwind)))
+    env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(unsaved_unwind(walks.values()))))
 
     # python
     python = read_python(target, code.images, problems)

@@ -19,7 +19,7 @@ back here.
 from __future__ import annotations
 
 import struct
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, cast
+from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Sequence, Set, Tuple, cast
 
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Registers, Thread
@@ -72,6 +72,16 @@ class Amd64Step:
         self._recipes: Dict[Tuple[int, int], Optional[Recipe]] = {}
         self._dynamic_readers: Dict[int, _UnwindReader] = {}
         self._dynamic_functions: Dict[DynamicEntry, Optional[RuntimeFunction]] = {}
+        # unwind-info addresses of JIT code (FunctionTable entries) the dump holds no memory
+        # for, met since the walk loop last took them (`take_unsaved_unwind`)
+        self._unsaved_unwind: Set[int] = set()
+
+    def take_unsaved_unwind(self) -> FrozenSet[int]:
+        """The JIT unwind data found missing since the last call: each address once, as the
+        caches above are why it is met once."""
+        found = frozenset(self._unsaved_unwind)
+        self._unsaved_unwind.clear()
+        return found
 
     def start(self, thread: Thread, context: Registers) -> Start:
         """RIP, RSP and the general-purpose registers; the thread's stack range, reaching
@@ -217,7 +227,7 @@ class Amd64Step:
             if image is None:
                 # JIT code's unwind data lives in process memory the dump writer did not
                 # save: a property of the dump (noted once), not damage met reading it.
-                self.walker.unsaved_jit_unwind.add(base + unwind_rva)
+                self._unsaved_unwind.add(base + unwind_rva)
             else:
                 self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
         except (PEError, struct.error) as e:
@@ -246,7 +256,7 @@ class Amd64Step:
                 try:
                     resolved = self._dynamic_reader(base).resolve_indirect(resolved)
                 except MemoryNotInDump:
-                    self.walker.unsaved_jit_unwind.add(d[2])
+                    self._unsaved_unwind.add(d[2])
                     resolved = None
                 except (PEError, struct.error) as e:
                     self.target.soft_errors.add(f"function table entry at {d[0]:#x} unusable: {e}")

@@ -5,7 +5,7 @@ words reports have always used."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
+from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
 from dumpkit.records import record
 from dumpkit.words import Word
 
@@ -201,6 +201,10 @@ class StackWalk:
     # from the stack's: shown apart, never evidence
     possible: Sequence[Frame] = ()
     support: Optional[Dict[int, Support]] = None  # frame index -> what confirms it, for scanned frames
+    # unwind-info addresses of JIT code whose unwind data the dump did not save, first met
+    # during this walk (or the other threads' walks it was checked against): a property of
+    # how the dump was written, not damage (`unsaved_unwind` gathers a run's)
+    unsaved_jit_unwind: FrozenSet[int] = frozenset()
 
     @property
     def stop_reason(self) -> str:
@@ -220,3 +224,8 @@ class StackWalk:
 
 def _trust(f: Frame) -> Trust:
     return f.trust
+
+
+def unsaved_unwind(walks: Iterable[StackWalk]) -> FrozenSet[int]:
+    """The JIT unwind data every one of `walks` found unsaved, each address once."""
+    return frozenset().union(*(w.unsaved_jit_unwind for w in walks))

@@ -25,7 +25,8 @@ the stack's depth.
 from __future__ import annotations
 
 import struct
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
+from dataclasses import replace
+from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
@@ -132,6 +133,12 @@ class Step(Protocol):
         through it repeats the same steps and can be verified in bulk."""
         ...
 
+    def take_unsaved_unwind(self) -> FrozenSet[int]:
+        """What the step found since the walk loop last asked: the unwind-info addresses of
+        JIT code whose unwind data the dump did not save. The loop puts them in the walk's
+        result (`StackWalk.unsaved_jit_unwind`)."""
+        ...
+
 
 StepFactory = Callable[["Walker"], Step]
 _FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]  # a FixedFrame's fields
@@ -164,8 +171,6 @@ class Walker:
         self.cross_check = cross_check  # check scanned frames against other threads' walks
         self._witnessed: Optional[Witnessed] = None
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
-        # unwind-info addresses of JIT code (FunctionTable entries) the dump holds no memory for
-        self.unsaved_jit_unwind: Set[int] = set()
         self.step: Optional[Step] = step(self) if step is not None else None
         # Call sites are decoded in the CPU's mode (0x40-0x4F are not REX in 32-bit code).
         self.code.bits = self.step.word_size * 8 if self.step is not None else 64
@@ -212,13 +217,15 @@ class Walker:
     def walk(self, thread: Thread, context: Optional[Registers] = None, max_frames: Optional[int] = None) -> StackWalk:
         """Walk `thread` from `context` (default: its own) for at most `max_frames`
         frames (default: the walker's limit). Scanned frames that the other threads'
-        walks prove stale are left out (`unwind/evidence.py`)."""
+        walks prove stale are left out (`unwind/evidence.py`). What the step found on the way
+        (and on the other threads' walks made to check this one) is in the result."""
         result, scanned = self._walk(thread, context, max_frames)
         if scanned and self.cross_check:
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
         if scanned:
             result = confirmed(result, self.code.read_code, self.code.bits)
-        return result
+        unsaved = self.step.take_unsaved_unwind() if self.step is not None else frozenset()
+        return replace(result, unsaved_jit_unwind=unsaved) if unsaved else result
 
     def witnessed(self) -> Witnessed:
         """What the walks of the target's threads (from their own contexts, bounded by

@@ -10,7 +10,7 @@ image is found).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, FrozenSet, List, Optional
 
 from dumpkit.target import Registers, Thread
 from dumpkit.unwind.frames import Trust
@@ -41,6 +41,10 @@ class X86Step:
             lo, hi = esp, esp + ASSUMED_STACK
             problems.append("stack range does not contain ESP; assuming 1 MiB above it")
         return Start(eip, esp, {"ebp": ebp}, lo, hi, problems)
+
+    def take_unsaved_unwind(self) -> FrozenSet[int]:
+        """x86 code has no unwind data to miss."""
+        return frozenset()
 
     def fixed_frame(self, return_address: int) -> None:
         """Without unwind data no x86 frame has a fixed layout."""

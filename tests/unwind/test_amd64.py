@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from dumpkit.target import ExceptionInfo, Module, Registers, Thread
-from dumpkit.unwind.frames import StackWalk, StopReason, Trust
+from dumpkit.unwind.frames import SCANNED, StackWalk, StopReason, Trust, unsaved_unwind
 
 from tests.support.asm import (
     INT3,
@@ -27,6 +27,7 @@ from tests.support.asm import (
     Scene,
     SetFP,
     Stack,
+    UNWIND_AREA,
 )
 
 # H: the outermost caller; its own return slot holds 0, the end of the stack.
@@ -302,6 +303,35 @@ def test_indirect_function_table_entry_is_resolved_like_pdata():
         (jit["J2.ret"], j2_sp, Trust.UNWIND_INFO),
         (IMAGE["H.ret"], stack["H.sp"], Trust.UNWIND_INFO),
     ]
+
+
+def test_jit_unwind_data_the_dump_did_not_save_comes_back_with_the_walk():
+    """J's unwind data lies in JIT memory the dump writer did not save: the step scans past
+    J and says so in the walk's result (once per walker: its caches meet it once), not in
+    the problems, since that is how the dump was written."""
+    rsp = HI - 0x400
+    j_sp = rsp + 0x30
+    stack = stack_ending_in_h(j_sp + 0x38)
+    stack.at(rsp + 0x28).word("J.ret")
+    stack.at(j_sp + 0x30).word(0xB0B)
+    scene = Scene(stack, IMAGE, JIT)
+    walker = scene.walker()
+    memory = walker.target.memory
+    memory.drop(JIT.base)
+    memory.put(JIT.base, bytes(JIT.memory[:UNWIND_AREA]))  # the code, not its unwind data
+    thread = scene.thread({"rip": IMAGE["H"] + 0x8, "rsp": rsp})
+    first = walker.walk(thread)
+    assert first.unsaved_jit_unwind == {JIT.entries[0][2]}
+    assert (first.frames[1].ip, first.frames[1].trust) == (JIT["J.ret"], Trust.UNWIND_INFO)
+    # J's caller, H, is found by scanning past J's frame (a scanned frame that nothing
+    # confirms stays a possible frame)
+    assert [(f.ip, f.trust in SCANNED) for f in list(first.frames[2:]) + list(first.possible)][:1] == [
+        (IMAGE["H.ret"], True)
+    ]
+    again = walker.walk(thread)
+    assert again.unsaved_jit_unwind == frozenset()
+    assert unsaved_unwind([first, again]) == {JIT.entries[0][2]}
+    assert walker.target.soft_errors.items == []
 
 
 # ----------------------------------------------------------------------------- no unwind entry
