@@ -5,7 +5,7 @@ read (the dump's own facts: `analysis.facts`), walk (`unwind`), analyse (per-thr
 cycles, frame sizes; the crash record; the environment) and decide (`analysis.verdict`).
 `contents` (for `dumpkit info`) runs the read phase only and `stacks` (for `dumpkit stack`)
 read and walk; all three give records of the same shapes. Memory is read only through the
-Target."""
+Target; what each phase met goes to the run's one problems collector, handed to it."""
 
 from __future__ import annotations
 
@@ -77,21 +77,23 @@ class Analysis:
 # ----------------------------------------------------------------------------- read
 def crashing_thread(target: Target) -> Optional[Thread]:
     ex = target.exception
-    if ex is None:
-        return None
-    for t in target.threads:
-        if t.tid == ex.thread_id:
-            return t
-    return None
+    return next((t for t in target.threads if t.tid == ex.thread_id), None) if ex is not None else None
+
+
+def run_problems(target: Target) -> SoftErrors:
+    """The one collector of a run's problems, handed to every phase: what reading met, then
+    the rest. The source made it and adds to it still (a debugger session reads lazily), so
+    it is the target's."""
+    return target.soft_errors
 
 
 def contents(target: Target) -> Contents:
     """The read phase alone: what the dump holds, nothing walked (`dumpkit info`)."""
-    return contents_document(target, target.soft_errors)
+    return contents_document(target, run_problems(target))
 
 
 # ----------------------------------------------------------------------------- walk
-def make_walker(target: Target, options: Options) -> Walker:
+def make_walker(target: Target, options: Options, problems: Optional[SoftErrors] = None) -> Walker:
     # A target read from a bundle carries the image pages that travelled with it.
     store: Optional[ImageStore] = target.image_store
     locator = options.locator or ImageLocator(
@@ -100,8 +102,10 @@ def make_walker(target: Target, options: Options) -> Walker:
         use_recorded_path=options.use_recorded_paths,
         store=store,
     )
-    images = ImageProvider(target, locator)
-    return Walker(target, images, step_for(target), max_frames=options.max_frames, scan_words=options.scan_words)
+    problems = problems if problems is not None else run_problems(target)
+    images = ImageProvider(target, locator, problems)
+    step = step_for(target)
+    return Walker(target, images, step, max_frames=options.max_frames, scan_words=options.scan_words, problems=problems)
 
 
 def walker_for(target: Target):
@@ -161,8 +165,8 @@ def stacks(
     as the walk found it, in the second list (one per thread, the document's order), for
     the caller to stream (`report.stream`). `cycles`: find each long or crashing stack's
     recursion cycles (for folding). `python`: the Python phase too, every Python frame kept."""
-    problems = target.soft_errors
-    walker = make_walker(target, options)
+    problems = run_problems(target)
+    walker = make_walker(target, options, problems)
     walk_thread = walker_for(target)
     crash = crashing_thread(target)
     ex = target.exception
@@ -200,8 +204,8 @@ def stacks(
 def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
-    problems = target.soft_errors  # the run's problems: what reading met, then the rest
-    walker = make_walker(target, options)
+    problems = run_problems(target)
+    walker = make_walker(target, options, problems)
     code = walker.code
     packages = InstalledPackages(target, code.images)
     # read: judged on what reading met, as `info` judges it (walk problems come later)

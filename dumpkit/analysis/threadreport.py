@@ -136,7 +136,7 @@ def thread_reports(
         seen.add(t.tid)
         is_crash = t.tid == crash_tid
         walk = walks.get(t.tid)
-        found = analyse_thread(target, code, t, walk, is_crash, oversized_threshold, exe_reserve)
+        found = analyse_thread(target, code, t, walk, is_crash, oversized_threshold, exe_reserve, problems)
         reports.append(
             thread_report(
                 t, walk, is_crash, keep, cycles=found.cycles, budget=found.budget, same_stack_as=same.get(t.tid, ())

@@ -17,7 +17,7 @@ from dumpkit.analysis.model import Cycle, FrameSize, StackBudget
 from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.records import record
-from dumpkit.target import MemoryNotInDump, Target, Thread
+from dumpkit.target import MemoryNotInDump, SoftErrors, Target, Thread
 from dumpkit.unwind.frames import Frame, StackWalk
 from dumpkit.unwind.codemap import CodeMap
 
@@ -42,9 +42,10 @@ def analyse_thread(
     is_crash: bool,
     oversized_threshold: int,
     exe_reserve: Optional[int],
+    problems: SoftErrors,
 ) -> ThreadFindings:
     """Budget, cycles and (crashing thread) frame sizes of one walked thread. What cannot be
-    read is added to the target's problems, and that part is left out."""
+    read is added to `problems` (with the walk's own), and that part is left out."""
     if walk is None or not walk.frames:
         return ThreadFindings()
     bits = code.bits
@@ -53,7 +54,7 @@ def analyse_thread(
     try:
         budget = stack_budget(target, thread, walk.frames[0].sp, fault_address=fault, exe_stack_reserve=exe_reserve)
     except (MemoryNotInDump, ValueError) as e:
-        target.soft_errors.add(f"thread {thread.tid}: stack budget unavailable ({e})")
+        problems.add(f"thread {thread.tid}: stack budget unavailable ({e})")
 
     def read_pointer(address: int) -> Optional[int]:
         data = target.read_available(address, bits // 8)
@@ -86,7 +87,7 @@ def analyse_thread(
             )
         )
     for p in walk.problems:
-        target.soft_errors.add(f"thread {thread.tid}: {p}")
+        problems.add(f"thread {thread.tid}: {p}")
     return ThreadFindings(cycles, budget, sizes)
 
 

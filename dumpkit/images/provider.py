@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, TypeVar
 
 from dumpkit.images.paths import existing_files, windows_path_candidates
 from dumpkit.pe import PEError, PEImage
-from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
+from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, SoftErrors, Target
 
 if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
     from dumpkit.symbols.pdb import PdbFunction, PdbSymbols, SourceLine
@@ -19,10 +19,12 @@ T = TypeVar("T")
 
 class ImageProvider:
     """Which PE image serves each module of one target (cached per module base); `None`
-    when none can be found. An image that cannot be used is a soft error, once."""
+    when none can be found. An image that cannot be used is a soft error, once, added to
+    `problems`: the run's collector (a tool building a provider alone: the target's)."""
 
-    def __init__(self, target: Target, locator: Optional[ImageLocator] = None):
+    def __init__(self, target: Target, locator: Optional[ImageLocator] = None, problems: Optional[SoftErrors] = None):
         self._target = target
+        self._problems = problems if problems is not None else target.soft_errors
         self._locator = locator
         self._cache: Dict[int, Optional[LocatedImage]] = {}
         self._pdbs: Dict[int, Optional[LocatedPdb]] = {}
@@ -35,7 +37,7 @@ class ImageProvider:
                 try:
                     found = self._locator.locate(module, self._target.read)
                 except (PEError, OSError, ValueError, MemoryNotInDump) as e:
-                    self._target.soft_errors.add(f"{module.name}: image unusable ({e})")
+                    self._problems.add(f"{module.name}: image unusable ({e})")
             self._cache[module.base] = found
         return self._cache[module.base]
 
@@ -68,9 +70,7 @@ class ImageProvider:
             if self._locator is not None and cv is not None:
                 found = self._locator.locate_pdb(module, cv, image.path if image is not None else None)
                 if found.pdb is None and found.refused:
-                    self._target.soft_errors.add(
-                        f"{module.name}: PDB {cv.pdb_name} not used: " + "; ".join(found.refused)
-                    )
+                    self._problems.add(f"{module.name}: PDB {cv.pdb_name} not used: " + "; ".join(found.refused))
             self._pdbs[module.base] = found
         found = self._pdbs[module.base]
         return found.pdb if found is not None else None
@@ -106,7 +106,7 @@ class ImageProvider:
         try:
             return ask(pdb)
         except PdbError as e:
-            self._target.soft_errors.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its {what} are not used")
+            self._problems.add(f"{module.name}: PDB {pdb.path} cannot be read ({e}); its {what} are not used")
             if what == "names":
                 self._pdbs[module.base] = LocatedPdb(None, None, ())
             self._no_lines.add(module.base)

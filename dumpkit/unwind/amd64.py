@@ -69,6 +69,7 @@ class Amd64Step:
     def __init__(self, walker: Walker):
         self.walker = walker
         self.target = walker.target
+        self.problems = walker.problems  # the run's: unwind data that cannot be used
         self._recipes: Dict[Tuple[int, int], Optional[Recipe]] = {}
         self._dynamic_readers: Dict[int, _UnwindReader] = {}
         self._dynamic_functions: Dict[DynamicEntry, Optional[RuntimeFunction]] = {}
@@ -229,9 +230,9 @@ class Amd64Step:
                 # save: a property of the dump (noted once), not damage met reading it.
                 self._unsaved_unwind.add(base + unwind_rva)
             else:
-                self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
+                self.problems.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
         except (PEError, struct.error) as e:
-            self.target.soft_errors.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
+            self.problems.add(f"unwind data at {base + unwind_rva:#x} unusable: {e}")
         if len(self._recipes) > RECIPE_CACHE_LIMIT:
             self._recipes.clear()
         self._recipes[key] = recipe
@@ -259,7 +260,7 @@ class Amd64Step:
                     self._unsaved_unwind.add(d[2])
                     resolved = None
                 except (PEError, struct.error) as e:
-                    self.target.soft_errors.add(f"function table entry at {d[0]:#x} unusable: {e}")
+                    self.problems.add(f"function table entry at {d[0]:#x} unusable: {e}")
                     resolved = None
             self._dynamic_functions[d] = resolved
         return None if resolved is None else (None, d[3], resolved)

@@ -72,3 +72,13 @@ def test_the_crashing_thread_comes_first_and_a_repeated_id_is_reported_once_unwa
         "thread list: 1 entries repeat an earlier thread id; only the first entry of each id was walked"
     ]
     assert target.soft_errors.items == []  # the run's collector, not the target's
+
+
+def test_what_the_analyses_meet_goes_to_the_collector_they_are_handed():
+    t = Thread(3, Registers({"rip": 0x1000, "rsp": 0x8000}), stack_start=0x8000, stack_size=0x1000)
+    target = MemoryTarget(threads=[t])
+    walk = StackWalk(3, _frames(2), StopReason.NO_CALLER, ["stack range unknown; assuming 1 MiB above SP"])
+    problems = SoftErrors()
+    thread_reports(target, CodeMap(target, ImageProvider(target)), {3: walk}, 3, 200, 0x10000, None, problems)
+    assert "thread 3: stack range unknown; assuming 1 MiB above SP" in problems.items
+    assert target.soft_errors.items == []

@@ -41,14 +41,14 @@ def test_the_crashing_threads_findings_are_its_cycle_budget_and_frame_sizes():
     facts = sample_facts("recursion_cycle3.dmp")
     target, walker, walks = _walked("recursion_cycle3.dmp")
     crash = crashing_thread(target)
-    found = analyse_thread(target, walker.code, crash, walks[crash.tid], True, 64 * 1024, None)
+    found = analyse_thread(target, walker.code, crash, walks[crash.tid], True, 64 * 1024, None, target.soft_errors)
     (cycle,) = found.cycles
     assert (cycle.period, cycle.repetitions) == (3, facts["cycle_repetitions"])
     assert all(edge is not None for edge in cycle.call_edges)  # checked at every call site
     assert found.budget is not None and found.budget.used == 1_040_640
     assert found.sizes  # the crashing thread's frame sizes
     other = next(t for t in target.threads if t.tid != crash.tid and t.tid in walks)
-    idle = analyse_thread(target, walker.code, other, walks[other.tid], False, 64 * 1024, None)
+    idle = analyse_thread(target, walker.code, other, walks[other.tid], False, 64 * 1024, None, target.soft_errors)
     assert idle.cycles == () and idle.sizes == ()
 
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from dumpkit.target import ExceptionInfo, Module, Registers, Thread
+from dumpkit.images import ImageProvider
+from dumpkit.target import ExceptionInfo, Module, Registers, SoftErrors, Thread
+from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import SCANNED, StackWalk, StopReason, Trust, unsaved_unwind
+from dumpkit.unwind.walk import Walker
 
 from tests.support.asm import (
     INT3,
@@ -332,6 +335,24 @@ def test_jit_unwind_data_the_dump_did_not_save_comes_back_with_the_walk():
     assert again.unsaved_jit_unwind == frozenset()
     assert unsaved_unwind([first, again]) == {JIT.entries[0][2]}
     assert walker.target.soft_errors.items == []
+
+
+def test_unusable_jit_unwind_data_is_a_problem_of_the_run_that_walks():
+    """Unwind data that is there but cannot be read (an unknown UNWIND_INFO version) is
+    damage: the step adds it to the problems collector the run handed the walker."""
+    rsp = HI - 0x400
+    stack = stack_ending_in_h(rsp + 0x30 + 0x38)
+    stack.at(rsp + 0x28).word("J.ret")
+    scene = Scene(stack, IMAGE, JIT)
+    target = scene.walker().target
+    unwind = JIT.entries[0][2]
+    target.memory.patch(unwind, b"\x07")  # version 7
+    problems = SoftErrors()
+    walker = Walker(target, ImageProvider(target, problems=problems), step_for(target), problems=problems)
+    result = walker.walk(scene.thread({"rip": IMAGE["H"] + 0x8, "rsp": rsp}))
+    assert len(problems.items) == 1 and problems.items[0].startswith(f"unwind data at {unwind:#x} unusable: ")
+    assert "unsupported version 7" in problems.items[0]
+    assert target.soft_errors.items == [] and result.unsaved_jit_unwind == frozenset()
 
 
 # ----------------------------------------------------------------------------- no unwind entry
