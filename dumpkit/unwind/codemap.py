@@ -9,7 +9,9 @@ answers, with bounded caches:
 - code bytes: the module image when we have it, else what the dump holds;
 - call-site checks (`plausible_return`: does a CALL end at this address?), which stack
   scanning is built on;
-- registered JIT code (the dump's FunctionTable stream).
+- registered JIT code (the dump's FunctionTable stream);
+- where a return address's frame ends by the code after it (`frame_end`), which refutes
+  stale scanned words (unwind/refute.py).
 
 Symbol lookup lives here, apart from walking, as rust-minidump and Breakpad keep it.
 """
@@ -22,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.target import MemoryNotInDump, Target
-from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at
+from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, simulate_to_return
 from dumpkit.unwind.frames import Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
 
@@ -32,6 +34,9 @@ RETURN_CACHE_LIMIT = 1 << 18
 CODE_CACHE_LIMIT = 500_000
 # Below this, a stack word is a small number, not a return address.
 MIN_CODE_ADDRESS = 0x10000
+# Where `frame_end` starts its simulated stack: well away from 0 and 2**64 (the simulator
+# only adds and subtracts; the words it pops are not looked at).
+_SIMULATED_SP = 1 << 40
 
 
 class CodeMap:
@@ -46,6 +51,7 @@ class CodeMap:
         self._places: Dict[Tuple[int, bool], Place] = {}
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         self._returns: Dict[int, Optional[Trust]] = {}
+        self._frame_ends: Dict[int, Optional[int]] = {}
         self._code_ranges: Optional[List[Tuple[int, int]]] = None  # modules' and JIT code's [start, end)
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self.dynamic]
@@ -152,6 +158,26 @@ class CodeMap:
         if before:
             return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
         return Trust.SCAN if image is None else None
+
+    def frame_end(self, return_address: int) -> Optional[int]:
+        """The offset from the SP of a frame returning to `return_address` to the slot of
+        its caller's return address, by following the 64-bit code after it to a RET
+        (`disasm.simulate_to_return`: conditional branches fall through, direct jumps are
+        followed, an RSP write it does not model such as `mov rsp, rbp` ends it); None where
+        the code is not at hand or cannot be followed, or ends in a tail jump."""
+        try:
+            return self._frame_ends[return_address]
+        except KeyError:
+            pass
+        if len(self._frame_ends) >= RETURN_CACHE_LIMIT:
+            self._frame_ends.clear()
+        end = None
+        if self.bits == 64:
+            path = simulate_to_return(self.read_code, lambda _a: 0, return_address, _SIMULATED_SP, {})
+            if path is not None and not path.tail_jump and path.rsp >= _SIMULATED_SP:
+                end = path.rsp - _SIMULATED_SP
+        self._frame_ends[return_address] = end
+        return end
 
     def maybe_return(self, value: int) -> bool:
         """Would `scan` stop at a stack word holding `value`?"""

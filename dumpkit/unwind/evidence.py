@@ -186,10 +186,10 @@ def checked(walk: StackWalk, tid: int, top: int, seen: Witnessed) -> StackWalk:
         i += 1
     if len(keep) == len(units):
         return walk
-    return StackWalk(walk.thread_id, _renumbered(keep, stop), stop, walk.problems, walk.frame_limit)
+    return StackWalk(walk.thread_id, renumbered(keep, stop), stop, walk.problems, walk.frame_limit)
 
 
-def _renumbered(keep: List[Unit], stop: StopReason) -> Sequence[Frame]:
+def renumbered(keep: List[Unit], stop: StopReason) -> Sequence[Frame]:
     """The kept units as a walk's frames: indexes renumbered, each explicit frame's size
     the distance to the next kept frame (a run's sizes are its members' and stay true: a
     run's frames are never followed by a dropped frame inside the run)."""

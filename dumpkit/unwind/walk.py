@@ -36,6 +36,7 @@ from dumpkit.unwind.codemap import MIN_CODE_ADDRESS, CodeMap
 from dumpkit.unwind.confirm import confirmed
 from dumpkit.unwind.evidence import Witnessed, checked, witness
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
+from dumpkit.unwind.refute import refuted, stack_word_reader
 from dumpkit.unwind.places import Place
 
 DEFAULT_MAX_FRAMES = MAX_FRAMES
@@ -224,6 +225,9 @@ class Walker:
         walks prove stale are left out (`unwind/evidence.py`). What the step found on the way
         (and on the other threads' walks made to check this one) is in the result."""
         result, scanned = self._walk(thread, context, max_frames)
+        if scanned and self.code.bits == 64:
+            read_word = stack_word_reader(self.target.read_available)
+            result = refuted(result, self.code.frame_end, read_word, self.code.maybe_return)
         if scanned and self.cross_check:
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
         if scanned:
