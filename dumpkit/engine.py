@@ -13,15 +13,14 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from dumpkit import __version__
 from dumpkit.analysis import facts
 from dumpkit.analysis.crashcase import crash_case
 from dumpkit.analysis.crashrecord import crash_record
-from dumpkit.analysis.documents import contents_document, report_document
+from dumpkit.analysis.documents import contents_document, header, report_document
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_version
-from dumpkit.analysis.model import SCHEMA_VERSION, Contents, Report, Stacks, ThreadReport
+from dumpkit.analysis.model import Contents, Report, Stacks, ThreadReport
 from dumpkit.analysis.pyread import read_python
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
@@ -187,10 +186,7 @@ def stacks(
         walked.append(w.frames if w is not None else [])
         supports.append(w.support if w is not None else None)
     doc = Stacks(
-        schema_version=SCHEMA_VERSION,
-        dumpkit_version=__version__,
-        dump=facts.dump_summary(target),
-        system=facts.system_summary(target),
+        **header(target),
         threads=tuple(reports),
         modules=facts.module_records(target, walker.code.images.sources(), walker.code.images.symbol_sources()),
         soft_errors=tuple(problems.items),

@@ -4,7 +4,7 @@ same records for the dump, its system, crash, threads and modules (docs/report-s
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional, Sequence, TypedDict
 
 from dumpkit import __version__
 from dumpkit.analysis import facts
@@ -12,12 +12,41 @@ from dumpkit.analysis.blame import blame_frame
 from dumpkit.analysis.crash import decode_crash
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
-from dumpkit.analysis.model import SCHEMA_VERSION, Contents, Finding, NotWalked, Report, ThreadReport, Verdict
+from dumpkit.analysis.model import (
+    SCHEMA_VERSION,
+    Contents,
+    DumpSummary,
+    Finding,
+    NotWalked,
+    Report,
+    SystemSummary,
+    ThreadReport,
+    Verdict,
+)
 from dumpkit.analysis.process import process_record
 from dumpkit.analysis.signature import crash_signature, recursion_start
 from dumpkit.analysis.verdict import Case
 from dumpkit.images import ImageProvider
 from dumpkit.target import SoftErrors, Target, Thread
+
+
+class Header(TypedDict):
+    """What every document begins with: its schema, this dumpkit, the dump and its system."""
+
+    schema_version: int
+    dumpkit_version: str
+    dump: DumpSummary
+    system: Optional[SystemSummary]
+
+
+def header(target: Target) -> Header:
+    """The header of a document about `target`."""
+    return Header(
+        schema_version=SCHEMA_VERSION,
+        dumpkit_version=__version__,
+        dump=facts.dump_summary(target),
+        system=facts.system_summary(target),
+    )
 
 
 def contents_document(target: Target, problems: SoftErrors) -> Contents:
@@ -39,10 +68,7 @@ def contents_document(target: Target, problems: SoftErrors) -> Contents:
         for t in target.threads
     )
     return Contents(
-        schema_version=SCHEMA_VERSION,
-        dumpkit_version=__version__,
-        dump=facts.dump_summary(target),
-        system=facts.system_summary(target),
+        **header(target),
         crash=crash,
         crash_absent=facts.crash_absent(target),
         threads=threads,
@@ -71,10 +97,7 @@ def report_document(
     crash, thread = case.crash, case.thread
     sources = images.sources()
     return Report(
-        schema_version=SCHEMA_VERSION,
-        dumpkit_version=__version__,
-        dump=facts.dump_summary(target),
-        system=facts.system_summary(target),
+        **header(target),
         crash=crash,
         verdict=verdict,
         findings=tuple(findings),

@@ -266,14 +266,21 @@ def test_pops_before_a_computed_jump_are_body_code():
 JIT = Jit(0x20000000, [Function("J", [Push("rbx"), Alloc(0x30)], [INT3 * 16, Call("J.ret"), INT3 * 16])])
 
 
-def test_function_table_stream_unwinds_jit_code():
-    # J, registered with RtlAddFunctionTable; its UNWIND_INFO lives in the JIT region
-    rsp = HI - 0x400  # frame 0 in H's body; H returns into J
+def _h_called_from_jit(jit: Jit, return_label: str) -> Tuple[Scene, int, int]:
+    """(scene, rsp, J's sp): frame 0 in H's body, H returning into JIT code at
+    `return_label`, whose frame (rbx pushed, 0x30 allocated) returns into H's caller."""
+    rsp = HI - 0x400
     j_sp = rsp + 0x30
     stack = stack_ending_in_h(j_sp + 0x38)
-    stack.at(rsp + 0x28).word("J.ret")
+    stack.at(rsp + 0x28).word(return_label)
     stack.at(j_sp + 0x30).word(0xB0B)
-    scene = Scene(stack, IMAGE, JIT)
+    return Scene(stack, IMAGE, jit), rsp, j_sp
+
+
+def test_function_table_stream_unwinds_jit_code():
+    # J, registered with RtlAddFunctionTable; its UNWIND_INFO lives in the JIT region
+    scene, rsp, j_sp = _h_called_from_jit(JIT, "J.ret")
+    stack = scene.stack
     result = scene.walk({"rip": IMAGE["H"] + 0x8, "rsp": rsp})
     assert frames(result) == [
         (IMAGE["H"] + 0x8, rsp, Trust.CONTEXT),
@@ -294,12 +301,8 @@ def test_indirect_function_table_entry_is_resolved_like_pdata():
         0x20000000,
         [Function("J", [Push("rbx"), Alloc(0x30)], [INT3 * 16]), Code("J2", INT3 * 11, Call("J2.ret"), INT3 * 16)],
     )
-    rsp = HI - 0x400
-    j2_sp = rsp + 0x30
-    stack = stack_ending_in_h(j2_sp + 0x38)
-    stack.at(rsp + 0x28).word("J2.ret")
-    stack.at(j2_sp + 0x30).word(0xB0B)
-    scene = Scene(stack, IMAGE, jit)
+    scene, rsp, j2_sp = _h_called_from_jit(jit, "J2.ret")
+    stack = scene.stack
     scene.more_entries.append(jit.indirect("J", jit["J2"], jit["J2.end"]))
     assert frames(scene.walk({"rip": IMAGE["H"] + 0x8, "rsp": rsp})) == [
         (IMAGE["H"] + 0x8, rsp, Trust.CONTEXT),
@@ -312,12 +315,7 @@ def test_jit_unwind_data_the_dump_did_not_save_comes_back_with_the_walk():
     """J's unwind data lies in JIT memory the dump writer did not save: the step scans past
     J and says so in the walk's result (once per walker: its caches meet it once), not in
     the problems, since that is how the dump was written."""
-    rsp = HI - 0x400
-    j_sp = rsp + 0x30
-    stack = stack_ending_in_h(j_sp + 0x38)
-    stack.at(rsp + 0x28).word("J.ret")
-    stack.at(j_sp + 0x30).word(0xB0B)
-    scene = Scene(stack, IMAGE, JIT)
+    scene, rsp, _ = _h_called_from_jit(JIT, "J.ret")
     walker = scene.walker()
     memory = walker.target.memory
     memory.drop(JIT.base)
@@ -340,10 +338,7 @@ def test_jit_unwind_data_the_dump_did_not_save_comes_back_with_the_walk():
 def test_unusable_jit_unwind_data_is_a_problem_of_the_run_that_walks():
     """Unwind data that is there but cannot be read (an unknown UNWIND_INFO version) is
     damage: the step adds it to the problems collector the run handed the walker."""
-    rsp = HI - 0x400
-    stack = stack_ending_in_h(rsp + 0x30 + 0x38)
-    stack.at(rsp + 0x28).word("J.ret")
-    scene = Scene(stack, IMAGE, JIT)
+    scene, rsp, _ = _h_called_from_jit(JIT, "J.ret")
     target = scene.walker().target
     unwind = JIT.entries[0][2]
     target.memory.patch(unwind, b"\x07")  # version 7
