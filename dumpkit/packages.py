@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from typing import Dict, Iterable, List, Optional, Tuple
-from dumpkit.records import record
+from dumpkit.target import InstalledPackage
 
 __all__ = ["InstalledPackage", "owning_package"]
 
@@ -24,13 +24,6 @@ _MAX_UP = 8  # folders between a module and its site-packages (tensorflow/python
 _MAX_DIST_INFOS = 5_000
 _MAX_RECORD_LINES = 200_000  # TensorFlow's RECORD has ~10,000
 _MAX_METADATA_BYTES = 64 * 1024  # Name and Version are in the first lines
-
-
-@record
-class InstalledPackage:
-    name: str  # as METADATA spells it, e.g. "tensorflow-intel"
-    version: str
-    record: str  # the dist-info folder whose RECORD lists the file
 
 
 def _site_packages(path: str) -> Optional[Tuple[str, str]]:

@@ -3,7 +3,10 @@ everything that analyses them.
 
 Everything below this module (unwinding, analysis, reports) sees only a `Target` and the
 plain data classes defined here. Sources (`dumpkit.sources.minidump`,
-`dumpkit.sources.pykd`) build them; nothing else knows which source is in use.
+`dumpkit.sources.pykd`) build them; nothing else knows which source is in use. What only
+some sources have is declared here too, as a protocol of its own on an optional field
+(`ImageStore`, `BundleManifest`, `DumpFile`): a reader asks the field, never the source's
+class.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import bisect
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, runtime_checkable
+from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, runtime_checkable
 from dumpkit.records import record
 
 
@@ -367,6 +370,119 @@ class ModuleMap:
         return None
 
 
+@record
+class InstalledPackage:
+    """The Python distribution that installed a module (its dist-info RECORD lists the
+    file): found beside the module's files (dumpkit.packages), or as a bundle recorded it."""
+
+    name: str  # as METADATA spells it, e.g. "tensorflow-intel"
+    version: str
+    record: str  # the dist-info folder whose RECORD lists the file
+
+
+@record
+class OriginalFile:
+    """What an image store says of a file it holds only some pages of: the original's size
+    and sha256, and where the analysis that kept the pages found it (images.SOURCES)."""
+
+    size: int
+    sha256: str
+    found_in: Optional[str] = None  # None: not recorded (a PDB's)
+
+
+class FileBytes(Protocol):
+    """A file's bytes by offset, as far as they are held: `read` raises the reader's own
+    error (PEError for an image, PdbError for a PDB) for bytes past the end or not held,
+    never returns zeros for them. An image's backing and a PDB's source are both this."""
+
+    @property
+    def size(self) -> int: ...
+
+    def read(self, offset: int, size: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class ImageStore(Protocol):
+    """Image and PDB files that travel with a dump (a bundle's pages: bundle/reader.py),
+    asked before any file on this machine (images/locator.py)."""
+
+    def backing_for(self, module: Module) -> Optional[Tuple[FileBytes, str]]:
+        """`module`'s image file (by base address and name) and one line saying where it
+        is; None when the store does not hold it."""
+        ...
+
+    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[FileBytes, str]]:
+        """The PDB `cv` names (by GUID and age) and one line saying where it is, or None."""
+        ...
+
+    def package_for(self, module: Module) -> Optional[InstalledPackage]:
+        """The distribution that owned `module` on the machine the dump came from, as the
+        store recorded it; None when it did not."""
+        ...
+
+    def original_image(self, module: Module) -> Optional[OriginalFile]:
+        """The image file the store holds pages of for `module`, as it was; None when none."""
+        ...
+
+    def original_pdb(self, cv: CodeViewRecord) -> Optional[OriginalFile]:
+        """The PDB file the store holds pages of for `cv`, as it was; None when none."""
+        ...
+
+
+class BundleManifest(Protocol):
+    """What a bundle says of the dump it carries (docs/bundle-format.md), for a bundle
+    written from it again: the dump's original name, what was redacted, and which of the
+    dump file's bytes it kept (None: all of them)."""
+
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def dump_name(self) -> str: ...
+
+    @property
+    def redacted(self) -> Tuple[str, ...]: ...
+
+    @property
+    def kept(self) -> Optional[Tuple[Tuple[int, int], ...]]: ...
+
+
+class DumpFile(Protocol):
+    """The minidump file a target reads (a file, a bundle's member, a redacted copy), as a
+    writer of bundles needs it: its bytes, its memory ranges, and the pages of memory the
+    analysis reads."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def file_size(self) -> int: ...
+
+    @property
+    def kept(self) -> Optional[Tuple[Tuple[int, int], ...]]:
+        """The file ranges whose bytes are the dump's (a bundle that kept only the memory
+        its analysis read); None: the whole file."""
+        ...
+
+    def file_chunks(self, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The file's bytes in order, `chunk` at a time."""
+        ...
+
+    def file_bytes(self, offset: int, size: int) -> bytes:
+        """The file's bytes at [offset, offset + size), clipped to its end."""
+        ...
+
+    def memory_pieces(self) -> List[Tuple[int, int, int]]:
+        """Every memory range the file holds: (address, size, file offset), sorted."""
+        ...
+
+    def record_memory_reads(self) -> Set[int]:
+        """From now on, the page numbers (address // 4096) of every byte of memory read are
+        added to the returned set."""
+        ...
+
+
 @runtime_checkable
 class Target(Protocol):
     """What every analysis may ask of a crashed (or live) process.
@@ -387,12 +503,16 @@ class Target(Protocol):
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]
     xstate_enabled_features: Optional[int]
-    # What travelled with a dump read from a bundle (dumpkit/bundle): the image and PDB pages
-    # its first analysis read, with the installation's facts (an images.ImageStore), and the
-    # bundle's manifest (bundle.format.Manifest). None for a plain dump and a live session.
-    # Typed loosely because both types live in layers above this seam.
-    image_store: Optional[Any]
-    bundle: Optional[Any]
+    # What travelled with a dump read from a bundle (bundle/reader.py): the image and PDB
+    # pages its first analysis read, with the installation's facts, and what the bundle
+    # says of the dump. None for a plain dump and a live session.
+    image_store: Optional[ImageStore]
+    bundle: Optional[BundleManifest]
+
+    @property
+    def dump_file(self) -> Optional[DumpFile]:
+        """The minidump file the target reads; None for a live session."""
+        ...
 
     @property
     def memory_range_count(self) -> Optional[int]:

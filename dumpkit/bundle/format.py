@@ -123,6 +123,15 @@ class Manifest:
     packages: Tuple[PackageEntry, ...] = ()
     pdbs: Tuple[PdbEntry, ...] = ()
 
+    # what a target read from the bundle says of it (target.BundleManifest)
+    @property
+    def dump_name(self) -> str:
+        return self.dump.name
+
+    @property
+    def kept(self) -> Optional[Tuple[Tuple[int, int], ...]]:
+        return self.dump.kept
+
 
 def member_name(index: int, module_name: str, folder: str = IMAGES_FOLDER) -> str:
     """images/NNN-NAME (or pdbs/NNN-NAME) with NAME reduced to safe characters (it comes

@@ -32,16 +32,22 @@ from dumpkit.bundle.format import (
     check_member_name,
     parse_manifest,
 )
-from dumpkit.images import ImageStore
-from dumpkit.packages import InstalledPackage
 from dumpkit.pe import PEError
-from dumpkit.pe.backing import Backing
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy, open_dump_pieces
 from dumpkit.sources.pieced import PiecedFile
-from dumpkit.symbols.pdb import PdbError, PdbSource
-from dumpkit.target import CodeViewRecord, DumpError, Module
+from dumpkit.symbols.pdb import PdbError
+from dumpkit.target import CodeViewRecord, DumpError, FileBytes, InstalledPackage, Module, OriginalFile, Target
 
-__all__ = ["BundleBacking", "BundleImages", "BundlePdb", "NotInBundle", "PdbNotInBundle", "open_bundle", "read_bundle"]
+__all__ = [
+    "BundleBacking",
+    "BundleImages",
+    "BundlePdb",
+    "NotInBundle",
+    "PdbNotInBundle",
+    "open_bundle",
+    "open_redacted_copy",
+    "read_bundle",
+]
 
 DUMP_IN_MEMORY = 1 << 30  # larger dumps go to a private temporary file, mapped
 _READ = 1 << 12  # zipfile decompresses one read's worth of input at a time: keep bursts small
@@ -99,9 +105,9 @@ class BundlePdb(BundleBacking):
     _missing = PdbNotInBundle
 
 
-class BundleImages(ImageStore):
+class BundleImages:
     """The image files a bundle holds, by module (base address and name; the locator then
-    checks TimeDateStamp and SizeOfImage as for any file)."""
+    checks TimeDateStamp and SizeOfImage as for any file), and its PDBs: a target.ImageStore."""
 
     def __init__(
         self,
@@ -125,7 +131,7 @@ class BundleImages(ImageStore):
         p = self._packages.get((module.base, module.name.lower()))
         return InstalledPackage(p.name, p.version, p.record) if p is not None else None
 
-    def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
+    def backing_for(self, module: Module) -> Optional[Tuple[FileBytes, str]]:
         found = self._by_module.get((module.base, module.name.lower()))
         if found is None:
             return None
@@ -133,16 +139,19 @@ class BundleImages(ImageStore):
         where = f"{self._name}:{entry.member}"
         return BundleBacking(entry, data, where, self.misses), where
 
-    def image_entry(self, module: Module) -> Optional[ImageEntry]:
+    def original_image(self, module: Module) -> Optional[OriginalFile]:
         """What the bundle says of the module's image file (for writing a bundle of it)."""
         found = self._by_module.get((module.base, module.name.lower()))
-        return found[0] if found is not None else None
+        if found is None:
+            return None
+        entry = found[0]
+        return OriginalFile(entry.file_size, entry.file_sha256, entry.source)
 
-    def pdb_entry(self, cv: CodeViewRecord) -> Optional[PdbEntry]:
+    def original_pdb(self, cv: CodeViewRecord) -> Optional[OriginalFile]:
         found = self._pdbs.get((cv.guid.upper(), cv.age))
-        return found[0] if found is not None else None
+        return OriginalFile(found[0].file_size, found[0].file_sha256) if found is not None else None
 
-    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
+    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[FileBytes, str]]:
         found = self._pdbs.get((cv.guid.upper(), cv.age))
         if found is None:
             return None
@@ -257,7 +266,8 @@ def read_bundle(
 
 def open_bundle(path: str) -> MinidumpTarget:
     """The bundle's dump as a Target whose modules' images are served from the bundle
-    (`image_store`, which the engine hands to its image locator). Raises DumpError."""
+    (`image_store`, which the engine hands to its image locator) and whose `bundle` is its
+    manifest. Raises DumpError."""
     try:
         manifest, dump, images, pdbs = read_bundle(path)
     except BundleError as e:
@@ -272,9 +282,17 @@ def open_bundle(path: str) -> MinidumpTarget:
         target = open_dump_bytes(dump, path, kept)
     else:
         target = _open_private_copy(dump, path, kept)
-    store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
-    target.image_store = store
+    target.image_store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
     target.bundle = manifest
+    return target
+
+
+def open_redacted_copy(data: bytes, name: str, original: Target) -> MinidumpTarget:
+    """`data`, a redacted copy of `original`'s dump file, as a Target that carries what
+    `original` carried from its bundle (its pages, its manifest, the bytes it kept)."""
+    file = original.dump_file
+    target = open_dump_bytes(data, name, file.kept if file is not None else None)
+    target.image_store, target.bundle = original.image_store, original.bundle
     return target
 
 

@@ -17,9 +17,10 @@ from typing import List, Optional, Sequence, Set, Tuple
 
 from dumpkit.bundle.format import MAX_RANGES, BundleError
 from dumpkit.sources.memory import MEMORY_PAGE
-from dumpkit.sources.minidump import MinidumpTarget, open_dump_pieces
+from dumpkit.sources.minidump import open_dump_pieces
 from dumpkit.spans import merge as _merge
 from dumpkit.spans import subtract as _subtract
+from dumpkit.target import DumpFile, Target
 
 __all__ = ["kept_ranges", "check_same_dump"]
 
@@ -37,9 +38,9 @@ def _used_addresses(pages: Set[int], pieces: Sequence[Tuple[int, int, int]]) -> 
     return _merge(spans)
 
 
-def _protected(target: MinidumpTarget) -> List[Span]:
+def _protected(target: Target, file: DumpFile) -> List[Span]:
     """File spans that are not memory: the header, the stream directory, every stream."""
-    head = next(target.file_chunks(32), b"")
+    head = next(file.file_chunks(32), b"")
     spans = [(0, 32)]
     if len(head) >= 16:
         nstreams, dir_rva = struct.unpack_from("<II", head, 8)
@@ -49,14 +50,14 @@ def _protected(target: MinidumpTarget) -> List[Span]:
 
 
 def kept_ranges(
-    target: MinidumpTarget, pages: Set[int], previous: Optional[Sequence[Tuple[int, int]]] = None
+    target: Target, file: DumpFile, pages: Set[int], previous: Optional[Sequence[Tuple[int, int]]] = None
 ) -> Tuple[Tuple[int, int], ...]:
-    """The (file offset, length) ranges of the dump a bundle keeps when the analysis read the
-    memory pages `pages`: all but the bytes of memory nothing read. Runs of fewer than a page
+    """The (file offset, length) ranges of `target`'s dump `file` a bundle keeps when the
+    analysis read the memory pages `pages`: all but the bytes of memory nothing read. Runs of fewer than a page
     of zeroable bytes are kept (real bytes cost little), and longer ones while the list
     would exceed what a manifest may hold. `previous`: what the bundle being bundled again
     kept (its zeros stay left out)."""
-    pieces = target.memory_pieces()
+    pieces = file.memory_pieces()
     used = _used_addresses(pages, pieces)
     starts = [lo for lo, _ in used]
     drop: List[Span] = []
@@ -76,8 +77,8 @@ def kept_ranges(
         if cur < end:
             drop.append((off + cur - start, off + end - start))
     # A file byte that some range needs, or that is not memory, stays.
-    zero = _subtract(_merge(drop), _merge(keep + _protected(target)))
-    size = target.file_size
+    zero = _subtract(_merge(drop), _merge(keep + _protected(target, file)))
+    size = file.file_size
     if previous is not None:
         zero = _merge(zero + _subtract([(0, size)], _merge((o, o + n) for o, n in previous)))
     least = MEMORY_PAGE
@@ -90,7 +91,7 @@ def kept_ranges(
     return tuple((lo, hi - lo) for lo, hi in kept)
 
 
-def _facts(t: MinidumpTarget) -> tuple:
+def _facts(t: Target) -> tuple:
     return (
         t.dump.streams,
         t.system,
@@ -100,17 +101,17 @@ def _facts(t: MinidumpTarget) -> tuple:
         t.unloaded_modules,
         t.exception,
         t.memory_regions,
-        t.function_tables,
+        t.function_table_entries(),
         t.build_string,
         t.memory_range_count,
     )
 
 
-def check_same_dump(original: MinidumpTarget, packed: bytes, kept: Sequence[Tuple[int, int]]) -> None:
-    """Raise BundleError unless the kept pieces (`packed`, back to back) read as the
-    original does, but for the memory left out (a dump whose records lie inside its memory
-    ranges would not)."""
-    copy = open_dump_pieces(original.file_size, kept, packed, original.path)
+def check_same_dump(original: Target, file: DumpFile, packed: bytes, kept: Sequence[Tuple[int, int]]) -> None:
+    """Raise BundleError unless the kept pieces of `original`'s dump `file` (`packed`, back
+    to back) read as the original does, but for the memory left out (a dump whose records
+    lie inside its memory ranges would not)."""
+    copy = open_dump_pieces(file.file_size, kept, packed, file.path)
     try:
         said = copy.soft_errors.items  # the original's go on with what its analysis added
         if _facts(copy) != _facts(original) or original.soft_errors.items[: len(said)] != said:

@@ -36,11 +36,9 @@ from dumpkit.bundle.format import (
     member_name,
 )
 from dumpkit.engine import Options, analyze, stacks
-from dumpkit.bundle.reader import BundleImages
 from dumpkit.bundle.slim import check_same_dump, kept_ranges
-from dumpkit.images import ImageLocator, LocatedImage, LocatedPdb, RecordingBacking
-from dumpkit.sources.minidump import MinidumpTarget
-from dumpkit.target import CodeViewRecord, Module, Target
+from dumpkit.images import ImageLocator, ImageStore, LocatedImage, LocatedPdb, RecordingBacking
+from dumpkit.target import CodeViewRecord, DumpFile, Module, Target
 from dumpkit.words import human_bytes
 from dumpkit.records import record
 
@@ -98,8 +96,9 @@ def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[b
         for at in range(0, len(data), _CHUNK):
             yield data[at : at + _CHUNK]
         return
-    if target.bundle is not None and isinstance(target, MinidumpTarget):
-        yield from target.file_chunks(_CHUNK)
+    file = target.dump_file
+    if target.bundle is not None and file is not None:
+        yield from file.file_chunks(_CHUNK)
         return
     with open(path, "rb") as f:
         while True:
@@ -109,12 +108,12 @@ def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[b
             yield chunk
 
 
-def _kept_chunks(target: MinidumpTarget, kept: Sequence[Tuple[int, int]]) -> Iterator[bytes]:
+def _kept_chunks(file: DumpFile, kept: Sequence[Tuple[int, int]]) -> Iterator[bytes]:
     """The dump file's kept ranges, back to back, read from where the target reads its dump
     (the file, a redacted copy, or the bundle being bundled again)."""
     for off, n in kept:
         for at in range(off, off + n, _CHUNK):
-            yield target.file_bytes(at, min(_CHUNK, off + n - at))
+            yield file.file_bytes(at, min(_CHUNK, off + n - at))
 
 
 def _write_zip(out: IO[bytes], manifest: Manifest, dump: Iterator[bytes], images: Sequence[bytes]) -> None:
@@ -141,21 +140,22 @@ def write_bundle(
 ) -> BundleSummary:
     """Analyse `target` (opened from `dump_path`, or from `dump_data` when given: a redacted
     copy) recording the image and PDB pages read, and write the bundle to `out_path`
-    atomically. `target` may be a bundle (open_bundle): its dump, the pages it holds that
+    atomically. `target` may be a bundle (bundle/reader.py): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
     `only_used_memory`: the bundle's dump keeps only the memory the analysis read (slim.py).
     Raises BundleError when it cannot be written."""
-    source: Optional[Manifest] = target.bundle
+    source = target.bundle
     store = target.image_store
+    file = target.dump_file  # None for a live session: it has no dump file to keep part of
     if dump_data is not None:
         dump_size = len(dump_data)
-    elif source is not None and isinstance(target, MinidumpTarget):
-        dump_size = target.file_size
+    elif source is not None and file is not None:
+        dump_size = file.file_size
     else:
         dump_size = os.path.getsize(dump_path)
     # A bundle stores at most MAX_DUMP bytes of dump: the whole dump, or (--only-used-memory,
     # or a bundle that already left memory out) only the kept pieces of a bigger one.
-    pieces = only_used_memory or (source is not None and source.dump.kept is not None)
+    pieces = only_used_memory or (source is not None and source.kept is not None)
     name = os.path.basename(dump_path)
     if dump_size > (MAX_PACKED_DUMP if pieces else MAX_DUMP):
         hint = "" if pieces else ": --only-used-memory stores only the memory the analysis reads"
@@ -169,9 +169,9 @@ def write_bundle(
     )
     pages: Optional[Set[int]] = None
     if only_used_memory:
-        if not isinstance(target, MinidumpTarget):
+        if file is None:
             raise BundleError("--only-used-memory needs a minidump")
-        pages = target.record_memory_reads()
+        pages = file.record_memory_reads()
     try:
         options = Options(locator=locator)
         done = analyze(target, options)
@@ -226,20 +226,20 @@ def write_bundle(
             raise BundleError(f"the analysis read more than {MAX_IMAGE_BYTES} bytes of images and PDBs")
     finally:
         locator.close()
-    kept = source.dump.kept if source is not None else None  # what a bundle left out stays out
-    if pages is not None and isinstance(target, MinidumpTarget):
-        kept = kept_ranges(target, pages, kept)
+    kept = source.kept if source is not None else None  # what a bundle left out stays out
+    if pages is not None and file is not None:
+        kept = kept_ranges(target, file, pages, kept)
     packed: Optional[bytes] = None  # only the kept pieces are stored (version 4)
     if kept is not None:
-        if not isinstance(target, MinidumpTarget):
+        if file is None:
             raise BundleError("a bundle that keeps part of the dump needs a minidump")
         stored = sum(n for _, n in kept)
         if stored > MAX_DUMP:
             raise BundleError(
                 f"{name}: the analysis read {human_bytes(stored)}; a bundle holds at most {human_bytes(MAX_DUMP)}"
             )
-        packed = b"".join(_kept_chunks(target, kept))
-        check_same_dump(target, packed, kept)
+        packed = b"".join(_kept_chunks(file, kept))
+        check_same_dump(target, file, packed, kept)
 
     def chunks() -> Iterator[bytes]:  # the member's bytes, once for the digest and once stored
         return iter((packed,)) if packed is not None else _dump_chunks(dump_path, dump_data, target)
@@ -250,7 +250,7 @@ def write_bundle(
     manifest = Manifest(
         dumpkit_version=__version__,
         dump=DumpEntry(
-            name=source.dump.name if source is not None else os.path.basename(dump_path),
+            name=source.dump_name if source is not None else os.path.basename(dump_path),
             size=dump_size,
             sha256=digest.hexdigest(),
             kept=kept,
@@ -271,20 +271,20 @@ def write_bundle(
     )
 
 
-def _original_image(found: LocatedImage, module: Module, store: object) -> Optional[Tuple[int, str, str]]:
+def _original_image(found: LocatedImage, module: Module, store: Optional[ImageStore]) -> Optional[Tuple[int, str, str]]:
     """(size, sha256, where it was found) of the image file `found` was read from: the file
     here, or the one a bundle being re-bundled describes."""
     if found.path is not None:
         return _file_digest(found.path) + (found.source,)
-    entry = store.image_entry(module) if found.source == "bundle" and isinstance(store, BundleImages) else None
-    return (entry.file_size, entry.file_sha256, entry.source) if entry is not None else None
+    was = store.original_image(module) if found.source == "bundle" and store is not None else None
+    return (was.size, was.sha256, was.found_in) if was is not None and was.found_in is not None else None
 
 
-def _original_pdb(located: LocatedPdb, cv: CodeViewRecord, store: object) -> Optional[Tuple[int, str]]:
+def _original_pdb(located: LocatedPdb, cv: CodeViewRecord, store: Optional[ImageStore]) -> Optional[Tuple[int, str]]:
     """(size, sha256) of the PDB file `located` was read from, here or as a bundle says."""
     if located.from_store:
-        entry = store.pdb_entry(cv) if isinstance(store, BundleImages) else None
-        return (entry.file_size, entry.file_sha256) if entry is not None else None
+        was = store.original_pdb(cv) if store is not None else None
+        return (was.size, was.sha256) if was is not None else None
     return _file_digest(located.path) if located.path is not None else None
 
 

@@ -22,8 +22,8 @@ def run_bundle(
     only_used_memory: bool = False,
 ) -> int:
     """The bundle written to `output` and described on stdout; returns the exit code."""
-    from dumpkit.bundle.format import BundleError
     from dumpkit.bundle.writer import write_bundle
+    from dumpkit.bundle.format import BundleError
     from dumpkit.report.escape import clean
     from dumpkit.words import human_bytes, plural
 
@@ -33,26 +33,26 @@ def run_bundle(
     data: Optional[bytes] = None
     redacted: tuple = ()
     if redact:
-        from dumpkit.bundle.format import MAX_DUMP
         from dumpkit.bundle.redact import redact_dump
-        from dumpkit.sources.minidump import open_dump_bytes
+        from dumpkit.bundle.reader import open_redacted_copy
+        from dumpkit.bundle.format import MAX_DUMP
 
-        if target.file_size > MAX_DUMP:  # redaction searches a copy of the whole dump in memory
+        file = target.dump_file
+        if file is None:
+            raise fail(f"{dump}: --redact needs a dump file")
+        if file.file_size > MAX_DUMP:  # redaction searches a copy of the whole dump in memory
             raise fail(
                 f"{dump}: --redact takes a dump of at most {human_bytes(MAX_DUMP)}; this one is "
-                f"{human_bytes(target.file_size)}"
+                f"{human_bytes(file.file_size)}"
             )
 
         if target.bundle is not None:
-            original = b"".join(target.file_chunks())
+            original = b"".join(file.file_chunks())
         else:
             with open(dump, "rb") as f:
                 original = f.read()
         data, redacted = redact_dump(original, target)
-        redacted_target = open_dump_bytes(data, dump, target.kept)
-        # a bundle's pages and manifest go along
-        redacted_target.image_store, redacted_target.bundle = target.image_store, target.bundle
-        target = redacted_target
+        target = open_redacted_copy(data, dump, target)  # a bundle's pages and manifest go along
     try:
         done = write_bundle(
             target,

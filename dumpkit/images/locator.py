@@ -5,8 +5,9 @@ Order, as in DESIGN.md "Where unwind data comes from":
    its unwind data (the exception directory, and the UNWIND_INFO of entries sampled
    over it); an image without them is kept as a fallback, used only when nothing below
    matches;
-1b. an image store that travels with the dump (a bundle, dumpkit.bundle: the pages of the
-   image file an earlier analysis read), so a bundle gives the same answer on any machine;
+1b. an image store that travels with the dump (target.ImageStore; a bundle's,
+   dumpkit.bundle.reader: the pages of the image file an earlier analysis read), so a
+   bundle gives the same answer on any machine;
 2. the file at the path the dump recorded, if it exists on this machine and its
    TimeDateStamp and SizeOfImage match the module's;
 3. each `--image-path DIR`, searched recursively (one case-insensitive name index per
@@ -31,7 +32,7 @@ from __future__ import annotations
 import ntpath
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
 from dumpkit.pe.backing import Backing, FileBacking
@@ -48,7 +49,7 @@ from dumpkit.symbols.store import (
     store_files,
     symbol_cache,
 )
-from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module
+from dumpkit.target import CodeViewRecord, ImageStore, MemoryNotInDump, Module
 from dumpkit.words import listing, plural
 from dumpkit.records import record
 
@@ -70,24 +71,6 @@ class LocatedImage:
     detail: str  # one line: which file / why it was accepted
     path: Optional[str] = None  # the local file, when the image is one
     recording: Optional["RecordingBacking"] = None  # the pages read, when the locator records
-
-
-class ImageStore:
-    """Image files that travel with a dump (a bundle): `backing_for` gives a module's file
-    (a Backing whose unread parts raise PEError) and one line saying where it is, or None."""
-
-    def backing_for(self, module: Module) -> Optional[Tuple[Backing, str]]:
-        raise NotImplementedError
-
-    def pdb_for(self, cv: CodeViewRecord) -> Optional[Tuple[PdbSource, str]]:
-        """The PDB that `cv` names (by GUID and age), as far as the store holds it, and one
-        line saying where it is; None when the store has no such PDB."""
-        return None
-
-    def package_for(self, module: Module) -> Optional[Any]:
-        """The installed package (a packages.InstalledPackage) that owned `module` on the
-        machine the dump came from, as the store recorded it; None when it did not."""
-        return None
 
 
 class ImageLocator:

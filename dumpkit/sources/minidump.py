@@ -16,7 +16,7 @@ import os
 import re
 import struct
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 from minidump.streams.ModuleListStream import MINIDUMP_MODULE
@@ -29,10 +29,12 @@ from dumpkit.sources.pieced import PiecedFile
 from dumpkit.words import listing, plural
 from dumpkit.target import (
     X86_FAMILY,
+    BundleManifest,
     CodeViewRecord,
     DumpError,
     DumpInfo,
     ExceptionInfo,
+    ImageStore,
     MemoryNotInDump,
     MemoryRegion,
     Module,
@@ -160,8 +162,8 @@ class MinidumpTarget:
         self.memory_regions: List[MemoryRegion] = []
         self.function_tables: List[Tuple[int, int, int, int]] = []
         self.build_string: Optional[str] = None
-        self.image_store: Optional[Any] = None  # set by bundle.reader.open_bundle
-        self.bundle: Optional[Any] = None
+        self.image_store: Optional[ImageStore] = None  # a bundle's (bundle/reader.py)
+        self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
@@ -224,6 +226,10 @@ class MinidumpTarget:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @property
+    def dump_file(self) -> "MinidumpTarget":
+        return self  # the file's bytes and memory ranges are read below (target.DumpFile)
 
     def file_chunks(self, chunk: int = 1 << 20) -> Iterator[bytes]:
         """The dump file's bytes in order, `chunk` at a time (what a bundle of it stores)."""

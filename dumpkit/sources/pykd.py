@@ -48,15 +48,18 @@ import os
 import re
 import struct
 from bisect import bisect_right
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.spans import gaps, join
 from dumpkit.target import (
     GPR_NAMES,
     PROCESSOR_ARCHITECTURE_AMD64,
     PROCESSOR_ARCHITECTURE_INTEL,
+    BundleManifest,
     DumpInfo,
+    DumpFile,
     ExceptionInfo,
+    ImageStore,
     MemoryNotInDump,
     MemoryRegion,
     Module,
@@ -171,8 +174,8 @@ class PykdTarget:
         self.exception: Optional[ExceptionInfo] = None
         self.memory_regions: List[MemoryRegion] = []
         self.build_string: Optional[str] = None
-        self.image_store: Optional[Any] = None  # set by bundle.reader.open_bundle
-        self.bundle: Optional[Any] = None
+        self.image_store: Optional[ImageStore] = None  # the debugger finds images itself
+        self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None
         self.is_dump = True
         self._pdb_bases: Optional[frozenset] = None  # from `lm`, on first use
@@ -203,6 +206,10 @@ class PykdTarget:
     @property
     def memory_range_count(self) -> Optional[int]:
         return None  # dbgeng does not say how the dump's memory lists were cut
+
+    @property
+    def dump_file(self) -> Optional[DumpFile]:
+        return None  # dbgeng reads the file; its bytes are not this session's to copy
 
     def read(self, address: int, size: int) -> bytes:
         if size <= 0:

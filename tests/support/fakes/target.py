@@ -111,6 +111,7 @@ class MemoryTarget:
         self.build_string = build_string
         self.image_store = None
         self.bundle = None
+        self.dump_file = None  # no file behind it: nothing to bundle
         self.xstate_enabled_features = xstate_enabled_features
 
     @property
