@@ -59,7 +59,7 @@ def run_stack(
         from dumpkit.report.stream import write_stacks_text
 
         console = Console(highlight=False, soft_wrap=False, width=max(120, Console().width))
-        write_stacks_text(doc, frames, console, sys.stdout, full=full)
+        write_stacks_text(doc, frames, console, sys.stdout, full=full, supports=supports)
     sys.stdout.flush()
     warn_problems(list(doc.soft_errors))
     return EXIT_PROBLEMS if doc.soft_errors else EXIT_OK

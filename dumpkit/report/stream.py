@@ -10,18 +10,27 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from dumpkit.analysis.model import Cycle, Stacks
+from dumpkit.analysis.model import Cycle, FrameRecord, Stacks
 from dumpkit.report.escape import clean
 from dumpkit.report.json_report import report_dict
 from dumpkit.report.text import print_python_section
 from dumpkit.report.view import python_view, stacks_view
-from dumpkit.report.view.stacks import call_site, fold_frames, kf_number, pointer_digits, possible_heading, thread_view
+from dumpkit.report.view.stacks import (
+    KfFrame,
+    call_site,
+    fold_frames,
+    found_words,
+    kf_number,
+    pointer_digits,
+    possible_heading,
+    thread_view,
+)
 
 from dumpkit.unwind.bulk import Frames, Run
 from dumpkit.unwind.confirm import support_of
@@ -186,11 +195,11 @@ def _left(text: str, width: int) -> str:
     return text + " " * (width - _width(text))
 
 
-def _rows(walked: Sequence[Frame], cycles: Sequence[Cycle]) -> Iterable[Union[Frame, str]]:
+def _rows(walked: Sequence[KfFrame], cycles: Sequence[Cycle]) -> Iterable[Union[KfFrame, str]]:
     return fold_frames(walked, cycles) if cycles else walked
 
 
-def _above(walked: Sequence[Frame], i: int) -> Optional[int]:
+def _above(walked: Sequence[KfFrame], i: int) -> Optional[int]:
     """Row i's Memory: frame i-1's size (the distance between their Child-SPs). `walked`
     may start past frame 0 (a walk's possible frames)."""
     k = i - (walked[0].index if walked else 0)
@@ -201,14 +210,21 @@ def _above(walked: Sequence[Frame], i: int) -> Optional[int]:
     return None
 
 
-def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int, out: TextIO) -> None:
+def write_kf_table(
+    walked: Sequence[KfFrame],
+    cycles: Sequence[Cycle],
+    digits: int,
+    out: TextIO,
+    support: Callable[[KfFrame], Optional[Support]] = lambda f: None,
+) -> None:
     """WinDbg `kf` columns, laid out as rich lays out a table (right-aligned numbers, two
     spaces between columns, every cell padded to its column's width), written a row at
-    a time. Two passes over the rows: the first finds each column's width. A folded
+    a time. The last column is how a frame was found and, for a scanned frame, what
+    confirms it (`support`), as `analyze` writes it. Two passes over the rows: the first finds each column's width. A folded
     cycle is one row holding only its call-site text. Unfolded (`--full`), a bulk-walked
     recursion's rows come from one %-template per member of its cycle, as the JSON's do:
     a million rows without a Frame made for each."""
-    parts: Sequence[Union[Sequence[Frame], Run]]
+    parts: Sequence[Union[Sequence[KfFrame], Run]]
     if not cycles and isinstance(walked, Frames):
         parts = walked.parts
     else:
@@ -223,13 +239,22 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
         if size is not None and size > 0xFFFFFF:  # wider than the header
             widths[1] = max(widths[1], len(f"{size:x}"))
 
-    def see(f: Frame, size: Optional[int]) -> None:
+    founds: Dict[Tuple[str, Optional[str]], str] = {}  # (trust, support) -> the cell's words
+
+    def found(f: KfFrame) -> str:
+        key = (f.trust, support(f))
+        words = founds.get(key)
+        if words is None:
+            words = founds[key] = found_words(f.trust, key[1])
+        return words
+
+    def see(f: KfFrame, size: Optional[int]) -> None:
         see_size(size)
         raw = call_site(f)
         if raw not in names:
             names[raw] = cell = clean(raw)
             widths[4] = max(widths[4], _width(cell))
-        widths[5] = max(widths[5], len(f.trust))
+        widths[5] = max(widths[5], len(found(f)))
 
     for part in parts:
         if isinstance(part, Run):
@@ -262,25 +287,25 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
     sp_pad = " " * (w2 - digits)
     ip_pad = " " * (w3 - digits)
     sites: Dict[str, str] = {}  # padded cells
-    founds: Dict[str, str] = {}
+    found_cells: Dict[str, str] = {}
 
-    def cells_after_sp(f: Frame) -> str:
+    def cells_after_sp(f: KfFrame) -> str:
         """The row's text after its Child-SP: IP, call site, how found (a run member's
         repetitions share it)."""
         name = call_site(f)
         site = sites.get(name)
         if site is None:
             site = sites[name] = _left(names.get(name) or clean(name), w4)
-        trust = f.trust
-        found = founds.get(trust)
-        if found is None:
-            found = founds[trust] = _left(str(trust), w5)
-        return f"{GAP}{ip_pad}{f.ip:0{digits}x}{GAP}{site}{GAP}{found}\n"
+        words = found(f)
+        cell = found_cells.get(words)
+        if cell is None:
+            cell = found_cells[words] = _left(words, w5)
+        return f"{GAP}{ip_pad}{f.ip:0{digits}x}{GAP}{site}{GAP}{cell}\n"
 
     def size_cell(size: Optional[int]) -> str:
         return no_size if size is None else format(size, f">{w1}x")
 
-    def row_text(f: Frame, size: Optional[int]) -> str:
+    def row_text(f: KfFrame, size: Optional[int]) -> str:
         return f"{kf_number(f.index):>{w0}}{GAP}{size_cell(size)}{GAP}{sp_pad}{f.sp:0{digits}x}{cells_after_sp(f)}"
 
     def write_run(run: Run) -> None:
@@ -308,28 +333,46 @@ def write_kf_table(walked: Sequence[Frame], cycles: Sequence[Cycle], digits: int
             out.write(row_text(row, _above(walked, row.index)))
 
 
+def walk_support(given: Optional[Dict[int, Support]]) -> Callable[[KfFrame], Optional[Support]]:
+    """A walk's frame's support, from the walk's record of its scanned frames."""
+    return lambda f: support_of(f, given)
+
+
+def _own_support(f: KfFrame) -> Optional[Support]:
+    """A report's frame carries its own support (FrameRecord.support)."""
+    return f.support if isinstance(f, FrameRecord) else None
+
+
 def write_stacks_text(
-    doc: Stacks, frames: Sequence[Sequence[Frame]], console: Console, out: TextIO, full: bool = False
+    doc: Stacks,
+    frames: Sequence[Sequence[Frame]],
+    console: Console,
+    out: TextIO,
+    full: bool = False,
+    supports: Optional[Sequence[Optional[Dict[int, Support]]]] = None,
 ) -> None:
     """`dumpkit stack`: each thread asked for in WinDbg's `kf` layout, its recursion
     folded as `analyze` folds it (unless `full`), then where each module image came from.
-    Headings go through `console` (styled on a terminal); rows straight to `out`."""
+    Headings go through `console` (styled on a terminal); rows straight to `out`.
+    `supports[i]`: thread i's walk's support of its scanned frames (`StackWalk.support`),
+    shown beside their trust as `analyze` shows it."""
     crash = next((t.tid for t in doc.threads if t.is_crashing), None)
     py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
     if py is not None:
         print_python_section(console, py, max_rows=None)
     digits = pointer_digits(doc.system)
-    for t, walked in zip(doc.threads, frames):
+    for i, (t, walked) in enumerate(zip(doc.threads, frames)):
         v = thread_view(t)
+        given = supports[i] if supports is not None and i < len(supports) else None
         console.print(
             Text(f"Thread {t.tid}" + (f' "{clean(t.name, 80)}"' if t.name else ""), style="bold")
             + Text(f"  {v.frames}; walk ended: {v.stop_reason}", style="dim")
         )
-        write_kf_table(walked, () if full else t.cycles, digits, out)
+        write_kf_table(walked, () if full else t.cycles, digits, out, walk_support(given))
         if t.possible_frames:
             out.flush()
             console.print(Text(possible_heading(len(t.possible_frames)), style="dim"))
-            write_kf_table(list(t.possible_frames), (), digits, out)  # type: ignore[arg-type]
+            write_kf_table(t.possible_frames, (), digits, out, _own_support)
         out.flush()
         console.print()
     images = stacks_view(doc).images

@@ -28,11 +28,11 @@ Everything here is one pass over the walk's explicit frames (a bulk run counts a
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 from dumpkit.unwind.bulk import MAX_PERIOD, Frames, Part, Run
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_target
-from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, Support
+from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, Support, Trust
 
 # A cycle of frames repeated this many times in a row is a recursion.
 RECURSION_REPEATS = 3
@@ -88,7 +88,16 @@ def confirmed(walk: StackWalk, read_code: ReadCode, bits: int = 64) -> StackWalk
     )
 
 
-def support_of(f: Frame, support: Optional[Dict[int, Support]]) -> Optional[Support]:
+class Numbered(Protocol):
+    """What `support_of` reads of a frame: a walk's Frame, or a row of one."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def trust(self) -> Trust: ...
+
+
+def support_of(f: Numbered, support: Optional[Dict[int, Support]]) -> Optional[Support]:
     """What confirms frame `f` of a walk whose support is `support`: None for a frame not
     found by scanning; a scanned frame the walk did not record is a verified run's, whose
     repetitions confirm it."""

@@ -15,7 +15,7 @@ from rich.console import Console
 from dumpkit.analysis.model import Stacks
 from dumpkit.engine import Options, frame_record, stacks
 from dumpkit.report.json_report import render_json
-from dumpkit.report.stream import write_kf_table, write_stacks_json
+from dumpkit.report.stream import walk_support, write_kf_table, write_stacks_json
 from dumpkit.report.text import stack_table as rich_table
 from dumpkit.report.view.stacks import KF, pointer_digits, stack_table
 from dumpkit.sources.minidump import open_dump
@@ -46,22 +46,32 @@ def test_streamed_json_is_the_document_json_dumps_writes():
         assert [len(t["frames"]) for t in streamed["threads"]] == [len(w) for w in frames]
 
 
-@pytest.mark.parametrize("dump", ["fastfail_abort.dmp", "breakpad/ascii_read_av.dmp"])
-def test_streamed_kf_rows_are_the_rich_tables_rows(dump):
+@pytest.mark.parametrize(
+    "dump", ["fastfail_abort.dmp", "breakpad/ascii_read_av.dmp", "python/thread_stack_size.dmp.xz"]
+)
+def test_streamed_kf_rows_are_the_rich_tables_rows(dump, plain):
     """Every column as the rich table laid it out: widths, alignment, hex Memory of the
-    frame above, row 00 blank; 16-digit (x64 sample) and 8-digit (real x86 dump) pointers."""
-    path = sample_path(dump) if "/" not in dump else real_dump(dump)
+    frame above, row 00 blank; 16-digit (x64 sample) and 8-digit (real x86 dump) pointers;
+    a scanned frame's support beside its trust, as `analyze` writes it (the CPython sample
+    without python38.dll: its recursion is found by scanning)."""
+    if dump.startswith("python/"):
+        path = plain(sample_path(dump))
+    else:
+        path = sample_path(dump) if "/" not in dump else real_dump(dump)
     target = open_dump(str(path))
     doc, frames, supports = stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
     digits = pointer_digits(doc.system)
-    for t, walked in zip(_whole(doc, frames, supports).threads, frames):
+    confirmed = 0
+    for t, walked, support in zip(_whole(doc, frames, supports).threads, frames, supports):
         buf = io.StringIO()
         Console(file=buf, width=400, highlight=False, soft_wrap=False).print(
             rich_table(stack_table(replace(t, possible_frames=None), KF, digits, fold_cycles=False))
         )
         out = io.StringIO()
-        write_kf_table(walked, (), digits, out)  # the possible frames are a table of their own
+        write_kf_table(walked, (), digits, out, walk_support(support))  # the possible frames are a table of their own
         assert out.getvalue() == buf.getvalue()
+        confirmed += out.getvalue().count("scan, recursion")
+    assert confirmed or not dump.startswith("python/")
 
 
 @pytest.mark.slow

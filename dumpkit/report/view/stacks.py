@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Generic, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
+from dumpkit.unwind.frames import Support, Trust
 from dumpkit.report.view.inline import Line
 from dumpkit.words import human_bytes, plural
 from dumpkit.records import record
@@ -115,6 +116,18 @@ class FrameLike(Protocol):
     def symbol(self) -> Optional[str]: ...
     @property
     def source(self) -> Optional[str]: ...
+
+
+class KfFrame(FrameLike, Protocol):
+    """What a `kf` table row reads of a frame besides its name: a walk's Frame, or a
+    report's FrameRecord (the possible frames a streamed stack lists apart)."""
+
+    @property
+    def sp(self) -> int: ...
+    @property
+    def size(self) -> Optional[int]: ...
+    @property
+    def trust(self) -> Trust: ...
 
 
 F = TypeVar("F", bound=FrameLike)
@@ -265,10 +278,15 @@ def possible_heading(count: int, kept: Optional[int] = None) -> str:
 def found_by(f: FrameRecord) -> str:
     """How the frame was found, and for a scanned frame what confirms it, when anything
     does: `scan_validated, call target`."""
-    support = f.support
-    if support is None or support == "none":
-        return str(f.trust)
-    return f"{f.trust}, {support.replace('_', ' ')}"
+    return found_words(f.trust, f.support)
+
+
+def found_words(trust: Trust, support: Optional[Support]) -> str:
+    """A frame's "how found" cell from its trust and, for a scanned frame, its support:
+    `scan_validated, call target`; the trust alone when nothing confirms it."""
+    if support is None or support is Support.NONE:
+        return str(trust)
+    return f"{trust}, {support.replace('_', ' ')}"
 
 
 def cut_table(table: StackTable, max_rows: int) -> StackTable:
