@@ -18,7 +18,15 @@ import re
 from dataclasses import replace
 from typing import Iterable, List, Optional
 
-from dumpkit.analysis.model import BlameFrame, FrameRecord, ModuleRecord, PassedFrame, PythonTrust, ThreadReport
+from dumpkit.analysis.model import (
+    BlameFrame,
+    BlameKind,
+    FrameRecord,
+    ModuleRecord,
+    PassedFrame,
+    PythonTrust,
+    ThreadReport,
+)
 from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
@@ -133,7 +141,7 @@ def blame_frame(
         skipped=passed,
         python_frame=entry.python_frame,
         python_via=entry.how,
-        kind="python",
+        kind=BlameKind.PYTHON,
     )
 
 

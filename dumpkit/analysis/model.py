@@ -70,18 +70,24 @@ class CallEdge:
     tail_jump: Optional[int] = None
 
 
+class Recursing(Word):
+    """Whose code recursed (`RecursionKind.kind`). A str-valued `Word`: JSON writes the value."""
+
+    PYTHON = "python"  # Python functions calling each other: the eval loop is in the cycle
+    C_PROTOCOL = "c_protocol"  # the interpreter's C code through an object protocol: repr, json, pickle...
+    EXTENSION = "extension"  # inside an extension module: NumPy, TensorFlow...
+    NATIVE = "native"  # other native code
+
+
 @record
 class RecursionKind:
     """A recursion in the terms of the code that recursed (analysis/python.py).
 
-    `kind`: "python" (Python functions calling each other: the eval loop is in the cycle),
-    "c_protocol" (the interpreter's C code recursing through an object protocol: repr,
-    json, pickle, comparison...), "extension" (inside an extension module: NumPy,
-    TensorFlow...), "native" (other native code). `what`: in words, e.g. "json's C encoder
+    `kind`: whose code it is (`Recursing`). `what`: in words, e.g. "json's C encoder
     (json.dumps / json.dump)" or "tf.nest.flatten". `depth`: the nesting levels (or Python
     calls) the repetitions imply, one per repetition."""
 
-    kind: str
+    kind: Recursing
     what: str
     module: Optional[str]
     evidence: Tuple[str, ...]
@@ -260,6 +266,13 @@ class PythonTrust(Word):
     PYTHON_STACK = "python stack"
 
 
+class BlameKind(Word):
+    """What a blame is when it is not a native frame (`BlameFrame.kind`; None: a native
+    frame). A str-valued `Word`."""
+
+    PYTHON = "python"  # a frame of the thread's Python stack
+
+
 @record
 class BlameFrame:
     """The first frame, from the top of the crashing stack, in code that is neither the
@@ -277,12 +290,12 @@ class BlameFrame:
     # In a Python process: the innermost Python frame of the thread ('poke (C:\\x.py:12)',
     # when the dump holds the Python stack) and how Python code reached the native frames
     # ('through a ctypes call into nativelib.dll'). When every native frame is the system's
-    # or a runtime's, the blame is that Python frame: `kind` "python" (None: a native
-    # frame), `frame_index` its index in the thread's Python stack (0 = innermost),
+    # or a runtime's, the blame is that Python frame: `kind` BlameKind.PYTHON (None: a
+    # native frame), `frame_index` its index in the thread's Python stack (0 = innermost),
     # `function` its label.
     python_frame: Optional[str] = None
     python_via: Optional[str] = None
-    kind: Optional[str] = None
+    kind: Optional[BlameKind] = None
 
 
 @record

@@ -13,7 +13,7 @@ import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codefacts import CodeFacts
-from dumpkit.analysis.model import Cycle, RecursionKind
+from dumpkit.analysis.model import Cycle, RecursionKind, Recursing
 from dumpkit.unwind.frames import without_offset
 
 PYTHON_DLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
@@ -152,14 +152,16 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
                 f"through a special method, so a {method} method is calling {builtin} again"
             )
             return RecursionKind(
-                "python",
+                Recursing.PYTHON,
                 f"a Python {method} method calling {builtin}",
                 interpreter,
                 tuple(evidence),
                 depth,
                 protocol=via[0],
             )
-        return RecursionKind("python", "Python functions calling each other", interpreter, tuple(evidence), depth)
+        return RecursionKind(
+            Recursing.PYTHON, "Python functions calling each other", interpreter, tuple(evidence), depth
+        )
 
     libraries = [lib for lib in (_library(m) for m in modules) if lib]
     if libraries:
@@ -169,14 +171,14 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
         if tf is not None:
             cpp, api = tf
             evidence.append(f"the recursion is in {module}, entered through {cpp}, the C++ side of {api}")
-            return RecursionKind("extension", api, module, tuple(evidence), depth, library)
+            return RecursionKind(Recursing.EXTENSION, api, module, tuple(evidence), depth, library)
         via = _protocol(names, facts)
         what = f"C code of {library} ({module})"
         evidence.append(f"{len(libraries)} of the cycle's {len(members)} functions are in {module}")
         if via is not None:
             what += f", through {via[1]}"
             evidence.append(via[2])
-        return RecursionKind("extension", what, module, tuple(evidence), depth, library)
+        return RecursionKind(Recursing.EXTENSION, what, module, tuple(evidence), depth, library)
 
     if interpreter is not None and all(m == interpreter for m in modules):
         via = _protocol(names, facts)
@@ -186,15 +188,15 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
         )
         if via is not None:
             evidence.append(via[2])
-            return RecursionKind("c_protocol", via[1], interpreter, tuple(evidence), depth, protocol=via[0])
+            return RecursionKind(Recursing.C_PROTOCOL, via[1], interpreter, tuple(evidence), depth, protocol=via[0])
         if unnamed:
             evidence.append(
                 f"{interpreter} has no symbols here (exports only) and its code shows no known "
                 "protocol: which C path recursed cannot be told without its PDB"
             )
-        return RecursionKind("c_protocol", f"C code of {interpreter}", interpreter, tuple(evidence), depth)
+        return RecursionKind(Recursing.C_PROTOCOL, f"C code of {interpreter}", interpreter, tuple(evidence), depth)
 
-    return RecursionKind("native", "native code", modules[0] if modules else None, (), depth)
+    return RecursionKind(Recursing.NATIVE, "native code", modules[0] if modules else None, (), depth)
 
 
 def facts_needed(cycle: Cycle) -> Tuple[str, ...]:

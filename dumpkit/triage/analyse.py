@@ -24,7 +24,7 @@ from dumpkit.engine import Options, analyze
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
-from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord
+from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
 from dumpkit.records import record
 
 # An unpacked dump larger than this is refused: a small .xz can claim terabytes.
@@ -215,7 +215,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     except OSError as e:
         return DumpRecord(path, 0, "", FAILED, error=f"cannot read: {e.strerror or e}")
 
-    def failed(status: str, message: str) -> DumpRecord:
+    def failed(status: Status, message: str) -> DumpRecord:
         return DumpRecord(path, size, sha or "", status, error=message, seconds=time.monotonic() - started)
 
     opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened

@@ -10,7 +10,16 @@ from dumpkit.analysis.model import Confidence, VerdictKind
 from dumpkit.records import record
 from dumpkit.words import Word
 
-ANALYSED, FAILED, TIMED_OUT = "analysed", "error", "timeout"
+
+class Status(Word):
+    """How a dump's triage ended. A str-valued `Word`: records and JSON hold the value."""
+
+    ANALYSED = "analysed"
+    FAILED = "error"
+    TIMED_OUT = "timeout"
+
+
+ANALYSED, FAILED, TIMED_OUT = Status.ANALYSED, Status.FAILED, Status.TIMED_OUT
 RECORD_VERSION = 2  # 2 added python_recursion
 
 
@@ -19,7 +28,7 @@ class DumpRecord:
     path: str
     size: int
     sha256: str
-    status: str  # ANALYSED, FAILED or TIMED_OUT
+    status: Status
     error: Optional[str] = None  # one line, when the dump could not be analysed
     written: Optional[int] = None  # when the dump was written (its header's time stamp, Unix seconds)
     signature: Optional[str] = None  # None: analysed, but the dump holds no exception
@@ -62,10 +71,8 @@ class DumpRecord:
             value = kept.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):  # JSON's true is no size
                 return None
-        if kept["status"] not in (ANALYSED, FAILED, TIMED_OUT):
-            return None
         for name, word in _WORDS.items():  # JSON holds their values: the enum's members again
-            value = kept.get(name)
+            value = kept.get(name)  # (status is required, and a str: checked above)
             if value is not None:
                 try:
                     kept[name] = word(value)
@@ -81,4 +88,4 @@ class DumpRecord:
 # what a record read back must have, and of which type
 _REQUIRED: Dict[str, type] = {"path": str, "size": int, "sha256": str, "status": str}
 # what a record read back holds as a word of the model's vocabulary, and which
-_WORDS: Dict[str, Type[Word]] = {"verdict": VerdictKind, "confidence": Confidence}
+_WORDS: Dict[str, Type[Word]] = {"status": Status, "verdict": VerdictKind, "confidence": Confidence}

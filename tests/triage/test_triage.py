@@ -25,7 +25,7 @@ from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
 from dumpkit.triage.group import group
-from dumpkit.triage.record import ANALYSED, DumpRecord
+from dumpkit.triage.record import ANALYSED, DumpRecord, Status
 from dumpkit.triage.run import run
 from tests.support.samples import SAMPLE_BIN, sample_path
 from tests.support.synth_dump import memory_hungry_dump
@@ -129,6 +129,8 @@ def test_a_cached_record_with_words_not_of_this_version_is_refused():
     assert DumpRecord.from_dict({**d, "confidence": "certain"}) is None
     assert DumpRecord.from_dict({**d, "verdict": ["recursion"]}) is None
     assert DumpRecord.from_dict({**d, "verdict": None, "confidence": None}) == DumpRecord("a.dmp", 1, "00", ANALYSED)
+    assert DumpRecord.from_dict(d).status is Status.ANALYSED  # the status is a word too
+    assert DumpRecord.from_dict({**d, "status": "crashed"}) is None
 
 
 def _cli(*args):

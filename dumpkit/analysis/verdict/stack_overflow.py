@@ -7,6 +7,7 @@ from typing import List, Optional, Tuple
 from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, Step
 from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
+    Recursing,
     Confidence,
     CrashInfo,
     Cycle,
@@ -269,7 +270,7 @@ def _python_evidence(case: Case, kind: RecursionKind) -> Tuple[List[str], Option
         return [f"Python stack: not available ({why})"], None
     lines = []
     cycle = thread.cycles[0] if thread.cycles else None
-    if kind.kind == "python" and cycle is not None:
+    if kind.kind is Recursing.PYTHON and cycle is not None:
         lines.append(
             f"Python stack ({thread.depth:,} frames, read from the dump): {python_cycle_text(cycle)} repeats "
             f"{cycle.repetitions:,} times"
@@ -294,7 +295,7 @@ def _in_python_terms(
     interpreter's C code, or inside an extension module."""
     depth = f"about {kind.depth:,}" if kind.depth else "many"
     evidence, py_cycle = _python_evidence(case, kind)
-    if kind.kind == "python":
+    if kind.kind is Recursing.PYTHON:
         thread = case.python_thread
         protocol = kind.protocol is not None
         if py_cycle is not None and thread is not None:
@@ -316,7 +317,7 @@ def _in_python_terms(
         )
         steps = [PYTHON_LIMIT_RAISED.given(depth=depth, per_level=_per_level(main, reserve)), find, MAKE_IT_ITERATIVE]
         return headline, evidence, steps
-    if kind.kind == "c_protocol":
+    if kind.kind is Recursing.C_PROTOCOL:
         through = f" through {kind.what}" if kind.protocol else ""
         headline = (
             f"Stack overflow: C recursion inside {kind.module}{through}, {depth} levels of nesting "
@@ -400,7 +401,7 @@ def _recursion(case: Case, main: Cycle, budget: Optional[StackBudget], evidence:
     # the Python frames below a recursion of Python code are its own (the Python stack
     # evidence names its entry); below native code, they are the caller
     entry = entry_path_words(
-        outside_entry_path(main), from_python, case.python_thread if kind.kind != "python" else None
+        outside_entry_path(main), from_python, case.python_thread if kind.kind is not Recursing.PYTHON else None
     )
     if entry:
         evidence.append("entered from: " + " <- ".join(entry[:5]))
@@ -408,7 +409,7 @@ def _recursion(case: Case, main: Cycle, budget: Optional[StackBudget], evidence:
     if calls_text:
         evidence.append(calls_text)
     cost = f"{reps}{share_txt} a {human_bytes(reserve)} stack"
-    if kind.kind == "native":
+    if kind.kind is Recursing.NATIVE:
         steps = [WHY_IT_DOES_NOT_END.given(function=call_order(main)[0]), ITERATIVE_OR_BIGGER_STACK]
         if from_python is not None and from_python.via in (CTYPES, EXTENSION, NATIVE):
             headline += f", called {from_python.words}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Collection, List, Optional, Tuple
 
 from dumpkit.analysis.model import (
+    BlameKind,
     BlameFrame,
     Confidence,
     Cycle,
@@ -368,7 +369,7 @@ def code_view(report: Report, crash: Optional[ThreadReport], digits: int) -> Opt
 def blame_line(b: BlameFrame) -> Line:
     """`frame 1 m.dll!f (above it: m.dll!___chkstk_ms, runtime code)`; the frames above an
     overflowing recursion are counted, not named (where it ran out says nothing)."""
-    if b.kind == "python":
+    if b.kind is BlameKind.PYTHON:
         # every native frame is the system's or a runtime's: the Python line is where to look
         said: List[Span] = [words("Python frame "), Span(b.function, CODE)]
         said.append(words(f", {b.python_via}" if b.python_via else ""))
