@@ -3,10 +3,10 @@ everything that analyses them.
 
 Everything below this module (unwinding, analysis, reports) sees only a `Target` and the
 plain data classes defined here. Sources (`dumpkit.sources.minidump`,
-`dumpkit.sources.pykd`) build them; nothing else knows which source is in use. What only
-some sources have is declared here too, as a protocol of its own on an optional field
-(`ImageStore`, `BundleManifest`, `DumpFile`): a reader asks the field, never the source's
-class.
+`dumpkit.sources.bundle`, `dumpkit.sources.pykd`) build them; nothing else knows which
+source is in use. What only some sources have is declared here too, as a protocol of its
+own on an optional field (`ImageStore`, `BundleManifest`, `DumpFile`): a reader asks the
+field, never the source's class.
 """
 
 from __future__ import annotations
@@ -404,7 +404,7 @@ class FileBytes(Protocol):
 
 
 class ImageStore(Protocol):
-    """Image and PDB files that travel with a dump (a bundle's pages: bundle/reader.py),
+    """Image and PDB files that travel with a dump (a bundle's pages: sources/bundle.py),
     asked before any file on this machine (images/locator.py)."""
 
     def backing_for(self, module: Module) -> Optional[Tuple[FileBytes, str]]:
@@ -503,7 +503,7 @@ class Target(Protocol):
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]
     xstate_enabled_features: Optional[int]
-    # What travelled with a dump read from a bundle (bundle/reader.py): the image and PDB
+    # What travelled with a dump read from a bundle (sources/bundle.py): the image and PDB
     # pages its first analysis read, with the installation's facts, and what the bundle
     # says of the dump. None for a plain dump and a live session.
     image_store: Optional[ImageStore]

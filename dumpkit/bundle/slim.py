@@ -15,7 +15,7 @@ import bisect
 import struct
 from typing import List, Optional, Sequence, Set, Tuple
 
-from dumpkit.bundle.format import MAX_RANGES, BundleError
+from dumpkit.sources.bundle_format import MAX_RANGES, BundleError
 from dumpkit.sources.memory import MEMORY_PAGE
 from dumpkit.sources.minidump import open_dump_pieces
 from dumpkit.spans import merge as _merge

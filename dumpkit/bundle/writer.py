@@ -17,7 +17,7 @@ import zipfile
 from typing import IO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
-from dumpkit.bundle.format import (
+from dumpkit.sources.bundle_format import (
     DUMP_MEMBER,
     FORMAT_VERSION,
     MANIFEST,
@@ -140,7 +140,7 @@ def write_bundle(
 ) -> BundleSummary:
     """Analyse `target` (opened from `dump_path`, or from `dump_data` when given: a redacted
     copy) recording the image and PDB pages read, and write the bundle to `out_path`
-    atomically. `target` may be a bundle (bundle/reader.py): its dump, the pages it holds that
+    atomically. `target` may be a bundle (sources/bundle.py): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
     `only_used_memory`: the bundle's dump keeps only the memory the analysis read (slim.py).
     Raises BundleError when it cannot be written."""

@@ -23,7 +23,7 @@ def run_bundle(
 ) -> int:
     """The bundle written to `output` and described on stdout; returns the exit code."""
     from dumpkit.bundle.writer import write_bundle
-    from dumpkit.bundle.format import BundleError
+    from dumpkit.sources.bundle_format import BundleError
     from dumpkit.report.escape import clean
     from dumpkit.words import human_bytes, plural
 
@@ -34,8 +34,8 @@ def run_bundle(
     redacted: tuple = ()
     if redact:
         from dumpkit.bundle.redact import redact_dump
-        from dumpkit.bundle.reader import open_redacted_copy
-        from dumpkit.bundle.format import MAX_DUMP
+        from dumpkit.sources.bundle import open_redacted_copy
+        from dumpkit.sources.bundle_format import MAX_DUMP
 
         file = target.dump_file
         if file is None:

@@ -22,7 +22,7 @@ def open_target(path: str):
         raise fail(f"{path}: no such file")
     opener = open_dump
     if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
-        from dumpkit.bundle.reader import open_bundle as opener
+        from dumpkit.sources.bundle import open_bundle as opener
     try:
         target = opener(path)
     except DumpError as e:

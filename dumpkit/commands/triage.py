@@ -108,7 +108,7 @@ def _triage(
     progress: Optional[bool],
     memory_cap: Optional[str] = None,
 ) -> int:
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.report import triage as render
     from dumpkit.report.view.triage import triage_document, triage_view
 

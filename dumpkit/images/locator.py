@@ -6,7 +6,7 @@ Order, as in DESIGN.md "Where unwind data comes from":
    over it); an image without them is kept as a fallback, used only when nothing below
    matches;
 1b. an image store that travels with the dump (target.ImageStore; a bundle's,
-   dumpkit.bundle.reader: the pages of the image file an earlier analysis read), so a
+   dumpkit.sources.bundle: the pages of the image file an earlier analysis read), so a
    bundle gives the same answer on any machine;
 2. the file at the path the dump recorded, if it exists on this machine and its
    TimeDateStamp and SizeOfImage match the module's;

@@ -162,7 +162,7 @@ class MinidumpTarget:
         self.memory_regions: List[MemoryRegion] = []
         self.function_tables: List[Tuple[int, int, int, int]] = []
         self.build_string: Optional[str] = None
-        self.image_store: Optional[ImageStore] = None  # a bundle's (bundle/reader.py)
+        self.image_store: Optional[ImageStore] = None  # a bundle's (sources/bundle.py)
         self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None
         self._thread_names: Dict[int, str] = {}

@@ -189,7 +189,7 @@ def test_blame_of_a_recursion_that_overflowed_is_the_recursion_not_where_it_ran_
     the recursion, and says how many frames it passed over above it."""
     from tests.support.samples import PY_SAMPLES
 
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.report.view.report import blame_line
 
     target = open_bundle(str(PY_SAMPLES / "tf_nest_flatten.dkb"))

@@ -57,7 +57,7 @@ def test_the_same_dump_and_images_give_the_same_bundle_bytes(bundle, tmp_path):
 
 
 def test_a_read_outside_the_captured_pages_is_not_in_the_bundle_never_zeros(bundle):
-    from dumpkit.bundle.reader import NotInBundle, open_bundle
+    from dumpkit.sources.bundle import NotInBundle, open_bundle
     from dumpkit.pe import PEError
 
     target = open_bundle(str(bundle))
@@ -87,7 +87,7 @@ def test_a_read_outside_the_captured_pages_is_not_in_the_bundle_never_zeros(bund
 def test_an_image_read_the_analysis_did_not_make_is_reported_not_invented(bundle):
     """Through the PE reader: an RVA whose page was not captured raises, so the walker and
     analyses treat it as unreadable (as with a dump's missing memory)."""
-    from dumpkit.bundle.reader import NotInBundle, open_bundle
+    from dumpkit.sources.bundle import NotInBundle, open_bundle
     from dumpkit.images import ImageLocator
 
     target = open_bundle(str(bundle))
@@ -116,7 +116,7 @@ def pdb_bundle(tmp_path_factory) -> Path:
 def test_a_bundle_carries_the_pdb_pages_the_analysis_read_named_by_guid_and_age(pdb_bundle):
     import hashlib
 
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.symbols.pdb import open_pdb
 
     with zipfile.ZipFile(pdb_bundle) as zf:
@@ -147,7 +147,7 @@ def test_a_bundle_carries_the_pdb_pages_the_analysis_read_named_by_guid_and_age(
 
 
 def test_a_pdb_read_outside_the_captured_pages_is_not_in_the_bundle(pdb_bundle):
-    from dumpkit.bundle.reader import PdbNotInBundle, open_bundle
+    from dumpkit.sources.bundle import PdbNotInBundle, open_bundle
     from dumpkit.symbols.pdb import PdbError
     from dumpkit.target import CodeViewRecord
 
@@ -170,7 +170,7 @@ def test_a_pdb_read_outside_the_captured_pages_is_not_in_the_bundle(pdb_bundle):
 def test_a_version_1_bundle_without_pdbs_still_reads(pdb_bundle, tmp_path):
     """Bundles written before PDBs travelled (format 1, the committed NumPy and TF ones):
     read as they were, their PDB-named frames falling back to what the image names."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
 
     with zipfile.ZipFile(pdb_bundle) as zf:
         members = {i.filename: zf.read(i) for i in zf.infolist()}
@@ -195,7 +195,7 @@ def test_a_bundle_without_the_pdb_line_records_keeps_the_pdb_names(tmp_path, mon
     """A bundle written by a dumpkit that did not read line records (before source lines
     were shown) holds no line pages: its frames keep their PDB names, lose their lines,
     and the report says why once per module."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.engine import Options, analyze
     from dumpkit.symbols.pdb import PdbSymbols
 
@@ -299,7 +299,7 @@ def test_cli_bundle_redacts_a_bundle(tmp_path):
 @pytest.mark.slow
 def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_path):
     """A real dump whose modules live under C:\\users\\root (TensorFlow's per-user install)."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.bundle.redact import redact_dump, user_names
     from dumpkit.bundle.writer import write_bundle
     from dumpkit.sources.minidump import open_dump_bytes

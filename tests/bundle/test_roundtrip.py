@@ -56,7 +56,7 @@ def _inputs(case, kind, plain, tmp_path):
 
 @pytest.mark.parametrize("case,kind", list(_cases()))
 def test_a_bundle_without_images_reports_what_the_dump_with_images_does(case, kind, plain, tmp_path):
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.minidump import open_dump
 
     dump, images = _inputs(case, kind, plain, tmp_path)
@@ -85,7 +85,7 @@ def test_a_bundle_of_only_the_memory_read_reports_what_the_dump_does(case, kind,
     """bundle --only-used-memory: the memory the analysis did not read is left out of the
     bundle's dump, and the reports (analyze, and stack --all --python where it adds
     something) are still those of the whole dump with its images."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.minidump import open_dump
 
     dump, images = _inputs(case, kind, plain, tmp_path)

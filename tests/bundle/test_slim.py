@@ -37,7 +37,7 @@ def slim(full, tmp_path_factory) -> Path:
 
 
 def test_memory_left_out_is_not_in_the_bundle_never_zeros(full, slim):
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.memory import MemoryNotInBundle
     from dumpkit.sources.minidump import open_dump
     from dumpkit.target import MemoryNotInDump
@@ -93,7 +93,7 @@ def test_a_version_3_bundle_whose_member_is_the_zeroed_dump_still_reads(full, sl
     dump.kept: such a bundle reads as the version 4 one does."""
     from tests.support.bundles import report_json
 
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
 
     with zipfile.ZipFile(slim) as zf:
         members = {i.filename: zf.read(i) for i in zf.infolist()}
@@ -157,7 +157,7 @@ def test_a_dump_over_4_gib_is_bundled_by_its_kept_pieces(tmp_path):
     from tests.support.samples import SAMPLE_BIN, sample_path, sparse_dump
     from tests.support.measured import run_cli as run_measured
 
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.minidump import open_dump
 
     big = tmp_path / "big.dmp"
@@ -198,7 +198,7 @@ def test_kept_pieces_too_big_for_memory_are_read_from_a_private_mapped_copy(full
 
     from tests.support.bundles import report_json
 
-    from dumpkit.bundle import reader
+    from dumpkit.sources import bundle as reader
 
     in_memory = report_json(reader.open_bundle(str(slim)))
     monkeypatch.setattr(reader, "DUMP_IN_MEMORY", 0)

@@ -92,7 +92,7 @@ def seeds() -> List[bytes]:
 def run_one(data: bytes) -> Optional[str]:
     """Open `data` as a bundle, analyse it and render JSON. None when it was refused
     (DumpError, one line), else the JSON report; raises on any bug."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.engine import Options, analyze
     from dumpkit.report.json_report import render_json
     from dumpkit.target import DumpError
@@ -217,7 +217,7 @@ def _atheris_main(argv: List[str]) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["dumpkit", "minidump"]):
-        import dumpkit.bundle.reader
+        import dumpkit.sources.bundle
         import dumpkit.engine
         import dumpkit.images
         import dumpkit.report.json_report

@@ -250,7 +250,7 @@ def _mutate_manifest(doc, rng: random.Random) -> None:
 def test_bundle_reader_fuzz(good, tmp_path):
     """~20 s of mutations: manifest fields, member bytes and the zip's own bytes. open_bundle
     either gives a Target that analyses, or raises DumpError with one line."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.engine import Options, analyze
     from dumpkit.target import DumpError
 

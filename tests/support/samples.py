@@ -169,7 +169,7 @@ def python_dump(facts: dict) -> Path:
 
 def open_any(path) -> "object":
     """A Target for a dump or a bundle (.dkb), as the CLI opens them."""
-    from dumpkit.bundle.reader import open_bundle
+    from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.minidump import open_dump
 
     return open_bundle(str(path)) if str(path).endswith(".dkb") else open_dump(str(path))

@@ -3,6 +3,7 @@ per module, the ranges of the original image file that the analysis read, and pe
 by GUID and age) the ranges of the PDB file it read; the bytes of those ranges are one member
 per file, concatenated in range order.
 
+Read by sources/bundle.py (opening a bundle) and written by dumpkit/bundle (writing one).
 Only data and its checks live here: the manifest as frozen dataclasses, its JSON (sorted,
 compact, so the same bundle is written byte for byte the same) and a parser that refuses a
 hostile manifest with one line saying what is wrong."""

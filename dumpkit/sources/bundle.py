@@ -1,6 +1,9 @@
-"""Reading a bundle: the dump from its member (in memory; a private temporary copy when it is
-too big for that; for a version 4 bundle, the kept pieces served at their places in the
-dump), and each module's image and PDB served from the pages captured in it.
+"""A bundle (.dkb, docs/bundle-format.md) as a source: its dump read from its member (in
+memory; a private temporary copy when it is too big for that; for a version 4 bundle, the
+kept pieces served at their places in the dump), and each module's image and PDB served
+from the pages captured in it: a Target whose `image_store` (target.ImageStore) is the
+bundle's pages and whose `bundle` (target.BundleManifest) is what the bundle says of its
+dump. Writing a bundle runs the analyses, so it lives above them, in dumpkit/bundle.
 
 Everything is checked when the bundle is opened (manifest, member names, sizes, CRCs, the
 dump's sha256), so a damaged or hostile bundle is one `BundleError` line before any analysis
@@ -20,7 +23,7 @@ import zipfile
 import zlib
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
-from dumpkit.bundle.format import (
+from dumpkit.sources.bundle_format import (
     MANIFEST,
     MAX_MANIFEST,
     BundleError,
