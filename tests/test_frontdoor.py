@@ -60,12 +60,13 @@ def test_explain_imports_no_parser_framework_and_no_dump_machinery():
     assert _other_commands(names, "explain") == []
 
 
-def test_analyze_imports_neither_typer_nor_pydantic():
+def test_analyze_imports_neither_typer_nor_pydantic_nor_capstones_package():
     names, r = _imported("analyze", sample_path("null_deref.dmp"), "-i", SAMPLE_BIN, "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["verdict"]["headline"]
     assert "dumpkit.engine" in names
-    assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli")) == []
+    assert "dumpkit.unwind.decoder" in names  # code is decoded, with capstone's library alone
+    assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli", "capstone")) == []
     assert _other_commands(names, "analyze") == []
 
 

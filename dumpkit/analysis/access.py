@@ -11,11 +11,7 @@ registers of the exception context tell which it was: base + index * scale + dis
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Dict, Optional
-
-if TYPE_CHECKING:
-    import capstone
+from typing import Callable, Dict, Optional
 
 from dumpkit.analysis.model import MemoryAccess
 from dumpkit.analysis.pointers import fill_pattern, is_canonical
@@ -57,15 +53,6 @@ for _n in ("si", "di", "bp", "sp"):
     _PARENT.update({f"e{_n}": f"r{_n}", _n: f"r{_n}", f"{_n}l": f"r{_n}"})
 for _i in range(8, 16):
     _PARENT.update({f"r{_i}d": f"r{_i}", f"r{_i}w": f"r{_i}", f"r{_i}b": f"r{_i}"})
-
-
-@lru_cache(maxsize=2)
-def _cs(bits: int) -> "capstone.Cs":
-    import capstone  # imported when first needed (unwind/disasm.py says why)
-
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32)
-    md.detail = True
-    return md
 
 
 def _reg_value(name: str, regs: Dict[str, int]) -> Optional[int]:
@@ -123,12 +110,12 @@ def faulting_access(
     code = read_code(ip, 16)
     if not code:
         return None
-    insn = next(iter(_cs(bits).disasm(code, ip, 1)), None)
+    from dumpkit.unwind.decoder import OP_MEM, detailed  # imported when first needed (it says why)
+
+    insn = next(iter(detailed(code, ip, bits, 1)), None)
     if insn is None:
         return None
-    from capstone import x86
-
-    mems = [op for op in insn.operands if op.type == x86.X86_OP_MEM]
+    mems = [op for op in insn.operands if op.type == OP_MEM]
     if len(mems) != 1:
         return None
     op = mems[0]

@@ -9,10 +9,7 @@ fragments is read part by part and the parts' facts `merged`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Tuple
-
-if TYPE_CHECKING:
-    import capstone
+from typing import Callable, Iterable, List, Optional, Tuple
 
 from dumpkit.unwind.frames import without_offset
 from dumpkit.records import record
@@ -31,19 +28,6 @@ class CodeFacts:
     callees: Tuple[str, ...]  # names of direct call targets (module!name), in code order, each once
 
 
-_CS = None
-
-
-def _capstone() -> "capstone.Cs":
-    global _CS
-    if _CS is None:
-        import capstone  # imported when first needed (unwind/disasm.py says why)
-
-        _CS = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        _CS.detail = True
-    return _CS
-
-
 def _literal(read_code: ReadCode, address: int) -> Optional[str]:
     raw = read_code(address, MAX_STRING)
     text = raw.split(b"\0", 1)[0]
@@ -60,21 +44,20 @@ def code_facts(
     code = read_code(start, size)
     strings: List[str] = []
     callees: List[str] = []
-    from capstone import x86
+    from dumpkit.unwind.decoder import INS_CALL, INS_INT3, INS_LEA, OP_IMM, REG_RIP, detailed  # (it says why here)
 
-    md = _capstone()
-    for ins in md.disasm(code, start):
-        if ins.id == x86.X86_INS_LEA and len(ins.operands) == 2:
+    for ins in detailed(code, start):
+        if ins.id == INS_LEA and len(ins.operands) == 2:
             mem = ins.operands[1].mem
-            if mem.base == x86.X86_REG_RIP:
+            if mem.base == REG_RIP:
                 text = _literal(read_code, ins.address + ins.size + mem.disp)
                 if text is not None and text not in strings:
                     strings.append(text)
-        elif ins.id == x86.X86_INS_CALL and ins.operands and ins.operands[0].type == x86.X86_OP_IMM:
+        elif ins.id == INS_CALL and ins.operands and ins.operands[0].type == OP_IMM:
             name = name_at(ins.operands[0].imm)
             if name:
                 callees.append(without_offset(name))
-        elif ins.id == x86.X86_INS_INT3 and end is None:
+        elif ins.id == INS_INT3 and end is None:
             break  # padding after the function: what follows is another function
     return CodeFacts(tuple(strings), tuple(dict.fromkeys(callees)))
 

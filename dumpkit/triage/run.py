@@ -27,9 +27,9 @@ TASKS_PER_CHILD = 32
 # Dumps handed to the pool ahead of the free workers: enough to keep them busy, few enough
 # that a million-dump run does not hold a million futures.
 AHEAD = 4
-# What the forkserver imports before it forks workers (capstone: its module and library,
+# What the forkserver imports before it forks workers (unwind.decoder: capstone's library,
 # which nearly every analysis loads)
-PRELOAD = ["dumpkit.triage.analyse", "capstone"]
+PRELOAD = ["dumpkit.triage.analyse", "dumpkit.unwind.decoder"]
 
 
 def default_jobs() -> int:

@@ -1,4 +1,4 @@
-"""What the walker asks of x64 machine code, answered with capstone.
+"""What the walker asks of x64 machine code, answered with capstone (`decoder`).
 
 - `call_ends_at`: does a CALL instruction end exactly at a candidate return address?
   (validates scanned frames the way WinDbg and Breakpad do);
@@ -14,11 +14,7 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
-from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
-
-if TYPE_CHECKING:
-    import capstone
+from typing import Callable, Dict, List, Optional, Tuple
 
 from dumpkit.target import GPR_NAMES
 from dumpkit.records import record
@@ -31,15 +27,6 @@ _GPR64 = {"rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r
 MAX_SIMULATED_INSTRUCTIONS = 200
 
 
-@lru_cache(maxsize=2)
-def _cs(bits: int = 64) -> "capstone.Cs":
-    import capstone  # here, not at import: ~40 ms that only disassembly needs
-
-    md = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64 if bits == 64 else capstone.CS_MODE_32)
-    md.detail = False
-    return md
-
-
 def _imm(text: str) -> Optional[int]:
     text = text.strip()
     if not _IMM.match(text):
@@ -47,9 +34,24 @@ def _imm(text: str) -> Optional[int]:
     return int(text, 16) if text.startswith("0x") else int(text)
 
 
+Decoded = List[Tuple[int, int, str, str]]  # (address, size, mnemonic, op_str) each
+_LITE: Optional[Callable[[bytes, int, int, int], Decoded]] = None
+
+
+def _lite(code: bytes, address: int, bits: int = 64, count: int = 0) -> Decoded:
+    """`decoder.lite`, imported on the first call, not with this module: it loads
+    capstone's library, which only decoding needs (kept, for the many calls a scan makes)."""
+    global _LITE
+    if _LITE is None:
+        from dumpkit.unwind.decoder import lite
+
+        _LITE = lite
+    return _LITE(code, address, bits, count)
+
+
 def decode_one(code: bytes, address: int, bits: int = 64) -> Optional[Tuple[int, str, str]]:
     """(size, mnemonic, op_str) of the first instruction, or None if undecodable."""
-    for insn in _cs(bits).disasm_lite(code[:16], address, 1):
+    for insn in _lite(code[:16], address, bits, 1):
         return insn[1], insn[2], insn[3]
     return None
 
@@ -393,8 +395,3 @@ def stack_allocation(
         if mnem in ("ret", "jmp") or (mnem.startswith("j") and mnem != "jmp"):
             break
     return None
-
-
-def _lite(code: bytes, address: int):
-    for addr, size, mnem, ops in _cs().disasm_lite(code, address):
-        yield addr, size, mnem, ops
