@@ -3,7 +3,7 @@ tables of plain text, decided here; report/contents.py lays them out."""
 
 from __future__ import annotations
 
-import datetime
+import time
 from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.facts import POINTER_REGISTERS
@@ -45,13 +45,18 @@ class ContentsView:
 
 
 def iso_time(stamp: Optional[int]) -> Optional[str]:
-    """A Unix time as ISO 8601 UTC, or None when absent or out of range."""
+    """A Unix time as ISO 8601 UTC, or None when absent or out of range: what
+    `datetime.fromtimestamp(stamp, timezone.utc).isoformat()` gives for whole seconds
+    (years 1-9999), without importing datetime (~1 ms of every report's start-up)."""
     if not stamp:
         return None
     try:
-        return datetime.datetime.fromtimestamp(stamp, datetime.timezone.utc).isoformat()
+        t = time.gmtime(stamp)
     except (OverflowError, OSError, ValueError):
         return None
+    if not 1 <= t.tm_year <= 9999:
+        return None
+    return "%04d-%02d-%02dT%02d:%02d:%02d+00:00" % t[:6]
 
 
 def flags_meaning(flags: int) -> str:
