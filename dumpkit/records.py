@@ -4,10 +4,11 @@
 source text (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`,
 `__delattr__`), and asks `inspect.signature` for a docstring the class lacks: about half
 a millisecond a class here, and `dumpkit analyze` defines over a hundred classes before
-it reads a byte of the dump (issue #34, start-up). A record compiles only `__init__` (its
-signature and speed matter: records are made per frame); the other five are closures over
-the field names, comparing and hashing the fields' tuple made by `operator.attrgetter`,
-which is what the generated code does.
+it reads a byte of the dump (issue #34, start-up). A record has a compiled `__init__` (its
+signature and speed matter: records are made per frame), compiled once per shape of record
+and renamed for each (`_init`); the other five are closures over the field names, comparing
+and hashing the fields' tuple made by `operator.attrgetter`, which is what the generated
+code does.
 
 What a record is, the standard library decides: `dataclasses.dataclass(init=False,
 repr=False, eq=False)` collects the fields (defaults, `field(default_factory=...)`,
@@ -15,14 +16,16 @@ inheritance, `ClassVar`), so `fields`, `replace`, `asdict`, `is_dataclass`, `mat
 pickling behave as for any dataclass. The methods keep `dataclass(frozen=True)`'s
 semantics (equal only to an instance of exactly the same class; `FrozenInstanceError` on
 assignment, also to a field of a subclass): tests/test_records.py holds every record in
-dumpkit to them. Not supported, and refused: `InitVar`, and a dataclass base that is not a
-record (the standard library sees a record as non-frozen, and refuses the mix).
+dumpkit to them. Not supported, and refused: `InitVar`, a field named `self`, and a
+dataclass base that is not a record (the standard library sees a record as non-frozen, and
+refuses the mix); a field without a default after one with is refused as dataclass does.
 For type checkers `record` is `dataclass_transform(frozen_default=True)`."""
 
 from __future__ import annotations
 
 import dataclasses
 import operator
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Type, TypeVar
 
 T = TypeVar("T")
@@ -41,32 +44,7 @@ def _build(cls: Type[T]) -> Type[T]:
             raise TypeError(f"record {cls.__qualname__}: InitVar is not supported")
     cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    space: Dict[str, Any] = {"_set": object.__setattr__, "_NO_ARG": _NO_ARG}
-    params: List[str] = []
-    body: List[str] = []
-    for f in fields:
-        name = f.name
-        if f.default is not dataclasses.MISSING:
-            space[f"_d_{name}"] = f.default
-        if f.default_factory is not dataclasses.MISSING:
-            space[f"_f_{name}"] = f.default_factory
-        if f.init:
-            if f.default is not dataclasses.MISSING:
-                params.append(f"{name}=_d_{name}")
-            elif f.default_factory is not dataclasses.MISSING:
-                params.append(f"{name}=_NO_ARG")
-                body.append(f"  if {name} is _NO_ARG: {name} = _f_{name}()")
-            else:
-                params.append(name)
-            body.append(f"  _set(self, {name!r}, {name})")
-        elif f.default_factory is not dataclasses.MISSING:
-            body.append(f"  _set(self, {name!r}, _f_{name}())")
-        elif f.default is not dataclasses.MISSING:
-            body.append(f"  _set(self, {name!r}, _d_{name})")
-    if hasattr(cls, "__post_init__"):
-        body.append("  self.__post_init__()")
-    source = "\n".join([f"def __init__(self, {', '.join(params)}):", *(body or ["  pass"])])
-    exec(compile(source, f"<record {cls.__qualname__}>", "exec"), space)
+    init = _init(cls, fields)
     methods = _methods(
         cls,
         tuple(f.name for f in fields),
@@ -74,15 +52,80 @@ def _build(cls: Type[T]) -> Type[T]:
         [f.name for f in fields if f.compare],
         [f.name for f in fields if (f.compare if f.hash is None else f.hash)],
     )
-    methods["__init__"] = space["__init__"]
+    methods["__init__"] = init
     for name, fn in methods.items():
         fn.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, fn)
-    space["__init__"].__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
+    init.__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
     if cls.__doc__ == cls.__name__:
         cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
     setattr(cls, _MARK, True)
     return cls
+
+
+# One compiled __init__ per shape of record (which fields take an argument, which a
+# factory, ...), given each record's names with code.replace: compiling was half the cost
+# of defining a record, and 115 records of `dumpkit analyze` have 51 shapes, fewer once an
+# argument with a default and one without are one kind (the defaults are the function's).
+_SHAPES: Dict[Tuple[str, bool], CodeType] = {}
+_PLACEHOLDER = "\0"  # field i's name is the constant "\0i" in a shape's code
+
+
+def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[..., None]:
+    """The record's __init__: each field set in order (an argument, else its factory's or
+    its default value), then __post_init__ when the class has one."""
+    names = [f.name for f in fields]
+    space: Dict[str, Any] = {"_set": object.__setattr__, "_NO_ARG": _NO_ARG}
+    kinds: List[str] = []  # per field: a(rgument), f(actory argument), F(actory), D(efault), -
+    defaults: List[Any] = []
+    for i, f in enumerate(fields):
+        has_default = f.default is not dataclasses.MISSING
+        has_factory = f.default_factory is not dataclasses.MISSING
+        if has_default:
+            space[f"_d_{i}"] = f.default
+        if has_factory:
+            space[f"_f_{i}"] = f.default_factory
+        if f.init:
+            kinds.append("f" if has_factory and not has_default else "a")
+            if has_default or has_factory:
+                defaults.append(f.default if has_default else _NO_ARG)
+            elif defaults:
+                raise TypeError(f"record {cls.__qualname__}: non-default argument {f.name!r} follows default argument")
+        else:
+            kinds.append("F" if has_factory else "D" if has_default else "-")
+    if "self" in names:
+        raise TypeError(f"record {cls.__qualname__}: a field named 'self' is not supported")
+    shape = ("".join(kinds), hasattr(cls, "__post_init__"))
+    code = _SHAPES.get(shape)
+    if code is None:
+        code = _SHAPES[shape] = _shape_code(*shape)
+    consts = tuple(
+        names[int(c[1:])] if isinstance(c, str) and c.startswith(_PLACEHOLDER) else c for c in code.co_consts
+    )
+    varnames = ("self", *(n for n, k in zip(names, kinds) if k in "af"))
+    code = code.replace(co_consts=consts, co_varnames=varnames, co_filename=f"<record {cls.__qualname__}>")
+    return FunctionType(code, space, "__init__", tuple(defaults) or None)
+
+
+def _shape_code(kinds: str, post_init: bool) -> CodeType:
+    params: List[str] = []
+    body: List[str] = []
+    for i, kind in enumerate(kinds):
+        name = repr(f"{_PLACEHOLDER}{i}")
+        if kind in "af":
+            params.append(f"a{i}")
+            if kind == "f":
+                body.append(f"  if a{i} is _NO_ARG: a{i} = _f_{i}()")
+            body.append(f"  _set(self, {name}, a{i})")
+        elif kind == "F":
+            body.append(f"  _set(self, {name}, _f_{i}())")
+        elif kind == "D":
+            body.append(f"  _set(self, {name}, _d_{i})")
+    if post_init:
+        body.append("  self.__post_init__()")
+    space: Dict[str, Any] = {}
+    exec(compile("\n".join([f"def __init__(self, {', '.join(params)}):", *(body or ["  pass"])]), "", "exec"), space)
+    return space["__init__"].__code__
 
 
 def _methods(cls: Type[Any], names: Tuple[str, ...], shown: List[str], compared: List[str], hashed: List[str]):

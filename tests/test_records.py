@@ -125,6 +125,59 @@ def test_a_dataclass_base_or_an_initvar_is_refused():
         class Bad2:
             x: dataclasses.InitVar[int]
 
+    with pytest.raises(TypeError, match="non-default argument 'y' follows default argument"):
+
+        @record
+        class Bad3(RecordPlain):  # type: ignore[misc,valid-type]
+            y: int
+
+    with pytest.raises(TypeError, match="'self'"):
+
+        @record
+        class Bad4:
+            self: int
+
+
+def test_records_of_one_shape_share_code_not_names_defaults_or_factories():
+    """`__init__` is compiled once per shape (which fields take an argument, a default, a
+    factory) and given each record's names: nothing else is shared."""
+    made = []
+
+    @record
+    class One:
+        a: int
+        b: str = "one"
+        c: List[int] = field(default_factory=list)
+        d: int = field(default=4, init=False)
+
+        def __post_init__(self):
+            made.append(self)
+
+    @record
+    class Two:
+        x: int
+        y: str = "two"
+        z: List[int] = field(default_factory=lambda: [2])
+        w: int = field(default=8, init=False)
+
+        def __post_init__(self):
+            made.append(self)
+
+    assert One.__init__.__code__.co_code == Two.__init__.__code__.co_code
+    one, two = One(1), Two(x=2)
+    assert (one.a, one.b, one.c, one.d) == (1, "one", [], 4)
+    assert (two.x, two.y, two.z, two.w) == (2, "two", [2], 8)
+    assert One(1).c is not one.c and made == [one, two, made[2]]
+    assert str(inspect.signature(One)) == "(a: 'int', b: 'str' = 'one', c: 'List[int]' = <factory>) -> None"
+    assert str(inspect.signature(Two)) == "(x: 'int', y: 'str' = 'two', z: 'List[int]' = <factory>) -> None"
+    assert Two(3, z=[5]) == Two(3, "two", [5])
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
+        Two()
+    assert (
+        One.__init__.__code__.co_filename
+        == "<record test_records_of_one_shape_share_code_not_names_defaults_or_factories.<locals>.One>"
+    )
+
 
 def _dumpkit_records():
     found = {}
