@@ -10,6 +10,7 @@ table equal to typer's declarations and the two paths' outputs equal."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
@@ -132,7 +133,15 @@ def main() -> None:
     from dumpkit.console import prepare_streams
 
     prepare_streams()  # Windows pipes and files: UTF-8, not the ANSI code page
-    guarded(lambda: run(sys.argv[1:]))
+    try:
+        guarded(lambda: run(sys.argv[1:]))
+    finally:
+        # The command is done. At exit the interpreter collects garbage over every object
+        # the run made, more than once (~15 ms of a small `analyze`'s ~100 ms); frozen,
+        # they are left to be freed by reference counting as modules are torn down, and
+        # what only a cycle holds to the operating system. atexit hooks still run and the
+        # standard streams are still flushed.
+        gc.freeze()
 
 
 if __name__ == "__main__":
