@@ -19,8 +19,9 @@ needs 3.8+ (tests/windbg_real runs this script through the real pykd on 3.8). Th
 line asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it pykd-ext would pick
 the highest Python 3 installed, which has no pykd.
 
-It builds a `dumpkit.sources.pykd.PykdTarget` over the session, runs the same engine as
-`dumpkit analyze` (`dumpkit.engine.analyze`) and prints the verdict, the recursion cycle,
+This script parses the options and hands them to the command's body,
+`dumpkit.commands.tfstack.run_tfstack`, which builds a `dumpkit.sources.pykd.PykdTarget`
+over the session, runs the same engine as `dumpkit analyze` and prints the verdict, the recursion cycle,
 oversized frames, the stack budget and the crashing stack, with DML links that switch to
 a thread (`~~[TID]s`) or a frame (`.frame N`). `--json` prints exactly what
 `dumpkit analyze --format json` prints for the same Report. Errors are one line.
@@ -31,8 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 try:
     import dumpkit  # noqa: F401
@@ -224,130 +224,6 @@ def _emit(line: str, dml: bool = True) -> None:
         sys.stdout.write(line + "\n")
 
 
-_MAX_FRAME_NUMBER = 0xFFFF  # `.frame` rejects higher numbers (seen with dbgeng 10.0)
-
-
-def debugger_frame_numbers(report, target):
-    """The DML's `.frame N` links (a dumpkit.report.dml.FrameNumbers): each of dumpkit's
-    frames as the number of the debugger's own frame with the same Child-SP. The two
-    number frames alike only while they unwind alike: dbgeng cannot unwind out of a stack
-    probe without unwind data (on big_frame.dmp its frame 1 is not dumpkit's), stops at
-    1,024 frames in getStack and takes no `.frame` number above 0xffff. A frame it does not
-    have is left out of the map (shown unlinked); when the debugger gives no stack at all,
-    dumpkit's numbers stay."""
-    walked = {t.tid: t.frames + (t.possible_frames or ()) for t in report.threads}  # possible frames get links too
-
-    def numbers(tid: int, exception_context: bool) -> Optional[Dict[int, int]]:
-        stack = target.debugger_stack(tid, exception_context=exception_context)
-        if stack is None:
-            return None
-        first = {sp: i for i, sp in reversed(list(enumerate(stack)))}  # an SP's innermost frame
-        found = ((f.index, first.get(f.sp)) for f in walked.get(tid, ()))
-        return {index: n for index, n in found if n is not None and n <= _MAX_FRAME_NUMBER}
-
-    return numbers
-
-
-def _emit_debugger_facts(facts: Sequence[str], plain: bool) -> None:
-    """Where the report used the debugger's facts instead of the dump file's."""
-    if not facts:
-        return
-    from dumpkit.report.dml import dml_text
-
-    _emit("", dml=not plain)
-    _emit("From the debugger" if plain else "<b>From the debugger</b>", dml=not plain)
-    for fact in facts:
-        _emit(f"  - {fact}" if plain else f"  - {dml_text(fact, 2000)}", dml=not plain)
-
-
-class _Progress:
-    """pykd, with a line on the debugger's output every few seconds of a long run (a
-    million-frame walk): every memory read the analysis makes passes here, on the
-    debugger's own thread, which is also where Ctrl-Break lands."""
-
-    FIRST = 2.0  # seconds before the first line (DUMPKIT_TFSTACK_PROGRESS_AFTER: the lane's knob)
-    EVERY = 5.0
-
-    def __init__(self, pykd_module, enabled: bool = True):
-        self._pykd = pykd_module
-        self._started = time.perf_counter()
-        try:
-            first = float(_process_env("DUMPKIT_TFSTACK_PROGRESS_AFTER") or self.FIRST)
-        except ValueError:
-            first = self.FIRST
-        self._next = self._started + first if enabled else float("inf")
-        self._reads = 0
-        self._bytes = 0
-        self.failed: List[Tuple[int, int]] = []
-
-    def __getattr__(self, name):
-        return getattr(self._pykd, name)
-
-    def loadBytes(self, address, size):
-        self._reads += 1
-        self._bytes += size
-        if self._reads & 0x3F == 0:
-            now = time.perf_counter()
-            if now >= self._next:
-                self._next = now + self.EVERY
-                _emit(
-                    f"tfstack: working, {now - self._started:.0f} s, {self._bytes / 1048576:,.1f} MiB read "
-                    "from the debugger (Ctrl-Break stops)",
-                    dml=False,
-                )
-        try:
-            return self._pykd.loadBytes(address, size)
-        except Exception:
-            self.failed.append((address, size))
-            raise
-
-    def refused_read(self, held: Sequence[Tuple[int, int]]) -> Optional[Tuple[int, int]]:
-        """A read that failed although the dump holds every byte of it. dbgeng answers a
-        Ctrl-Break that lands during a memory read by failing the read (pykd's own watch
-        then often never sees it): the walk would end early and report a short stack as
-        if it were the truth."""
-        import bisect
-
-        starts = [start for start, _ in held]
-        for address, size in self.failed:
-            i = bisect.bisect_right(starts, address) - 1
-            if i >= 0 and address + size <= held[i][1]:
-                return address, size
-        return None
-
-
-# ----------------------------------------------------------------------------- main
-def _symbol_paths(explicit: Sequence[str]) -> List[str]:
-    paths = list(explicit)
-    for extra in (os.environ.get("_NT_SYMBOL_PATH"), _debugger_sympath()):
-        if extra and extra not in paths:
-            paths.append(extra)
-    return paths
-
-
-def _image_paths(explicit: Sequence[str], exe_path: Sequence[str]) -> List[str]:
-    """The user's folders, then the plain folders of the debugger's `.exepath` (where
-    dbgeng found the images it maps); its `srv*` elements go with the symbol path."""
-    paths = list(explicit)
-    for element in exe_path:
-        if "*" not in element and "://" not in element and element not in paths:
-            paths.append(element)
-    return paths
-
-
-def _exe_path_stores(exe_path: Sequence[str]) -> List[str]:
-    return [e for e in exe_path if "*" in e or "://" in e]
-
-
-def _debugger_sympath() -> Optional[str]:
-    if _pykd is None:
-        return None
-    try:
-        return str(_pykd.getSymbolPath() or "") or None
-    except Exception:
-        return None
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     global _pykd
     argv, source = arguments(argv)
@@ -379,56 +255,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as e:
         _emit(f"tfstack: error: {e} (try {PROG} --help)", dml=False)
         return 2
-    try:
-        from dumpkit.engine import Options, analyze
-        from dumpkit.sources.pykd import PykdTarget
-
-        progress = _Progress(pykd, enabled=not args.json)  # --json: the JSON alone
-        target = PykdTarget(progress)
-        if args.thread is not None and all(t.tid != args.thread for t in target.threads):
-            ids = ", ".join(f"{t.tid} (0x{t.tid:x})" for t in target.threads)
-            _emit(f"tfstack: error: no thread {args.thread} (0x{args.thread:x}); threads: {ids}", dml=False)
-            return 2
-        opts = Options(
-            image_paths=tuple(_image_paths(args.image_path, target.exe_path)),
-            symbol_paths=_symbol_paths(list(args.symbol_path) + _exe_path_stores(target.exe_path)),
-            max_frames=args.max_frames,
-        )
-        report = analyze(target, opts).report
-        refused = progress.refused_read(target.dump_ranges)
-        if refused is not None:
-            _emit(
-                f"tfstack: interrupted (Ctrl-Break): the debugger stopped answering memory reads "
-                f"({refused[1]} bytes at {refused[0]:#x}, held by the dump): no report",
-                dml=False,
-            )
-            return 130
-        if args.json:
-            from dumpkit.report.json_report import render_json
-
-            _emit(render_json(report), dml=False)
-        else:
-            shown = [args.thread] if args.thread is not None else []
-            from dumpkit.report.dml import plain_text, render_dml
-
-            numbers = debugger_frame_numbers(report, target)
-            lines = render_dml(report, rows=args.rows, show_threads=shown, all_threads=args.all, frame_numbers=numbers)
-            for line in lines:
-                if args.plain:
-                    _emit(plain_text(line), dml=False)
-                else:
-                    _emit(line, dml=True)
-            _emit_debugger_facts(target.debugger_facts(), plain=args.plain)
-        return 1 if report.soft_errors else 0
-    except (KeyboardInterrupt, SystemExit) as e:
-        # pykd's `!py` turns Ctrl-Break into SystemExit("CTRL+BREAK") raised in the script
-        # (a pending call, so it lands between two Python instructions)
-        _emit(f"tfstack: interrupted{' (Ctrl-Break)' if isinstance(e, SystemExit) else ''}: no report", dml=False)
-        return 130
+    try:  # the command's body: dumpkit/commands/tfstack.py
+        from dumpkit.commands.tfstack import TfstackRequest, run_tfstack
     except Exception as e:
-        text = " ".join(str(e).split()) or type(e).__name__
-        _emit(f"tfstack: error: {type(e).__name__}: {text[:500]}", dml=False)
+        _emit(f"tfstack: error: dumpkit cannot be imported: {type(e).__name__}: {e}", dml=False)
         return 1
+    request = TfstackRequest(
+        thread=args.thread,
+        all_threads=args.all,
+        json=args.json,
+        max_frames=args.max_frames,
+        rows=args.rows,
+        plain=args.plain,
+        image_paths=tuple(args.image_path),
+        symbol_paths=tuple(args.symbol_path),
+        progress_after=_seconds(_process_env("DUMPKIT_TFSTACK_PROGRESS_AFTER")),
+    )
+    return run_tfstack(request, pykd, lambda line, dml: _emit(line, dml=dml))
+
+
+def _seconds(text: Optional[str]) -> Optional[float]:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
 
 
 def run_in_debugger() -> None:

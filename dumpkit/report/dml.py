@@ -42,11 +42,41 @@ def link(cmd: str, label: str) -> str:
     return f'<link cmd="{dml_text(cmd, 1000)}">{dml_text(label)}</link>'
 
 
+class Markup:
+    """How the report's lines are marked up: DML (`dml`: bold, links, escaped text) or the
+    same lines as plain text (`!tfstack --plain`, for output that is captured, where a
+    link cannot be followed): what the DML shows with its tags dropped and its entities
+    decoded, written directly rather than stripped from the DML."""
+
+    def __init__(self, dml: bool = True):
+        self.dml = dml
+        self.arrow = "=&gt;" if dml else "=>"
+        self.from_ = " &lt;- " if dml else " <- "
+
+    def text(self, text: object, limit: int = 512) -> str:
+        return dml_text(text, limit) if self.dml else clean(text, limit)
+
+    def bold(self, markup: str) -> str:
+        return f"<b>{markup}</b>" if self.dml else markup
+
+    def link(self, cmd: str, label: str) -> str:
+        return link(cmd, label) if self.dml else clean(label)
+
+    def thread(self, tid: int) -> str:
+        return self.link(f"~~[0x{tid:x}]s", f"{tid} (0x{tid:x})")
+
+    def frame(self, tid: int, index: int, crashing: bool = False, number: Optional[int] = None) -> str:
+        return frame_link(tid, index, crashing, number, self)
+
+
+DML = Markup()
+
+
 def thread_link(tid: int) -> str:
-    return link(f"~~[0x{tid:x}]s", f"{tid} (0x{tid:x})")
+    return DML.thread(tid)
 
 
-def frame_link(tid: int, index: int, crashing: bool = False, number: Optional[int] = None) -> str:
+def frame_link(tid: int, index: int, crashing: bool = False, number: Optional[int] = None, markup: Markup = DML) -> str:
     """`.frame N` on the thread, in the register context dumpkit numbered the frames from,
     labelled with dumpkit's frame number `index`; N is `number` (the debugger's number for
     the same frame) when given, else `index`.
@@ -56,7 +86,7 @@ def frame_link(tid: int, index: int, crashing: bool = False, number: Optional[in
     add `.ecxr` first; other threads are walked from the thread-list context itself."""
     context = "; .ecxr" if crashing else ""
     n = index if number is None else number
-    return link(f"~~[0x{tid:x}]s{context}; .frame 0x{n:x}", kf_number(index))
+    return markup.link(f"~~[0x{tid:x}]s{context}; .frame 0x{n:x}", kf_number(index))
 
 
 # (thread id, walked from the exception context) -> {dumpkit's frame index: the number
@@ -69,8 +99,9 @@ class _FrameRefs:
     """Frame numbers as links, each thread's map asked for once, when its first frame is
     shown (asking may walk the thread in the debugger)."""
 
-    def __init__(self, numbers: Optional[FrameNumbers]):
+    def __init__(self, numbers: Optional[FrameNumbers], m: Markup = DML):
         self._numbers = numbers
+        self._m = m
         self._maps: Dict[Tuple[int, bool], Optional[Mapping[int, int]]] = {}
 
     def __call__(self, tid: int, index: int, crashing: bool) -> str:
@@ -79,48 +110,48 @@ class _FrameRefs:
             self._maps[key] = self._numbers(tid, crashing) if self._numbers is not None else None
         numbers = self._maps[key]
         if numbers is None:
-            return frame_link(tid, index, crashing)
+            return self._m.frame(tid, index, crashing)
         number = numbers.get(index)
-        return dml_text(kf_number(index)) if number is None else frame_link(tid, index, crashing, number)
+        return self._m.text(kf_number(index)) if number is None else self._m.frame(tid, index, crashing, number)
 
 
-def _span(s: Span) -> str:
+def _span(s: Span, m: Markup) -> str:
     if s.kind == WORDS:
         return s.text
-    return thread_link(int(s.text)) if s.kind == THREAD else dml_text(s.text, s.limit)
+    return m.thread(int(s.text)) if s.kind == THREAD else m.text(s.text, s.limit)
 
 
-def inline(line: Line) -> str:
+def inline(line: Line, m: Markup = DML) -> str:
     """A view line as DML: thread ids become links, values are escaped."""
-    return "".join(_span(s) for s in line)
+    return "".join(_span(s, m) for s in line)
 
 
 LABEL_WIDTH = 11
 
 
-def _code(c: CodeView) -> List[str]:
+def _code(c: CodeView, m: Markup) -> List[str]:
     """The instructions around the faulting IP, `=>` at the IP, each address a `u` link."""
-    out = [f"<b>Faulting code</b> in {dml_text(c.where)}"]
+    out = [f"{m.bold('Faulting code')} in {m.text(c.where)}"]
     width = max((len(r.bytes) for r in c.rows), default=0)
     for r in c.rows:
-        mark = "<b>=&gt;</b>" if r.faulting else "  "
-        text = dml_text(r.text, 400)
+        mark = m.bold(m.arrow) if r.faulting else "  "
+        text = m.text(r.text, 400)
         out.append(
-            f"  {mark} {link(f'u 0x{r.address}', r.address)}  {r.bytes:<{width}}  "
-            + (f"<b>{text}</b>" if r.faulting else text)
+            f"  {mark} {m.link(f'u 0x{r.address}', r.address)}  {r.bytes:<{width}}  "
+            + (m.bold(text) if r.faulting else text)
         )
     if c.note:
-        out.append(f"     {dml_text(c.note, 1000)}")
+        out.append(f"     {m.text(c.note, 1000)}")
     out.append("")
     return out
 
 
-def _fact(out: List[str], f: Fact) -> None:
-    value = inline(f.terminal_value or f.value)
+def _fact(out: List[str], f: Fact, m: Markup) -> None:
+    value = inline(f.terminal_value or f.value, m)
     if f.terminal_label is None:
         out.append(f"{' ' * LABEL_WIDTH}{value}")
     else:
-        out.append(f"<b>{f.terminal_label}</b>{' ' * max(1, LABEL_WIDTH - len(f.terminal_label))}{value}")
+        out.append(f"{m.bold(f.terminal_label)}{' ' * max(1, LABEL_WIDTH - len(f.terminal_label))}{value}")
 
 
 def render_dml(
@@ -129,73 +160,76 @@ def render_dml(
     show_threads: Sequence[int] = (),
     all_threads: bool = False,
     frame_numbers: Optional[FrameNumbers] = None,
+    plain: bool = False,
 ) -> List[str]:
-    frame_ref = _FrameRefs(frame_numbers)
+    """The report's lines in DML, or (`plain`) the same lines as plain text."""
+    m = Markup(dml=not plain)
+    frame_ref = _FrameRefs(frame_numbers, m)
     view = report_view(
         report, KF, max_rows=rows, other_stacks=False, full_threads=show_threads, all_threads=all_threads
     )
     out: List[str] = []
     v = view.verdict
-    out.append(f"<b>dumpkit {dml_text(view.dumpkit_version)}</b>: {dml_text(view.dump_path)}")
-    out.append(f"<b>VERDICT</b>  <b>{dml_text(v.headline, 2000)}</b>")
-    out.append(f"confidence: {dml_text(v.confidence)}")
+    out.append(f"{m.bold('dumpkit ' + m.text(view.dumpkit_version))}: {m.text(view.dump_path)}")
+    out.append(f"{m.bold('VERDICT')}  {m.bold(m.text(v.headline, 2000))}")
+    out.append(f"confidence: {m.text(v.confidence)}")
     if view.signature:
-        out.append(f"signature: {dml_text(view.signature, 1000)}")
+        out.append(f"signature: {m.text(view.signature, 1000)}")
     if view.blame:
-        out.append(f"blame:     {inline(view.blame)}")
+        out.append(f"blame:     {inline(view.blame, m)}")
     if v.evidence:
-        out.append("<b>Evidence</b>")
-        out.extend(f"  - {dml_text(e, 2000)}" for e in v.evidence)
+        out.append(m.bold("Evidence"))
+        out.extend(f"  - {m.text(e, 2000)}" for e in v.evidence)
     if v.next_steps:
-        out.append("<b>Next steps</b>")
-        out.extend(f"  {i}. {dml_text(s, 2000)}" for i, s in enumerate(v.next_steps, 1))
+        out.append(m.bold("Next steps"))
+        out.extend(f"  {i}. {m.text(s, 2000)}" for i, s in enumerate(v.next_steps, 1))
     if view.images is not None:
-        out.append(f"<b>{dml_text(view.images.title)}</b>")
-        out.extend(f"  - {dml_text(x, 2000)}" for x in view.images.lines)
+        out.append(m.bold(m.text(view.images.title)))
+        out.extend(f"  - {m.text(x, 2000)}" for x in view.images.lines)
     out.append("")
 
     facts = view.facts
     for f in facts.exception:
-        _fact(out, f)
+        _fact(out, f, m)
     if facts.raised_by:
-        out.append(f"{' ' * LABEL_WIDTH}raised by {dml_text(facts.raised_by)}")
+        out.append(f"{' ' * LABEL_WIDTH}raised by {m.text(facts.raised_by)}")
     for f in facts.process + facts.machine:
-        _fact(out, f)
+        _fact(out, f, m)
     out.append("")
     if view.code is not None:
-        out += _code(view.code)
+        out += _code(view.code, m)
     if view.registers:
         # WinDbg's own `.ecxr` shows them too; the link is the way back after a `.frame`.
-        out.append(f"<b>Registers</b>  ({link('.ecxr', '.ecxr')})")
-        out += ["  " + dml_text(" ".join(view.registers[i : i + 4]), 400) for i in range(0, len(view.registers), 4)]
+        out.append(f"{m.bold('Registers')}  ({m.link('.ecxr', '.ecxr')})")
+        out += ["  " + m.text(" ".join(view.registers[i : i + 4]), 400) for i in range(0, len(view.registers), 4)]
         out.append("")
 
     crash = view.crashing
     if view.python is not None:
         py = view.python
-        out.append(f"<b>Python stacks</b> {dml_text(py.summary, 1000)}")
+        out.append(f"{m.bold('Python stacks')} {m.text(py.summary, 1000)}")
         for s in py.stacks:
-            out.append(f"<b>{dml_text(s.title)}</b> ({thread_link(s.tid)})")
+            out.append(f"{m.bold(m.text(s.title))} ({m.thread(s.tid)})")
             for r in s.rows[:rows]:
                 if isinstance(r, Fold):
-                    out.append(f"        {dml_text(r.text, 1000)}")
+                    out.append(f"        {m.text(r.text, 1000)}")
                 else:
-                    out.append(f"  {r.index:>5}  {dml_text(r.function, 200)}  {dml_text(r.location, 300)}")
+                    out.append(f"  {r.index:>5}  {m.text(r.function, 200)}  {m.text(r.location, 300)}")
         out.append("")
     for rec in view.recursions:
-        out.append(f"<b>Recursion on thread</b> {thread_link(rec.tid)}")
+        out.append(f"{m.bold('Recursion on thread')} {m.thread(rec.tid)}")
         out.append(f"  {rec.summary}")
         for fn in rec.functions:
-            out.append(f"    {dml_text(fn)}")
+            out.append(f"    {m.text(fn)}")
         if rec.entry_path:
             out.append(
                 "  entered from: "
-                + dml_text(" <- ".join(rec.entry_path), 1000)
-                + (f" &lt;- ... ({rec.entry_more} more)" if rec.entry_more else "")
+                + m.text(" <- ".join(rec.entry_path), 1000)
+                + (f"{m.from_}... ({rec.entry_more} more)" if rec.entry_more else "")
             )
     sizes = view.frame_sizes
     if sizes is not None:
-        out.append("<b>Largest frames (crashing thread)</b>")
+        out.append(m.bold("Largest frames (crashing thread)"))
         h = sizes.headers
         size_w, asks_w = len(h.size), len(h.asks)
         out.append(f"  {h.index:>6}  {h.size:>{size_w}}  {h.asks:>{asks_w}}  {h.function} / {h.how.lower()}")
@@ -203,19 +237,19 @@ def render_dml(
             idx = frame_ref(crash.tid, fs.index, crashing=True) if crash is not None else str(fs.index)
             pad = " " * max(0, 6 - len(kf_number(fs.index)))
             out.append(
-                f"  {pad}{idx}  {fs.size:>{size_w}}  {fs.asks:>{asks_w}}  {dml_text(fs.function)}"
-                + (f"  {dml_text(fs.how)}" if fs.how else "")
+                f"  {pad}{idx}  {fs.size:>{size_w}}  {fs.asks:>{asks_w}}  {m.text(fs.function)}"
+                + (f"  {m.text(fs.how)}" if fs.how else "")
             )
     if view.budget is not None:
-        out.append(f"<b>Stack</b>      {dml_text(view.budget, 1000)}")
+        out.append(f"{m.bold('Stack')}      {m.text(view.budget, 1000)}")
     out.append("")
     digits = view.pointer_digits
 
     def stack(t: ThreadView, title: str) -> None:
-        name = f' "{dml_text(t.name, 80)}"' if t.name else ""
+        name = f' "{m.text(t.name, 80)}"' if t.name else ""
         out.append(
-            f"<b>{title}</b> {thread_link(t.tid)}{name}  {t.frames} ({dml_text(t.trust)}); "
-            f"walk ended: {dml_text(t.stop_reason)}"
+            f"{m.bold(title)} {m.thread(t.tid)}{name}  {t.frames} ({m.text(t.trust)}); "
+            f"walk ended: {m.text(t.stop_reason)}"
         )
         table = t.stack
         h = table.headers if table is not None else HEADERS[KF]
@@ -224,12 +258,12 @@ def render_dml(
         )
         for r in table.rows if table is not None else ():
             if isinstance(r, Fold):
-                out.append(f"        {dml_text(r.text, 1000)}")
+                out.append(f"        {m.text(r.text, 1000)}")
                 continue
             pad = " " * max(0, 4 - len(r.number))
             out.append(
                 f"  {pad}{frame_ref(t.tid, r.index, t.is_crashing)}  {r.memory:>8}  {r.child_sp}  {r.ip}  "
-                f"{dml_text(r.call_site)}  ({dml_text(r.found_by)})"
+                f"{m.text(r.call_site)}  ({m.text(r.found_by)})"
             )
         if table is not None and table.cut:
             out.append(f"  ... more frames: `!tfstack --thread 0x{t.tid:x} --rows N` or `k` ...")
@@ -240,11 +274,11 @@ def render_dml(
     for t in view.threads.full:
         stack(t, "Thread")
     if view.threads.groups:
-        out.append("<b>Other threads</b>")
+        out.append(m.bold("Other threads"))
         for g in view.threads.groups:
-            out.append(f"  {inline(g.summary)}")
+            out.append(f"  {inline(g.summary, m)}")
     if view.problems:
         out.append("")
-        out.append("<b>Problems met while reading (the rest of the report stands)</b>")
-        out.extend(f"  - {dml_text(e, 2000)}" for e in view.problems)
+        out.append(m.bold("Problems met while reading (the rest of the report stands)"))
+        out.extend(f"  - {m.text(e, 2000)}" for e in view.problems)
     return out

@@ -98,3 +98,22 @@ def test_frame_links_take_the_numbers_the_caller_maps_each_frame_to():
         '<link cmd="~~[0x2]s; .frame 0x1">01</link>',
     ]
     assert asked == [(1, True), (2, False)]
+
+
+def test_plain_lines_are_the_dml_lines_without_their_markup():
+    """`!tfstack --plain` writes the report's lines as plain text directly: exactly the DML
+    lines with their tags dropped and entities decoded, on real reports (the links, the
+    faulting-code arrow, the entry path's arrows, escaped dump text)."""
+    from dumpkit.engine import Options, analyze
+    from dumpkit.sources.minidump import open_dump
+    from tests.support.samples import SAMPLE_BIN, sample_path
+
+    for name in ("recursion_cycle3.dmp", "gp_wild_pointer.dmp", "fastfail_gs.dmp"):
+        target = open_dump(str(sample_path(name)))
+        r = analyze(target, Options(image_paths=[str(SAMPLE_BIN)])).report
+        for kw in ({}, {"all_threads": True}):
+            dml = render_dml(r, **kw)
+            plain = render_dml(r, plain=True, **kw)
+            assert plain == [plain_text(line) for line in dml]
+            assert not any("<b>" in line or "<link" in line or "&lt;" in line for line in plain)
+            assert any("<link" in line for line in dml)

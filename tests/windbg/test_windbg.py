@@ -446,12 +446,13 @@ def test_only_the_pykd_source_imports_pykd():
 
 
 def test_stand_in_covers_exactly_the_pykd_calls_dumpkit_makes():
-    """Every pykd function the source and the script call exists in the stand-in, and the
+    """Every pykd function the source, the script and the command's body call exists in the stand-in, and the
     stand-in offers nothing else (so it cannot hide a call real pykd 0.3 lacks)."""
     used = set()
-    for path in (ROOT / "dumpkit" / "sources" / "pykd.py", SCRIPT):
+    for path in (ROOT / "dumpkit" / "sources" / "pykd.py", SCRIPT, ROOT / "dumpkit" / "commands" / "tfstack.py"):
         text = path.read_text(encoding="utf-8")
         used |= set(re.findall(r"(?:self\._pykd|\bp|\b_pykd)\.([A-Za-z_][A-Za-z0-9_]*)\b", text))
+        used |= set(re.findall(r"(?<![.\w])pykd\.([A-Za-z_][A-Za-z0-9_]*)\(", text))  # the module, handed in
         used |= set(re.findall(r'getattr\((?:p|pykd_module|self\._pykd), "([A-Za-z]+)"', text))
     used -= {"add_argument"}  # argparse's parser, also named p
     public = {
