@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tests.capture_lane.lane import RUNNER, lane  # noqa: E402
-from tests.windbg_real.lane import windows_path  # noqa: E402
+from tests.support.wine import windows_path  # noqa: E402
 
 CACHE = Path(os.environ.get("TF311_CACHE", "/work/tf311-cache"))
 SCRIPT = ROOT / "sample_dumps" / "python" / "src" / "tf_nest_flatten.py"

@@ -1,7 +1,7 @@
 """The capture lane's environment: `dumpkit capture` run by each genuine Windows CPython
 (3.8-3.13) under Wine, on crashing scripts run by the same interpreter.
 
-Built on the real-pykd lane's environment (tests/windbg_real/lane.py: Wine, its prefix, and
+Built on the real-pykd lane's environment (tests/support/wine: Wine, its prefix, and
 a CPython 3.8 with dumpkit's Windows dependencies unpacked into Lib\\site-packages): 3.8 is
 that interpreter itself; 3.9-3.13 are scratch copies of ../shared/winpython's embeddable
 builds whose `._pth` file adds that site-packages folder (the dependencies are pure Python,
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.windbg_real.lane import ROOT, Env, Unavailable, build, cache_dir, windows_path
-from tests.windbg_real.lane import _run as run_under_wine  # stdin /dev/null, pipes, a time limit
+from tests.support.wine import ROOT, Env, Unavailable, build, cache_dir, windows_path
+from tests.support.wine import _run as run_under_wine  # stdin /dev/null, pipes, a time limit
 
 HERE = Path(__file__).resolve().parent
 SHARED_PYTHONS = ROOT.parent / "shared" / "winpython"

@@ -24,7 +24,7 @@ import pytest
 
 from tests.capture_lane.lane import VERSIONS, Unavailable, dumpkit_args, lane
 from tests.support.samples import SAMPLES
-from tests.windbg_real.lane import windows_path
+from tests.support.wine import windows_path
 
 SCRIPTS = SAMPLES / "pyversions" / "src"
 NATIVELIB = SAMPLES / "pyversions" / "bin" / "nativelib.dll"

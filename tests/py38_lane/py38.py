@@ -1,5 +1,5 @@
 """The py38 lane's interpreter: the Windows lane's (tests/windows_lane/winpy.py: the PSF's
-CPython 3.8 with dumpkit's Windows wheels, from tests/windbg_real/lane.py, and the checkout
+CPython 3.8 with dumpkit's Windows wheels, from tests/support/wine, and the checkout
 on its path) with a Wine prefix of its own and one more folder on its path: the test runner
 pinned in wheels.txt (pytest, hypothesis, jsonschema), unpacked once into the cache beside
 the other lanes', keyed by wheels.txt and the environment it goes with."""
@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Tuple
 
-from tests.windbg_real import lane
+from tests.support import wine as lane
 from tests.windows_lane import winpy
 
 HERE = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.samples import ROOT
 from tests.py38_lane import py38
-from tests.windbg_real import lane
+from tests.support import wine as lane
 from tests.windows_lane import winpy
 
 W = winpy.windows_path

@@ -370,7 +370,7 @@ int main(int argc, char **argv)
         return 2;
     }
     /* pykd.pyd imports mscoree.dll (.NET's, on every Windows). Under Wine the lane's
-     * stand-in (tests/windbg_real/mscoree.c) sits next to host.exe; an extension DLL
+     * stand-in (tests/support/wine/mscoree.c) sits next to host.exe; an extension DLL
      * loaded by full path would find Wine's own placeholder in system32 first. */
     {
         WCHAR self[MAX_PATH];

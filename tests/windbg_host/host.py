@@ -1,5 +1,5 @@
 """The debugger-host lane's harness: a cdb-like host (host.c) that loads Microsoft's
-dbgeng.dll (the pykd wheel's, from the real-pykd lane's environment: tests/windbg_real/lane.py),
+dbgeng.dll (the pykd wheel's, from the real-pykd lane's environment: tests/support/wine),
 opens a dump and runs debugger commands through IDebugControl::Execute, so extensions are
 loaded and run by the engine as WinDbg and cdb run them. Text and DML arrive separately.
 
@@ -27,7 +27,7 @@ ROOT = HERE.parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.windbg_real import lane  # noqa: E402
+from tests.support import wine as lane  # noqa: E402
 
 SOURCE = HERE / "host.c"
 SCRIPTS = ROOT / "windbg_scripts"

@@ -12,7 +12,7 @@ After everything typed, one more command shows the debugger is alive. Every DML 
 `!tfstack --all` prints is executed through the host as a click would, followed by `~.`:
 a thread link must select that thread, a frame link the frame dumpkit numbered.
 
-Build, cache and skip rules: host.py and tests/windbg_real/lane.py. Runs only when asked
+Build, cache and skip rules: host.py and tests/support/wine. Runs only when asked
 for (conftest.py): `python -m pytest -q tests/windbg_host`.
 """
 
@@ -30,8 +30,8 @@ import pytest
 from tests.support.samples import SAMPLE_BIN, SAMPLES
 from tests.windbg_host import host as hostlib
 from tests.windbg_host.host import TFSTACK_DLL, TFSTACK_PY, Command, Session
-from tests.windbg_real import lane
-from tests.windbg_real import test_real_pykd as real
+from tests.support import wine as lane
+from tests.support.wine import story
 
 W = lane.windows_path
 _CACHE: Dict[str, dict] = {}
@@ -161,9 +161,9 @@ def test_every_option_is_heard_and_nothing_ends_the_debugger(env, host):
 def _session(env, host, name: str, scratch: Path) -> dict:
     if name in _CACHE:
         return _CACHE[name]
-    dump = real._dump_file(name, scratch)
-    dirs = real._image_dirs(name)
-    cli = json.loads(real._cli(env, ["analyze", str(dump), "--format", "json"], dirs).stdout)
+    dump = story.dump_file(name, scratch)
+    dirs = story.image_dirs(name)
+    cli = json.loads(story.cli(env, ["analyze", str(dump), "--format", "json"], dirs).stdout)
     commands = [
         ".exepath " + ";".join(W(d) for d in dirs),
         ".reload",
@@ -205,7 +205,7 @@ def _text_of(dml: str) -> str:
     return html.unescape(re.sub(r"<[^>]*>", "", dml))
 
 
-@pytest.mark.parametrize("name", real._sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_bang_tfstack_tells_what_the_cli_tells(name, env, host, dumps_dir):
     """`!tfstack --json` from the extension DLL: the same verdict, crash, findings, frame
     sizes, every thread's frames and the Python stacks as `dumpkit analyze`."""
@@ -213,10 +213,10 @@ def test_bang_tfstack_tells_what_the_cli_tells(name, env, host, dumps_dir):
     run = _one(got["session"], "!tfstack --json")
     assert run.text.lstrip().startswith("{"), run.output[:2000]
     full = "_full" in name or ".trimmed." in name
-    cli, windbg = real._story(got["cli"], full), real._story(json.loads(run.text), full)
+    cli, windbg = story.story_of(got["cli"], full), story.story_of(json.loads(run.text), full)
     for key in ("verdict", "crash", "findings", "frame_sizes", "python", "modules"):
         assert windbg[key] == cli[key], key
-    parked = real._parked_threads(got["cli"])
+    parked = story.parked_threads(got["cli"])
     assert [t["tid"] for t in windbg["threads"]] == [t["tid"] for t in cli["threads"]]
     for w, c in zip(windbg["threads"], cli["threads"]):
         if c["tid"] in parked:  # see test_real_pykd: the debugger walks on from a foreign SP
@@ -225,7 +225,7 @@ def test_bang_tfstack_tells_what_the_cli_tells(name, env, host, dumps_dir):
         assert w == c, f"thread {c['tid']}"
 
 
-@pytest.mark.parametrize("name", real._sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_py_route_shows_what_the_cli_tells(name, env, host, dumps_dir):
     """`!py -g tfstack.py` with pykd.pyd loaded: the DML report a user reads names the
     CLI's verdict, each recursion cycle's functions, the crashing thread's frame count and
@@ -256,7 +256,7 @@ _LINK_THREAD = re.compile(r"~~\[0x([0-9a-f]+)\]s$")
 _CURRENT_THREAD = re.compile(r"^\.\s+\d+\s+Id: [0-9a-f]+\.([0-9a-f]+) ", re.M)
 
 
-@pytest.mark.parametrize("name", real._sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_every_link_does_what_its_text_says(name, env, host, dumps_dir):
     """Each link of `!tfstack --all`, clicked: the engine takes it; a thread link selects
     that thread (`~.` says so); a frame link selects that thread and the frame with dumpkit's
@@ -283,19 +283,19 @@ def test_every_link_does_what_its_text_says(name, env, host, dumps_dir):
             checked_threads += 1
         if frame:
             index = int(frame.group(2), 16)
-            line = real._frame_line(link.text, index)
+            line = story.frame_line(link.text, index)
             assert line is not None, f"{link.command!r} did not select frame {index:#x}: {link.text!r}"
             ours = frames[tid].get(int(link.link, 16))
             if ours is not None:
                 assert int(line.split()[1].replace("`", ""), 16) == int(ours["sp"], 16), (link.command, line)
                 checked_frames += 1
         elif not thread:
-            code = real._CODE_LINK.match(link.command)
+            code = story.CODE_LINK.match(link.command)
             if code:
                 address = int(code.group(1), 16)
                 assert f"{address >> 32:08x}`{address & 0xFFFFFFFF:08x}" in link.text, (link.command, link.text)
             else:
-                assert link.command == ".ecxr" and real._REGISTERS.search(link.text), (link.command, link.text)
+                assert link.command == ".ecxr" and story.REGISTERS.search(link.text), (link.command, link.text)
     assert checked_threads and checked_frames
 
 
@@ -342,7 +342,7 @@ def test_million_frames_with_progress_and_ctrl_break(env, host, dumps_dir):
     after. A passive interrupt (Ctrl-Break) 0.3 s into a later run stops it with one line
     instead of a report cut short (dbgeng fails the memory reads it interrupts), the
     debugger goes on, and the next run is whole again. Times: bench/README.md."""
-    dump = real._dump_file("deep_recursion_1m.dmp.xz", dumps_dir)
+    dump = story.dump_file("deep_recursion_1m.dmp.xz", dumps_dir)
     session = host.run(
         dump,
         [

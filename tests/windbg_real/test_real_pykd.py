@@ -18,63 +18,25 @@ Every DML link `!tfstack` prints is run through `pykd.dbgCommand` afterwards: th
 must accept it, and a `.frame N` link must land on the frame dumpkit numbered N (same
 Child-SP as dumpkit's frame N).
 
-Build, cache and skip rules: tests/windbg_real/lane.py. Runs only when asked for
+Build, cache and skip rules: tests/support/wine. Runs only when asked for
 (conftest.py): `python -m pytest -q tests/windbg_real`.
 """
 
 from __future__ import annotations
 
 import json
-import lzma
-import os
 import re
-import shutil
-import subprocess
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict
 
 import pytest
 
-from tests.support.samples import ROOT, SAMPLE_BIN, SAMPLES
-from tests.windbg_real import lane
+from tests.support.samples import SAMPLE_BIN, SAMPLES
+from tests.support import wine as lane
+from tests.support.wine import story
 
 _CACHE: Dict[str, dict] = {}
-
-
-PYTHON_DUMPS = SAMPLES / "python"
-WINPYTHON = lane.WINPYTHON
-
-
-# CPython 3.9-3.13 (sample_dumps/pyversions): one of each kind of verdict in Python terms
-# (a ctypes recursion, a worker thread's access violation with every Python stack, a
-# __repr__ recursion), so !tfstack is seen to say what dumpkit analyze says of them.
-PYVERSIONS = (
-    "pyversions/ctypes_recursion_py312.dmp.xz",
-    "pyversions/thread_av_py311.trimmed.dmp.xz",
-    "pyversions/slot_recursion_py311.dmp.xz",
-)
-
-
-def _sample_dumps() -> List[str]:
-    """The sample dumps, then the real CPython 3.8 ones (sample_dumps/python: the Python
-    stacks are read through the debugger too) and some of 3.9-3.13, named relative to
-    sample_dumps/."""
-    out = []
-    for folder in (SAMPLES, PYTHON_DUMPS):
-        for pattern in ("*.dmp", "*.dmp.xz"):
-            out += sorted(str(p.relative_to(SAMPLES)) for p in folder.glob(pattern))
-    return out + [name for name in PYVERSIONS if (SAMPLES / name).exists()]
-
-
-def _image_dirs(name: str) -> List[Path]:
-    """Where the crashed program's images are: the CLI's --image-path, the debugger's .exepath."""
-    if name.startswith("python/"):  # the PSF's CPython these dumps crashed, Wine's own DLLs
-        return [WINPYTHON, SAMPLE_BIN / "wine"]
-    if name.startswith("pyversions/"):  # python.org's CPython 3.X, nativelib.dll, Wine's DLLs
-        minor = re.search(r"_py3(\d+)", name).group(1)
-        return [WINPYTHON.parent / f"cpython-3.{minor}-amd64", SAMPLES / "pyversions" / "bin", SAMPLE_BIN / "wine"]
-    return [SAMPLE_BIN]
 
 
 @pytest.fixture(scope="session")
@@ -92,41 +54,13 @@ def dumps_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("windbg-lane-dumps")
 
 
-def _dump_file(name: str, scratch: Path) -> Path:
-    path = SAMPLES / name
-    if not name.endswith(".xz"):
-        return path
-    out = scratch / Path(name[:-3]).name
-    if not out.exists():
-        with lzma.open(path) as src, open(out, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    return out
-
-
-def _cli(env: lane.Env, args: List[str], image_dirs: List[Path]) -> subprocess.CompletedProcess:
-    """dumpkit run natively, with the same images reachable as the debugger has: a path like
-    C:\\windows\\system32\\ucrtbase.dll is found in the lane's Wine prefix, by the debugger
-    and (through WINEPREFIX) by the CLI."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "dumpkit", *args] + [arg for d in image_dirs for arg in ("--image-path", str(d))],
-        env=dict(os.environ, WINEPREFIX=str(env.prefix)),
-        cwd=ROOT,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc
-
-
 def _session(env: lane.Env, name: str, scratch: Path) -> dict:
     """The CLI's report and the debugger's runs on one dump, once per test session."""
     if name in _CACHE:
         return _CACHE[name]
-    dump = _dump_file(name, scratch)
-    dirs = _image_dirs(name)
-    proc = _cli(env, ["analyze", str(dump), "--format", "json"], dirs)
+    dump = story.dump_file(name, scratch)
+    dirs = story.image_dirs(name)
+    proc = story.cli(env, ["analyze", str(dump), "--format", "json"], dirs)
     debugger = env.debugger(
         dump,
         runs=[{"args": ["--json"]}, {"args": ["--all"], "check_links": True}],
@@ -146,50 +80,17 @@ def _tfstack_json(session: dict) -> dict:
     return json.loads(out)
 
 
-def _thread_story(t: dict, teb_stack: bool) -> dict:
-    return {
-        "tid": t["tid"],
-        "crashing": t["is_crashing"],
-        "frame_count": t["frame_count"],
-        "stop_reason": t["stop_reason"],
-        "elided": t["elided_frames"],
-        "frames": [
-            (f["index"], f["ip"], f["sp"], f["module"], f["size"], f["trust"], f["symbol"]) for f in t["frames"]
-        ],
-        "cycles": t["cycles"],
-        "stack": (t["stack_start"] if not teb_stack else None, t["stack_end"], t["teb"]),
-        "budget": t["budget"],
-    }
-
-
-def _story(doc: dict, teb_stack: bool = False) -> dict:
-    """Everything the report says about what happened (not about the file it came from).
-
-    `teb_stack`: the dump holds the threads' TEBs (full-memory dumps). The debugger's
-    stack then starts at SP (its TEB's StackLimit is far below); the file reader's at the
-    thread's stack descriptor, which may start a few bytes below SP: not compared."""
-    return {
-        "verdict": doc["verdict"],
-        "crash": {k: v for k, v in (doc["crash"] or {}).items() if k != "context_flags"},
-        "findings": doc["findings"],
-        "frame_sizes": doc["frame_sizes"],
-        "threads": [_thread_story(t, teb_stack) for t in doc["threads"]],
-        "python": doc["python"],
-        "modules": [(m["name"], m["base"], m["size"], m.get("file_version")) for m in doc["modules"]],
-    }
-
-
-@pytest.mark.parametrize("name", _sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_real_engine_tells_the_same_story_as_the_cli(name, env, dumps_dir):
     session = _session(env, name, dumps_dir)
     full = "_full" in name or ".trimmed." in name  # full-memory dumps hold the TEBs
-    cli, windbg = _story(session["cli"], full), _story(_tfstack_json(session), full)
+    cli, windbg = story.story_of(session["cli"], full), story.story_of(_tfstack_json(session), full)
     assert windbg["verdict"] == cli["verdict"]
     assert windbg["crash"] == cli["crash"]
     assert windbg["findings"] == cli["findings"]
     assert windbg["frame_sizes"] == cli["frame_sizes"]
     assert [t["tid"] for t in windbg["threads"]] == [t["tid"] for t in cli["threads"]]
-    parked = _parked_threads(session["cli"])
+    parked = story.parked_threads(session["cli"])
     for w, c in zip(windbg["threads"], cli["threads"]):
         if c["tid"] in parked:
             # The thread list gives this thread an SP outside its own stack (Wine's
@@ -203,16 +104,6 @@ def test_real_engine_tells_the_same_story_as_the_cli(name, env, dumps_dir):
     assert windbg["python"] == cli["python"]
     assert windbg["modules"] == cli["modules"]
     assert any(t["crashing"] and t["frames"] for t in cli["threads"]), "the crashing thread was walked"
-
-
-def _parked_threads(doc: dict) -> set:
-    """Threads whose thread-list SP lies outside the stack the dump recorded for them."""
-    out = set()
-    for t in doc["threads"]:
-        sp = int(dict(t["registers"] or []).get("rsp", "0x0"), 16)
-        if t["stack_start"] and not int(t["stack_start"], 16) <= sp <= int(t["stack_end"], 16):
-            out.add(t["tid"])
-    return out
 
 
 def _mapped(session: dict) -> Dict[str, str]:
@@ -233,7 +124,7 @@ def _mapped(session: dict) -> Dict[str, str]:
     return out
 
 
-@pytest.mark.parametrize("name", _sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_images_the_debugger_maps_are_read_from_their_files(name, env, dumps_dir):
     """dbgeng serves a mapped image's bytes from the file, so the whole image looks
     captured; read as memory it loses the COFF symbol table (frames named func_16b0
@@ -253,20 +144,7 @@ def test_images_the_debugger_maps_are_read_from_their_files(name, env, dumps_dir
     assert "From the debugger" in facts and "module image(s) from files" in facts
 
 
-_FRAME_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s;(?: \.ecxr;)? \.frame 0x([0-9a-f]+)$")
-_THREAD_LINK = re.compile(r"~~\[0x([0-9a-f]+)\]s$")
-_CODE_LINK = re.compile(r"u 0x([0-9a-f]+)$")  # the faulting code's addresses (crash site)
-_REGISTERS = re.compile(r"\b[re]ip=[0-9a-f]+")
-
-
-def _frame_line(output: Optional[str], index: int) -> Optional[str]:
-    for line in (output or "").splitlines():
-        if re.match(rf"^{index:02x} [0-9a-f]{{8}}`[0-9a-f]{{8}} ", line):
-            return line
-    return None
-
-
-@pytest.mark.parametrize("name", _sample_dumps())
+@pytest.mark.parametrize("name", story.sample_dumps())
 def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
     session = _session(env, name, dumps_dir)
     links = session["debugger"]["runs"][1]["links"]
@@ -277,11 +155,11 @@ def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
     for link in links:
         command = link["command"]
         assert link["raised"] is None, f"{command!r}: {link['raised']}"
-        frame = _FRAME_LINK.match(command)
+        frame = story.FRAME_LINK.match(command)
         if frame:
             # the label is dumpkit's frame number; the command the debugger's
             tid, index = int(frame.group(1), 16), int(frame.group(2), 16)
-            line = _frame_line(link["output"], index)
+            line = story.frame_line(link["output"], index)
             assert line is not None, f"{command!r} did not select frame {index:#x}: {link['output']!r}"
             ours = frames[tid].get(int(link["label"], 16))
             if ours is not None:
@@ -289,7 +167,7 @@ def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
                 assert child_sp == int(ours["sp"], 16), f"{command!r}: dbgeng's frame is at {line!r}"
                 checked += 1
             continue
-        code = _CODE_LINK.match(command)
+        code = story.CODE_LINK.match(command)
         if code:
             # dbgeng disassembles from that address: its first instruction line starts with it
             address = int(code.group(1), 16)
@@ -297,9 +175,9 @@ def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
             assert any(s in (link["output"] or "") for s in shown), f"{command!r}: {link['output']!r}"
             continue
         if command == ".ecxr":  # the crash site's "exception context" link
-            assert _REGISTERS.search(link["output"] or ""), f"{command!r}: {link['output']!r}"
+            assert story.REGISTERS.search(link["output"] or ""), f"{command!r}: {link['output']!r}"
             continue
-        thread = _THREAD_LINK.match(command)
+        thread = story.THREAD_LINK.match(command)
         assert thread, f"a link this test does not know: {command!r}"
         assert link["output"], f"{command!r} printed nothing"
     assert checked, "no frame link was checked against dumpkit's frames"
@@ -308,7 +186,7 @@ def test_every_dml_link_runs_in_the_real_engine(name, env, dumps_dir):
 def test_the_windbg_side_runs_on_python_38(env, dumps_dir):
     """pykd exists for CPython <= 3.9 only: the WinDbg side of dumpkit must import and
     run there (this lane's interpreter is the PSF's 3.8)."""
-    session = _session(env, _sample_dumps()[0], dumps_dir)
+    session = _session(env, story.sample_dumps()[0], dumps_dir)
     assert session["debugger"]["python"].startswith("3.8.")
     assert session["debugger"]["pykd"].startswith("0.3.4.15")
 
@@ -329,7 +207,7 @@ def test_with_the_same_pdbs_the_debugger_and_the_cli_name_the_same_functions(nam
     reads the same PDBs itself. The static functions only a PDB names must come out the
     same from both, frame for frame."""
     pdb_dir = SAMPLE_BIN / "pdb"
-    ours = json.loads(_cli(env, ["stack", str(SAMPLES / name), "--all", "--json"], [pdb_dir, SAMPLE_BIN]).stdout)
+    ours = json.loads(story.cli(env, ["stack", str(SAMPLES / name), "--all", "--json"], [pdb_dir, SAMPLE_BIN]).stdout)
     folders = ";".join(lane.windows_path(d) for d in (pdb_dir, SAMPLE_BIN))
     debugger = env.debugger(
         SAMPLES / name,

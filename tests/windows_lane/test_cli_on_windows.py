@@ -53,7 +53,7 @@ from typing import Any, Dict, List, Optional
 import pytest
 
 from tests.support.samples import ROOT, SAMPLE_BIN, SAMPLES
-from tests.windbg_real import lane
+from tests.support import wine as lane
 from tests.windows_lane import winpy
 
 W = winpy.windows_path

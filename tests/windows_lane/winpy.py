@@ -1,6 +1,6 @@
 """The Windows lane's interpreter, its Wine prefix and its one Wine process.
 
-The interpreter is the real-pykd lane's (tests/windbg_real/lane.py builds it: the PSF's
+The interpreter is the real-pykd lane's (tests/support/wine builds it: the PSF's
 CPython 3.8 with dumpkit's Windows wheels unpacked in its site-packages, in a cache outside
 the repository), used as it is: nothing there is changed. Its embeddable layout has a
 `python38._pth`, which fixes sys.path (isolated mode: neither PYTHONPATH nor the working
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tests.windbg_real import lane
+from tests.support import wine as lane
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

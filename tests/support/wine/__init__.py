@@ -1,5 +1,7 @@
-"""The real-pykd lane's environment: Microsoft's debugger engine (the dbgeng.dll inside the
-pykd 0.3.4.15 wheel) driven by a genuine Windows CPython 3.8, under Wine.
+"""The Wine lanes' environment: Microsoft's debugger engine (the dbgeng.dll inside the
+pykd 0.3.4.15 wheel) driven by a genuine Windows CPython 3.8, under Wine. The real-pykd
+lane (tests/windbg_real) runs in it; the debugger-host, Windows, capture and py38 lanes
+build on it (tests/windbg_host, windows_lane, capture_lane, py38_lane).
 
 Built from public packages only, into a cache folder outside the repository (keyed by
 everything that goes into it, so an unchanged lane reuses it and a changed pin rebuilds):
@@ -16,7 +18,7 @@ file or terminal as a standard handle this CPython dies in init_sys_streams), an
 WINEDLLOVERRIDES making Wine load the wheel's Microsoft dbgeng/dbghelp/DbgModel and the
 stand-in mscoree instead of its own builtins.
 
-`python tests/windbg_real/lane.py` builds (or finds) the environment and prints where.
+`python -m tests.support.wine` builds (or finds) the environment and prints where.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+ROOT = HERE.parents[2]
 WHEELS = HERE / "wheels.txt"
 MSCOREE_SOURCE = HERE / "mscoree.c"
 RUNNER = HERE / "in_debugger.py"
@@ -292,7 +294,7 @@ def _wheel_key(filename: str):
     return name.lower().replace("-", "_"), version
 
 
-if __name__ == "__main__":
+def main() -> None:
     try:
         built = build()
     except Unavailable as e:
