@@ -160,6 +160,8 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from dumpkit.limits import MAX_FRAMES  # the CLI's default too
+
     p = _Parser(
         prog=PROG,
         add_help=True,
@@ -179,9 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-frames",
         type=_positive,
-        default=2_000_000,
+        default=MAX_FRAMES,
         metavar="N",
-        help="most frames walked on the crashing thread (default 2,000,000)",
+        help=f"most frames walked on the crashing thread (default {MAX_FRAMES:,})",
     )
     p.add_argument(
         "--rows",

@@ -15,6 +15,7 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.limits import MAX_FRAMES
 from dumpkit.records import record
 
 Emit = Callable[[str, bool], None]  # (line, is DML) -> written to the debugger's output
@@ -29,7 +30,7 @@ class TfstackRequest:
     thread: Optional[int] = None
     all_threads: bool = False
     json: bool = False
-    max_frames: int = 2_000_000
+    max_frames: int = MAX_FRAMES
     rows: int = 40
     plain: bool = False
     image_paths: Tuple[str, ...] = ()
