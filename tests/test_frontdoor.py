@@ -67,6 +67,8 @@ def test_analyze_imports_neither_typer_nor_pydantic_nor_capstones_package():
     assert "dumpkit.engine" in names
     assert "dumpkit.unwind.decoder" in names  # code is decoded, with capstone's library alone
     assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli", "capstone")) == []
+    # a recursion's analyses are imported for a stack with a cycle only
+    assert _heavy(names, ("dumpkit.analysis.python", "dumpkit.analysis.callsites")) == []
     assert _other_commands(names, "analyze") == []
 
 

@@ -10,11 +10,9 @@ from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.budget import guard_fault_address, stack_budget
-from dumpkit.analysis.callsites import cycle_call_edges
 from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import Cycle, FrameSize, StackBudget
-from dumpkit.analysis.python import classify_recursion, facts_needed
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.records import record
 from dumpkit.target import MemoryNotInDump, SoftErrors, Target, Thread
@@ -64,7 +62,16 @@ def analyse_thread(
         return next((m.base for m in target.modules if m.name == name), None)
 
     cycles: Tuple[Cycle, ...] = ()
-    if is_crash or len(walk.frames) >= CYCLE_SEARCH_MIN_FRAMES:
+    found = (
+        find_cycles(walk.frames, used_stack=budget.used if budget is not None else None)
+        if (is_crash or len(walk.frames) >= CYCLE_SEARCH_MIN_FRAMES)
+        else []
+    )
+    if found:
+        # a recursion's call sites and kind: their modules (~1 ms) only for a stack with one
+        from dumpkit.analysis.callsites import cycle_call_edges
+        from dumpkit.analysis.python import classify_recursion
+
         cycles = tuple(
             replace(
                 c,
@@ -73,7 +80,7 @@ def analyse_thread(
                 ),
                 kind=classify_recursion(c, cycle_code_facts(code, walk.frames, c) if bits == 64 else {}),
             )
-            for c in find_cycles(walk.frames, used_stack=budget.used if budget is not None else None)
+            for c in found
         )
     sizes: Tuple[FrameSize, ...] = ()
     if is_crash:
@@ -114,6 +121,8 @@ def cycle_code_facts(code: CodeMap, frames: Sequence[Frame], cycle: Cycle) -> Di
     MSVC module's static functions are recognised without its PDB. A member split into
     chained fragments is read from its entry and in each fragment the stack is in (the
     call that recursed is often there, not in the primary part)."""
+    from dumpkit.analysis.python import facts_needed
+
     wanted = set(facts_needed(cycle))
     parts: Dict[str, Dict[int, Optional[int]]] = {}  # name -> {part start VA: end VA}
     start = cycle.frames_above

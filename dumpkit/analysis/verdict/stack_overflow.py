@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, Step
-from dumpkit.analysis.callsites import call_summary
 from dumpkit.analysis.model import (
     Recursing,
     Confidence,
@@ -28,7 +27,6 @@ from dumpkit.analysis.pyentry import (
 )
 from dumpkit.analysis.pystack import cycle_text as python_cycle_text
 from dumpkit.analysis.pystack import optional_line
-from dumpkit.analysis.python import classify_recursion
 from dumpkit.analysis.recursion import call_order, outside_entry_path
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.words import human_bytes, listing, plural
@@ -363,6 +361,9 @@ _LIBRARY_ADVICE = {
 
 def _recursion(case: Case, main: Cycle, budget: Optional[StackBudget], evidence: List[str]) -> Decision:
     """The overflow is a recursion: the cycle, its cost, where it was entered, its calls checked."""
+    from dumpkit.analysis.callsites import call_summary  # (as analysis/threads.py imports them: with a cycle)
+    from dumpkit.analysis.python import classify_recursion
+
     assert case.crash is not None
     reserve = budget.reserve_size if budget else None
     used = budget.used if budget is not None else None
