@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -37,12 +38,17 @@ def unpack(rev: str, into: str) -> None:
     compileall.compile_dir(os.path.join(into, "dumpkit"), quiet=1)
 
 
-def timed(cmd: List[str], cwd: str) -> float:
+def timed(cmd: List[str], cwd: str) -> Tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run of `cmd`: on a shared machine the
+    CPU time moves less with the others' load than the wall time does."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the bytecode is compiled above
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main() -> None:
@@ -66,7 +72,7 @@ def main() -> None:
             sides[name] = os.path.join(work, name)
             os.makedirs(sides[name])
             unpack(rev, sides[name])
-        times: Dict[Tuple[str, str], List[float]] = {}
+        times: Dict[Tuple[str, str], List[Tuple[float, float]]] = {}
         for case, args in cases.items():
             for side in sides.values():  # warm the page cache
                 timed([sys.executable, "-m", "dumpkit", *args], side)
@@ -87,10 +93,15 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
 
     def cell(key: Tuple[str, str]) -> str:
-        v = times.get(key)
-        return f"{statistics.median(v) * 1000:.0f} ms ({min(v) * 1000:.0f})" if v else ""
+        runs = times.get(key)
+        if not runs:
+            return ""
+        wall, cpu = [r[0] for r in runs], [r[1] for r in runs]
+        return (
+            f"{statistics.median(wall) * 1000:.0f} ms ({min(wall) * 1000:.0f}), CPU {statistics.median(cpu) * 1000:.0f}"
+        )
 
-    print(f"{a.before} -> {a.after}; median (best) of {a.runs}; load {os.getloadavg()[0]:.2f}")
+    print(f"{a.before} -> {a.after}; wall median (best) and CPU median of {a.runs}; load {os.getloadavg()[0]:.2f}")
     print(f"| command | {a.before} | {a.after} |")
     print("|---|---|---|")
     for case in cases:
