@@ -11,7 +11,8 @@ repetitions at once with strided memoryview comparisons (one per member); the wa
 takes what matched and goes on one frame at a time from the first mismatch, so the frames
 are exactly the ones the step-by-step walk finds.
 
-`Frames` holds a walk's frames as explicit `Frame` objects and such runs, and gives them
+The walk loop keeps what it has walked in a `Walked` (explicit frames, runs spliced in);
+`Frames` holds a finished walk's frames as explicit `Frame` objects and such runs, and gives them
 as a `Sequence[Frame]`, making a `Frame` only when one is asked for: a 1.4M-frame stack
 costs a few objects, not 1.4M of them. Nothing here recurses; every loop is bounded by the
 frames asked for or by the repetitions counted.
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union, overload
+from typing import Callable, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union, overload
 
 from dumpkit.unwind.frames import SCANNED, Frame, Trust
 from dumpkit.records import record
@@ -75,6 +76,11 @@ class Run:
         m = self.members[j]
         sp = self.sp + k * self.span + m.offset
         return Frame(self.first + i, m.ip, sp, m.module, m.rva, m.function_start, m.symbol, m.size, m.trust, m.source)
+
+    @property
+    def end(self) -> int:
+        """The SP after the run: the caller SP of its last frame."""
+        return self.sp + self.repetitions * self.span
 
     @property
     def scanned(self) -> bool:
@@ -165,6 +171,44 @@ class Frames(Sequence[Frame]):
         return f"Frames({self._len} frames in {len(self.parts)} parts)"
 
 
+class Walked:
+    """What a walk has walked so far, as its loop adds it: `frames`, the explicit frames
+    since the last verified run, appended one at a time, after `parts`, the lists and runs
+    before them. `splice` adds a run; `walk` gives the finished walk's frames."""
+
+    __slots__ = ("parts", "frames", "before")
+
+    def __init__(self) -> None:
+        self.parts: List[Part] = []
+        self.frames: List[Frame] = []
+        self.before = 0  # frames in `parts`
+
+    def __len__(self) -> int:
+        return self.before + len(self.frames)
+
+    def splice(self, run: Run) -> None:
+        """Add `run`, verified from the frame after the last one walked. `frames` starts
+        again empty, the same list, so an `append` bound to it stays good (the explicit
+        frames are copied to `parts` once: each frame at most once in a walk)."""
+        self.parts += [self.frames.copy(), run]
+        self.frames.clear()
+        self.before = run.first + len(run)
+
+    def walk(self) -> Sequence[Frame]:
+        """The frames: a plain list when no run was spliced in, else a `Frames`."""
+        return Frames(self.parts + [self.frames]) if self.parts else self.frames
+
+
+class Window(Protocol):
+    """The stack bytes the walk copied (`walk.StackWindow`): from address `lo` to `hi`, as
+    64-bit words in `words` (None when the walk does not verify in bulk). `hi` is at most
+    the stack's end, so a run that stays below it stays in the stack."""
+
+    lo: int
+    hi: int
+    words: Optional[memoryview]
+
+
 def cycle_at(
     frames: List[Frame], next_ip: int, found_by: Tuple[Trust, ...] = (Trust.UNWIND_INFO,)
 ) -> Optional[Tuple[Frame, ...]]:
@@ -230,22 +274,19 @@ FixedTuple = Tuple[object, int, Tuple[Tuple[str, int], ...], str, Optional[int]]
 
 
 def follow(
-    frames: List[Frame],
-    ip: int,
-    sp: int,
-    fixed_of: Callable[[int], Optional[FixedTuple]],
-    words: memoryview,
-    word_lo: int,
-    top: int,
-    frames_left: int,
-    first: int,
+    walked: Walked, ip: int, sp: int, fixed_of: Callable[[int], Optional[FixedTuple]], window: Window, limit: int
 ) -> Optional[Tuple[Run, Tuple[Tuple[int, Tuple[Tuple[str, int], ...]], ...]]]:
-    """The run of the cycle the last `frames` repeat, from the frame at (ip, sp) on, as far
-    as the stack bytes confirm it, and the last repetition's (sp, saved registers) per
-    member (for the registers the walk carries on with); None when there is no cycle of
-    fixed frames here or not one repetition verifies. `top`: no frame's caller SP may go
-    past it (the stack copy's end, the stack's end); `frames_left`: the frame limit;
-    `first`: the index the run's first frame gets."""
+    """The run of the cycle the last `walked` frames repeat, from the frame at (ip, sp) on
+    (the next frame, at index len(walked)), as far as the stack bytes confirm it, and the
+    last repetition's (sp, saved registers) per member (for the registers the walk carries
+    on with); None when there is no cycle of fixed frames here or not one repetition
+    verifies. No frame's caller SP goes past the window's end, and the walk keeps to
+    `limit` frames."""
+    words = window.words
+    if words is None:
+        return None
+    frames = walked.frames
+    first = len(walked)
     cycle = cycle_at(frames, ip)
     if cycle is None:
         return None
@@ -262,12 +303,10 @@ def follow(
         saved.append((offset, fixed[2]))
         offset += f.size
     span = offset
-    if (sp - word_lo) % 8 or sp < word_lo:
-        return None
-    most = min((top - sp) // span, frames_left // len(members))
+    most = _most(window, sp, span, (limit - first) // len(members))
     if most < 1:
         return None
-    reps = verified_repetitions(words, word_lo, sp, slots, span, most)
+    reps = verified_repetitions(words, window.lo, sp, slots, span, most)
     if reps < 1:
         return None
     last = sp + (reps - 1) * span
@@ -275,14 +314,11 @@ def follow(
 
 
 def follow_scanned(
-    frames: List[Frame],
+    walked: Walked,
     ip: int,
     sp: int,
-    words: memoryview,
-    word_lo: int,
-    top: int,
-    frames_left: int,
-    first: int,
+    window: Window,
+    limit: int,
     maybe_return: Callable[[int], bool],
     no_code_in: Callable[[int, int], bool],
     aligned: bool = False,
@@ -295,9 +331,14 @@ def follow_scanned(
     member's SP and its slot can be a return address: words equal in every repetition
     are asked once, words that differ (stack pointers, counters) are asked by their
     range (`no_code_in(lo, hi)`: no module or JIT code between) and, failing that, one by
-    one (`maybe_return`). `top`: the end of the stack bytes the scan may read. `aligned`:
+    one (`maybe_return`). The scans read no further than the window's end. `aligned`:
     the scans took return addresses only 8 bytes above a 16-byte boundary (`Walker.scan`,
     with no JIT code in the process), so other words are not asked about."""
+    words = window.words
+    if words is None:
+        return None
+    frames = walked.frames
+    first = len(walked)
     cycle = cycle_at(frames, ip, SCANNED)
     if cycle is None:
         return None
@@ -313,25 +354,31 @@ def follow_scanned(
         gaps.extend(range(offset, offset + f.size - 8, 8))
         offset += f.size
     span = offset
-    if (sp - word_lo) % 8 or sp < word_lo:
-        return None
     if aligned and span % 16 == 0:
         # every repetition sits at the same alignment: the words a scan passes over
         # without asking are the same in each
         gaps = [g for g in gaps if (sp + g) & 15 == 8]
-    most = min((top - sp) // span, frames_left // len(members))
+    most = _most(window, sp, span, (limit - first) // len(members))
     if most < 1:
         return None
-    reps = verified_repetitions(words, word_lo, sp, slots, span, most)
+    reps = verified_repetitions(words, window.lo, sp, slots, span, most)
     stride = span // 8
     for gap in gaps:
         if reps < 1:
             return None
-        start = (sp + gap - word_lo) // 8
+        start = (sp + gap - window.lo) // 8
         reps = _passed_over(words[start : start + (reps - 1) * stride + 1 : stride], maybe_return, no_code_in)
     if reps < 1:
         return None
     return Run(first, sp, tuple(members), span, reps)
+
+
+def _most(window: Window, sp: int, span: int, most: int) -> int:
+    """At most `most` repetitions of `span` bytes from `sp`, as many as end in the window
+    (0 when sp is not at one of its words)."""
+    if (sp - window.lo) % 8 or sp < window.lo:
+        return 0
+    return min((window.hi - sp) // span, most)
 
 
 def _passed_over(got: memoryview, maybe_return: Callable[[int], bool], no_code_in: Callable[[int, int], bool]) -> int:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import replace
-from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Protocol, Tuple
 
 from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
@@ -60,6 +60,7 @@ EVIDENCE_THREADS = 64
 EVIDENCE_FRAMES = 4096
 
 _MISSING: Any = object()
+_unpack = struct.unpack_from
 
 ReadWord = Callable[[int], Optional[int]]  # a stack word at an address, None when unreadable
 
@@ -139,6 +140,42 @@ class Step(Protocol):
         JIT code whose unwind data the dump did not save. The loop puts them in the walk's
         result (`StackWalk.unsaved_jit_unwind`)."""
         ...
+
+
+class StackWindow:
+    """A thread's stack as the walk reads it: `data`, the bytes from `lo` to `hi` copied
+    at once (at most MAX_STACK_BYTES from SP, never past the stack's end `stack_hi`), and
+    `words`, the same as 64-bit words when the walk verifies recursions in bulk (else
+    None; unwind/bulk.py reads them). `read` gives a stack word; one past the window, still
+    in the stack, moves the window there (forward only: the walk goes up the stack)."""
+
+    __slots__ = ("target", "stack_hi", "word", "format", "data", "lo", "hi", "words", "_as_words")
+
+    def __init__(self, target: Target, sp: int, stack_lo: int, stack_hi: int, word: int, as_words: bool):
+        self.target = target
+        self.stack_hi = stack_hi
+        self.word = word
+        self.format = "<Q" if word == 8 else "<I"
+        self._as_words = as_words
+        self._copy(max(stack_lo, min(sp, stack_hi) & -word))
+
+    def _copy(self, lo: int) -> None:
+        data = self.target.read_available(lo, min(self.stack_hi - lo, MAX_STACK_BYTES))
+        self.data, self.lo, self.hi = data, lo, lo + len(data)
+        self.words: Optional[memoryview] = memoryview(data)[: len(data) & -8].cast("Q") if self._as_words else None
+
+    def read(self, addr: int) -> Optional[int]:
+        """The stack word at `addr` (a `ReadWord`), None when the dump does not hold it."""
+        if self.lo <= addr and addr + self.word <= self.hi:
+            return _unpack(self.format, self.data, addr - self.lo)[0]
+        if self.hi <= addr < self.stack_hi:
+            self._copy(addr & -self.word)
+            if self.lo <= addr and addr + self.word <= self.hi:
+                return _unpack(self.format, self.data, addr - self.lo)[0]
+        try:
+            return _unpack(self.format, self.target.read(addr, self.word))[0]
+        except MemoryNotInDump:
+            return None
 
 
 StepFactory = Callable[["Walker"], Step]
@@ -260,37 +297,15 @@ class Walker:
         ip, sp, regs, stack_lo, stack_hi, problems = step.start(thread, ctx)
         word = step.word_size
         word_format = "<Q" if word == 8 else "<I"
-        window_lo = max(stack_lo, min(sp, stack_hi) & -word)
-        stack = self.target.read_available(window_lo, min(stack_hi - window_lo, MAX_STACK_BYTES))
-        s_lo, s_hi = window_lo, window_lo + len(stack)
-        unpack = struct.unpack_from
-        target = self.target
-        # the window as 64-bit words, for verifying recursions in bulk
-        words = memoryview(stack)[: len(stack) & -8].cast("Q") if self.use_bulk and word == 8 else None
-
-        def read_word(addr: int) -> Optional[int]:
-            nonlocal stack, s_lo, s_hi, words
-            if s_lo <= addr and addr + word <= s_hi:
-                return unpack(word_format, stack, addr - s_lo)[0]
-            if s_hi <= addr < stack_hi:
-                # past the copied window, still in the stack: the next window (forward only)
-                lo = addr & -word
-                stack = target.read_available(lo, min(stack_hi - lo, MAX_STACK_BYTES))
-                s_lo, s_hi = lo, lo + len(stack)
-                words = memoryview(stack)[: len(stack) & -8].cast("Q") if words is not None else None
-                if s_lo <= addr and addr + word <= s_hi:
-                    return unpack(word_format, stack, addr - s_lo)[0]
-            try:
-                return unpack(word_format, target.read(addr, word))[0]
-            except MemoryNotInDump:
-                return None
-
-        frames: List[Frame] = []
+        # the window as 64-bit words too, for verifying recursions in bulk
+        window = StackWindow(self.target, sp, stack_lo, stack_hi, word, self.use_bulk and word == 8)
+        read_word = window.read
+        unpack = _unpack
+        in_bulk = window.words is not None
+        # frames and verified recursion runs (unwind/bulk.py) so far
+        walked = bulk.Walked()
+        frames = walked.frames
         append = frames.append
-        # Verified recursion runs (unwind/bulk.py) end the explicit list before them:
-        # `parts` holds the lists and runs so far, `done` their frame count.
-        parts: List[bulk.Part] = []
-        done = 0
         streak = 0  # fast frames in a row at the end of `frames`
         scan_streak = 0  # frames in a row whose caller was found by scanning alone
         fixed_frames = self._fixed
@@ -306,7 +321,7 @@ class Walker:
         exact = True
         callee_exact = False  # whether the frame below the current one was exact
         while True:
-            n = done + len(frames)
+            n = walked.before + len(frames)
             if n >= limit:
                 stop = StopReason.FRAME_LIMIT
                 break
@@ -319,8 +334,8 @@ class Walker:
                 if fast is not None:
                     place, delta, saved, modname, fstart = fast
                     ra = sp + delta
-                    if s_lo <= ra and ra + word <= s_hi:
-                        cip = unpack(word_format, stack, ra - s_lo)[0]
+                    if window.lo <= ra and ra + word <= window.hi:
+                        cip = unpack(word_format, window.data, ra - window.lo)[0]
                     else:
                         cip = read_word(ra)
                     known = code.get(cip) if cip else None
@@ -346,31 +361,18 @@ class Walker:
                         streak = streak + 1 if trust is unwind_info else 0
                         ip, sp, trust = cip, csp, unwind_info
                         callee_exact = False
-                        if words is not None and streak >= bulk.MIN_RUN:
+                        if in_bulk and streak >= bulk.MIN_RUN:
                             streak = 0
-                            found = bulk.follow(
-                                frames,
-                                ip,
-                                sp,
-                                self._cached_fixed,
-                                words,
-                                s_lo,
-                                min(s_hi, stack_hi + word),
-                                limit - n - 1,
-                                n + 1,
-                            )
+                            found = bulk.follow(walked, ip, sp, self._cached_fixed, window, limit)
                             if found is not None:
                                 run, last = found
-                                parts += [frames, run]
-                                frames = []
-                                append = frames.append
-                                done = run.first + len(run)
+                                walked.splice(run)
                                 for at, saved_regs in last:
                                     for reg, off in saved_regs:
                                         v = read_word(at + off)
                                         if v is not None:
                                             regs[reg] = v
-                                sp = run.sp + run.repetitions * run.span
+                                sp = run.end
                         continue
             streak = 0
             place = places.get((ip, not exact)) or code_map.place(ip, not exact)
@@ -411,31 +413,25 @@ class Walker:
             frame.size = csp - sp
             scan_streak = scan_streak + 1 if ctrust in SCANNED and step.scans_for_caller(place, exact) else 0
             ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-            if words is not None and scan_streak >= bulk.MIN_RUN:
+            if in_bulk and scan_streak >= bulk.MIN_RUN:
                 # a recursion through code without unwind data, each caller found by
                 # scanning: verified in bulk as fixed frames are (unwind/bulk.py)
                 scan_streak = 0
                 scanned_run = bulk.follow_scanned(
-                    frames,
+                    walked,
                     ip,
                     sp,
-                    words,
-                    s_lo,
-                    min(s_hi, stack_hi),
-                    limit - n - 1,
-                    n + 1,
+                    window,
+                    limit,
                     code_map.maybe_return,
                     code_map.no_code_in,
-                    aligned=word == 8 and not code_map.dynamic,
+                    aligned=not code_map.dynamic,
                 )
                 if scanned_run is not None:
-                    parts += [frames, scanned_run]
-                    frames = []
-                    append = frames.append
-                    done = scanned_run.first + len(scanned_run)
-                    sp = scanned_run.sp + scanned_run.repetitions * scanned_run.span
-        walked: Sequence[Frame] = bulk.Frames(parts + [frames]) if parts else frames
-        return StackWalk(thread.tid, walked, stop, problems, limit if stop is StopReason.FRAME_LIMIT else None), scanned
+                    walked.splice(scanned_run)
+                    sp = scanned_run.end
+        stopped_at = limit if stop is StopReason.FRAME_LIMIT else None
+        return StackWalk(thread.tid, walked.walk(), stop, problems, stopped_at), scanned
 
     def _cached_fixed(self, ip: int) -> Optional[_FixedTuple]:
         found = self._fixed.get(ip, _MISSING)
