@@ -7,6 +7,7 @@ from dataclasses import field
 from typing import Dict, Optional, Tuple, Union
 
 from dumpkit.records import record
+from dumpkit.cpython.status import Status as PythonStatus
 from dumpkit.unwind.frames import StopReason, Support, Trust
 from dumpkit.words import Word
 
@@ -398,11 +399,11 @@ class PythonThreadReport:
 @record
 class PythonReport:
     """The Python side of the process (dumpkit.cpython): which interpreter, and each thread's
-    Python stack when the dump holds the interpreter's memory. `status`: `read`,
-    `memory_missing` (a MiniDumpNormal dump: `message` says which dump type has it),
-    `no_runtime`, `unsupported`, `damaged`, `no_threads`."""
+    Python stack when the dump holds the interpreter's memory. `status` (cpython's
+    `Status`): `read`, `memory_missing` (a MiniDumpNormal dump: `message` says which dump
+    type has it), `no_runtime`, `unsupported`, `damaged`, `no_threads`."""
 
-    status: str
+    status: PythonStatus
     message: str
     dll: Optional[str] = None
     version: Optional[str] = None

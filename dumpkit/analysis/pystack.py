@@ -73,7 +73,7 @@ def python_report(state: Optional[PythonState], keep: Optional[int] = KEEP_FRAME
     if state is None or state.status.value == "no_python":
         return None
     return PythonReport(
-        status=state.status.value,
+        status=state.status,
         message=state.message,
         dll=state.dll,
         version=state.version,

@@ -291,7 +291,7 @@ def test_a_stack_probe_without_unwind_data_is_decoded_from_its_symbol():
 
 
 def test_a_python_recursion_is_named_without_folders_or_lines_from_its_first_member():
-    from dumpkit.analysis.model import PythonCycle, PythonReport, PythonThreadReport
+    from dumpkit.analysis.model import PythonCycle, PythonReport, PythonStatus, PythonThreadReport
     from dumpkit.analysis.signature import python_recursion
 
     def thread(tid, *cycles):
@@ -300,13 +300,14 @@ def test_a_python_recursion_is_named_without_folders_or_lines_from_its_first_mem
     # stack order (callee first), as the Python stack reader gives it; it ran out in `walk`
     big = PythonCycle(("walk (C:\\Users\\ana\\job.py:51)", "visit (C:\\Users\\ana\\job.py:57)"), 2, 1900, 0, 3799)
     small = PythonCycle(("helper (/srv/lib.py:3)",), 1, 10, 3800, 3809)
-    report = PythonReport("read", "", threads=(thread(7, small, big), thread(9)))
+    report = PythonReport(PythonStatus.READ, "", threads=(thread(7, small, big), thread(9)))
     # the largest recursion, in call order from its alphabetically first member
     assert python_recursion(report, 7) == "visit (job.py) > walk (job.py)"
     # where the stack ran out does not change it
     turned = PythonCycle(tuple(reversed(big.functions)), 2, 1900, 0, 3799)
     assert (
-        python_recursion(PythonReport("read", "", threads=(thread(7, turned),)), 7) == "visit (job.py) > walk (job.py)"
+        python_recursion(PythonReport(PythonStatus.READ, "", threads=(thread(7, turned),)), 7)
+        == "visit (job.py) > walk (job.py)"
     )
     assert python_recursion(report, 9) is None  # a thread without a recursion
     assert python_recursion(report, 8) is None  # the crashing thread's Python stack is not in the dump

@@ -4,7 +4,7 @@ dump without the interpreter's memory saying so."""
 
 from __future__ import annotations
 
-from dumpkit.analysis.model import PythonCycle, PythonFrameRecord, PythonReport, PythonThreadReport
+from dumpkit.analysis.model import PythonCycle, PythonFrameRecord, PythonReport, PythonStatus, PythonThreadReport
 from dumpkit.report.view import Fold, PythonFrameRow, python_view
 
 
@@ -13,7 +13,7 @@ def _frames(names, first=0):
 
 
 def _report(threads, verified=True):
-    return PythonReport("read", "read", "python38.dll", "3.8.1", "3.8 layout", verified, tuple(threads))
+    return PythonReport(PythonStatus.READ, "read", "python38.dll", "3.8.1", "3.8 layout", verified, tuple(threads))
 
 
 def test_a_recursion_shows_one_repetition_then_one_fold_row():

@@ -13,7 +13,7 @@ from dumpkit.analysis import codes
 from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step, texts
 from dumpkit.analysis.codes import notes
 from dumpkit.analysis.coverage import rests_on_guesses
-from dumpkit.analysis.model import Confidence, Finding, Verdict, VerdictKind
+from dumpkit.analysis.model import Confidence, Finding, PythonStatus, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python
 from dumpkit.analysis.verdict import (
     access_violation,
@@ -146,7 +146,7 @@ def _for_what_is_loaded(steps: Sequence[Step], case: Case) -> Tuple[Step, ...]:
     tensorflow = bool(env.tensorflow)
     module = case.crash.module if case.crash is not None and case.crash.module else "the faulting module"
     exe = case.executable
-    stacks_read = case.python is not None and case.python.status == "read" and bool(case.python.threads)
+    stacks_read = case.python is not None and case.python.status == PythonStatus.READ and bool(case.python.threads)
     innermost = innermost_python(case.python_thread)
     kept: List[Step] = []
     for step in steps:

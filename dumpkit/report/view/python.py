@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple, Union
 
-from dumpkit.analysis.model import PythonCycle, PythonFrameRecord, PythonReport, PythonThreadReport
+from dumpkit.analysis.model import PythonCycle, PythonFrameRecord, PythonReport, PythonStatus, PythonThreadReport
 from dumpkit.report.view.stacks import Fold
 from dumpkit.words import plural
 from dumpkit.records import record
@@ -80,7 +80,7 @@ def python_view(
         return None
     who = f"CPython {py.version}" if py.version else "CPython"
     who += f" ({py.dll})" if py.dll else ""
-    if py.status != "read":
+    if py.status != PythonStatus.READ:
         return PythonView(f"{who}: no Python stacks: {py.message}", ())
     threads = [t for t in py.threads if tids is None or t.thread_id in tids]
     threads.sort(key=lambda t: (t.thread_id != crashing_tid, t.thread_id))
