@@ -37,6 +37,10 @@ MIN_CODE_ADDRESS = 0x10000
 # Where `frame_end` starts its simulated stack: well away from 0 and 2**64 (the simulator
 # only adds and subtracts; the words it pops are not looked at).
 _SIMULATED_SP = 1 << 40
+# Return addresses `frame_end` follows per target at most (each up to
+# MAX_SIMULATED_INSTRUCTIONS decoded): a hostile stack of a million distinct words into
+# code the dump holds must not cost minutes; real walks follow a few hundred.
+FRAME_END_BUDGET = 20_000
 
 
 class CodeMap:
@@ -52,6 +56,7 @@ class CodeMap:
         self._code: Dict[int, int] = {}  # address -> itself (interned) when plausible code, else 0
         self._returns: Dict[int, Optional[Trust]] = {}
         self._frame_ends: Dict[int, Optional[int]] = {}
+        self._frame_end_budget = FRAME_END_BUDGET
         self._code_ranges: Optional[List[Tuple[int, int]]] = None  # modules' and JIT code's [start, end)
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self.dynamic]
@@ -164,7 +169,8 @@ class CodeMap:
         its caller's return address, by following the 64-bit code after it to a RET
         (`disasm.simulate_to_return`: conditional branches fall through, direct jumps are
         followed, an RSP write it does not model such as `mov rsp, rbp` ends it); None where
-        the code is not at hand or cannot be followed, or ends in a tail jump."""
+        the code is not at hand or cannot be followed, or ends in a tail jump, and once
+        FRAME_END_BUDGET return addresses have been followed."""
         try:
             return self._frame_ends[return_address]
         except KeyError:
@@ -172,7 +178,8 @@ class CodeMap:
         if len(self._frame_ends) >= RETURN_CACHE_LIMIT:
             self._frame_ends.clear()
         end = None
-        if self.bits == 64:
+        if self.bits == 64 and self._frame_end_budget > 0:
+            self._frame_end_budget -= 1
             path = simulate_to_return(self.read_code, lambda _a: 0, return_address, _SIMULATED_SP, {})
             if path is not None and not path.tail_jump and path.rsp >= _SIMULATED_SP:
                 end = path.rsp - _SIMULATED_SP
