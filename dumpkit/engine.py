@@ -28,7 +28,8 @@ from dumpkit.analysis.verdict import decide
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
-from dumpkit.target import SoftErrors, Target, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind
 from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
@@ -79,7 +80,7 @@ def crashing_thread(target: Target) -> Optional[Thread]:
     return next((t for t in target.threads if t.tid == ex.thread_id), None) if ex is not None else None
 
 
-def run_problems(target: Target) -> SoftErrors:
+def run_problems(target: Target) -> Problems:
     """The one collector of a run's problems, handed to every phase: what reading met, then
     the rest. The source made it and adds to it still (a debugger session reads lazily), so
     it is the target's."""
@@ -92,7 +93,7 @@ def contents(target: Target) -> Contents:
 
 
 # ----------------------------------------------------------------------------- walk
-def make_walker(target: Target, options: Options, problems: Optional[SoftErrors] = None) -> Walker:
+def make_walker(target: Target, options: Options, problems: Optional[Problems] = None) -> Walker:
     # A target read from a bundle carries the image pages that travelled with it.
     store: Optional[ImageStore] = target.image_store
     locator = options.locator or ImageLocator(
@@ -112,7 +113,7 @@ def walker_for(target: Target):
     return walk_thread if step_for(target) is not None else None
 
 
-def walk_all(target: Target, walker: Walker, options: Options, problems: SoftErrors) -> Dict[int, StackWalk]:
+def walk_all(target: Target, walker: Walker, options: Options, problems: Problems) -> Dict[int, StackWalk]:
     """Walk the crashing thread from the exception context, others from their own, within
     the options' limits; what stops a thread being walked is added to `problems`."""
     walk_thread = walker_for(target)

@@ -12,11 +12,13 @@ field, never the source's class.
 from __future__ import annotations
 
 import bisect
-import re
 import struct
-from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, runtime_checkable
+from dumpkit.problems import Problems
 from dumpkit.records import record
+
+# The collector's name before it moved to dumpkit.problems (unwind/walk.py still says it).
+SoftErrors = Problems
 
 
 class DumpError(Exception):
@@ -307,47 +309,6 @@ class DumpInfo:
         return next((why for t, why in self.unreadable if t == stream_type), None)
 
 
-_SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
-
-
-@dataclass
-class SoftErrors:
-    """Non-fatal problems, collected as the source reads; every entry is one line.
-
-    A damaged dump repeats the same problem thousands of times (one per thread, range,
-    record): the first `per_shape` lines of each shape (the message with its numbers
-    blanked) are listed, the rest are counted on one summary line."""
-
-    items: List[str] = field(default_factory=list)
-    limit: int = 200
-    per_shape: int = 3
-    _seen: set = field(default_factory=set, repr=False)
-    _shapes: Dict[str, int] = field(default_factory=dict, repr=False)
-    _summary_at: Dict[str, int] = field(default_factory=dict, repr=False)
-
-    def add(self, message: str) -> None:
-        if message in self._seen:
-            return  # one line per distinct problem, however often it is met
-        self._seen.add(message)
-        shape = _SHAPE.sub("#", message)
-        n = self._shapes.get(shape, 0) + 1
-        self._shapes[shape] = n
-        if n > self.per_shape:
-            more = n - self.per_shape
-            line = f"... and {more} more like: {message}"
-            at = self._summary_at.get(shape)
-            if at is not None:
-                self.items[at] = line
-                return
-            message = line
-            if len(self.items) < self.limit:
-                self._summary_at[shape] = len(self.items)
-        if len(self.items) < self.limit:
-            self.items.append(message)
-        elif len(self.items) == self.limit:
-            self.items.append("further problems not listed")
-
-
 class ModuleMap:
     """Address -> module by binary search over sorted bases (modules never overlap in a
     sane dump; on overlap, the highest base at or below the address wins)."""
@@ -498,7 +459,7 @@ class Target(Protocol):
     unloaded_modules: List[UnloadedModule]
     exception: Optional[ExceptionInfo]
     memory_regions: List[MemoryRegion]
-    soft_errors: SoftErrors
+    soft_errors: Problems
     # what the OS said of itself beyond the version numbers (MiscInfo BuildString, e.g.
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]

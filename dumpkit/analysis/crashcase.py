@@ -11,7 +11,8 @@ from dumpkit.analysis.pyentry import PythonEntry, crash_entry
 from dumpkit.analysis.signature import recursion_start
 from dumpkit.analysis.threadreport import ThreadReports
 from dumpkit.analysis.verdict import Case, frame_limit
-from dumpkit.target import SoftErrors, Target
+from dumpkit.problems import Problems
+from dumpkit.target import Target
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import StackWalk
 
@@ -40,7 +41,7 @@ def crash_case(
     environment: Environment,
     python: Optional[PythonReport],
     coverage: Optional[ImageCoverage],
-    problems: SoftErrors,
+    problems: Problems,
     threshold: int,
 ) -> Case:
     """The facts of one run for `decide`: `walk` is the crashing thread's (None: not

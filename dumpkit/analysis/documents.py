@@ -27,7 +27,8 @@ from dumpkit.analysis.process import process_record
 from dumpkit.analysis.signature import crash_signature, recursion_start
 from dumpkit.analysis.verdict import Case
 from dumpkit.images import ImageProvider
-from dumpkit.target import SoftErrors, Target, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import Target, Thread
 
 
 class Header(TypedDict):
@@ -49,7 +50,7 @@ def header(target: Target) -> Header:
     )
 
 
-def contents_document(target: Target, problems: SoftErrors) -> Contents:
+def contents_document(target: Target, problems: Problems) -> Contents:
     """What the dump holds, nothing walked: its threads without frames."""
     ex = target.exception
     crash = decode_crash(ex, target.system, (), target.read_available) if ex is not None else None
@@ -86,7 +87,7 @@ def report_document(
     findings: Sequence[Finding],
     threads: Sequence[ThreadReport],
     images: ImageProvider,
-    problems: SoftErrors,
+    problems: Problems,
     crash_absent: Optional[str],
     versions: Versions,
     crash_thread: Optional[Thread],

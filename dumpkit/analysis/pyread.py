@@ -11,11 +11,12 @@ from dumpkit.cpython.interpreter import find_interpreter
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
-from dumpkit.target import MemoryNotInDump, SoftErrors, Target
+from dumpkit.problems import Problems
+from dumpkit.target import MemoryNotInDump, Target
 
 
 def read_python(
-    target: Target, images: ImageProvider, problems: SoftErrors, keep: Optional[int] = KEEP_FRAMES
+    target: Target, images: ImageProvider, problems: Problems, keep: Optional[int] = KEEP_FRAMES
 ) -> Optional[PythonReport]:
     """Each thread's Python stack (else a status saying what is missing), `keep` frames of
     each; None: the process does not run CPython."""

@@ -13,7 +13,8 @@ from dumpkit.analysis import facts
 from dumpkit.analysis.model import FrameRecord, FrameSize, NotWalked, ThreadReport
 from dumpkit.analysis.threads import analyse_thread, identical_stacks
 from dumpkit.records import record
-from dumpkit.target import SoftErrors, Target, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import Target, Thread
 from dumpkit.unwind.bulk import Frames
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.confirm import support_of
@@ -116,7 +117,7 @@ def thread_reports(
     keep: Optional[int],
     oversized_threshold: int,
     exe_reserve: Optional[int],
-    problems: SoftErrors,
+    problems: Problems,
 ) -> ThreadReports:
     """Each of the target's threads with its walk (`walks`, by id) and what the per-thread
     analyses find in it; `keep`: frame records kept per thread (`frame_records`)."""

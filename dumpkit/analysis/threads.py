@@ -15,7 +15,8 @@ from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import Cycle, FrameSize, StackBudget
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.records import record
-from dumpkit.target import MemoryNotInDump, SoftErrors, Target, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import MemoryNotInDump, Target, Thread
 from dumpkit.unwind.frames import Frame, StackWalk
 from dumpkit.unwind.codemap import CodeMap
 
@@ -40,7 +41,7 @@ def analyse_thread(
     is_crash: bool,
     oversized_threshold: int,
     exe_reserve: Optional[int],
-    problems: SoftErrors,
+    problems: Problems,
 ) -> ThreadFindings:
     """Budget, cycles and (crashing thread) frame sizes of one walked thread. What cannot be
     read is added to `problems` (with the walk's own), and that part is left out."""

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, TypeVar
 
 from dumpkit.images.paths import existing_files, windows_path_candidates
 from dumpkit.pe import PEError, PEImage
-from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, SoftErrors, Target
+from dumpkit.problems import Problems
+from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 
 if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
     from dumpkit.symbols.pdb import PdbFunction, PdbSymbols, SourceLine
@@ -22,7 +23,7 @@ class ImageProvider:
     when none can be found. An image that cannot be used is a soft error, once, added to
     `problems`: the run's collector (a tool building a provider alone: the target's)."""
 
-    def __init__(self, target: Target, locator: Optional[ImageLocator] = None, problems: Optional[SoftErrors] = None):
+    def __init__(self, target: Target, locator: Optional[ImageLocator] = None, problems: Optional[Problems] = None):
         self._target = target
         self._problems = problems if problems is not None else target.soft_errors
         self._locator = locator

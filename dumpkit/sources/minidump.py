@@ -27,6 +27,7 @@ from dumpkit.context import parse_context
 from dumpkit.sources.memory import Buffer, CapturedMemory, MemoryNotInBundle, keep_only
 from dumpkit.sources.pieced import PiecedFile
 from dumpkit.words import listing, plural
+from dumpkit.problems import Problems
 from dumpkit.target import (
     X86_FAMILY,
     BundleManifest,
@@ -41,7 +42,6 @@ from dumpkit.target import (
     ModuleMap,
     ProcessInfo,
     Registers,
-    SoftErrors,
     StreamEntry,
     SystemInfo,
     Thread,
@@ -152,7 +152,7 @@ class MinidumpTarget:
         memory its analysis read): memory elsewhere is not served."""
         self.path = name or path
         self.kept = tuple(kept) if kept is not None else None
-        self.soft_errors = SoftErrors()
+        self.soft_errors = Problems()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
         self.threads: List[Thread] = []

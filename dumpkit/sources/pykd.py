@@ -51,6 +51,7 @@ from bisect import bisect_right
 from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.spans import gaps, join
+from dumpkit.problems import Problems
 from dumpkit.target import (
     GPR_NAMES,
     PROCESSOR_ARCHITECTURE_AMD64,
@@ -66,7 +67,6 @@ from dumpkit.target import (
     ModuleMap,
     ProcessInfo,
     Registers,
-    SoftErrors,
     SystemInfo,
     Thread,
     UnloadedModule,
@@ -165,7 +165,7 @@ class PykdTarget:
         self._pykd = pykd_module
         self._MemoryException = getattr(pykd_module, "MemoryException", Exception)
         self._DbgException = getattr(pykd_module, "DbgException", Exception)
-        self.soft_errors = SoftErrors()
+        self.soft_errors = Problems()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
         self.threads: List[Thread] = []

@@ -6,7 +6,8 @@ from dumpkit.analysis.crashcase import crash_case, python_entry
 from dumpkit.analysis.model import Environment, FrameSize
 from dumpkit.analysis.threadreport import ThreadReports
 from dumpkit.images import ImageProvider
-from dumpkit.target import Module, SoftErrors, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import Module, Thread
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import StackWalk, StopReason
 from tests.support import builders
@@ -27,7 +28,7 @@ def test_the_case_carries_the_crashing_thread_the_captured_stacks_and_the_proble
     crashing = builders.thread(1, builders.frames(3), crashing=True)
     threads = ThreadReports((crashing, builders.thread(3)), (FrameSize(0, "lib.dll!f0", 0x40),))
     walk = StackWalk(1, [], StopReason.FRAME_LIMIT, [], 5000)
-    problems = SoftErrors()
+    problems = Problems()
     problems.add("thread 3: no stack memory")
     case = crash_case(
         target,
@@ -61,7 +62,7 @@ def test_without_a_crash_or_a_walk_there_is_no_python_entry():
         Environment(),
         None,
         None,
-        SoftErrors(),
+        Problems(),
         0x4000,
     )
     assert (case.crash, case.frames, case.frame_limit, case.python_entry) == (None, (), None, None)

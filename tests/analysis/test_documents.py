@@ -8,7 +8,8 @@ from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.model import Environment, FrameSize, NotWalked
 from dumpkit.analysis.verdict import Case, decide
 from dumpkit.images import ImageProvider
-from dumpkit.target import ExceptionInfo, Module, SoftErrors, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import ExceptionInfo, Module, Thread
 from tests.support import builders
 from tests.support.fakes.target import MemoryTarget
 
@@ -22,7 +23,7 @@ def _target():
 
 def test_contents_list_every_thread_unwalked_and_the_problems_it_is_given():
     target = _target()
-    problems = SoftErrors()
+    problems = Problems()
     problems.add("ModuleList: truncated")
     doc = contents_document(target, problems)
     assert [(t.tid, t.is_crashing, t.stop) for t in doc.threads] == [
@@ -40,7 +41,7 @@ def test_a_report_carries_the_case_its_verdict_and_the_problems_as_they_stand():
     sizes = (FrameSize(0, "lib.dll!f0", 0x40),)
     case = Case(crash=builders.crash(2), thread=crashing, sizes=sizes, environment=Environment(), threshold=0x4000)
     verdict, findings = decide(case)
-    problems = SoftErrors()
+    problems = Problems()
     problems.add("thread 1: no register context")
     threads = (crashing, builders.thread(1))
     report = report_document(

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dumpkit.analysis.model import NotWalked
 from dumpkit.analysis.threadreport import frame_record, frame_records, thread_report, thread_reports, with_possible
 from dumpkit.images import ImageProvider
-from dumpkit.target import Registers, SoftErrors, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import Registers, Thread
 from dumpkit.unwind.bulk import Frames
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import Frame, StackWalk, StopReason, Support, Trust
@@ -62,7 +63,7 @@ def test_the_crashing_thread_comes_first_and_a_repeated_id_is_reported_once_unwa
     context = Registers({"rip": 0, "rsp": 0})
     threads = [Thread(9, context), Thread(3, context), Thread(5, context), Thread(3, context)]
     target = MemoryTarget(threads=threads)
-    problems = SoftErrors()
+    problems = Problems()
     walks = {t: StackWalk(t, [], StopReason.NO_CALLER, []) for t in (3, 5, 9)}
     found = thread_reports(target, CodeMap(target, ImageProvider(target)), walks, 5, 200, 0x10000, None, problems)
     assert [(r.tid, r.is_crashing) for r in found.threads] == [(5, True), (3, False), (3, False), (9, False)]
@@ -78,7 +79,7 @@ def test_what_the_analyses_meet_goes_to_the_collector_they_are_handed():
     t = Thread(3, Registers({"rip": 0x1000, "rsp": 0x8000}), stack_start=0x8000, stack_size=0x1000)
     target = MemoryTarget(threads=[t])
     walk = StackWalk(3, _frames(2), StopReason.NO_CALLER, ["stack range unknown; assuming 1 MiB above SP"])
-    problems = SoftErrors()
+    problems = Problems()
     thread_reports(target, CodeMap(target, ImageProvider(target)), {3: walk}, 3, 200, 0x10000, None, problems)
     assert "thread 3: stack range unknown; assuming 1 MiB above SP" in problems.items
     assert target.soft_errors.items == []

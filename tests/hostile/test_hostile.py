@@ -190,7 +190,7 @@ def test_limits_are_parameters_with_safe_defaults():
     from dumpkit import pe
     from dumpkit.engine import Options
     from dumpkit.sources import memory, minidump
-    from dumpkit.target import SoftErrors
+    from dumpkit.problems import Problems
     from dumpkit.unwind import walk
 
     o = Options()
@@ -202,7 +202,7 @@ def test_limits_are_parameters_with_safe_defaults():
     assert 0 < walk.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
     assert 0 < walk.DEFAULT_SCAN_WORDS <= 8192
-    assert 0 < SoftErrors().limit <= 1000
+    assert 0 < Problems().limit <= 1000
 
 
 # ------------------------------------------------------------------- dump never written

@@ -98,9 +98,9 @@ def test_not_a_minidump_is_a_one_line_dump_error(tmp_path):
 
 
 def test_repeated_problems_are_counted_not_listed():
-    from dumpkit.target import SoftErrors
+    from dumpkit.problems import Problems
 
-    se = SoftErrors()
+    se = Problems()
     for i in range(1000):
         se.add(f"thread {i}: no register context")
     se.add("header: something else")

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from dumpkit.images import ImageProvider
-from dumpkit.target import ExceptionInfo, Module, Registers, SoftErrors, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import ExceptionInfo, Module, Registers, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import SCANNED, StackWalk, StopReason, Trust, unsaved_unwind
 from dumpkit.unwind.walk import Walker
@@ -342,7 +343,7 @@ def test_unusable_jit_unwind_data_is_a_problem_of_the_run_that_walks():
     target = scene.walker().target
     unwind = JIT.entries[0][2]
     target.memory.patch(unwind, b"\x07")  # version 7
-    problems = SoftErrors()
+    problems = Problems()
     walker = Walker(target, ImageProvider(target, problems=problems), step_for(target), problems=problems)
     result = walker.walk(scene.thread({"rip": IMAGE["H"] + 0x8, "rsp": rsp}))
     assert len(problems.items) == 1 and problems.items[0].startswith(f"unwind data at {unwind:#x} unusable: ")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from dumpkit.problems import Problems
 from dumpkit.target import (
     DumpInfo,
     ExceptionInfo,
@@ -17,7 +18,6 @@ from dumpkit.target import (
     Module,
     ModuleMap,
     ProcessInfo,
-    SoftErrors,
     SystemInfo,
     Thread,
     UnloadedModule,
@@ -107,7 +107,7 @@ class MemoryTarget:
         self.unloaded_modules: List[UnloadedModule] = list(unloaded_modules)
         self.exception = exception
         self.memory_regions: List[MemoryRegion] = list(memory_regions)
-        self.soft_errors = SoftErrors()
+        self.soft_errors = Problems()
         self.build_string = build_string
         self.image_store = None
         self.bundle = None
