@@ -26,6 +26,7 @@ T0 = time.perf_counter()
 import dumpkit.analysis.threadreport as threadreport  # noqa: E402
 import dumpkit.analysis.threads as threads  # noqa: E402
 import dumpkit.engine as engine  # noqa: E402
+from dumpkit.problems import Problems  # noqa: E402
 from dumpkit.report.json_report import render_json  # noqa: E402
 from dumpkit.sources.minidump import open_dump  # noqa: E402
 
@@ -72,10 +73,11 @@ def main() -> None:
             setattr(module, name, timed(name, getattr(module, name)))
 
     t = time.perf_counter()
-    target = open_dump(a.dump)
+    problems = Problems()
+    target = open_dump(a.dump, problems)
     t_open = time.perf_counter() - t
     t = time.perf_counter()
-    result = engine.analyze(target, engine.Options(image_paths=[a.image_path]))
+    result = engine.analyze(target, engine.Options(image_paths=[a.image_path]), problems=problems)
     t_analyze = time.perf_counter() - t
     t = time.perf_counter()
     text = render_json(result.report)
@@ -94,10 +96,11 @@ def main() -> None:
     print(f"{'render_json':48s} {t_render * 1e3:9.1f} ms")
 
     if a.cprofile:
-        target = open_dump(a.dump)
+        problems = Problems()
+        target = open_dump(a.dump, problems)
         prof = cProfile.Profile()
         prof.enable()
-        result = engine.analyze(target, engine.Options(image_paths=[a.image_path]))
+        result = engine.analyze(target, engine.Options(image_paths=[a.image_path]), problems=problems)
         render_json(result.report)
         prof.disable()
         s = io.StringIO()

@@ -68,6 +68,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
 from dumpkit.engine import Options, analyze  # noqa: E402
+from dumpkit.problems import Problems  # noqa: E402
 from dumpkit.sources.minidump import open_dump  # noqa: E402
 
 PEERS = os.path.expanduser("~/.cache/dumpkit-peers")
@@ -154,10 +155,11 @@ def _key(f) -> Frame:
 def dumpkit_walk(dump: str, image_paths: Sequence[str], recorded: bool):
     """The crashing thread's ThreadReport, every frame kept (a report keeps the head and
     tail of a long stack)."""
-    target = open_dump(dump)
+    problems = Problems()
+    target = open_dump(dump, problems)
     try:
         opts = Options(image_paths=list(image_paths), use_recorded_paths=recorded, keep_frames=None)  # type: ignore[arg-type]
-        return next((t for t in analyze(target, opts).report.threads if t.is_crashing), None)
+        return next((t for t in analyze(target, opts, problems=problems).report.threads if t.is_crashing), None)
     finally:
         target.close()
 

@@ -5,7 +5,8 @@ read (the dump's own facts: `analysis.facts`), walk (`unwind`), analyse (per-thr
 cycles, frame sizes; the crash record; the environment) and decide (`analysis.verdict`).
 `contents` (for `dumpkit info`) runs the read phase only and `stacks` (for `dumpkit stack`)
 read and walk; all three give records of the same shapes. Memory is read only through the
-Target; what each phase met goes to the run's one problems collector, handed to it."""
+Target; what each phase met goes to the run's one problems collector (`problems=`): the
+caller made it and handed it to the source it opened, so reading's problems come first."""
 
 from __future__ import annotations
 
@@ -80,20 +81,13 @@ def crashing_thread(target: Target) -> Optional[Thread]:
     return next((t for t in target.threads if t.tid == ex.thread_id), None) if ex is not None else None
 
 
-def run_problems(target: Target) -> Problems:
-    """The one collector of a run's problems, handed to every phase: what reading met, then
-    the rest. The source made it and adds to it still (a debugger session reads lazily), so
-    it is the target's."""
-    return target.soft_errors
-
-
-def contents(target: Target) -> Contents:
+def contents(target: Target, *, problems: Problems) -> Contents:
     """The read phase alone: what the dump holds, nothing walked (`dumpkit info`)."""
-    return contents_document(target, run_problems(target))
+    return contents_document(target, problems)
 
 
 # ----------------------------------------------------------------------------- walk
-def make_walker(target: Target, options: Options, problems: Optional[Problems] = None) -> Walker:
+def make_walker(target: Target, options: Options, *, problems: Problems) -> Walker:
     # A target read from a bundle carries the image pages that travelled with it.
     store: Optional[ImageStore] = target.image_store
     locator = options.locator or ImageLocator(
@@ -102,8 +96,7 @@ def make_walker(target: Target, options: Options, problems: Optional[Problems] =
         use_recorded_path=options.use_recorded_paths,
         store=store,
     )
-    problems = problems if problems is not None else run_problems(target)
-    images = ImageProvider(target, locator, problems)
+    images = ImageProvider(target, locator, problems=problems)
     step = step_for(target)
     return Walker(target, images, step, max_frames=options.max_frames, scan_words=options.scan_words, problems=problems)
 
@@ -157,7 +150,13 @@ def walk_all(target: Target, walker: Walker, options: Options, problems: Problem
 
 
 def stacks(
-    target: Target, options: Options, threads: Iterable[Thread], python: bool = False, cycles: bool = False
+    target: Target,
+    options: Options,
+    threads: Iterable[Thread],
+    python: bool = False,
+    cycles: bool = False,
+    *,
+    problems: Problems,
 ) -> Tuple[Stacks, List[List[Frame]], List[Optional[Dict[int, Support]]]]:
     """Read and walk phases for the threads asked for (`dumpkit stack`). The crashing
     thread is walked from the exception context. The document's threads carry no frame
@@ -165,8 +164,7 @@ def stacks(
     as the walk found it, in the second list (one per thread, the document's order), for
     the caller to stream (`report.stream`). `cycles`: find each long or crashing stack's
     recursion cycles (for folding). `python`: the Python phase too, every Python frame kept."""
-    problems = run_problems(target)
-    walker = make_walker(target, options, problems)
+    walker = make_walker(target, options, problems=problems)
     walk_thread = walker_for(target)
     crash = crashing_thread(target)
     ex = target.exception
@@ -198,15 +196,14 @@ def stacks(
 
 
 # ----------------------------------------------------------------------------- analyse
-def analyze(target: Target, options: Optional[Options] = None) -> Analysis:
+def analyze(target: Target, options: Optional[Options] = None, *, problems: Problems) -> Analysis:
     options = options or Options()
     started = time.perf_counter()
-    problems = run_problems(target)
-    walker = make_walker(target, options, problems)
+    walker = make_walker(target, options, problems=problems)
     code = walker.code
     packages = InstalledPackages(target, code.images)
     # read: judged on what reading met, as `info` judges it (walk problems come later)
-    crash_absent = facts.crash_absent(target)
+    crash_absent = facts.crash_absent(target, problems)
 
     # walk
     walks = walk_all(target, walker, options, problems)

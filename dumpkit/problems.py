@@ -1,7 +1,11 @@
-"""The collector of a run's problems: what reading a dump, walking its threads and
+"""The one collector of a run's problems: what reading a dump, walking its threads and
 analysing them met and read around (a damaged stream, an unusable image or unwind entry, a
-thread not walked), one line each. It sits in the bottom layer so that every stage may be
-handed it."""
+thread not walked), one line each.
+
+It sits at the bottom so that every stage may be handed it: the run (a command, a triage
+worker, `!tfstack`) makes one, gives it to the source it opens (which adds what reading
+meets, and a debugger session what its later, lazy reads meet) and to the engine, which
+passes it down to each phase by argument."""
 
 from __future__ import annotations
 

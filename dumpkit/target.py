@@ -459,7 +459,6 @@ class Target(Protocol):
     unloaded_modules: List[UnloadedModule]
     exception: Optional[ExceptionInfo]
     memory_regions: List[MemoryRegion]
-    soft_errors: Problems
     # what the OS said of itself beyond the version numbers (MiscInfo BuildString, e.g.
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]
@@ -469,6 +468,14 @@ class Target(Protocol):
     # says of the dump. None for a plain dump and a live session.
     image_store: Optional[ImageStore]
     bundle: Optional[BundleManifest]
+
+    @property
+    def soft_errors(self) -> Problems:
+        """The collector the source was opened with (`problems=`; a new one when none was
+        handed in), which it adds to as it reads: at opening, and for a debugger session at
+        every later read. The run that opened the target hands the same collector to the
+        engine; this is for whoever opened it without one (a test, a tool) to read."""
+        ...
 
     @property
     def dump_file(self) -> Optional[DumpFile]:

@@ -40,7 +40,7 @@ for _name in ("_NT_SYMBOL_PATH", "_NT_ALT_SYMBOL_PATH", "DUMPKIT_CACHE", "DUMPKI
 from tests.support.samples import (  # noqa: E402  (the path above first)
     SAMPLE_BIN,
     CrashWalk,
-    open_any,
+    analyse_file,
     plain_dump,
     python_dump,
     python_images,
@@ -64,7 +64,12 @@ def crash_walk():
 
             target = open_dump(str(path))
             locator = ImageLocator(image_paths=[str(SAMPLE_BIN)] if SAMPLE_BIN.is_dir() else [])
-            walker = Walker(target, ImageProvider(target, locator), step_for(target))
+            walker = Walker(
+                target,
+                ImageProvider(target, locator, problems=target.soft_errors),
+                step_for(target),
+                problems=target.soft_errors,
+            )
             ex = target.exception
             thread = next(t for t in target.threads if t.tid == ex.thread_id)
             walk = walk_thread(walker, thread, ex.context)
@@ -86,7 +91,7 @@ def plain(tmp_path_factory):
 def python_report(plain):
     """python_report(facts) -> the analysed Report of a Python sample dump (a manifest
     entry), with the images it needs (or skip); each analysed once per session."""
-    from dumpkit.engine import Options, analyze
+    from dumpkit.engine import Options
 
     cache: dict = {}
 
@@ -94,7 +99,7 @@ def python_report(plain):
         if facts["file"] not in cache:
             path = python_dump(facts)  # the committed bundle for NumPy and TensorFlow
             images = python_images(facts)
-            cache[facts["file"]] = analyze(open_any(plain(path)), Options(image_paths=images)).report
+            cache[facts["file"]] = analyse_file(plain(path), Options(image_paths=images))
         return cache[facts["file"]]
 
     return get

@@ -27,8 +27,8 @@ def _documents(path):
     try:
         pages = target.record_memory_reads()
         options = Options()
-        report = json.loads(render_json(analyze(target, options).report))
-        doc, _, _ = stacks(target, options, list(target.threads), python=True)
+        report = json.loads(render_json(analyze(target, options, problems=target.soft_errors).report))
+        doc, _, _ = stacks(target, options, list(target.threads), python=True, problems=target.soft_errors)
         stack = json.loads(render_json(doc))
     finally:
         target.close()

@@ -71,7 +71,7 @@ def contents_document(target: Target, problems: Problems) -> Contents:
     return Contents(
         **header(target),
         crash=crash,
-        crash_absent=facts.crash_absent(target),
+        crash_absent=facts.crash_absent(target, problems),
         threads=threads,
         modules=facts.module_records(target, {}),
         unloaded_modules=facts.unloaded_records(target),

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from dumpkit.analysis.model import DumpSummary, ModuleRecord, StreamRecord, SystemSummary, UnloadedModuleRecord
+from dumpkit.problems import Problems
 from dumpkit.target import GPR_NAMES, Registers, Target, Thread
 from dumpkit.words import plural
 
@@ -132,33 +133,34 @@ def thread_record_fields(thread: Thread) -> Dict[str, object]:
     }
 
 
-def crash_absent(target: Target) -> Optional[str]:
+def crash_absent(target: Target, problems: Problems) -> Optional[str]:
     """Why there is no crash record: an Exception stream that is listed but damaged must
-    not read as 'no crash'. None when there is an exception."""
+    not read as 'no crash'. None when there is an exception. `problems`: the run's
+    collector, as reading left it."""
     if target.exception is not None:
         return None
     if not target.dump.has_stream(EXCEPTION_STREAM):
-        problems = len(target.soft_errors.items)
-        if problems:
+        if problems.items:
             # A damaged directory may have lost the entry: absence proves nothing here.
             return (
                 "none (the dump has no Exception stream, but it is damaged: "
-                f"{plural(problems, 'problem')} reading it; a crash record may have been lost)"
+                f"{plural(len(problems.items), 'problem')} reading it; a crash record may have been lost)"
             )
         return "none (the dump has no Exception stream: it was not written for a crash)"
     why = target.dump.stream_problem(EXCEPTION_STREAM)
     return "unreadable: the dump lists an Exception stream, but it could not be read" + (f": {why}" if why else "")
 
 
-def nothing_to_analyse(target: Target) -> Optional[str]:
+def nothing_to_analyse(target: Target, problems: Problems) -> Optional[str]:
     """Why the dump is unusable input (exit 2, one line), or None. A dump with no thread,
     no module and no exception record holds nothing any command could show: such a file
-    is garbage with a valid signature, not a damaged crash report to read around."""
+    is garbage with a valid signature, not a damaged crash report to read around.
+    `problems`: the collector the dump was opened with, which says why."""
     if target.threads or target.modules or target.exception is not None:
         return None
     # the lists' absence is what this line says already; the other problems say why
-    problems = [p for p in target.soft_errors.items if p not in _NO_LISTS]
-    why = f" ({problems[0]}{f'; {len(problems) - 1} more' if len(problems) > 1 else ''})" if problems else ""
+    said = [p for p in problems.items if p not in _NO_LISTS]
+    why = f" ({said[0]}{f'; {len(said) - 1} more' if len(said) > 1 else ''})" if said else ""
     return f"nothing usable in it: no thread, no module and no exception record could be read{why}"
 
 

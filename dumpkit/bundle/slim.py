@@ -15,6 +15,7 @@ import bisect
 import struct
 from typing import List, Optional, Sequence, Set, Tuple
 
+from dumpkit.problems import Problems
 from dumpkit.sources.bundle_format import MAX_RANGES, BundleError
 from dumpkit.sources.memory import MEMORY_PAGE
 from dumpkit.sources.minidump import open_dump_pieces
@@ -107,14 +108,18 @@ def _facts(t: Target) -> tuple:
     )
 
 
-def check_same_dump(original: Target, file: DumpFile, packed: bytes, kept: Sequence[Tuple[int, int]]) -> None:
+def check_same_dump(
+    original: Target, problems: Problems, file: DumpFile, packed: bytes, kept: Sequence[Tuple[int, int]]
+) -> None:
     """Raise BundleError unless the kept pieces of `original`'s dump `file` (`packed`, back
     to back) read as the original does, but for the memory left out (a dump whose records
-    lie inside its memory ranges would not)."""
-    copy = open_dump_pieces(file.file_size, kept, packed, file.path)
+    lie inside its memory ranges would not). `problems`: the run's collector, which
+    `original` was opened with."""
+    read = Problems()  # what reading the copy meets, and nothing else
+    copy = open_dump_pieces(file.file_size, kept, packed, file.path, read)
     try:
-        said = copy.soft_errors.items  # the original's go on with what its analysis added
-        if _facts(copy) != _facts(original) or original.soft_errors.items[: len(said)] != said:
+        said = read.items  # the run's go on with what its analysis added
+        if _facts(copy) != _facts(original) or problems.items[: len(said)] != said:
             raise BundleError(
                 "the dump's records share bytes with its memory ranges: --only-used-memory cannot leave any out"
             )

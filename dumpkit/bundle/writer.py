@@ -38,6 +38,7 @@ from dumpkit.sources.bundle_format import (
 from dumpkit.engine import Options, analyze, stacks
 from dumpkit.bundle.slim import check_same_dump, kept_ranges
 from dumpkit.images import ImageLocator, ImageStore, LocatedImage, LocatedPdb, RecordingBacking
+from dumpkit.problems import Problems
 from dumpkit.target import CodeViewRecord, DumpFile, Module, Target
 from dumpkit.words import human_bytes
 from dumpkit.records import record
@@ -137,12 +138,15 @@ def write_bundle(
     dump_data: Optional[bytes] = None,
     redacted: Tuple[str, ...] = (),
     only_used_memory: bool = False,
+    *,
+    problems: Problems,
 ) -> BundleSummary:
     """Analyse `target` (opened from `dump_path`, or from `dump_data` when given: a redacted
     copy) recording the image and PDB pages read, and write the bundle to `out_path`
     atomically. `target` may be a bundle (sources/bundle.py): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
     `only_used_memory`: the bundle's dump keeps only the memory the analysis read (slim.py).
+    `problems`: the run's collector, which `target` was opened with.
     Raises BundleError when it cannot be written."""
     source = target.bundle
     store = target.image_store
@@ -174,7 +178,7 @@ def write_bundle(
         pages = file.record_memory_reads()
     try:
         options = Options(locator=locator)
-        done = analyze(target, options)
+        done = analyze(target, options, problems=problems)
         report = done.report
         by_base = {m.base: m for m in target.modules}
         packages = tuple(
@@ -184,7 +188,7 @@ def write_bundle(
             for base, p in sorted(done.packages.items())
             if p is not None and base in by_base
         )
-        stacks(target, options, list(target.threads), python=True)
+        stacks(target, options, list(target.threads), python=True, problems=problems)
         entries: List[ImageEntry] = []
         blobs: List[bytes] = []
         sizes: List[Tuple[str, int]] = []
@@ -239,7 +243,7 @@ def write_bundle(
                 f"{name}: the analysis read {human_bytes(stored)}; a bundle holds at most {human_bytes(MAX_DUMP)}"
             )
         packed = b"".join(_kept_chunks(file, kept))
-        check_same_dump(target, file, packed, kept)
+        check_same_dump(target, problems, file, packed, kept)
 
     def chunks() -> Iterator[bytes]:  # the member's bytes, once for the digest and once stored
         return iter((packed,)) if packed is not None else _dump_chunks(dump_path, dump_data, target)

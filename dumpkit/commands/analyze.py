@@ -28,7 +28,7 @@ def run_analyze(
     from dumpkit.engine import Options, analyze as run
 
     fmt = report_format(fmt_name, output)
-    target = open_target(dump)
+    target, problems = open_target(dump)
     opts = Options(
         image_paths=tuple(image_path),
         symbol_paths=symbol_paths(list(symbol_path)),
@@ -36,7 +36,7 @@ def run_analyze(
         max_frames=max(1, max_frames),
         oversized_threshold=max(1, threshold),
     )
-    result = run(target, opts)
+    result = run(target, opts, problems=problems)
     report = result.report
     if redact if redact is not None else fmt in SHARED_FORMATS:
         from dumpkit.report.redact import redact_report

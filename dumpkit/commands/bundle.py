@@ -29,11 +29,12 @@ def run_bundle(
 
     if os.path.exists(output) and os.path.exists(dump) and os.path.samefile(output, dump):
         raise fail(f"{output}: refusing to overwrite the dump being read")
-    target = open_target(dump)
+    target, problems = open_target(dump)
     data: Optional[bytes] = None
     redacted: tuple = ()
     if redact:
         from dumpkit.bundle.redact import redact_dump
+        from dumpkit.problems import Problems
         from dumpkit.sources.bundle import open_redacted_copy
         from dumpkit.sources.bundle_format import MAX_DUMP
 
@@ -52,7 +53,10 @@ def run_bundle(
             with open(dump, "rb") as f:
                 original = f.read()
         data, redacted = redact_dump(original, target)
-        target = open_redacted_copy(data, dump, target)  # a bundle's pages and manifest go along
+        # The copy is what the bundle analyses, so a run of its own: its problems are what
+        # reading it meets, not the original's (which were only read to be redacted).
+        problems = Problems()
+        target = open_redacted_copy(data, dump, target, problems)  # a bundle's pages and manifest go along
     try:
         done = write_bundle(
             target,
@@ -63,6 +67,7 @@ def run_bundle(
             dump_data=data,
             redacted=redacted,
             only_used_memory=only_used_memory,
+            problems=problems,
         )
     except BundleError as e:
         raise fail(f"{output}: {e}") from None

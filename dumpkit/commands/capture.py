@@ -36,11 +36,13 @@ def _verdict(path: str) -> str:
     is the machine that crashed)."""
     try:
         from dumpkit.engine import Options, analyze
+        from dumpkit.problems import Problems
         from dumpkit.sources.minidump import open_dump
 
-        target = open_dump(path)
+        problems = Problems()
+        target = open_dump(path, problems)
         try:
-            verdict = analyze(target, Options(all_threads=True)).report.verdict
+            verdict = analyze(target, Options(all_threads=True), problems=problems).report.verdict
         finally:
             target.close()
     except Exception as e:  # the dump is written whatever its analysis meets; say what it met

@@ -12,7 +12,8 @@ def run_info(dump: str, json_out: bool = False) -> int:
     """The contents written to stdout; returns the exit code."""
     from dumpkit.engine import contents
 
-    doc = contents(open_target(dump))
+    target, problems = open_target(dump)
+    doc = contents(target, problems=problems)
     if json_out:
         from dumpkit.report.json_report import render_json
 

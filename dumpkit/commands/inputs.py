@@ -1,18 +1,26 @@
 """What a command reads besides its options: the dump (or bundle), opened under one rule
-for every command, and the symbol path with the debugger's environment variables."""
+for every command into the run's problems collector, and the symbol path with the
+debugger's environment variables."""
 
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from dumpkit.commands.exits import fail
+
+if TYPE_CHECKING:
+    from dumpkit.problems import Problems
+    from dumpkit.target import Target
 
 BUNDLE_SUFFIX = ".dkb"
 
 
-def open_target(path: str):
+def open_target(path: str) -> Tuple[Target, Problems]:
+    """The dump (or bundle) at `path`, opened into a new problems collector, the run's one:
+    what reading meets is its first lines, and the command hands it to the engine."""
     from dumpkit.analysis.facts import nothing_to_analyse
+    from dumpkit.problems import Problems
     from dumpkit.sources.minidump import open_dump
     from dumpkit.target import DumpError
 
@@ -23,18 +31,19 @@ def open_target(path: str):
     opener = open_dump
     if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
         from dumpkit.sources.bundle import open_bundle as opener
+    problems = Problems()
     try:
-        target = opener(path)
+        target = opener(path, problems)
     except DumpError as e:
         raise fail(f"{path}: {e}") from None
     except MemoryError:
         raise fail(f"{path}: not enough memory to map the file") from None
     # the same rule for every command: what one calls unusable, none reports on
-    why = nothing_to_analyse(target)
+    why = nothing_to_analyse(target, problems)
     if why is not None:
         target.close()
         raise fail(f"{path}: {why}")
-    return target
+    return target, problems
 
 
 def symbol_paths(explicit: Optional[List[str]]) -> List[str]:

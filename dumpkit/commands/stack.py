@@ -26,7 +26,7 @@ def run_stack(
     """The stacks written to stdout; returns the exit code."""
     from dumpkit.engine import Options, crashing_thread, stacks, walker_for
 
-    target = open_target(dump)
+    target, problems = open_target(dump)
     if walker_for(target) is None:
         arch = target.system.arch_name if target.system is not None else "of an unknown architecture"
         raise fail(f"{dump}: stack walking supports x64 and x86 dumps (this one is {arch})")
@@ -48,7 +48,9 @@ def run_stack(
     else:
         chosen = list(target.threads[:1])
     # Streamed: a million-frame stack is written a row at a time, never held as a document.
-    doc, frames, supports = stacks(target, opts, chosen, python=python, cycles=not (json_out or full))
+    doc, frames, supports = stacks(
+        target, opts, chosen, python=python, cycles=not (json_out or full), problems=problems
+    )
     if json_out:
         from dumpkit.report.stream import write_stacks_json
 

@@ -42,12 +42,14 @@ def run_tfstack(request: TfstackRequest, pykd: Any, emit: Emit) -> int:
     """Analyse the debugger's session and write the report; the exit code."""
     try:
         from dumpkit.engine import Options, analyze
+        from dumpkit.problems import Problems
         from dumpkit.sources.pykd import PykdTarget
 
         progress = Progress(
             pykd, emit, enabled=not request.json, first=request.progress_after
         )  # --json: the JSON alone
-        target = PykdTarget(progress)
+        problems = Problems()  # this run's: the session adds to it at every read, the engine too
+        target = PykdTarget(progress, problems)
         if request.thread is not None and all(t.tid != request.thread for t in target.threads):
             ids = ", ".join(f"{t.tid} (0x{t.tid:x})" for t in target.threads)
             emit(f"tfstack: error: no thread {request.thread} (0x{request.thread:x}); threads: {ids}", False)
@@ -57,7 +59,7 @@ def run_tfstack(request: TfstackRequest, pykd: Any, emit: Emit) -> int:
             symbol_paths=symbol_paths(list(request.symbol_paths) + exe_path_stores(target.exe_path), pykd),
             max_frames=request.max_frames,
         )
-        report = analyze(target, opts).report
+        report = analyze(target, opts, problems=problems).report
         refused = progress.refused_read(target.dump_ranges)
         if refused is not None:
             emit(

@@ -21,11 +21,11 @@ T = TypeVar("T")
 class ImageProvider:
     """Which PE image serves each module of one target (cached per module base); `None`
     when none can be found. An image that cannot be used is a soft error, once, added to
-    `problems`: the run's collector (a tool building a provider alone: the target's)."""
+    `problems`: the run's collector, which the caller hands in."""
 
-    def __init__(self, target: Target, locator: Optional[ImageLocator] = None, problems: Optional[Problems] = None):
+    def __init__(self, target: Target, locator: Optional[ImageLocator] = None, *, problems: Problems):
         self._target = target
-        self._problems = problems if problems is not None else target.soft_errors
+        self._problems = problems
         self._locator = locator
         self._cache: Dict[int, Optional[LocatedImage]] = {}
         self._pdbs: Dict[int, Optional[LocatedPdb]] = {}

@@ -36,6 +36,7 @@ from dumpkit.sources.bundle_format import (
     parse_manifest,
 )
 from dumpkit.pe import PEError
+from dumpkit.problems import Problems
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy, open_dump_pieces
 from dumpkit.sources.pieced import PiecedFile
 from dumpkit.symbols.pdb import PdbError
@@ -267,10 +268,11 @@ def read_bundle(
     return manifest, dump, images, pdbs
 
 
-def open_bundle(path: str) -> MinidumpTarget:
+def open_bundle(path: str, problems: Optional[Problems] = None) -> MinidumpTarget:
     """The bundle's dump as a Target whose modules' images are served from the bundle
     (`image_store`, which the engine hands to its image locator) and whose `bundle` is its
-    manifest. Raises DumpError."""
+    manifest; what reading the dump meets goes to `problems` (the run's collector; a new
+    one when none is given). Raises DumpError."""
     try:
         manifest, dump, images, pdbs = read_bundle(path)
     except BundleError as e:
@@ -280,30 +282,33 @@ def open_bundle(path: str) -> MinidumpTarget:
     # in the bundle" for the rest (dump.kept), never the zeros its member holds there.
     kept = manifest.dump.kept
     if manifest.dump.packed and kept is not None:
-        target = _open_pieces(dump, manifest.dump.size, kept, path)
+        target = _open_pieces(dump, manifest.dump.size, kept, path, problems)
     elif isinstance(dump, bytes):
-        target = open_dump_bytes(dump, path, kept)
+        target = open_dump_bytes(dump, path, kept, problems)
     else:
-        target = _open_private_copy(dump, path, kept)
+        target = _open_private_copy(dump, path, kept, problems)
     target.image_store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
     target.bundle = manifest
     return target
 
 
-def open_redacted_copy(data: bytes, name: str, original: Target) -> MinidumpTarget:
+def open_redacted_copy(data: bytes, name: str, original: Target, problems: Optional[Problems] = None) -> MinidumpTarget:
     """`data`, a redacted copy of `original`'s dump file, as a Target that carries what
-    `original` carried from its bundle (its pages, its manifest, the bytes it kept)."""
+    `original` carried from its bundle (its pages, its manifest, the bytes it kept); what
+    reading the copy meets goes to `problems` (a new collector when none is given)."""
     file = original.dump_file
-    target = open_dump_bytes(data, name, file.kept if file is not None else None)
+    target = open_dump_bytes(data, name, file.kept if file is not None else None, problems)
     target.image_store, target.bundle = original.image_store, original.bundle
     return target
 
 
-def _open_pieces(dump: Union[bytes, str], size: int, kept: Tuple[Tuple[int, int], ...], name: str) -> MinidumpTarget:
+def _open_pieces(
+    dump: Union[bytes, str], size: int, kept: Tuple[Tuple[int, int], ...], name: str, problems: Optional[Problems]
+) -> MinidumpTarget:
     """A version 4 dump: its kept pieces (in memory, or a private copy, mapped) at their
     places in a `size`-byte dump."""
     if isinstance(dump, bytes):
-        return open_dump_pieces(size, kept, dump, name)
+        return open_dump_pieces(size, kept, dump, name, problems)
     try:
         with open(dump, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -311,7 +316,7 @@ def _open_pieces(dump: Union[bytes, str], size: int, kept: Tuple[Tuple[int, int]
         _remove(dump)
         raise DumpError(f"cannot map the bundle's dump ({e})") from None
     try:
-        target = open_dump_pieces(size, kept, data, name)
+        target = open_dump_pieces(size, kept, data, name, problems)
     except BaseException:
         data.close()
         _remove(dump)
@@ -320,9 +325,11 @@ def _open_pieces(dump: Union[bytes, str], size: int, kept: Tuple[Tuple[int, int]
     return target
 
 
-def _open_private_copy(tmp: str, name: str, kept: Optional[Tuple[Tuple[int, int], ...]]) -> MinidumpTarget:
+def _open_private_copy(
+    tmp: str, name: str, kept: Optional[Tuple[Tuple[int, int], ...]], problems: Optional[Problems]
+) -> MinidumpTarget:
     try:
-        target = open_dump_copy(tmp, name, kept)
+        target = open_dump_copy(tmp, name, kept, problems)
     except BaseException:
         _remove(tmp)
         raise

@@ -145,14 +145,16 @@ class MinidumpTarget:
         data: Optional[Buffer] = None,
         name: Optional[str] = None,
         kept: Optional[Sequence[Tuple[int, int]]] = None,
+        problems: Optional[Problems] = None,
     ):
         """`data`: the dump's bytes already in memory (a bundle's member), `path` then only
         names it; `name`: what reports call the dump, when not `path` (a private copy);
         `kept`: the file ranges whose bytes are the dump's (a bundle that kept only the
-        memory its analysis read): memory elsewhere is not served."""
+        memory its analysis read): memory elsewhere is not served; `problems`: the run's
+        collector, which what reading meets is added to (a new one when none is given)."""
         self.path = name or path
         self.kept = tuple(kept) if kept is not None else None
-        self.soft_errors = Problems()
+        self.soft_errors = problems if problems is not None else Problems()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
         self.threads: List[Thread] = []
@@ -741,19 +743,27 @@ class MinidumpTarget:
         self.function_tables.sort()
 
 
-def open_dump(path: str) -> MinidumpTarget:
-    """Open a minidump read-only. Raises DumpError (one line) when it cannot be used."""
-    return MinidumpTarget(path)
+def open_dump(path: str, problems: Optional[Problems] = None) -> MinidumpTarget:
+    """Open a minidump read-only; what reading it meets goes to `problems` (the run's
+    collector; a new one when none is given). Raises DumpError (one line) when it cannot
+    be used."""
+    return MinidumpTarget(path, problems=problems)
 
 
-def open_dump_bytes(data: bytes, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None) -> MinidumpTarget:
-    """A minidump held in memory (a bundle's member), named `name` in reports; `kept`: see
-    MinidumpTarget."""
-    return MinidumpTarget(name, data, kept=kept)
+def open_dump_bytes(
+    data: bytes, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None, problems: Optional[Problems] = None
+) -> MinidumpTarget:
+    """A minidump held in memory (a bundle's member), named `name` in reports; `kept` and
+    `problems`: see MinidumpTarget."""
+    return MinidumpTarget(name, data, kept=kept, problems=problems)
 
 
 def open_dump_pieces(
-    size: int, kept: Sequence[Tuple[int, int]], data: Union[bytes, mmap.mmap], name: str
+    size: int,
+    kept: Sequence[Tuple[int, int]],
+    data: Union[bytes, mmap.mmap],
+    name: str,
+    problems: Optional[Problems] = None,
 ) -> MinidumpTarget:
     """A minidump of `size` bytes of which only the `kept` file ranges are held, back to
     back in `data` (a bundle written with --only-used-memory), named `name` in reports.
@@ -762,10 +772,12 @@ def open_dump_pieces(
         pieces = PiecedFile(size, kept, data)
     except ValueError as e:
         raise DumpError(f"the dump's kept pieces do not fit it ({e})") from None
-    return MinidumpTarget(name, pieces, kept=kept)
+    return MinidumpTarget(name, pieces, kept=kept, problems=problems)
 
 
-def open_dump_copy(path: str, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None) -> MinidumpTarget:
+def open_dump_copy(
+    path: str, name: str, kept: Optional[Sequence[Tuple[int, int]]] = None, problems: Optional[Problems] = None
+) -> MinidumpTarget:
     """A private copy of a minidump (a bundle's member too big to hold in memory), named
     `name` in reports."""
-    return MinidumpTarget(path, name=name, kept=kept)
+    return MinidumpTarget(path, name=name, kept=kept, problems=problems)

@@ -157,7 +157,9 @@ class PykdTarget:
     thread, to the `.ecxr` context) to read registers, and restores the thread the user
     was on before returning."""
 
-    def __init__(self, pykd_module=None):
+    def __init__(self, pykd_module=None, problems: Optional[Problems] = None):
+        """`problems`: the run's collector, which what reading meets is added to, now and at
+        every later (lazy) read (a new one when none is given)."""
         if pykd_module is None:
             import pykd
 
@@ -165,7 +167,7 @@ class PykdTarget:
         self._pykd = pykd_module
         self._MemoryException = getattr(pykd_module, "MemoryException", Exception)
         self._DbgException = getattr(pykd_module, "DbgException", Exception)
-        self.soft_errors = Problems()
+        self.soft_errors = problems if problems is not None else Problems()
         self.system: Optional[SystemInfo] = None
         self.process: Optional[ProcessInfo] = None
         self.threads: List[Thread] = []
@@ -891,6 +893,6 @@ def _version(ms: int, ls: int) -> str:
     return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
 
 
-def open_session(pykd_module=None) -> PykdTarget:
-    """The current debugger session as a Target."""
-    return PykdTarget(pykd_module)
+def open_session(pykd_module=None, problems: Optional[Problems] = None) -> PykdTarget:
+    """The current debugger session as a Target; `problems`: see PykdTarget."""
+    return PykdTarget(pykd_module, problems)

@@ -21,6 +21,7 @@ from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
+from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
@@ -37,7 +38,8 @@ _UNPACKERS = ((b"\xfd7zXZ\x00", lzma.open), (b"\x1f\x8b", gzip.open), (b"BZh", b
 class Job:
     """What every dump of one triage is analysed with. The two callables are module-level
     functions handed in by the front door (picklable by reference): how to open a bundle
-    and how to render a per-dump report, both of which live above this package."""
+    (a path and the dump's problems collector in, a Target out) and how to render a
+    per-dump report, both of which live above this package."""
 
     image_paths: Tuple[str, ...] = ()
     symbol_paths: Tuple[str, ...] = ()
@@ -45,7 +47,7 @@ class Job:
     max_frames: int = MAX_FRAMES
     oversized_threshold: int = OVERSIZED_FRAME
     timeout: Optional[float] = None  # seconds per dump
-    open_bundle: Optional[Callable[[str], Any]] = None
+    open_bundle: Optional[Callable[[str, Problems], Any]] = None
     report_dir: Optional[str] = None  # write a per-dump report here (with report_writer)
     report_writer: Optional[Callable[[Report], str]] = None
     report_suffix: str = ".html"
@@ -190,20 +192,20 @@ def _write_report(job: Job, report: Report, path: str, sha: str) -> Optional[str
     return os.path.join(os.path.basename(job.report_dir), name)
 
 
-def _open(job: Job, path: str, opened: Dict[str, Any]) -> Any:
-    """The dump as a Target. What must be undone is put in `opened` as soon as it exists
+def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> Any:
+    """The dump as a Target, opened into `problems`. What must be undone is put in `opened` as soon as it exists
     (the private copy of a compressed dump under "tmp", by name, before it is created),
     for the caller to undo whenever the work stops."""
     if path.lower().endswith(".dkb"):
         if job.open_bundle is None:
             raise DumpError("bundles are not readable in this run")
-        return job.open_bundle(path)
+        return job.open_bundle(path, problems)
     opener = _unpacker(path)
     if opener is None:
-        return open_dump(path)
+        return open_dump(path, problems)
     opened["tmp"] = tmp = _temporary_name()
     _unpack(path, opener, tmp)
-    return open_dump_copy(tmp, path)
+    return open_dump_copy(tmp, path, problems=problems)
 
 
 def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
@@ -221,8 +223,9 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened
 
     def work() -> Tuple[Report, Optional[str]]:
-        opened["target"] = _open(job, path, opened)
-        why = nothing_to_analyse(opened["target"])
+        problems = Problems()  # the dump's run: what reading it meets, then the analysis
+        opened["target"] = _open(job, path, opened, problems)
+        why = nothing_to_analyse(opened["target"], problems)
         if why is not None:  # what every command rejects as unusable input
             raise DumpError(why)
         options = Options(
@@ -232,7 +235,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             max_frames=job.max_frames,
             oversized_threshold=job.oversized_threshold,
         )
-        report = analyze(opened["target"], options).report
+        report = analyze(opened["target"], options, problems=problems).report
         return report, _write_report(job, report, path, sha or "")
 
     try:

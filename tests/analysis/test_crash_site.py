@@ -10,8 +10,15 @@ import pytest
 
 from dumpkit.analysis.signature import RULES
 from dumpkit.engine import Options, analyze
-from dumpkit.sources.minidump import open_dump
-from tests.support.samples import SAMPLE_BIN, python_manifest, real_dump, real_dumps, sample_facts, sample_path
+from tests.support.samples import (
+    analyse_file,
+    SAMPLE_BIN,
+    python_manifest,
+    real_dump,
+    real_dumps,
+    sample_facts,
+    sample_path,
+)
 
 _REPORTS: dict = {}
 
@@ -19,7 +26,7 @@ _REPORTS: dict = {}
 def _report(path):
     key = str(path)
     if key not in _REPORTS:
-        _REPORTS[key] = analyze(open_dump(key), Options(image_paths=[str(SAMPLE_BIN)])).report
+        _REPORTS[key] = analyse_file(key, Options(image_paths=[str(SAMPLE_BIN)]))
     return _REPORTS[key]
 
 
@@ -194,7 +201,7 @@ def test_blame_of_a_recursion_that_overflowed_is_the_recursion_not_where_it_ran_
 
     target = open_bundle(str(PY_SAMPLES / "tf_nest_flatten.dkb"))
     try:
-        report = analyze(target, Options()).report
+        report = analyze(target, Options(), problems=target.soft_errors).report
     finally:
         target.close()
     crashing = next(t for t in report.threads if t.is_crashing)

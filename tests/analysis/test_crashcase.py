@@ -32,7 +32,7 @@ def test_the_case_carries_the_crashing_thread_the_captured_stacks_and_the_proble
     problems.add("thread 3: no stack memory")
     case = crash_case(
         target,
-        CodeMap(target, ImageProvider(target)),
+        CodeMap(target, ImageProvider(target, problems=target.soft_errors)),
         builders.crash(),
         threads,
         walk,
@@ -55,7 +55,7 @@ def test_without_a_crash_or_a_walk_there_is_no_python_entry():
     threads = ThreadReports((builders.thread(1, crashing=True),))
     case = crash_case(
         target,
-        CodeMap(target, ImageProvider(target)),
+        CodeMap(target, ImageProvider(target, problems=target.soft_errors)),
         None,
         threads,
         None,

@@ -22,13 +22,20 @@ def test_an_address_is_named_by_its_module_and_rva():
 
 def test_no_exception_no_crash_record():
     target = MemoryTarget()
-    assert crash_record(target, CodeMap(target, ImageProvider(target)), (), Versions(None), True) is None
+    assert (
+        crash_record(
+            target, CodeMap(target, ImageProvider(target, problems=target.soft_errors)), (), Versions(None), True
+        )
+        is None
+    )
 
 
 def test_a_null_dereference_is_decoded_and_placed_in_its_module():
     facts = sample_facts("null_deref.dmp")
     target = open_dump(str(sample_path("null_deref.dmp")))
-    code = CodeMap(target, ImageProvider(target, ImageLocator(image_paths=[str(SAMPLE_BIN)])))
+    code = CodeMap(
+        target, ImageProvider(target, ImageLocator(image_paths=[str(SAMPLE_BIN)]), problems=target.soft_errors)
+    )
     crash = crash_record(target, code, (), Versions(None), True)
     assert crash is not None and crash.code == facts["exception_code"]
     assert (crash.access_kind, crash.access_address) == ("read", 0x10)

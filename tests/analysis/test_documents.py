@@ -45,7 +45,16 @@ def test_a_report_carries_the_case_its_verdict_and_the_problems_as_they_stand():
     problems.add("thread 1: no register context")
     threads = (crashing, builders.thread(1))
     report = report_document(
-        target, case, verdict, findings, threads, ImageProvider(target), problems, None, Versions(None), None
+        target,
+        case,
+        verdict,
+        findings,
+        threads,
+        ImageProvider(target, problems=target.soft_errors),
+        problems,
+        None,
+        Versions(None),
+        None,
     )
     assert (report.verdict, report.findings) == (verdict, tuple(findings))
     assert report.threads == threads and report.frame_sizes == sizes and report.oversized_threshold == 0x4000

@@ -28,7 +28,7 @@ def _report(tmp_path, code: int, rip: int, params=()):
     path = d.build().write(tmp_path / "odd.dmp")
     target = open_dump(str(path))
     try:
-        return analyze(target, Options(use_recorded_paths=False)).report
+        return analyze(target, Options(use_recorded_paths=False), problems=target.soft_errors).report
     finally:
         target.close()
 
@@ -98,7 +98,7 @@ def test_a_gp_fault_on_a_call_through_a_canonical_slot_is_a_corrupted_function_p
     d.exception(7, 0xC0000005, code_at, params=(0, 0xFFFFFFFFFFFFFFFF), context=ctx)
     target = open_dump(d.build().write(tmp_path / "gp.dmp"))
     try:
-        report = analyze(target, Options(use_recorded_paths=False)).report
+        report = analyze(target, Options(use_recorded_paths=False), problems=target.soft_errors).report
     finally:
         target.close()
     headline = report.verdict.headline

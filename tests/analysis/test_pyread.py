@@ -12,12 +12,12 @@ from tests.support.fakes.target import MemoryTarget
 
 def test_a_process_without_cpython_has_no_python_side():
     target = MemoryTarget(modules=[Module("app.exe", r"C:\app.exe", 0x140000000, 0x10000)])
-    assert read_python(target, ImageProvider(target), Problems()) is None
+    assert read_python(target, ImageProvider(target, problems=target.soft_errors), Problems()) is None
 
 
 def test_an_interpreter_without_image_or_memory_is_reported_as_not_found():
     target = MemoryTarget(modules=[Module("python311.dll", r"C:\py\python311.dll", 0x7FF800000000, 0x100000)])
     problems = Problems()
-    report = read_python(target, ImageProvider(target), problems)
+    report = read_python(target, ImageProvider(target, problems=target.soft_errors), problems)
     assert report is not None and report.status == "no_runtime" and report.threads == ()
     assert problems.items == []  # no export table to read is not a problem met reading one

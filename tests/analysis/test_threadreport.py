@@ -65,7 +65,16 @@ def test_the_crashing_thread_comes_first_and_a_repeated_id_is_reported_once_unwa
     target = MemoryTarget(threads=threads)
     problems = Problems()
     walks = {t: StackWalk(t, [], StopReason.NO_CALLER, []) for t in (3, 5, 9)}
-    found = thread_reports(target, CodeMap(target, ImageProvider(target)), walks, 5, 200, 0x10000, None, problems)
+    found = thread_reports(
+        target,
+        CodeMap(target, ImageProvider(target, problems=target.soft_errors)),
+        walks,
+        5,
+        200,
+        0x10000,
+        None,
+        problems,
+    )
     assert [(r.tid, r.is_crashing) for r in found.threads] == [(5, True), (3, False), (3, False), (9, False)]
     assert found.crashing is found.threads[0]
     assert [r.stop for r in found.threads if r.tid == 3] == [StopReason.NO_CALLER, NotWalked.REPEATED_TID]
@@ -80,6 +89,15 @@ def test_what_the_analyses_meet_goes_to_the_collector_they_are_handed():
     target = MemoryTarget(threads=[t])
     walk = StackWalk(3, _frames(2), StopReason.NO_CALLER, ["stack range unknown; assuming 1 MiB above SP"])
     problems = Problems()
-    thread_reports(target, CodeMap(target, ImageProvider(target)), {3: walk}, 3, 200, 0x10000, None, problems)
+    thread_reports(
+        target,
+        CodeMap(target, ImageProvider(target, problems=target.soft_errors)),
+        {3: walk},
+        3,
+        200,
+        0x10000,
+        None,
+        problems,
+    )
     assert "thread 3: stack range unknown; assuming 1 MiB above SP" in problems.items
     assert target.soft_errors.items == []

@@ -16,7 +16,7 @@ from tests.support.samples import SAMPLE_BIN, sample_facts, sample_path
 def _walked(name: str):
     target = open_dump(str(sample_path(name)))
     options = Options(image_paths=[str(SAMPLE_BIN)])
-    walker = make_walker(target, options)
+    walker = make_walker(target, options, problems=target.soft_errors)
     return target, walker, walk_all(target, walker, options, target.soft_errors)
 
 

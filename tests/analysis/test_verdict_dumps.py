@@ -10,9 +10,16 @@ from functools import lru_cache
 
 import pytest
 
-from tests.support.samples import REAL_DUMPS, SAMPLE_BIN, real_dump, sample_facts, sample_manifest, sample_path
-from dumpkit.engine import Options, analyze
-from dumpkit.sources.minidump import open_dump
+from tests.support.samples import (
+    analyse_file,
+    REAL_DUMPS,
+    SAMPLE_BIN,
+    real_dump,
+    sample_facts,
+    sample_manifest,
+    sample_path,
+)
+from dumpkit.engine import Options
 
 SAMPLE_DMPS = [d["file"] for d in sample_manifest() if d["file"].endswith(".dmp")]
 
@@ -22,7 +29,7 @@ def _report(path: str, max_frames: int = 0):
     options = Options(image_paths=[str(SAMPLE_BIN)])
     if max_frames:
         options.max_frames = max_frames
-    return analyze(open_dump(path), options).report
+    return analyse_file(path, options)
 
 
 def sample_report(name: str, max_frames: int = 0):
@@ -277,7 +284,7 @@ def test_compressed_samples_get_the_verdict_their_manifest_records(facts, tmp_pa
             if not chunk:
                 break
             out.write(chunk)
-    r = analyze(open_dump(str(dump)), Options(image_paths=[str(SAMPLE_BIN)])).report
+    r = analyse_file(str(dump), Options(image_paths=[str(SAMPLE_BIN)]))
     assert r.crash.code == facts["exception_code"] and r.crash.thread_id == facts["crash_thread_tid"]
     crashing = r.threads[0]
     assert crashing.is_crashing and crashing.tid == facts["crash_thread_tid"]

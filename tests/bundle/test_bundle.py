@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.bundles import write
-from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
+from tests.support.samples import analyse_file, SAMPLE_BIN, run_cli, sample_path
 
 DUMP = "recursion_cycle3.dmp"
 
@@ -140,7 +140,9 @@ def test_a_bundle_carries_the_pdb_pages_the_analysis_read_named_by_guid_and_age(
     # what the dump's module record says, or (Wine records none) the image's own
     from dumpkit.images import ImageLocator, ImageProvider
 
-    provider = ImageProvider(target, ImageLocator(store=target.image_store, use_recorded_path=False))
+    provider = ImageProvider(
+        target, ImageLocator(store=target.image_store, use_recorded_path=False), problems=target.soft_errors
+    )
     cv = module.cv_record or provider.located(module).image.codeview()  # type: ignore[union-attr]
     assert target.image_store.pdb_for(cv) is not None
     assert provider.pdb(module) is not None and provider.pdb(module).path.endswith("static.dkb:pdbs/001-pdbkernels.pdb")
@@ -195,15 +197,14 @@ def test_a_bundle_without_the_pdb_line_records_keeps_the_pdb_names(tmp_path, mon
     """A bundle written by a dumpkit that did not read line records (before source lines
     were shown) holds no line pages: its frames keep their PDB names, lose their lines,
     and the report says why once per module."""
-    from dumpkit.sources.bundle import open_bundle
-    from dumpkit.engine import Options, analyze
+    from dumpkit.engine import Options
     from dumpkit.symbols.pdb import PdbSymbols
 
     old = tmp_path / "no-lines.dkb"
     with monkeypatch.context() as m:
         m.setattr(PdbSymbols, "line_at", lambda self, rva: None)  # the older writer
         write(sample_path(PDB_DUMP), old, [str(SAMPLE_BIN)])
-    r = analyze(open_bundle(str(old)), Options()).report
+    r = analyse_file(str(old), Options())
     frames = next(t for t in r.threads if t.is_crashing).frames
     assert frames[0].symbol.startswith("pdbkernels.dll!parse_list+") and frames[0].source is None
     said = [e for e in r.soft_errors if "source lines are not used" in e]
@@ -322,7 +323,9 @@ def test_redact_replaces_user_names_in_paths_and_keeps_the_dump_readable(tmp_pat
     ]
     assert redacted.soft_errors.items == original.soft_errors.items  # nothing else changed shape
     out = tmp_path / "r.dkb"
-    summary = write_bundle(redacted, "redacted.dmp", str(out), dump_data=data, redacted=said)
+    summary = write_bundle(
+        redacted, "redacted.dmp", str(out), dump_data=data, redacted=said, problems=redacted.soft_errors
+    )
     assert summary.manifest.redacted == said
     with zipfile.ZipFile(out) as zf:
         assert json.loads(zf.read("manifest.json"))["redacted"] == list(said)
@@ -381,6 +384,6 @@ def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
     if not path.exists():
         pytest.skip(f"{name} not present")
     target = open_any(path)
-    analyze(target, Options())
-    stacks(target, Options(), list(target.threads), python=True)
+    analyze(target, Options(), problems=target.soft_errors)
+    stacks(target, Options(), list(target.threads), python=True, problems=target.soft_errors)
     assert target.image_store.misses == []

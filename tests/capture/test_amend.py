@@ -20,7 +20,7 @@ FAR = 0x7FF0_1234_0000  # no sample process had anything mapped there
 def _verdict(path):
     target = open_dump(str(path))
     try:
-        report = analyze(target, Options(image_paths=[str(SAMPLE_BIN)])).report
+        report = analyze(target, Options(image_paths=[str(SAMPLE_BIN)]), problems=target.soft_errors).report
         return report.verdict.headline, report.signature.text, [f.symbol for f in report.threads[0].frames[:20]]
     finally:
         target.close()

@@ -73,7 +73,7 @@ def _analyse(dump: Path, *image_paths: Path):
 
     target = open_dump(str(dump))
     try:
-        return analyze(target, Options(image_paths=[str(p) for p in image_paths])).report
+        return analyze(target, Options(image_paths=[str(p) for p in image_paths]), problems=target.soft_errors).report
     finally:
         target.close()
 

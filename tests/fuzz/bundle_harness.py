@@ -80,7 +80,14 @@ def _write_seed(dump: Path, path: Path, slim: bool = False) -> None:
 
     target = open_dump(str(dump))
     try:
-        write_bundle(target, str(dump), str(path), image_paths=[str(harness.SAMPLE_BIN)], only_used_memory=slim)
+        write_bundle(
+            target,
+            str(dump),
+            str(path),
+            image_paths=[str(harness.SAMPLE_BIN)],
+            only_used_memory=slim,
+            problems=target.soft_errors,
+        )
     finally:
         target.close()
 
@@ -108,7 +115,7 @@ def run_one(data: bytes) -> Optional[str]:
         return None
     try:
         opts = Options(max_frames=20_000, other_thread_max_frames=500, max_other_threads=64, other_frames_budget=5_000)
-        js = render_json(analyze(target, opts).report, indent=None)
+        js = render_json(analyze(target, opts, problems=target.soft_errors).report, indent=None)
         json.loads(js)
         return js
     finally:

@@ -113,7 +113,7 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
         if "\n" in str(e):
             raise Bug(f"DumpError message is not one line: {e!r}") from None
         return None
-    if nothing_to_analyse(target) is not None:
+    if nothing_to_analyse(target, target.soft_errors) is not None:
         target.close()
         return None
     try:
@@ -127,7 +127,7 @@ def run_one(data: bytes, image_paths: Sequence[str] = (), all_formats: bool = Tr
             max_other_threads=64,
             other_frames_budget=5_000,
         )
-        report = analyze(target, opts).report
+        report = analyze(target, opts, problems=target.soft_errors).report
         # Compact JSON in the long campaign: the C encoder, the same objects; indentation
         # is whitespace the pure-Python encoder would spend most of an execution on.
         js = render_json(report, indent=2 if all_formats else None)
@@ -159,9 +159,11 @@ def _info_and_stack(target, opts, all_formats: bool) -> None:
     from dumpkit.report.json_report import render_json
     from dumpkit.report.stream import write_stacks_json, write_stacks_text
 
-    doc = contents(target)
+    doc = contents(target, problems=target.soft_errors)
     json.loads(render_json(doc, indent=None))
-    doc_s, frames, supports = stacks(target, opts, list(target.threads[: opts.max_other_threads]), cycles=all_formats)
+    doc_s, frames, supports = stacks(
+        target, opts, list(target.threads[: opts.max_other_threads]), cycles=all_formats, problems=target.soft_errors
+    )
     out = io.StringIO()
     write_stacks_json(doc_s, frames, out, supports=supports)
     json.loads(out.getvalue())

@@ -49,18 +49,23 @@ def normalized_report(dump: Path, image_paths: List[str]) -> dict:
     """The JSON report as a dict, paths of this checkout replaced by "$ROOT", image
     sources reduced to whether (and by what match) an image was found."""
     from dumpkit.engine import Options, analyze
+    from dumpkit.problems import Problems
     from dumpkit.report.json_report import render_json
     from dumpkit.sources.minidump import open_dump
+
+    def analyse_file(path: str, options: Options):
+        problems = Problems()  # the run's, as `dumpkit analyze` makes it
+        return analyze(open_dump(path, problems), options, problems=problems).report
 
     if dump.suffix == ".xz":  # dumpkit reads plain dumps; the big samples are committed xz'd
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / dump.stem
             with lzma.open(dump) as src, open(plain, "wb") as dst:
                 shutil.copyfileobj(src, dst, 1 << 20)
-            report = analyze(open_dump(str(plain)), Options(image_paths=image_paths)).report
+            report = analyse_file(str(plain), Options(image_paths=image_paths))
             text = render_json(report).replace(json.dumps(str(plain))[1:-1], str(dump))
     else:
-        report = analyze(open_dump(str(dump)), Options(image_paths=image_paths)).report
+        report = analyse_file(str(dump), Options(image_paths=image_paths))
         text = render_json(report)
     for root, name in ((REAL.parent, "$SHARED"), (ROOT, "$ROOT")):
         text = text.replace(json.dumps(str(root))[1:-1], name)

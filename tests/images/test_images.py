@@ -504,7 +504,9 @@ def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(
     made = _xz_backings(monkeypatch)
     target = open_dump(str(dump))
     # not the recorded path: under Wine (the py38 lane) that is the very kernel32.dll, uncompressed
-    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),), use_recorded_paths=False))
+    walker = make_walker(
+        target, Options(image_paths=(str(SAMPLE_BIN),), use_recorded_paths=False), problems=target.soft_errors
+    )
     walk = walk_thread(walker, crashing_thread(target), target.exception.context)
     k32 = next(f for f in walk.frames if f.module == "kernel32.dll")
     assert k32.symbol.startswith("kernel32.dll!BaseThreadInitThunk+") and k32.trust == "unwind_info"

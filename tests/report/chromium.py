@@ -216,6 +216,7 @@ def write_screenshots(out_dir: Path) -> List[Path]:
     """docs/images/<sample>.png: each report as Chromium draws it at SHOT_WIDTH px."""
     sys.path.insert(0, str(ROOT))
     from dumpkit.engine import Options, analyze
+    from dumpkit.problems import Problems
     from dumpkit.report.html import render_html
     from dumpkit.sources.minidump import open_dump
 
@@ -227,7 +228,9 @@ def write_screenshots(out_dir: Path) -> List[Path]:
     written = []
     with tempfile.TemporaryDirectory() as tmp, Chromium(binary) as browser:
         for name, part in SCREENSHOTS:
-            report = analyze(open_dump(f"sample_dumps/{name}"), Options(image_paths=["sample_dumps/bin"])).report
+            problems = Problems()  # the run's, as `dumpkit analyze` makes it
+            target = open_dump(f"sample_dumps/{name}", problems)
+            report = analyze(target, Options(image_paths=["sample_dumps/bin"]), problems=problems).report
             page_path = Path(tmp) / f"{name}.html"
             page_path.write_text(render_html(report), encoding="utf-8")
             page = browser.page(page_path, SHOT_WIDTH)

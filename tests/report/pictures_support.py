@@ -10,7 +10,7 @@ from typing import Callable, Dict, List
 
 import pytest
 
-from tests.support.samples import SAMPLE_BIN, SAMPLES, plain_dump, sample_manifest
+from tests.support.samples import analyse_file, SAMPLE_BIN, SAMPLES, plain_dump, sample_manifest
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 STACK_CLASSES = ("recursion", "oversized_frame", "stack_overflow")
@@ -33,14 +33,13 @@ def manifest_cases(where: Callable[[dict], bool] = lambda facts: True) -> List[o
 def sample_report(name: str, tmp_root: Path):
     """The Report of sample_dumps/NAME, analysed with the bundled images."""
     if name not in _REPORTS:
-        from dumpkit.engine import Options, analyze
-        from dumpkit.sources.minidump import open_dump
+        from dumpkit.engine import Options
 
         path = SAMPLES / name
         if not path.exists():
             pytest.skip(f"sample dump {name} not present")
         dump = plain_dump(path, tmp_root)
-        _REPORTS[name] = analyze(open_dump(str(dump)), Options(image_paths=[str(SAMPLE_BIN)])).report
+        _REPORTS[name] = analyse_file(str(dump), Options(image_paths=[str(SAMPLE_BIN)]))
     return _REPORTS[name]
 
 

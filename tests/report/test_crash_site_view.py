@@ -11,22 +11,21 @@ import json
 import pytest
 
 from dumpkit.analysis.signature import RULES
-from dumpkit.engine import Options, analyze
+from dumpkit.engine import Options
 from dumpkit.report.dml import plain_text, render_dml
 from dumpkit.report.html import render_html
 from dumpkit.report.json_report import render_json
 from dumpkit.report.markdown import render_markdown
 from dumpkit.report.redact import redact_report
 from dumpkit.report.text import render_text
-from dumpkit.sources.minidump import open_dump
-from tests.support.samples import SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
+from tests.support.samples import analyse_file, SAMPLE_BIN, real_dump, real_dumps, sample_facts, sample_path
 
 _REPORTS: dict = {}
 
 
 def _report(path):
     if str(path) not in _REPORTS:
-        _REPORTS[str(path)] = analyze(open_dump(str(path)), Options(image_paths=[str(SAMPLE_BIN)])).report
+        _REPORTS[str(path)] = analyse_file(str(path), Options(image_paths=[str(SAMPLE_BIN)]))
     return _REPORTS[str(path)]
 
 

@@ -104,13 +104,11 @@ def test_plain_lines_are_the_dml_lines_without_their_markup():
     """`!tfstack --plain` writes the report's lines as plain text directly: exactly the DML
     lines with their tags dropped and entities decoded, on real reports (the links, the
     faulting-code arrow, the entry path's arrows, escaped dump text)."""
-    from dumpkit.engine import Options, analyze
-    from dumpkit.sources.minidump import open_dump
-    from tests.support.samples import SAMPLE_BIN, sample_path
+    from dumpkit.engine import Options
+    from tests.support.samples import SAMPLE_BIN, analyse_file, sample_path
 
     for name in ("recursion_cycle3.dmp", "gp_wild_pointer.dmp", "fastfail_gs.dmp"):
-        target = open_dump(str(sample_path(name)))
-        r = analyze(target, Options(image_paths=[str(SAMPLE_BIN)])).report
+        r = analyse_file(sample_path(name), Options(image_paths=[str(SAMPLE_BIN)]))
         for kw in ({}, {"all_threads": True}):
             dml = render_dml(r, **kw)
             plain = render_dml(r, plain=True, **kw)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.report.html import render_html
-from tests.support.samples import real_dump
+from tests.support.samples import analyse_file, real_dump
 from tests.report.chromium import Chromium, chromium_path
 from tests.report.pictures_support import STACK_CLASSES, manifest_cases, sample_report
 
@@ -122,10 +122,9 @@ REAL = (
 
 @pytest.mark.parametrize("rel", REAL)
 def test_real_third_party_reports_render_within_the_page(rel, browser, tmp_root):
-    from dumpkit.engine import Options, analyze
-    from dumpkit.sources.minidump import open_dump
+    from dumpkit.engine import Options
 
-    report = analyze(open_dump(str(real_dump(rel))), Options()).report
+    report = analyse_file(str(real_dump(rel)), Options())
     page_path = tmp_root / (rel.replace("/", "--") + ".html")
     page_path.write_text(render_html(report), encoding="utf-8")
     for width, (seen, shot) in _render(browser, page_path, tmp_root).items():

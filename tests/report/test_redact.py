@@ -8,11 +8,10 @@ import re
 
 import pytest
 
-from dumpkit.engine import Options, analyze
+from dumpkit.engine import Options
 from dumpkit.report.json_report import render_json
 from dumpkit.report.redact import redact_report, redact_text
-from dumpkit.sources.minidump import open_dump
-from tests.support.samples import real_dump
+from tests.support.samples import analyse_file, real_dump
 
 
 @pytest.mark.parametrize(
@@ -47,7 +46,7 @@ def test_shared_folders_and_other_strings_are_kept(kept):
     "rel,name", [("node-minidump/windows.dmp", "kevin"), ("rust-minidump/stability-report.dmp", "tim")]
 )
 def test_a_real_report_keeps_no_user_name_once_redacted(rel, name):
-    report = analyze(open_dump(str(real_dump(rel))), Options()).report
+    report = analyse_file(str(real_dump(rel)), Options())
     raw = render_json(report)
     assert f"\\\\Users\\\\{name}\\\\".lower() in raw.lower()  # the dump does record it
     redacted = render_json(redact_report(report))

@@ -24,7 +24,7 @@ from tests.support.samples import SAMPLE_BIN, real_dump, run_cli, sample_facts, 
 
 def _walked(name: str):
     target = open_dump(str(sample_path(name)))
-    return stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
+    return stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads), problems=target.soft_errors)
 
 
 def _whole(doc: Stacks, frames, supports) -> Stacks:
@@ -59,7 +59,9 @@ def test_streamed_kf_rows_are_the_rich_tables_rows(dump, plain):
     else:
         path = sample_path(dump) if "/" not in dump else real_dump(dump)
     target = open_dump(str(path))
-    doc, frames, supports = stacks(target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads))
+    doc, frames, supports = stacks(
+        target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads), problems=target.soft_errors
+    )
     digits = pointer_digits(doc.system)
     confirmed = 0
     for t, walked, support in zip(_whole(doc, frames, supports).threads, frames, supports):

@@ -12,11 +12,10 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from dumpkit.engine import Options, analyze
+from dumpkit.engine import Options
 from dumpkit.report.text import emit_lines, text_lines
 from dumpkit.report.text_layout import Styled
-from dumpkit.sources.minidump import open_dump
-from tests.support.samples import REAL_DUMPS, SAMPLE_BIN, SAMPLES
+from tests.support.samples import analyse_file, REAL_DUMPS, SAMPLE_BIN, SAMPLES
 
 FAST = ("null_deref.dmp", "recursion_cycle3.dmp", "tree_free.dmp")
 
@@ -32,7 +31,7 @@ def _dumps():
 @pytest.mark.parametrize("dump,images", list(_dumps()))
 def test_plain_report_is_what_rich_writes(dump: Path, images):
     try:
-        report = analyze(open_dump(str(dump)), Options(image_paths=images)).report
+        report = analyse_file(str(dump), Options(image_paths=images))
     except Exception as e:  # a dump the CLI refuses as unusable has no report to compare
         pytest.skip(f"{dump.name}: {e}")
     for width in (120, 80, 40):

@@ -8,17 +8,16 @@ import re
 
 import pytest
 
-from dumpkit.engine import Options, analyze
+from dumpkit.engine import Options
 from dumpkit.report.text import render_text
-from dumpkit.sources.minidump import open_dump
-from tests.support.samples import SAMPLE_BIN, sample_path
+from tests.support.samples import analyse_file, SAMPLE_BIN, sample_path
 
 _REPORTS: dict = {}
 
 
 def _report(name: str):
     if name not in _REPORTS:
-        _REPORTS[name] = analyze(open_dump(str(sample_path(name))), Options(image_paths=[str(SAMPLE_BIN)])).report
+        _REPORTS[name] = analyse_file(str(sample_path(name)), Options(image_paths=[str(SAMPLE_BIN)]))
     return _REPORTS[name]
 
 

@@ -28,7 +28,7 @@ def test_a_context_at_offset_0_is_no_context(tmp_path):
         main = next(t for t in target.threads if t.tid == 7)
         assert worker.context is None and main.context is not None
         assert any("thread 8: no register context" in e and "file header" in e for e in target.soft_errors.items)
-        report = analyze(target, Options(use_recorded_paths=False)).report
+        report = analyze(target, Options(use_recorded_paths=False), problems=target.soft_errors).report
         row = next(t for t in report.threads if t.tid == 8)
         assert row.frame_count == 0 and "context" in row.stop_reason
     finally:

@@ -129,7 +129,7 @@ def test_access_violation_three_known_frames(tmp_path, image_dir):
     frames = [(FRAME["leaf"], ret_site("middle")), (FRAME["middle"], ret_site("outer"))]
     path = _dump(tmp_path, image, frames, fault, 0xC0000005, (0, 0))
     with open_dump(path) as target:
-        report = analyze(target, Options(image_paths=[where])).report
+        report = analyze(target, Options(image_paths=[where]), problems=target.soft_errors).report
     crash = report.threads[0]
     assert crash.is_crashing and crash.tid == 0x99 and crash.name == "worker"
     got = [(f.module, f.symbol, f.function_start) for f in crash.frames]
@@ -156,7 +156,7 @@ def test_recursion_cycle_with_checked_call_sites(tmp_path, image_dir):
     frames = [(0, ret_site("recurse"))] + [(size, ret_site("recurse"))] * (depth - 2) + [(size, ret_site("outer"))]
     path = _dump(tmp_path, image, frames, va("recurse"), 0xC00000FD, (1, 0))
     with open_dump(path) as target:
-        report = analyze(target, Options(image_paths=[where])).report
+        report = analyze(target, Options(image_paths=[where]), problems=target.soft_errors).report
     crash = report.threads[0]
     assert crash.frame_count == depth + 1  # every recursion frame and outer
     (cycle,) = crash.cycles

@@ -435,8 +435,8 @@ class Scene:
         dynamic = [e for c in self.code if isinstance(c, Jit) for e in c.entries]
         dynamic += self.more_entries
         target = target_of(regions, modules, dynamic, self.arch)
-        images = ImageProvider(target, ImageLocator(use_recorded_path=False))
-        return Walker(target, images, step_for(target), max_frames=max_frames)
+        images = ImageProvider(target, ImageLocator(use_recorded_path=False), problems=target.soft_errors)
+        return Walker(target, images, step_for(target), max_frames=max_frames, problems=target.soft_errors)
 
     def thread(self, regs: Dict[str, int]) -> Thread:
         lo, hi = self.stack_range

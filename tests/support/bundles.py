@@ -17,7 +17,14 @@ def write(dump: Path, out: Path, image_paths: Sequence[str] = (), redact: bool =
 
     target = open_dump(str(dump))
     try:
-        return write_bundle(target, str(dump), str(out), image_paths=image_paths, only_used_memory=only_used_memory)
+        return write_bundle(
+            target,
+            str(dump),
+            str(out),
+            image_paths=image_paths,
+            only_used_memory=only_used_memory,
+            problems=target.soft_errors,
+        )
     finally:
         target.close()
 
@@ -40,7 +47,9 @@ def report_json(target, image_paths: Sequence[str] = ()) -> Dict:
     from dumpkit.report.json_report import render_json
 
     try:
-        doc = json.loads(render_json(analyze(target, Options(image_paths=image_paths)).report))
+        doc = json.loads(
+            render_json(analyze(target, Options(image_paths=image_paths), problems=target.soft_errors).report)
+        )
     finally:
         target.close()
     doc["dump"].pop("path", None)
@@ -58,7 +67,9 @@ def stacks_json(target, image_paths: Sequence[str] = ()) -> Dict:
     from dumpkit.report.json_report import render_json
 
     try:
-        doc, _, _ = stacks(target, Options(image_paths=image_paths), list(target.threads), python=True)
+        doc, _, _ = stacks(
+            target, Options(image_paths=image_paths), list(target.threads), python=True, problems=target.soft_errors
+        )
         out = json.loads(render_json(doc))
     finally:
         target.close()

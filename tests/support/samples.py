@@ -167,12 +167,23 @@ def python_dump(facts: dict) -> Path:
     return bundle
 
 
-def open_any(path) -> "object":
-    """A Target for a dump or a bundle (.dkb), as the CLI opens them."""
+def open_any(path, problems=None) -> "object":
+    """A Target for a dump or a bundle (.dkb), as the CLI opens them; what reading meets
+    goes to `problems` (a new collector when None)."""
     from dumpkit.sources.bundle import open_bundle
     from dumpkit.sources.minidump import open_dump
 
-    return open_bundle(str(path)) if str(path).endswith(".dkb") else open_dump(str(path))
+    return open_bundle(str(path), problems) if str(path).endswith(".dkb") else open_dump(str(path), problems)
+
+
+def analyse_file(path, options=None):
+    """The Report of the dump or bundle at `path` as `dumpkit analyze` makes it: one run,
+    whose one problems collector the dump is opened into and the engine is handed."""
+    from dumpkit.engine import analyze
+    from dumpkit.problems import Problems
+
+    problems = Problems()
+    return analyze(open_any(path, problems), options, problems=problems).report
 
 
 def python_images(facts: dict, bundled: bool = True) -> list:

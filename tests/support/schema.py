@@ -55,10 +55,12 @@ def documents(
     from dumpkit.report.json_report import render_json
     from dumpkit.report.stream import write_stacks_json
 
-    def stack(target) -> Optional[str]:
+    def stack(target, problems) -> Optional[str]:
         if walker_for(target) is None:
             return None
-        doc, frames, supports = stacks(target, walk_opts, list(target.threads), python=True, cycles=False)
+        doc, frames, supports = stacks(
+            target, walk_opts, list(target.threads), python=True, cycles=False, problems=problems
+        )
         text = io.StringIO()
         write_stacks_json(doc, frames, text, supports=supports)
         return text.getvalue()
@@ -66,15 +68,15 @@ def documents(
     opts = Options(image_paths=tuple(map(str, image_paths)))
     walk_opts = opts if max_frames is None else Options(image_paths=opts.image_paths, max_frames=max_frames)
     write = {
-        "analyze": lambda target: render_json(analyze(target, opts).report),
-        "info": lambda target: render_json(contents(target)),
+        "analyze": lambda target, problems: render_json(analyze(target, opts, problems=problems).report),
+        "info": lambda target, problems: render_json(contents(target, problems=problems)),
         "stack": stack,
     }
     out: Dict[str, Any] = {}
     for kind in kinds:
-        target = open_target(str(path))  # each command opens the dump afresh
+        target, problems = open_target(str(path))  # each command opens the dump afresh: a run each
         try:
-            text = write[kind](target)
+            text = write[kind](target, problems)
         finally:
             target.close()
         if text is not None:

@@ -86,12 +86,13 @@ MSVC_DUMP = ROOT / "sample_dumps" / "msvc" / "msvc_pdb_av.dmp.xz"
 
 
 def _crash_report(plain, image_dir: Path):
-    from dumpkit.engine import Options, analyze
-    from dumpkit.sources.minidump import open_dump
+    from dumpkit.engine import Options
+
+    from tests.support.samples import analyse_file
 
     if not MSVC_DUMP.exists():
         pytest.skip("sample_dumps/msvc/msvc_pdb_av.dmp.xz not present")
-    report = analyze(open_dump(str(plain(MSVC_DUMP))), Options(image_paths=[str(image_dir)])).report
+    report = analyse_file(str(plain(MSVC_DUMP)), Options(image_paths=[str(image_dir)]))
     crash = next(t for t in report.threads if t.is_crashing)
     module = next(m for m in report.modules if m.name == "attach_amd64.dll")
     return report, crash.frames[0], module

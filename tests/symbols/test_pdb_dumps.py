@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dumpkit.engine import Options, analyze
-from dumpkit.sources.minidump import open_dump
+from dumpkit.engine import Options
 
-from tests.support.samples import SAMPLE_BIN, run_cli, sample_path
+from tests.support.samples import analyse_file, SAMPLE_BIN, run_cli, sample_path
 from tests.symbols.pdbfiles import copy_tree, other_build, pdb_path
 
 WINE_BIN = SAMPLE_BIN / "wine"
@@ -26,9 +25,9 @@ CYCLE = ("parse_value", "parse_list", "parse_item")
 
 
 def report(dump: str, image_paths=(), symbol_paths=()):
-    return analyze(
-        open_dump(str(sample_path(dump))), Options(image_paths=[str(WINE_BIN), *image_paths], symbol_paths=symbol_paths)
-    ).report
+    return analyse_file(
+        sample_path(dump), Options(image_paths=[str(WINE_BIN), *image_paths], symbol_paths=symbol_paths)
+    )
 
 
 def images_only(tmp_path: Path) -> Path:

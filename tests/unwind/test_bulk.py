@@ -36,7 +36,7 @@ WITH_IMAGES = (str(SAMPLE_BIN), str(SAMPLE_BIN / "wine"))
 
 
 def _walks(target, use_bulk, images=WITH_IMAGES):
-    walker = make_walker(target, Options(image_paths=images))
+    walker = make_walker(target, Options(image_paths=images), problems=target.soft_errors)
     walker.use_bulk = use_bulk
     crash = crashing_thread(target)
     out = []
@@ -166,7 +166,7 @@ def test_the_frame_limit_cuts_a_bulk_walk_where_it_cuts_the_stepped_one(limit):
     target, crash = _sample_crash("recursion_one.dmp")
     walks = []
     for use_bulk in (True, False):
-        walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+        walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)), problems=target.soft_errors)
         walker.use_bulk = use_bulk
         walks.append(walker.walk(crash, target.exception.context, max_frames=limit))
     bulk, stepped = walks
@@ -191,7 +191,7 @@ def test_a_deep_recursion_ending_in_scanned_frames_keeps_its_runs(tmp_path_facto
     monkeypatch.setattr(Run, "frame", lambda run, i: made.append(i) or frame(run, i))
     walks = []
     for use_bulk in (True, False):
-        walker = make_walker(target, Options(image_paths=()))
+        walker = make_walker(target, Options(image_paths=()), problems=target.soft_errors)
         walker.use_bulk = use_bulk
         walks.append(walker.walk(crash, target.exception.context))
         if use_bulk:

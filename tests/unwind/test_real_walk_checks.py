@@ -42,8 +42,10 @@ class Walked:
 
     def __init__(self, path: Path, cross_check: bool = True):
         self.target = open_dump(str(path))
-        images = ImageProvider(self.target, ImageLocator(use_recorded_path=False))
-        self.walker = Walker(self.target, images, step_for(self.target), cross_check=cross_check)
+        images = ImageProvider(self.target, ImageLocator(use_recorded_path=False), problems=self.target.soft_errors)
+        self.walker = Walker(
+            self.target, images, step_for(self.target), cross_check=cross_check, problems=self.target.soft_errors
+        )
         ex = self.target.exception
         self.thread = next(t for t in self.target.threads if ex is None or t.tid == ex.thread_id)
         self.walk = self.walker.walk(self.thread, ex.context if ex is not None else None)

@@ -86,7 +86,7 @@ KEEP = 1000
 def _frames(path, images, recorded) -> List[Tuple[int, int, Trust]]:
     target = open_dump(str(path))
     try:
-        walker = make_walker(target, Options(image_paths=images))
+        walker = make_walker(target, Options(image_paths=images), problems=target.soft_errors)
         walker.code.images._locator.use_recorded_path = recorded
         walk = walk_thread(walker, crashing_thread(target), target.exception.context)
         return [(f.sp, f.ip, f.trust) for f in walk.frames[:KEEP]]
@@ -112,7 +112,7 @@ def test_without_images_no_sample_shows_a_held_code_word_that_is_not_a_true_fram
         truth = {(sp, ip) for sp, ip, _ in _frames(path, images, True)}
         target = open_dump(str(path))
         try:
-            code = make_walker(target, Options()).code
+            code = make_walker(target, Options(), problems=target.soft_errors).code
             alone = _frames(path, [], False)
             for k, (sp, ip, trust) in enumerate(alone[1:], start=1):
                 if trust in SCANNED and code.frame_end(ip) is not None:

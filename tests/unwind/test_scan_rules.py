@@ -27,7 +27,7 @@ PYTHON = ["json_recursion.dmp.xz", "pickle_recursion.dmp.xz", "py_recursion.dmp.
 def _frames(path, images, recorded):
     target = open_dump(str(path))
     try:
-        walker = make_walker(target, Options(image_paths=images))
+        walker = make_walker(target, Options(image_paths=images), problems=target.soft_errors)
         walker.code.images._locator.use_recorded_path = recorded
         thread = crashing_thread(target)
         walk = walk_thread(walker, thread, target.exception.context)

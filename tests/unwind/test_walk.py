@@ -28,7 +28,12 @@ GONE = Module("gone.dll", "C:\\nowhere\\gone.dll", 0x7FF700000000, 0x20000)
 
 def walker(arch: int = 9) -> Walker:
     target = target_of([IMAGE.region(), (0x100000, Stack().build())], [IMAGE.module, GONE], arch=arch)
-    return Walker(target, ImageProvider(target, ImageLocator(use_recorded_path=False)), step_for(target))
+    return Walker(
+        target,
+        ImageProvider(target, ImageLocator(use_recorded_path=False), problems=target.soft_errors),
+        step_for(target),
+        problems=target.soft_errors,
+    )
 
 
 def test_a_thread_without_context_is_not_walked():

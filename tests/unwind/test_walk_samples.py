@@ -18,7 +18,7 @@ CASES = [d for d in sample_manifest() if d["file"].endswith(".dmp")]
 
 def _walk(path, image_paths=(str(SAMPLE_BIN),), recorded=True):
     target = open_dump(str(path))
-    walker = make_walker(target, Options(image_paths=image_paths))
+    walker = make_walker(target, Options(image_paths=image_paths), problems=target.soft_errors)
     walker.code.images._locator.use_recorded_path = recorded
     thread = crashing_thread(target)
     return target, walk_thread(walker, thread, target.exception.context)
@@ -104,7 +104,7 @@ def test_every_thread_walks_to_its_start_from_unwind_data(path):
     from .pdata (or a read prologue) down to ntdll!RtlUserThreadStart. The idle workers'
     source calls WaitForSingleObject directly, so that is the frame above them."""
     target = open_dump(str(path))
-    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)))
+    walker = make_walker(target, Options(image_paths=(str(SAMPLE_BIN),)), problems=target.soft_errors)
     crashing = crashing_thread(target)
     idle = 0
     for thread in target.threads:

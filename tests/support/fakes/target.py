@@ -9,7 +9,6 @@ from __future__ import annotations
 import bisect
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from dumpkit.problems import Problems
 from dumpkit.target import (
     DumpInfo,
     ExceptionInfo,
@@ -18,6 +17,7 @@ from dumpkit.target import (
     Module,
     ModuleMap,
     ProcessInfo,
+    Problems,
     SystemInfo,
     Thread,
     UnloadedModule,
