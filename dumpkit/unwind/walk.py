@@ -10,8 +10,8 @@ The loop here owns what does not depend on the CPU:
 - stack scanning, built on the CodeMap's call-site checks, which steps fall back to;
 - fixed frames: a caller frame whose return address and saved registers sit at fixed
   offsets from SP (most compiled code) is taken from a cached `FixedFrame` in the loop
-  itself, with no call into the step; a million identical recursive frames then cost a
-  dictionary lookup and a few reads each;
+  itself, with no call into the step: a dictionary lookup and a few reads a frame, and a
+  recursion of them is verified in bulk (below);
 - the stop reasons;
 - other threads as evidence: a walk with scanned frames is checked against the walks of
   the process's other threads (`unwind/evidence.py`), which can prove a scanned frame
@@ -20,6 +20,14 @@ The loop here owns what does not depend on the CPU:
 A step answers, for one frame, where its caller is (`Step.caller`), and may describe a
 return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
 the stack's depth.
+
+The loop (`Walker._walk`) keeps a walk's state in a `_Walk` and takes frames two ways:
+`_fixed_frames` follows cached FixedFrames for as long as they come, `_step_frame` asks
+the step for one frame's caller and checks it. After `bulk.MIN_RUN` frames in a row of
+either kind, `_splice_fixed` or `_splice_scanned` hands the rest of a recursion to
+unwind/bulk.py, which verifies it against the `StackWindow`'s words; the run it gives
+back is spliced into the frames walked so far (`bulk.Walked`) and the walk goes on after
+it.
 """
 
 from __future__ import annotations
@@ -178,6 +186,42 @@ class StackWindow:
             return None
 
 
+class _Walk:
+    """A thread's walk under way, the state `Walker._walk`'s helpers share: the frame it is
+    at (`ip`, `sp`, the registers `regs` the step tracks, found as `trust` says), the
+    frames walked so far (`walked`), the stack it reads (`window`), at most `limit` frames."""
+
+    __slots__ = (
+        "ip",
+        "sp",
+        "regs",
+        "trust",
+        "exact",
+        "callee_exact",
+        "scan_streak",
+        "scanned",
+        "walked",
+        "window",
+        "read_word",
+        "limit",
+        "problems",
+    )
+
+    def __init__(self, start: Start, window: StackWindow, limit: int):
+        self.ip, self.sp, self.regs, self.trust = start.ip, start.sp, start.regs, Trust.CONTEXT
+        # ip is where execution stopped (frame 0, or the interrupted IP a machine frame
+        # saved), not a return address: looked up as is, and it may be mid-epilogue
+        self.exact = True
+        self.callee_exact = False  # whether the frame below this one was exact
+        self.scan_streak = 0  # frames in a row whose caller was found by scanning alone
+        self.scanned = False  # whether a caller was found by scanning
+        self.walked = bulk.Walked()
+        self.window = window
+        self.read_word = window.read
+        self.limit = limit
+        self.problems = start.problems  # what went wrong on the way, in words
+
+
 StepFactory = Callable[["Walker"], Step]
 _FixedTuple = Tuple[Place, int, Tuple[Tuple[str, int], ...], str, Optional[int]]  # a FixedFrame's fields
 
@@ -294,144 +338,165 @@ class Walker:
         if step is None:
             raise ValueError("this walker has no step for the target's CPU")
         limit = self.max_frames if max_frames is None else max_frames
-        ip, sp, regs, stack_lo, stack_hi, problems = step.start(thread, ctx)
+        start = step.start(thread, ctx)
         word = step.word_size
-        word_format = "<Q" if word == 8 else "<I"
-        # the window as 64-bit words too, for verifying recursions in bulk
-        window = StackWindow(self.target, sp, stack_lo, stack_hi, word, self.use_bulk and word == 8)
-        read_word = window.read
-        unpack = _unpack
-        in_bulk = window.words is not None
-        # frames and verified recursion runs (unwind/bulk.py) so far
-        walked = bulk.Walked()
-        frames = walked.frames
-        append = frames.append
-        streak = 0  # fast frames in a row at the end of `frames`
-        scan_streak = 0  # frames in a row whose caller was found by scanning alone
+        window = StackWindow(self.target, start.sp, start.stack_lo, start.stack_hi, word, self.use_bulk and word == 8)
+        walk = _Walk(start, window, limit)
+        fixed = self._fixed
+        stop = None
+        while stop is None:
+            if not walk.exact and fixed.get(walk.ip, _MISSING) is not None:
+                # a return address with a FixedFrame, or not asked about yet
+                stop = self._fixed_frames(step, walk)
+                if stop is not None:
+                    break
+            stop = self._step_frame(step, walk)
+        frame_limit = limit if stop is StopReason.FRAME_LIMIT else None
+        return StackWalk(thread.tid, walk.walked.walk(), stop, start.problems, frame_limit), walk.scanned
+
+    def _fixed_frames(self, step: Step, walk: _Walk) -> Optional[StopReason]:
+        """Take the frames at return addresses with a FixedFrame (the caller's return
+        address and the saved registers at fixed offsets from SP: most compiled code) for
+        as long as they come, with no call into the step: a cached tuple and a few reads a
+        frame. After MIN_RUN of them in a row found by unwind data, the rest of a recursion
+        is verified in bulk (`_splice_fixed`). Why the walk stopped, or None when the frame
+        it is at needs the step."""
         fixed_frames = self._fixed
-        code_map = self.code
-        code = code_map._code
-        places = code_map._places
-        trust = Trust.CONTEXT
+        code = self.code._code  # address -> itself when plausible code (see code_address)
+        code_address = self.code.code_address
+        window = walk.window
+        read_word = window.read
+        word, stack_hi = window.word, window.stack_hi
+        append = walk.walked.frames.append
+        regs = walk.regs
+        limit = walk.limit
+        in_bulk = window.words is not None
         unwind_info = Trust.UNWIND_INFO
-        stop = StopReason.END_OF_STACK
-        scanned = False
-        # `exact`: ip is where execution stopped (frame 0, or the interrupted IP a machine
-        # frame saved), not a return address: look it up as is, and it may be mid-epilogue.
-        exact = True
-        callee_exact = False  # whether the frame below the current one was exact
+        ip, sp, trust = walk.ip, walk.sp, walk.trust
+        n = first = len(walk.walked)
+        streak = 0  # frames in a row found by unwind data
+        stop = None
         while True:
-            n = walked.before + len(frames)
             if n >= limit:
                 stop = StopReason.FRAME_LIMIT
                 break
-            if not exact:
-                # Fast path: a caller frame whose unwind is fixed offsets from SP (most
-                # compiled code): one cached tuple, a few reads.
-                fast = fixed_frames.get(ip, _MISSING)
-                if fast is _MISSING:
-                    fast = self._fixed_frame(step, ip)
-                if fast is not None:
-                    place, delta, saved, modname, fstart = fast
-                    ra = sp + delta
-                    if window.lo <= ra and ra + word <= window.hi:
-                        cip = unpack(word_format, window.data, ra - window.lo)[0]
-                    else:
-                        cip = read_word(ra)
-                    known = code.get(cip) if cip else None
-                    if known is None and cip:
-                        known = code_map.code_address(cip)
-                    if cip is not None and (cip == 0 or known):
-                        if known:
-                            cip = known  # the shared int object (see code_address)
-                        frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust, place.source)
-                        append(frame)
-                        for reg, off in saved:
-                            v = read_word(sp + off)
-                            if v is not None:
-                                regs[reg] = v
-                        if cip == 0:
-                            stop = StopReason.RETURN_ADDRESS_ZERO
-                            break
-                        csp = ra + word
-                        if csp > stack_hi + word:
-                            stop = StopReason.END_OF_STACK
-                            break
-                        frame.size = csp - sp
-                        streak = streak + 1 if trust is unwind_info else 0
-                        ip, sp, trust = cip, csp, unwind_info
-                        callee_exact = False
-                        if in_bulk and streak >= bulk.MIN_RUN:
-                            streak = 0
-                            found = bulk.follow(walked, ip, sp, self._cached_fixed, window, limit)
-                            if found is not None:
-                                run, last = found
-                                walked.splice(run)
-                                for at, saved_regs in last:
-                                    for reg, off in saved_regs:
-                                        v = read_word(at + off)
-                                        if v is not None:
-                                            regs[reg] = v
-                                sp = run.end
-                        continue
-            streak = 0
-            place = places.get((ip, not exact)) or code_map.place(ip, not exact)
-            mod = place.module
-            frame = Frame(
-                n,
-                ip,
-                sp,
-                mod.name if mod else None,
-                place.rva,
-                place.function_start,
-                place.symbol,
-                None,
-                trust,
-                place.source,
-            )
-            append(frame)
-            nxt = step.caller(
-                place, ip, sp, regs, read_word, exact, stack_hi, not callee_exact and trust not in SCANNED
-            )
-            if nxt is None:
-                stop = StopReason.NO_CALLER
+            fixed = fixed_frames.get(ip, _MISSING)
+            if fixed is _MISSING:
+                fixed = self._fixed_frame(step, ip)
+            if fixed is None:
                 break
-            callee_exact = exact
-            cip, csp, cregs, ctrust, exact = nxt
-            if ctrust in SCANNED:
-                scanned = True
+            place, delta, saved, modname, fstart = fixed
+            ra = sp + delta
+            cip = read_word(ra)
+            known = code.get(cip) if cip else None
+            if known is None and cip:
+                known = code_address(cip)
+            if cip is None or not (cip == 0 or known):
+                break  # a return address the cache cannot vouch for: the step decides
+            if known:
+                cip = known  # the shared int object (see code_address)
+            frame = Frame(n, ip, sp, modname, place.rva, fstart, place.symbol, None, trust, place.source)
+            append(frame)
+            n += 1
+            for reg, off in saved:
+                v = read_word(sp + off)
+                if v is not None:
+                    regs[reg] = v
             if cip == 0:
                 stop = StopReason.RETURN_ADDRESS_ZERO
                 break
-            if csp <= sp:
-                problems.append(f"frame {n}: caller SP {csp:#x} not above {sp:#x}; stopped")
-                stop = StopReason.SP_NOT_INCREASING
-                break
+            csp = ra + word
             if csp > stack_hi + word:
                 stop = StopReason.END_OF_STACK
                 break
             frame.size = csp - sp
-            scan_streak = scan_streak + 1 if ctrust in SCANNED and step.scans_for_caller(place, exact) else 0
-            ip, sp, regs, trust = cip, csp, dict(cregs), ctrust
-            if in_bulk and scan_streak >= bulk.MIN_RUN:
-                # a recursion through code without unwind data, each caller found by
-                # scanning: verified in bulk as fixed frames are (unwind/bulk.py)
-                scan_streak = 0
-                scanned_run = bulk.follow_scanned(
-                    walked,
-                    ip,
-                    sp,
-                    window,
-                    limit,
-                    code_map.maybe_return,
-                    code_map.no_code_in,
-                    aligned=not code_map.dynamic,
-                )
-                if scanned_run is not None:
-                    walked.splice(scanned_run)
-                    sp = scanned_run.end
-        stopped_at = limit if stop is StopReason.FRAME_LIMIT else None
-        return StackWalk(thread.tid, walked.walk(), stop, problems, stopped_at), scanned
+            streak = streak + 1 if trust is unwind_info else 0
+            ip, sp, trust = cip, csp, unwind_info
+            if in_bulk and streak >= bulk.MIN_RUN:
+                streak = 0
+                walk.ip, walk.sp = ip, sp
+                self._splice_fixed(walk)
+                sp, n = walk.sp, len(walk.walked)
+        if n > first:
+            walk.callee_exact = False
+        walk.ip, walk.sp, walk.trust = ip, sp, trust
+        return stop
+
+    def _step_frame(self, step: Step, walk: _Walk) -> Optional[StopReason]:
+        """Take the frame the walk is at and its caller as the step finds it (unwind data,
+        a frame chain, a scan), checked: not 0, its SP above the frame's and inside the
+        stack. After MIN_RUN frames in a row whose caller was found by scanning alone, the
+        rest of a recursion of them is verified in bulk (`_splice_scanned`). Why the walk
+        stopped, or None when it goes on."""
+        walked = walk.walked
+        n = walked.before + len(walked.frames)  # len(walked), without the call
+        if n >= walk.limit:
+            return StopReason.FRAME_LIMIT
+        ip, sp, trust, exact = walk.ip, walk.sp, walk.trust, walk.exact
+        code_map = self.code
+        place = code_map._places.get((ip, not exact)) or code_map.place(ip, not exact)
+        mod = place.module
+        name = mod.name if mod else None
+        frame = Frame(n, ip, sp, name, place.rva, place.function_start, place.symbol, None, trust, place.source)
+        walked.frames.append(frame)
+        window = walk.window
+        stack_hi = window.stack_hi
+        called_from_body = not walk.callee_exact and trust not in SCANNED
+        nxt = step.caller(place, ip, sp, walk.regs, walk.read_word, exact, stack_hi, called_from_body)
+        if nxt is None:
+            return StopReason.NO_CALLER
+        cip, csp, cregs, ctrust, cexact = nxt
+        if ctrust in SCANNED:
+            walk.scanned = True
+        if cip == 0:
+            return StopReason.RETURN_ADDRESS_ZERO
+        if csp <= sp:
+            walk.problems.append(f"frame {n}: caller SP {csp:#x} not above {sp:#x}; stopped")
+            return StopReason.SP_NOT_INCREASING
+        if csp > stack_hi + window.word:
+            return StopReason.END_OF_STACK
+        frame.size = csp - sp
+        walk.ip, walk.sp, walk.regs, walk.trust = cip, csp, dict(cregs), ctrust
+        walk.exact, walk.callee_exact = cexact, exact
+        if ctrust in SCANNED and step.scans_for_caller(place, cexact):
+            walk.scan_streak += 1
+            if walk.scan_streak >= bulk.MIN_RUN and window.words is not None:
+                walk.scan_streak = 0
+                self._splice_scanned(walk)
+        else:
+            walk.scan_streak = 0
+        return None
+
+    def _splice_fixed(self, walk: _Walk) -> None:
+        """The rest of the recursion of fixed frames the walk is in, verified against the
+        stack's words in bulk (`bulk.follow`), spliced in as one run: the walk goes on
+        after it with the registers its last repetition saved. Nothing when there is none."""
+        found = bulk.follow(walk.walked, walk.ip, walk.sp, self._cached_fixed, walk.window, walk.limit)
+        if found is None:
+            return
+        run, last = found
+        walk.walked.splice(run)
+        read_word = walk.window.read
+        regs = walk.regs
+        for at, saved in last:
+            for reg, off in saved:
+                v = read_word(at + off)
+                if v is not None:
+                    regs[reg] = v
+        walk.sp = run.end
+
+    def _splice_scanned(self, walk: _Walk) -> None:
+        """`_splice_fixed` for a recursion through code without unwind data, each caller
+        found by scanning (`bulk.follow_scanned`); the registers are what the scans left."""
+        code = self.code
+        # no JIT code: the scans took return addresses only at aligned slots (Walker.scan)
+        window, aligned = walk.window, not code.dynamic
+        run = bulk.follow_scanned(
+            walk.walked, walk.ip, walk.sp, window, walk.limit, code.maybe_return, code.no_code_in, aligned=aligned
+        )
+        if run is not None:
+            walk.walked.splice(run)
+            walk.sp = run.end
 
     def _cached_fixed(self, ip: int) -> Optional[_FixedTuple]:
         found = self._fixed.get(ip, _MISSING)

@@ -13,7 +13,8 @@ import pytest
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.engine import Options, crashing_thread, make_walker
 from dumpkit.sources.minidump import open_dump
-from dumpkit.unwind.bulk import Frames, Run
+from dumpkit.unwind.bulk import Frames, Member, Run, Walked
+from dumpkit.unwind.frames import Frame, Trust
 from tests.support.samples import PY_SAMPLES, SAMPLE_BIN, SAMPLES, real_dumps
 
 
@@ -243,3 +244,20 @@ def test_a_code_address_in_a_misaligned_word_is_passed_over_by_both_walks(tmp_pa
     _, word, bulk, stepped = _planted_in_a_scanned_run(tmp_path_factory, 0)
     assert not any(f.sp == word + 8 for f in stepped.frames), "a misaligned word was taken as a return slot"
     assert _runs(bulk), "the bulk walk no longer verifies the recursion"
+
+
+def test_walked_splices_a_run_after_its_frames_and_keeps_its_list():
+    walked = Walked()
+    append = walked.frames.append
+    for i in range(3):
+        append(Frame(i, 0x1000, 0x2000 + 0x40 * i, "m.dll", 0x1000, 0x1000, "m.dll!f", 0x40, Trust.UNWIND_INFO, None))
+    assert walked.walk() == walked.frames and len(walked) == 3
+    member = Member(0x1000, "m.dll", 0x1000, 0x1000, "m.dll!f", 0x40, 0)
+    run = Run(3, 0x20C0, (member,), 0x40, 5)
+    walked.splice(run)
+    assert len(walked) == 8 and walked.frames == [] and run.end == 0x2200
+    append(Frame(8, 0x3000, 0x2200, None, None, None, None, None, Trust.SCAN, None))  # the list bound before
+    frames = walked.walk()
+    assert isinstance(frames, Frames) and len(frames) == 9
+    assert [f.sp for f in frames] == [0x2000 + 0x40 * i for i in range(9)]
+    assert frames[8].ip == 0x3000 and frames[5] == run.frame(2)

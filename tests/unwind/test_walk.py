@@ -9,7 +9,8 @@ from dumpkit.images import ImageLocator, ImageProvider
 from dumpkit.target import Module, Registers, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import StopReason, Trust
-from dumpkit.unwind.walk import Walker
+from dumpkit.unwind import walk as walk_module
+from dumpkit.unwind.walk import StackWindow, Walker
 from tests.support.asm import INT3, Alloc, Call, Code, Function, Image, Stack, target_of
 
 IMAGE = Image(
@@ -62,3 +63,18 @@ def test_plausible_return_checks_the_call_site():
     assert w.code.plausible_return(GONE.base + 0x100) is None
     assert w.code.plausible_return(0x100100) is None  # the stack
     assert w.code.bits == 64 and walker(arch=0).code.bits == 32
+
+
+def test_the_stack_window_moves_forward_past_its_end_and_reads_the_dump_elsewhere(monkeypatch):
+    monkeypatch.setattr(walk_module, "MAX_STACK_BYTES", 64)
+    stack = b"".join(k.to_bytes(8, "little") for k in range(32))  # word k holds k
+    target = target_of([(0x100000, stack)], [])
+    window = StackWindow(target, 0x100010, 0x100000, 0x100100, 8, as_words=True)
+    assert (window.lo, window.hi) == (0x100010, 0x100050) and list(window.words or []) == list(range(2, 10))
+    assert window.read(0x100018) == 3
+    assert window.read(0x100008) == 1  # below the window: from the dump; the window stays
+    assert (window.lo, window.hi) == (0x100010, 0x100050)
+    assert window.read(0x100060) == 12  # past it, in the stack: the window moves there
+    assert (window.lo, window.hi) == (0x100060, 0x1000A0) and (window.words or [])[0] == 12
+    assert window.read(0x100100) is None  # past the stack and the dump
+    assert StackWindow(target, 0x100010, 0x100000, 0x100100, 8, as_words=False).words is None
