@@ -17,9 +17,6 @@ from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tupl
 from dumpkit.problems import Problems
 from dumpkit.records import record
 
-# The collector's name before it moved to dumpkit.problems (unwind/walk.py still says it).
-SoftErrors = Problems
-
 
 class DumpError(Exception):
     """The input cannot be used at all (not a minidump, unreadable header...).

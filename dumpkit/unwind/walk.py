@@ -38,7 +38,8 @@ from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, P
 
 from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
-from dumpkit.target import MemoryNotInDump, Registers, SoftErrors, Target, Thread
+from dumpkit.problems import Problems
+from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
 from dumpkit.unwind.codemap import MIN_CODE_ADDRESS, CodeMap
 from dumpkit.unwind.confirm import confirmed
@@ -232,8 +233,8 @@ class Walker:
     What the code is (places, code bytes, call-site checks) is the walker's `code`, a
     CodeMap the analyses share; the walker itself only walks. `step` builds the CPU's step
     from this walker (see `unwind/cpus.py`); without one nothing is walked. `problems`: the
-    run's collector, where the step adds unwind data it cannot use (a tool or test walking
-    alone: the target's)."""
+    run's collector, where the step adds unwind data it cannot use (required: a tool or
+    test walking alone passes the target's own, `target.soft_errors`)."""
 
     def __init__(
         self,
@@ -244,10 +245,11 @@ class Walker:
         scan_words: int = DEFAULT_SCAN_WORDS,
         cross_check: bool = True,
         use_bulk: bool = True,
-        problems: Optional[SoftErrors] = None,
+        *,
+        problems: Problems,
     ):
         self.target = target
-        self.problems = problems if problems is not None else target.soft_errors
+        self.problems = problems
         self.code = CodeMap(target, images)
         # Recursions verified in bulk (unwind/bulk.py); off, every frame is stepped (the
         # reference the bulk path is tested against).
