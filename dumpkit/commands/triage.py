@@ -108,7 +108,6 @@ def _triage(
     progress: Optional[bool],
     memory_cap: Optional[str] = None,
 ) -> int:
-    from dumpkit.sources.bundle import open_bundle
     from dumpkit.report import triage as render
     from dumpkit.report.view.triage import triage_document, triage_view
 
@@ -127,7 +126,6 @@ def _triage(
         image_paths=tuple(image_paths),
         symbol_paths=tuple(symbol_paths),
         timeout=timeout,
-        open_bundle=open_bundle,
         report_dir=report_dir,
         report_writer=render.per_dump_html if report_dir else None,
     )

@@ -36,10 +36,10 @@ _UNPACKERS = ((b"\xfd7zXZ\x00", lzma.open), (b"\x1f\x8b", gzip.open), (b"BZh", b
 
 @record
 class Job:
-    """What every dump of one triage is analysed with. The two callables are module-level
-    functions handed in by the front door (picklable by reference): how to open a bundle
-    (a path and the dump's problems collector in, a Target out) and how to render a
-    per-dump report, both of which live above this package."""
+    """What every dump of one triage is analysed with. `report_writer` is a module-level
+    function handed in by the front door (picklable by reference): how to render a
+    per-dump report, which lives above this package. A bundle is opened here: it is a
+    source (`sources.bundle`), below the triage."""
 
     image_paths: Tuple[str, ...] = ()
     symbol_paths: Tuple[str, ...] = ()
@@ -47,7 +47,6 @@ class Job:
     max_frames: int = MAX_FRAMES
     oversized_threshold: int = OVERSIZED_FRAME
     timeout: Optional[float] = None  # seconds per dump
-    open_bundle: Optional[Callable[[str, Problems], Any]] = None
     report_dir: Optional[str] = None  # write a per-dump report here (with report_writer)
     report_writer: Optional[Callable[[Report], str]] = None
     report_suffix: str = ".html"
@@ -197,9 +196,9 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> An
     (the private copy of a compressed dump under "tmp", by name, before it is created),
     for the caller to undo whenever the work stops."""
     if path.lower().endswith(".dkb"):
-        if job.open_bundle is None:
-            raise DumpError("bundles are not readable in this run")
-        return job.open_bundle(path, problems)
+        from dumpkit.sources.bundle import open_bundle  # a bundle's reader, only for bundles
+
+        return open_bundle(path, problems)
     opener = _unpacker(path)
     if opener is None:
         return open_dump(path, problems)
