@@ -27,7 +27,7 @@ from dumpkit.triage.collect import collect
 from dumpkit.triage.group import group
 from dumpkit.triage.record import ANALYSED, DumpRecord, Status
 from dumpkit.triage.run import run
-from tests.support.samples import SAMPLE_BIN, sample_path
+from tests.support.samples import SAMPLE_BIN, SAMPLES, sample_path
 from tests.support.synth_dump import memory_hungry_dump
 
 JOB = Job(image_paths=(str(SAMPLE_BIN),))
@@ -151,6 +151,18 @@ def test_cli_json_has_a_record_per_dump_and_groups_by_index(folder):
         str(folder / "a" / "b" / "run2.DMP"),
     }
     assert set(doc["dumps"][0]) >= {"path", "sha256", "status", "error", "signature", "verdict", "written", "modules"}
+
+
+def test_a_bundle_is_triaged_like_a_dump(tmp_path):
+    """A .dkb among the inputs is opened by triage itself (a bundle is a source) and
+    analysed from the images it carries: the NumPy recursion is named, not an error."""
+    bundle = tmp_path / "numpy.dkb"
+    shutil.copyfile(SAMPLES / "python" / "numpy_object_recursion.dkb", bundle)
+    result = _cli(str(tmp_path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)["dumps"]
+    assert record["path"] == str(bundle) and record["status"] == "analysed", record
+    assert record["verdict"] == "recursion"
 
 
 @pytest.mark.skipif(
