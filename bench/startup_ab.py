@@ -1,7 +1,12 @@
 """Start-up of two commits side by side (issue #34 item 1): `explain` and small `analyze`
 runs of BEFORE and AFTER, taken in turn so that both see the same machine load.
 
-    python bench/startup_ab.py BEFORE [AFTER] [--runs 11]
+    python bench/startup_ab.py BEFORE [AFTER] [--runs 11] [--walks]
+
+`--walks` adds the runs where the walk and the analyses are the cost, not start-up (an
+architecture change must not make them slower, issue #33 item 7): the 1M-frame overflow
+(`analyze` and `stack --json`), the mingw recursion, the CPython recursion walked without
+python38.dll (every frame scanned, verified in bulk) and `info --json` of a real dump.
 
 Each commit's `dumpkit/` is unpacked with `git archive` into a temporary folder and
 compiled to bytecode; the commands run as `python -m dumpkit ...` from that folder (the
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import lzma
 import os
 import resource
 import shutil
@@ -51,11 +57,43 @@ def timed(cmd: List[str], cwd: str) -> Tuple[float, float]:
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def walk_cases(work: str) -> Dict[str, List[str]]:
+    """The walk-heavy cases, their xz'd dumps unpacked into `work`."""
+    samples = os.path.join(ROOT, "sample_dumps")
+
+    def plain(path: str) -> str:
+        out = os.path.join(work, os.path.basename(path)[:-3])
+        with lzma.open(path) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        return out
+
+    deep = plain(os.path.join(samples, "deep_recursion_1m.dmp.xz"))
+    scanned = plain(os.path.join(samples, "python", "thread_stack_size.dmp.xz"))
+    cases = {
+        "analyze 1M-frame overflow, JSON": ["analyze", deep, "--image-path", IMAGES, "--format", "json"],
+        "stack --json 1M-frame overflow": ["stack", deep, "--image-path", IMAGES, "--json"],
+        "analyze recursion_cycle3, JSON": [
+            "analyze",
+            os.path.join(samples, "recursion_cycle3.dmp"),
+            "--image-path",
+            IMAGES,
+            "--format",
+            "json",
+        ],
+        "analyze CPython recursion without its DLL, JSON": ["analyze", scanned, "--format", "json"],
+    }
+    big = os.path.join(os.path.dirname(ROOT), "shared", "real_dumps", "rust-minidump", "stability-report.dmp")
+    if os.path.exists(big):
+        cases["info --json real dump"] = ["info", big, "--json"]
+    return cases
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("before")
     ap.add_argument("after", nargs="?", default="HEAD")
     ap.add_argument("--runs", type=int, default=11)
+    ap.add_argument("--walks", action="store_true", help="also the walk-heavy runs (see the docstring)")
     a = ap.parse_args()
     cases: Dict[str, List[str]] = {
         "explain 0xC00000FD": ["explain", "0xC00000FD"],
@@ -66,6 +104,8 @@ def main() -> None:
         cases["analyze real third-party dump, JSON"] = ["analyze", REAL, "--format", "json"]
         cases["analyze real third-party dump, text"] = ["analyze", REAL]
     work = tempfile.mkdtemp(prefix="dumpkit-startup-")
+    if a.walks:
+        cases.update(walk_cases(work))
     try:
         sides = {}
         for name, rev in (("before", a.before), ("after", a.after)):
