@@ -189,15 +189,15 @@ def test_64k_names_are_bounded_in_every_format(corpus, tmp_path):
 def test_limits_are_parameters_with_safe_defaults():
     from dumpkit import pe
     from dumpkit.engine import Options
-    from dumpkit.sources import memory, minidump
+    from dumpkit.sources import memory, minidump_streams
     from dumpkit.problems import Problems
     from dumpkit.unwind import walk
 
     o = Options()
     assert 0 < o.max_frames <= 10_000_000 and 0 < o.other_thread_max_frames <= o.max_frames
     assert 0 < o.scan_words <= 8192 and 0 < o.keep_frames <= 10_000  # a scan reads at most 64 KiB
-    assert 0 < minidump.MAX_RECORDS <= 1 << 24
-    assert 0 < minidump.MAX_STRING_BYTES <= 1 << 20
+    assert 0 < minidump_streams.MAX_RECORDS <= 1 << 24
+    assert 0 < minidump_streams.MAX_STRING_BYTES <= 1 << 20
     assert 0 < memory.OVERLAP_COMPARE_BUDGET <= 1 << 30
     assert 0 < walk.MAX_STACK_BYTES <= 1 << 30
     assert 0 < pe.MAX_CHAIN <= 64 and 0 < pe.MAX_INDIRECT <= 16 and 0 < pe.MAX_SECTIONS
