@@ -72,18 +72,8 @@ class MinidumpTarget:
         self.path = name or path
         self.kept = tuple(kept) if kept is not None else None
         self.soft_errors = problems if problems is not None else Problems()
-        self.system: Optional[SystemInfo] = None
-        self.process: Optional[ProcessInfo] = None
-        self.threads: List[Thread] = []
-        self.modules: List[Module] = []
-        self.unloaded_modules: List[UnloadedModule] = []
-        self.exception: Optional[ExceptionInfo] = None
-        self.memory_regions: List[MemoryRegion] = []
-        self.function_tables: List[Tuple[int, int, int, int]] = []
-        self.build_string: Optional[str] = None
         self.image_store: Optional[ImageStore] = None  # a bundle's (sources/bundle.py)
         self.bundle: Optional[BundleManifest] = None
-        self.xstate_enabled_features: Optional[int] = None
         if data is not None:
             if not data:
                 raise DumpError("file is empty, not a minidump")
@@ -181,17 +171,19 @@ class MinidumpTarget:
 
     # -- built from the streams ---------------------------------------------------------
     def _take(self, streams: MinidumpStreams) -> None:
+        """The record's fields become the target's (Target), and its memory ranges the
+        memory served."""
         self.dump: DumpInfo = streams.dump
-        self.system = streams.system
-        self.process = streams.process
-        self.build_string = streams.build_string
-        self.xstate_enabled_features = streams.xstate_enabled_features
-        self.threads = streams.threads
-        self.modules = streams.modules
-        self.unloaded_modules = streams.unloaded_modules
-        self.exception = streams.exception
-        self.memory_regions = streams.memory_regions
-        self.function_tables = streams.function_tables
+        self.system: Optional[SystemInfo] = streams.system
+        self.process: Optional[ProcessInfo] = streams.process
+        self.build_string: Optional[str] = streams.build_string
+        self.xstate_enabled_features: Optional[int] = streams.xstate_enabled_features
+        self.threads: List[Thread] = streams.threads
+        self.modules: List[Module] = streams.modules
+        self.unloaded_modules: List[UnloadedModule] = streams.unloaded_modules
+        self.exception: Optional[ExceptionInfo] = streams.exception
+        self.memory_regions: List[MemoryRegion] = streams.memory_regions
+        self.function_tables: List[Tuple[int, int, int, int]] = streams.function_tables
         self._mem_ranges = streams.memory_ranges
         self._memory = CapturedMemory(self._data, self._mem_ranges)
         # Some writers put a thread's stack only in its thread record, not the memory list.
