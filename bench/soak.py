@@ -1,7 +1,7 @@
 """A triage soak (issue #34 item 5): 10,000 distinct dumps with the cache, on 2 worker
 processes and on a 2-worker Dask LocalCluster; throughput and memory over the run.
 
-    python bench/soak.py [--dumps 10000] [--keep DIR]
+    python bench/soak.py [--dumps 10000] [--keep DIR] [--no-dask | --no-processes]
 
 The dumps are made as in fleet_bench.py (real small dumps, each copy's header CheckSum set
 to its number: every file its own content hash). Each run is sampled every 0.5 s: the
@@ -88,6 +88,7 @@ def main() -> None:
     ap.add_argument("--dumps", type=int, default=10_000)
     ap.add_argument("--keep", help="build the folder here and keep it")
     ap.add_argument("--no-dask", action="store_true")
+    ap.add_argument("--no-processes", action="store_true", help="only the Dask run")
     a = ap.parse_args()
     folder = a.keep or tempfile.mkdtemp(prefix="dumpkit-soak-")
     dumps = os.path.join(folder, "dumps")
@@ -96,9 +97,10 @@ def main() -> None:
     print(f"{n} dumps, load {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     dk = [sys.executable, "-m", "dumpkit", "triage", dumps, "--format", "json", "--no-progress"]
     out = os.path.join(folder, "out.json")
-    cache = os.path.join(folder, "cache-processes")
-    wall, samples, _ = watched(dk + ["--jobs", "2", "--cache", cache, "-o", out], cache)
-    table("triage --jobs 2 --cache (cold)", wall, samples, n)
+    if not a.no_processes:
+        cache = os.path.join(folder, "cache-processes")
+        wall, samples, _ = watched(dk + ["--jobs", "2", "--cache", cache, "-o", out], cache)
+        table("triage --jobs 2 --cache (cold)", wall, samples, n)
     if not a.no_dask:
         from distributed import LocalCluster
 
