@@ -103,5 +103,9 @@ for n in ntdll kernel32 kernelbase; do
 done
 # facts (true call chains, frame sizes, ...) -> manifest.json
 timeout 900 python3 src/dumpfacts.py --manifest manifest.json --readme README.md
+# The python310.dll stand-in is only for the program to load while it crashes: the analysis
+# takes its version from the dump's module list, and a file named like python.org's
+# interpreter is not kept beside the dumps (the real ones stay in ../shared/winpython).
+rm -f bin/env/Python310/python310.dll
 ls -la
 du -sh .
