@@ -58,7 +58,9 @@ def _options(
 
 @app.command()
 def analyze(
-    dump: str = typer.Argument(..., help="The .dmp file."),
+    dump: str = typer.Argument(
+        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+    ),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
@@ -106,7 +108,9 @@ def analyze(
 
 @app.command()
 def stack(
-    dump: str = typer.Argument(..., help="The .dmp file."),
+    dump: str = typer.Argument(
+        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+    ),
     thread: Optional[int] = typer.Option(None, "--thread", "-t", help="Thread id (default: the crashing thread)."),
     all_threads: bool = typer.Option(False, "--all", help="Every thread."),
     image_path: Optional[List[str]] = ImagePathOpt,
@@ -141,7 +145,9 @@ def stack(
 
 @app.command()
 def info(
-    dump: str = typer.Argument(..., help="The .dmp file."),
+    dump: str = typer.Argument(
+        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
 ) -> None:
     """What the dump holds: system, process, exception, threads, modules, streams."""

@@ -91,14 +91,15 @@ def _info(name: str, method: int = zipfile.ZIP_LZMA) -> zipfile.ZipInfo:
 
 
 def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[bytes]:
-    """The bytes the bundle stores as its dump: `data` when given (a redacted copy), the
-    dump a bundle being re-bundled holds, else the file at `path`."""
+    """The bytes the bundle stores as its dump: `data` when given (a redacted copy), else
+    the dump the target reads (the file, a bundle's member, a compressed dump's unpacked
+    copy), else the file at `path`."""
     if data is not None:
         for at in range(0, len(data), _CHUNK):
             yield data[at : at + _CHUNK]
         return
     file = target.dump_file
-    if target.bundle is not None and file is not None:
+    if file is not None:
         yield from file.file_chunks(_CHUNK)
         return
     with open(path, "rb") as f:
@@ -107,6 +108,16 @@ def _dump_chunks(path: str, data: Optional[bytes], target: Target) -> Iterator[b
             if not chunk:
                 return
             yield chunk
+
+
+def _dump_name(path: str) -> str:
+    """What the bundle calls its dump: the file's name, without the compression it was
+    shared in (crash.dmp.xz, crash.zip: the bundle holds the minidump itself)."""
+    name = os.path.basename(path)
+    stem, ext = os.path.splitext(name)
+    if ext.lower() in (".xz", ".gz", ".bz2"):
+        return stem
+    return stem + ".dmp" if ext.lower() == ".zip" else name
 
 
 def _kept_chunks(file: DumpFile, kept: Sequence[Tuple[int, int]]) -> Iterator[bytes]:
@@ -153,7 +164,7 @@ def write_bundle(
     file = target.dump_file  # None for a live session: it has no dump file to keep part of
     if dump_data is not None:
         dump_size = len(dump_data)
-    elif source is not None and file is not None:
+    elif file is not None:
         dump_size = file.file_size
     else:
         dump_size = os.path.getsize(dump_path)
@@ -254,7 +265,7 @@ def write_bundle(
     manifest = Manifest(
         dumpkit_version=__version__,
         dump=DumpEntry(
-            name=source.dump_name if source is not None else os.path.basename(dump_path),
+            name=source.dump_name if source is not None else _dump_name(dump_path),
             size=dump_size,
             sha256=digest.hexdigest(),
             kept=kept,

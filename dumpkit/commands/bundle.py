@@ -47,11 +47,7 @@ def run_bundle(
                 f"{human_bytes(file.file_size)}"
             )
 
-        if target.bundle is not None:
-            original = b"".join(file.file_chunks())
-        else:
-            with open(dump, "rb") as f:
-                original = f.read()
+        original = b"".join(file.file_chunks())  # what the target reads: a bundle's, an unpacked copy
         data, redacted = redact_dump(original, target)
         # The copy is what the bundle analyses, so a run of its own: its problems are what
         # reading it meets, not the original's (which were only read to be redacted).

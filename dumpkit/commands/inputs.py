@@ -11,6 +11,7 @@ from dumpkit.commands.exits import fail
 
 if TYPE_CHECKING:
     from dumpkit.problems import Problems
+    from dumpkit.sources.minidump import MinidumpTarget
     from dumpkit.target import Target
 
 BUNDLE_SUFFIX = ".dkb"
@@ -21,19 +22,15 @@ def open_target(path: str) -> Tuple[Target, Problems]:
     what reading meets is its first lines, and the command hands it to the engine."""
     from dumpkit.analysis.facts import nothing_to_analyse
     from dumpkit.problems import Problems
-    from dumpkit.sources.minidump import open_dump
     from dumpkit.target import DumpError
 
     if os.path.isdir(path):
         raise fail(f"{path}: is a directory, not a dump file")
     if not os.path.exists(path):
         raise fail(f"{path}: no such file")
-    opener = open_dump
-    if path.lower().endswith(BUNDLE_SUFFIX):  # its modules' images are served from it too
-        from dumpkit.sources.bundle import open_bundle as opener
     problems = Problems()
     try:
-        target = opener(path, problems)
+        target = _open(path, problems)
     except DumpError as e:
         raise fail(f"{path}: {e}") from None
     except MemoryError:
@@ -44,6 +41,23 @@ def open_target(path: str) -> Tuple[Target, Problems]:
         target.close()
         raise fail(f"{path}: {why}")
     return target, problems
+
+
+def _open(path: str, problems: "Problems") -> "MinidumpTarget":
+    """A bundle (its modules' images are served from it too), a dump as shared (compressed,
+    or zipped: unpacked into a private copy), or a minidump."""
+    from dumpkit.sources.packed import is_bundle_zip, open_packed, packing_of
+
+    if path.lower().endswith(BUNDLE_SUFFIX) or is_bundle_zip(path):
+        from dumpkit.sources.bundle import open_bundle
+
+        return open_bundle(path, problems)
+    packing = packing_of(path)
+    if packing is not None:
+        return open_packed(path, packing, problems)
+    from dumpkit.sources.minidump import open_dump
+
+    return open_dump(path, problems)
 
 
 def symbol_paths(explicit: Optional[List[str]]) -> List[str]:

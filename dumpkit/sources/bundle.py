@@ -13,7 +13,6 @@ see zeros in its place. A PDB's raises `PdbNotInBundle`, a `PdbError`, likewise.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import lzma
 import mmap
@@ -38,6 +37,7 @@ from dumpkit.sources.bundle_format import (
 from dumpkit.pe import PEError
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import MinidumpTarget, open_dump_bytes, open_dump_copy, open_dump_pieces
+from dumpkit.sources.packed import remove_quietly, unlink_mapped
 from dumpkit.sources.pieced import PiecedFile
 from dumpkit.symbols.pdb import PdbError
 from dumpkit.target import CodeViewRecord, DumpError, FileBytes, InstalledPackage, Module, OriginalFile, Target
@@ -209,7 +209,7 @@ def _read_dump(zf: zipfile.ZipFile, info: zipfile.ZipInfo, entry: DumpEntry) -> 
         if digest.hexdigest() != entry.sha256:
             raise BundleError("the dump's sha256 differs from the manifest's")
     except BaseException:
-        _remove(tmp)
+        remove_quietly(tmp)
         raise
     return tmp
 
@@ -313,15 +313,15 @@ def _open_pieces(
         with open(dump, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError) as e:
-        _remove(dump)
+        remove_quietly(dump)
         raise DumpError(f"cannot map the bundle's dump ({e})") from None
     try:
         target = open_dump_pieces(size, kept, data, name, problems)
     except BaseException:
         data.close()
-        _remove(dump)
+        remove_quietly(dump)
         raise
-    _unlink_mapped(dump)
+    unlink_mapped(dump, target.close)
     return target
 
 
@@ -331,21 +331,7 @@ def _open_private_copy(
     try:
         target = open_dump_copy(tmp, name, kept, problems)
     except BaseException:
-        _remove(tmp)
+        remove_quietly(tmp)
         raise
-    _unlink_mapped(tmp)
+    unlink_mapped(tmp, target.close)
     return target
-
-
-def _unlink_mapped(tmp: str) -> None:
-    try:
-        os.unlink(tmp)  # POSIX: the mapping stays valid, nothing is left behind
-    except OSError:
-        atexit.register(_remove, tmp)  # Windows: a mapped file cannot be deleted yet
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass

@@ -4,15 +4,11 @@ past the time limit comes back as a record with its error."""
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import lzma
 import os
 import tempfile
 import threading
 import time
-import uuid
 from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
 
 from dumpkit import __version__
@@ -23,15 +19,13 @@ from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_copy
+from dumpkit.sources.packed import is_bundle_zip, packing_of, temporary_name, unpack
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
 from dumpkit.records import record
 
-# An unpacked dump larger than this is refused: a small .xz can claim terabytes.
-MAX_UNPACKED = 32 << 30
 _CHUNK = 1 << 20
-_UNPACKERS = ((b"\xfd7zXZ\x00", lzma.open), (b"\x1f\x8b", gzip.open), (b"BZh", bz2.open))
 
 
 @record
@@ -82,34 +76,6 @@ def content_hash(path: str) -> str:
         for chunk in iter(lambda: f.read(_CHUNK), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _unpacker(path: str) -> Optional[Callable[..., Any]]:
-    with open(path, "rb") as f:
-        head = f.read(8)
-    return next((opener for magic, opener in _UNPACKERS if head.startswith(magic)), None)
-
-
-def _temporary_name() -> str:
-    """A new file name in the temporary folder, for a private plain copy. Named before it
-    exists, so that whoever deletes it knows its name before a time limit can strike."""
-    return os.path.join(tempfile.gettempdir(), f"dumpkit-triage-{uuid.uuid4().hex}.dmp")
-
-
-def _unpack(path: str, opener: Callable[..., Any], dest: str) -> None:
-    """A private plain copy of a compressed dump at `dest`, a new file (the caller
-    deletes it, written or not)."""
-    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-    try:
-        with opener(path, "rb") as src, os.fdopen(fd, "wb") as dst:
-            total = 0
-            for chunk in iter(lambda: src.read(_CHUNK), b""):
-                total += len(chunk)
-                if total > MAX_UNPACKED:
-                    raise DumpError(f"unpacks to more than {MAX_UNPACKED >> 30} GiB")
-                dst.write(chunk)
-    except (OSError, EOFError, lzma.LZMAError) as e:
-        raise DumpError(f"cannot unpack: {e}") from None
 
 
 def _raise_in(thread_id: int, exc: Optional[type]) -> None:
@@ -195,15 +161,15 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> An
     """The dump as a Target, opened into `problems`. What must be undone is put in `opened` as soon as it exists
     (the private copy of a compressed dump under "tmp", by name, before it is created),
     for the caller to undo whenever the work stops."""
-    if path.lower().endswith(".dkb"):
+    if path.lower().endswith(".dkb") or is_bundle_zip(path):
         from dumpkit.sources.bundle import open_bundle  # a bundle's reader, only for bundles
 
         return open_bundle(path, problems)
-    opener = _unpacker(path)
-    if opener is None:
+    packing = packing_of(path)
+    if packing is None:
         return open_dump(path, problems)
-    opened["tmp"] = tmp = _temporary_name()
-    _unpack(path, opener, tmp)
+    opened["tmp"] = tmp = temporary_name()
+    unpack(path, packing, tmp)
     return open_dump_copy(tmp, path, problems=problems)
 
 

@@ -8,7 +8,7 @@ from typing import Iterable, List, Set, Tuple
 
 # What a dump file is called: plain, compressed as shared (analyse.py unpacks these), or
 # a dumpkit bundle.
-COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2")
+COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2", ".zip")
 DUMP_SUFFIXES = (".dmp", ".mdmp", ".dkb") + tuple(".dmp" + c for c in COMPRESSED_SUFFIXES)
 MAX_FILES = 1_000_000  # a folder tree is dump-controlled input too
 

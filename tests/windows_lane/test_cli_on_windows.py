@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import json
+import lzma
 import os
 import re
 import shutil
@@ -46,6 +47,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -119,8 +121,14 @@ class Layout:
             dst = self.c_path(rel)
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_text(text)
-        for folder in ("out", "temp"):
+        for folder in ("out", "temp", "temp_packed", "temp_packed_file"):
             self.c_path(folder).mkdir(parents=True, exist_ok=True)
+        # a dump as a user shares it: zipped (GitHub's attachments), and as the samples ship
+        raw = (SAMPLES / "recursion_cycle3.dmp").read_bytes()
+        self.c_path("packed").mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(self.c_path("packed", "crash.zip"), "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("crash/recursion_cycle3.dmp", raw)
+        self.c_path("packed", "crash.dmp.xz").write_bytes(lzma.compress(raw))
 
 
 @dataclass
@@ -155,6 +163,11 @@ BAD_INPUTS = {  # name -> (path under the C: folder, what the one line says)
     "folder": ("bad", "is a directory, not a dump file"),
 }
 BAD_COMMANDS = ("analyze", "stack", "info")
+# `python -m dumpkit` with every unpacked dump sent to a private file (the path taken above
+# sources/packed.py's IN_MEMORY bound)
+PACKED_TO_FILE = (
+    "import dumpkit.sources.packed as packed; packed.IN_MEMORY = 0; from dumpkit.frontdoor import main; main()"
+)
 # -o onto a file another program has open (an editor, Excel, a Python script: no
 # FILE_SHARE_DELETE): Windows will not replace it. file name -> the command writing it
 HELD = {"report.json": "analyze", "bundle.dkb": "bundle", "triage.json": "triage"}
@@ -240,6 +253,19 @@ def cases(at: Layout) -> List[Case]:
             "triage_timeout",
             ["triage", at.c("slow"), "--timeout", "0.05", "--jobs", "1", "--format", "json"],
             env={"TEMP": at.c("temp"), "TMP": at.c("temp")},
+        ),
+        # a dump as shared: a zip unpacked in memory; an .xz through a private copy in %TEMP%
+        # (the in-memory bound set to 0), which Windows lets go of only at exit
+        Case(
+            "packed_zip",
+            ["analyze", at.c("packed", "crash.zip"), "--image-path", bin_z, "--format", "json"],
+            env={"TEMP": at.c("temp_packed"), "TMP": at.c("temp_packed")},
+        ),
+        Case(
+            "packed_xz_file",
+            ["analyze", at.c("packed", "crash.dmp.xz"), "--image-path", bin_z, "--format", "json"],
+            python_args=["-c", PACKED_TO_FILE],
+            env={"TEMP": at.c("temp_packed_file"), "TMP": at.c("temp_packed_file")},
         ),
         # a folder named with spaces, accents and CJK
         Case(
@@ -760,6 +786,19 @@ def test_triage_timeout_leaves_no_unpacked_copy_in_temp(windows):
     if result.returncode != 1 or '"status": "timeout"' not in result.out():
         pytest.fail(f"the dump did not time out: {result}")
     left = sorted(p.name for p in windows.at.c_path("temp").iterdir())
+    assert left == [], f"left in %TEMP%: {left}"
+
+
+@pytest.mark.parametrize("case, temp", [("packed_zip", "temp_packed"), ("packed_xz_file", "temp_packed_file")])
+def test_a_packed_dump_reads_as_on_linux_and_leaves_nothing_in_temp(windows, case, temp):
+    """A zip holds its dump in memory; an .xz unpacked to %TEMP% is mapped there, so Windows
+    will not delete it until the mapping is let go of, at exit (sources/packed.py)."""
+    ours = json.loads(crlf_text(ok(windows[case])))
+    theirs = linux_json(
+        windows, "analyze", "sample_dumps/recursion_cycle3.dmp", "--image-path", "sample_dumps/bin", "--format", "json"
+    )
+    assert_same_story(ours, theirs)
+    left = sorted(p.name for p in windows.at.c_path(temp).iterdir())
     assert left == [], f"left in %TEMP%: {left}"
 
 

@@ -1,0 +1,259 @@
+"""Dumps as people share them: compressed (crash.dmp.xz, .gz, .bz2) or zipped (GitHub takes
+no .dmp attachment, so an issue's dump comes as crash.zip). Each is unpacked, bounded, in
+memory or (past IN_MEMORY) into a private temporary copy, and read as a minidump under its
+own name: the file itself is never written to. zstd, 7-Zip and cabinet files are only named (minidump_streams): Python
+has no reader for them.
+
+A zip counts as one dump when exactly one of its members is a minidump (by name, .dmp or
+.mdmp; else by its first bytes); a zip of several is refused with their names, for triage
+of the unpacked folder. A dumpkit bundle is a zip too: `is_bundle_zip` tells it apart, for
+the bundle source to read."""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+from typing import IO, TYPE_CHECKING, Callable, Optional
+
+from dumpkit.records import record
+from dumpkit.target import DumpError
+
+if TYPE_CHECKING:  # the readers are imported when a packed file is met: a plain dump needs none
+    import zipfile
+
+    from dumpkit.problems import Problems
+    from dumpkit.sources.minidump import MinidumpTarget
+
+__all__ = [
+    "IN_MEMORY",
+    "MAX_UNPACKED",
+    "Packing",
+    "is_bundle_zip",
+    "open_packed",
+    "packing_of",
+    "remove_quietly",
+    "temporary_name",
+    "unlink_mapped",
+    "unpack",
+]
+
+# An unpacked dump larger than this is refused: a small .xz can claim terabytes.
+MAX_UNPACKED = 32 << 30
+# Up to this, the unpacked dump is held in memory (no file to delete, on Windows neither);
+# beyond, a private temporary copy is mapped. Most dumps as shared are well under it.
+IN_MEMORY = 256 << 20
+_CHUNK = 1 << 20
+_MINIDUMP = b"MDMP"
+_DUMP_NAMES = (".dmp", ".mdmp")
+# Members looked into for a minidump signature when none is named like one (each look
+# starts a decompression): a zip of thousands is not a dump as shared.
+_MAX_SNIFFED = 64
+_STREAMS = (  # (first bytes, what it is, the stdlib module whose open() reads it)
+    (b"\xfd7zXZ\x00", "xz-compressed", "lzma"),
+    (b"\x1f\x8b", "gzip-compressed", "gzip"),
+    (b"BZh", "bzip2-compressed", "bz2"),
+)
+_ZIP = b"PK\x03\x04"
+
+
+@record
+class Packing:
+    """How a file holds its dump: `kind` for messages, `member` the zip member (None for a
+    compressed stream)."""
+
+    kind: str
+    member: Optional[str] = None
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(8)
+    except OSError as e:
+        raise DumpError(f"cannot open: {e.strerror or e}") from None
+
+
+def is_bundle_zip(path: str) -> bool:
+    """A zip holding a bundle's manifest: a dumpkit bundle, whatever it is called."""
+    if not _head(path).startswith(_ZIP):
+        return False
+    import zipfile
+
+    from dumpkit.sources.bundle_format import MANIFEST
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return MANIFEST in zf.namelist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError):
+        return False
+
+
+def packing_of(path: str) -> Optional[Packing]:
+    """How the file at `path` packs one minidump; None when it is not a packing dumpkit
+    unpacks (a plain dump, or anything else: the minidump reader then says what it is).
+    Raises DumpError for a zip that does not hold exactly one minidump."""
+    head = _head(path)
+    for magic, kind, _ in _STREAMS:
+        if head.startswith(magic):
+            return Packing(kind)
+    if head.startswith(_ZIP):
+        return Packing("a zip archive", _zip_member(path))
+    return None
+
+
+def _zip_member(path: str) -> str:
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            files = [i for i in zf.infolist() if not i.is_dir()]
+            dumps = [i for i in files if i.filename.lower().endswith(_DUMP_NAMES)]
+            if not dumps:
+                dumps = [i for i in files[:_MAX_SNIFFED] if _starts_as_minidump(zf, i)]
+    except (zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        raise DumpError(f"not a minidump, and not a usable zip archive either ({e})") from None
+    except (OSError, ValueError) as e:
+        raise DumpError(f"cannot read the zip archive ({getattr(e, 'strerror', None) or e})") from None
+    if not dumps:
+        raise DumpError(f"a zip archive of {len(files)} files, none of them a minidump (.dmp)")
+    if len(dumps) > 1:
+        names = ", ".join(i.filename for i in dumps[:3]) + (", ..." if len(dumps) > 3 else "")
+        raise DumpError(
+            f"a zip archive of {len(dumps)} minidumps ({names}): unpack it and run dumpkit triage on the folder"
+        )
+    if dumps[0].flag_bits & 0x1:
+        raise DumpError(f"{dumps[0].filename} is encrypted in the zip archive: unpack it first")
+    return dumps[0].filename
+
+
+def _starts_as_minidump(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    if info.flag_bits & 0x1 or info.file_size < len(_MINIDUMP):
+        return False
+    try:
+        with zf.open(info) as f:
+            return f.read(len(_MINIDUMP)) == _MINIDUMP
+    except _unpack_errors() + (OSError,):
+        return False
+
+
+def _unpack_errors() -> tuple:
+    """What a damaged compressed stream or zip member raises while it is read."""
+    import lzma
+    import zipfile
+    import zlib
+
+    return (zipfile.BadZipFile, lzma.LZMAError, zlib.error, EOFError, NotImplementedError, RuntimeError)
+
+
+def _reader(path: str, packing: Packing) -> Callable[[], IO[bytes]]:
+    if packing.member is None:
+        module = next(module for _, kind, module in _STREAMS if kind == packing.kind)
+        opener = importlib.import_module(module).open
+        return lambda: opener(path, "rb")
+
+    import zipfile
+
+    def member() -> IO[bytes]:
+        zf = zipfile.ZipFile(path)
+        try:
+            inner = zf.open(packing.member or "")
+        except BaseException:
+            zf.close()
+            raise
+        inner.close = _closing_both(inner, zf)  # type: ignore[method-assign]
+        return inner
+
+    return member
+
+
+def _closing_both(inner: IO[bytes], zf: zipfile.ZipFile) -> Callable[[], None]:
+    close_inner = inner.close
+
+    def close() -> None:
+        try:
+            close_inner()
+        finally:
+            zf.close()
+
+    return close
+
+
+def temporary_name() -> str:
+    """A new file name in the temporary folder, for a private plain copy. Named before it
+    exists, so that whoever deletes it knows its name before a time limit can strike."""
+    import tempfile
+    import uuid
+
+    return os.path.join(tempfile.gettempdir(), f"dumpkit-unpacked-{uuid.uuid4().hex}.dmp")
+
+
+def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Optional[bytes]:
+    """The dump packed in `path`: its bytes when they are at most `in_memory`, else a
+    private plain copy at `dest`, a new file (the caller deletes it, written or not).
+    Raises DumpError (one line, without the file name)."""
+    where = f" ({packing.member})" if packing.member else ""
+    too_big = DumpError(f"{packing.kind}{where}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
+    try:
+        with _reader(path, packing)() as src:
+            head = src.read(in_memory + 1) if in_memory else b""  # a buffered read: all of it, or EOF
+            if in_memory and len(head) <= in_memory:
+                return head
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+            with os.fdopen(fd, "wb") as dst:
+                dst.write(head)
+                total = len(head)
+                for chunk in iter(lambda: src.read(_CHUNK), b""):
+                    total += len(chunk)
+                    if total > MAX_UNPACKED:
+                        raise too_big
+                    dst.write(chunk)
+    except _unpack_errors() as e:
+        raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e or type(e).__name__})") from None
+    except OSError as e:
+        raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e.strerror or e})") from None
+    return None
+
+
+def open_packed(path: str, packing: Packing, problems: Optional[Problems] = None) -> MinidumpTarget:
+    """The dump packed in `path`, unpacked in memory (up to IN_MEMORY) or into a private
+    temporary copy that is gone when the target is closed (at exit on Windows, where a
+    mapped file cannot be deleted); reports name `path`. Raises DumpError."""
+    from dumpkit.sources.minidump import open_dump_bytes, open_dump_copy
+
+    tmp = temporary_name()
+    try:
+        data = unpack(path, packing, tmp, IN_MEMORY)
+        if data is not None:
+            return open_dump_bytes(data, path, problems=problems)
+        target = open_dump_copy(tmp, path, problems=problems)
+    except BaseException:
+        remove_quietly(tmp)
+        raise
+    unlink_mapped(tmp, target.close)
+    return target
+
+
+def unlink_mapped(tmp: str, close: Callable[[], None]) -> None:
+    """Delete a private copy that is mapped: at once on POSIX (the mapping stays valid and
+    nothing is left behind); on Windows, where a mapped file cannot be deleted, at exit,
+    after `close` has let go of the mapping (commands leave their target open to the end)."""
+    try:
+        os.unlink(tmp)
+    except OSError:
+        atexit.register(_close_and_remove, close, tmp)
+
+
+def _close_and_remove(close: Callable[[], None], tmp: str) -> None:
+    try:
+        close()
+    except Exception:
+        pass
+    remove_quietly(tmp)
+
+
+def remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
