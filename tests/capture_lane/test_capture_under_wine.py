@@ -39,9 +39,12 @@ PY_RECURSION_VERSIONS = ("3.8", "3.9", "3.10")
 @pytest.fixture(scope="module")
 def capture_lane():
     try:
-        return lane(log=lambda *_: None)
+        built = lane(log=lambda *_: None)
     except Unavailable as e:
         pytest.skip(f"the capture lane cannot run here: {e}")
+    built.env.serve()  # a Wine run then returns when it exits (tests/support/wine: Env.serve)
+    yield built
+    built.env.stop()
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,7 @@ def env():
         built = lane.build(log=lambda line: print(line, file=sys.stderr))
     except lane.Unavailable as e:
         pytest.skip(f"debugger-host lane unavailable here: {e}")
+    built.serve()  # a Wine run then returns when it exits (lane.Env.serve)
     yield built
     built.stop()
 

@@ -46,6 +46,7 @@ DLL_OVERRIDES = "mscoree,dbgeng,dbghelp,dbgmodel=n,b"
 WINE_CANDIDATES = ("/usr/lib/wine/wine64", "wine64", "wine")
 MINGW = "x86_64-w64-mingw32-gcc"
 BOOT_TIMEOUT = 300
+SERVER_PERSIST = 600  # seconds a served prefix's wineserver outlives its last program
 DOWNLOAD_TIMEOUT = 600
 
 
@@ -112,11 +113,29 @@ class Env:
                 )
             return json.loads(result.read_text(encoding="utf-8"))
 
+    def serve(self, persist: int = SERVER_PERSIST) -> None:
+        """Start this prefix's wineserver and Wine's own services for the lane, with no pipe
+        for them to inherit. Otherwise each Wine run starts them itself, they inherit its
+        stdout/stderr pipes, and reading its output to the end waits ~2.5 s after it exits,
+        until the server (persisting 3 s by default) ends them; already up, a run returns
+        when it exits (~0.1 s). The server ends `persist` seconds after the last program,
+        should the lane not call stop()."""
+        env = self.environ()
+        quiet = subprocess.DEVNULL
+        # the server daemonizes; the first program starts the services, with its handles
+        subprocess.run([_wineserver(), f"-p{persist}"], env=env, timeout=60, stdin=quiet, stdout=quiet, stderr=quiet)
+        first = ["timeout", "-k", "10", "120", self.wine, "cmd.exe", "/c", "exit"]
+        subprocess.run(first, env=env, timeout=150, stdin=quiet, stdout=quiet, stderr=quiet)
+
     def stop(self) -> None:
         """End this prefix's wineserver (and so every Wine process of the lane's prefix)."""
-        server = shutil.which("wineserver") or "/usr/lib/wine/wineserver"
+        server = _wineserver()
         if os.path.exists(server) or shutil.which(server):
             _run([server, "-k"], env=self.environ(), timeout=60)
+
+
+def _wineserver() -> str:
+    return shutil.which("wineserver") or "/usr/lib/wine/wineserver"
 
 
 def windows_path(path: Path) -> str:
