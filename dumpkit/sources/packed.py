@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the readers are imported when a packed file is met: a plain
 __all__ = [
     "IN_MEMORY",
     "MAX_UNPACKED",
+    "MIN_FREE",
     "Packing",
     "is_bundle_zip",
     "open_packed",
@@ -44,6 +45,10 @@ MAX_UNPACKED = 32 << 30
 # beyond, a private temporary copy is mapped. Most dumps as shared are well under it.
 IN_MEMORY = 256 << 20
 _CHUNK = 1 << 20
+# While a dump is unpacked to a file, every _ROOM_EVERY bytes the temporary folder must
+# still have MIN_FREE left.
+_ROOM_EVERY = 64 << 20
+MIN_FREE = 1 << 30
 _MINIDUMP = b"MDMP"
 _DUMP_NAMES = (".dmp", ".mdmp")
 # Members looked into for a minidump signature when none is named like one (each look
@@ -201,18 +206,38 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Option
                 return head
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
             with os.fdopen(fd, "wb") as dst:
+                _check_room(dest, f"{packing.kind}{where}")
                 dst.write(head)
                 total = len(head)
                 for chunk in iter(lambda: src.read(_CHUNK), b""):
                     total += len(chunk)
                     if total > MAX_UNPACKED:
                         raise too_big
+                    if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
+                        _check_room(dest, f"{packing.kind}{where}")
                     dst.write(chunk)
     except _unpack_errors() as e:
         raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e or type(e).__name__})") from None
     except OSError as e:
         raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e.strerror or e})") from None
     return None
+
+
+def _check_room(dest: str, what: str) -> None:
+    """Stop unpacking before the temporary folder's disk is full: a small packed file can
+    claim many GB, and a user's disk full of it is worse than a dump left unread."""
+    import shutil
+
+    folder = os.path.dirname(dest)
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        return  # the write itself fails if there is no room
+    if free < MIN_FREE:
+        raise DumpError(
+            f"{what}: the temporary folder {folder} has {free >> 20} MiB left; unpack it where there is room "
+            "(or point TMPDIR/TEMP elsewhere)"
+        )
 
 
 def open_packed(path: str, packing: Packing, problems: Optional[Problems] = None) -> MinidumpTarget:

@@ -204,3 +204,25 @@ def test_a_dump_too_big_to_hold_is_read_from_a_private_copy_that_is_then_gone(tm
         doc["dump"].pop("path")
         docs.append(doc)
     assert docs[0] == docs[1]
+
+
+def test_unpacking_stops_before_the_temporary_folder_is_full(tmp_path, monkeypatch):
+    """A small packed file can claim many GB: past IN_MEMORY it is unpacked to a file only
+    while the folder keeps MIN_FREE (here: more than the disk has), with one line saying
+    where and what to do, and nothing left behind."""
+    import tempfile
+
+    from dumpkit.sources import packed
+    from dumpkit.target import DumpError
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(packed, "IN_MEMORY", 0)
+    monkeypatch.setattr(packed, "MIN_FREE", shutil.disk_usage(tmp).total + 1)
+    dump = _packed(tmp_path, "xz")
+    with pytest.raises(DumpError) as e:
+        packed.open_packed(str(dump), packed.packing_of(str(dump)))
+    assert str(e.value).startswith(f"xz-compressed: the temporary folder {tmp} has ")
+    assert "unpack it where there is room" in str(e.value)
+    assert list(tmp.iterdir()) == []
