@@ -25,7 +25,7 @@ def open_target(path: str) -> Tuple[Target, Problems]:
     from dumpkit.target import DumpError
 
     if os.path.isdir(path):
-        raise fail(f"{path}: is a directory, not a dump file")
+        raise fail(f"{path}: is a directory, not a dump file{_dumps_in(path)}")
     if not os.path.exists(path):
         raise fail(f"{path}: no such file")
     problems = Problems()
@@ -41,6 +41,24 @@ def open_target(path: str) -> Tuple[Target, Problems]:
         target.close()
         raise fail(f"{path}: {why}")
     return target, problems
+
+
+def _dumps_in(folder: str) -> str:
+    """What to do with a folder given as a dump (e.g. a WER report folder: memory.hdmp,
+    triagedump.dmp), when it holds files named like dumps."""
+    from dumpkit.triage.collect import is_dump_name
+
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(e.name for _, e in zip(range(10_000), entries) if is_dump_name(e.name) and e.is_file())
+    except OSError:
+        return ""
+    if not names:
+        return ""
+    shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+    if len(names) == 1:
+        return f"; it holds {shown}: name that file"
+    return f"; it holds {len(names)} dump files ({shown}): name one, or run dumpkit triage on the folder"
 
 
 def _open(path: str, problems: "Problems") -> "MinidumpTarget":

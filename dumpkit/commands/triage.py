@@ -119,7 +119,7 @@ def _triage(
     for m in missing:
         sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
     if not paths:
-        raise UsageError("no dump files found (looked for .dmp, .mdmp, .dmp.xz/.gz/.bz2/.zip and .dkb)")
+        raise UsageError("no dump files found (looked for .dmp, .mdmp, .hdmp, .dmp.xz/.gz/.bz2/.zip and .dkb)")
     page = html_page(output) if fmt == "html" and output else output
     report_dir = os.path.join(os.path.dirname(os.path.abspath(page)), REPORTS) if fmt == "html" and page else None
     job = Job(

@@ -50,7 +50,7 @@ _CHUNK = 1 << 20
 _ROOM_EVERY = 64 << 20
 MIN_FREE = 1 << 30
 _MINIDUMP = b"MDMP"
-_DUMP_NAMES = (".dmp", ".mdmp")
+_DUMP_NAMES = (".dmp", ".mdmp", ".hdmp")  # .hdmp: WER's full-memory dump
 # Members looked into for a minidump signature when none is named like one (each look
 # starts a decompression): a zip of thousands is not a dump as shared.
 _MAX_SNIFFED = 64

@@ -9,7 +9,9 @@ from typing import Iterable, List, Set, Tuple
 # What a dump file is called: plain, compressed as shared (analyse.py unpacks these), or
 # a dumpkit bundle.
 COMPRESSED_SUFFIXES = (".xz", ".gz", ".bz2", ".zip")
-DUMP_SUFFIXES = (".dmp", ".mdmp", ".dkb") + tuple(".dmp" + c for c in COMPRESSED_SUFFIXES)
+# .hdmp: Windows Error Reporting's full-memory ("heap") dump beside its .mdmp in a report
+# folder (ProgramData\Microsoft\Windows\WER\ReportArchive\...): a minidump too.
+DUMP_SUFFIXES = (".dmp", ".mdmp", ".hdmp", ".dkb") + tuple(".dmp" + c for c in COMPRESSED_SUFFIXES)
 MAX_FILES = 1_000_000  # a folder tree is dump-controlled input too
 
 

@@ -226,3 +226,24 @@ def test_unpacking_stops_before_the_temporary_folder_is_full(tmp_path, monkeypat
     assert str(e.value).startswith(f"xz-compressed: the temporary folder {tmp} has ")
     assert "unpack it where there is room" in str(e.value)
     assert list(tmp.iterdir()) == []
+
+
+def test_a_folder_given_as_the_dump_names_the_dumps_it_holds(tmp_path):
+    """A Windows Error Reporting report folder holds its dumps as .mdmp and .hdmp (a
+    minidump with the process's memory): the one line names them and what to run."""
+    report = tmp_path / "AppCrash_python.exe_1a2b"
+    report.mkdir()
+    (report / "Report.wer").write_text("EventType=APPCRASH\n")
+    for name in ("triagedump.mdmp", "memory.hdmp"):
+        shutil.copy(sample_path(PLAIN), report / name)
+    line = _one_line_error(run_cli("analyze", report), report)
+    assert line.endswith(
+        "is a directory, not a dump file; it holds 2 dump files (memory.hdmp, triagedump.mdmp): "
+        "name one, or run dumpkit triage on the folder"
+    ), line
+    (report / "triagedump.mdmp").unlink()
+    line = _one_line_error(run_cli("info", report), report)
+    assert line.endswith("is a directory, not a dump file; it holds memory.hdmp: name that file"), line
+    r = run_cli("triage", report, "--image-path", SAMPLE_BIN, "--format", "json", "--no-progress", "-j", "1")
+    assert r.returncode == 0, r.stderr
+    assert [os.path.basename(d["path"]) for d in json.loads(r.stdout)["dumps"]] == ["memory.hdmp"]
