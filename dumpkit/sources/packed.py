@@ -201,7 +201,10 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Option
     too_big = DumpError(f"{packing.kind}{where}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
     try:
         with _reader(path, packing)() as src:
-            head = src.read(in_memory + 1) if in_memory else b""  # a buffered read: all of it, or EOF
+            head = src.read(_CHUNK)  # a buffered read: all of it, or to the end
+            _check_signature(head, f"{packing.kind}{where}")  # before a bomb of anything is unpacked
+            if in_memory and len(head) == _CHUNK:
+                head += src.read(in_memory + 1 - len(head))
             if in_memory and len(head) <= in_memory:
                 return head
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
@@ -221,6 +224,17 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Option
     except OSError as e:
         raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e.strerror or e})") from None
     return None
+
+
+def _check_signature(head: bytes, what: str) -> None:
+    if head.startswith(_MINIDUMP):
+        return
+    from dumpkit.sources.minidump_streams import compressed_format
+
+    inner = compressed_format(head[:8])
+    if inner is not None:
+        raise DumpError(f"{what}, and what it holds is {inner[0]} again, not a minidump: unpack it by hand")
+    raise DumpError(f"{what}, but what it holds is not a minidump (it starts with {head[:4]!r}, not {_MINIDUMP!r})")
 
 
 def _check_room(dest: str, what: str) -> None:

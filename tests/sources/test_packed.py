@@ -170,7 +170,27 @@ def test_a_packed_file_that_is_no_minidump_says_what_it_holds(tmp_path):
     dump = tmp_path / "notes.txt.gz"
     dump.write_bytes(gzip.compress(b"these are notes, not a dump\n" * 10))
     line = _one_line_error(run_cli("info", dump), dump)
-    assert "not a minidump" in line
+    assert line.endswith("gzip-compressed, but what it holds is not a minidump (it starts with b'thes', not b'MDMP')")
+    twice = tmp_path / "crash.dmp.gz.xz"
+    twice.write_bytes(lzma.compress(gzip.compress(sample_path(PLAIN).read_bytes())))
+    line = _one_line_error(run_cli("analyze", twice), twice)
+    assert "xz-compressed, and what it holds is gzip-compressed again, not a minidump" in line
+
+
+def test_a_bomb_of_something_else_stops_at_its_first_bytes(tmp_path):
+    """Not a minidump from its first bytes: nothing more is unpacked (a 1 GiB run of zeros
+    packs into 1 KB with bzip2; it is refused at once, not after 1 GiB)."""
+    dump = tmp_path / "bomb.dmp.bz2"
+    compressor = bz2.BZ2Compressor(9)
+    with open(dump, "wb") as f:
+        block = bytes(1 << 20)
+        for _ in range(1024):
+            f.write(compressor.compress(block))
+        f.write(compressor.flush())
+    assert dump.stat().st_size < (64 << 10)
+    r = run_cli("analyze", dump, timeout=60)
+    line = _one_line_error(r, dump)
+    assert "bzip2-compressed, but what it holds is not a minidump (it starts with b'\\x00\\x00\\x00\\x00'" in line
 
 
 def test_a_dump_too_big_to_hold_is_read_from_a_private_copy_that_is_then_gone(tmp_path, monkeypatch):
