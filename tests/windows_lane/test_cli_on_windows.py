@@ -160,7 +160,11 @@ BAD_INPUTS = {  # name -> (path under the C: folder, what the one line says)
     "short": ("bad\\short.dmp", "file is 23 bytes, too small for a minidump header"),
     "empty": ("bad\\empty.dmp", "file is empty, not a minidump"),
     "missing": ("bad\\missing.dmp", "no such file"),
-    "folder": ("bad", "is a directory, not a dump file"),
+    "folder": (
+        "bad",
+        "is a directory, not a dump file; it holds 3 dump files (empty.dmp, notadump.dmp, short.dmp): "
+        "name one, or run dumpkit triage on the folder",
+    ),
 }
 BAD_COMMANDS = ("analyze", "stack", "info")
 # `python -m dumpkit` with every unpacked dump sent to a private file (the path taken above
