@@ -112,7 +112,7 @@ def _zip_member(path: str) -> str:
 
     try:
         with zipfile.ZipFile(path) as zf:
-            files = [i for i in zf.infolist() if not i.is_dir()]
+            files = [i for i in zf.infolist() if not i.is_dir() and not _mac_metadata(i.filename)]
             dumps = [i for i in files if i.filename.lower().endswith(_DUMP_NAMES)]
             if not dumps:
                 dumps = [i for i in files[:_MAX_SNIFFED] if _starts_as_minidump(zf, i)]
@@ -130,6 +130,12 @@ def _zip_member(path: str) -> str:
     if dumps[0].flag_bits & 0x1:
         raise DumpError(f"{dumps[0].filename} is encrypted in the zip archive: unpack it first")
     return dumps[0].filename
+
+
+def _mac_metadata(name: str) -> bool:
+    """What macOS's Finder adds to a zip it makes: a __MACOSX/ folder of ._NAME files
+    (resource forks), which are named like the dumps they stand beside."""
+    return name.startswith("__MACOSX/") or name.rsplit("/", 1)[-1].startswith("._")
 
 
 def _starts_as_minidump(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:

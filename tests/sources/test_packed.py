@@ -267,3 +267,12 @@ def test_a_folder_given_as_the_dump_names_the_dumps_it_holds(tmp_path):
     r = run_cli("triage", report, "--image-path", SAMPLE_BIN, "--format", "json", "--no-progress", "-j", "1")
     assert r.returncode == 0, r.stderr
     assert [os.path.basename(d["path"]) for d in json.loads(r.stdout)["dumps"]] == ["memory.hdmp"]
+
+
+def test_a_zip_made_by_macos_finder_holds_one_dump(tmp_path, plain_report):
+    """Finder adds __MACOSX/._crash.dmp (the resource fork) beside crash.dmp: not a dump."""
+    dump = tmp_path / "crash.zip"
+    with zipfile.ZipFile(dump, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("crash.dmp", sample_path(PLAIN).read_bytes())
+        zf.writestr("__MACOSX/._crash.dmp", b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + bytes(100))
+    assert _report(dump) == plain_report
