@@ -64,13 +64,14 @@ def _dumps_in(folder: str) -> str:
 def _open(path: str, problems: "Problems") -> "MinidumpTarget":
     """A bundle (its modules' images are served from it too), a dump as shared (compressed,
     or zipped: unpacked into a private copy), or a minidump."""
-    from dumpkit.sources.packed import is_bundle_zip, open_packed, packing_of
+    from dumpkit.sources.packed import open_packed, packing_of
 
-    if path.lower().endswith(BUNDLE_SUFFIX) or is_bundle_zip(path):
+    named_bundle = path.lower().endswith(BUNDLE_SUFFIX)
+    packing = None if named_bundle else packing_of(path)
+    if named_bundle or (packing is not None and packing.bundle):
         from dumpkit.sources.bundle import open_bundle
 
         return open_bundle(path, problems)
-    packing = packing_of(path)
     if packing is not None:
         return open_packed(path, packing, problems)
     from dumpkit.sources.minidump import open_dump

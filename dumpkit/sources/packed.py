@@ -1,20 +1,21 @@
 """Dumps as people share them: compressed (crash.dmp.xz, .gz, .bz2) or zipped (GitHub takes
 no .dmp attachment, so an issue's dump comes as crash.zip). Each is unpacked, bounded, in
 memory or (past IN_MEMORY) into a private temporary copy, and read as a minidump under its
-own name: the file itself is never written to. zstd, 7-Zip and cabinet files are only named (minidump_streams): Python
-has no reader for them.
+own name: the file itself is never written to. zstd, 7-Zip and cabinet files are only
+named (minidump_streams): Python has no reader for them.
 
-A zip counts as one dump when exactly one of its members is a minidump (by name, .dmp or
-.mdmp; else by its first bytes); a zip of several is refused with their names, for triage
-of the unpacked folder. A dumpkit bundle is a zip too: `is_bundle_zip` tells it apart, for
-the bundle source to read."""
+A zip counts as one dump when exactly one of its members is a minidump (by name, .dmp,
+.mdmp or .hdmp; else by its first bytes); a zip of several is refused with their names, for
+triage of the unpacked folder. A dumpkit bundle is a zip too: `packing_of` says so
+(`Packing.bundle`), for the bundle source to read it."""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
-from typing import IO, TYPE_CHECKING, Callable, Optional
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Optional
 
 from dumpkit.records import record
 from dumpkit.target import DumpError
@@ -30,7 +31,6 @@ __all__ = [
     "MAX_UNPACKED",
     "MIN_FREE",
     "Packing",
-    "is_bundle_zip",
     "open_packed",
     "packing_of",
     "remove_quietly",
@@ -65,10 +65,11 @@ _ZIP = b"PK\x03\x04"
 @record
 class Packing:
     """How a file holds its dump: `kind` for messages, `member` the zip member (None for a
-    compressed stream)."""
+    compressed stream); `bundle`: the zip is a dumpkit bundle, read by sources.bundle."""
 
     kind: str
     member: Optional[str] = None
+    bundle: bool = False
 
 
 def _head(path: str) -> bytes:
@@ -79,23 +80,9 @@ def _head(path: str) -> bytes:
         raise DumpError(f"cannot open: {e.strerror or e}") from None
 
 
-def is_bundle_zip(path: str) -> bool:
-    """A zip holding a bundle's manifest: a dumpkit bundle, whatever it is called."""
-    if not _head(path).startswith(_ZIP):
-        return False
-    import zipfile
-
-    from dumpkit.sources.bundle_format import MANIFEST
-
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return MANIFEST in zf.namelist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError):
-        return False
-
-
 def packing_of(path: str) -> Optional[Packing]:
-    """How the file at `path` packs one minidump; None when it is not a packing dumpkit
+    """How the file at `path` packs one minidump, or that it is a bundle (a zip holding a
+    bundle's manifest, whatever it is called); None when it is not a packing dumpkit
     unpacks (a plain dump, or anything else: the minidump reader then says what it is).
     Raises DumpError for a zip that does not hold exactly one minidump."""
     head = _head(path)
@@ -103,15 +90,19 @@ def packing_of(path: str) -> Optional[Packing]:
         if head.startswith(magic):
             return Packing(kind)
     if head.startswith(_ZIP):
-        return Packing("a zip archive", _zip_member(path))
+        return _zip_packing(path)
     return None
 
 
-def _zip_member(path: str) -> str:
+def _zip_packing(path: str) -> Packing:
     import zipfile
+
+    from dumpkit.sources.bundle_format import MANIFEST
 
     try:
         with zipfile.ZipFile(path) as zf:
+            if MANIFEST in zf.namelist():
+                return Packing("a dumpkit bundle", bundle=True)
             files = [i for i in zf.infolist() if not i.is_dir() and not _mac_metadata(i.filename)]
             dumps = [i for i in files if i.filename.lower().endswith(_DUMP_NAMES)]
             if not dumps:
@@ -129,7 +120,7 @@ def _zip_member(path: str) -> str:
         )
     if dumps[0].flag_bits & 0x1:
         raise DumpError(f"{dumps[0].filename} is encrypted in the zip archive: unpack it first")
-    return dumps[0].filename
+    return Packing("a zip archive", dumps[0].filename)
 
 
 def _mac_metadata(name: str) -> bool:
@@ -157,37 +148,19 @@ def _unpack_errors() -> tuple:
     return (zipfile.BadZipFile, lzma.LZMAError, zlib.error, EOFError, NotImplementedError, RuntimeError)
 
 
-def _reader(path: str, packing: Packing) -> Callable[[], IO[bytes]]:
+@contextlib.contextmanager
+def _opened(path: str, packing: Packing) -> Iterator[IO[bytes]]:
+    """The packed dump's bytes as a stream: the compressed file decompressed, or the zip
+    member."""
     if packing.member is None:
         module = next(module for _, kind, module in _STREAMS if kind == packing.kind)
-        opener = importlib.import_module(module).open
-        return lambda: opener(path, "rb")
-
+        with importlib.import_module(module).open(path, "rb") as stream:
+            yield stream
+        return
     import zipfile
 
-    def member() -> IO[bytes]:
-        zf = zipfile.ZipFile(path)
-        try:
-            inner = zf.open(packing.member or "")
-        except BaseException:
-            zf.close()
-            raise
-        inner.close = _closing_both(inner, zf)  # type: ignore[method-assign]
-        return inner
-
-    return member
-
-
-def _closing_both(inner: IO[bytes], zf: zipfile.ZipFile) -> Callable[[], None]:
-    close_inner = inner.close
-
-    def close() -> None:
-        try:
-            close_inner()
-        finally:
-            zf.close()
-
-    return close
+    with zipfile.ZipFile(path) as zf, zf.open(packing.member) as stream:
+        yield stream
 
 
 def temporary_name() -> str:
@@ -203,32 +176,31 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Option
     """The dump packed in `path`: its bytes when they are at most `in_memory`, else a
     private plain copy at `dest`, a new file (the caller deletes it, written or not).
     Raises DumpError (one line, without the file name)."""
-    where = f" ({packing.member})" if packing.member else ""
-    too_big = DumpError(f"{packing.kind}{where}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
+    what = packing.kind + (f" ({packing.member})" if packing.member else "")
     try:
-        with _reader(path, packing)() as src:
+        with _opened(path, packing) as src:
             head = src.read(_CHUNK)  # a buffered read: all of it, or to the end
-            _check_signature(head, f"{packing.kind}{where}")  # before a bomb of anything is unpacked
+            _check_signature(head, what)  # before a bomb of anything is unpacked
             if in_memory and len(head) == _CHUNK:
                 head += src.read(in_memory + 1 - len(head))
             if in_memory and len(head) <= in_memory:
                 return head
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
             with os.fdopen(fd, "wb") as dst:
-                _check_room(dest, f"{packing.kind}{where}")
+                _check_room(dest, what)
                 dst.write(head)
                 total = len(head)
                 for chunk in iter(lambda: src.read(_CHUNK), b""):
                     total += len(chunk)
                     if total > MAX_UNPACKED:
-                        raise too_big
+                        raise DumpError(f"{what}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
                     if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
-                        _check_room(dest, f"{packing.kind}{where}")
+                        _check_room(dest, what)
                     dst.write(chunk)
     except _unpack_errors() as e:
-        raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e or type(e).__name__})") from None
+        raise DumpError(f"{what}: cannot unpack it ({e or type(e).__name__})") from None
     except OSError as e:
-        raise DumpError(f"{packing.kind}{where}: cannot unpack it ({e.strerror or e})") from None
+        raise DumpError(f"{what}: cannot unpack it ({e.strerror or e})") from None
     return None
 
 

@@ -19,7 +19,7 @@ from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_copy
-from dumpkit.sources.packed import is_bundle_zip, packing_of, temporary_name, unpack
+from dumpkit.sources.packed import packing_of, temporary_name, unpack
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
@@ -161,11 +161,12 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> An
     """The dump as a Target, opened into `problems`. What must be undone is put in `opened` as soon as it exists
     (the private copy of a compressed dump under "tmp", by name, before it is created),
     for the caller to undo whenever the work stops."""
-    if path.lower().endswith(".dkb") or is_bundle_zip(path):
+    named_bundle = path.lower().endswith(".dkb")
+    packing = None if named_bundle else packing_of(path)
+    if named_bundle or (packing is not None and packing.bundle):
         from dumpkit.sources.bundle import open_bundle  # a bundle's reader, only for bundles
 
         return open_bundle(path, problems)
-    packing = packing_of(path)
     if packing is None:
         return open_dump(path, problems)
     opened["tmp"] = tmp = temporary_name()
