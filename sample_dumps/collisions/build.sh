@@ -6,7 +6,7 @@
 #   ../../../shared/winpython/cpython-3.1X-amd64   (python.org's embeddable builds, its README)
 #   ../bin/dumper.exe                              (the project's out-of-process dumper, --on-exit)
 #   pip reaching the package index (the wheels are pinned by sha256 in requirements-*.txt)
-# Used for the committed files: Wine 8.0 (Debian 8.0~repack-4), pip 23+, xz-utils 5.4.1.
+# Used for the committed files: Wine 8.0 (Debian 8.0~repack-4), pip 26.3, xz-utils 5.4.1.
 #
 # What it does:
 #   1. downloads the pinned Windows wheels into $COLLISIONS_CACHE/wheels (pip download

@@ -224,6 +224,13 @@ def module_facts(m: Dict[str, Any], env_dir: str, wheels: Dict[str, Dict[str, Di
     pf = pe_facts.facts(data)
     out["linker_version"] = pf["linker_version"]
     out["image_file_version"] = pf["file_version"]
+    if pe_detail and m["name"].lower() == "msvcp140.dll":
+        pe = pe_facts.PE(data)
+        exports = pe.exports()
+        out["mutex_exports"] = {
+            name: {"rva": "0x%x" % exports[name],
+                   "tail_jump_to": "0x%x" % t if (t := pe.tail_jump(exports[name])) else None}
+            for name in ("_Mtx_lock", "_Mtx_unlock", "_Mtx_init_in_situ") if name in exports}
     if pe_detail:
         out["msvcp140_imports"] = pf["msvcp140_imports"]
         out["imports_Mtx_lock"] = pf["imports_Mtx_lock"]

@@ -93,6 +93,37 @@ class PE:
                 o += 32
         return out
 
+    def exports(self) -> Dict[str, int]:
+        """{exported name: RVA} (forwarders included as their RVA)."""
+        out: Dict[str, int] = {}
+        if not self.dirs or not self.dirs[0][0]:
+            return out
+        o = self.off(self.dirs[0][0])
+        if o is None:
+            return out
+        _, nnames, funcs, names, ordinals = struct.unpack_from("<IIIII", self.data, o + 20)
+        fo, no, oo = self.off(funcs), self.off(names), self.off(ordinals)
+        if fo is None or no is None or oo is None:
+            return out
+        for i in range(nnames):
+            name = self.cstr(struct.unpack_from("<I", self.data, no + 4 * i)[0])
+            idx = struct.unpack_from("<H", self.data, oo + 2 * i)[0]
+            out[name] = struct.unpack_from("<I", self.data, fo + 4 * idx)[0]
+        return out
+
+    def tail_jump(self, rva: int) -> Optional[int]:
+        """The target of a function that is only `[xor edx,edx;] jmp rel32` (an export that
+        forwards to an internal function, as msvcp140's _Mtx_lock does), else None."""
+        o = self.off(rva)
+        if o is None:
+            return None
+        code = self.data[o:o + 7]
+        skip = 2 if code[:2] == b"\x33\xd2" else 0
+        if code[skip:skip + 1] != b"\xe9":
+            return None
+        rel = struct.unpack_from("<i", code, skip + 1)[0]
+        return rva + skip + 5 + rel
+
     def file_version(self) -> Optional[str]:
         """VS_FIXEDFILEINFO's dwFileVersionMS/LS, found in the resource section."""
         if len(self.dirs) < 3 or not self.dirs[2][0]:
