@@ -9,7 +9,7 @@ build ships with site disabled). `--target DIR` lays a wheel out as `pip install
 does (package folders straight into DIR, no site change). Prints one JSON line per wheel
 (name, version, file, sha256, the DLLs/.pyds it installed, relative to the folder, each
 with its name inside the wheel) and
-appends the same lines to FOLDER\.wheels.jsonl, which src/facts.py reads to say which file of
+appends the same lines to FOLDER/.wheels.jsonl, which src/facts.py reads to say which file of
 which wheel each module of a dump is.
 
 Usage: install_wheel.py PYTHON_DIR WHEEL...  |  install_wheel.py --target DIR WHEEL...
