@@ -278,11 +278,18 @@ def capture(
     attach: Optional[int] = typer.Option(
         None, "--attach", help="Watch this running process instead (Ctrl-C detaches and leaves it running)."
     ),
+    on_exit: str = typer.Option(
+        "abnormal",
+        "--on-exit",
+        help="Which exits without a crash to dump: abnormal (exit code 3 from abort(), raise(SIGABRT), "
+        "Py_FatalError or OpenMP; an error status; TerminateProcess on itself), nonzero (any nonzero "
+        "exit code), never.",
+    ),
 ) -> None:
-    """Windows: run a program under dumpkit's debug loop; on a crash, write a dump that holds every thread's Python stack and say what happened."""
+    """Windows: run a program under dumpkit's debug loop; on a crash or an abnormal exit, write a dump that holds every thread's Python stack and say what happened."""
     from dumpkit.commands.capture import run_capture
 
-    raise typer.Exit(run_capture(program or (), output, full, attach))
+    raise typer.Exit(run_capture(program or (), output, full, attach, on_exit))
 
 
 wer_app = typer.Typer(

@@ -7,8 +7,20 @@ exception event goes to policy.on_exception. When it says dump, the crashing pro
 dumped while it is stopped: MiniDumpWriteDump with the exception record and the thread's
 context, then the memory of its Python stacks (pymemory) is offered through the
 MemoryCallback Microsoft documents, and whatever the writer did not take is added to the
-file afterwards (amend; Wine's dbghelp ignores callbacks). The process is then ended with
-the exception code, as Windows would end it."""
+file afterwards (amend; Wine's dbghelp ignores callbacks), with the memory the dying
+thread's stack points to (pointed). The process is then ended with the exception code, as
+Windows would end it.
+
+A process can also end itself without an exception (abort() under Wine, raise(SIGABRT),
+_exit(3), OpenMP's fatal errors, TerminateProcess on itself). At each process's first
+breakpoint (the loader's, or the attach) an int3 is written over the first byte of ntdll's
+exit functions (policy.EXIT_FUNCTIONS; ntdll sits at the same address in every process, so
+this process's own addresses are the debuggee's, checked byte for byte before writing).
+When one is hit, the byte is put back and RIP set back to the entry, so the thread is as
+it was when it called the function; policy.on_exit decides, and a dump is written with
+that breakpoint as its exception (as cdb writes one stopped at `bp
+ntdll!RtlExitUserProcess`) and a comment stream that says so; the process is then ended
+with its own exit code. Either way the breakpoints are gone: an exit happens once."""
 
 from __future__ import annotations
 
@@ -21,13 +33,19 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.codes.model import STATUS_BREAKPOINT
 from dumpkit.capture import policy, win32
 from dumpkit.capture.amend import add_memory
 from dumpkit.capture.live import LiveProcess
+from dumpkit.capture.pointed import pointed_memory
+from dumpkit.capture.policy import ExitDumps
 from dumpkit.capture.pymemory import PythonMemory, command_line_memory, page_bytes, python_memory
 from dumpkit.sources.minidump import open_dump
+from dumpkit.target import Thread
 
 MAX_CALLBACK_RANGES = 1 << 20
+INT3 = b"\xcc"
+SAME_CODE = 16  # bytes of each exit function compared with this process's own before arming
 
 
 @dataclass
@@ -40,6 +58,11 @@ class Dumped:
     python: Optional[PythonMemory]
     added_after: int  # bytes added to the file after the writer: Python stacks, command line
     seconds: float
+    # an exit stopped at ntdll's exit path (policy.EXIT_FUNCTIONS): the function and the
+    # exit code it was given (None: a crash, `code` is its exception)
+    exit_function: Optional[str] = None
+    exit_code: Optional[int] = None
+    pointed: int = 0  # of added_after: the memory the dying thread's stack points to
 
 
 @dataclass
@@ -59,6 +82,11 @@ class _Process:
     handle: int
     name: str
     threads: Dict[int, int] = field(default_factory=dict)  # thread id -> handle
+    # the exit functions' entries -> (name, the byte the int3 replaced), once armed; kept
+    # after disarming, so a second thread already at the int3 is set back too
+    exit_points: Dict[int, Tuple[str, bytes]] = field(default_factory=dict)
+    armed: bool = False
+    first_breakpoint_seen: bool = False
 
 
 class CaptureError(Exception):
@@ -104,15 +132,41 @@ def _callback(ranges: Sequence[Tuple[int, int]]):
     return win32.MINIDUMP_CALLBACK_ROUTINE(routine)
 
 
+class _Context:
+    """A thread's x64 CONTEXT in a 16-byte aligned buffer (GetThreadContext's demand)."""
+
+    def __init__(self) -> None:
+        self._raw = (ctypes.c_ubyte * (win32.CONTEXT_SIZE + 16))()
+        self.address = (ctypes.addressof(self._raw) + 15) & ~15
+        ctypes.c_uint32.from_address(self.address + win32.CONTEXT_FLAGS_OFFSET).value = win32.CONTEXT_ALL_AMD64
+
+    def read(self, thread: int, tid: int) -> "_Context":
+        if not win32.GetThreadContext(thread, ctypes.c_void_p(self.address)):
+            raise CaptureError(f"cannot read the registers of thread {tid}: {win32.last_error()}")
+        return self
+
+    def __getitem__(self, offset: int) -> int:
+        return ctypes.c_uint64.from_address(self.address + offset).value
+
+    def __setitem__(self, offset: int, value: int) -> None:
+        ctypes.c_uint64.from_address(self.address + offset).value = value
+
+
 def write_dump(
-    path: str, process: int, pid: int, thread: int, tid: int, record: "win32.EXCEPTION_RECORD", full: bool
-) -> Tuple[Optional[PythonMemory], int]:
-    """Write the dump; (the Python memory found, bytes of it added after the writer)."""
-    raw = (ctypes.c_ubyte * (win32.CONTEXT_SIZE + 16))()
-    context = (ctypes.addressof(raw) + 15) & ~15  # CONTEXT is 16-byte aligned
-    ctypes.c_uint32.from_address(context + win32.CONTEXT_FLAGS_OFFSET).value = win32.CONTEXT_ALL_AMD64
-    if not win32.GetThreadContext(thread, ctypes.c_void_p(context)):
-        raise CaptureError(f"cannot read the registers of thread {tid}: {win32.last_error()}")
+    path: str,
+    process: int,
+    pid: int,
+    thread: int,
+    tid: int,
+    record: "win32.EXCEPTION_RECORD",
+    full: bool,
+    comment: Optional[str] = None,
+) -> Tuple[Optional[PythonMemory], int, int]:
+    """Write the dump; (the Python memory found, bytes added after the writer, the bytes
+    of memory the dying thread's stack points to that were offered to it). `comment`: a
+    CommentStreamW for readers."""
+    regs = _Context().read(thread, tid)
+    context = regs.address
     pointers = win32.EXCEPTION_POINTERS(ctypes.pointer(record), ctypes.c_void_p(context))
     info = win32.MINIDUMP_EXCEPTION_INFORMATION(tid, ctypes.pointer(pointers), False)
     live = LiveProcess(process, pid)
@@ -127,6 +181,11 @@ def write_dump(
         else win32.MiniDumpNormal | win32.MiniDumpWithProcessThreadData
     )
     kind |= win32.MiniDumpWithUnloadedModules | win32.MiniDumpWithThreadInfo | win32.MiniDumpWithFullMemoryInfo
+    streams = None
+    if comment:
+        text = ctypes.create_unicode_buffer(comment)  # UTF-16 with its NUL, as the stream holds it
+        entry = win32.MINIDUMP_USER_STREAM(win32.CommentStreamW, ctypes.sizeof(text), ctypes.addressof(text))
+        streams = win32.MINIDUMP_USER_STREAM_INFORMATION(1, ctypes.pointer(entry))
     handle = win32.CreateFileW(
         path, win32.GENERIC_WRITE, 0, None, win32.CREATE_ALWAYS, win32.FILE_ATTRIBUTE_NORMAL, None
     )
@@ -134,7 +193,13 @@ def write_dump(
         raise CaptureError(f"{path}: cannot create the dump file: {win32.last_error()}")
     try:
         ok = win32.MiniDumpWriteDump(
-            process, pid, handle, kind, ctypes.byref(info), None, ctypes.byref(callback) if callback else None
+            process,
+            pid,
+            handle,
+            kind,
+            ctypes.byref(info),
+            ctypes.byref(streams) if streams else None,
+            ctypes.byref(callback) if callback else None,
         )
         error = None if ok else win32.last_error()
     finally:
@@ -149,22 +214,38 @@ def write_dump(
     pieces: List[Tuple[int, bytes]] = []
     if memory is not None and memory.ranges:
         pieces += page_bytes(live, memory.ranges)
+    pointed: List[Tuple[int, bytes]] = []
     if not full:
-        pieces += _command_line_bytes(path, live)
-    added = add_memory(path, pieces).bytes_added if pieces else 0
-    return memory, added
+        threads = _written_threads(path)
+        pieces += page_bytes(live, command_line_memory(live, threads))
+        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
+    added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
+    return memory, added, sum(len(d) for _, d in pointed)
 
 
-def _command_line_bytes(path: str, live: LiveProcess) -> List[Tuple[int, bytes]]:
-    """The bytes the written dump needs for its command line, where the writer left them out
-    (MiniDumpWithProcessThreadData holds them on Windows; Wine's dbghelp writes no TEB or
-    PEB): read through the TEB addresses the dump recorded, as the analysis will."""
+def _written_threads(path: str) -> List[Thread]:
+    """The threads of the dump just written: the TEB addresses and stack ranges its writer
+    recorded."""
     written = open_dump(path)
     try:
-        threads = list(written.threads)
+        return list(written.threads)
     finally:
         written.close()
-    return page_bytes(live, command_line_memory(live, threads))
+
+
+def _pointed_bytes(live: LiveProcess, threads: Sequence[Thread], tid: int, sp: int) -> List[Tuple[int, bytes]]:
+    """The memory the dying thread's stack points to (pointed.py), beyond the modules'
+    images and the stacks the dump holds. The command line's bytes (read through the TEBs
+    the dump recorded, as the analysis will: MiniDumpWithProcessThreadData holds them on
+    Windows; Wine's dbghelp writes no TEB or PEB) are added beside them."""
+    thread = next((t for t in threads if t.tid == tid), None)
+    if thread is None or not thread.stack_size:
+        return []
+    top = max(sp, thread.stack_start)
+    stack = live.read_available(top, max(0, thread.stack_end - top))
+    skip = [(m.base, m.base + m.size) for m in live.modules]
+    skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
+    return pointed_memory(stack, skip, live.read_available)
 
 
 def _start(argv: Sequence[str]) -> Tuple[int, int]:
@@ -197,28 +278,37 @@ class _CtrlC:
         self.pressed = True
 
 
+@dataclass
+class _Dumping:
+    """What every dump of one capture shares: where, which kind, which exits, who is told."""
+
+    out_dir: str
+    full: bool
+    exits: ExitDumps
+    on_dump: Callable[[Dumped], None]
+
+
 def run(
-    argv: Optional[Sequence[str]], attach: Optional[int], out_dir: str, full: bool, on_dump: Callable[[Dumped], None]
-) -> Outcome:
-    """Run `argv` (or attach to process `attach`) until it exits; dump each crash into
-    `out_dir` and hand it to `on_dump` (which prints the verdict). Ctrl-C detaches from an
-    attached process; a started one got it too (one console) and decides for itself."""
-    ctrl_c = _CtrlC()
-    previous = signal.signal(signal.SIGINT, ctrl_c)
-    try:
-        return _debug_loop(argv, attach, out_dir, full, on_dump, ctrl_c)
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _debug_loop(
     argv: Optional[Sequence[str]],
     attach: Optional[int],
     out_dir: str,
     full: bool,
     on_dump: Callable[[Dumped], None],
-    ctrl_c: _CtrlC,
+    exits: ExitDumps = ExitDumps.ABNORMAL,
 ) -> Outcome:
+    """Run `argv` (or attach to process `attach`) until it exits; dump each crash, and each
+    exit `exits` asks for, into `out_dir` and hand it to `on_dump` (which prints the
+    verdict). Ctrl-C detaches from an attached process; a started one got it too (one
+    console) and decides for itself."""
+    ctrl_c = _CtrlC()
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        return _debug_loop(argv, attach, _Dumping(out_dir, full, exits, on_dump), ctrl_c)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _debug_loop(argv: Optional[Sequence[str]], attach: Optional[int], dumping: _Dumping, ctrl_c: _CtrlC) -> Outcome:
     if attach is not None:
         if not win32.DebugActiveProcess(attach):
             raise CaptureError(f"cannot attach to process {attach}: {win32.last_error()}")
@@ -258,7 +348,7 @@ def _debug_loop(
             if event.u.LoadDll.hFile:
                 win32.CloseHandle(event.u.LoadDll.hFile)
         elif code == win32.EXCEPTION_DEBUG_EVENT:
-            status = _exception(event, processes.get(pid), out_dir, full, outcome, on_dump)
+            status = _exception(event, processes.get(pid), dumping, outcome)
         elif code == win32.EXIT_PROCESS_DEBUG_EVENT:
             processes.pop(pid, None)
             if pid == main_pid:
@@ -291,32 +381,128 @@ def _image_name(process: int, pid: int) -> str:
     return f"pid{pid}"
 
 
-def _exception(
-    event: "win32.DEBUG_EVENT",
-    process: Optional[_Process],
-    out_dir: str,
-    full: bool,
-    outcome: Outcome,
-    on_dump: Callable[[Dumped], None],
-) -> int:
+def _exception(event: "win32.DEBUG_EVENT", process: Optional[_Process], dumping: _Dumping, outcome: Outcome) -> int:
     info = event.u.Exception
     record = info.ExceptionRecord
     first = bool(info.dwFirstChance)
+    if process is not None and record.ExceptionCode == STATUS_BREAKPOINT and first:
+        at = record.ExceptionAddress or 0
+        if at in process.exit_points:
+            return _exit_stop(event, process, at, dumping, outcome)
+        if not process.first_breakpoint_seen:
+            # the loader's breakpoint (or the attach's): ntdll is mapped, nothing has run yet
+            process.first_breakpoint_seen = True
+            if dumping.exits is not ExitDumps.NEVER:
+                _arm(process)
     decision = policy.on_exception(record.ExceptionCode, first)
     status = win32.DBG_CONTINUE if decision.handled_by_debugger else win32.DBG_EXCEPTION_NOT_HANDLED
     if not decision.dump or process is None:
         return status
     pid, tid = event.dwProcessId, event.dwThreadId
-    thread = process.threads.get(tid) or win32.OpenThread(
-        win32.THREAD_GET_CONTEXT | win32.THREAD_QUERY_INFORMATION, False, tid
-    )
-    path = _dump_name(out_dir, process.name, pid)
+    thread = _thread_handle(process, tid)
+    path = _dump_name(dumping.out_dir, process.name, pid)
     started = time.perf_counter()
     saved = win32.EXCEPTION_RECORD.from_buffer_copy(record)
-    memory, added = write_dump(path, process.handle, pid, thread, tid, saved, full)
-    dumped = Dumped(path, pid, tid, record.ExceptionCode, first, memory, added, time.perf_counter() - started)
+    memory, added, pointed = write_dump(path, process.handle, pid, thread, tid, saved, dumping.full)
+    dumped = Dumped(
+        path, pid, tid, record.ExceptionCode, first, memory, added, time.perf_counter() - started, pointed=pointed
+    )
     outcome.dumps.append(dumped)
     # as Windows ends a process whose exception no handler took: with its code
     win32.TerminateProcess(process.handle, record.ExceptionCode)
-    on_dump(dumped)
+    dumping.on_dump(dumped)
     return status
+
+
+def _thread_handle(process: _Process, tid: int) -> int:
+    return process.threads.get(tid) or win32.OpenThread(
+        win32.THREAD_GET_CONTEXT | win32.THREAD_SET_CONTEXT | win32.THREAD_QUERY_INFORMATION, False, tid
+    )
+
+
+_OWN_EXIT_POINTS: Optional[Dict[int, str]] = None
+
+
+def _own_exit_points() -> Dict[int, str]:
+    """The exit functions' entries in this process's ntdll, which are the debuggee's too."""
+    global _OWN_EXIT_POINTS
+    if _OWN_EXIT_POINTS is None:
+        ntdll = win32.GetModuleHandleW("ntdll.dll")
+        found: Dict[int, str] = {}
+        for name in policy.EXIT_FUNCTIONS:
+            at = win32.GetProcAddress(ntdll, name.encode()) if ntdll else None
+            if at:
+                found[at] = name
+        _OWN_EXIT_POINTS = found
+    return _OWN_EXIT_POINTS
+
+
+def _write_byte(process: _Process, at: int, byte: bytes) -> bool:
+    done = ctypes.c_size_t(0)
+    ok = win32.WriteProcessMemory(process.handle, ctypes.c_void_p(at), byte, 1, ctypes.byref(done))
+    win32.FlushInstructionCache(process.handle, ctypes.c_void_p(at), 1)
+    return bool(ok) and done.value == 1
+
+
+def _arm(process: _Process) -> None:
+    """An int3 on each exit function whose first bytes in the debuggee are this process's
+    own (a 32-bit process, or an ntdll mapped elsewhere, is left alone)."""
+    live = LiveProcess(process.handle, 0)
+    for at, name in _own_exit_points().items():
+        theirs = live.read_available(at, SAME_CODE)
+        if theirs != ctypes.string_at(at, SAME_CODE):
+            continue
+        if _write_byte(process, at, INT3):
+            process.exit_points[at] = (name, theirs[:1])
+    process.armed = bool(process.exit_points)
+
+
+def _disarm(process: _Process) -> None:
+    if process.armed:
+        for at, (_name, byte) in process.exit_points.items():
+            _write_byte(process, at, byte)
+        process.armed = False
+
+
+def _exit_stop(event: "win32.DEBUG_EVENT", process: _Process, at: int, dumping: _Dumping, outcome: Outcome) -> int:
+    """A thread stopped on an exit function's int3: the byte goes back and RIP back to the
+    entry (the thread then runs the function as called), and the exit is dumped if
+    policy.on_exit says so, the process then ended with its own exit code."""
+    pid, tid = event.dwProcessId, event.dwThreadId
+    thread = _thread_handle(process, tid)
+    regs = _Context().read(thread, tid)
+    name = process.exit_points[at][0]
+    was_armed = process.armed
+    _disarm(process)
+    regs[win32.CONTEXT_RIP] = at
+    if not win32.SetThreadContext(thread, ctypes.c_void_p(regs.address)):
+        raise CaptureError(f"cannot set the registers of thread {tid}: {win32.last_error()}")
+    call = policy.exit_call(name, regs[win32.CONTEXT_RCX], regs[win32.CONTEXT_RDX])
+    if not was_armed or not policy.on_exit(call, dumping.exits).dump:
+        return win32.DBG_CONTINUE  # (not armed: a second thread that reached the int3 before it went)
+    record = win32.EXCEPTION_RECORD.from_buffer_copy(event.u.Exception.ExceptionRecord)
+    record.ExceptionAddress = at
+    path = _dump_name(dumping.out_dir, process.name, pid)
+    started = time.perf_counter()
+    comment = (
+        f"dumpkit capture: the process ended itself: ntdll!{name} was called with exit code "
+        f"{call.exit_code} ({call.exit_code:#x}); the exception is dumpkit's breakpoint there"
+    )
+    memory, added, pointed = write_dump(path, process.handle, pid, thread, tid, record, dumping.full, comment)
+    dumped = Dumped(
+        path,
+        pid,
+        tid,
+        STATUS_BREAKPOINT,
+        True,
+        memory,
+        added,
+        time.perf_counter() - started,
+        exit_function=name,
+        exit_code=call.exit_code,
+        pointed=pointed,
+    )
+    outcome.dumps.append(dumped)
+    win32.TerminateProcess(process.handle, call.exit_code)
+    dumping.on_dump(dumped)
+    return win32.DBG_CONTINUE

@@ -8,7 +8,18 @@ on. Pure: the loop (debugger.py) asks, these rules answer.
   (ctypes turns some into OSError; a JIT probes memory on purpose) must stay harmless, so
   only an exception that no handler took is a crash.
 - Never: the debugger's own business (the loader's initial breakpoint, single steps,
-  Ctrl-C and Ctrl-Break, debug-output strings, MSVC's thread-naming exception)."""
+  Ctrl-C and Ctrl-Break, debug-output strings, MSVC's thread-naming exception).
+
+A process can also end itself with no exception at all: abort() under Wine, raise(SIGABRT)
+and _exit(3) everywhere, Intel OpenMP's "OMP: Error #15", TerminateProcess on itself. The
+loop stops every exit at ntdll's exit path (`EXIT_FUNCTIONS`, as `bp ntdll!RtlExitUserProcess`
+in cdb) and `on_exit` says which to dump:
+- `abnormal` (the default): exit code 3 (abort(), raise(SIGABRT), Py_FatalError, OpenMP's
+  fatal errors: the C runtime's code for an abnormal end), an NTSTATUS or HRESULT error
+  code (0x80000000 and above: a status handed to ExitProcess or TerminateProcess), or any
+  nonzero code given to TerminateProcess on the process itself;
+- `nonzero`: every nonzero exit code (sys.exit(1) included);
+- `never`: exits are not dumped."""
 
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ from dumpkit.analysis.codes.model import (
     STATUS_WX86_BREAKPOINT,
 )
 from dumpkit.records import record
+from dumpkit.words import Word
 
 MS_VC_THREAD_NAME = 0x406D1388  # RaiseException by MSVC's SetThreadName idiom (not an NTSTATUS)
 
@@ -69,3 +81,58 @@ def on_exception(code: int, first_chance: bool) -> Decision:
     if not first_chance:
         return Decision(True, False, "no handler took it (second chance)")
     return Decision(False, False, "first chance: the program may handle it")
+
+
+# ntdll's process-exit path: ExitProcess and the C runtime's exit/_exit end in the first;
+# TerminateProcess(GetCurrentProcess(), code) calls the second directly.
+RTL_EXIT_USER_PROCESS = "RtlExitUserProcess"  # RtlExitUserProcess(exit code)
+NT_TERMINATE_PROCESS = "NtTerminateProcess"  # NtTerminateProcess(handle, exit code)
+EXIT_FUNCTIONS = (RTL_EXIT_USER_PROCESS, NT_TERMINATE_PROCESS)
+CURRENT_PROCESS = 0xFFFFFFFFFFFFFFFF  # the pseudo-handle GetCurrentProcess() returns, (HANDLE)-1
+ABORT_EXIT_CODE = 3  # abort(), raise(SIGABRT) with the default action, _exit(3)
+
+
+class ExitDumps(Word):
+    """Which exits `dumpkit capture` dumps (`--on-exit`)."""
+
+    ABNORMAL = "abnormal"
+    NONZERO = "nonzero"
+    NEVER = "never"
+
+
+@record
+class ExitCall:
+    """A call into ntdll's exit path: which function, the exit code it was given, and
+    whether it ends the calling process itself (NtTerminateProcess may be given another
+    process's handle, or 0: "every other thread of this process", which RtlExitUserProcess
+    does first)."""
+
+    function: str
+    exit_code: int
+    own_process: bool
+
+
+def exit_call(function: str, rcx: int, rdx: int) -> ExitCall:
+    """The call at `function`'s entry, read from its first two arguments (RCX, RDX)."""
+    if function == RTL_EXIT_USER_PROCESS:
+        return ExitCall(function, rcx & 0xFFFFFFFF, True)
+    return ExitCall(function, rdx & 0xFFFFFFFF, rcx & CURRENT_PROCESS == CURRENT_PROCESS)
+
+
+def on_exit(call: ExitCall, mode: ExitDumps = ExitDumps.ABNORMAL) -> Decision:
+    """Whether an exit stopped at `call` is dumped. Never handled by the debugger: the
+    breakpoint is its own, and the process goes on to exit (or is ended with its code)."""
+    code = call.exit_code
+    if not call.own_process:
+        return Decision(False, True, "not the process ending itself")
+    if mode is ExitDumps.NEVER or code == 0:
+        return Decision(False, True, "a normal exit")
+    if mode is ExitDumps.NONZERO:
+        return Decision(True, True, f"exit code {code}")
+    if code == ABORT_EXIT_CODE:
+        return Decision(True, True, "exit code 3: abort(), raise(SIGABRT) or a runtime's fatal error")
+    if code >= 0x80000000:
+        return Decision(True, True, f"exit code {code:#010x}: an error status")
+    if call.function == NT_TERMINATE_PROCESS:
+        return Decision(True, True, f"TerminateProcess on itself with code {code}")
+    return Decision(False, True, f"exit code {code}: dumped only with --on-exit nonzero")

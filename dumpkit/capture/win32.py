@@ -41,9 +41,13 @@ WAIT_OBJECT_0 = 0
 ERROR_INVALID_PARAMETER = 87
 THREAD_GET_CONTEXT = 0x0008
 THREAD_QUERY_INFORMATION = 0x0040
+THREAD_SET_CONTEXT = 0x0010
 CONTEXT_ALL_AMD64 = 0x0010001F  # CONTEXT_AMD64 | CONTROL | INTEGER | SEGMENTS | FLOATING_POINT | DEBUG_REGISTERS
 CONTEXT_SIZE = 1232  # sizeof(CONTEXT) on x64
 CONTEXT_FLAGS_OFFSET = 0x30
+# register offsets in the x64 CONTEXT (winnt.h): the first two arguments, the stack and
+# instruction pointers
+CONTEXT_RCX, CONTEXT_RDX, CONTEXT_RSP, CONTEXT_RIP = 0x80, 0x88, 0x98, 0xF8
 
 TH32CS_SNAPMODULE = 0x00000008
 TH32CS_SNAPMODULE32 = 0x00000010
@@ -219,6 +223,19 @@ class MINIDUMP_CALLBACK_OUTPUT(ctypes.Union):
     ]
 
 
+class MINIDUMP_USER_STREAM(ctypes.Structure):
+    _pack_ = 4
+    _fields_ = [("Type", wt.ULONG), ("BufferSize", wt.ULONG), ("Buffer", ctypes.c_void_p)]
+
+
+class MINIDUMP_USER_STREAM_INFORMATION(ctypes.Structure):
+    _pack_ = 4
+    _fields_ = [("UserStreamCount", wt.ULONG), ("UserStreamArray", ctypes.POINTER(MINIDUMP_USER_STREAM))]
+
+
+CommentStreamW = 11  # MINIDUMP_STREAM_TYPE: a UTF-16 comment from whoever wrote the dump
+
+
 MINIDUMP_CALLBACK_ROUTINE = ctypes.WINFUNCTYPE(
     wt.BOOL, ctypes.c_void_p, ctypes.POINTER(MINIDUMP_CALLBACK_INPUT), ctypes.POINTER(MINIDUMP_CALLBACK_OUTPUT)
 )
@@ -263,6 +280,22 @@ TerminateProcess = _declare(kernel32, "TerminateProcess", wt.BOOL, wt.HANDLE, wt
 WaitForSingleObject = _declare(kernel32, "WaitForSingleObject", wt.DWORD, wt.HANDLE, wt.DWORD)
 GetExitCodeProcess = _declare(kernel32, "GetExitCodeProcess", wt.BOOL, wt.HANDLE, ctypes.POINTER(wt.DWORD))
 GetThreadContext = _declare(kernel32, "GetThreadContext", wt.BOOL, wt.HANDLE, ctypes.c_void_p)
+SetThreadContext = _declare(kernel32, "SetThreadContext", wt.BOOL, wt.HANDLE, ctypes.c_void_p)
+WriteProcessMemory = _declare(
+    kernel32,
+    "WriteProcessMemory",
+    wt.BOOL,
+    wt.HANDLE,
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.POINTER(ctypes.c_size_t),
+)
+FlushInstructionCache = _declare(
+    kernel32, "FlushInstructionCache", wt.BOOL, wt.HANDLE, ctypes.c_void_p, ctypes.c_size_t
+)
+GetModuleHandleW = _declare(kernel32, "GetModuleHandleW", wt.HMODULE, wt.LPCWSTR)
+GetProcAddress = _declare(kernel32, "GetProcAddress", ctypes.c_void_p, wt.HMODULE, wt.LPCSTR)
 ReadProcessMemory = _declare(
     kernel32,
     "ReadProcessMemory",
@@ -291,7 +324,7 @@ MiniDumpWriteDump = _declare(
     wt.HANDLE,
     wt.DWORD,
     ctypes.POINTER(MINIDUMP_EXCEPTION_INFORMATION),
-    ctypes.c_void_p,
+    ctypes.POINTER(MINIDUMP_USER_STREAM_INFORMATION),
     ctypes.POINTER(MINIDUMP_CALLBACK_INFORMATION),
 )
 

@@ -53,12 +53,18 @@ def _verdict(path: str) -> str:
 def _report(dumped) -> None:
     from dumpkit.analysis.codes import lookup_status
 
-    name = lookup_status(dumped.code).name or ""
-    chance = "first" if dumped.first_chance else "second"
-    _say(
-        f"dumpkit capture: process {dumped.pid} crashed: {dumped.code:#010x} {name} on thread "
-        f"{dumped.thread_id} ({chance} chance)"
-    )
+    if dumped.exit_code is not None:
+        _say(
+            f"dumpkit capture: process {dumped.pid} ended itself with exit code {dumped.exit_code} "
+            f"({dumped.exit_code:#x}) on thread {dumped.thread_id} (stopped at ntdll!{dumped.exit_function})"
+        )
+    else:
+        name = lookup_status(dumped.code).name or ""
+        chance = "first" if dumped.first_chance else "second"
+        _say(
+            f"dumpkit capture: process {dumped.pid} crashed: {dumped.code:#010x} {name} on thread "
+            f"{dumped.thread_id} ({chance} chance)"
+        )
     size = os.path.getsize(dumped.path) if os.path.exists(dumped.path) else 0
     py = dumped.python
     if py is None:
@@ -68,6 +74,8 @@ def _report(dumped) -> None:
         extra = f"; Python stacks of {stacks} thread(s) in it ({_size(py.size)} of interpreter memory)"
     else:
         extra = f"; no Python stack: {py.state.message}"
+    if dumped.pointed:
+        extra += f"; {_size(dumped.pointed)} of memory its stack points to"
     _say(f"  dump: {dumped.path} ({_size(size)}, written in {dumped.seconds:.1f} s{extra})")
     _say(f"  verdict: {_verdict(dumped.path)}")
 
@@ -85,7 +93,14 @@ def detach_failed(pid: int, error: str, ended: bool, exit_code: Optional[int]) -
     return f"dumpkit capture: could not detach from process {pid}: {error}; {fate}"
 
 
-def run_capture(program: Sequence[str], output: str, full: bool, attach: Optional[int]) -> int:
+EXIT_CHOICES = ("abnormal", "nonzero", "never")
+
+
+def run_capture(
+    program: Sequence[str], output: str, full: bool, attach: Optional[int], on_exit: str = "abnormal"
+) -> int:
+    if on_exit not in EXIT_CHOICES:
+        raise fail(f"--on-exit {on_exit}: give one of {', '.join(EXIT_CHOICES)}")
     if sys.platform != "win32":
         raise fail(NOT_WINDOWS_CAPTURE)
     if attach is None and not program:
@@ -97,9 +112,12 @@ def run_capture(program: Sequence[str], output: str, full: bool, attach: Optiona
     except OSError as e:
         raise fail(f"{output}: cannot create the dump folder: {e.strerror or e}") from None
     from dumpkit.capture.debugger import CaptureError, run
+    from dumpkit.capture.policy import ExitDumps
 
     try:
-        outcome = run(list(program) if program else None, attach, os.path.abspath(output), full, _report)
+        outcome = run(
+            list(program) if program else None, attach, os.path.abspath(output), full, _report, ExitDumps(on_exit)
+        )
     except CaptureError as e:
         raise fail(str(e)) from None
     if outcome.detach_failed is not None:
@@ -110,7 +128,10 @@ def run_capture(program: Sequence[str], output: str, full: bool, attach: Optiona
         _say(f"dumpkit capture: detached from process {attach}; it keeps running")
         return DETACHED
     if not outcome.dumps:
-        _say(f"dumpkit capture: the program exited with code {outcome.exit_code} and did not crash; no dump written")
+        _say(
+            f"dumpkit capture: the program exited with code {outcome.exit_code} and did not crash; no dump written"
+            + (" (--on-exit nonzero dumps every nonzero exit)" if outcome.exit_code and on_exit == "abnormal" else "")
+        )
     code = outcome.exit_code if outcome.exit_code is not None else EXIT_OK
     # Windows exit codes are 32-bit; Python's sys.exit takes a C long, so 0xC00000FD goes as
     # -1073741571, which the parent sees as 0xC00000FD again

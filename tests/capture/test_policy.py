@@ -31,3 +31,49 @@ def test_ctrl_c_debug_strings_and_thread_names_are_never_dumped(code):
     for first in (True, False):
         decision = on_exception(code, first)
         assert not decision.dump and not decision.handled_by_debugger  # the program's handlers get them
+
+
+# --------------------------------------------------------------------------- exits
+from dumpkit.capture.policy import (  # noqa: E402
+    CURRENT_PROCESS,
+    NT_TERMINATE_PROCESS,
+    RTL_EXIT_USER_PROCESS,
+    ExitDumps,
+    exit_call,
+    on_exit,
+)
+
+
+def test_the_exit_code_is_the_first_argument_of_rtlexituserprocess_and_the_second_of_ntterminateprocess():
+    call = exit_call(RTL_EXIT_USER_PROCESS, 3, 0x1234)
+    assert (call.exit_code, call.own_process) == (3, True)
+    call = exit_call(NT_TERMINATE_PROCESS, CURRENT_PROCESS, 0xE0000001)
+    assert (call.exit_code, call.own_process) == (0xE0000001, True)
+
+
+def test_terminating_another_process_or_the_other_threads_is_not_the_process_ending_itself():
+    # RtlExitUserProcess first calls NtTerminateProcess(0, code) to end the other threads
+    assert not exit_call(NT_TERMINATE_PROCESS, 0, 3).own_process
+    assert not on_exit(exit_call(NT_TERMINATE_PROCESS, 0x1A4, 3)).dump
+
+
+@pytest.mark.parametrize("code", [3, 0xC0000409, 0x80004005, 0xE0000001])
+def test_abort_code_3_and_error_statuses_are_dumped_by_default(code):
+    assert on_exit(exit_call(RTL_EXIT_USER_PROCESS, code, 0)).dump
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 42])
+def test_ordinary_exit_codes_are_not_dumped_by_default(code):
+    decision = on_exit(exit_call(RTL_EXIT_USER_PROCESS, code, 0))
+    assert not decision.dump and decision.handled_by_debugger  # the breakpoint is the debugger's own
+
+
+def test_terminateprocess_on_itself_is_dumped_whatever_its_code_but_0():
+    assert on_exit(exit_call(NT_TERMINATE_PROCESS, CURRENT_PROCESS, 7)).dump
+    assert not on_exit(exit_call(NT_TERMINATE_PROCESS, CURRENT_PROCESS, 0)).dump
+
+
+def test_nonzero_dumps_every_nonzero_exit_and_never_none():
+    assert on_exit(exit_call(RTL_EXIT_USER_PROCESS, 1, 0), ExitDumps.NONZERO).dump
+    assert not on_exit(exit_call(RTL_EXIT_USER_PROCESS, 0, 0), ExitDumps.NONZERO).dump
+    assert not on_exit(exit_call(RTL_EXIT_USER_PROCESS, 3, 0), ExitDumps.NEVER).dump

@@ -1,0 +1,105 @@
+"""The memory a dying thread's stack points to, which `dumpkit capture` adds to its dumps.
+
+A runtime that aborts writes its reason first, and the text is seldom on the stack itself:
+TensorFlow's `Check failed: ...` is in the heap buffer of a LogMessage's stream (the object
+lives on the stack, its characters do not), an uncaught C++ exception's what() string is
+in the heap object its ThrowInfo describes. A MiniDumpNormal dump holds the stacks but not
+the heap, so the text would be lost; a full-memory dump keeps everything and costs tens of
+megabytes. The middle way is dbghelp's own idea (MiniDumpWithIndirectlyReferencedMemory,
+which Wine's writer ignores): for every word near the top of the stack that points into
+readable memory outside the modules and the stack, keep a small window around where it
+points; and, once more, around what those windows point to (an object holding a pointer to
+its text). Bounded by construction: the words looked at, the window sizes, the total.
+
+Pure: the caller hands in the stack's bytes and a reader of the stopped process."""
+
+from __future__ import annotations
+
+import struct
+from bisect import bisect_right
+from typing import Callable, Iterable, List, Sequence, Set, Tuple
+
+from dumpkit.spans import Span, merge
+
+STACK_BYTES = 128 << 10  # from the stack pointer up: where the dying frames and their objects are
+BEFORE, AFTER = 64, 448  # a window around each pointer: an object's head and its text
+SECOND_BEFORE, SECOND_AFTER = 0, 256  # around what the first windows point to
+MAX_POINTERS = 4096  # distinct targets per level
+MAX_TOTAL = 4 << 20  # bytes added in all
+LOWEST = 0x10000  # below: never a pointer (Windows keeps the first 64 KiB unmapped)
+HIGHEST = 0x7FFFFFFFFFFF  # the end of x64 user space
+PAGE = 0x1000
+
+ReadAvailable = Callable[[int, int], bytes]
+
+
+def _words(data: bytes) -> Iterable[int]:
+    usable = len(data) & ~7
+    return struct.unpack_from(f"<{usable // 8}Q", data) if usable else ()
+
+
+def _inside(value: int, spans: Sequence[Span]) -> bool:
+    """Is `value` in one of the sorted, merged `spans`?"""
+    i = bisect_right(spans, (value, 1 << 64)) - 1
+    return i >= 0 and spans[i][0] <= value < spans[i][1]
+
+
+def _targets(data: bytes, skip: Sequence[Span], seen: Set[int]) -> List[int]:
+    """The distinct words of `data` that can be user-space pointers outside `skip` (sorted,
+    merged), in the order they appear, at most MAX_POINTERS, none already in `seen`."""
+    out: List[int] = []
+    for value in _words(data):
+        if value < LOWEST or value > HIGHEST or value in seen:
+            continue
+        seen.add(value)
+        if _inside(value, skip):
+            continue
+        out.append(value)
+        if len(out) >= MAX_POINTERS:
+            break
+    return out
+
+
+def _windows(targets: Sequence[int], before: int, after: int) -> List[Span]:
+    return merge(((t - before) & ~15, (t + after + 15) & ~15) for t in targets)
+
+
+def _read(read_available: ReadAvailable, spans: Sequence[Span], budget: int) -> List[Tuple[int, bytes]]:
+    """The readable bytes of `spans` (each read from its start as far as the process has
+    it), within `budget` bytes in all."""
+    out: List[Tuple[int, bytes]] = []
+    for lo, hi in spans:
+        if budget <= 0:
+            break
+        data = read_available(lo, min(hi - lo, budget))
+        if not data and (lo | PAGE - 1) + 1 < hi:
+            # the window's head lies on a page the process does not have (an object at the
+            # start of its allocation): the rest of it, from the next page on
+            lo = (lo | PAGE - 1) + 1
+            data = read_available(lo, min(hi - lo, budget))
+        if data:
+            out.append((lo, data))
+            budget -= len(data)
+    return out
+
+
+def pointed_memory(
+    stack: bytes, skip: Sequence[Span], read_available: ReadAvailable, max_total: int = MAX_TOTAL
+) -> List[Tuple[int, bytes]]:
+    """The pieces (address, bytes) of memory that the words of `stack` (the top of the
+    dying thread's stack, from its stack pointer up) point to, and what those point to in
+    turn, outside `skip` (the modules' images and the stack itself, which the dump has or
+    whose files the analysis reads)."""
+    skip = merge(skip)
+    seen: Set[int] = set()
+    first = _read(read_available, _windows(_targets(stack[:STACK_BYTES], skip, seen), BEFORE, AFTER), max_total)
+    used = sum(len(d) for _, d in first)
+    inner: List[int] = []
+    for _, data in first:
+        inner += _targets(data, skip, seen)
+        if len(inner) >= MAX_POINTERS:
+            break
+    have = merge((a, a + len(d)) for a, d in first)
+    fresh = [t for t in inner[:MAX_POINTERS] if not _inside(t, have)]
+    second = _read(read_available, _windows(fresh, SECOND_BEFORE, SECOND_AFTER), max_total - used)
+    return first + second
