@@ -460,6 +460,9 @@ class Target(Protocol):
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]
     xstate_enabled_features: Optional[int]
+    # what the dump's writer wrote in its comment streams (ProcDump: its command line and
+    # trigger; dumpkit capture: why it stopped the process); None when there are none
+    comment: Optional[str]
     # What travelled with a dump read from a bundle (sources/bundle.py): the image and PDB
     # pages its first analysis read, with the installation's facts, and what the bundle
     # says of the dump. None for a plain dump and a live session.

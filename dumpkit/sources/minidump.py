@@ -177,6 +177,7 @@ class MinidumpTarget:
         self.system: Optional[SystemInfo] = streams.system
         self.process: Optional[ProcessInfo] = streams.process
         self.build_string: Optional[str] = streams.build_string
+        self.comment: Optional[str] = streams.comment
         self.xstate_enabled_features: Optional[int] = streams.xstate_enabled_features
         self.threads: List[Thread] = streams.threads
         self.modules: List[Module] = streams.modules

@@ -67,6 +67,7 @@ _THREAD = struct.Struct("<IIIIQQIIII")
 _MODULE = struct.Struct("<QIIIIIIIIII")
 _CV_RECORD_AT = 24 + 52
 HEADER_SIZE = 32  # MINIDUMP_HEADER: nothing a stream points at can start inside it
+MAX_COMMENT = 16384  # characters of a writer's comment kept (ProcDump writes a few lines)
 MAX_RECORDS = 1 << 23  # per list stream, beyond what its bytes hold; anything beyond is reported and skipped
 MAX_STRING_BYTES = 64 * 1024
 # All names together: thousands of 64 KiB module paths would make every report hundreds
@@ -160,6 +161,7 @@ class MinidumpStreams:
     stack_ranges: Tuple[Tuple[int, int, int], ...]
     range_problems: Tuple[str, ...]
     missing_lists: Tuple[str, ...]
+    comment: Optional[str] = None  # CommentStreamA / CommentStreamW: what the dump's writer said
 
 
 def read_streams(data: Buffer, size: int, path: str, problems: Problems) -> MinidumpStreams:
@@ -230,6 +232,7 @@ class _StreamReader:
         self.function_tables: List[Tuple[int, int, int, int]] = []
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
+        self.comments: List[str] = []
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
         self._mem_ranges: List[Tuple[int, int, int]] = []
@@ -327,6 +330,8 @@ class _StreamReader:
             (6, self._parse_exception),
             (16, self._parse_memory_info),
             (13, self._parse_function_table),
+            (10, self._parse_comment_a),
+            (11, self._parse_comment_w),
         ]
         handled = {stype for stype, _h in handlers}
         beyond = [
@@ -378,6 +383,7 @@ class _StreamReader:
             stack_ranges=tuple(self._stack_ranges),
             range_problems=tuple(range_problem_lines(self._range_problems)),
             missing_lists=missing_lists,
+            comment="\n".join(self.comments) or None,
         )
 
     def _expected_size(self, dir_rva: int, claimed: int, entries: List[StreamEntry]) -> int:
@@ -516,6 +522,18 @@ class _StreamReader:
 
     def _add_range(self, start: int, size: int, offset: int, what: str) -> None:
         add_range(self._mem_ranges, self._range_problems, self._size, start, size, offset, what)
+
+    def _parse_comment_a(self, data: bytes) -> None:
+        self._comment(data[:MAX_COMMENT].split(b"\0", 1)[0].decode("latin-1"))
+
+    def _parse_comment_w(self, data: bytes) -> None:
+        self._comment(data[: 2 * MAX_COMMENT].decode("utf-16-le", "replace").split("\0", 1)[0])
+
+    def _comment(self, text: str) -> None:
+        # a writer's words, shown in reports: printable characters only
+        text = "".join(c if c.isprintable() or c in "\n\t" else "?" for c in text).strip()
+        if text:
+            self.comments.append(text)
 
     def _parse_thread_names(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)

@@ -176,6 +176,7 @@ class PykdTarget:
         self.exception: Optional[ExceptionInfo] = None
         self.memory_regions: List[MemoryRegion] = []
         self.build_string: Optional[str] = None
+        self.comment: Optional[str] = None  # a dump's comment streams are not reachable through pykd
         self.image_store: Optional[ImageStore] = None  # the debugger finds images itself
         self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None

@@ -311,3 +311,28 @@ def test_an_independent_reader_sees_the_same_dump(tmp_path):
     assert (m.misc_info.ProcessId, m.misc_info.ProcessorMaxMhz) == (77, 3000)
     assert [u.name for u in m.unloaded_modules.modules] == ["C:\\x\\gone.dll"]
     assert m.memory_info.infos[0].RegionSize == 0x1000
+
+
+def _commented(*streams):
+    d = SynthDump().system_info().no_misc_info()
+    d.thread(0x1A4, context=x64_context(**REGS), stack=Range(STACK + 0x700, b"\0" * 0x100))
+    for stype, payload in streams:
+        d.raw_stream(stype, payload)
+    return d
+
+
+def test_comment_streams_say_what_the_writer_said(tmp_path):
+    """CommentStreamW (dumpkit capture: why it stopped the process; ProcDump: its command
+    line and trigger) and CommentStreamA are read, up to their NUL, printable only."""
+    wide = "dumpkit capture: the process ended itself: ntdll!RtlExitUserProcess was called with exit code 3\0junk"
+    t = _open(_commented((11, wide.encode("utf-16-le")), (10, b"*** procdump -ma -t\x07 python.exe\0")), tmp_path)
+    assert t.comment is not None
+    lines = t.comment.splitlines()
+    assert "dumpkit capture: the process ended itself: ntdll!RtlExitUserProcess was called with exit code 3" in lines
+    assert "*** procdump -ma -t? python.exe" in lines
+    assert "junk" not in t.comment
+    assert not [p for p in t.soft_errors.items if "comment" in p.lower()]
+
+
+def test_a_dump_without_comments_has_none(full):
+    assert full.comment is None

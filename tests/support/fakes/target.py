@@ -94,6 +94,7 @@ class MemoryTarget:
         process: Optional[ProcessInfo] = None,
         build_string: Optional[str] = None,
         xstate_enabled_features: Optional[int] = None,
+        comment: Optional[str] = None,
         name: str = "synthetic.dmp",
     ):
         self.memory = memory if isinstance(memory, Memory) else Memory(memory)
@@ -113,6 +114,7 @@ class MemoryTarget:
         self.bundle = None
         self.dump_file = None  # no file behind it: nothing to bundle
         self.xstate_enabled_features = xstate_enabled_features
+        self.comment = comment
 
     @property
     def memory_range_count(self) -> Optional[int]:
