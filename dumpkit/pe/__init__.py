@@ -9,6 +9,7 @@ One module per part of the format, as the SDK divides it:
     image.py      PEImage: the facade (RVA reading, lazily cached directories)
     exception.py  .pdata binary search, UNWIND_INFO decoding, dynamic function tables
     exports.py    the export directory
+    imports.py    the import and delay-load import directories
     coff.py       COFF symbol table and long section names
     debug.py      the debug directory's CodeView (RSDS) record
     resources.py  the RT_VERSION resource and VS_VERSIONINFO
@@ -34,6 +35,16 @@ from dumpkit.pe.exception import (
 from dumpkit.pe.exports import MAX_EXPORT_NAME, MAX_EXPORT_NAME_BLOCK, MAX_EXPORTS
 from dumpkit.pe.headers import MAX_HEADER_OFFSET, MAX_SECTIONS, DataDirectory, Section
 from dumpkit.pe.image import PEImage
+from dumpkit.pe.imports import (
+    MAX_IMPORT_DLLS,
+    MAX_IMPORT_NAME,
+    MAX_IMPORT_NAME_BLOCK,
+    MAX_IMPORT_NAME_BYTES,
+    MAX_IMPORTED_FUNCTIONS,
+    MAX_IMPORTS_PER_DLL,
+    ImportedDll,
+    ImportTable,
+)
 from dumpkit.pe.resources import (
     MAX_RESOURCE_ENTRIES,
     MAX_VERSION_BLOCKS,
@@ -44,8 +55,10 @@ from dumpkit.pe.resources import (
 )
 from dumpkit.pe.winnt import (
     DIR_DEBUG,
+    DIR_DELAY_IMPORT,
     DIR_EXCEPTION,
     DIR_EXPORT,
+    DIR_IMPORT,
     DIR_RESOURCE,
     IMAGE_DEBUG_TYPE_CODEVIEW,
     IMAGE_FILE_MACHINE_AMD64,
@@ -85,6 +98,8 @@ __all__ = [
     "UnwindInfo",
     "VersionInfo",
     "PEImage",
+    "ImportedDll",
+    "ImportTable",
     "MemoryUnwindData",
     "ReadVA",
     "parse_vs_versioninfo",
@@ -97,6 +112,8 @@ __all__ = [
     "IMAGE_DEBUG_TYPE_CODEVIEW",
     "RT_VERSION",
     "DIR_EXPORT",
+    "DIR_IMPORT",
+    "DIR_DELAY_IMPORT",
     "DIR_RESOURCE",
     "DIR_EXCEPTION",
     "DIR_DEBUG",
@@ -122,6 +139,12 @@ __all__ = [
     "MAX_EXPORTS",
     "MAX_EXPORT_NAME",
     "MAX_EXPORT_NAME_BLOCK",
+    "MAX_IMPORT_DLLS",
+    "MAX_IMPORTS_PER_DLL",
+    "MAX_IMPORTED_FUNCTIONS",
+    "MAX_IMPORT_NAME",
+    "MAX_IMPORT_NAME_BYTES",
+    "MAX_IMPORT_NAME_BLOCK",
     "MAX_RESOURCE_ENTRIES",
     "MAX_VERSION_RESOURCE",
     "MAX_VERSION_BLOCKS",

@@ -85,6 +85,9 @@ class Headers:
     size_of_stack_commit: int
     data_directories: Tuple[DataDirectory, ...]
     sections: Tuple[Section, ...]
+    # (MajorLinkerVersion, MinorLinkerVersion): MSVC writes its toolset's, 14.40 for Visual
+    # Studio 2022 17.10; GNU ld writes binutils' (2.x)
+    linker_version: Tuple[int, int] = (0, 0)
 
 
 def _u16(b: bytes, off: int) -> int:
@@ -170,4 +173,5 @@ def parse_headers(rd: Callable[[int, int], bytes]) -> Headers:
         size_of_stack_commit=stack_commit,
         data_directories=directories,
         sections=tuple(sections),
+        linker_version=(opt[2], opt[3]),
     )

@@ -9,9 +9,9 @@ Every byte is read through one reader:
   `read_va(address, size)`, which raises `MemoryNotInDump` for missing bytes.
 
 Only the headers are parsed up front. The exception directory is binary-searched in place
-(pe/exception.py); exports, COFF symbols, the version resource and the CodeView record are
-parsed on first use by their own modules and cached here, and what goes wrong while reading
-them is kept in `problems` (one line each) instead of raised.
+(pe/exception.py); exports, imports, COFF symbols, the version resource and the CodeView
+record are parsed on first use by their own modules and cached here, and what goes wrong
+while reading them is kept in `problems` (one line each) instead of raised.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ import os
 import struct
 from typing import Callable, List, Optional, Tuple
 
-from dumpkit.pe import coff, debug, exports, resources
+from dumpkit.pe import coff, debug, exports, imports, resources
 from dumpkit.pe.backing import Backing, BytesBacking, FileBacking, ReadVA
 from dumpkit.pe.errors import PEError
 from dumpkit.pe.exception import PDATA_ENTRY, RuntimeFunction, UnwindReader, search_runtime_functions
 from dumpkit.pe.headers import DataDirectory, Section, parse_headers
+from dumpkit.pe.imports import ImportTable
 from dumpkit.pe.resources import VersionInfo
 from dumpkit.pe.winnt import DIR_DEBUG, DIR_EXCEPTION, DIR_RESOURCE, IMAGE_FILE_MACHINE_AMD64, RUNTIME_FUNCTION
 from dumpkit.target import CodeViewRecord, MemoryNotInDump
@@ -65,6 +66,7 @@ class PEImage(UnwindReader):
         self._unwind_cache = {}
         self._coff: Optional[List[Tuple[int, str]]] = None
         self._coff_rvas: List[int] = []
+        self._imports: Optional[ImportTable] = None
         self._take_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
         exc = self.directory(DIR_EXCEPTION)
@@ -160,6 +162,7 @@ class PEImage(UnwindReader):
         self.dll_characteristics = h.dll_characteristics
         self.size_of_stack_reserve = h.size_of_stack_reserve
         self.size_of_stack_commit = h.size_of_stack_commit
+        self.linker_version = h.linker_version
         self.data_directories = h.data_directories
         self._file_order_sections = h.sections  # COFF section numbers index this
         sections = sorted(h.sections, key=lambda s: s.rva)
@@ -288,6 +291,18 @@ class PEImage(UnwindReader):
         r = self._export_rvas[i]
         j = bisect.bisect_left(self._export_rvas, r)
         return exps[j][1], r
+
+    # ---------------------------------------------------------------- imports (pe/imports.py)
+    def imports(self) -> ImportTable:
+        """The DLLs this image imports and the names it imports from each (the import and
+        delay-load import directories). Parsed once; what could not be read makes the
+        table incomplete and is said in `problems`."""
+        if self._imports is None:
+            try:
+                self._imports = imports.parse_imports(self)
+            except (PEError, MemoryNotInDump):  # said in `problems` by the parser
+                self._imports = ImportTable((), False)
+        return self._imports
 
     # ---------------------------------------------------------------- COFF symbols (pe/coff.py)
     def coff_functions(self) -> List[Tuple[int, str]]:

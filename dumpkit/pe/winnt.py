@@ -23,14 +23,25 @@ IMAGE_SCN_MEM_EXECUTE = 0x20000000
 
 # ----------------------------------------------------------------------------- data directory indexes
 IMAGE_DIRECTORY_ENTRY_EXPORT = 0
+IMAGE_DIRECTORY_ENTRY_IMPORT = 1
 IMAGE_DIRECTORY_ENTRY_RESOURCE = 2
 IMAGE_DIRECTORY_ENTRY_EXCEPTION = 3
 IMAGE_DIRECTORY_ENTRY_DEBUG = 6
+IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT = 13
 # the short names the rest of dumpkit has always used
 DIR_EXPORT = IMAGE_DIRECTORY_ENTRY_EXPORT
 DIR_RESOURCE = IMAGE_DIRECTORY_ENTRY_RESOURCE
 DIR_EXCEPTION = IMAGE_DIRECTORY_ENTRY_EXCEPTION
 DIR_DEBUG = IMAGE_DIRECTORY_ENTRY_DEBUG
+DIR_IMPORT = IMAGE_DIRECTORY_ENTRY_IMPORT
+DIR_DELAY_IMPORT = IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT
+
+# an import thunk with this bit set imports by ordinal (the low 16 bits), else it is the RVA
+# of an IMAGE_IMPORT_BY_NAME (Hint, then the name)
+IMAGE_ORDINAL_FLAG64 = 1 << 63
+IMAGE_ORDINAL_FLAG32 = 1 << 31
+# IMAGE_DELAYLOAD_DESCRIPTOR.Attributes: the descriptor's addresses are RVAs (else VAs: VC6)
+DELAYLOAD_RVA_BASED = 0x1
 
 IMAGE_DEBUG_TYPE_CODEVIEW = 2
 RT_VERSION = 16
@@ -99,6 +110,15 @@ RUNTIME_FUNCTION = struct.Struct("<III")
 # Base, NumberOfFunctions, NumberOfNames, AddressOfFunctions, AddressOfNames,
 # AddressOfNameOrdinals
 IMAGE_EXPORT_DIRECTORY = struct.Struct("<IIHHIIIIIII")
+
+# IMAGE_IMPORT_DESCRIPTOR: OriginalFirstThunk (the name table), TimeDateStamp (nonzero:
+# bound), ForwarderChain, Name, FirstThunk (the address table the loader fills in)
+IMAGE_IMPORT_DESCRIPTOR = struct.Struct("<IIIII")
+
+# IMAGE_DELAYLOAD_DESCRIPTOR: Attributes, DllNameRVA, ModuleHandleRVA,
+# ImportAddressTableRVA, ImportNameTableRVA, BoundImportAddressTableRVA,
+# UnloadInformationTableRVA, TimeDateStamp
+IMAGE_DELAYLOAD_DESCRIPTOR = struct.Struct("<IIIIIIII")
 
 # IMAGE_DEBUG_DIRECTORY: Characteristics, TimeDateStamp, MajorVersion, MinorVersion, Type,
 # SizeOfData, AddressOfRawData, PointerToRawData

@@ -112,8 +112,10 @@ class PEBuilder:
         file_alignment: int = 0x200,
         section_alignment: int = 0x1000,
         size_of_image: Optional[int] = None,
+        linker_version: Tuple[int, int] = (2, 40),
     ):
         self.machine = machine
+        self.linker_version = linker_version
         self.pe32plus = pe32plus
         self.timestamp = timestamp
         self.image_base = image_base
@@ -172,7 +174,7 @@ class PEBuilder:
         o = e_lfanew + 24
         code_size = sum(s.raw_size for s in self.sections if s.characteristics & SCN_CODE)
         if self.pe32plus:
-            struct.pack_into("<HBBIIIII", out, o, 0x20B, 2, 40, code_size, 0, 0, self.entry_rva, 0x1000)
+            struct.pack_into("<HBBIIIII", out, o, 0x20B, *self.linker_version, code_size, 0, 0, self.entry_rva, 0x1000)
             struct.pack_into("<QII", out, o + 24, self.image_base, self.section_alignment, self.file_alignment)
             struct.pack_into(
                 "<HHHHHHIIIIHH",
@@ -194,7 +196,9 @@ class PEBuilder:
             struct.pack_into("<QQQQII", out, o + 72, self.stack_reserve, self.stack_commit, 0x100000, 0x1000, 0, 16)
             d = o + 112
         else:
-            struct.pack_into("<HBBIIIIII", out, o, 0x10B, 2, 40, code_size, 0, 0, self.entry_rva, 0x1000, 0)
+            struct.pack_into(
+                "<HBBIIIIII", out, o, 0x10B, *self.linker_version, code_size, 0, 0, self.entry_rva, 0x1000, 0
+            )
             struct.pack_into("<III", out, o + 28, self.image_base, self.section_alignment, self.file_alignment)
             struct.pack_into(
                 "<HHHHHHIIIIHH",
@@ -325,6 +329,86 @@ def export_table(
     out += bytes(str_base - (rva + len(out)))
     out += strings
     return bytes(out)
+
+
+# ----------------------------------------------------------------------------- imports
+Imported = Tuple[str, Sequence[object]]  # a DLL and what is taken from it: names (str), ordinals (int)
+
+
+def import_table(
+    rva: int,
+    dlls: Sequence[Imported],
+    *,
+    pe32plus: bool = True,
+    delayed: bool = False,
+    name_table: bool = True,
+    terminate: bool = True,
+    thunks_end: bool = True,
+) -> bytes:
+    """An import directory (or, `delayed`, a delay-load one) placed at `rva`: the descriptors,
+    then per DLL its name table and address table (a copy, as a linker writes it), then the
+    hint/name entries and the DLL names. `name_table=False` leaves OriginalFirstThunk 0;
+    `terminate=False` leaves out the zero descriptor, `thunks_end=False` the zero thunks."""
+    size = 8 if pe32plus else 4
+    flag = 1 << 63 if pe32plus else 1 << 31
+    entry = 32 if delayed else 20
+    descriptors = entry * (len(dlls) + (1 if terminate else 0))
+    tables = rva + descriptors
+    table_rvas = []
+    for _dll, items in dlls:
+        n = len(items) + (1 if thunks_end else 0)
+        table_rvas.append((tables, tables + size * n))
+        tables += 2 * size * n
+    strings = bytearray()
+
+    def add(blob: bytes) -> int:
+        at = tables + len(strings)
+        strings.extend(blob)
+        if len(strings) % 2:
+            strings.append(0)
+        return at
+
+    out = bytearray()
+    thunk_blob = bytearray()
+    for (dll, items), (int_rva, iat_rva) in zip(dlls, table_rvas):
+        thunks = [flag | item if isinstance(item, int) else add(b"\0\0" + str(item).encode() + b"\0") for item in items]
+        if thunks_end:
+            thunks.append(0)
+        packed = struct.pack(f"<{len(thunks)}{'Q' if pe32plus else 'I'}", *thunks)
+        thunk_blob += packed + packed
+        name = add(dll.encode() + b"\0")
+        if delayed:
+            out += struct.pack("<8I", 1, name, 0, iat_rva, int_rva, 0, 0, 0)
+        else:
+            out += struct.pack("<5I", int_rva if name_table else 0, 0, 0, name, iat_rva)
+    out += bytes(descriptors - len(out))
+    out += thunk_blob
+    assert rva + len(out) == tables
+    return bytes(out + strings)
+
+
+def make_import_image(
+    dlls: Sequence[Imported],
+    *,
+    delayed: Sequence[Imported] = (),
+    linker_version: Tuple[int, int] = (14, 40),
+    pe32plus: bool = True,
+    **table: bool,
+) -> SynthImage:
+    """A DLL whose only content is an import directory (and a delay-load one), in .rdata:
+    what an extension linked by MSVC `linker_version` shows of its imports. `table` is
+    passed to `import_table` for the plain directory."""
+    b = PEBuilder(linker_version=linker_version, pe32plus=pe32plus, image_base=0x180000000 if pe32plus else 0x10000000)
+    b.add_section(".text", b"\xc3" * 0x10, characteristics=TEXT_CHARS)
+    rdata_rva = b.next_rva
+    plain = import_table(rdata_rva, dlls, pe32plus=pe32plus, **table)
+    delay_rva = rdata_rva + ((len(plain) + 0xF) & ~0xF)
+    late = import_table(delay_rva, delayed, pe32plus=pe32plus, delayed=True) if delayed else b""
+    b.add_section(".rdata", plain + bytes(delay_rva - rdata_rva - len(plain)) + late)
+    b.set_dir(1, rdata_rva, 20 * (len(dlls) + 1))
+    if delayed:
+        b.set_dir(13, delay_rva, 32 * (len(delayed) + 1))
+    return b.build({"rdata": rdata_rva, "delay": delay_rva})
 
 
 # ----------------------------------------------------------------------------- version resource
