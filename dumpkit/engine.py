@@ -17,12 +17,14 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from dumpkit.analysis import facts
 from dumpkit.analysis.crashcase import crash_case
 from dumpkit.analysis.crashrecord import crash_record
+from dumpkit.analysis.ending import as_exit_record
 from dumpkit.analysis.documents import contents_document, header, report_document
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_version
 from dumpkit.analysis.model import Contents, Report, Stacks, ThreadReport
 from dumpkit.analysis.pyread import read_python
+from dumpkit.analysis.reasons import read_ending
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
 from dumpkit.analysis.verdict import decide
@@ -230,9 +232,16 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     python = read_python(target, code.images, problems)
     coverage = crash_coverage(target, code.images, crash_walk)
 
+    # how the process ended itself, when it did (an exit a debugger stopped, abort())
+    interpreter = env.python_module.replace("/", "\\").rsplit("\\", 1)[-1] if env.python_module else None
+    ending = read_ending(
+        target, code, crash, crash_thread, crash_walk.frames if crash_walk else (), walker.frame_registers, interpreter
+    )
+    crash = as_exit_record(crash, ending) if crash is not None else None
+
     # decide
     case = crash_case(
-        target, code, crash, threads, crash_walk, env, python, coverage, problems, options.oversized_threshold
+        target, code, crash, threads, crash_walk, env, python, coverage, problems, options.oversized_threshold, ending
     )
     verdict, findings = decide(case)
     report = report_document(

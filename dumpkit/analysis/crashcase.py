@@ -3,11 +3,13 @@ phases found, and how the crashing thread's native code was entered from Python.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
-from dumpkit.analysis.model import CrashInfo, Environment, ImageCoverage, PythonReport, ThreadReport
+from dumpkit.analysis.model import CrashInfo, Ending, Environment, ImageCoverage, PythonReport, ThreadReport
 from dumpkit.analysis.process import executable
-from dumpkit.analysis.pyentry import PythonEntry, crash_entry
+from dumpkit.analysis.pyentry import CTYPES, PythonEntry, crash_entry, is_ctypes_machinery, is_interpreter
+from dumpkit.analysis.pyentry import python_entry as entry_below
 from dumpkit.analysis.signature import recursion_start
 from dumpkit.analysis.threadreport import ThreadReports
 from dumpkit.analysis.verdict import Case, frame_limit
@@ -21,15 +23,39 @@ CASE_STACKS = 4096
 
 
 def python_entry(
-    crash: CrashInfo, thread: Optional[ThreadReport], walk: Optional[StackWalk], python: Optional[PythonReport]
+    crash: CrashInfo,
+    thread: Optional[ThreadReport],
+    walk: Optional[StackWalk],
+    python: Optional[PythonReport],
+    ending: Optional[Ending] = None,
 ) -> Optional[PythonEntry]:
     """How the crashing thread's native code was entered from Python, from all its frames:
-    below the recursion that overflowed the stack, else below the top frame."""
+    below the way out of a process that ended itself (its caller), below the recursion that
+    overflowed the stack, else below the top frame."""
     if thread is None or walk is None:
         return None
+    if ending is not None and ending.caller_frame is not None:
+        return _ending_entry(walk, ending.caller_frame, python.thread(crash.thread_id) if python is not None else None)
     start = recursion_start(crash, thread)
     cause = thread.cycles[0] if start is not None and thread.cycles else None
     return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None)
+
+
+def _ending_entry(walk: StackWalk, caller: int, python) -> Optional[PythonEntry]:
+    """Python's way to the caller of an ending. A caller in the interpreter reached through
+    libffi is a C-API function called through ctypes (ctypes.CDLL(...).PyThreadState_Get()):
+    that call into the interpreter's DLL is how Python got there, not the interpreter's own
+    C code."""
+    frames = walk.frames
+    below = caller
+    while below < min(len(frames), caller + 8) and is_interpreter(frames[below].module):
+        below += 1
+    if below > caller and below < len(frames) and is_ctypes_machinery(frames[below].module):
+        entry = entry_below(frames, below, python)
+        if entry is not None and entry.via == CTYPES:
+            dll = frames[caller].module
+            return replace(entry, how=f"through a ctypes call into {dll}", module=dll)
+    return entry_below(frames, caller, python)
 
 
 def crash_case(
@@ -43,6 +69,7 @@ def crash_case(
     coverage: Optional[ImageCoverage],
     problems: Problems,
     threshold: int,
+    ending: Optional[Ending] = None,
 ) -> Case:
     """The facts of one run for `decide`: `walk` is the crashing thread's (None: not
     walked), `problems` every problem met so far."""
@@ -63,5 +90,6 @@ def crash_case(
         python=python,
         coverage=coverage,
         executable=exe.name if exe is not None else None,
-        python_entry=python_entry(crash, thread, walk, python) if crash is not None else None,
+        python_entry=python_entry(crash, thread, walk, python, ending) if crash is not None else None,
+        ending=ending,
     )

@@ -113,10 +113,11 @@ def report_document(
         python=case.python,
         images=case.coverage,
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
-        signature=crash_signature(crash, thread),
+        signature=crash_signature(crash, thread, case.ending),
         blame=blame_frame(
             thread, facts.module_records(target, sources), recursion_start(crash, thread), case.python_entry
         )
         if crash is not None
         else None,
+        ending=case.ending,
     )

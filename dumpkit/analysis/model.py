@@ -222,6 +222,73 @@ class CrashInfo:
     disassembly: Optional[Disassembly] = None
 
 
+class EndingRoute(Word):
+    """How a process that ended itself got out (`Ending.route`): what the program, or a
+    runtime acting for it, called. A str-valued `Word`: JSON writes the value."""
+
+    FATAL_PYTHON_ERROR = "fatal_python_error"  # Py_FatalError: CPython gave up (then abort())
+    ABORT = "abort"  # abort(): a fail-fast with subcode 7, or exit code 3 through raise(SIGABRT)
+    TERMINATE = "terminate"  # std::terminate(): a C++ exception nothing caught (then abort())
+    ASSERT = "assert"  # the C runtime's assert() failed (then abort())
+    SIGNAL = "signal"  # raise(): a signal whose default action ends the process (exit code 3)
+    QUICK_EXIT = "quick_exit"  # _exit() / _Exit() / quick_exit(): no clean-up (os._exit)
+    EXIT = "exit"  # the C runtime's exit(): the program's own, normal way out
+    EXIT_PROCESS = "exit_process"  # ExitProcess called directly
+    TERMINATE_PROCESS = "terminate_process"  # TerminateProcess on itself
+    UNKNOWN = "unknown"  # stopped at an exit, but the frames above it have no names
+
+
+class ReasonKind(Word):
+    """What kind of text said why a process ended (`EndingReason.kind`)."""
+
+    FATAL_PYTHON_ERROR = "fatal_python_error"  # Py_FatalError's function and message
+    CHECK_FAILED = "check_failed"  # absl/glog/TensorFlow CHECK: "Check failed: ..."
+    LOG_FATAL = "log_fatal"  # absl/glog/TensorFlow LOG(FATAL): "F... file.cc:12] ..."
+    OPENMP = "openmp"  # Intel OpenMP: "OMP: Error #15: ..."
+    ASSERTION = "assertion"  # "Assertion failed: expr, file f, line n"
+    CXX_EXCEPTION = "cxx_exception"  # the C++ exception in flight when std::terminate ran
+    CUDA = "cuda"  # CUDA, cuDNN and cuBLAS status names
+    MKL = "mkl"  # "Intel MKL ERROR: ..."
+    RUNTIME_TEXT = "runtime_text"  # another runtime's last words ("terminate called after ...")
+
+
+@record
+class EndingReason:
+    """The text a runtime wrote just before the process ended, recovered from the dump.
+    `text`: as the runtime printed it (one line); `source`: where it was read and what
+    pointed there; `function`: a Fatal Python error's function (`PyThreadState_Get`);
+    `message`: its message; `meaning`: what the common ones mean, in a sentence."""
+
+    kind: ReasonKind
+    text: str
+    source: str
+    function: Optional[str] = None
+    message: Optional[str] = None
+    meaning: Optional[str] = None
+    address: Optional[int] = None
+
+
+@record
+class Ending:
+    """How a process ended itself (analysis/ending.py, analysis/reasons.py), when the dump
+    shows it: stopped at an exit by a debugger (`stopped_at`: the exit function,
+    `exit_code` its argument, `stop_evidence` how that is known), or a fail-fast with
+    abort()'s subcode. `calls`: the way-out functions from the outermost ("abort()",
+    "raise()", "_exit()", "ExitProcess", "RtlExitUserProcess"); `caller`: the first frame
+    below them, at `caller_frame`; `fatal_module`: the python3X.dll whose fatal-error path
+    ran; `reason`: the text that says why, when the dump holds it."""
+
+    route: EndingRoute
+    exit_code: Optional[int] = None
+    stopped_at: Optional[str] = None
+    stop_evidence: Optional[str] = None
+    calls: Tuple[str, ...] = ()
+    caller: Optional[str] = None
+    caller_frame: Optional[int] = None
+    fatal_module: Optional[str] = None
+    reason: Optional[EndingReason] = None
+
+
 @record
 class ProcessRecord:
     """The crashed process: its executable (the first .exe module), that file's version,
@@ -452,6 +519,45 @@ class CudaComponent:
     detail: Optional[str] = None  # the raw evidence, e.g. "FileVersion 6.14.11.11020 (CUDA 11.2)"
 
 
+class CollisionKind(Word):
+    """Which runtime DLLs collide (`RuntimeCollision.kind`, docs/report-schema.md)."""
+
+    MSVCP140_MUTEX = "msvcp140_mutex"  # msvcp140.dll older than 14.40 under code linked by MSVC 14.40+
+    OPENMP = "openmp"  # two OpenMP runtimes (Intel's twice: "OMP: Error #15", exit code 3)
+    PYTHON = "python"  # two Python DLLs: an extension built for another Python
+    CUDA = "cuda"  # CUDA runtimes or cuDNN of two majors
+
+
+@record
+class CollidingModule:
+    """One module of a runtime collision. `version`: its file version (None: the dump and
+    its image have none); `package`: what its folder belongs to ("PyQt5" for
+    site-packages\\PyQt5\\Qt5\\bin, "the Python installation", "Windows"; None: not known);
+    `role`: its part in the collision, in words."""
+
+    name: str
+    path: str
+    version: Optional[str]
+    package: Optional[str]
+    role: str
+
+
+@record
+class RuntimeCollision:
+    """Runtime DLLs loaded together that do not fit (analysis/environment/runtimes.py), an
+    environment finding: `title` in one line, the `modules` involved, what it `leads_to`,
+    the `ways_out` as sentences, and what the dump cannot tell (`unknown`). `confidence`:
+    high when the module list (and the images) show it, lower where an image was missing."""
+
+    kind: CollisionKind
+    confidence: Confidence
+    title: str
+    modules: Tuple[CollidingModule, ...]
+    leads_to: str
+    ways_out: Tuple[str, ...]
+    unknown: Tuple[str, ...] = ()
+
+
 @record
 class Environment:
     os: Optional[str] = None
@@ -470,6 +576,7 @@ class Environment:
     python_executable: Optional[str] = None  # path of python.exe / pythonw.exe when loaded
     tensorflow_version_source: Optional[str] = None  # "version resource", "path hint"...
     notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
+    runtime_collisions: Tuple[RuntimeCollision, ...] = ()  # runtime DLLs loaded together that do not fit
 
 
 class VerdictKind(Word):
@@ -485,6 +592,11 @@ class VerdictKind(Word):
     CXX_EXCEPTION = "cxx_exception"
     EXCEPTION = "exception"
     NO_EXCEPTION = "no_exception"
+    # the process ended itself (analysis/ending.py): a fatal Python error, abort() (its
+    # reason when the dump holds it), or another exit a debugger stopped
+    FATAL_PYTHON_ERROR = "fatal_python_error"
+    ABORT = "abort"
+    PROCESS_EXIT = "process_exit"
 
     @property
     def is_stack(self) -> bool:
@@ -604,6 +716,7 @@ class Report:
     process: Optional[ProcessRecord] = None
     signature: Optional[CrashSignature] = None  # None when the dump holds no exception
     blame: Optional[BlameFrame] = None  # None when no frame is outside system and runtime code
+    ending: Optional[Ending] = None  # how the process ended itself, when it did (analysis/ending.py)
 
 
 @record

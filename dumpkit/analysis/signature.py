@@ -1,11 +1,12 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 4 (RULES):
+Rules, version 5 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
-   (FAST_FAIL_FATAL_APP_EXIT), the thrown type for an MSVC C++ exception
-   (CPP_EH_EXCEPTION(std::bad_alloc)); an unnamed code as 0xE0434352.
+   (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
+   (CPP_EH_EXCEPTION(std::bad_alloc)); an unnamed code as 0xE0434352. A process that
+   ended itself (rule 8) is named by how, not by the mechanism that carried it out.
 2. Then the crashing thread's frames from the top, skipping the exception and fail-fast
    machinery and stack probes (KiUserExceptionDispatcher, RaiseException, abort,
    __report_gsfailure, _invalid_parameter, ___chkstk_ms, ...): they say how the crash was
@@ -37,7 +38,21 @@ Rules, version 4 (RULES):
    (a ctypes object reading or writing a bad address). libffi's functions have no names and their RVAs change with libffi's build,
    and below them is the interpreter, which differs between Python versions: neither says
    anything of the crash, and either would split one bug by the user's Python.
+8. A process that ended itself (analysis/ending.py): the kind is FATAL_PYTHON_ERROR, ABORT
+   or EXIT(code), the same whether Windows carried an abort() out as a fail-fast (subcode 7)
+   or as exit code 3 under Wine, and followed, in parentheses, by what the runtime said
+   when the dump holds it: a Fatal Python error's function (`PyThreadState_Get`, or the
+   message's own leading name on 3.8, or the message), Check failed's condition, OpenMP's
+   error number, the C++ type in flight, an assertion's expression; numbers in it become
+   `N` (they change between runs: `Check failed: 3 vs. 4`). The frames start at the
+   ending's caller: the way out (abort, raise, _exit, ExitProcess, CPython's fatal-error
+   path) says how, not where. An OpenMP runtime's error has no frames: it is about which
+   runtimes were loaded, wherever the second one started, so two programs that load two
+   of them group together.
 Elements are joined with " | ".
+
+Version 4 named an abort() by its mechanism (FAST_FAIL_FATAL_APP_EXIT from a fail-fast,
+BREAKPOINT from an exit a debugger stopped) and kept the way out as frames.
 
 Version 3 ended a recursion entered through ctypes in `libffi-8.dll+0x4730 |
 libffi-8.dll+0x42e0` (issue #29).
@@ -54,13 +69,24 @@ import re
 from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
-from dumpkit.analysis.model import CrashInfo, CrashSignature, Cycle, FrameRecord, PythonReport, ThreadReport
+from dumpkit.analysis.model import (
+    CrashInfo,
+    CrashSignature,
+    Cycle,
+    Ending,
+    EndingRoute,
+    FrameRecord,
+    PythonReport,
+    ReasonKind,
+    ThreadReport,
+)
 from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 4
+RULES = 5
 MAX_ELEMENTS = 3
+MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
 OVERFLOW_SHARE = 0.5
 SEPARATOR = " | "
@@ -272,10 +298,53 @@ def recursion_start(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) 
     return overflow_start(thread.cycles, _is_stack_overflow(crash))
 
 
-def crash_signature(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) -> Optional[CrashSignature]:
+_NUMBER = re.compile(r"(?<![A-Za-z_])(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?)")
+_LEADING_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{2,80}): ")
+
+
+def ending_kind(ending: Ending) -> str:
+    """Rule 8's kind: FATAL_PYTHON_ERROR(...), ABORT(...) or EXIT(code)."""
+    route, reason = ending.route, ending.reason
+    if route is EndingRoute.FATAL_PYTHON_ERROR:
+        kind = "FATAL_PYTHON_ERROR"
+    elif route in (EndingRoute.ABORT, EndingRoute.TERMINATE, EndingRoute.ASSERT, EndingRoute.SIGNAL):
+        kind = "ABORT"
+    else:
+        code = ending.exit_code
+        return "EXIT" if code is None else f"EXIT({code})" if code < 0x10000 else f"EXIT({code:#010x})"
+    if reason is None:
+        return kind
+    if reason.kind is ReasonKind.FATAL_PYTHON_ERROR:
+        message = reason.message or ""
+        leading = _LEADING_NAME.match(message)
+        said = reason.function or (leading.group(1) if leading else message)
+    elif reason.kind is ReasonKind.OPENMP:
+        # OpenMP's error number is the error itself ("OMP: Error #15"): kept
+        said = reason.text.split(": ", 2)[1] if reason.text.count(": ") >= 2 else reason.text
+        return f"{kind}(OMP: {said})"
+    elif reason.kind in (ReasonKind.CXX_EXCEPTION, ReasonKind.ASSERTION):
+        said = reason.message or reason.text
+    else:
+        said = reason.text
+    said = _NUMBER.sub("N", " ".join(said.split()))
+    said = said if len(said) <= MAX_REASON else said[: MAX_REASON - 3] + "..."
+    return f"{kind}({said})"
+
+
+def crash_signature(
+    crash: Optional[CrashInfo], thread: Optional[ThreadReport], ending: Optional[Ending] = None
+) -> Optional[CrashSignature]:
     """The signature of the crash, or None when the dump holds no exception."""
     if crash is None:
         return None
+    if ending is not None:
+        kind = ending_kind(ending)
+        if ending.reason is not None and ending.reason.kind is ReasonKind.OPENMP:
+            return CrashSignature(kind, kind, (), RULES)
+        start = ending.caller_frame or 0
+        kept = [f for f in thread.frames if f.index >= start] if thread is not None else []
+        frames = signature_elements(kept, thread.cycles if thread is not None else ())
+        return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
     kind = signature_kind(crash)
     frames = signature_elements(thread.frames, thread.cycles, _is_stack_overflow(crash)) if thread is not None else ()
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)

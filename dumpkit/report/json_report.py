@@ -65,6 +65,7 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     CrashInfo: ("cxx_throw_info",),
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
+    Report: ("ending",),
 }
 
 

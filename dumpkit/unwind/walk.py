@@ -318,6 +318,32 @@ class Walker:
         unsaved = self.step.take_unsaved_unwind() if self.step is not None else frozenset()
         return replace(result, unsaved_jit_unwind=unsaved) if unsaved else result
 
+    def frame_registers(
+        self, thread: Thread, context: Optional[Registers] = None, count: int = 32
+    ) -> List[Tuple[int, int, Dict[str, int]]]:
+        """(ip, sp, registers) of the top `count` frames of `thread`, stepped one by one
+        from `context` (default: its own): each frame's registers are those its callees'
+        unwinding restored (the non-volatile ones beyond frame 0), which is where a
+        function keeps its arguments across the calls it makes. The walk itself keeps
+        only the registers it needs to go on; this is for analyses that read a frame's
+        arguments (the message a fatal-error function was given). Bounded by `count`."""
+        ctx = context or thread.context
+        step = self.step
+        if ctx is None or step is None:
+            return []
+        start = step.start(thread, ctx)
+        window = StackWindow(self.target, start.sp, start.stack_lo, start.stack_hi, step.word_size, False)
+        ip, sp, regs, exact = start.ip, start.sp, dict(start.regs), True
+        out: List[Tuple[int, int, Dict[str, int]]] = []
+        for _ in range(count):
+            out.append((ip, sp, dict(regs)))
+            place = self.code.place(ip, not exact)
+            nxt = step.caller(place, ip, sp, regs, window.read, exact, start.stack_hi)
+            if nxt is None or nxt.ip == 0 or nxt.sp <= sp or nxt.sp > start.stack_hi + step.word_size:
+                break
+            ip, sp, regs, exact = nxt.ip, nxt.sp, dict(nxt.regs), nxt.exact
+        return out
+
     def witnessed(self) -> Witnessed:
         """What the walks of the target's threads (from their own contexts, bounded by
         EVIDENCE_THREADS and EVIDENCE_FRAMES) show, made once per walker."""

@@ -13,11 +13,12 @@ from dumpkit.analysis import codes
 from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step, texts
 from dumpkit.analysis.codes import notes
 from dumpkit.analysis.coverage import rests_on_guesses
-from dumpkit.analysis.model import Confidence, Finding, PythonStatus, Verdict, VerdictKind
+from dumpkit.analysis.model import Confidence, EndingRoute, Finding, PythonStatus, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
+    ended,
     fail_fast,
     heap_corruption,
     illegal_instruction,
@@ -78,10 +79,25 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     evidence = [exception_line(crash, case.frame0)]
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).steps))
-    decision = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps)
+    decision = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps) if not _ended(case) else None
+    if decision is None:
+        decision = ended.decide(case, evidence, steps)
     verdict, findings = _from_python(decision.verdict, list(decision.findings), case)
     verdict = replace(verdict, next_steps=texts(_for_what_is_loaded(decision.steps, case)))
     return _within_the_evidence(verdict, case), findings
+
+
+def _ended(case: Case) -> bool:
+    """The process ended itself (analysis/ending.py) and that is the verdict: every exit a
+    debugger stopped; a fail-fast from abort() only when the ending says more than the
+    fail-fast verdict would (the reason, a Fatal Python error), which keeps its account of
+    unnamed frames that may be a statically linked abort()."""
+    end = case.ending
+    if end is None or case.crash is None:
+        return False
+    if case.crash.code != FAIL_FAST:
+        return True
+    return end.reason is not None or end.route is EndingRoute.FATAL_PYTHON_ERROR
 
 
 def _from_python(verdict: Verdict, findings: List[Finding], case: Case) -> Tuple[Verdict, List[Finding]]:

@@ -22,6 +22,7 @@ from dumpkit.analysis.codes.model import (
 )
 from dumpkit.analysis.model import (
     CrashInfo,
+    Ending,
     Environment,
     Evidence,
     Finding,
@@ -81,6 +82,7 @@ class Case:
     # how the crashing thread's native code was entered from Python (pyentry.crash_entry,
     # from every frame): below the recursion that overflowed the stack, else below the top
     python_entry: Optional[PythonEntry] = None
+    ending: Optional[Ending] = None  # how the process ended itself, when it did (analysis/ending.py)
 
     @property
     def python_thread(self) -> Optional[PythonThreadReport]:

@@ -125,4 +125,6 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     if sub is not None:
         steps.append(EXPLAIN_THE_SUBCODE.given(subcode=str(sub)))
     confidence = Confidence.HIGH if frames and not unnamed else Confidence.MEDIUM
-    return conclude(VerdictKind.FASTFAIL, headline, confidence, evidence, steps, crash.thread_id)
+    # subcode 7 is abort(): the same verdict as an abort() that ends with exit code 3 (verdict/ended.py)
+    kind = VerdictKind.ABORT if sub == 7 else VerdictKind.FASTFAIL
+    return conclude(kind, headline, confidence, evidence, steps, crash.thread_id)

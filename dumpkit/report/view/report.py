@@ -99,6 +99,32 @@ def _exception_facts(report: Report) -> List[Fact]:
         out.append(Fact("Exception", tuple(value), "Crash"))
         if c.summary:
             out.append(Fact("Meaning", (Span(c.summary, PROSE, 1000),), None))
+    out += _ending_facts(report)
+    return out
+
+
+def _ending_facts(report: Report) -> List[Fact]:
+    """How the process ended itself (analysis/ending.py), and in its runtime's words why."""
+    e = report.ending
+    if e is None:
+        return []
+    out: List[Fact] = []
+    line: List[Span] = []
+    if e.exit_code is not None:
+        line += [words("exit code "), Span(str(e.exit_code), LITERAL)]
+        line += [words(f" ({e.exit_code:#x})")] if e.exit_code > 9 else []
+    if e.calls:
+        line += [words(", through " if line else "through "), text(" -> ".join(e.calls), 1000)]
+    if e.caller:
+        line += [words(", called by "), Span(e.caller, CODE)]
+    if line:
+        out.append(Fact("Ended", tuple(line), "Ended"))
+    r = e.reason
+    if r is not None:
+        out.append(Fact("Reason", (Span(r.text, PROSE, 1000),), "Reason"))
+        out.append(Fact("Read from", (Span(r.source, PROSE, 1000),), None))
+        if r.meaning:
+            out.append(Fact("What it means", (Span(r.meaning, PROSE, 1000),), None))
     return out
 
 

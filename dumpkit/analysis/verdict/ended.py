@@ -1,0 +1,203 @@
+"""A process that ended itself: a Fatal Python error, abort() (with the reason its runtime
+printed, when the dump holds it), or another exit a debugger stopped (analysis/ending.py).
+
+One verdict whichever way the ending reached the dump: on Windows abort() fail-fasts
+(0xC0000409, subcode 7) and a debugger sees an exception; under Wine, or for raise(SIGABRT),
+_exit(3) and Intel OpenMP's fatal errors, the process calls ntdll's exit path and only a
+debugger stopped there (dumpkit capture, `bp ntdll!RtlExitUserProcess`) writes a dump. The
+headline names what ended it and why; how Windows carried it out is evidence."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from dumpkit.analysis.advice import Step
+from dumpkit.analysis.model import Confidence, Ending, EndingRoute, VerdictKind
+from dumpkit.analysis.verdict.case import Case, Decision, conclude
+from dumpkit.unwind.frames import SCANNED
+
+# The next steps, by what ended the process.
+FIX_THE_GIL = Step(
+    "ended.fix_the_gil",
+    "Find the C-API call made without the GIL: the frames below the fatal-error path name it ({caller}); "
+    "a function called through ctypes.CDLL runs without the GIL, so a Python C-API function must go through "
+    "ctypes.pythonapi or ctypes.PyDLL, and an extension's own thread needs PyGILState_Ensure first.",
+)
+READ_THE_FATAL_ERROR = Step(
+    "ended.read_the_fatal_error",
+    "The interpreter gave up in {caller}: its message says which invariant broke; the Python stack of the "
+    "thread (in this report when the dump holds it, else rerun with faulthandler) says which Python line led there.",
+)
+FIND_THE_MESSAGE = Step(
+    "ended.find_the_message",
+    "The message was printed to stderr just before the end: find that output (a Jupyter kernel's log, a "
+    "service's stderr), or give dumpkit {module}'s image so it can read the message's string.",
+)
+STOP_THE_RECURSION = Step(
+    "ended.stop_the_recursion",
+    "Do not recurse again while handling RecursionError: let it propagate, or catch it above the recursion.",
+)
+FIX_THE_INSTALLATION = Step(
+    "ended.fix_the_installation",
+    "Check PYTHONHOME and PYTHONPATH (unset them), the ._pth file beside python.exe, and that the "
+    "installation's Lib folder or python3X.zip is complete.",
+)
+ONE_OPENMP = Step(
+    "ended.one_openmp",
+    "Load one OpenMP runtime: install the packages from one source (all conda, or all pip wheels), or import "
+    "the one whose runtime the others can share first; KMP_DUPLICATE_LIB_OK=TRUE only silences the check and "
+    "may give wrong results or crash.",
+)
+READ_THE_CHECK = Step(
+    "ended.read_the_check",
+    "{caller} checked a condition that was false: its message says which; check the inputs that reached it "
+    "(shapes, dtypes, device placement for a TensorFlow op).",
+)
+READ_THE_ASSERTION = Step(
+    "ended.read_the_assertion",
+    "An assert() in {caller} failed: the expression says what it expected; check what was passed to it.",
+)
+CATCH_THE_EXCEPTION = Step(
+    "ended.catch_the_exception",
+    "A C++ exception reached a function that may not throw (noexcept, a destructor, a thread's entry) or no "
+    "handler at all: catch it where {caller} calls the code that throws, or let it reach a catch.",
+)
+FIND_WHO_ENDED = Step(
+    "ended.find_who_ended",
+    "The process ended itself in {caller}: read the code there for the condition that makes it {call}; "
+    "its stderr just before the end usually says why.",
+)
+NORMAL_EXIT = Step(
+    "ended.normal_exit",
+    "Nothing crashed: the program returned or called exit({code}) itself (sys.exit({code}) in Python). "
+    "Look at its output for why it chose that code; `dumpkit capture --on-exit abnormal` (the default) "
+    "dumps only exits that are not.",
+)
+NAME_THE_EXIT = Step(
+    "ended.name_the_exit",
+    "Give dumpkit the images of ntdll.dll, kernel32.dll and the C runtime (--image-path, or Microsoft's "
+    "symbol server with --symbol-path srv*https://msdl.microsoft.com/download/symbols) to name the way out.",
+)
+
+_CALLS = {
+    EndingRoute.ABORT: "abort()",
+    EndingRoute.TERMINATE: "std::terminate()",
+    EndingRoute.ASSERT: "assert()",
+    EndingRoute.SIGNAL: "raise()",
+    EndingRoute.QUICK_EXIT: "_exit()",
+    EndingRoute.EXIT: "exit()",
+    EndingRoute.EXIT_PROCESS: "ExitProcess()",
+    EndingRoute.TERMINATE_PROCESS: "TerminateProcess() on itself",
+}
+
+
+def how_it_ended(end: Ending, case: Case) -> str:
+    """How Windows carried the ending out, for the headline: "with exit code 3" or "with a
+    fail-fast (0xC0000409, subcode 7)"."""
+    if end.exit_code is not None:
+        code = end.exit_code
+        return f"with exit code {code}" if code < 0x10000 else f"with exit code {code:#010x}"
+    crash = case.crash
+    sub = crash.fastfail_code if crash is not None else None
+    return f"with a fail-fast (0xC0000409, subcode {sub})"
+
+
+def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
+    end = case.ending
+    crash = case.crash
+    assert end is not None and crash is not None
+    reason = end.reason
+    caller = end.caller or "an unnamed frame"
+    if end.stop_evidence:
+        evidence.append(f"stopped at {end.stopped_at}: {end.stop_evidence}")
+    if end.exit_code is not None:
+        evidence.append(f"exit code {end.exit_code} ({end.exit_code:#x}), the first argument of {end.stopped_at}")
+    if end.calls:
+        evidence.append("the way out, outermost first: " + " -> ".join(end.calls))
+    if end.caller is not None:
+        evidence.append(f"called by frame {end.caller_frame}, {end.caller}" + _trust_note(case, end.caller_frame))
+    if reason is not None:
+        evidence.append(f"the runtime's words were read from the dump: {reason.source}")
+    route = end.route
+    confidence = Confidence.HIGH
+    if route is EndingRoute.FATAL_PYTHON_ERROR:
+        kind = VerdictKind.FATAL_PYTHON_ERROR
+        if reason is not None:
+            headline = reason.text.rstrip(".")
+        else:
+            headline = f"Fatal Python error in {end.fatal_module} (its message could not be read from the dump)"
+            confidence = Confidence.MEDIUM
+        steps = _python_steps(end, caller)
+        evidence.append(f"the process then ended {how_it_ended(end, case)}")
+    elif route in (EndingRoute.ABORT, EndingRoute.TERMINATE, EndingRoute.ASSERT, EndingRoute.SIGNAL):
+        kind = VerdictKind.ABORT
+        call = _CALLS[route]
+        headline = f"The process ended itself {how_it_ended(end, case)}, from {call} called by {caller}"
+        if reason is not None:
+            headline += f": {reason.text.rstrip('.')}"
+        steps = _abort_steps(end, caller, call)
+        if end.caller is None:
+            confidence = Confidence.MEDIUM
+    elif route is EndingRoute.EXIT:
+        kind = VerdictKind.PROCESS_EXIT
+        code = end.exit_code if end.exit_code is not None else 0
+        headline = (
+            f"No crash: the program exited {how_it_ended(end, case)} through the C runtime's exit(), called by {caller}"
+        )
+        steps = [NORMAL_EXIT.given(code=str(code))]
+    elif route is EndingRoute.UNKNOWN:
+        kind = VerdictKind.PROCESS_EXIT
+        headline = (
+            f"The process ended itself {how_it_ended(end, case)} at {end.stopped_at}; the frames above its code "
+            "have no names, so how it got there is not known"
+        )
+        steps = [NAME_THE_EXIT]
+        confidence = Confidence.MEDIUM
+    else:
+        kind = VerdictKind.PROCESS_EXIT
+        call = _CALLS[route]
+        headline = f"The process ended itself {how_it_ended(end, case)}, from {call} called by {caller}"
+        if reason is not None:
+            headline += f": {reason.text.rstrip('.')}"
+        steps = [FIND_WHO_ENDED.given(caller=caller, call=call)]
+    if end.caller_frame is not None and _scanned(case, end.caller_frame):
+        confidence = Confidence.MEDIUM
+    return conclude(kind, headline, confidence, evidence, steps, crash.thread_id)
+
+
+def _python_steps(end: Ending, caller: str) -> List[Step]:
+    reason = end.reason
+    if reason is None:
+        return [FIND_THE_MESSAGE.given(module=end.fatal_module or "python3X.dll")]
+    text = reason.text
+    meaning = reason.meaning or ""
+    if "GIL" in meaning:
+        return [FIX_THE_GIL.given(caller=caller)]
+    if "RecursionError" in meaning:
+        return [STOP_THE_RECURSION]
+    if "standard library" in meaning:
+        return [FIX_THE_INSTALLATION]
+    return [READ_THE_FATAL_ERROR.given(caller=reason.function or caller or text)]
+
+
+def _abort_steps(end: Ending, caller: str, call: str) -> List[Step]:
+    reason = end.reason
+    kind = reason.kind.value if reason is not None else None
+    if reason is not None and kind == "openmp":
+        return [ONE_OPENMP]
+    if kind in ("check_failed", "log_fatal"):
+        return [READ_THE_CHECK.given(caller=caller)]
+    if kind == "assertion" or end.route is EndingRoute.ASSERT:
+        return [READ_THE_ASSERTION.given(caller=caller)]
+    if kind == "cxx_exception" or end.route is EndingRoute.TERMINATE:
+        return [CATCH_THE_EXCEPTION.given(caller=caller)]
+    return [FIND_WHO_ENDED.given(caller=caller, call=call)]
+
+
+def _scanned(case: Case, index: Optional[int]) -> bool:
+    frames = case.frames
+    return index is not None and index < len(frames) and frames[index].trust in SCANNED
+
+
+def _trust_note(case: Case, index: Optional[int]) -> str:
+    return " (found by stack scanning)" if _scanned(case, index) else ""
