@@ -20,6 +20,15 @@ EXE = "exe"  # the process's executable, in a command that names it (gflags /p /
 THREAD_STACK = "thread_stack"  # how the work gets a thread with a bigger stack
 PYTHON_THREAD_STACK = "threading.stack_size(), or a larger /STACK reserve"
 NATIVE_THREAD_STACK = "the stack size passed to CreateThread or _beginthreadex, or a larger /STACK reserve"
+# What threading.stack_size does on Windows, said once (explain's notes and the verdicts):
+# CPython hands the size to _beginthreadex, which passes it to CreateThread as the stack's
+# commit size (no STACK_SIZE_PARAM_IS_A_RESERVATION), so Windows commits all of it when
+# the thread starts and grows the reserve to fit (sample_dumps/python: thread_stack_size).
+THREAD_STACK_SIZE_ON_WINDOWS = (
+    "on Windows the whole size is committed when the thread starts, not just reserved (CPython passes it to "
+    "_beginthreadex as the commit size), so it counts against the commit limit; python.exe's main thread "
+    "keeps its fixed 2 MB"
+)
 
 
 @record

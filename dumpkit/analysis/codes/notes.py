@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence, Tuple, Union
 
-from dumpkit.analysis.advice import EXE, Step
+from dumpkit.analysis.advice import EXE, THREAD_STACK_SIZE_ON_WINDOWS, Step
 from dumpkit.analysis.codes.model import (
     STATUS_ACCESS_VIOLATION,
     STATUS_CPP_EH_EXCEPTION,
@@ -677,9 +677,9 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
         ),
         (
             "Run the work in a thread with a bigger stack: call threading.stack_size(128 * "
-            "1024 * 1024) before creating the threading.Thread that runs it (the size is "
-            "only reserved, not committed; CPython on Windows accepts up to just under "
-            "256 MiB)",
+            "1024 * 1024) before creating the threading.Thread that runs it ("
+            + THREAD_STACK_SIZE_ON_WINDOWS
+            + "; CPython on Windows accepts up to just under 256 MiB)",
             _FIND_THE_RECURSION,
             "If one frame is huge, move its buffer to the heap",
             ANALYZE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, Step
+from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, THREAD_STACK_SIZE_ON_WINDOWS, Step
 from dumpkit.analysis.model import (
     Recursing,
     Confidence,
@@ -141,8 +141,7 @@ def _per_level(main: Cycle, reserve: Optional[int]) -> str:
 
 _BIGGER_STACK = (
     "If the depth is real, run the work on a thread with a bigger stack: threading.stack_size(N) before "
-    "starting the thread (on Windows the whole size is committed up front, not just reserved; python.exe's "
-    "main thread keeps its fixed 2 MB)."
+    f"starting the thread ({THREAD_STACK_SIZE_ON_WINDOWS})."
 )
 _BY_FAULTHANDLER = (
     "Find the recursive Python function: a full-memory dump (procdump -ma, or WER LocalDumps with "
