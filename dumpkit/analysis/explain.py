@@ -97,7 +97,9 @@ _FASTFAIL_ADVICE: Dict[int, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {
             "Run with `python -X faulthandler`: abort() raises SIGABRT before it fails fast, "
             "so faulthandler prints the Python stack of every thread ('Fatal Python error: "
             "Aborted'); the exit code then becomes 3 instead of 0xC0000409",
-            "`dumpkit analyze` on a dump names the module and function that called abort()",
+            "`dumpkit analyze` on a dump names the function that called abort() and, when the dump holds "
+            "it, the message printed just before ('Fatal Python error: ...', 'Check failed: ...', the C++ "
+            "exception in flight); `dumpkit capture` adds the memory it is read from to its dumps",
         ),
     ),
     2: (
@@ -255,6 +257,8 @@ def capture_pointer_for(code: int, kind: str = "status") -> Tuple[str, ...]:
         return ("This is not a crash, so there is nothing to dump.",)
     if code in _PROCESS_START_CODES:
         return ("A crash dump shows little for a process Windows could not start: `--how-to-capture` says what does.",)
+    if 0 < code < 0x100:
+        return (_EXIT_DUMP,)
     return (
         "Have Windows write a full-memory dump (WER LocalDumps with DumpType=2, or procdump -ma): "
         "that is what lets `dumpkit analyze` show the Python stack as well as the native one. "
@@ -262,10 +266,27 @@ def capture_pointer_for(code: int, kind: str = "status") -> Tuple[str, ...]:
     )
 
 
+# An exit code is no exception: Windows Error Reporting and procdump -e never see it.
+_EXIT_DUMP = (
+    "An exit writes no crash dump (Windows Error Reporting and procdump -e see no exception): "
+    "`dumpkit capture -- python script.py` stops the process at ntdll!RtlExitUserProcess and writes one "
+    "(exit code 3 and error statuses by default, `--on-exit nonzero` for any nonzero code), and "
+    "`dumpkit analyze` then says what ended it; ProcDump's -t also dumps at termination."
+)
+
+
 def capture_help_for(code: Optional[int], subcode: Optional[int] = None) -> Tuple[str, ...]:
     """How to capture a dump of this crash next time (plain-text paragraphs); for any
     crash when `code` is None."""
     code = 0xFFFFFFFF if code is None else code & 0xFFFFFFFF  # no status has that value
+    if 0 < code < 0x100:
+        return (
+            _EXIT_DUMP,
+            "With it the dump is Python-aware (every thread's Python stack) and holds the memory the dying "
+            "thread's stack points to, where a runtime's last message often still is. In a venv, "
+            r"Scripts\python.exe is a launcher: capture follows it to the real interpreter.",
+            "Then run `dumpkit analyze <dump>.dmp` on any machine (Linux included). " + python_versions_sentence(),
+        )
     if code in _NOT_A_CRASH:
         return (
             "This is not a crash, so there is nothing to dump. If the process should "

@@ -178,3 +178,35 @@ def test_capture_advice_is_one_pointer_unless_asked_for():
     full = _capture_section(render_explanation_text(e, how_to_capture=True))
     assert "reg add" in full and "procdump -accepteula -e -ma" in full
     assert "makes the Python stack possible" in " ".join(full.split())
+
+
+def test_exit_code_3_names_openmps_error_15_first_and_how_to_dump_an_exit():
+    """Exit code 3 in numerical Python on Windows is most often two OpenMP runtimes; no
+    crash handler sees an exit, dumpkit capture does (issue #41 item 7)."""
+    e = explain(parse_code("3"))
+    assert "OMP: Error #15" in e.causes[0] and "libiomp5md.dll" in e.causes[0]
+    assert any("abort()" in c and "Fatal Python error" in c for c in e.causes[1:])
+    assert any("KMP_DUPLICATE_LIB_OK" in s for s in e.next_steps)
+    assert any("dumpkit capture" in s and "RtlExitUserProcess" in s for s in e.next_steps)
+    assert "dumpkit capture" in e.capture_pointer[0] and "LocalDumps" not in " ".join(e.capture_pointer)
+    assert "dumpkit capture" in e.capture_help[0]
+
+
+@pytest.mark.parametrize(
+    "words, code, subcode",
+    [
+        ("Fatal Python error", 0xC0000409, 7),
+        ("OMP: Error #15", 3, None),
+        ("libiomp5md.dll", 3, None),
+        ("msvcp140.dll", 0xC0000005, None),
+        ("_Mtx_lock", 0xC0000005, None),
+    ],
+)
+def test_the_endings_of_issue_41_are_known_by_their_words(words, code, subcode):
+    parsed = parse_code(words)
+    assert (parsed.code, parsed.subcode) == (code, subcode)
+
+
+def test_an_access_violation_lists_the_msvcp140_mutex_break():
+    e = explain(parse_code("0xC0000005"))
+    assert any("_Mtx_lock" in c and "14.40" in c and "msvcp140.dll" in c for c in e.causes)

@@ -117,20 +117,45 @@ def _derived_info(code: int) -> CodeInfo:
         plain = {
             1: "exit code 1: Python ends with 1 after an unhandled Python exception (the traceback is on stderr)",
             2: "exit code 2: a command-line usage error (argparse, or python could not open the script)",
-            3: "exit code 3: the C runtime's abort() when a SIGABRT handler ran first "
-            "(e.g. with faulthandler enabled), or an explicit exit(3)",
         }
         causes = (
-            (plain[code],) if code in plain else (f"exit code {code}: passed to sys.exit() / exit() by the program",)
+            EXIT_3_CAUSES
+            if code == 3
+            else (plain[code],)
+            if code in plain
+            else (f"exit code {code}: passed to sys.exit() / exit() by the program",)
         )
-    return CodeInfo(
-        code,
-        f"0x{code:08X}",
-        "; ".join(parts),
-        causes,
-        (Step("derived.search", "Search the program's own documentation or source for this value"),),
-        known=False,
-    )
+    steps = EXIT_3_STEPS if code == 3 else (_SEARCH,)
+    return CodeInfo(code, f"0x{code:08X}", "; ".join(parts), causes, steps, known=False)
+
+
+_SEARCH = Step("derived.search", "Search the program's own documentation or source for this value")
+# Exit code 3 is the C runtime's code for an abnormal end, and in numerical Python on
+# Windows most often Intel OpenMP's: no crash, no dump unless a debugger stops the exit.
+EXIT_3_CAUSES = (
+    "Intel OpenMP's 'OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already "
+    "initialized.': two packages each bring their own copy of the OpenMP runtime (an MKL build of NumPy or "
+    "SciPy beside PyTorch, ctranslate2, intel-openmp...), and the second copy to start ends the process "
+    "through raise(SIGABRT) and _exit(3)",
+    "abort() where it does not fail-fast: with a SIGABRT handler installed (python -X faulthandler), "
+    "raise(SIGABRT) with the default action, and every abort() under Wine; a Fatal Python error "
+    "('Fatal Python error: ...' on stderr) then ends with 3 too",
+    "An explicit exit(3), sys.exit(3) or os._exit(3)",
+)
+EXIT_3_STEPS = (
+    Step(
+        "exit3.read_stderr",
+        "Read the last lines of stderr: 'OMP: Error #15' names the duplicate OpenMP runtime (load one copy; "
+        "KMP_DUPLICATE_LIB_OK=TRUE only silences the check and may give wrong results or crash), 'Fatal "
+        "Python error' or 'Check failed' say what gave up",
+    ),
+    Step(
+        "exit3.capture",
+        "No dump is written for an exit: run it as `dumpkit capture -- python script.py` (Windows), which "
+        "stops an exit with code 3 at ntdll!RtlExitUserProcess and writes one; `dumpkit analyze` then names "
+        "what ended it, the reason it printed, and the runtime DLLs loaded twice",
+    ),
+)
 
 
 def _header_only_info(code: int, name: str) -> CodeInfo:

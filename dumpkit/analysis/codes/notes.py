@@ -433,6 +433,10 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "A mismatch between the CUDA/cuDNN DLLs found on PATH and the ones the TensorFlow build expects",
             "An aligned SSE/AVX instruction (movaps, vmovdqa) on a buffer that is not 16/32-byte "
             "aligned, e.g. Eigen types in memory from a plain malloc",
+            "A read of address 0 inside msvcp140.dll's mutex lock (_Mtx_lock): an extension built with "
+            "Visual Studio 2022 17.10 or later (MSVC 14.40+, whose std::mutex no longer calls "
+            "_Mtx_init_in_situ) running on an older msvcp140.dll that another package, or Python's own "
+            "folder, loaded first; `dumpkit analyze` names both DLLs and their versions",
         ),
         (FAULTHANDLER_ACCESS_VIOLATION, _ACCESS_PARAMETERS, ANALYZE),
     ),
@@ -916,6 +920,16 @@ PLAIN_WORDS: Dict[str, Tuple[int, Optional[int]]] = {
     "check failed": (0xC0000409, 7),
     "std::terminate": (0xC0000409, 7),
     "terminate": (0xC0000409, 7),
+    "fatal python error": (0xC0000409, 7),
+    "py fatalerror": (0xC0000409, 7),
+    "omp error 15": (3, None),
+    "omp: error 15": (3, None),
+    "openmp": (3, None),
+    "libiomp5md": (3, None),
+    "libiomp5md dll": (3, None),
+    "msvcp140": (0xC0000005, None),
+    "msvcp140 dll": (0xC0000005, None),
+    "mtx lock": (0xC0000005, None),
     "buffer overflow": (0xC0000409, None),
     "buffer overrun": (0xC0000409, None),
     "fail fast": (0xC0000409, None),
