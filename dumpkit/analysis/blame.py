@@ -133,7 +133,7 @@ def blame_frame(
         if f.index <= entry.interpreter_frame
     )
     return BlameFrame(
-        frame_index=0,
+        frame_index=entry.python_frame_index,
         function=entry.python_frame,
         module=None,
         trust=PythonTrust.PYTHON_STACK,

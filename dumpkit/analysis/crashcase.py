@@ -8,7 +8,14 @@ from typing import Optional
 
 from dumpkit.analysis.model import CrashInfo, Ending, Environment, ImageCoverage, PythonReport, ThreadReport
 from dumpkit.analysis.process import executable
-from dumpkit.analysis.pyentry import CTYPES, PythonEntry, crash_entry, is_ctypes_machinery, is_interpreter
+from dumpkit.analysis.pyentry import (
+    CTYPES,
+    PythonEntry,
+    crash_entry,
+    installation_of,
+    is_ctypes_machinery,
+    is_interpreter,
+)
 from dumpkit.analysis.pyentry import python_entry as entry_below
 from dumpkit.analysis.signature import recursion_start
 from dumpkit.analysis.threadreport import ThreadReports
@@ -28,6 +35,7 @@ def python_entry(
     walk: Optional[StackWalk],
     python: Optional[PythonReport],
     ending: Optional[Ending] = None,
+    installation: Optional[str] = None,
 ) -> Optional[PythonEntry]:
     """How the crashing thread's native code was entered from Python, from all its frames:
     below the way out of a process that ended itself (its caller), below the recursion that
@@ -35,13 +43,14 @@ def python_entry(
     if thread is None or walk is None:
         return None
     if ending is not None and ending.caller_frame is not None:
-        return _ending_entry(walk, ending.caller_frame, python.thread(crash.thread_id) if python is not None else None)
+        pythread = python.thread(crash.thread_id) if python is not None else None
+        return _ending_entry(walk, ending.caller_frame, pythread, installation)
     start = recursion_start(crash, thread)
     cause = thread.cycles[0] if start is not None and thread.cycles else None
-    return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None)
+    return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None, installation)
 
 
-def _ending_entry(walk: StackWalk, caller: int, python) -> Optional[PythonEntry]:
+def _ending_entry(walk: StackWalk, caller: int, python, installation: Optional[str]) -> Optional[PythonEntry]:
     """Python's way to the caller of an ending. A caller in the interpreter reached through
     libffi is a C-API function called through ctypes (ctypes.CDLL(...).PyThreadState_Get()):
     that call into the interpreter's DLL is how Python got there, not the interpreter's own
@@ -51,11 +60,11 @@ def _ending_entry(walk: StackWalk, caller: int, python) -> Optional[PythonEntry]
     while below < min(len(frames), caller + 8) and is_interpreter(frames[below].module):
         below += 1
     if below > caller and below < len(frames) and is_ctypes_machinery(frames[below].module):
-        entry = entry_below(frames, below, python)
+        entry = entry_below(frames, below, python, installation)
         if entry is not None and entry.via == CTYPES:
             dll = frames[caller].module
             return replace(entry, how=f"through a ctypes call into {dll}", module=dll)
-    return entry_below(frames, caller, python)
+    return entry_below(frames, caller, python, installation)
 
 
 def crash_case(
@@ -90,6 +99,8 @@ def crash_case(
         python=python,
         coverage=coverage,
         executable=exe.name if exe is not None else None,
-        python_entry=python_entry(crash, thread, walk, python, ending) if crash is not None else None,
+        python_entry=python_entry(crash, thread, walk, python, ending, installation_of(environment.python_module))
+        if crash is not None
+        else None,
         ending=ending,
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Optional, Protocol, Sequence, Tuple
 
-from dumpkit.analysis.model import Cycle, PythonThreadReport
+from dumpkit.analysis.model import Cycle, PythonFrameRecord, PythonThreadReport
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.cpython.interpreter import interpreter_minor
 from dumpkit.records import record
@@ -57,6 +57,7 @@ class PythonEntry:
     interpreter_frame: int
     python_frame: Optional[str] = None
     interpreter: Optional[str] = None
+    python_frame_index: int = 0  # the python_frame's index in the thread's Python stack (0 = innermost)
 
     @property
     def evidence(self) -> str:
@@ -109,15 +110,98 @@ def is_ctypes_machinery(module: Optional[str]) -> bool:
     return bool(module and (_CTYPES.match(module) or _LIBFFI.match(module)))
 
 
-def innermost_python(thread: Optional[PythonThreadReport]) -> Optional[str]:
-    """The innermost Python frame of a thread as `function (file:line)`."""
+# Python code that is not the user's: the standard library (the installation's Lib and DLLs
+# folders, its pythonXY.zip), installed packages, frozen modules
+_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]", re.I)
+_STDLIB_ZIP = re.compile(r"[\\/]python3\d{1,2}\.zip[\\/]", re.I)
+# where a library file's module path starts, tried in this order
+_LIBRARY_ROOTS = (
+    re.compile(r"^.*[\\/](?:site|dist)-packages[\\/]", re.I),
+    re.compile(r"^.*?[\\/]python3\d{1,2}\.zip[\\/]", re.I),
+    re.compile(r"^.*?[\\/]Lib[\\/]", re.I),
+)
+USER_LOOK = 64  # Python frames looked at for the user's (the head a report keeps)
+
+
+def is_library_file(filename: Optional[str], installation: Optional[str] = None) -> bool:
+    """Is `filename` the standard library's or an installed package's, not the program's?
+    `installation`: the folder of the process's python3X.dll, when known."""
+    if not filename:
+        return False
+    if filename.startswith("<frozen "):
+        return True
+    if _INSTALLED.search(filename) or _STDLIB_ZIP.search(filename):
+        return True
+    if installation:
+        folder = installation.replace("/", "\\").rstrip("\\").lower() + "\\"
+        name = filename.replace("/", "\\").lower()
+        return name.startswith((folder + "lib\\", folder + "dlls\\"))
+    return False
+
+
+def library_name(f: PythonFrameRecord) -> str:
+    """'ctypes.string_at' for string_at in ...\\Lib\\ctypes\\__init__.py (or in the stdlib zip, or
+    site-packages): the module's dotted name and the function."""
+    filename = f.filename or ""
+    if filename.startswith("<frozen ") and filename.endswith(">"):
+        module = filename[len("<frozen ") : -1]
+    else:
+        rest = filename.replace("/", "\\")
+        root = next((r for r in _LIBRARY_ROOTS if r.search(rest)), None)
+        rest = root.sub("", rest, count=1) if root is not None else rest
+        parts = [p for p in rest.split("\\") if p]
+        if parts and parts[-1].lower().endswith(".py"):
+            parts[-1] = parts[-1][:-3]
+        if parts and parts[-1] == "__init__":
+            parts.pop()
+        module = ".".join(parts)
+    function = f.function or "?"
+    return f"{module}.{function}" if module else function
+
+
+def user_python(thread: Optional[PythonThreadReport], installation: Optional[str] = None) -> Optional[Tuple[int, str]]:
+    """The innermost Python frame of the user's code (issue #41 item 6) as (index, label):
+    `leaf (C:\\scripts\\job.py:3)`, with `, calling ctypes.string_at` when library frames
+    (the standard library, installed packages) sit above it; the innermost frame when the
+    head of the stack is all library code."""
     if thread is None:
         return None
-    return next((line for line in (optional_line(f) for f in thread.frames[:4]) if line), None)
+    frames = thread.frames[:USER_LOOK]
+    first = next((i for i, f in enumerate(frames) if optional_line(f)), None)
+    if first is None:
+        return None
+    for i in range(first, len(frames)):
+        f = frames[i]
+        line = optional_line(f)
+        if line is None or is_library_file(f.filename, installation):
+            continue
+        if i == first:
+            return frames[i].index, line
+        return frames[i].index, f"{line}, calling {library_name(frames[i - 1])}"
+    return frames[first].index, optional_line(frames[first]) or ""
+
+
+def innermost_python(thread: Optional[PythonThreadReport], installation: Optional[str] = None) -> Optional[str]:
+    """The Python frame a reader starts at: the innermost frame of the user's code
+    (`user_python`), as `function (file:line)`."""
+    found = user_python(thread, installation)
+    return found[1] if found is not None else None
+
+
+def installation_of(dll_path: Optional[str]) -> Optional[str]:
+    """The folder of the interpreter's DLL (`C:\\Python311` from its path), where its
+    standard library lives; None for a bare name."""
+    if not dll_path:
+        return None
+    folder, sep, _ = dll_path.replace("/", "\\").rpartition("\\")
+    return folder if sep and folder else None
 
 
 def python_entry(
-    frames: Sequence[_Framed], start: int = 0, python: Optional[PythonThreadReport] = None
+    frames: Sequence[_Framed],
+    start: int = 0,
+    python: Optional[PythonThreadReport] = None,
+    installation: Optional[str] = None,
 ) -> Optional[PythonEntry]:
     """How the native code at frame `start` was reached from Python: the frames from `start`
     down to the first interpreter frame (at most LOOK of them) say it. None when no
@@ -128,29 +212,31 @@ def python_entry(
         return None
     between = [frames[i].module for i in range(start, below)]
     handover = tuple(i for i in range(start, below) if is_ctypes_machinery(frames[i].module))
-    python_frame = innermost_python(python)
+    user = user_python(python, installation)
+    python_frame = user[1] if user is not None else None
+    at = user[0] if user is not None else 0
     interpreter = frames[below].module
     if any(m and _LIBFFI.match(m) for m in between):
         first = handover[0] if handover else below
         callee = next((frames[i].module for i in range(first - 1, start - 1, -1) if frames[i].module), None)
         how = "through a ctypes call" + (f" into {callee}" if callee else "")
-        return PythonEntry(CTYPES, how, callee, handover, below, python_frame, interpreter)
+        return PythonEntry(CTYPES, how, callee, handover, below, python_frame, interpreter, at)
     if handover:
         module = frames[handover[0]].module
         return PythonEntry(
-            CTYPES_OWN, f"through ctypes' own C code ({module})", module, handover, below, python_frame, interpreter
+            CTYPES_OWN, f"through ctypes' own C code ({module})", module, handover, below, python_frame, interpreter, at
         )
     extension = next((m for m in reversed(between) if m and _EXTENSION.search(m)), None)
     if extension is not None:
         return PythonEntry(
-            EXTENSION, f"through the extension module {extension}", extension, (), below, python_frame, interpreter
+            EXTENSION, f"through the extension module {extension}", extension, (), below, python_frame, interpreter, at
         )
     if below == start:
         how = f"in the interpreter's own C code ({interpreter})"
-        return PythonEntry(INTERPRETER, how, interpreter, (), below, python_frame, interpreter)
+        return PythonEntry(INTERPRETER, how, interpreter, (), below, python_frame, interpreter, at)
     callee = next((m for m in reversed(between) if m), None)
     return PythonEntry(
-        NATIVE, f"through {callee} (called by {interpreter})", callee, (), below, python_frame, interpreter
+        NATIVE, f"through {callee} (called by {interpreter})", callee, (), below, python_frame, interpreter, at
     )
 
 
@@ -192,8 +278,12 @@ def python_minor(module: Optional[str]) -> Optional[int]:
 
 
 def crash_entry(
-    frames: Sequence[_Framed], cause: Optional[Cycle], python: Optional[PythonThreadReport] = None
+    frames: Sequence[_Framed],
+    cause: Optional[Cycle],
+    python: Optional[PythonThreadReport] = None,
+    installation: Optional[str] = None,
 ) -> Optional[PythonEntry]:
     """How the crashing thread's native code was entered from Python: below `cause`, the
-    recursion that overflowed the stack (signature rule 6), else below the top frame."""
-    return python_entry(frames, cause.last_frame + 1 if cause is not None else 0, python)
+    recursion that overflowed the stack (signature rule 6), else below the top frame.
+    `installation`: the interpreter's folder, where the standard library is."""
+    return python_entry(frames, cause.last_frame + 1 if cause is not None else 0, python, installation)

@@ -14,7 +14,7 @@ from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step
 from dumpkit.analysis.codes import notes
 from dumpkit.analysis.coverage import rests_on_guesses
 from dumpkit.analysis.model import Confidence, EndingRoute, Finding, PythonStatus, Verdict, VerdictKind
-from dumpkit.analysis.pyentry import INTERPRETER, innermost_python
+from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, installation_of
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
@@ -163,7 +163,7 @@ def _for_what_is_loaded(steps: Sequence[Step], case: Case) -> Tuple[Step, ...]:
     module = case.crash.module if case.crash is not None and case.crash.module else "the faulting module"
     exe = case.executable
     stacks_read = case.python is not None and case.python.status == PythonStatus.READ and bool(case.python.threads)
-    innermost = innermost_python(case.python_thread)
+    innermost = innermost_python(case.python_thread, installation_of(env.python_module))
     kept: List[Step] = []
     for step in steps:
         if step.id in _ASKS_FOR_FAULTHANDLER and not python:
