@@ -29,8 +29,12 @@ from tests.support.wine import windows_path
 SCRIPTS = SAMPLES / "pyversions" / "src"
 NATIVELIB = SAMPLES / "pyversions" / "bin" / "nativelib.dll"
 HANDLED = Path(__file__).resolve().parent / "scripts" / "handled.py"
+ENDS_ITSELF = Path(__file__).resolve().parent / "scripts" / "ends_itself.py"
 KEEPS_RUNNING = Path(__file__).resolve().parent / "scripts" / "keeps_running.py"
 STACK_OVERFLOW, ACCESS_VIOLATION = 0xC00000FD, 0xC0000005
+# Wine's own PE DLLs (Debian's wine64): ntdll, kernel32 and ucrtbase by name, as Microsoft's
+# symbol server gives a Windows user theirs
+WINE_DLLS = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
 # Pure Python recursion nests the C stack up to 3.10 (from 3.11 on, Python calls do not
 # recurse in C; 3.12+ also count C recursion): sample_dumps/pyversions/README.md
 PY_RECURSION_VERSIONS = ("3.8", "3.9", "3.10")
@@ -55,14 +59,24 @@ def workdir(tmp_path_factory):
         shutil.copy(SCRIPTS / script, folder)
     shutil.copy(NATIVELIB, folder)
     shutil.copy(HANDLED, folder)
+    shutil.copy(ENDS_ITSELF, folder)
     return folder
 
 
-def _capture(capture_lane, version: str, script: Path, out: Path, *args: str):
+def _capture(capture_lane, version: str, script: Path, out: Path, *args: str, script_args=()):
     out.mkdir(parents=True, exist_ok=True)
     done = capture_lane.dumpkit(
         version,
-        ["capture", "-o", windows_path(out), *args, "--", capture_lane.python_exe(version), windows_path(script)],
+        [
+            "capture",
+            "-o",
+            windows_path(out),
+            *args,
+            "--",
+            capture_lane.python_exe(version),
+            windows_path(script),
+            *script_args,
+        ],
     )
     marker = next((json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("MARKER ")), None)
     return done, marker, sorted(out.glob("*.dmp"))
@@ -379,3 +393,68 @@ def test_wer_sets_shows_and_removes_one_executables_key(capture_lane):
     finally:
         capture_lane.wine(["reg", "delete", key + r"\other.exe", "/f"])
         capture_lane.wine(["reg", "delete", key + r"\python.exe", "/f"])
+
+
+# ----------------------------------------------------------------------------- endings
+def _ended(done, code: int) -> str:
+    lines = done.stderr
+    assert f"ended itself with exit code {code} " in lines, lines[-3000:]
+    assert "stopped at ntdll!" in lines and "Traceback" not in lines, lines[-3000:]
+    return lines
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_fatal_python_error_is_dumped_at_its_exit_and_said_in_its_own_words(capture_lane, workdir, tmp_path, version):
+    """Under Wine Py_FatalError ends through abort() -> _exit(3) with no exception: capture
+    stops it at ntdll!RtlExitUserProcess, and the verdict is the message the interpreter
+    printed, read back from the dump (issue #41 items 1, 2)."""
+    done, marker, dumps = _capture(
+        capture_lane, version, workdir / "ends_itself.py", tmp_path / "out", script_args=("gil",)
+    )
+    _ended(done, 3)
+    assert done.returncode == 3 and len(dumps) == 1
+    printed = next(line for line in (done.stdout + done.stderr).splitlines() if line.startswith("Fatal Python error:"))
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version])
+    verdict = report.verdict
+    assert verdict.kind == "fatal_python_error"
+    assert verdict.headline.startswith(printed.strip().rstrip(".")), (verdict.headline, printed)
+    assert "PyThreadState_Get" in verdict.headline and "through a ctypes call into python3" in verdict.headline
+    assert "end (" in verdict.headline and "ends_itself.py" in verdict.headline  # the user's line
+    assert report.ending is not None and report.ending.exit_code == 3
+    assert report.ending.stopped_at == "RtlExitUserProcess"
+    assert report.signature.kind == "FATAL_PYTHON_ERROR(PyThreadState_Get)"
+
+
+@pytest.mark.parametrize("version", ("3.8", "3.11", "3.13"))
+def test_os_abort_is_dumped_as_an_abort_with_exit_code_3(capture_lane, workdir, tmp_path, version):
+    done, marker, dumps = _capture(
+        capture_lane, version, workdir / "ends_itself.py", tmp_path / "out", script_args=("abort",)
+    )
+    _ended(done, 3)
+    report = _analyse(dumps[0], workdir, capture_lane.pythons[version], WINE_DLLS)
+    assert report.verdict.kind == "abort"
+    assert report.verdict.headline.startswith("The process ended itself with exit code 3, from abort() called by")
+    assert report.crash.thread_id == marker["native_id"]
+    assert "breakpoint instruction" not in report.verdict.headline
+
+
+def test_a_normal_nonzero_exit_is_dumped_only_when_asked(capture_lane, workdir, tmp_path):
+    done, _, dumps = _capture(capture_lane, "3.12", workdir / "ends_itself.py", tmp_path / "a", script_args=("exit",))
+    assert dumps == [] and done.returncode == 4, done.stderr[-2000:]
+    assert "--on-exit nonzero" in done.stderr
+    done, _, dumps = _capture(
+        capture_lane, "3.12", workdir / "ends_itself.py", tmp_path / "b", "--on-exit", "nonzero", script_args=("exit",)
+    )
+    _ended(done, 4)
+    report = _analyse(dumps[0], workdir, capture_lane.pythons["3.12"], WINE_DLLS)
+    assert report.verdict.kind == "process_exit" and report.verdict.headline.startswith("No crash:")
+
+
+def test_terminateprocess_on_itself_is_dumped_with_its_code(capture_lane, workdir, tmp_path):
+    done, _, dumps = _capture(
+        capture_lane, "3.10", workdir / "ends_itself.py", tmp_path / "out", script_args=("terminate",)
+    )
+    _ended(done, 0xE0000001)
+    report = _analyse(dumps[0], workdir, capture_lane.pythons["3.10"])
+    assert report.ending is not None and report.ending.exit_code == 0xE0000001
+    assert report.ending.stopped_at == "NtTerminateProcess" and report.verdict.kind == "process_exit"

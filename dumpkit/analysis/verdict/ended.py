@@ -147,9 +147,15 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
         steps = [NORMAL_EXIT.given(code=str(code))]
     elif route is EndingRoute.UNKNOWN:
         kind = VerdictKind.PROCESS_EXIT
+        by = f", called by {end.caller}" if end.caller else ""
+        likely = (
+            " (exit code 3 is what abort(), raise(SIGABRT) and runtimes' fatal errors end with)"
+            if end.exit_code == 3
+            else ""
+        )
         headline = (
-            f"The process ended itself {how_it_ended(end, case)} at {end.stopped_at}; the frames above its code "
-            "have no names, so how it got there is not known"
+            f"The process ended itself {how_it_ended(end, case)} at {end.stopped_at}{by}{likely}; the system's and "
+            "the C runtime's frames have no names, so which way out it took is not known"
         )
         steps = [NAME_THE_EXIT]
         confidence = Confidence.MEDIUM
