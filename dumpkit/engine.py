@@ -21,7 +21,7 @@ from dumpkit.analysis.ending import as_exit_record
 from dumpkit.analysis.documents import contents_document, header, report_document
 from dumpkit.analysis.environment import describe_environment
 from dumpkit.analysis.environment.versions import Versions
-from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_version
+from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_facts, image_version
 from dumpkit.analysis.model import Contents, Report, Stacks, ThreadReport
 from dumpkit.analysis.pyread import read_python
 from dumpkit.analysis.reasons import read_ending
@@ -225,7 +225,12 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
         exe_stack_reserve(target, code.images),
         problems,
     )
-    env = describe_environment(target, image_version=image_version(code.images), installed_package=packages)
+    env = describe_environment(
+        target,
+        image_version=image_version(code.images),
+        installed_package=packages,
+        image_facts=image_facts(code.images),
+    )
     env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(unsaved_unwind(walks.values()))))
 
     # python

@@ -1,19 +1,19 @@
 """What the modules' images (and the files beside them) tell about the process: the
-executable's stack reserve, each module's version resource, the Python distribution that
-installed a module (each None where no image or file says), and how much of the crashing
-stack rests on images."""
+executable's stack reserve, each module's version resource, linker version and imports, the
+Python distribution that installed a module (each None where no image or file says), and how
+much of the crashing stack rests on images."""
 
 from __future__ import annotations
 
 from typing import Dict, Optional
 
 from dumpkit.analysis.coverage import image_coverage
-from dumpkit.analysis.environment import VersionLookup
+from dumpkit.analysis.environment import ImageFactsLookup, VersionLookup
 from dumpkit.analysis.model import ImageCoverage
 from dumpkit.analysis.threadreport import with_possible
 from dumpkit.images import ImageProvider
 from dumpkit.packages import InstalledPackage, owning_package
-from dumpkit.pe import PEError, VersionInfo
+from dumpkit.pe import PEError, PEImage, VersionInfo
 from dumpkit.target import MemoryNotInDump, Module, Target
 from dumpkit.unwind.frames import StackWalk
 
@@ -39,6 +39,17 @@ def image_version(images: ImageProvider) -> VersionLookup:
             return image.version_info()
         except (PEError, MemoryNotInDump):
             return None
+
+    return lookup
+
+
+def image_facts(images: ImageProvider) -> ImageFactsLookup:
+    """A module's image as the runtime collisions read it (linker version, imports): the
+    image the provider located, a file or a bundle's pages, or the dump's own memory when
+    that is all there is; None when there is none."""
+
+    def lookup(module: Module) -> Optional[PEImage]:
+        return images.image(module)
 
     return lookup
 

@@ -7,7 +7,17 @@ import dataclasses
 import json
 from typing import Any, Dict, Optional, Tuple, Union
 
-from dumpkit.analysis.model import BlameFrame, CallEdge, Contents, CrashInfo, FrameRecord, Report, Stacks, ThreadReport
+from dumpkit.analysis.model import (
+    BlameFrame,
+    CallEdge,
+    Contents,
+    CrashInfo,
+    Environment,
+    FrameRecord,
+    Report,
+    Stacks,
+    ThreadReport,
+)
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -68,6 +78,9 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     Report: ("ending",),
 }
 
+# Lists added after schema version 1 that most reports have empty: left out when empty.
+_OMITTED_WHEN_EMPTY: Dict[type, Tuple[str, ...]] = {Environment: ("runtime_collisions",)}
+
 
 def _convert(obj: Any, key: str = "") -> Any:
     cls = type(obj)
@@ -80,6 +93,9 @@ def _convert(obj: Any, key: str = "") -> Any:
         out = {n: _convert(getattr(obj, n), n) for n in names}
         for n in _OMITTED_WHEN_NONE.get(cls, ()):
             if out.get(n, 0) is None:
+                del out[n]
+        for n in _OMITTED_WHEN_EMPTY.get(cls, ()):
+            if out.get(n) == []:
                 del out[n]
         return out
     if isinstance(obj, dict):

@@ -218,8 +218,10 @@ def test_the_schemas_enums_are_dumpkits_own():
         RUNTIME_CODE,
         SCANNED,
         SYSTEM,
+        WAY_OUT,
     )
-    from dumpkit.analysis.model import SCHEMA_VERSION, Confidence, PythonTrust, VerdictKind
+    from dumpkit.analysis.model import EndingRoute, ReasonKind
+    from dumpkit.analysis.model import SCHEMA_VERSION, CollisionKind, Confidence, PythonTrust, VerdictKind
     from dumpkit.analysis.python import PROTOCOLS
     from dumpkit.cpython.model import Status
     from dumpkit.report.json_report import SCHEMA_NAMES
@@ -229,6 +231,7 @@ def test_the_schemas_enums_are_dumpkits_own():
 
     assert _enum("verdictKind") == [k.value for k in VerdictKind]
     assert _enum("confidence") == [c.value for c in Confidence]
+    assert _enum("collisionKind") == [k.value for k in CollisionKind]
     assert sorted(_enum("trust")) == sorted(t.value for t in Trust)
     blame_trust = SCHEMA["$defs"]["blame"]["properties"]["trust"]["anyOf"]  # a frame's trust, or a Python frame's
     assert blame_trust == [{"$ref": "#/$defs/trust"}] + [{"const": t.value} for t in PythonTrust]
@@ -236,8 +239,10 @@ def test_the_schemas_enums_are_dumpkits_own():
     # a process without CPython has `python: null`, never the reader's no_python status
     assert _enum("pythonStatus") == [s.value for s in Status if s is not Status.NO_PYTHON]
     assert _enum("protocol") == [p[0] for p in PROTOCOLS]
-    roles = [SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION]
+    roles = [SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT]
     assert _enum("blameRole") == roles
+    assert _enum("endingRoute") == [r.value for r in EndingRoute]
+    assert _enum("reasonKind") == [k.value for k in ReasonKind]
     assert _enum("triageStatus") == [ANALYSED, FAILED, TIMED_OUT]
     defs = SCHEMA["$defs"]
     for model, name in SCHEMA_NAMES.items():

@@ -21,6 +21,7 @@ from dumpkit.analysis.environment.compatibility import compatibility
 from dumpkit.analysis.environment.cpu import cpu_features, cpu_name
 from dumpkit.analysis.environment.cuda import cuda_toolkit_version, find_cuda, nvidia_driver_version
 from dumpkit.analysis.environment.python import find_python, python_version_from_file_version
+from dumpkit.analysis.environment.runtimes import ImageFacts, ImageFactsLookup, runtime_collisions
 from dumpkit.analysis.environment.tensorflow import PackageLookup, find_tensorflow
 from dumpkit.analysis.environment.versions import VersionLookup, Versions
 from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
@@ -31,6 +32,8 @@ __all__ = [
     "describe_environment",
     "VersionLookup",
     "PackageLookup",
+    "ImageFacts",
+    "ImageFactsLookup",
     "cpu_features",
     "nvidia_driver_version",
     "cuda_toolkit_version",
@@ -40,7 +43,11 @@ __all__ = [
 
 
 def describe_environment(
-    target: Target, *, image_version: Optional[VersionLookup] = None, installed_package: Optional[PackageLookup] = None
+    target: Target,
+    *,
+    image_version: Optional[VersionLookup] = None,
+    installed_package: Optional[PackageLookup] = None,
+    image_facts: Optional[ImageFactsLookup] = None,
 ) -> Environment:
     """Everything an issue report asks about the machine and the loaded stack, from a dump.
 
@@ -48,7 +55,9 @@ def describe_environment(
     (or None); it is called at most once per module and only for modules named here.
     `installed_package(module)` (optional) returns the Python distribution that installed the
     module's file, where that installation is reachable (TensorFlow's version when its
-    modules carry none)."""
+    modules carry none). `image_facts(module)` (optional) returns the module's image (its
+    linker version and imports): the runtime collisions read them, only for the modules a
+    rule needs (runtimes.py); without it they rest on the module list alone."""
     system = target.system
     modules = list(target.modules)
     vers = Versions(image_version)
@@ -80,6 +89,7 @@ def describe_environment(
             'next to their files; run `python -c "import tensorflow as tf; '
             'print(tf.__version__)"` in the same environment.'
         )
+    collisions = runtime_collisions(modules, vers, image_facts)
     notes.extend(vers.problems)
     return Environment(
         os=os_text,
@@ -98,6 +108,7 @@ def describe_environment(
         cuda=tuple(cuda.components),
         compatibility=compat,
         notes=tuple(notes),
+        runtime_collisions=collisions,
     )
 
 

@@ -4,7 +4,7 @@ versions their file names and version resources give."""
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.environment.versions import Versions, trim_version, version_groups
 from dumpkit.analysis.model import CudaComponent
@@ -86,14 +86,23 @@ class CudaStack:
         self.driver: Optional[str] = None
 
 
+def cuda_library(file_name: str) -> Optional[Tuple[str, Optional[str]]]:
+    """(component, the number in the file name) of a CUDA DLL: cudart64_110.dll ->
+    ("CUDA runtime", "110"), cudnn64_8.dll -> ("cuDNN", "8"), nvcuda.dll -> ("NVIDIA
+    driver", None); None for any other file."""
+    for pattern, name in _CUDA_LIBS:
+        mt = pattern.match(file_name)
+        if mt:
+            return name, mt.group(1) if mt.groups() else None
+    return None
+
+
 def find_cuda(modules: Sequence[Module], vers: Versions) -> CudaStack:
     out = CudaStack()
     for m in modules:
-        for pattern, name in _CUDA_LIBS:
-            mt = pattern.match(m.name)
-            if mt:
-                out.components.append(_component(name, m, mt.group(1) if mt.groups() else None, vers, out))
-                break
+        lib = cuda_library(m.name)
+        if lib is not None:
+            out.components.append(_component(lib[0], m, lib[1], vers, out))
     out.components.sort(key=lambda c: _ORDER.index(c.name))
     return out
 

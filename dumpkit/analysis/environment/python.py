@@ -30,6 +30,17 @@ _PYDLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
 _PYEXE = re.compile(r"^pythonw?(_d)?\.exe$", re.I)
 
 
+def python_dll_family(name: str) -> Optional[str]:
+    """ "3.10" for python310.dll (and its debug build python310_d.dll); None for any other
+    name, python3.dll (the stable ABI's forwarder) included."""
+    mt = _PYDLL.match(name)
+    return f"{mt.group(1)}.{mt.group(2)}" if mt else None
+
+
+def is_python_executable(name: str) -> bool:
+    return bool(_PYEXE.match(name))
+
+
 def find_python(modules: Sequence[Module], vers: Versions) -> Tuple[Optional[str], Optional[str], Optional[str]]:
     exe = next((m.path for m in modules if _PYEXE.match(m.name)), None)
     for m in modules:
