@@ -196,6 +196,14 @@ def render_dml(
     for f in facts.process + facts.machine:
         _fact(out, f, m)
     out.append("")
+    for c in facts.collisions:  # the compact view leaves the environment out, not these
+        out.append(f"{m.bold(m.text(c.heading))}  {m.text(c.title, 2000)}")
+        out.extend(f"  - {inline(line, m)}" for line in c.modules)
+        out.append(f"  leads to: {m.text(c.leads_to, 2000)}")
+        out.append("  ways out:")
+        out.extend(f"    {i}. {m.text(w, 2000)}" for i, w in enumerate(c.ways_out, 1))
+        out.extend(f"  not known: {m.text(u, 2000)}" for u in c.unknown)
+        out.append("")
     if view.code is not None:
         out += _code(view.code, m)
     if view.registers:

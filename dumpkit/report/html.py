@@ -125,6 +125,12 @@ def render_html(report: Report) -> str:
     out.append("</table>")
     for r in view.facts.remarks:
         out.append(f'<p class="dim">{"Note: " if r.note else ""}{prose(r.text, 1000)}</p>')
+    for col in view.facts.collisions:
+        out.append(f"<h2>{h(col.heading)}</h2><p><b>{prose(col.title, 2000)}</b></p>")
+        out.append("<ul>" + "".join(f"<li>{inline(m)}</li>" for m in col.modules) + "</ul>")
+        out.append(f"<p>Leads to: {prose(col.leads_to, 2000)}</p>")
+        out.append("<p>Ways out:</p><ol>" + "".join(f"<li>{prose(w, 2000)}</li>" for w in col.ways_out) + "</ol>")
+        out += [f'<p class="dim">Not known: {prose(u, 2000)}</p>' for u in col.unknown]
     if view.code is not None:
         c = view.code
         out.append(f'<h2>Faulting code in <code>{h(c.where)}</code></h2><div class="wide"><pre>')

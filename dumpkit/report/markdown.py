@@ -206,6 +206,12 @@ def _report(view: ReportView, limits: Limits, trimmed: bool) -> str:
         out.append(f"> - {'Note: ' if r.note else ''}{prose(r.text, 1000)}")
     if view.facts.remarks:
         out.append("")
+    for c in view.facts.collisions:
+        out += [f"**{md(c.heading)}:** {prose(c.title, 2000)}", ""]
+        out += [f"- {inline(m)}" for m in c.modules] + [""]
+        out += [f"Leads to: {prose(c.leads_to, 2000)}", "", "Ways out:", ""]
+        out += [f"{i}. {prose(w, 2000)}" for i, w in enumerate(c.ways_out, 1)] + [""]
+        out += [f"Not known: {prose(u, 2000)}" for u in c.unknown] + ([""] if c.unknown else [])
 
     if view.code is not None:
         out += _code(view.code)

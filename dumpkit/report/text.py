@@ -20,6 +20,7 @@ from dumpkit.report.view import (
     REPORT,
     WORDS,
     CodeView,
+    CollisionView,
     Fact,
     FrameSizeTable,
     Fold,
@@ -139,6 +140,20 @@ def _items(out: _Out, title: str, items: Iterable[str], numbered: bool = False) 
     for i, it in enumerate(items, 1):
         prefix = f"  {i}. " if numbered else "  - "
         out.para(prefix, clean(it, 2000))
+
+
+def _collision(out: _Out, c: CollisionView) -> None:
+    out.line(Styled(c.heading, style="bold"))
+    out.para("  ", clean(c.title, 2000), style="bold")
+    for m in c.modules:
+        out.para("  - ", _plain(m), indent=6)
+    out.para("  leads to: ", clean(c.leads_to, 2000), indent=4)
+    out.line(Styled("  ways out:"))
+    for i, way in enumerate(c.ways_out, 1):
+        out.para(f"    {i}. ", clean(way, 2000))
+    for u in c.unknown:
+        out.para("  not known: ", clean(u, 2000), indent=4, style="dim")
+    out.line()
 
 
 def _fact(out: _Out, f: Fact) -> None:
@@ -268,6 +283,8 @@ def text_lines(report: Report, width: int = 120, max_frames: int = 40) -> List[S
     for r in view.facts.remarks:
         out.para(" " * LABEL_WIDTH, ("note: " if r.note else "") + clean(r.text, 1000), style="dim")
     out.line()
+    for c in view.facts.collisions:
+        _collision(out, c)
 
     if view.code is not None:
         _code(out, view.code)

@@ -20,6 +20,8 @@ from dumpkit.analysis.model import CollisionKind, Confidence
 from dumpkit.commands.inputs import open_target
 from dumpkit.engine import Options, analyze
 from dumpkit.pe import PEImage
+from dumpkit.report.json_report import report_dict
+from dumpkit.report.text import text_lines
 from dumpkit.target import Module
 
 from tests.support.samples import ROOT, sample_path
@@ -133,6 +135,16 @@ def test_the_msvcp140_break_from_a_real_dump_and_its_images():
     assert "14.34.31931.0" in c.title and "C:\\Python311" in c.title
     assert c.ways_out[0].startswith("Replace C:\\Python311\\MSVCP140.dll")  # python.exe's folder is searched first
     assert any("`_DISABLE_CONSTEXPR_MUTEX_CONSTRUCTOR`" in w for w in c.ways_out)
+
+
+def test_a_collision_in_every_format_of_a_real_dumps_report():
+    target, problems = open_target(str(sample_path("collisions/omp_duplicate_py311.dmp.xz")))
+    with target:
+        report = analyze(target, problems=problems).report
+    (doc,) = report_dict(report)["environment"]["runtime_collisions"]
+    assert doc["kind"] == "openmp" and doc["confidence"] == "high" and len(doc["modules"]) == 2
+    text = "\n".join(line.plain for line in text_lines(report, width=200))
+    assert "Runtime collision (high confidence)" in text and "ctranslate2\\libiomp5md.dll" in text
 
 
 # ----------------------------------------------------------------------------- msvcp140.dll and std::mutex

@@ -11,6 +11,9 @@ import pytest
 
 from dumpkit.analysis.model import (
     BlameFrame,
+    CollidingModule,
+    CollisionKind,
+    Confidence,
     CrashSignature,
     CudaComponent,
     Disassembly,
@@ -19,6 +22,7 @@ from dumpkit.analysis.model import (
     Instruction,
     PassedFrame,
     ProcessRecord,
+    RuntimeCollision,
 )
 from dumpkit.report.dml import render_dml
 from dumpkit.report.escape import clean
@@ -36,7 +40,22 @@ NAMES = HOSTILE_NAMES + (DML_NAME,)
 def _hostile_report(name: str):
     stack = tuple(dataclasses.replace(f, symbol=f"{name}!f{f.index}") for f in frames(30))
     cyc = cycle([f"{name}!f0", f"{name}!f1"], first=0, repetitions=10, entry=[f"{name}!main"] * 8)
-    env = Environment(tensorflow=(name,), tensorflow_version="2.10.0", cuda=(CudaComponent("cuDNN", name, "8.1"),))
+    env = Environment(
+        tensorflow=(name,),
+        tensorflow_version="2.10.0",
+        cuda=(CudaComponent("cuDNN", name, "8.1"),),
+        runtime_collisions=(  # dump strings in every part of a collision
+            RuntimeCollision(
+                CollisionKind.OPENMP,
+                Confidence.HIGH,
+                f"Two copies: {name}",
+                (CollidingModule(name, name, name, name, name),),
+                name,
+                (name,),
+                (name,),
+            ),
+        ),
+    )
     code = Disassembly(
         (Instruction(0x1000, "e8", f"call 0x2000 {name}", target_name=name), Instruction(0x1005, "00", name, True)),
         "guessed",
@@ -124,6 +143,7 @@ def test_dump_strings_never_travel_as_dumpkits_own_words(name):
     lines = [f.value for f in view.facts.rows] + [f.terminal_value for f in view.facts.rows if f.terminal_value]
     lines += [g.summary for g in view.threads.groups]
     lines += [view.blame] if view.blame else []
+    lines += [m for c in view.facts.collisions for m in c.modules]
     spans = [s for line in lines for s in line]
     assert any(name in s.text for s in spans)  # the name is there...
     assert not any(name in s.text or "evil" in s.text for s in spans if s.kind == WORDS)  # ...never as WORDS

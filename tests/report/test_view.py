@@ -183,3 +183,23 @@ def test_one_distinct_stack_is_singular():
     same = frames(2)
     threads = [thread(1, frames(1), crashing=True), thread(2, same, same=(3,)), thread(3, same, same=(2,))]
     assert report_view(report(threads)).threads.count == "2; 1 distinct stack"
+
+
+def test_a_runtime_collision_under_the_facts():
+    from dumpkit.analysis.model import CollidingModule, CollisionKind, Confidence, RuntimeCollision
+
+    old = CollidingModule("MSVCP140.dll", r"C:\q\PyQt5\Qt5\bin\MSVCP140.dll", "14.26.28720.3", "PyQt5", "older")
+    ext = CollidingModule("_core.pyd", r"C:\q\fastext\_core.pyd", None, None, "linked by MSVC 14.40")
+    collision = RuntimeCollision(
+        CollisionKind.MSVCP140_MUTEX, Confidence.HIGH, "title", (old, ext), "it crashes", ("one", "two"), ("unknown",)
+    )
+    r = report([thread(1, frames(1), crashing=True)], environment=Environment(runtime_collisions=(collision,)))
+    (view,) = report_view(r).facts.collisions
+    assert view.heading == "Runtime collision (high confidence)"
+    assert [plain(m) for m in view.modules] == [
+        r"MSVCP140.dll 14.26.28720.3 (PyQt5), C:\q\PyQt5\Qt5\bin\MSVCP140.dll: older",
+        r"_core.pyd, C:\q\fastext\_core.pyd: linked by MSVC 14.40",  # no version, no package: not shown
+    ]
+    assert [s.kind for s in view.modules[0] if s.text.startswith("C:")] == [LITERAL]
+    assert (view.leads_to, view.ways_out, view.unknown) == ("it crashes", ("one", "two"), ("unknown",))
+    assert report_view(report([thread(1, frames(1), crashing=True)])).facts.collisions == ()

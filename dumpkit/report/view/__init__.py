@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from dumpkit.report.view.report import (
         CodeRow,
         CodeView,
+        CollisionView,
         Fact,
         Facts,
         FrameSizeHeaders,
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CodeRow",
     "CodeView",
+    "CollisionView",
     "CODE",
     "DOCUMENT",
     "HEADERS",

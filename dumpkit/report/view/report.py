@@ -15,6 +15,7 @@ from dumpkit.analysis.model import (
     Environment,
     ImageCoverage,
     Report,
+    RuntimeCollision,
     StackBudget,
     SystemSummary,
     ThreadReport,
@@ -74,6 +75,24 @@ class Remark:
 
 
 @record
+class CollisionView:
+    """A runtime collision under the facts (every format, DML's compact view too): its
+    title, one line per module involved, what it leads to, the ways out and what the dump
+    cannot tell."""
+
+    title: str  # PROSE
+    confidence: Confidence
+    modules: Tuple[Line, ...]  # name, version, package, path: its part
+    leads_to: str  # PROSE
+    ways_out: Tuple[str, ...]  # PROSE
+    unknown: Tuple[str, ...]  # PROSE
+
+    @property
+    def heading(self) -> str:
+        return f"Runtime collision ({self.confidence} confidence)"
+
+
+@record
 class Facts:
     exception: Tuple[Fact, ...]  # what was raised, where, and what it means
     machine: Tuple[Fact, ...]  # OS and CPU
@@ -81,6 +100,7 @@ class Facts:
     remarks: Tuple[Remark, ...]
     raised_by: Optional[str]  # the function that raised a fail-fast (DML's extra line)
     process: Tuple[Fact, ...] = ()  # the executable, its command line, the faulting module, the dump's time
+    collisions: Tuple[CollisionView, ...] = ()  # runtime DLLs loaded together that do not fit
 
     @property
     def rows(self) -> Tuple[Fact, ...]:
@@ -202,6 +222,17 @@ def _process_facts(report: Report) -> List[Fact]:
     return out
 
 
+def collision_view(c: RuntimeCollision) -> CollisionView:
+    modules = []
+    for m in c.modules:
+        line: List[Span] = [Span(m.name, CODE)]
+        line += [words(" "), text(m.version)] if m.version else []
+        line += [words(" ("), text(m.package, 1000), words(")")] if m.package else []
+        line += [words(", "), Span(m.path, LITERAL, 1000), words(": "), text(m.role, 1000)]
+        modules.append(tuple(line))
+    return CollisionView(c.title, c.confidence, tuple(modules), c.leads_to, c.ways_out, c.unknown)
+
+
 def facts(report: Report) -> Facts:
     env = report.environment
     remarks = tuple(Remark(s, False) for s in env.compatibility) + tuple(Remark(n, True) for n in env.notes)
@@ -213,6 +244,7 @@ def facts(report: Report) -> Facts:
         remarks,
         raised_by,
         tuple(_process_facts(report)),
+        tuple(collision_view(c) for c in env.runtime_collisions),
     )
 
 
