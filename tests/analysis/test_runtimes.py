@@ -382,3 +382,18 @@ def test_one_python_and_its_stable_abi_forwarder_are_fine():
 )
 def test_package_of(path, package):
     assert package_of(path, ["C:\\Python311"]) == package
+
+
+def test_the_interpreter_itself_is_never_a_maybe():
+    """python312.dll is linked by 14.42: with its import table out of the dump it would
+    be a module that may need a newer msvcp140, but CPython is C and imports none."""
+    synth = make_import_image([("KERNEL32.dll", ["Sleep"])], linker_version=(14, 42))
+    r = synth.info["rdata"]
+    modules = _modules(
+        PYQT_OLD, ("C:\\Python312\\python312.dll", "3.12.9150.1013"), ("C:\\Python312\\python.exe", None)
+    )
+
+    def lookup(module):
+        return PEImage.from_memory(synth.reader(base=module.base, missing=[(r, r + 0x1000)]), module.base)
+
+    assert _run(modules, lookup) == ()

@@ -209,7 +209,13 @@ def _msvcp140_mutex(
     if not old or not images.available:
         return []
     out: List[RuntimeCollision] = []
-    code = _own_code(modules, places)
+    # CPython itself is C: its DLL and executables import no msvcp140.dll (an image whose
+    # imports a dump lacks would otherwise be a "maybe" in every Python 3.12+ process)
+    code = [
+        m
+        for m in _own_code(modules, places)
+        if python_dll_family(m.name) is None and not is_python_executable(m.name) and m.name.lower() != "python3.dll"
+    ]
     for runtime in old:
         current = [
             m
