@@ -397,3 +397,14 @@ def test_the_interpreter_itself_is_never_a_maybe():
         return PEImage.from_memory(synth.reader(base=module.base, missing=[(r, r + 0x1000)]), module.base)
 
     assert _run(modules, lookup) == ()
+
+
+def test_with_two_cuda_majors_compatibility_pairs_none_of_them():
+    """compatibility.py checks one CUDA / cuDNN pair; with two of each it would pair the
+    last runtime found with the last cuDNN (CUDA 12.9 with cuDNN 8 here), which no
+    library loaded together."""
+    target, _problems = open_target(str(sample_path("collisions/two_cuda_runtimes_py311.dmp.xz")))
+    with target:
+        env = describe_environment(target)
+    assert env.compatibility[0].startswith("Several CUDA runtimes or cuDNN majors are loaded")
+    assert not any("12.9 with cuDNN 8" in s or "cudnn64_8.dll" in s for s in env.compatibility)

@@ -49,8 +49,14 @@ def compatibility(cuda: CudaStack, tf_version: Optional[str], python: Optional[s
     rows = tf_builds.WINDOWS_GPU_BUILDS
     src = f"({tf_builds.SOURCE})"
     have_gpu = cuda.runtime_tag is not None or cuda.cudnn_tag is not None
+    several = cuda.several
+    if several:  # no one pair to check: the runtime collision names each copy and its package
+        out.append(
+            "Several CUDA runtimes or cuDNN majors are loaded, so no one CUDA / cuDNN pair is checked against "
+            f"TensorFlow's tested configurations: which pair a library uses depends on the library {src}."
+        )
     # 1. Which TF versions the loaded CUDA / cuDNN fit.
-    if cuda.runtime and cuda.cudnn:
+    if cuda.runtime and cuda.cudnn and not several:
         exact = [b for b in rows if b.cuda == cuda.runtime and _cudnn_fits(b.cudnn, cuda.cudnn)]
         maybe = [b for b in rows if b.cuda == cuda.runtime and _cudnn_fits(b.cudnn, cuda.cudnn) is None]
         if exact:
@@ -77,7 +83,7 @@ def compatibility(cuda: CudaStack, tf_version: Optional[str], python: Optional[s
             if by_cudnn:
                 parts.append(f"cuDNN {cuda.cudnn} fits TensorFlow {_runs(by_cudnn)} (CUDA {by_cudnn[0].cuda})")
             out.append("; ".join(parts) + f" {src}.")
-    elif cuda.runtime and not cuda.cudnn_tag:
+    elif cuda.runtime and not cuda.cudnn_tag and not several:
         by_cuda = [b for b in rows if b.cuda == cuda.runtime]
         out.append(
             f"CUDA {cuda.runtime} is loaded without a cuDNN DLL"
@@ -88,7 +94,7 @@ def compatibility(cuda: CudaStack, tf_version: Optional[str], python: Optional[s
             )
         )
     # 2. Which TF builds can load DLLs of these names at all.
-    if cuda.runtime_tag and cuda.cudnn_tag:
+    if cuda.runtime_tag and cuda.cudnn_tag and not several:
         loaders = [
             b
             for b in rows
@@ -108,7 +114,7 @@ def compatibility(cuda: CudaStack, tf_version: Optional[str], python: Optional[s
     tf_key = _ver_key(tf_version)[:2] if tf_version else None
     row = tf_builds.build_for(*tf_key) if tf_key and len(tf_key) == 2 else None
     if tf_version and row:
-        if cuda.runtime or cuda.cudnn:
+        if (cuda.runtime or cuda.cudnn) and not several:
             ok_cuda = cuda.runtime == row.cuda if cuda.runtime else None
             ok_cudnn = _cudnn_fits(row.cudnn, cuda.cudnn) if cuda.cudnn else None
             loaded = ", ".join(

@@ -85,6 +85,13 @@ class CudaStack:
         self.driver_cuda: Optional[str] = None  # "12.1" from nvcuda's strings
         self.driver: Optional[str] = None
 
+    @property
+    def several(self) -> bool:
+        """More than one CUDA runtime or cuDNN loaded: the fields above describe the last
+        one found, and runtimes.py says the collision."""
+        names = [c.name for c in self.components]
+        return names.count("CUDA runtime") > 1 or names.count("cuDNN") > 1
+
 
 def cuda_library(file_name: str) -> Optional[Tuple[str, Optional[str]]]:
     """(component, the number in the file name) of a CUDA DLL: cudart64_110.dll ->
