@@ -10,7 +10,9 @@ probe, memcpy, the allocator...). Frames found by unvalidated stack scanning are
 over too (they may not be frames at all), and so are IPs outside every module (a jump
 into data or freed code is not anyone's code). In a stack overflow that a recursion
 caused (signature rule 6) blame starts at the recursion: the frames above it are wherever
-its last repetition ran out of stack."""
+its last repetition ran out of stack. A process that ended itself (analysis/ending.py) is
+blamed from the caller of its way out (abort, a fatal log's destructor, CPython's
+fatal-error path): the way out says how, not where."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 from dumpkit.unwind.frames import Trust
 
-SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION = (
+SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT = (
     "system",
     "C/C++ runtime",
     "Python runtime",
@@ -40,6 +42,7 @@ SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE
     "found by stack scanning",
     "outside every module",
     "above the recursion",
+    "the way out",
 )
 LOOK = 64  # frames looked at from the top: the program's code is never deeper than this below a crash
 
@@ -111,6 +114,7 @@ def blame_frame(
     modules: Iterable[ModuleRecord] = (),
     start: Optional[int] = None,
     entry: Optional[PythonEntry] = None,
+    way_out: Optional[int] = None,
 ) -> Optional[BlameFrame]:
     """The first frame from the top in the program's own code, with the frames passed over
     above it; None when the first LOOK frames (from `start`) are all system or runtime code.
@@ -119,7 +123,11 @@ def blame_frame(
     process, how Python code reached the native code (`pyentry.crash_entry`, read from
     every frame, not only the ones a report keeps): the blame says it, and when every
     native frame is runtime code, the Python frame (when the dump holds it) is the blame."""
-    found = _native_blame(thread, modules, start)
+    found = (
+        _native_blame(thread, modules, way_out, WAY_OUT)
+        if way_out is not None
+        else _native_blame(thread, modules, start)
+    )
     if thread is None or entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
         return found
     if found is not None:
@@ -146,7 +154,10 @@ def blame_frame(
 
 
 def _native_blame(
-    thread: Optional[ThreadReport], modules: Iterable[ModuleRecord] = (), start: Optional[int] = None
+    thread: Optional[ThreadReport],
+    modules: Iterable[ModuleRecord] = (),
+    start: Optional[int] = None,
+    above: str = ABOVE_RECURSION,
 ) -> Optional[BlameFrame]:
     if thread is None:
         return None
@@ -156,7 +167,7 @@ def _native_blame(
     if start is not None:
         first = next((i for i, f in enumerate(thread.frames) if f.index >= start), len(thread.frames))
     for f in thread.frames[:first]:
-        skipped.append(PassedFrame(f.index, _display_name(f), ABOVE_RECURSION))
+        skipped.append(PassedFrame(f.index, _display_name(f), above))
     for f in thread.frames[first : first + LOOK]:
         role = frame_role(f, paths)
         if role is None:

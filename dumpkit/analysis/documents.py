@@ -115,7 +115,11 @@ def report_document(
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
         signature=crash_signature(crash, thread, case.ending),
         blame=blame_frame(
-            thread, facts.module_records(target, sources), recursion_start(crash, thread), case.python_entry
+            thread,
+            facts.module_records(target, sources),
+            recursion_start(crash, thread),
+            case.python_entry,
+            case.ending.caller_frame if case.ending is not None else None,
         )
         if crash is not None
         else None,

@@ -37,6 +37,12 @@ _ARGUMENTS = ("rcx", "rdx")
 CURRENT_PROCESS = 0xFFFFFFFFFFFFFFFF  # GetCurrentProcess()'s pseudo-handle
 FASTFAIL_FATAL_APP_EXIT = 7  # abort()'s __fastfail subcode
 
+# absl's, glog's and TensorFlow's (tsl) fatal logging: a CHECK or LOG(FATAL) ends in the
+# LogMessageFatal destructor, which prints the message and calls abort()
+_FATAL_LOG = ("LogMessageFatal", "LogMessage::Fail", "log_internal::LogMessage::Die", "LogMessage::SendToLog")
+FATAL_LOG = "CHECK / LOG(FATAL)"
+
+
 # The functions of the way out, by the name a frame shows (lower case, no leading
 # underscores, ucrtbase's `_o_` aliases folded), and what each is in words. Outermost wins:
 # abort() calls raise() which calls _exit(); the program called abort().
@@ -69,6 +75,24 @@ _CRT_EXIT = {
     "crt_fast_fail": "abort()",
     "fastfail": "__fastfail",
 }
+# The exception dispatch between a C++ throw and the std::terminate its frame handler
+# called: part of the way out, said as the throw
+_DISPATCH = {
+    "cxxthrowexception": "a C++ throw",
+    "raiseexception": None,
+    "rtlraiseexception": None,
+    "kiuserexceptiondispatcher": None,
+    "rtldispatchexception": None,
+    "dispatch_exception": None,
+    "call_stack_handlers": None,
+    "rtlpexecutehandlerforexception": None,
+    "cxx_frame_handler": None,
+    "cxxframehandler": None,
+    "cxxframehandler3": None,
+    "cxxframehandler4": None,
+    "internalcxxframehandler": None,
+    "c_specific_handler": None,
+}
 # CPython's fatal-error path (exported, so named without a PDB; fatal_error itself is static)
 PYTHON_FATAL = {
     "py_fatalerror": "Py_FatalError",
@@ -99,6 +123,7 @@ _ROUTE_OF = {
     "RtlExitUserProcess": EndingRoute.EXIT_PROCESS,
     "FatalExit": EndingRoute.EXIT_PROCESS,
     "FatalAppExit": EndingRoute.ABORT,
+    FATAL_LOG: EndingRoute.ABORT,
 }
 # the C runtime's and the system's modules, whose unnamed frames can still be the way out
 _RUNTIME_MODULES = frozenset(
@@ -138,12 +163,16 @@ def _word(f: Frame) -> Tuple[Optional[str], bool]:
     short = short_name(f)
     if short is None:
         return None, False
+    if any(key in f.function_name for key in _FATAL_LOG):
+        return FATAL_LOG, False
     if short in PYTHON_FATAL and is_interpreter(f.module):
         return PYTHON_FATAL[short], True
     if short in _SYSTEM_EXIT:
         return _SYSTEM_EXIT[short], False
     if short in _CRT_EXIT:
         return _CRT_EXIT[short], False
+    if short in _DISPATCH:
+        return _DISPATCH[short] or "", False
     return None, False
 
 
@@ -221,7 +250,7 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
     for f in frames[:LOOK]:
         word, is_fatal = _word(f)
         if word is not None:
-            if word not in calls:
+            if word and word not in calls:
                 calls.append(word)
             if is_fatal:
                 python_fatal = word if python_fatal is None else python_fatal

@@ -177,8 +177,34 @@ def user_python(thread: Optional[PythonThreadReport], installation: Optional[str
             continue
         if i == first:
             return frames[i].index, line
-        return frames[i].index, f"{line}, calling {library_name(frames[i - 1])}"
+        return frames[i].index, f"{line}, calling {library_name(_called(frames, i))}"
     return frames[first].index, optional_line(frames[first]) or ""
+
+
+# Decorators' inner functions: the name a library frame has when the function the user
+# called was wrapped (TensorFlow's tf_export wrapper, functools.wraps-style decorators)
+_WRAPPERS = frozenset(
+    {
+        "wrapper",
+        "wrapped",
+        "_wrapper",
+        "inner",
+        "decorated",
+        "new_func",
+        "wrapped_fn",
+        "error_handler",
+        "op_dispatch_handler",
+    }
+)
+
+
+def _called(frames: Sequence[PythonFrameRecord], user: int) -> PythonFrameRecord:
+    """The library function the user's frame at `user` called: the frame just above it, or,
+    when that is a decorator's wrapper, the first one above it that is not (at most 4)."""
+    i = user - 1
+    while i > 0 and user - i <= 4 and (frames[i].function or "") in _WRAPPERS:
+        i -= 1
+    return frames[i]
 
 
 def innermost_python(thread: Optional[PythonThreadReport], installation: Optional[str] = None) -> Optional[str]:

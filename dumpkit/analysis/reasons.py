@@ -176,7 +176,7 @@ def ending_reason(
     if found is not None:
         return found
     if ending.route in (EndingRoute.TERMINATE, EndingRoute.ABORT):
-        return _cxx_in_flight(stack, top, read_image)
+        return _cxx_in_flight(stack, top, read_image, strings)
     return None
 
 
@@ -225,22 +225,24 @@ class _Strings:
 
 def _candidates(
     frames: Sequence[Frame], registers: FrameRegisters, upto: int, read_memory: Read
-) -> Iterator[Tuple[int, str]]:
+) -> Iterator[Tuple[int, str, Optional[int]]]:
     """Words that may be the arguments of the way-out frames 0..`upto`, most telling first,
-    each with where it was found: the registers restored for frame `upto` (its own
-    arguments, kept across its calls), then those of the frames above it, then the stack
-    words from frame 0 to `upto`'s caller (what the prologues pushed and spilled)."""
+    each with where it was found and, for a stack word, its address: the registers restored
+    for frame `upto` (its own arguments, kept across its calls), then those of the frames
+    above it, then the stack words from frame 0 to the end of `upto`'s caller's frame (what
+    the prologues pushed and spilled, and structures passed by reference)."""
     order = [upto] + list(range(upto - 1, -1, -1))
     for i in order:
         if i < len(registers):
             for name, value in sorted(registers[i][2].items()):
-                yield value, f"{name} of frame {i} ({frames[i].function_name})" if i < len(frames) else name
+                yield value, f"{name} of frame {i} ({frames[i].function_name})" if i < len(frames) else name, None
     lo = frames[0].sp
-    hi = frames[upto + 1].sp if upto + 1 < len(frames) else lo + STACK_SCANNED_FOR_ARGUMENTS
+    # to the end of the caller's frame: a structure passed by reference lives there
+    hi = frames[upto + 2].sp if upto + 2 < len(frames) else lo + STACK_SCANNED_FOR_ARGUMENTS
     hi = min(hi, lo + STACK_SCANNED_FOR_ARGUMENTS)
     data = read_memory(lo, max(0, hi - lo))
     for k in range(0, len(data) - 7, 8):
-        yield struct.unpack_from("<Q", data, k)[0], f"the stack at {lo + k:#x}"
+        yield struct.unpack_from("<Q", data, k)[0], f"the stack at {lo + k:#x}", lo + k
 
 
 # ----------------------------------------------------------------------------- Python
@@ -258,19 +260,33 @@ def _python_fatal(
     takes_function = any(short_name(frames[i]) in _TAKE_FUNCTION for i in fatal)
     function: Optional[Tuple[str, str, int]] = None
     message: Optional[Tuple[str, str, int]] = None
-    for value, found_in in _candidates(frames, registers, upto, strings.read_memory):
+    message_slots: List[int] = []  # stack words that point to the message
+    stack_words: Dict[int, int] = {}
+    for value, found_in, slot in _candidates(frames, registers, upto, strings.read_memory):
+        if slot is not None:
+            stack_words[slot] = value
         text = strings.at(value)
         if text is None or any(text.startswith(w) for w in _FATAL_ERROR_WORDS):
             continue
         if _IDENTIFIER.match(text):
-            if function is None and takes_function:
+            # a function name only from the registers: the stack holds stale names too
+            if function is None and takes_function and slot is None:
                 function = (text, found_in, value)
-        elif message is None and len(text) >= 8:
-            message = (text, found_in, value)
-        if message is not None and (function is not None or not takes_function):
-            break
+        elif len(text) >= 8 and (message is None or value == message[2]):
+            message = message or (text, found_in, value)
+            if slot is not None:
+                message_slots.append(slot)
     if message is None:
         return None
+    if function is None and takes_function:
+        # a PyStatus passed by reference (Py_ExitStatusException): its func field is the
+        # word just before err_msg
+        for slot in message_slots:
+            value = stack_words.get(slot - 8)
+            text = strings.at(value) if value is not None else None
+            if text is not None and _IDENTIFIER.match(text) and not text.startswith(tuple(_FATAL_ERROR_WORDS)):
+                function = (text, f"the stack at {slot - 8:#x}, just before the message", value)
+                break
     msg, msg_where, address = message
     func = function[0] if function is not None else None
     if func is not None and msg.startswith(func + ":"):
@@ -309,7 +325,7 @@ def _assertion(frames: Sequence[Frame], registers: FrameRegisters, strings: _Str
         return None
     expression: Optional[Tuple[str, str]] = None
     file: Optional[str] = None
-    for value, found_in in _candidates(frames, registers, at, strings.read_memory):
+    for value, found_in, _slot in _candidates(frames, registers, at, strings.read_memory):
         text = strings.at(value)
         if text is None or text.startswith("Assertion failed"):
             continue
@@ -413,7 +429,7 @@ def _meaning_of(kind: ReasonKind, text: str) -> Optional[str]:
 
 
 # ----------------------------------------------------------------------------- C++
-def _cxx_in_flight(stack: bytes, top: int, read_image: Read) -> Optional[EndingReason]:
+def _cxx_in_flight(stack: bytes, top: int, read_image: Read, strings: _Strings) -> Optional[EndingReason]:
     """The MSVC C++ exception std::terminate was called for: its EXCEPTION_RECORD
     (code 0xE06D7363, 4 parameters, the first one the magic) is on the stack while the
     frame handler runs; the ThrowInfo it points to names the type."""
@@ -428,15 +444,29 @@ def _cxx_in_flight(stack: bytes, top: int, read_image: Read) -> Optional[EndingR
             if nparams in (3, 4) and params[0] in MAGICS:
                 types = thrown_types(params, read_image)
                 if types:
+                    said = _object_text(params[1], strings)
+                    text = f"uncaught C++ exception of type {types[0]}" + (f' ("{said}")' if said else "")
                     return EndingReason(
                         ReasonKind.CXX_EXCEPTION,
-                        _cut(f"uncaught C++ exception of type {types[0]}"),
+                        _cut(text),
                         f"its exception record on the dying thread's stack at {top + at:#x} (code 0xe06d7363), "
                         "whose ThrowInfo names the type",
                         message=types[0],
                         address=top + at,
                     )
         at = stack.find(code, at + 1)
+    return None
+
+
+def _object_text(address: int, strings: _Strings) -> Optional[str]:
+    """A string the thrown object points to in its first words (std::runtime_error keeps
+    its what() text at +8 after the vtable; a plain struct often starts with its message),
+    when the dump holds the object."""
+    head = strings.read_memory(address, 32) if address else b""
+    for k in range(0, len(head) - 7, 8):
+        text = strings.at(struct.unpack_from("<Q", head, k)[0])
+        if text is not None and len(text) >= 4:
+            return text
     return None
 
 

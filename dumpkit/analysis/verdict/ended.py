@@ -13,6 +13,7 @@ from typing import List, Optional
 
 from dumpkit.analysis.advice import Step
 from dumpkit.analysis.model import Confidence, Ending, EndingRoute, VerdictKind
+from dumpkit.analysis.pyentry import is_ctypes_machinery
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.unwind.frames import SCANNED
 
@@ -59,8 +60,8 @@ READ_THE_ASSERTION = Step(
 )
 CATCH_THE_EXCEPTION = Step(
     "ended.catch_the_exception",
-    "A C++ exception reached a function that may not throw (noexcept, a destructor, a thread's entry) or no "
-    "handler at all: catch it where {caller} calls the code that throws, or let it reach a catch.",
+    "A C++ exception thrown in {caller} reached a function that may not throw (noexcept, a destructor, a "
+    "thread's entry) or no handler at all: catch it in the frames below the throw, or let it reach a catch.",
 )
 FIND_WHO_ENDED = Step(
     "ended.find_who_ended",
@@ -108,6 +109,9 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     assert end is not None and crash is not None
     reason = end.reason
     caller = end.caller or "an unnamed frame"
+    # a ctypes call straight into the way out (TerminateProcess through ctypes.windll): the
+    # caller is libffi's, and how Python got there is said after the headline
+    called_by = f" called by {caller}" if not _ctypes_frame(case, end.caller_frame) else ""
     if end.stop_evidence:
         evidence.append(f"stopped at {end.stopped_at}: {end.stop_evidence}")
     if end.exit_code is not None:
@@ -129,10 +133,18 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
             confidence = Confidence.MEDIUM
         steps = _python_steps(end, caller)
         evidence.append(f"the process then ended {how_it_ended(end, case)}")
+    elif route is EndingRoute.TERMINATE and "a C++ throw" in end.calls:
+        # the runtime called std::terminate while the exception left a function that may not throw
+        kind = VerdictKind.ABORT
+        what = reason.text.rstrip(".") if reason is not None else "a C++ exception nothing caught"
+        headline = (
+            f"The process ended itself {how_it_ended(end, case)}, from std::terminate(): {what}, thrown in {caller}"
+        )
+        steps = _abort_steps(end, caller, _CALLS[route])
     elif route in (EndingRoute.ABORT, EndingRoute.TERMINATE, EndingRoute.ASSERT, EndingRoute.SIGNAL):
         kind = VerdictKind.ABORT
         call = _CALLS[route]
-        headline = f"The process ended itself {how_it_ended(end, case)}, from {call} called by {caller}"
+        headline = f"The process ended itself {how_it_ended(end, case)}, from {call}{called_by}"
         if reason is not None:
             headline += f": {reason.text.rstrip('.')}"
         steps = _abort_steps(end, caller, call)
@@ -162,7 +174,7 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     else:
         kind = VerdictKind.PROCESS_EXIT
         call = _CALLS[route]
-        headline = f"The process ended itself {how_it_ended(end, case)}, from {call} called by {caller}"
+        headline = f"The process ended itself {how_it_ended(end, case)}, from {call}{called_by}"
         if reason is not None:
             headline += f": {reason.text.rstrip('.')}"
         steps = [FIND_WHO_ENDED.given(caller=caller, call=call)]
@@ -198,6 +210,11 @@ def _abort_steps(end: Ending, caller: str, call: str) -> List[Step]:
     if kind == "cxx_exception" or end.route is EndingRoute.TERMINATE:
         return [CATCH_THE_EXCEPTION.given(caller=caller)]
     return [FIND_WHO_ENDED.given(caller=caller, call=call)]
+
+
+def _ctypes_frame(case: Case, index: Optional[int]) -> bool:
+    frames = case.frames
+    return index is not None and index < len(frames) and is_ctypes_machinery(frames[index].module)
 
 
 def _scanned(case: Case, index: Optional[int]) -> bool:
