@@ -24,7 +24,7 @@ from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_facts, image_version
 from dumpkit.analysis.model import Contents, Report, Stacks, ThreadReport
 from dumpkit.analysis.pyread import read_python
-from dumpkit.analysis.reasons import read_ending
+from dumpkit.analysis.reasons import inferred_from_collisions, read_ending
 from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
 from dumpkit.analysis.verdict import decide
@@ -242,6 +242,7 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     ending = read_ending(
         target, code, crash, crash_thread, crash_walk.frames if crash_walk else (), walker.frame_registers, interpreter
     )
+    ending = inferred_from_collisions(ending, crash_walk.frames if crash_walk else (), env.runtime_collisions)
     crash = as_exit_record(crash, ending) if crash is not None else None
 
     # decide

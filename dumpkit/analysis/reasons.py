@@ -28,7 +28,15 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.cxx import MAGICS, thrown_types
 from dumpkit.analysis.ending import PYTHON_FATAL, ending, short_name
-from dumpkit.analysis.model import CrashInfo, Ending, EndingReason, EndingRoute, ReasonKind
+from dumpkit.analysis.model import (
+    CollisionKind,
+    CrashInfo,
+    Ending,
+    EndingReason,
+    EndingRoute,
+    ReasonKind,
+    RuntimeCollision,
+)
 from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.target import Module, Registers, Target, Thread
 from dumpkit.unwind.codemap import CodeMap
@@ -479,6 +487,33 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
 
 
+def inferred_from_collisions(
+    end: Optional[Ending], frames: Sequence[Frame], collisions: Sequence[RuntimeCollision]
+) -> Optional[Ending]:
+    """An ending whose reason the dump does not hold, said from the module list where only
+    one reason fits: Intel OpenMP's runtime ended the process itself (the way out's caller
+    is in libiomp5md.dll) while two copies of it are loaded, which is what its Error #15
+    check stops. Marked as inferred in the text, so it is never taken for a read message."""
+    if end is None or end.reason is not None or end.caller_frame is None or end.caller_frame >= len(frames):
+        return end
+    module = (frames[end.caller_frame].module or "").lower()
+    for c in collisions:
+        if c.kind is CollisionKind.OPENMP and module == "libiomp5md.dll":
+            if not any(m.name.lower() == module for m in c.modules):
+                continue
+            copies = "; ".join(m.path for m in c.modules)
+            reason = EndingReason(
+                ReasonKind.OPENMP,
+                "OMP: Error #15 (inferred)",
+                f"inferred, not read: Intel OpenMP's runtime ended the process itself while two copies of it are loaded "
+                f"({copies}), which is what its Error #15 check for a second copy stops",
+                message="Initializing libiomp5md.dll, but found libiomp5md.dll already initialized.",
+                meaning=_meaning_of(ReasonKind.OPENMP, "#15"),
+            )
+            return replace(end, reason=reason)
+    return end
+
+
 RegistersOf = Callable[[Thread, Optional[Registers], int], List[Tuple[int, int, Dict[str, int]]]]
 REGISTER_FRAMES = 32  # the way out and its caller are never deeper
 
@@ -513,4 +548,4 @@ def read_ending(
     return replace(found, reason=reason) if reason is not None else found
 
 
-__all__: List[str] = ["ending_reason", "read_ending", "FrameRegisters"]
+__all__: List[str] = ["ending_reason", "inferred_from_collisions", "read_ending", "FrameRegisters"]

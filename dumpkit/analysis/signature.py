@@ -320,8 +320,8 @@ def ending_kind(ending: Ending) -> str:
         said = reason.function or (leading.group(1) if leading else message)
     elif reason.kind is ReasonKind.OPENMP:
         # OpenMP's error number is the error itself ("OMP: Error #15"): kept
-        said = reason.text.split(": ", 2)[1] if reason.text.count(": ") >= 2 else reason.text
-        return f"{kind}(OMP: {said})"
+        number = re.search(r"Error #\d+", reason.text)
+        return f"{kind}(OMP: {number.group() if number else 'Error'})"
     elif reason.kind in (ReasonKind.CXX_EXCEPTION, ReasonKind.ASSERTION):
         said = reason.message or reason.text
     else:

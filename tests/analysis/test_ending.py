@@ -262,3 +262,69 @@ def test_signatures_name_the_reason_and_keep_an_openmp_error_whole(reason, kind)
     assert sig is not None and sig.kind == kind
     if reason.kind is ReasonKind.OPENMP:
         assert sig.frames == () and sig.text == kind  # two programs that load two runtimes: one group
+
+
+# --------------------------------------------------------------------------- collisions
+from dumpkit.analysis.model import (  # noqa: E402
+    CollidingModule,
+    CollisionKind,
+    Confidence,
+    Environment,
+    RuntimeCollision,
+)
+from dumpkit.analysis.reasons import inferred_from_collisions  # noqa: E402
+
+OMP = RuntimeCollision(
+    CollisionKind.OPENMP,
+    Confidence.HIGH,
+    "Two copies of Intel's OpenMP runtime are loaded",
+    (
+        CollidingModule("libiomp5md.dll", "C:\\Python311\\Library\\bin\\libiomp5md.dll", "5.0", "intel-openmp", "a"),
+        CollidingModule("libiomp5md.dll", "C:\\site-packages\\ctranslate2\\libiomp5md.dll", "5.0", "ctranslate2", "b"),
+    ),
+    "the second copy stops the process with exit code 3",
+    ("Load one OpenMP runtime.",),
+)
+OMP_EXIT = (
+    "ntdll.dll!RtlExitUserProcess",
+    "kernel32.dll!ExitProcess",
+    "ucrtbase.dll!_Exit",
+    "ucrtbase.dll!_o_raise",
+    "libiomp5md.dll!func_71c00",
+    "libiomp5md.dll!func_6a500",
+)
+
+
+def test_openmp_ending_itself_beside_a_second_copy_is_error_15_inferred_and_said_so():
+    frames = _frames(*OMP_EXIT)
+    end = inferred_from_collisions(ending(_breakpoint(3), frames), frames, (OMP,))
+    assert end is not None and end.reason is not None and end.reason.kind is ReasonKind.OPENMP
+    assert "inferred" in end.reason.text and end.reason.source.startswith("inferred, not read")
+    sig = crash_signature(_breakpoint(3), None, end)
+    assert sig is not None and sig.text == "ABORT(OMP: Error #15)"
+    # an exit elsewhere is not OpenMP's, collision or not
+    other = _frames(*WINE_ABORT, "python311.dll!func_20fe38")
+    assert inferred_from_collisions(ending(_breakpoint(3), other), other, (OMP,)).reason is None
+
+
+def test_the_verdict_says_the_collision_where_it_strikes_and_leaves_it_out_elsewhere():
+    frames = _frames(*OMP_EXIT)
+    end = inferred_from_collisions(ending(_breakpoint(3), frames), frames, (OMP,))
+    case = Case(
+        as_exit_record(_breakpoint(3), end),
+        frames=frames,
+        ending=end,
+        environment=Environment(runtime_collisions=(OMP,)),
+    )
+    verdict = decide(case)[0]
+    assert verdict.headline.endswith(": Two copies of Intel's OpenMP runtime are loaded")
+    assert verdict.next_steps[0] == "Load one OpenMP runtime."
+    elsewhere = _frames(*WINE_ABORT, "python311.dll!func_20fe38")
+    end = ending(_breakpoint(3), elsewhere)
+    case = Case(
+        as_exit_record(_breakpoint(3), end),
+        frames=elsewhere,
+        ending=end,
+        environment=Environment(runtime_collisions=(OMP,)),
+    )
+    assert "OpenMP" not in decide(case)[0].headline

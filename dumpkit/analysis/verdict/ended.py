@@ -121,7 +121,7 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     if end.caller is not None:
         evidence.append(f"called by frame {end.caller_frame}, {end.caller}" + _trust_note(case, end.caller_frame))
     if reason is not None:
-        evidence.append(f"the runtime's words were read from the dump: {reason.source}")
+        evidence.append(f"where the reason comes from: {reason.source}")
     route = end.route
     confidence = Confidence.HIGH
     if route is EndingRoute.FATAL_PYTHON_ERROR:
