@@ -316,8 +316,49 @@ def test_two_python_dlls_and_the_extension_named_for_the_other():
     ]
     assert "python310.dll 3.10.11" in c.title and "python39.dll 3.9.13" in c.title
     assert c.title.endswith("_speed.cp39-win_amd64.pyd pulled the second in")
-    assert c.ways_out[0].startswith("Reinstall fast for this interpreter (Python 3.10)")
+    assert c.ways_out[0].startswith("Reinstall (or rebuild) fast for this interpreter (Python 3.10)")
     assert "C:\\Python39" in c.ways_out[1]
+
+
+@pytest.mark.parametrize("with_exe", [False, True])
+def test_an_extension_linked_against_python39_in_a_real_311_process(with_exe):
+    """sample_dumps/endings/two_pythons_py311: oldext.dll (committed, linked against
+    python39.dll) loaded by ctypes into python.org's 3.11 crashed in python39.dll, never
+    initialised. Its image says it imports python39.dll; python.exe's folder (or, with
+    python.org's python.exe from ../shared, its imports) says python311.dll is the
+    interpreter's."""
+    paths = [str(ROOT / "sample_dumps" / "endings" / "bin")]
+    if with_exe:
+        exe = WINPYTHON / "cpython-3.11-amd64"
+        if not exe.is_dir():
+            pytest.skip("../shared/winpython/cpython-3.11-amd64 not present")
+        paths.append(str(exe))
+    target, problems = open_target(str(sample_path("endings/two_pythons_py311.dmp.xz")))
+    with target:
+        report = analyze(target, Options(image_paths=paths), problems=problems).report
+    (c,) = report.environment.runtime_collisions
+    assert c.kind is CollisionKind.PYTHON and c.confidence is Confidence.HIGH
+    assert [(m.path, m.package, m.role) for m in c.modules] == [
+        ("C:\\Python311\\python311.dll", "the Python installation", "the interpreter's Python DLL"),
+        ("C:\\scripts\\oldext\\python39.dll", None, "a second Python DLL"),
+        ("C:\\scripts\\oldext\\oldext.dll", None, "an extension built for another Python: imports python39.dll"),
+    ]
+    assert c.title == (
+        "Two Python DLLs are loaded: python311.dll 3.11.9 from the Python installation (C:\\Python311); "
+        "python39.dll 3.9.13 from C:\\scripts\\oldext; oldext.dll pulled the second in"
+    )
+    assert c.ways_out[0].startswith("Reinstall (or rebuild) oldext.dll for this interpreter (Python 3.11)")
+    assert c.unknown == ()
+
+
+def test_two_pythons_without_images_say_what_is_not_known():
+    target, _problems = open_target(str(sample_path("endings/two_pythons_py311.dmp.xz")))
+    with target:
+        (c,) = describe_environment(target).runtime_collisions
+    assert [m.role for m in c.modules] == ["the interpreter's Python DLL", "a second Python DLL"]
+    assert c.unknown == (
+        "Which module loaded the second Python DLL is not known: 4 modules had no image to read their imports from.",
+    )
 
 
 def test_real_python_org_images_tell_which_extension_imports_the_other_python():

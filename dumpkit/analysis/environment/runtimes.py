@@ -84,9 +84,11 @@ class _Places:
 
     @classmethod
     def of(cls, modules: Sequence[Module]) -> "_Places":
-        return cls(
-            _folder(m.path) for m in modules if is_python_executable(m.name) or python_dll_family(m.name) is not None
-        )
+        """python.exe's folder, and the Python DLL's when there is one: a second Python
+        DLL's folder is not the installation's (it is what a collision names)."""
+        homes = {_folder(m.path) for m in modules if is_python_executable(m.name)}
+        dlls = {_folder(m.path) for m in modules if python_dll_family(m.name) is not None}
+        return cls(homes | dlls if len(dlls) == 1 else homes)
 
 
 def _folder(path: str) -> str:
@@ -149,7 +151,7 @@ def _names(ms: Sequence[Module]) -> str:
 def _packages(ms: Sequence[Module], places: _Places) -> str:
     found: List[str] = []
     for m in ms:
-        p = _package(m.path, places) or ntpath.dirname(m.path)
+        p = _package(m.path, places) or m.name
         if p not in found:
             found.append(p)
     return " and ".join(found)
@@ -469,8 +471,9 @@ def _python(modules: Sequence[Module], versions: Versions, images: _Images, plac
     if culprits and interpreter is not None:
         family = python_dll_family(interpreter.name) or ""
         ways_out.append(
-            f"Reinstall {_packages([m for m, _ in culprits], places)} for this interpreter (Python {family}): run "
-            f"pip with the python.exe that crashed; a wheel's tag (cp{family.replace('.', '')}) must match it."
+            f"Reinstall (or rebuild) {_packages([m for m, _ in culprits], places)} for this interpreter (Python "
+            f"{family}): run pip with the python.exe that crashed; a wheel's tag (cp{family.replace('.', '')}) must "
+            "match it."
         )
     folders = ", ".join(sorted({ntpath.dirname(m.path) for m in others}))
     ways_out.append(
