@@ -122,7 +122,7 @@ _FATAL_MEANINGS: Tuple[Tuple[str, str], ...] = (
     ("no current thread", "(same as above: the C API was called without the GIL)"),
     ("NULL tstate", "(same as above: the C API was called without the GIL)"),
     (
-        "Cannot recover from stack overflow",
+        "Cannot recover from",  # "... stack overflow" (3.8-3.11), "... Python stack overflow" (3.12+)
         "a RecursionError was being handled and the code recursed again while handling it (an except clause "
         "that calls the recursing function, or catches every exception): the interpreter gave up",
     ),

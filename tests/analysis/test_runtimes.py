@@ -123,7 +123,7 @@ def test_the_msvcp140_break_from_a_real_dump_and_its_images(source):
     import tables among them), when one is committed; else from the interpreter folder of
     the run, where build.sh left it."""
     if source == "bundle":
-        bundle = ROOT / "sample_dumps" / "collisions" / "msvcp140_mutex_py311.dkb"
+        bundle = ROOT / "sample_dumps" / "bundles" / "msvcp140_mutex_py311.dkb"
         if not bundle.exists():
             pytest.skip("no bundle of msvcp140_mutex_py311 with its images is committed")
         path, options = bundle, Options()
