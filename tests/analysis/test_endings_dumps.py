@@ -250,3 +250,30 @@ def test_the_raw_dump_with_its_images_gives_the_bundles_verdict(name):
         target.close()
     assert got.verdict.headline == report(name).verdict.headline
     assert got.signature.text == report(name).signature.text
+
+
+def test_every_format_carries_the_reason(tmp_path):
+    """Text, Markdown, HTML and JSON all say what ended the process and why, from the same
+    view (issue #41 item 7)."""
+    import subprocess
+    import sys
+
+    bundle = BUNDLES / "fatal_gil_py312.dkb"
+    if not bundle.exists():
+        pytest.skip(f"{bundle} is not here")
+    message = "Fatal Python error: PyThreadState_Get: the function must be called with the GIL held"
+    for fmt in ("text", "markdown", "html", "json"):
+        out = subprocess.run(
+            [sys.executable, "-m", "dumpkit", "analyze", str(bundle), "--format", fmt, "--no-recorded-paths"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        ).stdout
+        flat = " ".join(out.split())
+        assert message in flat, fmt
+        if fmt != "json":
+            assert "Ended" in flat and "Reason" in flat and "exit code" in flat, fmt
+        else:
+            doc = json.loads(out)
+            assert doc["ending"]["reason"]["kind"] == "fatal_python_error" and doc["ending"]["exit_code"] == 3

@@ -487,3 +487,17 @@ def test_a_dask_worker_killed_mid_run_costs_no_record_and_doubles_none(tmp_path)
             assert set(client.run(os.getpid).values()).isdisjoint(pids)  # they did die
     assert sorted(r.path for r in records) == paths  # each dump once: none lost, none doubled
     assert all(r.status == "analysed" for r in records), [(r.path, r.error) for r in records if not r.ok]
+
+
+def test_openmps_error_15_is_one_group_across_programs_and_pythons_and_a_plain_abort_another(tmp_path):
+    """Two OpenMP runtimes in one process (sample_dumps/collisions, 3.11 and 3.12) end the
+    same way whatever the program: one group, signature ABORT(OMP: Error #15); the one-copy
+    control that calls os.abort() is a group of its own (issue #41 item 7)."""
+    for name in ("omp_duplicate_py311", "omp_duplicate_py312", "omp_single_py311"):
+        shutil.copyfile(SAMPLES / "bundles" / f"{name}.dkb", tmp_path / f"{name}.dkb")
+    result = _cli(str(tmp_path), "--format", "json", "--jobs", "1")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    groups = {g["signature"]: g["count"] for g in doc["groups"]}
+    assert groups.get("ABORT(OMP: Error #15)") == 2, groups
+    assert len(groups) == 2

@@ -50,7 +50,7 @@ def _dump_file(name: str, tmp_path_factory) -> Path:
     path = SAMPLES / name
     if not name.endswith(".xz"):
         return path
-    out = tmp_path_factory.mktemp("dumps") / name[:-3]
+    out = tmp_path_factory.mktemp("dumps") / Path(name[:-3]).name
     with lzma.open(path) as src, open(out, "wb") as dst:
         shutil.copyfileobj(src, dst)
     return out
@@ -749,3 +749,23 @@ def test_debugger_outputs_are_parsed_as_the_real_engine_prints_them():
     held = _merge(ranges)  # touching ranges join, as dbgeng reads them
     assert (0x14000F000, 0x14000F00A) in held
     assert _gaps(0x14000E000, 0x140010000, held) == [(0x14000E000, 0x14000F000), (0x14000F00A, 0x140010000)]
+
+
+def test_tfstack_says_why_a_process_ended_itself(tfstack, pykd, tmp_path_factory):
+    """A dump stopped at ntdll!RtlExitUserProcess (sample_dumps/endings: Py_FatalError under
+    Wine) reads in the debugger as in `analyze`: the Fatal Python error's own words, how it
+    ended, where the words were read (issue #41 item 7). Needs the interpreter's image, for
+    the message's string, and Wine's DLLs, for the way out's names."""
+    wine_dlls = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
+    python = ROOT.parent / "shared" / "winpython" / "cpython-3.11-amd64"
+    if not wine_dlls.is_dir() or not python.is_dir():
+        pytest.skip("needs ../shared/winpython and Wine's own DLLs (Debian's wine64)")
+    dump = _dump_file("endings/fatal_gil_py311.dmp.xz", tmp_path_factory)
+    pykd._open_dump_for_tests(str(dump))
+    rc = tfstack.main(["--image-path", str(wine_dlls), "--image-path", str(python)])
+    assert rc in (0, 1)
+    dml = pykd._output_for_tests(dml=True)
+    message = "Fatal Python error: PyThreadState_Get: the function must be called with the GIL held"
+    assert dml_text(message, 2000) in dml
+    assert "Reason" in dml and "Ended" in dml and "exit code" in dml
+    assert "breakpoint instruction" not in dml
