@@ -91,6 +91,8 @@ _PATTERNS: Tuple[Tuple[ReasonKind, "re.Pattern[str]"], ...] = (
     ),
     (ReasonKind.RUNTIME_TEXT, re.compile(r"terminate called (?:after throwing an instance of|without an active).{3,}")),
     (ReasonKind.MKL, re.compile(r"Intel MKL ERROR: \S.{3,}")),
+    # cuDNN 9's front DLL, when a sub-library it loads on demand is missing
+    (ReasonKind.CUDA, re.compile(r"Could not locate cudnn\w*\.dll\. Please make sure it is in your library path!")),
     (
         ReasonKind.CUDA,
         re.compile(

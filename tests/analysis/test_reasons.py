@@ -178,3 +178,10 @@ def test_the_cxx_exception_std_terminate_was_called_for():
     reason = _reason(names, {}, image=pieces, stack=stack)
     assert reason is not None and reason.kind is ReasonKind.CXX_EXCEPTION
     assert reason.message == "ShardError" and "0xe06d7363" in reason.source
+
+
+def test_cudnns_missing_sub_library_is_a_cuda_reason():
+    stack = b"\0" * 0x40 + b"Could not locate cudnn_graph64_9.dll. Please make sure it is in your library path!\0"
+    reason = _reason(WAY_OUT + ["cudnn64_9.dll!func_15838"], {}, stack=stack + b"\0" * 0x300)
+    assert reason is not None and reason.kind is ReasonKind.CUDA
+    assert reason.text.startswith("Could not locate cudnn_graph64_9.dll")
