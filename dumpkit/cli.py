@@ -32,6 +32,13 @@ SymbolPathOpt = typer.Option(
     "--symbol-path",
     help="Symbol store folder (NAME/TIMESTAMPSIZE/NAME, compressed NAME.dl_ read too) or _NT_SYMBOL_PATH-style srv*cache*url string. Repeatable; _NT_ALT_SYMBOL_PATH, then _NT_SYMBOL_PATH, are read too. Downloads without a cache go to $DUMPKIT_CACHE/symbols or the user cache folder; each is checked against the module and capped by DUMPKIT_MAX_DOWNLOAD (default 2G).",
 )
+FetchImagesOpt = typer.Option(
+    False,
+    "--fetch-images/--no-fetch-images",
+    help="Fetch each module image not at hand from where it is published: its wheel on the package index pip "
+    "is configured for, python.org's embeddable zip, Microsoft's symbol server (also DUMPKIT_FETCH_IMAGES=1). "
+    "Checked against the dump, cached in $DUMPKIT_CACHE/images, capped by DUMPKIT_MAX_DOWNLOAD. Off by default.",
+)
 RecordedPathsOpt = typer.Option(
     True,
     "--recorded-paths/--no-recorded-paths",
@@ -64,6 +71,7 @@ def analyze(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
+    fetch_images: bool = FetchImagesOpt,
     fmt_name: Optional[str] = typer.Option(
         None,
         "--format",
@@ -95,6 +103,7 @@ def analyze(
         image_path=image_path or (),
         symbol_path=symbol_path or (),
         recorded_paths=recorded_paths,
+        fetch_images=fetch_images,
         fmt_name=fmt_name,
         output=output,
         max_frames=max_frames,
@@ -116,6 +125,7 @@ def stack(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     recorded_paths: bool = RecordedPathsOpt,
+    fetch_images: bool = FetchImagesOpt,
     max_frames: int = typer.Option(MAX_FRAMES, help="Most frames walked per thread."),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of a table (every frame, always)."),
     full: bool = typer.Option(False, "--full", help="Every frame in the table: recursion not folded."),
@@ -135,6 +145,7 @@ def stack(
         image_path=image_path or (),
         symbol_path=symbol_path or (),
         recorded_paths=recorded_paths,
+        fetch_images=fetch_images,
         max_frames=max_frames,
         json_out=json_out,
         full=full,
@@ -162,6 +173,7 @@ def bundle(
     output: str = typer.Option(..., "--output", "-o", help="The bundle to write (CRASH.dkb)."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
+    fetch_images: bool = FetchImagesOpt,
     redact: bool = typer.Option(
         False, "--redact", help="Replace user names in paths and blank the process environment block, in the bundle."
     ),
@@ -185,6 +197,7 @@ def bundle(
         symbol_path=symbol_path or (),
         redact=redact,
         only_used_memory=only_used_memory,
+        fetch_images=fetch_images,
     )
     raise typer.Exit(code)
 
@@ -210,6 +223,7 @@ def triage(
     paths: List[str] = typer.Argument(..., help="Dump files, folders (searched recursively) and globs."),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
+    fetch_images: bool = FetchImagesOpt,
     fmt_name: Optional[str] = typer.Option(
         None,
         "--format",
@@ -262,6 +276,7 @@ def triage(
         symbol_path=symbol_path or (),
         progress=progress,
         memory_cap=memory_cap,
+        fetch_images=fetch_images,
     )
     raise typer.Exit(code)
 
@@ -285,11 +300,17 @@ def capture(
         "Py_FatalError or OpenMP; an error status; TerminateProcess on itself), nonzero (any nonzero "
         "exit code), never.",
     ),
+    now: bool = typer.Option(
+        False,
+        "--now",
+        help="With --attach: dump the running (e.g. hung) process at once and leave it running, as procdump "
+        "PID does; Python-aware, or full memory with --full (procdump -ma).",
+    ),
 ) -> None:
-    """Windows: run a program under dumpkit's debug loop; on a crash or an abnormal exit, write a dump that holds every thread's Python stack and say what happened."""
+    """Windows: run a program under dumpkit's debug loop; on a crash or an abnormal exit, write a dump that holds every thread's Python stack and say what happened. --attach PID --now dumps a running (hung) process at once."""
     from dumpkit.commands.capture import run_capture
 
-    raise typer.Exit(run_capture(program or (), output, full, attach, on_exit))
+    raise typer.Exit(run_capture(program or (), output, full, attach, on_exit, now))
 
 
 wer_app = typer.Typer(

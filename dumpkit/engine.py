@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis import facts
 from dumpkit.analysis.crashcase import crash_case
@@ -29,6 +29,7 @@ from dumpkit.analysis.recursion import find_cycles
 from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
 from dumpkit.analysis.verdict import decide
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
+from dumpkit.images.fetch import fetch_requested
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
 from dumpkit.problems import Problems
@@ -36,6 +37,9 @@ from dumpkit.target import Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind
 from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
+
+if TYPE_CHECKING:
+    from dumpkit.images.fetch.fetcher import ImageFetcher
 
 __all__ = ["Analysis", "Options", "analyze", "contents", "crashing_thread", "frame_record", "stacks", "walk_all"]
 
@@ -61,6 +65,10 @@ class Options:
     # A locator built by the caller instead of one from image_paths/symbol_paths: the
     # bundle writer passes one that records every image page read.
     locator: Optional[ImageLocator] = None
+    # --fetch-images (or DUMPKIT_FETCH_IMAGES=1): modules without an image are fetched from
+    # where they are published; `fetch_progress` draws a bar for the downloads
+    fetch_images: bool = False
+    fetch_progress: Optional[Callable[[str, int, Optional[int]], None]] = None
 
 
 @dataclass
@@ -97,10 +105,21 @@ def make_walker(target: Target, options: Options, *, problems: Problems) -> Walk
         symbol_paths=list(options.symbol_paths),
         use_recorded_path=options.use_recorded_paths,
         store=store,
+        fetcher=image_fetcher(target, options),
     )
     images = ImageProvider(target, locator, problems=problems)
     step = step_for(target)
     return Walker(target, images, step, max_frames=options.max_frames, scan_words=options.scan_words, problems=problems)
+
+
+def image_fetcher(target: Target, options: Options) -> Optional[ImageFetcher]:
+    """The run's --fetch-images source, when asked for (flag or DUMPKIT_FETCH_IMAGES)."""
+    if not fetch_requested(options.fetch_images):
+        return None
+    from dumpkit.images.fetch import fetcher_for
+    from dumpkit.symbols.store import download_limit
+
+    return fetcher_for(target, download_limit(), options.fetch_progress)
 
 
 def walker_for(target: Target):

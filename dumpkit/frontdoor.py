@@ -25,6 +25,8 @@ ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--symbol-path": ("symbol_path", MANY),
     "--recorded-paths": ("recorded_paths", ON),
     "--no-recorded-paths": ("recorded_paths", OFF),
+    "--fetch-images": ("fetch_images", ON),
+    "--no-fetch-images": ("fetch_images", OFF),
     "--format": ("fmt_name", TEXT),
     "-f": ("fmt_name", TEXT),
     "--output": ("output", TEXT),

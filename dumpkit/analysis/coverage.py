@@ -50,6 +50,7 @@ def image_coverage(
     has_image: Callable[[Module], bool],
     search_problems: Sequence[str],
     wine: bool = False,
+    fetch_plan: Optional[Callable[[Module], Optional[str]]] = None,
 ) -> Optional[ImageCoverage]:
     """None when there are no frames and nothing to say about the searches."""
     if not frames and not search_problems:
@@ -74,7 +75,9 @@ def image_coverage(
         module = by_name.get(key)
         if module is None or has_image(module):
             continue
-        missing.append(MissingImage(module.name, n, module.path, fix_for(module, wine)))
+        fix = fix_for(module, wine)
+        plan = fetch_plan(module) if fetch_plan is not None else None  # where --fetch-images finds it
+        missing.append(MissingImage(module.name, n, module.path, f"{fix}; or {plan}" if plan else fix))
     missing.sort(key=lambda m: (-m.frames, m.module.lower()))
     return ImageCoverage(
         frames=len(frames),

@@ -82,4 +82,5 @@ def crash_coverage(target: Target, images: ImageProvider, walk: Optional[StackWa
         lambda module: images.image(module) is not None,
         images.search_problems(),
         wine=bool(target.system is not None and target.system.wine_version),
+        fetch_plan=images.fetch_plan,
     )

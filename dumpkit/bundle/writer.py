@@ -14,7 +14,7 @@ import lzma
 import os
 import tempfile
 import zipfile
-from typing import IO, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
 from dumpkit.sources.bundle_format import (
@@ -35,7 +35,7 @@ from dumpkit.sources.bundle_format import (
     manifest_json,
     member_name,
 )
-from dumpkit.engine import Options, analyze, stacks
+from dumpkit.engine import Options, analyze, image_fetcher, stacks
 from dumpkit.bundle.slim import check_same_dump, kept_ranges
 from dumpkit.images import ImageLocator, ImageStore, LocatedImage, LocatedPdb, RecordingBacking
 from dumpkit.problems import Problems
@@ -149,6 +149,8 @@ def write_bundle(
     dump_data: Optional[bytes] = None,
     redacted: Tuple[str, ...] = (),
     only_used_memory: bool = False,
+    fetch_images: bool = False,
+    fetch_progress: Optional[Callable[[str, int, Optional[int]], None]] = None,
     *,
     problems: Problems,
 ) -> BundleSummary:
@@ -157,6 +159,8 @@ def write_bundle(
     atomically. `target` may be a bundle (sources/bundle.py): its dump, the pages it holds that
     this analysis reads and what it says of their original files go into the new one.
     `only_used_memory`: the bundle's dump keeps only the memory the analysis read (slim.py).
+    `fetch_images`: modules without an image are fetched (--fetch-images), and the pages of
+    the fetched images the analysis reads travel in the bundle like any other's.
     `problems`: the run's collector, which `target` was opened with.
     Raises BundleError when it cannot be written."""
     source = target.bundle
@@ -180,7 +184,11 @@ def write_bundle(
     if source is not None:  # what the bundle read says stays said
         redacted = tuple(dict.fromkeys(source.redacted + redacted))
     locator = ImageLocator(
-        image_paths=list(image_paths), symbol_paths=list(symbol_paths), store=store, record_reads=True
+        image_paths=list(image_paths),
+        symbol_paths=list(symbol_paths),
+        store=store,
+        record_reads=True,
+        fetcher=image_fetcher(target, Options(fetch_images=fetch_images, fetch_progress=fetch_progress)),
     )
     pages: Optional[Set[int]] = None
     if only_used_memory:

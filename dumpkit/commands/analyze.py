@@ -6,8 +6,9 @@ import sys
 from typing import Optional, Sequence
 
 from dumpkit.commands.exits import EXIT_OK, EXIT_PROBLEMS, warn_problems
+
 from dumpkit.commands.inputs import open_target, symbol_paths
-from dumpkit.commands.output import SHARED_FORMATS, Format, report_format, text_width, write_output
+from dumpkit.commands.output import SHARED_FORMATS, Format, report_format, text_width, write_output, fetch_progress
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 
 
@@ -16,6 +17,7 @@ def run_analyze(
     image_path: Sequence[str] = (),
     symbol_path: Sequence[str] = (),
     recorded_paths: bool = True,
+    fetch_images: bool = False,
     fmt_name: Optional[str] = None,
     output: Optional[str] = None,
     max_frames: int = MAX_FRAMES,
@@ -35,6 +37,8 @@ def run_analyze(
         use_recorded_paths=recorded_paths,
         max_frames=max(1, max_frames),
         oversized_threshold=max(1, threshold),
+        fetch_images=fetch_images,
+        fetch_progress=fetch_progress(),
     )
     result = run(target, opts, problems=problems)
     report = result.report

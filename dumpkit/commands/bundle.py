@@ -10,7 +10,9 @@ import sys
 from typing import Optional, Sequence
 
 from dumpkit.commands.exits import EXIT_OK, fail
+
 from dumpkit.commands.inputs import open_target, symbol_paths
+from dumpkit.commands.output import fetch_progress
 
 
 def run_bundle(
@@ -20,6 +22,7 @@ def run_bundle(
     symbol_path: Sequence[str] = (),
     redact: bool = False,
     only_used_memory: bool = False,
+    fetch_images: bool = False,
 ) -> int:
     """The bundle written to `output` and described on stdout; returns the exit code."""
     from dumpkit.bundle.writer import write_bundle
@@ -63,6 +66,8 @@ def run_bundle(
             dump_data=data,
             redacted=redacted,
             only_used_memory=only_used_memory,
+            fetch_images=fetch_images,
+            fetch_progress=fetch_progress(),
             problems=problems,
         )
     except BundleError as e:

@@ -1,12 +1,14 @@
 """Where and how a command's report is written: the format asked for (by name or by the
-output file's extension), an atomic write, the text report's width."""
+output file's extension), an atomic write, the text report's width, and the progress bar
+of --fetch-images' downloads."""
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 from enum import Enum
-from typing import Optional
+from typing import Callable, Dict, Optional
 
 from dumpkit.commands.exits import fail
 
@@ -107,3 +109,34 @@ def text_width(tty: bool, asked: Optional[int]) -> int:
     import shutil  # here: its import (~1 ms, bz2 with it) is for a terminal only
 
     return max(MIN_WIDTH, shutil.get_terminal_size((120, 24)).columns)
+
+
+# --fetch-images: a progress bar per download on standard error when that is a terminal
+# (nothing in a pipe or a log: the report says what was fetched)
+_WIDTH = 24
+_EVERY = 0.1  # seconds between redraws
+
+
+def fetch_progress(stream=None) -> Optional[Callable[[str, int, Optional[int]], None]]:
+    """A progress hook drawing on `stream` (standard error), or None when it is not a terminal."""
+    out = stream or sys.stderr
+    if not getattr(out, "isatty", lambda: False)():
+        return None
+    last: Dict[str, float] = {}
+
+    def draw(what: str, done: int, total: Optional[int]) -> None:
+        now = time.monotonic()
+        finished = total is not None and done >= total
+        if not finished and now - last.get(what, 0.0) < _EVERY:
+            return
+        last[what] = now
+        if total:
+            filled = min(_WIDTH, _WIDTH * done // total)
+            bar = "#" * filled + "-" * (_WIDTH - filled)
+            line = f"fetching {what} [{bar}] {done / 1e6:,.1f} of {total / 1e6:,.1f} MB"
+        else:
+            line = f"fetching {what} {done / 1e6:,.1f} MB"
+        out.write("\r" + line[:110].ljust(110) + ("\n" if finished else ""))
+        out.flush()
+
+    return draw

@@ -7,7 +7,9 @@ import sys
 from typing import Optional, Sequence
 
 from dumpkit.commands.exits import EXIT_OK, EXIT_PROBLEMS, fail, warn_problems
+
 from dumpkit.commands.inputs import open_target, symbol_paths
+from dumpkit.commands.output import fetch_progress
 from dumpkit.limits import MAX_FRAMES
 
 
@@ -18,6 +20,7 @@ def run_stack(
     image_path: Sequence[str] = (),
     symbol_path: Sequence[str] = (),
     recorded_paths: bool = True,
+    fetch_images: bool = False,
     max_frames: int = MAX_FRAMES,
     json_out: bool = False,
     full: bool = False,
@@ -35,6 +38,8 @@ def run_stack(
         symbol_paths=symbol_paths(list(symbol_path)),
         use_recorded_paths=recorded_paths,
         max_frames=max(1, max_frames),
+        fetch_images=fetch_images,
+        fetch_progress=fetch_progress(),
     )
     crash = crashing_thread(target)
     if all_threads:

@@ -72,6 +72,7 @@ def run_triage(
     symbol_path: Sequence[str] = (),
     progress: Optional[bool] = None,
     memory_cap: Optional[str] = None,
+    fetch_images: bool = False,
 ) -> int:
     """The groups written where asked; returns the exit code. `timeout` 0 is no limit."""
     fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
@@ -90,6 +91,7 @@ def run_triage(
             symbol_paths(list(symbol_path)),
             progress,
             memory_cap,
+            fetch_images,
         )
     except UsageError as e:
         raise fail(str(e)) from None
@@ -107,6 +109,7 @@ def _triage(
     symbol_paths: Sequence[str],
     progress: Optional[bool],
     memory_cap: Optional[str] = None,
+    fetch_images: bool = False,
 ) -> int:
     from dumpkit.report import triage as render
     from dumpkit.report.view.triage import triage_document, triage_view
@@ -128,6 +131,7 @@ def _triage(
         timeout=timeout,
         report_dir=report_dir,
         report_writer=render.per_dump_html if report_dir else None,
+        fetch_images=fetch_images,
     )
     try:
         cache = Cache(cache_dir) if cache_dir else None

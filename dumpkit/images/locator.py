@@ -16,7 +16,10 @@ Order, as in DESIGN.md "Where unwind data comes from":
    `file.ptr` there and expanding a compressed `NAME.dl_` (a cabinet) into dumpkit's cache;
 5. HTTP symbol servers named in a symbol path (`srv*CACHE*https://...`): NAME/KEY/NAME
    (or NAME_, compressed) is downloaded into CACHE, capped, and kept only when it is the
-   module's build (dumpkit.symbols.store; nothing else is ever written).
+   module's build (dumpkit.symbols.store; nothing else is ever written);
+6. with `--fetch-images`, where the module is published (dumpkit.images.fetch: a wheel on
+   pip's package index, python.org's embeddable zip, Microsoft's symbol server), through
+   the fetched-images cache; only for a module nothing above had.
 
 Results are cached per module; `close()` releases the files. A locator made with
 `record_reads=True` wraps every image file it serves in a `RecordingBacking`, so that a
@@ -54,13 +57,14 @@ from dumpkit.words import listing, plural
 from dumpkit.records import record
 
 if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
+    from dumpkit.images.fetch.fetcher import ImageFetcher
     from dumpkit.symbols.pdb import PdbSource, PdbSymbols
 from dumpkit.images.backings import RecordingBacking, XzBacking
 from dumpkit.images.paths import existing_files, module_file_name, windows_path_candidates
 from dumpkit.images.checks import image_check, image_key, pdata_unreadable, pdb_check, pointed_files
 
 
-SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server")
+SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server", "fetched")
 _MAX_INDEX_FILES = 2_000_000  # per --image-path directory
 
 
@@ -82,8 +86,10 @@ class ImageLocator:
         store: Optional[ImageStore] = None,
         record_reads: bool = False,
         max_download: Optional[int] = None,
+        fetcher: Optional["ImageFetcher"] = None,
     ):
         self.image_paths = list(image_paths)
+        self.fetcher = fetcher  # --fetch-images: asked last, for what nothing else had
         # the largest file a server may send or a cabinet expand to (DUMPKIT_MAX_DOWNLOAD)
         self.max_download = download_limit() if max_download is None else max_download
         self.store = store
@@ -114,6 +120,8 @@ class ImageLocator:
         self._served: Dict[str, int] = {}
 
     def close(self) -> None:
+        if self.fetcher is not None:
+            self.fetcher.close()
         for img in self._opened:
             img.close()
         self._opened.clear()
@@ -165,6 +173,12 @@ class ImageLocator:
             self._from_symbol_server,
         ):
             found = search(module)
+            if found is not None:
+                if fallback is not None:
+                    fallback.image.close()
+                return self._keep(found)
+        if self.fetcher is not None:
+            found = self._fetched(module, read_va)
             if found is not None:
                 if fallback is not None:
                     fallback.image.close()
@@ -303,6 +317,12 @@ class ImageLocator:
         for url, whys in by_server.items():
             parts = "; ".join(f"{why}: {listing(sorted(set(names), key=str.lower), 6)}" for why, names in whys.items())
             out.append(f"symbol server {url}: failed ({parts})")
+        if self.fetcher is not None:
+            by_why: Dict[str, List[str]] = {}
+            for name, why in self.fetcher.lines:
+                by_why.setdefault(why, []).append(name)
+            for why, names in by_why.items():
+                out.append(f"--fetch-images found no image of {listing(sorted(set(names), key=str.lower), 6)}: {why}")
         return out
 
     def _from_symbol_server(self, module: Module) -> Optional[LocatedImage]:
@@ -329,6 +349,26 @@ class ImageLocator:
                 found.detail = f"{srv.url} -> {found.detail}"
                 return found
         return None
+
+    def _fetched(self, module: Module, read_va: Optional[ReadVA]) -> Optional[LocatedImage]:
+        """The module's image from where it is published (--fetch-images), via its cache."""
+        from dumpkit.images.fetch.identity import dump_header
+
+        assert self.fetcher is not None
+        path = self.fetcher.fetch(module, dump_header(read_va, module))
+        if path is None:
+            return None
+        found = self._try_file(path, module, "fetched")
+        if found is not None and self.fetcher.fetched and self.fetcher.fetched[-1][0] == module.name:
+            found.detail = f"{self.fetcher.fetched[-1][1]} -> {found.detail}"
+        return found
+
+    def fetch_plan(self, module: Module) -> Optional[str]:
+        """What --fetch-images would do (or did not manage) for a module without an image."""
+        if self.fetcher is None:
+            return None
+        why = self.fetcher.not_found(module)
+        return f"--fetch-images found nothing ({why})" if why else None
 
     def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
         """NAME/KEY/NAME in each store; else what a store may hold instead: a `file.ptr`

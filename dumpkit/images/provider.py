@@ -11,6 +11,7 @@ from dumpkit.problems import Problems
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
 
 if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps have none)
+    from dumpkit.images.fetch.published import Process
     from dumpkit.symbols.pdb import PdbFunction, PdbSymbols, SourceLine
 from dumpkit.images.locator import ImageLocator, LocatedImage, LocatedPdb
 
@@ -30,6 +31,7 @@ class ImageProvider:
         self._cache: Dict[int, Optional[LocatedImage]] = {}
         self._pdbs: Dict[int, Optional[LocatedPdb]] = {}
         self._no_lines: Set[int] = set()  # modules whose PDB line records could not be read
+        self._process: Optional[Process] = None  # what --fetch-images would go by
 
     def located(self, module: Module) -> Optional[LocatedImage]:
         if module.base not in self._cache:
@@ -60,6 +62,17 @@ class ImageProvider:
 
     def search_problems(self) -> List[str]:
         return self._locator.search_problems() if self._locator is not None else []
+
+    def fetch_plan(self, module: Module) -> Optional[str]:
+        """For a module without an image: what --fetch-images would fetch and from where
+        (fetching off), or why it found nothing (fetching on); None when it cannot help."""
+        if self._locator is not None and self._locator.fetcher is not None:
+            return self._locator.fetch_plan(module)
+        from dumpkit.images.fetch.published import plan_line, process_of, published
+
+        if self._process is None:
+            self._process = process_of(self._target.modules, self._target.system)
+        return plan_line(published(module, self._process))
 
     def pdb(self, module: Module) -> Optional[PdbSymbols]:
         """The module's own PDB (GUID and age checked), or None. Candidates that were

@@ -17,6 +17,7 @@ from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
+from dumpkit.images.fetch import fetch_requested
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_copy
 from dumpkit.sources.packed import packing_of, temporary_name, unpack
@@ -44,6 +45,9 @@ class Job:
     report_dir: Optional[str] = None  # write a per-dump report here (with report_writer)
     report_writer: Optional[Callable[[Report], str]] = None
     report_suffix: str = ".html"
+    # --fetch-images: each worker fetches into the shared images cache (DUMPKIT_CACHE); a
+    # worker started with DUMPKIT_FETCH_IMAGES=1 fetches too (the engine reads it)
+    fetch_images: bool = False
 
     def answer_key(self) -> str:
         """What, besides the dump's bytes, changes the record: the cache's key includes it."""
@@ -57,6 +61,7 @@ class Job:
             str(self.max_frames),
             str(self.oversized_threshold),
             str(self.report_writer is not None),
+            f"fetch {fetch_requested(self.fetch_images)}",  # fetched images change the walk
         )
         return "\n".join(parts)
 
@@ -200,6 +205,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             use_recorded_paths=job.use_recorded_paths,
             max_frames=job.max_frames,
             oversized_threshold=job.oversized_threshold,
+            fetch_images=job.fetch_images,
         )
         report = analyze(opened["target"], options, problems=problems).report
         return report, _write_report(job, report, path, sha or "")

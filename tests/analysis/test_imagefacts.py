@@ -44,6 +44,9 @@ class _Images:
         self.files_asked.append(module.name)
         return self._files.get(module.base, [])
 
+    def fetch_plan(self, module):
+        return None  # what --fetch-images would do: nothing, here
+
     def search_problems(self):
         return self.searched
 
