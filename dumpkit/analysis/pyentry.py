@@ -17,6 +17,7 @@ from typing import Optional, Protocol, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle, PythonFrameRecord, PythonThreadReport
 from dumpkit.analysis.pystack import optional_line
+from dumpkit.analysis.stdlib_names import STDLIB_NAMES
 from dumpkit.cpython.interpreter import interpreter_minor
 from dumpkit.records import record
 
@@ -113,6 +114,7 @@ def is_ctypes_machinery(module: Optional[str]) -> bool:
 # Python code that is not the user's: the standard library (the installation's Lib and DLLs
 # folders, its pythonXY.zip), installed packages, frozen modules
 _INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]", re.I)
+_RELATIVE = re.compile(r"^(?![A-Za-z]:|[\\/])[^<]")  # no drive, no leading separator
 _STDLIB_ZIP = re.compile(r"[\\/]python3\d{1,2}\.zip[\\/]", re.I)
 # where a library file's module path starts, tried in this order
 _LIBRARY_ROOTS = (
@@ -132,6 +134,12 @@ def is_library_file(filename: Optional[str], installation: Optional[str] = None)
         return True
     if _INSTALLED.search(filename) or _STDLIB_ZIP.search(filename):
         return True
+    if _RELATIVE.match(filename):
+        # a relative path: the embeddable distributions' precompiled standard library
+        # records "threading.py", "json\\encoder.py" (a user's `python job.py` records
+        # "job.py" too, so only the standard library's own module names count)
+        top = re.split(r"[\\/]", filename, maxsplit=1)[0]
+        return (top[:-3] if top.endswith(".py") else top) in STDLIB_NAMES
     if installation:
         folder = installation.replace("/", "\\").rstrip("\\").lower() + "\\"
         name = filename.replace("/", "\\").lower()

@@ -51,3 +51,14 @@ def test_a_users_own_lib_folder_is_the_users_and_the_innermost_user_frame_stands
 def test_the_installation_is_the_folder_of_the_interpreters_dll():
     assert installation_of("C:\\Python311\\python311.dll") == "C:\\Python311"
     assert installation_of("python311.dll") is None
+
+
+def test_the_embeddable_distributions_relative_stdlib_paths_are_library_code():
+    """python.org's embeddable zip records stdlib filenames relative ("threading.py"); a
+    user's own relative script ("job.py") stays the user's."""
+    assert is_library_file("threading.py") and is_library_file("json\\encoder.py")
+    assert not is_library_file("job.py") and not is_library_file("mylib\\parser.py")
+    thread = _thread(
+        ("_wait_for_tstate_lock", "threading.py", 1139), ("join", "threading.py", 1119), ("<module>", "job.py", 20)
+    )
+    assert user_python(thread) == (2, "<module> (job.py:20), calling threading.join")
