@@ -14,13 +14,12 @@ from __future__ import annotations
 import os
 import re
 from collections import deque
-from typing import Callable, Deque, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Set, Tuple
 
 from dumpkit.images.checks import image_check
 from dumpkit.images.fetch.cache import ImageCache, cache_key
-from dumpkit.images.fetch.http import Client, FetchError, RemoteFile
+from dumpkit.images.fetch.errors import FetchError
 from dumpkit.images.fetch.identity import MemberPrefix, mismatch
-from dumpkit.images.fetch.index import IndexFile, normalize, project_files
 from dumpkit.images.fetch.pipconfig import IndexConfig, public, read_pip_config
 from dumpkit.images.fetch.published import (
     PYTHON_ORG,
@@ -32,11 +31,14 @@ from dumpkit.images.fetch.published import (
     plan_line,
     published,
 )
-from dumpkit.images.fetch.wheels import candidates
 from dumpkit.images.fetch.ziparchive import Directory, Member, ZipError, extract, find, head, read_directory
 from dumpkit.pe import PEError, PEImage
 from dumpkit.symbols.store import StoreKey, SymbolServer, download, store_files, symbol_cache
 from dumpkit.target import Module
+
+if TYPE_CHECKING:  # the network side is imported when the cache does not have the image
+    from dumpkit.images.fetch.http import Client, RemoteFile
+    from dumpkit.images.fetch.index import IndexFile
 
 MAX_CANDIDATES = 12  # wheels read per module: its directory and one page of the member
 MAX_FOLLOWED = 4  # distributions a wheel without the module may send the search on to
@@ -76,8 +78,8 @@ class ImageFetcher:
         self.fetched: List[Tuple[str, str]] = []  # (module, where it came from)
         self._config = config or read_pip_config
         self._client: Optional[Client] = None
-        self._files: Dict[str, List[IndexFile]] = {}
-        self._remotes: Dict[str, RemoteFile] = {}
+        self._files: Dict[str, List["IndexFile"]] = {}
+        self._remotes: Dict[str, "RemoteFile"] = {}
         self._dirs: Dict[str, Directory] = {}
         self._held: Dict[str, str] = {}  # project -> the wheel that held one of its modules
 
@@ -123,6 +125,8 @@ class ImageFetcher:
                 assert isinstance(where, Release)
                 got, why = self._from_release(module, where, key, header, check)
         except FetchError as e:
+            if e.status in (404, 410):  # the release or file is not there: no use asking again today
+                self.cache.remember_miss(key, str(e))
             return self._fail(module, f"offline? {e}" if e.offline else str(e))
         if got is None:
             self.cache.remember_miss(key, why)
@@ -152,7 +156,9 @@ class ImageFetcher:
 
         return check
 
-    def client(self) -> Client:
+    def client(self) -> "Client":
+        from dumpkit.images.fetch.http import Client
+
         if self._client is None:
             config = self._config()
             self._client = Client(config)
@@ -178,8 +184,10 @@ class ImageFetcher:
         return got.path
 
     # ---------------------------------------------------------------- wheels
-    def _project_files(self, project: str) -> List[IndexFile]:
+    def _project_files(self, project: str) -> List["IndexFile"]:
         """The project's files over every index pip is configured for (asked once a run)."""
+        from dumpkit.images.fetch.index import normalize, project_files
+
         name = normalize(project)
         if name not in self._files:
             client = self.client()
@@ -198,6 +206,9 @@ class ImageFetcher:
     def _from_wheels(
         self, module: Module, where: Wheel, key: StoreKey, header: Optional[bytes], check
     ) -> Tuple[Optional[str], str]:
+        from dumpkit.images.fetch.index import normalize
+        from dumpkit.images.fetch.wheels import candidates
+
         config = self.client().config
         if not config.indexes:
             raise FetchError(config.problem or "pip names no package index", offline=True)
@@ -258,12 +269,14 @@ class ImageFetcher:
     def _received(self) -> int:
         return sum(r.received for r in self._remotes.values())
 
-    def _remote(self, url: str, size: Optional[int]) -> RemoteFile:
+    def _remote(self, url: str, size: Optional[int]) -> "RemoteFile":
+        from dumpkit.images.fetch.http import RemoteFile
+
         if url not in self._remotes:
             self._remotes[url] = RemoteFile(self.client(), url.split("#", 1)[0], size, self.limit, self.cache.root)
         return self._remotes[url]
 
-    def _directory(self, remote: RemoteFile) -> Directory:
+    def _directory(self, remote: "RemoteFile") -> Directory:
         if remote.url not in self._dirs:
             self._dirs[remote.url] = read_directory(remote)
         return self._dirs[remote.url]
@@ -315,7 +328,7 @@ class ImageFetcher:
             return None
         return lambda done: hook(name, done, m.compressed)
 
-    def _windows_requirements(self, remote: RemoteFile, directory: Directory) -> List[Tuple[str, Optional[str]]]:
+    def _windows_requirements(self, remote: "RemoteFile", directory: Directory) -> List[Tuple[str, Optional[str]]]:
         """What a wheel that lacks the module requires on Windows (tensorflow's Windows
         wheels are a shell around tensorflow-intel's): from its METADATA's Requires-Dist."""
         meta = next(

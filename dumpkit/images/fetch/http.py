@@ -18,6 +18,7 @@ import urllib.parse
 import urllib.request
 from typing import BinaryIO, Callable, Dict, Optional, Tuple
 
+from dumpkit.images.fetch.errors import FetchError
 from dumpkit.images.fetch.pipconfig import IndexConfig, public
 
 USER_AGENT = "dumpkit (image fetcher; pip configuration)"
@@ -25,15 +26,6 @@ _CHUNK = 1 << 20
 MAX_PAGE = 64 << 20  # an index page: TensorFlow's JSON page is a few MB
 
 Progress = Callable[[int], None]  # called with the bytes received so far
-
-
-class FetchError(Exception):
-    """A request that gave nothing usable; the message is one line with no credentials.
-    `offline`: the host could not be reached at all (asking it again this run is pointless)."""
-
-    def __init__(self, message: str, offline: bool = False):
-        super().__init__(message)
-        self.offline = offline
 
 
 class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
@@ -124,7 +116,7 @@ class Client:
             return opener.open(req, timeout=self.config.timeout)
         except urllib.error.HTTPError as e:
             e.close()
-            raise FetchError(f"{public(url)}: HTTP {e.code}") from None
+            raise FetchError(f"{public(url)}: HTTP {e.code}", status=e.code) from None
         except urllib.error.URLError as e:
             reason = e.reason
             if isinstance(reason, ssl.SSLError):
@@ -287,8 +279,12 @@ class RemoteFile:
         os.makedirs(self._spool_dir, exist_ok=True)
         fd, path = tempfile.mkstemp(prefix=".dumpkit-partial-", dir=self._spool_dir)
         self._spooled = path
-        with os.fdopen(fd, "w+b") as out:
-            _read_all(resp, self.url, self.limit - self.received, out, self.progress)
+        try:
+            with os.fdopen(fd, "w+b") as out:
+                _read_all(resp, self.url, self.limit - self.received, out, self.progress)
+        except BaseException:
+            self.close()  # a body refused leaves nothing behind
+            raise
         self.received += os.path.getsize(path)
         self._local = open(path, "rb")
         self._size = os.fstat(self._local.fileno()).st_size

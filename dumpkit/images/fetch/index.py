@@ -12,7 +12,8 @@ import urllib.parse
 from html.parser import HTMLParser
 from typing import List, Optional, Tuple
 
-from dumpkit.images.fetch.http import Client, FetchError
+from dumpkit.images.fetch.errors import FetchError
+from dumpkit.images.fetch.http import Client
 from dumpkit.images.fetch.pipconfig import Index, public
 from dumpkit.records import record
 

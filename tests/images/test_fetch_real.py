@@ -1,0 +1,135 @@
+"""--fetch-images on real dumps, against a local index serving the real wheels the crashed
+processes installed (tests/support/index_wheels.py) and a local python.org holding the
+genuine embeddable files of ../shared/winpython zipped as python.org ships them: the
+report given with the fetched images is the report given with the images at hand
+(verdict, confidence, signature). One slow test asks the real index pip is configured for
+(numpy, and tensorflow, which leads to tensorflow-intel) and skips offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.support.index_server import IndexServer
+from tests.support.index_wheels import wheel
+from tests.support.samples import ROOT, run_cli, sample_path
+
+WINPYTHON = ROOT.parent / "shared" / "winpython"
+AWAY = ("--no-recorded-paths", "--format", "json")
+
+
+def _env(tmp_path: Path, srv: IndexServer) -> dict:
+    env = dict(os.environ, DUMPKIT_CACHE=str(tmp_path / "cache"), PIP_CONFIG_FILE=os.devnull)
+    env["PIP_INDEX_URL"] = srv.url + "/simple"
+    env["DUMPKIT_PYTHON_ORG_URL"] = srv.url + "/ftp/python"
+    for name in ("PIP_EXTRA_INDEX_URL", "DUMPKIT_FETCH_IMAGES"):
+        env.pop(name, None)
+    return env
+
+
+def _report(*args, env=None) -> dict:
+    r = run_cli("analyze", *args, *AWAY, env=env, timeout=900)
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def _said(report: dict) -> tuple:
+    v = report["verdict"]
+    return v["headline"], v["confidence"], (report.get("signature") or {}).get("text")
+
+
+def _sources(report: dict) -> dict:
+    return {m["name"]: m.get("image_source") or "" for m in report["modules"]}
+
+
+def test_numpy_from_its_wheel_gives_the_report_the_images_at_hand_give(tmp_path):
+    dump = sample_path("python/numpy_strided_av.dmp")
+    whl = wheel("numpy")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(whl) as zf:
+        zf.extractall(site)
+    at_hand = _report(dump, "--image-path", site / "numpy")
+    without = _report(dump)
+    fix = {m["module"]: m["fix"] for m in without["images"]["missing"]}
+    assert "--fetch-images would look for it in the wheels of numpy" in fix["_multiarray_umath.cp38-win_amd64.pyd"]
+    with IndexServer() as srv:
+        srv.add_wheel("numpy", whl.name, whl, "2023-06-26T13:29:58Z")
+        env = _env(tmp_path, srv)
+        fetched = _report(dump, "--fetch-images", env=env)
+        assert _said(fetched) == _said(at_hand) != _said(without)
+        assert _sources(fetched)["_multiarray_umath.cp38-win_amd64.pyd"].startswith("fetched: ")
+        ranged = [r for r in srv.log if r[0].endswith(".whl")]
+        assert all(r[1] for r in ranged)  # ranges only: not the 14.9 MB wheel
+        srv.log.clear()
+        again = _report(dump, "--fetch-images", env=env)  # the warm cache: the index is not asked
+        assert _said(again) == _said(at_hand) and not [r for r in srv.log if r[0].startswith(("/simple", "/files"))]
+
+
+def _embeddable(minor: str, version: str, dest: Path) -> Path:
+    folder = WINPYTHON / f"cpython-3.{minor}-amd64"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is not here (../shared)")
+    out = dest / f"python-{version}-embed-amd64.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:  # python.org's: every file at the top
+        for f in sorted(folder.iterdir()):
+            if f.is_file():
+                zf.write(f, f.name)
+    return out
+
+
+def test_python_311_from_python_orgs_embeddable_zip(tmp_path):
+    dump = sample_path("pyversions/repr_recursion_py311.dmp.xz")
+    at_hand = _report(dump, "--image-path", WINPYTHON / "cpython-3.11-amd64") if WINPYTHON.is_dir() else None
+    zipped = _embeddable("11", "3.11.9", tmp_path)
+    without = _report(dump)
+    fix = {m["module"]: m["fix"] for m in without["images"]["missing"]}
+    assert "python.org's Python 3.11.9 embeddable zip" in fix["python311.dll"]
+    with IndexServer() as srv:
+        srv.files["/ftp/python/3.11.9/" + zipped.name] = zipped
+        fetched = _report(dump, "--fetch-images", env=_env(tmp_path, srv))
+    assert at_hand is not None and _said(fetched) == _said(at_hand)
+    assert _sources(fetched)["python311.dll"].startswith("fetched: ")
+    assert not [m for m in fetched["images"]["missing"] if m["module"] == "python311.dll"]
+
+
+@pytest.mark.slow
+def test_tensorflow_from_tensorflow_intels_wheel_gives_the_bundles_report(tmp_path):
+    """The dump inside tf_nest_flatten.dkb, analysed without the bundle's images: the
+    tensorflow wheel names tensorflow-intel, whose wheel holds the 642 MB .pyd."""
+    bundle = sample_path("python/tf_nest_flatten.dkb")
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extract("dump.dmp", tmp_path)
+    dump = tmp_path / "dump.dmp"
+    shell, intel = wheel("tensorflow"), wheel("tensorflow-intel")
+    from_bundle = _report(bundle)
+    without = _report(dump)
+    with IndexServer() as srv:
+        srv.add_wheel("tensorflow", shell.name, shell)
+        srv.add_wheel("tensorflow-intel", intel.name, intel)
+        fetched = _report(dump, "--fetch-images", env=_env(tmp_path, srv))
+    assert _said(fetched) == _said(from_bundle) != _said(without)
+    assert _sources(fetched)["_pywrap_tensorflow_internal.pyd"].startswith("fetched: ")
+
+
+@pytest.mark.slow
+def test_the_real_index_pip_is_configured_for(tmp_path):
+    """numpy's and tensorflow's wheels from the index pip names here (no host written in
+    the project); skips when it cannot be reached."""
+    dump = sample_path("python/numpy_strided_av.dmp")
+    env = dict(os.environ, DUMPKIT_CACHE=str(tmp_path / "cache"))
+    fetched = _report(dump, "--fetch-images", env=env)
+    sources = _sources(fetched)
+    if not sources["_multiarray_umath.cp38-win_amd64.pyd"].startswith("fetched: "):
+        problems = " ".join(fetched["images"]["search_problems"])
+        if "unreachable" in problems or "offline" in problems:
+            pytest.skip(f"the package index cannot be reached: {problems[:300]}")
+        raise AssertionError(problems)
+    bundle = sample_path("python/tf_nest_flatten.dkb")
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extract("dump.dmp", tmp_path)
+    tf = _report(tmp_path / "dump.dmp", "--fetch-images", env=env)
+    assert _said(tf) == _said(_report(bundle))
