@@ -160,11 +160,12 @@ def info(
         ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
     ),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
+    fetch_images: bool = FetchImagesOpt,
 ) -> None:
     """What the dump holds: system, process, exception, threads, modules, streams."""
     from dumpkit.commands.info import run_info
 
-    raise typer.Exit(run_info(dump, json_out=json_out))
+    raise typer.Exit(run_info(dump, json_out=json_out, fetch_images=fetch_images))
 
 
 @app.command()

@@ -91,9 +91,22 @@ def crashing_thread(target: Target) -> Optional[Thread]:
     return next((t for t in target.threads if t.tid == ex.thread_id), None) if ex is not None else None
 
 
-def contents(target: Target, *, problems: Problems) -> Contents:
-    """The read phase alone: what the dump holds, nothing walked (`dumpkit info`)."""
-    return contents_document(target, problems)
+def contents(target: Target, *, problems: Problems, options: Optional[Options] = None) -> Contents:
+    """The read phase alone: what the dump holds, nothing walked (`dumpkit info`). With
+    --fetch-images in `options`, every module's image is looked for too (fetched where it is
+    published, so a later analysis finds them cached) and each module says where it came from."""
+    doc = contents_document(target, problems)
+    if options is None or not fetch_requested(options.fetch_images):
+        return doc
+    images = make_walker(target, options, problems=problems).code.images
+    for module in target.modules:  # bounded by the module list
+        images.image(module)
+    where = images.sources()
+    return replace(
+        doc,
+        modules=tuple(replace(m, image_source=where.get(m.name, m.image_source)) for m in doc.modules),
+        soft_errors=tuple(problems.items),
+    )
 
 
 # ----------------------------------------------------------------------------- walk

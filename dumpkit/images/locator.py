@@ -140,7 +140,10 @@ class ImageLocator:
     def misses(self, module: Module) -> List[str]:
         """Why the stores and servers did not give this module's image ("where: why")."""
         name = module_file_name(module).lower()
-        return [f.split(": ", 1)[1] for f in self.failures if f.split(": ", 1)[0].lower() == name]
+        out = [f.split(": ", 1)[1] for f in self.failures if f.split(": ", 1)[0].lower() == name]
+        if self.fetcher is not None:
+            out += [f"--fetch-images: {why}" for n, why in self.fetcher.lines if n.lower() == name]
+        return out
 
     @staticmethod
     def _key(module: Module) -> Tuple:

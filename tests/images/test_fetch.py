@@ -338,3 +338,43 @@ def test_a_damaged_directory_is_refused(srv, tmp_path):
     assert fetcher.fetch(_module(image), None) is None and _no_image(tmp_path)
     assert "damaged central directory" in fetcher.lines[0][1]
     assert issubclass(ZipError, Exception)
+
+
+def test_parallel_fetchers_share_one_cache(srv, tmp_path):
+    """Triage workers fetch into one cache at once: each gets the whole file, none a partial."""
+    import threading
+
+    image = make_sample_image(timestamp=0x61000000)
+    srv.add_wheel("synthpkg", "synthpkg-1.0-cp38-cp38-win_amd64.whl", _wheel({MEMBER: image.file}))
+    got: List[Optional[str]] = []
+
+    def work() -> None:
+        fetcher = _fetcher(srv, tmp_path)
+        got.append(fetcher.fetch(_module(image), None))
+        fetcher.close()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(got) == 4 and len(set(got)) == 1 and got[0] is not None
+    assert Path(got[0]).read_bytes() == image.file
+    assert not list((tmp_path / "cache").rglob(".dumpkit-partial-*"))
+
+
+def test_the_progress_bar_draws_on_a_terminal_only():
+    from dumpkit.commands.output import fetch_progress
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert fetch_progress(io.StringIO()) is None  # a pipe or a log: nothing drawn
+    out = Tty()
+    draw = fetch_progress(out)
+    assert draw is not None
+    draw("big.pyd", 50_000_000, 100_000_000)
+    draw("big.pyd", 100_000_000, 100_000_000)
+    text = out.getvalue()
+    assert "fetching big.pyd [" in text and "100.0 of 100.0 MB" in text and text.endswith("\n")

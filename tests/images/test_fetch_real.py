@@ -69,6 +69,40 @@ def test_numpy_from_its_wheel_gives_the_report_the_images_at_hand_give(tmp_path)
         assert _said(again) == _said(at_hand) and not [r for r in srv.log if r[0].startswith(("/simple", "/files"))]
 
 
+def test_bundle_and_triage_with_fetched_images(tmp_path):
+    """`bundle --fetch-images` carries the fetched pages (the bundle re-analyses offline,
+    with nothing fetched); `triage --fetch-images` groups by the signature they give."""
+    dump = sample_path("python/numpy_strided_av.dmp")
+    whl = wheel("numpy")
+    with IndexServer() as srv:
+        srv.add_wheel("numpy", whl.name, whl, "2023-06-26T13:29:58Z")
+        env = _env(tmp_path, srv)
+        fetched = _report(dump, "--fetch-images", env=env)
+        out = tmp_path / "numpy.dkb"
+        r = run_cli("bundle", dump, "--fetch-images", "-o", out, env=env, timeout=900)
+        assert r.returncode in (0, 1), r.stderr
+        assert "_multiarray_umath.cp38-win_amd64.pyd" in r.stdout
+        folder = tmp_path / "dumps"
+        folder.mkdir()
+        (folder / "a.dmp").write_bytes(dump.read_bytes())
+        t = run_cli("triage", folder, "--fetch-images", "--format", "json", "--jobs", "1", env=env, timeout=900)
+        assert t.returncode in (0, 1), t.stderr
+        i = run_cli("info", dump, "--json", "--fetch-images", env=env, timeout=900)  # every module looked for
+        assert i.returncode in (0, 1), i.stderr
+    info = {m["name"]: m["image_source"] or "" for m in json.loads(i.stdout)["modules"]}
+    assert info["mtrand.cp38-win_amd64.pyd"].startswith("fetched: ")  # not on the crashing stack
+    assert "Wine's own DLL" in info["ntdll.dll"]
+    offline = dict(env, DUMPKIT_CACHE=str(tmp_path / "empty-cache"), PIP_INDEX_URL="http://127.0.0.1:9/simple")
+    again = _report(out, env=offline)  # the server is gone: only the bundle's pages
+    assert _said(again) == _said(fetched)
+    with zipfile.ZipFile(out) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    kept = {m["name"]: m for m in manifest["modules"]}
+    assert kept["_multiarray_umath.cp38-win_amd64.pyd"]["file"]["found_in"] == "fetched"
+    groups = json.loads(t.stdout)["groups"]
+    assert [g["signature"] for g in groups] == [fetched["signature"]["text"]]
+
+
 def _embeddable(minor: str, version: str, dest: Path) -> Path:
     folder = WINPYTHON / f"cpython-3.{minor}-amd64"
     if not folder.is_dir():
@@ -113,6 +147,15 @@ def test_tensorflow_from_tensorflow_intels_wheel_gives_the_bundles_report(tmp_pa
         fetched = _report(dump, "--fetch-images", env=_env(tmp_path, srv))
     assert _said(fetched) == _said(from_bundle) != _said(without)
     assert _sources(fetched)["_pywrap_tensorflow_internal.pyd"].startswith("fetched: ")
+    # triage groups the bare dump by the signature the images give, not STACK_OVERFLOW alone
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    dump.rename(folder / "tf.dmp")
+    env = dict(os.environ, DUMPKIT_CACHE=str(tmp_path / "cache"), PIP_CONFIG_FILE=os.devnull)
+    env["PIP_INDEX_URL"] = "http://127.0.0.1:9/simple"  # the cache has the images now: no index needed
+    t = run_cli("triage", folder, "--fetch-images", "--format", "json", "--jobs", "1", env=env, timeout=900)
+    assert t.returncode in (0, 1), t.stderr
+    assert [g["signature"] for g in json.loads(t.stdout)["groups"]] == [from_bundle["signature"]["text"]]
 
 
 @pytest.mark.slow
