@@ -15,7 +15,8 @@ The loop here owns what does not depend on the CPU:
 - the stop reasons;
 - other threads as evidence: a walk with scanned frames is checked against the walks of
   the process's other threads (`unwind/evidence.py`), which can prove a scanned frame
-  stale.
+  stale. Each thread is walked from its own registers once: the walk serves as evidence
+  and as that thread's stack (`unwind/loopwalks.py`).
 
 A step answers, for one frame, where its caller is (`Step.caller`), and may describe a
 return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
@@ -43,8 +44,9 @@ from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
 from dumpkit.unwind.codemap import MIN_CODE_ADDRESS, CodeMap
 from dumpkit.unwind.confirm import confirmed
-from dumpkit.unwind.evidence import Witnessed, checked, witness
+from dumpkit.unwind.evidence import MIN_WITNESSES, Witnessed, checked, witness
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason, Trust
+from dumpkit.unwind.loopwalks import KeptWalks, LoopWalk
 from dumpkit.unwind.refute import refuted, stack_word_reader
 from dumpkit.unwind.places import Place
 
@@ -245,6 +247,7 @@ class Walker:
         scan_words: int = DEFAULT_SCAN_WORDS,
         cross_check: bool = True,
         use_bulk: bool = True,
+        reuse_walks: bool = True,
         *,
         problems: Problems,
     ):
@@ -257,7 +260,13 @@ class Walker:
         self.max_frames = max_frames
         self.scan_words = scan_words
         self.cross_check = cross_check  # check scanned frames against other threads' walks
+        # A thread's walk from its own registers serves as its stack and as evidence for the
+        # others (unwind/loopwalks.py); off, each is walked apart (the reference the reuse
+        # is tested against).
+        self.reuse_walks = reuse_walks
+        self._kept = KeptWalks()
         self._witnessed: Optional[Witnessed] = None
+        self._witnesses: Optional[Tuple[FrozenSet[int], FrozenSet[int]]] = None  # (ids, id()s of the Threads)
         self._fixed: Dict[int, Optional[_FixedTuple]] = {}
         self.step: Optional[Step] = step(self) if step is not None else None
         # Call sites are decoded in the CPU's mode (0x40-0x4F are not REX in 32-bit code).
@@ -307,11 +316,12 @@ class Walker:
         frames (default: the walker's limit). Scanned frames that the other threads'
         walks prove stale are left out (`unwind/evidence.py`). What the step found on the way
         (and on the other threads' walks made to check this one) is in the result."""
-        result, scanned = self._walk(thread, context, max_frames)
+        loop = self._loop_walk(thread, context, self.max_frames if max_frames is None else max_frames)
+        result, scanned = loop.walk, loop.scanned
         if scanned and self.code.bits == 64:
             read_word = stack_word_reader(self.target.read_available)
             result = refuted(result, self.code.frame_end, read_word, self.code.maybe_return)
-        if scanned and self.cross_check:
+        if scanned and self.cross_check and (not self.reuse_walks or self._may_witness(thread.tid)):
             result = checked(result, thread.tid, thread.stack_end, self.witnessed())
         if scanned:
             result = confirmed(result, self.code.read_code, self.code.bits)
@@ -346,14 +356,51 @@ class Walker:
 
     def witnessed(self) -> Witnessed:
         """What the walks of the target's threads (from their own contexts, bounded by
-        EVIDENCE_THREADS and EVIDENCE_FRAMES) show, made once per walker."""
+        EVIDENCE_THREADS and EVIDENCE_FRAMES) show, made once per walker. A thread walked
+        already is not walked again here, nor one walked here again for its own stack
+        (`_loop_walk`)."""
         if self._witnessed is None:
             walks = []
+            kept = self._kept
             for t in self.target.threads[:EVIDENCE_THREADS]:
-                if t.context is not None:
-                    walks.append((t.tid, t.stack_end, self._walk(t, None, EVIDENCE_FRAMES)[0]))
+                if t.context is None:
+                    continue
+                w = kept.for_evidence(t, EVIDENCE_FRAMES) if self.reuse_walks else None
+                if w is None:
+                    w, scanned = self._walk(t, None, EVIDENCE_FRAMES)
+                    if self.reuse_walks:
+                        kept.keep(t, LoopWalk(w, scanned, EVIDENCE_FRAMES), evidence=False, untaken=True)
+                walks.append((t.tid, t.stack_end, w))
             self._witnessed = witness(walks)
+            kept.evidence.clear()  # made once: no later walk is evidence
         return self._witnessed
+
+    def _witness_threads(self) -> Tuple[FrozenSet[int], FrozenSet[int]]:
+        """(the thread ids, the id()s of the Thread records) the evidence is made from."""
+        if self._witnesses is None:
+            threads = [t for t in self.target.threads[:EVIDENCE_THREADS] if t.context is not None]
+            self._witnesses = frozenset(t.tid for t in threads), frozenset(id(t) for t in threads)
+        return self._witnesses
+
+    def _may_witness(self, tid: int) -> bool:
+        """Can the other threads' walks establish anything against thread `tid`'s? Not with
+        fewer than MIN_WITNESSES of them (evidence.py): then none is walked for it."""
+        return len(self._witness_threads()[0] - {tid}) >= MIN_WITNESSES
+
+    def _loop_walk(self, thread: Thread, context: Optional[Registers], limit: int) -> LoopWalk:
+        """`thread`'s walk as the loop finds it from `context` (None: its own), at most
+        `limit` frames: a kept walk from its own registers when that is the same walk
+        (unwind/loopwalks.py), else walked, and kept while the evidence may still need it."""
+        own = self.reuse_walks and thread.context is not None and (context is None or context == thread.context)
+        if own:
+            kept = self._kept.take(thread, limit)
+            if kept is not None:
+                return kept
+        walk, scanned = self._walk(thread, context, limit)
+        loop = LoopWalk(walk, scanned, limit)
+        if own and self._witnessed is None and id(thread) in self._witness_threads()[1]:
+            self._kept.keep(thread, loop, evidence=True, untaken=False)
+        return loop
 
     def _walk(self, thread: Thread, context: Optional[Registers], max_frames: Optional[int]) -> Tuple[StackWalk, bool]:
         """One thread's walk as its step and scanning find it, and whether a caller was

@@ -1,0 +1,93 @@
+"""One walk per thread (issue #45 item 1): the walk the loop takes of a thread from its own
+registers serves as that thread's stack and as the evidence other threads' scanned frames
+are checked against (unwind/loopwalks.py). On every sample dump, bundle and real dump, the
+engine's walks are those of the walker that walks each apart (`reuse_walks=False`, what
+dumpkit did before): the same frames, possible frames, support, stops and problems; and
+no thread is walked twice from the same registers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from dumpkit.engine import Options, make_walker, walk_all
+from dumpkit.problems import Problems
+from dumpkit.unwind.frames import Frame, StackWalk
+from tests.support.samples import SAMPLE_BIN, SAMPLES, open_any, real_dumps
+
+
+def _dumps() -> List[object]:
+    """Every dump of the repository (with the sample images) and of ../shared (without).
+    The slow tier's: those in sample_dumps' sub-folders (the Python processes, bundles and
+    million-frame recursions: a few seconds each)."""
+    found = sorted(
+        p for p in SAMPLES.rglob("*") if p.name.endswith((".dmp", ".dmp.xz", ".dkb")) and "bin" not in p.parts
+    )
+    params: List[object] = []
+    for p in found:
+        marks = [] if p.parent == SAMPLES and p.suffix == ".dmp" else [pytest.mark.slow]
+        params.append(pytest.param(p, [str(SAMPLE_BIN)], id=str(p.relative_to(SAMPLES)), marks=marks))
+    params += [pytest.param(p, [], id=f"real/{p.parent.name}/{p.name}") for p in real_dumps()]
+    return params
+
+
+def _row(f: Frame) -> Tuple[object, ...]:
+    return (f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust, f.source)
+
+
+def _seen(w: StackWalk) -> Tuple[object, ...]:
+    """Everything a walk says."""
+    return (
+        [_row(f) for f in w.frames],
+        [_row(f) for f in w.possible],
+        w.stop,
+        w.frame_limit,
+        w.problems,
+        w.support,
+        w.unsaved_jit_unwind,
+    )
+
+
+def _walk_all(path: Path, image_paths: List[str], reuse: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
+    """The engine's walks of every thread, the run's problems and how many walks the loop
+    took."""
+    problems = Problems()
+    target = open_any(path, problems)
+    options = Options(image_paths=image_paths)
+    walker = make_walker(target, options, problems=problems)
+    walker.reuse_walks = reuse
+    taken = [0]
+    loop = walker._walk
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        taken[0] += 1
+        return loop(*args)
+
+    walker._walk = counted  # type: ignore[method-assign]
+    return walk_all(target, walker, options, problems), list(problems.items), taken[0]
+
+
+@pytest.mark.parametrize("path, image_paths", _dumps())
+def test_each_thread_is_walked_once_into_the_walks_of_walking_apart(path, image_paths, plain):
+    dump = plain(path)
+    before, before_problems, _ = _walk_all(dump, image_paths, reuse=False)
+    after, after_problems, taken = _walk_all(dump, image_paths, reuse=True)
+    assert sorted(after) == sorted(before)
+    for tid in before:
+        assert _seen(after[tid]) == _seen(before[tid]), tid
+    assert after_problems == before_problems
+    # each walked thread once from its own registers; the crashing one also from the
+    # exception's (a thread longer than the evidence's EVIDENCE_FRAMES, none here, twice)
+    assert taken <= len(before) + 1
+
+
+def test_a_walker_that_walks_apart_walks_the_evidence_again():
+    """The reference above does walk twice, so the comparison compares two ways."""
+    dump = next((p for p in real_dumps() if p.name == "stability-report.dmp"), None)
+    if dump is None:
+        pytest.skip("../shared/real_dumps/rust-minidump/stability-report.dmp not present")
+    walks, _, apart = _walk_all(dump, [], reuse=False)
+    _, _, once = _walk_all(dump, [], reuse=True)
+    assert once <= len(walks) + 1 < apart
