@@ -158,9 +158,11 @@ class StackWindow:
     at once (at most MAX_STACK_BYTES from SP, never past the stack's end `stack_hi`), and
     `words`, the same as 64-bit words when the walk verifies recursions in bulk (else
     None; unwind/bulk.py reads them). `read` gives a stack word; one past the window, still
-    in the stack, moves the window there (forward only: the walk goes up the stack)."""
+    in the stack, moves the window there (forward only: the walk goes up the stack).
+    `view()`: the copy as words of the stack's size, which a scan reads without a call per
+    word."""
 
-    __slots__ = ("target", "stack_hi", "word", "format", "data", "lo", "hi", "words", "_as_words")
+    __slots__ = ("target", "stack_hi", "word", "format", "data", "lo", "hi", "words", "_as_words", "_view")
 
     def __init__(self, target: Target, sp: int, stack_lo: int, stack_hi: int, word: int, as_words: bool):
         self.target = target
@@ -174,6 +176,13 @@ class StackWindow:
         data = self.target.read_available(lo, min(self.stack_hi - lo, MAX_STACK_BYTES))
         self.data, self.lo, self.hi = data, lo, lo + len(data)
         self.words: Optional[memoryview] = memoryview(data)[: len(data) & -8].cast("Q") if self._as_words else None
+        self._view: Optional[memoryview] = None
+
+    def view(self) -> memoryview:
+        """The copy's words (word i at lo + i * word), made when first asked for."""
+        if self._view is None:
+            self._view = memoryview(self.data)[: len(self.data) & -self.word].cast("Q" if self.word == 8 else "I")
+        return self._view
 
     def read(self, addr: int) -> Optional[int]:
         """The stack word at `addr` (a `ReadWord`), None when the dump does not hold it."""
@@ -282,13 +291,40 @@ class Walker:
         `aligned`: a return address into a module sits 8 bytes above a 16-byte boundary
         (the x64 calling convention: RSP is 16-byte aligned at every call compiled code
         makes outside its prologue), so module addresses in other words are passed over.
-        JIT code keeps no such promise and is taken anywhere."""
+        JIT code keeps no such promise and is taken anywhere.
+
+        A walk's reader is its StackWindow's `read`: the words the window holds are read
+        from its copy in one loop (most scans pass over dozens of words), the others one
+        by one through `read_word`."""
         addr = sp
+        left = self.scan_words
         module_at = self.target.module_at
         plausible = self.code.plausible_return
-        for _ in range(self.scan_words):
-            if addr + word_size > stack_hi:
-                break
+        known = self.code._returns.get  # plausible_return's answers so far
+        window = getattr(read_word, "__self__", None)
+        if type(window) is not StackWindow or window.word != word_size:
+            window = None
+        while left > 0 and addr + word_size <= stack_hi:
+            if (
+                window is not None
+                and window.lo <= addr
+                and addr + word_size <= window.hi
+                and not (addr - window.lo) % word_size
+            ):
+                i = (addr - window.lo) // word_size
+                n = min(left, (min(window.hi, stack_hi) - addr) // word_size)
+                for k, word in enumerate(window.view()[i : i + n]):
+                    if word > MIN_CODE_ADDRESS:
+                        kind = known(word, _MISSING)
+                        if kind is _MISSING:
+                            kind = plausible(word)
+                        if kind is not None:
+                            at = addr + k * word_size
+                            if not (aligned and at & 15 != 8 and module_at(word) is not None):
+                                return at, word, kind
+                addr += n * word_size
+                left -= n
+                continue
             val = read_word(addr)
             if val is None:
                 break
@@ -296,6 +332,7 @@ class Walker:
             if kind is not None and not (aligned and addr & 15 != 8 and module_at(val) is not None):
                 return addr, val, kind
             addr += word_size
+            left -= 1
         return None
 
     # -- walking --------------------------------------------------------------------------

@@ -78,3 +78,53 @@ def test_the_stack_window_moves_forward_past_its_end_and_reads_the_dump_elsewher
     assert (window.lo, window.hi) == (0x100060, 0x1000A0) and (window.words or [])[0] == 12
     assert window.read(0x100100) is None  # past the stack and the dump
     assert StackWindow(target, 0x100010, 0x100000, 0x100100, 8, as_words=False).words is None
+
+
+def _scans(path, image_paths, plain):
+    """(window scan, word-by-word scan) from 48 words spread over each thread's stack,
+    aligned and not, on one dump: what `Walker.scan` finds reading a StackWindow's
+    copy, and reading the same words one call at a time (any other reader)."""
+    import functools
+
+    from dumpkit.engine import Options, make_walker
+    from dumpkit.sources.minidump import open_dump
+
+    target = open_dump(str(plain(path)))
+    walker = make_walker(target, Options(image_paths=image_paths), problems=target.soft_errors)
+    assert walker.step is not None
+    word = walker.step.word_size
+    found = []
+    for thread in target.threads:
+        lo, hi = thread.stack_start, thread.stack_end
+        if thread.context is None or hi <= lo:
+            continue
+        window = StackWindow(target, lo, lo, hi, word, as_words=False)
+        by_word = functools.partial(StackWindow.read, StackWindow(target, lo, lo, hi, word, as_words=False))
+        step = max(word, (hi - lo) // 48 // word * word)
+        for start in range(lo, hi, step):
+            for aligned in (False, True):
+                found.append(
+                    (walker.scan(start, window.read, hi, word, aligned), walker.scan(start, by_word, hi, word, aligned))
+                )
+    target.close()
+    return found
+
+
+@pytest.mark.parametrize(
+    "name, images",
+    [
+        ("recursion_cycle3.dmp", []),
+        ("null_deref.dmp", ["bin"]),
+        ("real:rust-minidump/stability-report.dmp", []),
+        ("real:breakpad/stack_exhaustion.dmp", []),
+    ],
+)
+def test_a_scan_of_the_window_copy_finds_what_reading_word_by_word_finds(name, images, plain, monkeypatch):
+    from tests.support.samples import SAMPLES, real_dump
+
+    # a small window, so that scans run past its end and move it, as on deep stacks
+    monkeypatch.setattr(walk_module, "MAX_STACK_BYTES", 1024)
+    path = real_dump(name[5:]) if name.startswith("real:") else SAMPLES / name
+    pairs = _scans(path, [str(SAMPLES / i) for i in images], plain)
+    assert sum(1 for a, _ in pairs if a is not None) > 100
+    assert [a for a, _ in pairs] == [b for _, b in pairs]
