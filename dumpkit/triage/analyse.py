@@ -206,6 +206,9 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             max_frames=job.max_frames,
             oversized_threshold=job.oversized_threshold,
             fetch_images=job.fetch_images,
+            # a record needs the crashing thread's walk (and the other threads' it is checked
+            # against, bounded by the walker); a per-dump report shows every thread
+            all_threads=job.report_writer is not None and job.report_dir is not None,
         )
         report = analyze(opened["target"], options, problems=problems).report
         return report, _write_report(job, report, path, sha or "")
