@@ -20,7 +20,11 @@ When one is hit, the byte is put back and RIP set back to the entry, so the thre
 it was when it called the function; policy.on_exit decides, and a dump is written with
 that breakpoint as its exception (as cdb writes one stopped at `bp
 ntdll!RtlExitUserProcess`) and a comment stream that says so; the process is then ended
-with its own exit code. Either way the breakpoints are gone: an exit happens once."""
+with its own exit code. Either way the breakpoints are gone: an exit happens once.
+
+`snapshot` dumps a running process at once and leaves it running (`--attach PID --now`,
+snapshot.py): suspended, not debugged, while the dump is written and what its threads'
+stacks point to is read."""
 
 from __future__ import annotations
 
@@ -37,11 +41,15 @@ from dumpkit.analysis.codes.model import STATUS_BREAKPOINT
 from dumpkit.capture import policy, win32
 from dumpkit.capture.amend import add_memory
 from dumpkit.capture.live import LiveProcess
-from dumpkit.capture.pointed import pointed_memory
+from dumpkit.capture.pointed import pointed_by_stacks, pointed_memory, unchanging_image_spans
 from dumpkit.capture.policy import ExitDumps
 from dumpkit.capture.pymemory import PythonMemory, command_line_memory, page_bytes, python_memory
+from dumpkit.capture.snapshot import COMMENT, Snapshot
+from dumpkit.pe import PEError
+from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
-from dumpkit.target import Thread
+from dumpkit.spans import Span
+from dumpkit.target import MemoryNotInDump, Module, Thread
 
 MAX_CALLBACK_RANGES = 1 << 20
 INT3 = b"\xcc"
@@ -171,16 +179,44 @@ def write_dump(
     info = win32.MINIDUMP_EXCEPTION_INFORMATION(tid, ctypes.pointer(pointers), False)
     live = LiveProcess(process, pid)
     memory = None if full else python_memory(live)
+    kind = _FULL if full else win32.MiniDumpNormal | win32.MiniDumpWithProcessThreadData | _EITHER
+    _write_file(path, process, pid, kind, info, comment, memory)
+    # One amend for all that is added: Wine's writer puts its memory list (a million entries
+    # for a TensorFlow process) just before the range data, and an amend grows the list
+    # there only over range data it can move. After one amend the list is followed by the
+    # unused rest of the bytes it moved, which a second amend cannot tell from bytes another
+    # stream points at, so it would write a whole new list at the end (23 MB for TensorFlow).
+    pieces: List[Tuple[int, bytes]] = []
+    if memory is not None and memory.ranges:
+        pieces += page_bytes(live, memory.ranges)
+    pointed: List[Tuple[int, bytes]] = []
+    if not full:
+        threads = _written_threads(path)
+        pieces += page_bytes(live, command_line_memory(live, threads))
+        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
+    added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
+    return memory, added, sum(len(d) for _, d in pointed)
+
+
+_EITHER = win32.MiniDumpWithUnloadedModules | win32.MiniDumpWithThreadInfo | win32.MiniDumpWithFullMemoryInfo
+_FULL = win32.MiniDumpWithFullMemory | win32.MiniDumpWithHandleData | _EITHER
+
+
+def _write_file(
+    path: str,
+    process: int,
+    pid: int,
+    kind: int,
+    exception: Optional["win32.MINIDUMP_EXCEPTION_INFORMATION"],
+    comment: Optional[str],
+    memory: Optional[PythonMemory],
+) -> None:
+    """MiniDumpWriteDump into `path`: `kind`, the exception (None: a snapshot), a comment
+    stream, the Python memory offered through the callback."""
     callback = None
     if memory is not None and memory.ranges:
         routine = _callback(memory.ranges)
         callback = win32.MINIDUMP_CALLBACK_INFORMATION(routine, None)
-    kind = (
-        win32.MiniDumpWithFullMemory | win32.MiniDumpWithHandleData
-        if full
-        else win32.MiniDumpNormal | win32.MiniDumpWithProcessThreadData
-    )
-    kind |= win32.MiniDumpWithUnloadedModules | win32.MiniDumpWithThreadInfo | win32.MiniDumpWithFullMemoryInfo
     streams = None
     if comment:
         text = ctypes.create_unicode_buffer(comment)  # UTF-16 with its NUL, as the stream holds it
@@ -197,7 +233,7 @@ def write_dump(
             pid,
             handle,
             kind,
-            ctypes.byref(info),
+            ctypes.byref(exception) if exception is not None else None,
             ctypes.byref(streams) if streams else None,
             ctypes.byref(callback) if callback else None,
         )
@@ -206,21 +242,6 @@ def write_dump(
         win32.CloseHandle(handle)
     if error is not None:
         raise CaptureError(f"{path}: MiniDumpWriteDump failed: {error}")
-    # One amend for all that is added: Wine's writer puts its memory list (a million entries
-    # for a TensorFlow process) just before the range data, and an amend grows the list
-    # there only over range data it can move. After one amend the list is followed by the
-    # unused rest of the bytes it moved, which a second amend cannot tell from bytes another
-    # stream points at, so it would write a whole new list at the end (23 MB for TensorFlow).
-    pieces: List[Tuple[int, bytes]] = []
-    if memory is not None and memory.ranges:
-        pieces += page_bytes(live, memory.ranges)
-    pointed: List[Tuple[int, bytes]] = []
-    if not full:
-        threads = _written_threads(path)
-        pieces += page_bytes(live, command_line_memory(live, threads))
-        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
-    added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
-    return memory, added, sum(len(d) for _, d in pointed)
 
 
 def _written_threads(path: str) -> List[Thread]:
@@ -246,6 +267,92 @@ def _pointed_bytes(live: LiveProcess, threads: Sequence[Thread], tid: int, sp: i
     skip = [(m.base, m.base + m.size) for m in live.modules]
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
     return pointed_memory(stack, skip, live.read_available)
+
+
+# what MiniDumpWriteDump and the readers need of a process that is dumped but not debugged
+SNAPSHOT_ACCESS = (
+    win32.PROCESS_QUERY_INFORMATION | win32.PROCESS_VM_READ | win32.PROCESS_DUP_HANDLE | win32.PROCESS_SUSPEND_RESUME
+)
+# a snapshot is for a hang: the handles (what a thread waits on, where Windows records them)
+_SNAPSHOT_NORMAL = win32.MiniDumpNormal | win32.MiniDumpWithProcessThreadData | win32.MiniDumpWithHandleData | _EITHER
+
+
+def snapshot(pid: int, out_dir: str, full: bool) -> Snapshot:
+    """Dump process `pid` as it runs (snapshot.py says how) into `out_dir` and leave it
+    running. Ctrl-C waits until the process is resumed: a process left suspended would
+    look hung for good."""
+    process = win32.OpenProcess(SNAPSHOT_ACCESS, False, pid)
+    if not process:
+        raise CaptureError(f"cannot open process {pid}: {win32.last_error()}")
+    ctrl_c = _CtrlC()
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    try:
+        return _snapshot(process, pid, out_dir, full)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        win32.CloseHandle(process)
+
+
+def _snapshot(process: int, pid: int, out_dir: str, full: bool) -> Snapshot:
+    image = _image_name(process, pid)
+    path = _dump_name(out_dir, image, pid)
+    status = win32.NtSuspendProcess(process)
+    if status < 0:
+        raise CaptureError(f"cannot suspend process {pid}: NTSTATUS {status & 0xFFFFFFFF:#010x}")
+    started = time.perf_counter()
+    try:
+        live = LiveProcess(process, pid)
+        memory = None if full else python_memory(live)
+        _write_file(path, process, pid, _FULL if full else _SNAPSHOT_NORMAL, None, COMMENT, memory)
+        threads = _written_threads(path)
+        pieces: List[Tuple[int, bytes]] = []
+        pointed: List[Tuple[int, bytes]] = []
+        if not full:
+            if memory is not None and memory.ranges:
+                pieces += page_bytes(live, memory.ranges)
+            pieces += page_bytes(live, command_line_memory(live, threads))
+            pointed = _pointed_by_threads(live, threads)
+    finally:
+        resumed = win32.NtResumeProcess(process)
+        suspended = time.perf_counter() - started
+    added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
+    return Snapshot(
+        path=path,
+        pid=pid,
+        image=image,
+        full=full,
+        threads=len(threads),
+        python=memory,
+        added_after=added,
+        pointed=sum(len(d) for _, d in pointed),
+        suspended_seconds=suspended,
+        resume_error=None if resumed >= 0 else f"NTSTATUS {resumed & 0xFFFFFFFF:#010x}",
+    )
+
+
+def _pointed_by_threads(live: LiveProcess, threads: Sequence[Thread]) -> List[Tuple[int, bytes]]:
+    """What every thread's stack points to (pointed.py), the writable sections of the
+    modules included, from each thread's stack pointer up."""
+    stacks = []
+    for t in threads:
+        if t.stack_size and t.context is not None:
+            top = max(t.context.sp, t.stack_start)
+            stacks.append(live.read_available(top, max(0, t.stack_end - top)))
+    skip = [span for m in live.modules for span in _unchanging(live, m)]
+    skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
+    return pointed_by_stacks(stacks, skip, live.read_available)
+
+
+def _unchanging(live: LiveProcess, module: Module) -> List[Span]:
+    """The parts of `module`'s image that are its file's bytes (all of it when its headers
+    cannot be read)."""
+    try:
+        sections = PEImage.from_memory(live.read, module.base).sections
+    except (PEError, MemoryNotInDump):
+        return [(module.base, module.base + module.size)]
+    return unchanging_image_spans(
+        module.base, module.size, [(s.rva, s.mapped_size, s.characteristics) for s in sections]
+    )
 
 
 def _start(argv: Sequence[str]) -> Tuple[int, int]:

@@ -10,6 +10,9 @@ which Wine's writer ignores): for every word near the top of the stack that poin
 readable memory outside the modules and the stack, keep a small window around where it
 points; and, once more, around what those windows point to (an object holding a pointer to
 its text). Bounded by construction: the words looked at, the window sizes, the total.
+A snapshot of a running process (`capture --attach PID --now`) keeps what every thread's
+stack points to in the same way, the writable sections of the images included: that is
+where a hung thread's lock is, on the heap or in a DLL's globals.
 
 Pure: the caller hands in the stack's bytes and a reader of the stopped process."""
 
@@ -19,13 +22,14 @@ import struct
 from bisect import bisect_right
 from typing import Callable, Iterable, List, Sequence, Set, Tuple
 
-from dumpkit.spans import Span, merge
+from dumpkit.spans import Span, gaps, merge
 
 STACK_BYTES = 128 << 10  # from the stack pointer up: where the dying frames and their objects are
 BEFORE, AFTER = 64, 448  # a window around each pointer: an object's head and its text
 SECOND_BEFORE, SECOND_AFTER = 0, 256  # around what the first windows point to
 MAX_POINTERS = 4096  # distinct targets per level
 MAX_TOTAL = 4 << 20  # bytes added in all
+IMAGE_SCN_MEM_WRITE = 0x80000000  # a section the process may change (.data, .bss)
 LOWEST = 0x10000  # below: never a pointer (Windows keeps the first 64 KiB unmapped)
 HIGHEST = 0x7FFFFFFFFFFF  # the end of x64 user space
 PAGE = 0x1000
@@ -103,3 +107,35 @@ def pointed_memory(
     fresh = [t for t in inner[:MAX_POINTERS] if not _inside(t, have)]
     second = _read(read_available, _windows(fresh, SECOND_BEFORE, SECOND_AFTER), max_total - used)
     return first + second
+
+
+def pointed_by_stacks(
+    stacks: Sequence[bytes], skip: Sequence[Span], read_available: ReadAvailable, max_total: int = MAX_TOTAL
+) -> List[Tuple[int, bytes]]:
+    """`pointed_memory` for every thread of a process that did not crash (a hang: what each
+    waits on is an object its stack points to, a lock or an event). Each stack gets an equal
+    share of the budget left, so one thread full of pointers cannot starve the others, and
+    what one leaves goes to the next; what an earlier stack brought is not read again."""
+    out: List[Tuple[int, bytes]] = []
+    taken: List[Span] = []
+    used = 0
+    for i, stack in enumerate(stacks):
+        share = (max_total - used) // (len(stacks) - i)
+        got = pointed_memory(stack, [*skip, *taken], read_available, share)
+        out += got
+        used += sum(len(d) for _, d in got)
+        taken = merge([*taken, *((a, a + len(d)) for a, d in got)])
+    return out
+
+
+def unchanging_image_spans(base: int, size: int, sections: Iterable[Tuple[int, int, int]]) -> List[Span]:
+    """The parts of an image mapped at `base` whose bytes are its file's: all but its
+    writable sections, given as (rva, virtual size, characteristics). A lock a DLL keeps in
+    a global (a CRITICAL_SECTION in .bss, CPython's GIL in python3X.dll's .data) changes as
+    the process runs, so a pointer to it is followed like one into the heap."""
+    writable = merge(
+        (base + rva, base + ((rva + vsize + PAGE - 1) & ~(PAGE - 1)))
+        for rva, vsize, characteristics in sections
+        if characteristics & IMAGE_SCN_MEM_WRITE
+    )
+    return gaps(base, base + size, writable)

@@ -15,6 +15,7 @@ from ctypes import wintypes as wt  # noqa: E402
 
 kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
 dbghelp = ctypes.WinDLL("dbghelp", use_last_error=True)
+ntdll = ctypes.WinDLL("ntdll")
 
 # debug events (minwinbase.h)
 EXCEPTION_DEBUG_EVENT = 1
@@ -36,6 +37,10 @@ WAIT_TIMEOUT_MS = 200  # WaitForDebugEvent's wait: Ctrl-C is looked at between w
 
 PROCESS_ALL_ACCESS = 0x001FFFFF
 PROCESS_QUERY_LIMITED_INFORMATION = 0x1000
+PROCESS_VM_READ = 0x0010
+PROCESS_DUP_HANDLE = 0x0040  # the handle data a dump may hold
+PROCESS_QUERY_INFORMATION = 0x0400
+PROCESS_SUSPEND_RESUME = 0x0800
 SYNCHRONIZE = 0x00100000
 WAIT_OBJECT_0 = 0
 ERROR_INVALID_PARAMETER = 87
@@ -268,6 +273,9 @@ CreateProcessW = _declare(
     ctypes.POINTER(STARTUPINFOW),
     ctypes.POINTER(PROCESS_INFORMATION),
 )
+# not in kernel32: what Process Explorer's "Suspend" and ProcDump use (NTSTATUS, 0 = success)
+NtSuspendProcess = _declare(ntdll, "NtSuspendProcess", ctypes.c_long, wt.HANDLE)
+NtResumeProcess = _declare(ntdll, "NtResumeProcess", ctypes.c_long, wt.HANDLE)
 DebugActiveProcess = _declare(kernel32, "DebugActiveProcess", wt.BOOL, wt.DWORD)
 DebugActiveProcessStop = _declare(kernel32, "DebugActiveProcessStop", wt.BOOL, wt.DWORD)
 DebugSetProcessKillOnExit = _declare(kernel32, "DebugSetProcessKillOnExit", wt.BOOL, wt.BOOL)

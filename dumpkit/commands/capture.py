@@ -1,5 +1,6 @@
 """`dumpkit capture` (cli.py parses its arguments): run or attach to a program under
-dumpkit's debug loop and, on a crash, say what was written and what killed it.
+dumpkit's debug loop and, on a crash, say what was written and what killed it; or, with
+--attach PID --now, dump a running process at once and say in one line what was written.
 
 Windows only; elsewhere it says so in one line, with what to use instead."""
 
@@ -7,9 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from dumpkit.commands.exits import EXIT_OK, fail
+
+if TYPE_CHECKING:
+    from dumpkit.capture.snapshot import Snapshot
 
 NOT_WINDOWS_CAPTURE = (
     "dumpkit capture runs on Windows (it debugs the program through the Win32 debugging API); "
@@ -93,14 +97,39 @@ def detach_failed(pid: int, error: str, ended: bool, exit_code: Optional[int]) -
     return f"dumpkit capture: could not detach from process {pid}: {error}; {fate}"
 
 
+def snapshot_line(taken: "Snapshot", size: int) -> str:
+    """The one line `--attach PID --now` says: what was written, and that the process runs
+    on (or, should Windows refuse to resume it, that it does not)."""
+    held = [_size(size), "full memory" if taken.full else "", f"{taken.threads} threads"]
+    if taken.python is not None:
+        n = taken.python_threads
+        held.append(f"Python stacks of {n}" if n else f"no Python stack: {taken.python.state.message}")
+    fate = (
+        f"suspended for {taken.suspended_seconds:.1f} s, running again"
+        if taken.resume_error is None
+        else f"it could not be resumed ({taken.resume_error}) and stays suspended"
+    )
+    return (
+        f"dumpkit capture: process {taken.pid} ({taken.image}) dumped as it runs: {taken.path} "
+        f"({', '.join(h for h in held if h)}); {fate}"
+    )
+
+
+NOW_WITHOUT_ATTACH = (
+    "--now dumps a process that is already running: give its id with --attach PID (dumpkit capture --attach 4242 --now)"
+)
 EXIT_CHOICES = ("abnormal", "nonzero", "never")
 
 
 def run_capture(
-    program: Sequence[str], output: str, full: bool, attach: Optional[int], on_exit: str = "abnormal"
+    program: Sequence[str], output: str, full: bool, attach: Optional[int], on_exit: str = "abnormal", now: bool = False
 ) -> int:
     if on_exit not in EXIT_CHOICES:
         raise fail(f"--on-exit {on_exit}: give one of {', '.join(EXIT_CHOICES)}")
+    if now and (attach is None or program):
+        raise fail(NOW_WITHOUT_ATTACH)
+    if now and on_exit != "abnormal":
+        raise fail("--on-exit is for a program capture watches; --now writes one dump at once")
     if sys.platform != "win32":
         raise fail(NOT_WINDOWS_CAPTURE)
     if attach is None and not program:
@@ -111,6 +140,9 @@ def run_capture(
         os.makedirs(output, exist_ok=True)
     except OSError as e:
         raise fail(f"{output}: cannot create the dump folder: {e.strerror or e}") from None
+    if now:
+        assert attach is not None
+        return _now(attach, os.path.abspath(output), full)
     from dumpkit.capture.debugger import CaptureError, run
     from dumpkit.capture.policy import ExitDumps
 
@@ -136,3 +168,17 @@ def run_capture(
     # Windows exit codes are 32-bit; Python's sys.exit takes a C long, so 0xC00000FD goes as
     # -1073741571, which the parent sees as 0xC00000FD again
     return code - (1 << 32) if code > 0x7FFFFFFF else code
+
+
+def _now(pid: int, output: str, full: bool) -> int:
+    """`--attach PID --now`: 0 once the dump is written and the process runs again."""
+    if pid == os.getpid():
+        raise fail(f"--attach {pid} is dumpkit itself")
+    from dumpkit.capture.debugger import CaptureError, snapshot
+
+    try:
+        taken = snapshot(pid, output, full)
+    except CaptureError as e:
+        raise fail(str(e)) from None
+    _say(snapshot_line(taken, os.path.getsize(taken.path) if os.path.exists(taken.path) else 0))
+    return EXIT_OK if taken.resume_error is None else DETACH_FAILED
