@@ -515,16 +515,25 @@ def dump_facts(path: str, run: str, log: Dict[str, Any], args: argparse.Namespac
         wanted[cs["address"]] = cs_name
     for t in marker.get("threads", []):
         w = t.get("waits_on") or {}
+        labels = {  # what each address in a wait is, in words
+            "tstate_lock": "%s's _tstate_lock (%s's join waits on it)" % (w.get("thread"), t["name"]),
+            "handle": "%s's _ThreadHandle (%s's join waits on it)" % (w.get("thread"), t["name"]),
+            "waiter_lock": "the waiter lock %s sleeps on (in %s.not_empty)" % (t["name"], w.get("object")),
+            "condition_lock": "%s.mutex (the queue's lock, free)" % w.get("object"),
+            "address": "the queue %s" % w.get("object"),
+            "condition": "%s.not_empty (a threading.Condition)" % w.get("object"),
+        }
         for key in ("tstate_lock", "waiter_lock", "condition_lock"):
             if w.get(key):
-                label = "%s of %s" % (key, t["name"])
+                label = labels[key]
                 objects[label] = dict(type="_thread.lock", **lock_object(md, w[key], False, minor, w.get(key + "_bytes")))
                 wanted[w[key]] = label
+                if objects[label].get("lock_lock"):
+                    wanted[objects[label]["lock_lock"]] = label + " (its NRMUTEX)"
         for key in {"join": ("handle",), "queue": ("address", "condition")}.get(w.get("kind"), ()):
             if w.get(key):  # objects not decoded here: whether the dump holds their head
-                label = "%s %s of %s" % (w["kind"], key, t["name"])
-                objects[label] = {"address": w[key], "in_dump": md.read(w[key], 16) is not None}
-                wanted[w[key]] = label
+                objects[labels[key]] = {"address": w[key], "in_dump": md.read(w[key], 16) is not None}
+                wanted[w[key]] = labels[key]
     # the GIL
     gil: Dict[str, Any] = {"ground_truth": marker.get("gil")}
     pe = images.get(pydll) if pydll else None
