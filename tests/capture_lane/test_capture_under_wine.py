@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, TypeVar
 
 import pytest
 
-from tests.capture_lane.lane import VERSIONS, Unavailable, dumpkit_args, lane
+from tests.capture_lane.lane import VERSIONS, dumpkit_args
 from tests.support.samples import SAMPLES
 from tests.support.wine import windows_path
 
@@ -38,17 +38,6 @@ WINE_DLLS = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
 # Pure Python recursion nests the C stack up to 3.10 (from 3.11 on, Python calls do not
 # recurse in C; 3.12+ also count C recursion): sample_dumps/pyversions/README.md
 PY_RECURSION_VERSIONS = ("3.8", "3.9", "3.10")
-
-
-@pytest.fixture(scope="module")
-def capture_lane():
-    try:
-        built = lane(log=lambda *_: None)
-    except Unavailable as e:
-        pytest.skip(f"the capture lane cannot run here: {e}")
-    built.env.serve()  # a Wine run then returns when it exits (tests/support/wine: Env.serve)
-    yield built
-    built.env.stop()
 
 
 @pytest.fixture(scope="module")
