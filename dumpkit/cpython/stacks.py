@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
+from dumpkit.cpython.gil import gil_unknown, read_gil
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
 from dumpkit.cpython.verified import layout_trust
 from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
@@ -343,6 +344,8 @@ def read_python_state(
         msg = f"{dll} does not export _PyRuntime: the interpreter's state cannot be located"
         return PythonState(Status.NO_RUNTIME, msg, dll=dll, version=interp.version_text)
     layout, failed = _layout_for(target, interp, runtime)
+    if failed is not None and failed.status is Status.MEMORY_MISSING:
+        return replace(failed, gil=gil_unknown(failed.message))
     if failed is not None or layout is None:
         return failed or PythonState(Status.UNSUPPORTED, f"no layout for {dll}", dll=dll)
     types: Dict[str, Optional[int]] = {}
@@ -364,8 +367,10 @@ def read_python_state(
     try:
         head = reader.pointer(runtime + layout.runtime_interpreters_head, f"_PyRuntime of {dll} (its data section)")
     except _Missing as e:
-        return replace(common, status=Status.MEMORY_MISSING, message=f"{e}; {RUNTIME_ADVICE}")
-    return _walk_runtime(reader, head, max_threads, common)
+        msg = f"{e}; {RUNTIME_ADVICE}"
+        return replace(common, status=Status.MEMORY_MISSING, message=msg, gil=gil_unknown(msg))
+    state = _walk_runtime(reader, head, max_threads, common)
+    return replace(state, gil=read_gil(target, runtime, interp.version, layout, state.threads))
 
 
 def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: PythonState) -> PythonState:

@@ -291,6 +291,13 @@ class Process:
             "interpreter_state.next": H.INTERP_313.next.offset,
             "interpreter_state.id": H.INTERP_313.id.offset,
             "interpreter_state.threads_head": H.INTERP_313.threads.offset + 8,
+            # the GIL the interpreter points to (ceval.gil, inside the ceval stand-in) and its
+            # own one, past the stand-in: tests/cpython/test_gil_synthetic.py fills them in
+            "interpreter_state.ceval_gil": 16,
+            "interpreter_state.gil_runtime_state": sizeof(H.INTERP_313) + 64,
+            "interpreter_state.gil_runtime_state_locked": sizeof(H.INTERP_313) + 64 + 16,
+            "interpreter_state.gil_runtime_state_holder": sizeof(H.INTERP_313) + 64 + 8,
+            "thread_state.status": H.TSTATE_313._status.offset,
             "thread_state.prev": H.TSTATE_313.prev.offset,
             "thread_state.next": H.TSTATE_313.next.offset,
             "thread_state.interp": H.TSTATE_313.interp.offset,
