@@ -7,6 +7,7 @@ from dataclasses import field
 from typing import Dict, Optional, Tuple, Union
 
 from dumpkit.records import record
+from dumpkit.cpython.model import GilRecord
 from dumpkit.cpython.status import Status as PythonStatus
 from dumpkit.unwind.frames import StopReason, Support, Trust
 from dumpkit.words import Word
@@ -479,6 +480,7 @@ class PythonReport:
     threads: Tuple[PythonThreadReport, ...] = ()
     problems: Tuple[str, ...] = ()
     layout_note: Optional[str] = None  # which build the layout was verified on, and why it is trusted here
+    gil: Optional[GilRecord] = None  # which thread holds the GIL (cpython/gil.py); None: not read (JSON: left out)
 
     def thread(self, thread_id: int) -> Optional[PythonThreadReport]:
         return next((t for t in self.threads if t.thread_id == thread_id), None)

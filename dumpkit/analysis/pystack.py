@@ -82,6 +82,7 @@ def python_report(state: Optional[PythonState], keep: Optional[int] = KEEP_FRAME
         layout_note=state.layout_note,
         threads=tuple(_thread(t, keep) for t in state.threads),
         problems=tuple(state.problems),
+        gil=state.gil,
     )
 
 

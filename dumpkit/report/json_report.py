@@ -14,6 +14,7 @@ from dumpkit.analysis.model import (
     CrashInfo,
     Environment,
     FrameRecord,
+    PythonReport,
     Report,
     Stacks,
     ThreadReport,
@@ -38,6 +39,9 @@ ADDRESS_FIELDS = {
     "resolved",
     "tail_jump",
     "registers",
+    "thread_state",  # a PyThreadState (the GIL's witnesses and holders)
+    "holder_thread_state",
+    "last_holder_thread_state",
 }
 
 
@@ -76,6 +80,7 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
     Report: ("ending",),
+    PythonReport: ("gil",),
 }
 
 # Lists added after schema version 1 that most reports have empty: left out when empty.
