@@ -275,9 +275,24 @@ _EXIT_DUMP = (
 )
 
 
+# A hang has no code to explain: it is said with the advice for any crash (`--how-to-capture` alone).
+_HANG_DUMP = (
+    "A program that stopped responding (a deadlock, a thread waiting for good) raises no exception, so none "
+    "of the above writes a dump: dump it while it runs, and it keeps running. "
+    r"`dumpkit capture --attach <pid> --now -o C:\dumps` writes a Python-aware dump at once (every thread's "
+    "Python stack and what each thread's stack points to, the locks it waits on among them; `--full` for full "
+    'memory). Without dumpkit: Task Manager, Details tab, right-click python.exe, "Create dump file" (a '
+    r"full-memory dump under %LOCALAPPDATA%\Temp, its path shown), or "
+    r"`procdump -accepteula -ma <pid> C:\dumps`. A full-memory dump holds the Python stacks, a plain minidump "
+    r"does not. In a venv, dump the python.exe whose command line names the script, not the Scripts\python.exe "
+    "launcher above it.",
+)
+
+
 def capture_help_for(code: Optional[int], subcode: Optional[int] = None) -> Tuple[str, ...]:
     """How to capture a dump of this crash next time (plain-text paragraphs); for any
-    crash when `code` is None."""
+    crash, and a hang, when `code` is None."""
+    hang = _HANG_DUMP if code is None else ()
     code = 0xFFFFFFFF if code is None else code & 0xFFFFFFFF  # no status has that value
     if 0 < code < 0x100:
         return (
@@ -335,6 +350,7 @@ def capture_help_for(code: Optional[int], subcode: Optional[int] = None) -> Tupl
         "(it matches both), or attach to the interpreter by process id "
         r"(`procdump -e -ma <pid> C:\dumps`; print os.getpid() at start-up).",
         _faulthandler_note(code, subcode),
+        *hang,
         "Then run `dumpkit analyze <dump>.dmp` on any machine (Linux included). " + python_versions_sentence(),
     )
 

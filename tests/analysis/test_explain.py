@@ -3,7 +3,7 @@
 import pytest
 
 from dumpkit.analysis.codes import FAST_FAIL, STATUS_CODES, parse_code
-from dumpkit.analysis.explain import Explanation, explain
+from dumpkit.analysis.explain import Explanation, capture_help_for, explain
 from dumpkit.report.explanation import render_explanation_text
 
 
@@ -90,6 +90,15 @@ def test_capture_help_has_localdumps_procdump_and_faulthandler():
     assert "procdump -accepteula -e -ma -x" in joined
     assert "procdump -accepteula -e -ma -w python.exe" in joined
     assert "-X faulthandler" in joined
+
+
+def test_the_advice_for_any_crash_says_how_to_dump_a_hang_and_a_codes_advice_does_not():
+    """A hang has no code: `explain --how-to-capture` alone says how to dump a running process
+    (capture --now, Task Manager, procdump -ma PID)."""
+    alone = "\n".join(capture_help_for(None))
+    assert "dumpkit capture --attach <pid> --now" in alone and "--full" in alone
+    assert '"Create dump file"' in alone and "procdump -accepteula -ma <pid>" in alone
+    assert "--now" not in "\n".join(explain(parse_code("0xC0000005")).capture_help)
 
 
 def test_faulthandler_note_depends_on_the_code():

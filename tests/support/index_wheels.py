@@ -6,12 +6,12 @@ they cannot be had (offline), with pip's reason."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+
+from tests.support.pip_wheels import pip_download
 
 PINS = Path(__file__).with_name("index_wheels.txt")
 DOWNLOAD_TIMEOUT = 1800
@@ -52,32 +52,7 @@ def wheel(project: str) -> Path:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.write(pin + "\n")
     try:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--platform",
-                "win_amd64",
-                "--python-version",
-                "3.8",
-                "--implementation",
-                "cp",
-                "--require-hashes",
-                "-r",
-                req.name,
-                "-d",
-                str(folder),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=DOWNLOAD_TIMEOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = pip_download(Path(req.name), folder, DOWNLOAD_TIMEOUT)
     finally:
         os.unlink(req.name)
     found = sorted(folder.glob(f"{prefix}*.whl"))

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
+from tests.support.pip_wheels import pip_download
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 WHEELS = HERE / "wheels.txt"
@@ -266,28 +268,11 @@ def _download_wheels(dest: Path, log, pins: Path = WHEELS) -> List[Path]:
     """The wheels pinned in `pins` (a wheels.txt), hash-checked by pip (already downloaded
     ones are reused)."""
     dest.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--only-binary=:all:",
-        "--platform",
-        "win_amd64",
-        "--python-version",
-        "3.8",
-        "--implementation",
-        "cp",
-        "--require-hashes",
-        "-r",
-        str(pins),
-        "-d",
-        str(dest),
-    ]
     log(f"downloading the wheels pinned in {pins.parent.name}/{pins.name}")
-    proc = _run(argv, timeout=DOWNLOAD_TIMEOUT)
+    try:
+        proc = pip_download(pins, dest, DOWNLOAD_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"pip download did not finish within {DOWNLOAD_TIMEOUT:.0f} s") from e
     if proc.returncode != 0:
         raise Unavailable(f"the pinned wheels could not be downloaded: {proc.stderr.strip()[-500:]}")
     wanted = _pinned_names(pins)
