@@ -371,7 +371,7 @@ class ImageLocator:
         if self.fetcher is None:
             return None
         why = self.fetcher.not_found(module)
-        return f"--fetch-images found nothing ({why})" if why else None
+        return "--fetch-images found nothing (why: below)" if why else None
 
     def _from_symbol_store(self, module: Module) -> Optional[LocatedImage]:
         """NAME/KEY/NAME in each store; else what a store may hold instead: a `file.ptr`
@@ -464,6 +464,11 @@ class ImageLocator:
                 continue
             self.downloads.append(got.path)
             found = self._try_pdb(got.path, cv, refused)
+            if found is not None:
+                return found
+        fetched = self.fetcher.fetch_pdb(module, cv) if self.fetcher is not None else None
+        if fetched is not None:  # --fetch-images: the release's PDB package (python.org)
+            found = self._try_pdb(fetched, cv, refused)
             if found is not None:
                 return found
         return LocatedPdb(None, None, tuple(refused))

@@ -378,3 +378,58 @@ def test_the_progress_bar_draws_on_a_terminal_only():
     draw("big.pyd", 100_000_000, 100_000_000)
     text = out.getvalue()
     assert "fetching big.pyd [" in text and "100.0 of 100.0 MB" in text and text.endswith("\n")
+
+
+def test_python_orgs_pdb_package_gives_the_interpreters_pdb(srv, tmp_path):
+    """python3X.dll's PDB from the release's core_pdb.msi (an MSI holding a cabinet, as
+    python.org ships it), matched by GUID and age; another build's is refused."""
+    from dumpkit.symbols.pdb import open_pdb
+    from dumpkit.target import CodeViewRecord
+    from tests.support.msi_package import compound_file, stored_cabinet
+    from tests.support.samples import sample_path
+
+    real = sample_path("bin/pdb/pdbkernels.pdb").read_bytes()
+    pdb = open_pdb(str(sample_path("bin/pdb/pdbkernels.pdb")))
+    cv = CodeViewRecord("D:\\a\\1\\b\\bin\\amd64\\python311.pdb", pdb.info.guid, pdb.info.age)
+    pdb.close()
+    msi = compound_file(stored_cabinet({"python311.pdb": real, "python3.pdb": b"MZ not a pdb"}))
+    srv.files["/ftp/python/3.11.9/amd64/core_pdb.msi"] = msi
+    module = Module("python311.dll", "C:\\Py\\python311.dll", 0x180000000, 0x5A0000, 0x660BDA4F, 0, "3.11.9150.1013")
+    process = Process(11, "3.11.9", "c:\\py", "win_amd64", "amd64", False)
+
+    def fetcher(root: str) -> ImageFetcher:
+        f = ImageFetcher(process, 1 << 30, ImageCache(str(tmp_path / root)), config=lambda: IndexConfig(()))
+        f.python_org = srv.url + "/ftp/python"
+        return f
+
+    got = fetcher("cache").fetch_pdb(module, cv)
+    assert got is not None and Path(got).read_bytes() == real and Path(got).name == "python311.pdb"
+    other = CodeViewRecord(cv.pdb_name, cv.guid, cv.age + 1)  # a rebuild's record
+    refusing = fetcher("cache2")
+    assert refusing.fetch_pdb(module, other) is None and "holds no PDB of this build" in refusing.lines[0][1]
+    assert not [p for p in (tmp_path / "cache2").rglob("*.pdb") if p.is_file()]
+
+
+def test_windows_dlls_come_from_the_symbol_server_into_the_symbol_cache(srv, tmp_path, monkeypatch):
+    import dumpkit.images.fetch.published as where
+
+    image = make_sample_image(timestamp=0x61000000)
+    key = f"{image.timestamp:08X}{image.size_of_image:x}"
+    srv.files[f"/symbols/ntdll.dll/{key}/ntdll.dll"] = image.file
+    monkeypatch.setattr(where, "MICROSOFT_SYMBOLS", srv.url + "/symbols")
+    monkeypatch.setenv("DUMPKIT_CACHE", str(tmp_path / "dk"))
+    module = Module(
+        "ntdll.dll", "C:\\Windows\\System32\\ntdll.dll", 0x7FF800000000, image.size_of_image, image.timestamp
+    )
+    fetcher = _fetcher(srv, tmp_path)
+    got = fetcher.fetch(module, None)
+    assert got is not None and Path(got).read_bytes() == image.file
+    assert str(got).startswith(str(tmp_path / "dk" / "symbols"))  # where srv* downloads go: found by either
+    wine = ImageFetcher(
+        Process(8, "3.8.1", "c:\\py", "win_amd64", "amd64", True), 1 << 30, ImageCache(str(tmp_path / "c2"))
+    )
+    assert wine.fetch(module, None) is None and "Wine's own" in wine.lines[0][1]
+
+
+def test_what_output_shows_of_a_url():
+    assert public("https://u:p@mirror.example/f.whl?X-Signature=abc#sha256=00") == "https://mirror.example/f.whl"

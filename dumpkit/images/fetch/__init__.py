@@ -6,7 +6,8 @@ an image came from). Off unless asked (`--fetch-images`, or DUMPKIT_FETCH_IMAGES
 published.py (where a module is published: pure), pipconfig.py (pip's index settings),
 http.py (requests as pip makes them, ranges, bounds), index.py (the simple API),
 wheels.py (which wheels fit, best first), ziparchive.py (one member out of a zip over
-ranges), identity.py (is it the module's build), cache.py (the fetched-images cache),
+ranges), identity.py (is it the module's build), msi.py (the cabinets in python.org's
+PDB packages), cache.py (the fetched-images cache),
 fetcher.py (the run's fetcher that ties them together)."""
 
 from __future__ import annotations

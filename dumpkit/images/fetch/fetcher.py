@@ -16,8 +16,8 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, Callable, Deque, Dict, List, Optional, Set, Tuple
 
-from dumpkit.images.checks import image_check
-from dumpkit.images.fetch.cache import ImageCache, cache_key
+from dumpkit.images.checks import image_check, pdb_check
+from dumpkit.images.fetch.cache import ImageCache, cache_key, safe_name
 from dumpkit.images.fetch.errors import FetchError
 from dumpkit.images.fetch.identity import MemberPrefix, mismatch
 from dumpkit.images.fetch.pipconfig import IndexConfig, public, read_pip_config
@@ -28,13 +28,14 @@ from dumpkit.images.fetch.published import (
     Unpublished,
     Wheel,
     Windows,
+    pdb_package,
     plan_line,
     published,
 )
-from dumpkit.images.fetch.ziparchive import Directory, Member, ZipError, extract, find, head, read_directory
+from dumpkit.images.fetch.ziparchive import Directory, ZipError, extract, find, head, read_directory
 from dumpkit.pe import PEError, PEImage
 from dumpkit.symbols.store import StoreKey, SymbolServer, download, store_files, symbol_cache
-from dumpkit.target import Module
+from dumpkit.target import CodeViewRecord, Module
 
 if TYPE_CHECKING:  # the network side is imported when the cache does not have the image
     from dumpkit.images.fetch.http import Client, RemoteFile
@@ -313,7 +314,7 @@ class ImageFetcher:
         out, tmp = self.cache.partial(key)
         try:
             with out:
-                extract(remote, directory, m, out, self.limit, self._progress_for(module.name, m))
+                extract(remote, directory, m, out, self.limit, self._progress_for(module.name, m.compressed))
         except (ZipError, FetchError, OSError) as e:
             _unlink(tmp)
             return f"\0{label}: {e}; not cached"
@@ -322,11 +323,11 @@ class ImageFetcher:
             return f"\0{fetched.problem}"
         return fetched.path
 
-    def _progress_for(self, name: str, m: Member):
+    def _progress_for(self, name: str, total: int):
         hook = self.progress
         if hook is None:
             return None
-        return lambda done: hook(name, done, m.compressed)
+        return lambda done: hook(name, done, total)
 
     def _windows_requirements(self, remote: "RemoteFile", directory: Directory) -> List[Tuple[str, Optional[str]]]:
         """What a wheel that lacks the module requires on Windows (tensorflow's Windows
@@ -356,6 +357,76 @@ class ImageFetcher:
         return out[:MAX_FOLLOWED]
 
     # ---------------------------------------------------------------- python.org
+    def fetch_pdb(self, module: Module, cv: CodeViewRecord) -> Optional[str]:
+        """The PDB `cv` names for one of the interpreter's files, out of the release's PDB
+        package on python.org (an MSI holding a cabinet), cached; None with a line when not."""
+        import ntpath
+
+        where = published(module, self.process, self.python_org)
+        name = ntpath.basename(cv.pdb_name.replace("/", "\\"))
+        if not isinstance(where, Release) or not safe_name(name):
+            return None
+        key = StoreKey(name, cv.symbol_id)
+        check = pdb_check(cv)
+        cached = self.cache.get(key, check)
+        if cached is not None:
+            return cached
+        missed = self.cache.miss(key)
+        if missed is not None:
+            return self._fail(module, f"its PDB: {missed} (remembered from a run within the last day)")
+        url = pdb_package(where, module.name, self.process.embed_arch, self.python_org)
+        try:
+            got, why = self._pdb_from_package(module, url, key, check)
+        except FetchError as e:
+            if e.status in (404, 410):
+                self.cache.remember_miss(key, str(e))
+            return self._fail(module, f"its PDB: {e}")
+        if got is None:
+            self.cache.remember_miss(key, why)
+            return self._fail(module, f"its PDB: {why}")
+        self.fetched.append((name, f"python.org's {url.rsplit('/', 2)[-2]}/{url.rsplit('/', 1)[-1]}"))
+        return got
+
+    def _pdb_from_package(self, module: Module, url: str, key: StoreKey, check) -> Tuple[Optional[str], str]:
+        """The MSI at `url` downloaded (bounded), its cabinets' members tried as the PDB."""
+        import io
+
+        from dumpkit.images.fetch.msi import MsiError, cabinet_streams
+        from dumpkit.symbols.cabinet import CabinetError, open_cabinet
+
+        label = url.rsplit("/", 1)[-1]
+        remote = self._remote(url, None)
+        size = remote.size
+        if size > self.limit:
+            return None, f"{label} is {size:,} bytes, more than the limit of {self.limit:,}"
+        out, spooled = self.cache.partial(key)
+        try:
+            with out:
+                remote.stream_to(0, size, out, self._progress_for(label, size))
+            with open(spooled, "rb") as fh:
+                streams = cabinet_streams(fh, size, self.limit)
+        except (MsiError, OSError) as e:
+            return None, f"{label}: {e}"
+        finally:
+            _unlink(spooled)
+        stem = key.name.lower().rsplit(".", 1)[0]
+        tried: List[str] = []
+        for _, data in streams:
+            try:
+                cab = open_cabinet(io.BytesIO(data), len(data), label)
+                members = sorted(cab.members, key=lambda m: 0 if stem in m.name.lower() else 1) if cab else []
+                for m in members[:MAX_CANDIDATES]:
+                    tried.append(m.name)
+                    part, tmp = self.cache.partial(key)
+                    with part:
+                        cab.extract(m, part, self.limit)  # type: ignore[union-attr]
+                    got = self.cache.admit(key, tmp, check, f"{m.name} from {label}")
+                    if got.path is not None:
+                        return got.path, ""
+            except CabinetError as e:
+                return None, f"{label}: {e}"
+        return None, f"{label} holds no PDB of this build ({len(tried)} tried)"
+
     def _from_release(
         self, module: Module, where: Release, key: StoreKey, header: Optional[bytes], check
     ) -> Tuple[Optional[str], str]:

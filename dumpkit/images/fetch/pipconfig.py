@@ -51,11 +51,11 @@ class IndexConfig:
 
 
 def public(url: str) -> str:
-    """`url` without any userinfo: what output may show of an index or file URL."""
+    """`url` without userinfo, query or fragment (a mirror may sign its file URLs with a
+    token in the query): what output may show of an index or file URL."""
     parts = urllib.parse.urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="", fragment=""))
 
 
 def split_credentials(url: str) -> Index:

@@ -163,6 +163,17 @@ def published(module: Module, process: Process, python_org: str = PYTHON_ORG) ->
     return Unpublished("not installed from a wheel, not Python's nor Windows' own")
 
 
+def pdb_package(release: Release, module_name: str, arch: str, python_org: str = PYTHON_ORG) -> str:
+    """The URL of the python.org MSI package holding the PDB of one of the interpreter's files:
+    core_pdb (python3X.dll), exe_pdb (python.exe, pythonw.exe), lib_pdb (the DLLs folder's)."""
+    low = module_name.lower()
+    package = "core_pdb" if low.startswith("python3") and low.endswith(".dll") else "lib_pdb"
+    if low in ("python.exe", "pythonw.exe"):
+        package = "exe_pdb"
+    base = re.sub(r"(a|b|rc)\d+$", "", release.version)
+    return f"{python_org.rstrip('/')}/{base}/{arch}/{package}.msi"
+
+
 def plan_line(where: object, index_hosts: Sequence[str] = ()) -> Optional[str]:
     """What --fetch-images would fetch for a module, for the report (None: nothing)."""
     if isinstance(where, Wheel):
