@@ -13,6 +13,7 @@ from dumpkit.analysis.signature import RULES
 from dumpkit.commands.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, fail
 from dumpkit.commands.inputs import symbol_paths
 from dumpkit.commands.output import Format, report_format, write_file
+from dumpkit.sources.packed import unpack_ratio
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
@@ -118,11 +119,15 @@ def _triage(
         cap = default_cap(jobs) if memory_cap is None else parse_size(memory_cap)
     except ValueError as e:
         raise UsageError(f"--memory-cap: {e}") from None
+    try:
+        ratio = unpack_ratio()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     paths, missing = collect(inputs)
     for m in missing:
         sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
     if not paths:
-        raise UsageError("no dump files found (looked for .dmp, .mdmp, .hdmp, .dmp.xz/.gz/.bz2/.zip and .dkb)")
+        raise UsageError("no dump files found (looked for .dmp, .mdmp, .hdmp, .dmp.xz/.gz/.bz2, .zip and .dkb)")
     page = html_page(output) if fmt == "html" and output else output
     report_dir = os.path.join(os.path.dirname(os.path.abspath(page)), REPORTS) if fmt == "html" and page else None
     job = Job(
@@ -132,6 +137,7 @@ def _triage(
         report_dir=report_dir,
         report_writer=render.per_dump_html if report_dir else None,
         fetch_images=fetch_images,
+        unpack_ratio=ratio,
     )
     try:
         cache = Cache(cache_dir) if cache_dir else None

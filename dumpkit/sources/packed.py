@@ -7,7 +7,12 @@ named (minidump_streams): Python has no reader for them.
 A zip counts as one dump when exactly one of its members is a minidump (by name, .dmp,
 .mdmp or .hdmp; else by its first bytes); a zip of several is refused with their names, for
 triage of the unpacked folder. A dumpkit bundle is a zip too: `packing_of` says so
-(`Packing.bundle`), for the bundle source to read it."""
+(`Packing.bundle`), for the bundle source to read it.
+
+What unpacks far beyond any real dump is refused as it unpacks, in one line: past the bytes
+its minidump header and streams account for (sources/accounted.py), the rest is no dump
+(the zeros of a bomb behind a header); past DUMPKIT_MAX_UNPACK_RATIO times the packed file's
+size (default DEFAULT_RATIO), no real dump is that compressible."""
 
 from __future__ import annotations
 
@@ -15,10 +20,12 @@ import atexit
 import contextlib
 import importlib
 import os
-from typing import IO, TYPE_CHECKING, Callable, Iterator, Optional
+from typing import IO, TYPE_CHECKING, Callable, Iterator, List, Optional, Tuple
 
 from dumpkit.records import record
+from dumpkit.sources.accounted import accounted_size
 from dumpkit.target import DumpError
+from dumpkit.words import human_bytes
 
 if TYPE_CHECKING:  # the readers are imported when a packed file is met: a plain dump needs none
     import zipfile
@@ -27,20 +34,33 @@ if TYPE_CHECKING:  # the readers are imported when a packed file is met: a plain
     from dumpkit.sources.minidump import MinidumpTarget
 
 __all__ = [
+    "DEFAULT_RATIO",
     "IN_MEMORY",
     "MAX_UNPACKED",
     "MIN_FREE",
     "Packing",
+    "RATIO_ENV",
+    "holds_dump",
     "open_packed",
     "packing_of",
     "remove_quietly",
     "temporary_name",
     "unlink_mapped",
     "unpack",
+    "unpack_ratio",
 ]
 
 # An unpacked dump larger than this is refused: a small .xz can claim terabytes.
 MAX_UNPACKED = 32 << 30
+# A packed dump may unpack to at most this many times the packed file's size. The real dumps
+# here compress at most 210 times (xz of a million-frame recursion; gzip at most 122); a
+# full-memory dump of a process that committed gigabytes it never touched, some 400-550
+# (bench/README.md, "Packed dumps"). A gzip of zeros is 1,030 times.
+DEFAULT_RATIO = 1000
+RATIO_ENV = "DUMPKIT_MAX_UNPACK_RATIO"
+# Bytes past those its records account for that a dump may unpack to: a real dump has none
+# (module names are not counted: a few hundred bytes each).
+UNACCOUNTED = 16 << 20
 # Up to this, the unpacked dump is held in memory (no file to delete, on Windows neither);
 # beyond, a private temporary copy is mapped. Most dumps as shared are well under it.
 IN_MEMORY = 256 << 20
@@ -94,7 +114,20 @@ def packing_of(path: str) -> Optional[Packing]:
     return None
 
 
-def _zip_packing(path: str) -> Packing:
+def holds_dump(path: str) -> bool:
+    """Is the zip at `path` a dump as shared, for a folder's search to take: one holding a
+    minidump or a bundle, or several minidumps (refused with their names when read), or
+    one that cannot be read (listed with why); not a zip of other files."""
+    try:
+        bundle, dumps, _ = _zip_contents(path)
+    except DumpError:
+        return True
+    return bundle or bool(dumps)
+
+
+def _zip_contents(path: str) -> Tuple[bool, List["zipfile.ZipInfo"], int]:
+    """(whether the zip is a dumpkit bundle, its minidump members, how many files it has).
+    Raises DumpError when it cannot be read."""
     import zipfile
 
     from dumpkit.sources.bundle_format import MANIFEST
@@ -102,7 +135,7 @@ def _zip_packing(path: str) -> Packing:
     try:
         with zipfile.ZipFile(path) as zf:
             if MANIFEST in zf.namelist():
-                return Packing("a dumpkit bundle", bundle=True)
+                return True, [], 0
             files = [i for i in zf.infolist() if not i.is_dir() and not _mac_metadata(i.filename)]
             dumps = [i for i in files if i.filename.lower().endswith(_DUMP_NAMES)]
             if not dumps:
@@ -111,8 +144,15 @@ def _zip_packing(path: str) -> Packing:
         raise DumpError(f"not a minidump, and not a usable zip archive either ({e})") from None
     except (OSError, ValueError) as e:
         raise DumpError(f"cannot read the zip archive ({getattr(e, 'strerror', None) or e})") from None
+    return False, dumps, len(files)
+
+
+def _zip_packing(path: str) -> Packing:
+    bundle, dumps, files = _zip_contents(path)
+    if bundle:
+        return Packing("a dumpkit bundle", bundle=True)
     if not dumps:
-        raise DumpError(f"a zip archive of {len(files)} files, none of them a minidump (.dmp)")
+        raise DumpError(f"a zip archive of {files} files, none of them a minidump (.dmp)")
     if len(dumps) > 1:
         names = ", ".join(i.filename for i in dumps[:3]) + (", ..." if len(dumps) > 3 else "")
         raise DumpError(
@@ -172,28 +212,82 @@ def temporary_name() -> str:
     return os.path.join(tempfile.gettempdir(), f"dumpkit-unpacked-{uuid.uuid4().hex}.dmp")
 
 
-def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0) -> Optional[bytes]:
+def unpack_ratio() -> int:
+    """How many times its packed size a dump may unpack to: $DUMPKIT_MAX_UNPACK_RATIO, else
+    DEFAULT_RATIO. A value that is not a whole number above 0 is a ValueError that says so."""
+    text = os.environ.get(RATIO_ENV)
+    if not text:
+        return DEFAULT_RATIO
+    try:
+        ratio = int(text.strip().rstrip("xX"))
+    except ValueError:
+        ratio = 0
+    if ratio <= 0:
+        raise ValueError(f"{RATIO_ENV}={text!r} is not a whole number above 0 (e.g. 2000)")
+    return ratio
+
+
+class _Bound:
+    """Where unpacking `what` stops: MAX_UNPACKED, `ratio` times the packed size, and the
+    bytes the dump accounts for (None: its head does not tell) with UNACCOUNTED to spare."""
+
+    def __init__(self, what: str, packed: int, ratio: int, accounted: Optional[int]):
+        self.what, self.packed, self.ratio, self.accounted = what, packed, ratio, accounted
+        self.limit = min(
+            MAX_UNPACKED, ratio * max(packed, 1), MAX_UNPACKED if accounted is None else accounted + UNACCOUNTED
+        )
+
+    def check(self, total: int) -> None:
+        if total <= self.limit:
+            return
+        if total > MAX_UNPACKED:
+            raise DumpError(f"{self.what}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
+        if self.accounted is not None and total > self.accounted + UNACCOUNTED:
+            raise DumpError(
+                f"{self.what}: unpacks past the {human_bytes(self.accounted)} its minidump header and streams "
+                "account for: what follows is no dump (a decompression bomb?); refused"
+            )
+        raise DumpError(
+            f"{self.what}: unpacks to more than {self.ratio:,} times its {human_bytes(self.packed)}, beyond any "
+            f"real dump: refused ({RATIO_ENV} sets how many times, now {self.ratio:,})"
+        )
+
+
+def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0, ratio: Optional[int] = None) -> Optional[bytes]:
     """The dump packed in `path`: its bytes when they are at most `in_memory`, else a
     private plain copy at `dest`, a new file (the caller deletes it, written or not).
+    `ratio`: how many times its packed size it may unpack to (default: `unpack_ratio()`).
     Raises DumpError (one line, without the file name)."""
     what = packing.kind + (f" ({packing.member})" if packing.member else "")
+    if ratio is None:
+        try:
+            ratio = unpack_ratio()
+        except ValueError as e:
+            raise DumpError(str(e)) from None
     try:
         with _opened(path, packing) as src:
             head = src.read(_CHUNK)  # a buffered read: all of it, or to the end
             _check_signature(head, what)  # before a bomb of anything is unpacked
-            if in_memory and len(head) == _CHUNK:
-                head += src.read(in_memory + 1 - len(head))
-            if in_memory and len(head) <= in_memory:
-                return head
+            bound = _Bound(what, os.path.getsize(path), ratio, accounted_size(head))
+            total = len(head)
+            bound.check(total)
+            chunks = [head]
+            while in_memory and total <= in_memory:
+                chunk = src.read(_CHUNK)
+                if not chunk:
+                    return b"".join(chunks)
+                total += len(chunk)
+                bound.check(total)
+                chunks.append(chunk)
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
             with os.fdopen(fd, "wb") as dst:
                 _check_room(dest, what)
-                dst.write(head)
-                total = len(head)
+                for chunk in chunks:
+                    dst.write(chunk)
+                del chunks
                 for chunk in iter(lambda: src.read(_CHUNK), b""):
                     total += len(chunk)
-                    if total > MAX_UNPACKED:
-                        raise DumpError(f"{what}: unpacks to more than {MAX_UNPACKED >> 30} GiB")
+                    bound.check(total)
                     if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
                         _check_room(dest, what)
                     dst.write(chunk)

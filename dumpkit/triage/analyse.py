@@ -19,8 +19,8 @@ from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.images.fetch import fetch_requested
 from dumpkit.problems import Problems
-from dumpkit.sources.minidump import open_dump, open_dump_copy
-from dumpkit.sources.packed import packing_of, temporary_name, unpack
+from dumpkit.sources.minidump import open_dump, open_dump_bytes, open_dump_copy
+from dumpkit.sources.packed import IN_MEMORY, packing_of, temporary_name, unpack
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
@@ -48,6 +48,9 @@ class Job:
     # --fetch-images: each worker fetches into the shared images cache (DUMPKIT_CACHE); a
     # worker started with DUMPKIT_FETCH_IMAGES=1 fetches too (the engine reads it)
     fetch_images: bool = False
+    # how many times its packed size a packed dump may unpack to (None: DUMPKIT_MAX_UNPACK_RATIO
+    # where it is analysed); the front door reads it once, so every worker refuses alike
+    unpack_ratio: Optional[int] = None
 
     def answer_key(self) -> str:
         """What, besides the dump's bytes, changes the record: the cache's key includes it."""
@@ -174,8 +177,11 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> An
         return open_bundle(path, problems)
     if packing is None:
         return open_dump(path, problems)
+    # unpacked as `analyze` unpacks it: in memory, or past IN_MEMORY into a private copy
     opened["tmp"] = tmp = temporary_name()
-    unpack(path, packing, tmp)
+    data = unpack(path, packing, tmp, IN_MEMORY, job.unpack_ratio)
+    if data is not None:
+        return open_dump_bytes(data, path, problems=problems)
     return open_dump_copy(tmp, path, problems=problems)
 
 

@@ -1,10 +1,14 @@
-"""Which files a triage reads: the paths given, folders searched recursively, globs."""
+"""Which files a triage reads: the paths given, folders searched recursively, globs. A
+folder's zip archives are taken when they hold a dump, as GitHub and crash uploads carry
+one (CRASH.zip), and passed over when they hold other files (sources/packed.holds_dump)."""
 
 from __future__ import annotations
 
 import glob
 import os
 from typing import Iterable, List, Set, Tuple
+
+from dumpkit.sources.packed import holds_dump
 
 # What a dump file is called: plain, compressed as shared (analyse.py unpacks these), or
 # a dumpkit bundle.
@@ -19,6 +23,12 @@ def is_dump_name(name: str) -> bool:
     return name.lower().endswith(DUMP_SUFFIXES)
 
 
+def _is_dump(path: str) -> bool:
+    """A file a search takes: named like a dump, or a zip archive holding one."""
+    name = path.lower()
+    return name.endswith(DUMP_SUFFIXES) or (name.endswith(".zip") and holds_dump(path))
+
+
 def _walk(folder: str, out: List[str], seen: Set[str]) -> None:
     """Dump files under `folder`, depth-first in name order, without following symlinked
     folders (os.walk's default: a link loop cannot trap it)."""
@@ -27,8 +37,9 @@ def _walk(folder: str, out: List[str], seen: Set[str]) -> None:
         for name in sorted(files):
             if len(out) >= MAX_FILES:
                 return
-            if is_dump_name(name):
-                _add(os.path.join(root, name), out, seen)
+            path = os.path.join(root, name)
+            if _is_dump(path):
+                _add(path, out, seen)
 
 
 def _add(path: str, out: List[str], seen: Set[str]) -> None:
@@ -54,7 +65,7 @@ def collect(paths: Iterable[str]) -> Tuple[List[str], List[str]]:
             for match in sorted(glob.glob(arg, recursive=True)):
                 if os.path.isdir(match):
                     _walk(match, out, seen)
-                elif os.path.isfile(match) and is_dump_name(match):
+                elif os.path.isfile(match) and _is_dump(match):
                     _add(match, out, seen)
             if len(out) == before:
                 missing.append(arg)
