@@ -67,20 +67,34 @@ def _parts(frames: Sequence[Frame]) -> Sequence[Part]:
     return frames.parts if isinstance(frames, Frames) else (list(frames),)
 
 
+def _others(tids: Set[int], tid: int) -> int:
+    """How many of `tids` are threads other than `tid` (counted, not made a new set: this
+    is asked for every frame of every checked walk)."""
+    return len(tids) - (tid in tids)
+
+
 def _established_span(seen: Witnessed, ip: int, tid: int) -> Optional[FrameSpan]:
     """The span of ip's frame that other threads agree on, or None."""
     by_span = seen.spans.get(ip)
     if not by_span:
         return None
-    others = {span: tids - {tid} for span, tids in by_span.items()}
-    agreeing = [span for span, tids in others.items() if tids]
-    if len(agreeing) == 1 and len(others[agreeing[0]]) >= MIN_WITNESSES:
-        return agreeing[0]
-    return None
+    agreeing: Optional[FrameSpan] = None
+    witnesses = 0
+    for span, tids in by_span.items():
+        n = _others(tids, tid)
+        if n:
+            if agreeing is not None:
+                return None  # other threads disagree
+            agreeing, witnesses = span, n
+    return agreeing if witnesses >= MIN_WITNESSES else None
 
 
 def _is_thread_start(seen: Witnessed, key: TopFrame, tid: int) -> bool:
-    return len(seen.outermost.get(key, set()) - {tid}) >= MIN_WITNESSES and not (seen.inner.get(key, set()) - {tid})
+    ended = seen.outermost.get(key)
+    if ended is None or _others(ended, tid) < MIN_WITNESSES:
+        return False
+    went_on = seen.inner.get(key)
+    return went_on is None or not _others(went_on, tid)
 
 
 Unit = Union[Frame, Run]  # an explicit frame, or a verified run kept whole
