@@ -67,6 +67,21 @@ def real_dumps():
     return sorted(REAL_DUMPS.glob("*/*.dmp"))
 
 
+def every_dump() -> list:
+    """pytest params (path, image paths) of every dump of the repository (with the sample
+    images) and of ../shared (without): for a promise that holds on all of them. Those in
+    sample_dumps' sub-folders (Python processes, bundles, the million-frame recursions:
+    seconds each) are the slow tier's."""
+    found = sorted(
+        p for p in SAMPLES.rglob("*") if p.name.endswith((".dmp", ".dmp.xz", ".dkb")) and "bin" not in p.parts
+    )
+    params = []
+    for p in found:
+        marks = [] if p.parent == SAMPLES and p.suffix == ".dmp" else [pytest.mark.slow]
+        params.append(pytest.param(p, (str(SAMPLE_BIN),), id=str(p.relative_to(SAMPLES)), marks=marks))
+    return params + [pytest.param(p, (), id=f"real/{p.parent.name}/{p.name}") for p in real_dumps()]
+
+
 # --- walked crashing threads of the sample dumps (tests/analysis: recursion, frame sizes,
 # --- stack budget). One walk per dump per session.
 class CrashWalk:

@@ -16,26 +16,12 @@ from dumpkit.analysis.model import Report
 from dumpkit.triage.analyse import Job, analyse_one
 from dumpkit.triage.group import group
 from dumpkit.triage.record import DumpRecord
-from tests.support.samples import SAMPLE_BIN, SAMPLES, real_dumps
+from tests.support.samples import SAMPLE_BIN, SAMPLES, every_dump, real_dumps
 
 
 def _headline(report: Report) -> str:
     """A per-dump report writer (module level, as the front door hands one in)."""
     return report.verdict.headline
-
-
-def _dumps() -> List[object]:
-    """Every dump of the repository (with the sample images) and of ../shared (without).
-    The slow tier's: those in sample_dumps' sub-folders."""
-    found = sorted(
-        p for p in SAMPLES.rglob("*") if p.name.endswith((".dmp", ".dmp.xz", ".dkb")) and "bin" not in p.parts
-    )
-    params: List[object] = []
-    for p in found:
-        marks = [] if p.parent == SAMPLES and p.suffix == ".dmp" else [pytest.mark.slow]
-        params.append(pytest.param(p, (str(SAMPLE_BIN),), id=str(p.relative_to(SAMPLES)), marks=marks))
-    params += [pytest.param(p, (), id=f"real/{p.parent.name}/{p.name}") for p in real_dumps()]
-    return params
 
 
 def _records(path: Path, image_paths, reports: Path):
@@ -47,7 +33,7 @@ def _records(path: Path, image_paths, reports: Path):
     return replace(lean, seconds=0.0), replace(full, seconds=0.0, report=None)
 
 
-@pytest.mark.parametrize("path, image_paths", _dumps())
+@pytest.mark.parametrize("path, image_paths", every_dump())
 def test_the_record_is_the_full_analysis_record(path, image_paths, tmp_path):
     lean, full = _records(path, image_paths, tmp_path)
     assert lean == full

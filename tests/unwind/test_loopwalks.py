@@ -8,29 +8,14 @@ no thread is walked twice from the same registers."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
 from dumpkit.engine import Options, make_walker, walk_all
 from dumpkit.problems import Problems
 from dumpkit.unwind.frames import Frame, StackWalk
-from tests.support.samples import SAMPLE_BIN, SAMPLES, open_any, real_dumps
-
-
-def _dumps() -> List[object]:
-    """Every dump of the repository (with the sample images) and of ../shared (without).
-    The slow tier's: those in sample_dumps' sub-folders (the Python processes, bundles and
-    million-frame recursions: a few seconds each)."""
-    found = sorted(
-        p for p in SAMPLES.rglob("*") if p.name.endswith((".dmp", ".dmp.xz", ".dkb")) and "bin" not in p.parts
-    )
-    params: List[object] = []
-    for p in found:
-        marks = [] if p.parent == SAMPLES and p.suffix == ".dmp" else [pytest.mark.slow]
-        params.append(pytest.param(p, [str(SAMPLE_BIN)], id=str(p.relative_to(SAMPLES)), marks=marks))
-    params += [pytest.param(p, [], id=f"real/{p.parent.name}/{p.name}") for p in real_dumps()]
-    return params
+from tests.support.samples import every_dump, open_any, real_dumps
 
 
 def _row(f: Frame) -> Tuple[object, ...]:
@@ -50,7 +35,7 @@ def _seen(w: StackWalk) -> Tuple[object, ...]:
     )
 
 
-def _walk_all(path: Path, image_paths: List[str], reuse: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
+def _walk_all(path: Path, image_paths: Sequence[str], reuse: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
     """The engine's walks of every thread, the run's problems and how many walks the loop
     took."""
     problems = Problems()
@@ -69,7 +54,7 @@ def _walk_all(path: Path, image_paths: List[str], reuse: bool) -> Tuple[Dict[int
     return walk_all(target, walker, options, problems), list(problems.items), taken[0]
 
 
-@pytest.mark.parametrize("path, image_paths", _dumps())
+@pytest.mark.parametrize("path, image_paths", every_dump())
 def test_each_thread_is_walked_once_into_the_walks_of_walking_apart(path, image_paths, plain):
     dump = plain(path)
     before, before_problems, _ = _walk_all(dump, image_paths, reuse=False)
