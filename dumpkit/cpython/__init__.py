@@ -11,7 +11,8 @@ Wiring, for a front door that has an image locator::
 
 `state.status` says how far it got (a MiniDumpNormal dump: MEMORY_MISSING, with a message
 naming the dump type that would have the memory); `state.threads[i].thread_id` is the OS
-thread id of dumpkit.target.Thread.tid."""
+thread id of dumpkit.target.Thread.tid; `state.gil` says which thread holds the GIL (gil.py,
+its layouts in gil_layouts.py)."""
 
 from __future__ import annotations
 
