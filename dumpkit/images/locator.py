@@ -326,6 +326,8 @@ class ImageLocator:
                 by_why.setdefault(why, []).append(name)
             for why, names in by_why.items():
                 out.append(f"--fetch-images found no image of {listing(sorted(set(names), key=str.lower), 6)}: {why}")
+            for name, why in self.fetcher.pdb_lines:
+                out.append(f"--fetch-images found no PDB for {name}: {why}")
         return out
 
     def _from_symbol_server(self, module: Module) -> Optional[LocatedImage]:

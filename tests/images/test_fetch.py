@@ -406,7 +406,8 @@ def test_python_orgs_pdb_package_gives_the_interpreters_pdb(srv, tmp_path):
     assert got is not None and Path(got).read_bytes() == real and Path(got).name == "python311.pdb"
     other = CodeViewRecord(cv.pdb_name, cv.guid, cv.age + 1)  # a rebuild's record
     refusing = fetcher("cache2")
-    assert refusing.fetch_pdb(module, other) is None and "holds no PDB of this build" in refusing.lines[0][1]
+    assert refusing.fetch_pdb(module, other) is None and "holds no PDB of this build" in refusing.pdb_lines[0][1]
+    assert refusing.lines == []  # the image is not what was missing
     assert not [p for p in (tmp_path / "cache2").rglob("*.pdb") if p.is_file()]
 
 
@@ -433,3 +434,96 @@ def test_windows_dlls_come_from_the_symbol_server_into_the_symbol_cache(srv, tmp
 
 def test_what_output_shows_of_a_url():
     assert public("https://u:p@mirror.example/f.whl?X-Signature=abc#sha256=00") == "https://mirror.example/f.whl"
+
+
+def test_timestamp_zero_with_a_checksum_and_its_siblings_link_time(srv, tmp_path):
+    """NumPy 2's .pyd files link with TimeDateStamp 0 (reproducible builds) and a Wine dump
+    keeps no CodeView record nor headers: SizeOfImage and CheckSum identify the build, and
+    a sibling DLL's link time (numpy.libs) puts the right release first."""
+    import struct as st
+
+    from dumpkit.images.fetch.published import process_of
+
+    image = make_sample_image(timestamp=0)
+    data = bytearray(image.file)
+    opt = st.unpack_from("<I", data, 0x3C)[0] + 24
+    st.pack_into("<I", data, opt + 64, 0x0004_1A2B)  # its CheckSum
+    other = bytearray(data)
+    st.pack_into("<I", other, opt + 64, 0x0004_1A2C)  # another build of the same size
+    srv.add_wheel(
+        "synthpkg", "synthpkg-2.1-cp38-cp38-win_amd64.whl", _wheel({MEMBER: bytes(other)}), "2024-08-18T00:00:00Z"
+    )
+    srv.add_wheel(
+        "synthpkg", "synthpkg-2.0-cp38-cp38-win_amd64.whl", _wheel({MEMBER: bytes(data)}), "2024-08-26T00:00:00Z"
+    )
+    srv.add_wheel(
+        "synthpkg", "synthpkg-2.2-cp38-cp38-win_amd64.whl", _wheel({MEMBER: bytes(other)}), "2024-12-01T00:00:00Z"
+    )
+    module = Module(MEMBER.rsplit("/", 1)[1], PATH, 0x180000000, image.size_of_image, 0, 0x0004_1A2B)
+    sibling = Module(
+        "libblas.dll", "C:\\py\\Lib\\site-packages\\synthpkg.libs\\libblas.dll", 0x1000, 0x1000, 1_724_000_000
+    )
+    process = process_of([module, sibling], None)
+    assert process.link_time("synthpkg") == 1_724_000_000
+    fetcher = ImageFetcher(
+        process, 1 << 30, ImageCache(str(tmp_path / "cache")), config=lambda: IndexConfig((Index(srv.url + "/simple"),))
+    )
+    got = fetcher.fetch(module, None)
+    assert got is not None and Path(got).read_bytes() == bytes(data), fetcher.lines
+    read = [r[0] for r in srv.log if r[0].endswith(".whl")]
+    assert not any("synthpkg-2.2" in r for r in read)  # the newest release was not the first tried
+
+
+def test_certificates_are_checked_as_pip_checks_them(tmp_path):
+    """An https index whose certificate no trusted CA signed is refused; pip's `cert`
+    (a CA bundle) makes it trusted, as it does for pip."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    image = make_sample_image(timestamp=0x61000000)
+    srv = IndexServer()
+    srv.use_tls(str(cert), str(key))
+    srv.add_wheel("synthpkg", "synthpkg-1.0-cp38-cp38-win_amd64.whl", _wheel({MEMBER: image.file}))
+    with srv:
+        untrusted = ImageFetcher(
+            PROCESS,
+            1 << 30,
+            ImageCache(str(tmp_path / "c1")),
+            config=lambda: IndexConfig((Index(srv.url + "/simple"),)),
+        )
+        assert untrusted.fetch(_module(image), None) is None
+        assert "certificate" in untrusted.lines[0][1]
+        assert not [p for p in (tmp_path / "c1").rglob("*") if p.is_file()]
+        trusted = ImageFetcher(
+            PROCESS,
+            1 << 30,
+            ImageCache(str(tmp_path / "c2")),
+            config=lambda: IndexConfig((Index(srv.url + "/simple"),), cert=str(cert)),
+        )
+        assert trusted.fetch(_module(image), None) is not None, trusted.lines

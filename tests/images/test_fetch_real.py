@@ -103,6 +103,23 @@ def test_bundle_and_triage_with_fetched_images(tmp_path):
     assert [g["signature"] for g in groups] == [fetched["signature"]["text"]]
 
 
+def test_numpy_2_linked_with_timestamp_zero_on_python_311(tmp_path):
+    """The dump in tf_nest_flatten_py311.dkb loaded NumPy 2.0.2, whose .pyd files have
+    TimeDateStamp 0 and which Wine's writer recorded without CodeView records: SizeOfImage
+    and CheckSum pick its build out of the wheel."""
+    bundle = sample_path("pyversions/tf311/tf_nest_flatten_py311.dkb")
+    with zipfile.ZipFile(bundle) as zf:
+        zf.extract("dump.dmp", tmp_path)
+    whl = wheel("numpy", "2.0.2")
+    with IndexServer() as srv:
+        srv.add_wheel("numpy", whl.name, whl, "2024-08-26T16:05:30Z")
+        i = run_cli("info", tmp_path / "dump.dmp", "--json", "--fetch-images", env=_env(tmp_path, srv), timeout=900)
+    assert i.returncode in (0, 1), i.stderr
+    modules = {m["name"]: m for m in json.loads(i.stdout)["modules"]}
+    umath = modules["_multiarray_umath.cp311-win_amd64.pyd"]
+    assert umath["timestamp"] == 0 and umath["image_source"].startswith("fetched: numpy-2.0.2-cp311")
+
+
 def _embeddable(minor: str, version: str, dest: Path) -> Path:
     folder = WINPYTHON / f"cpython-3.{minor}-amd64"
     if not folder.is_dir():

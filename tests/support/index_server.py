@@ -107,9 +107,20 @@ class IndexServer:
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
+    scheme = "http"
+
+    def use_tls(self, cert: str, key: str) -> None:
+        """Serve https with this certificate (before __enter__)."""
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.scheme = "https"
+
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.httpd.server_address[1]}"
 
     def add_wheel(self, project: str, filename: str, body: Body, uploaded: Optional[str] = None) -> str:
         self.projects.setdefault(project, []).append((filename, uploaded))

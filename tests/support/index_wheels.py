@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Optional, Tuple
 
 import pytest
 
@@ -32,16 +33,20 @@ def cache_dir() -> Path:
     return Path(home) / ".cache" / "dumpkit" / "index-wheels"
 
 
-def _pin(project: str) -> str:
+def _pin(project: str, version: Optional[str]) -> Tuple[str, str]:
+    """(requirement line, Python it is for) of the pin of `project` (at `version`)."""
     for line in PINS.read_text().splitlines():
-        if line.split("==", 1)[0].strip().lower() == project.lower():
-            return line.strip()
+        req, _, note = line.partition("#")
+        name, _, rest = req.partition("==")
+        if name.strip().lower() == project.lower() and (version is None or rest.split()[0] == version):
+            python = note.split("python", 1)[1].strip() if "python" in note else "3.8"
+            return req.strip(), python
     raise KeyError(project)
 
 
-def wheel(project: str) -> Path:
+def wheel(project: str, version: Optional[str] = None) -> Path:
     """The pinned wheel of `project` (downloaded now if it is not in the cache yet)."""
-    pin = _pin(project)
+    pin, python = _pin(project, version)
     version = pin.split("==", 1)[1].split()[0]
     folder = cache_dir()
     prefix = f"{project.replace('-', '_')}-{version}-"
@@ -52,7 +57,7 @@ def wheel(project: str) -> Path:
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as req:
         req.write(pin + "\n")
     try:
-        proc = pip_download(Path(req.name), folder, DOWNLOAD_TIMEOUT)
+        proc = pip_download(Path(req.name), folder, DOWNLOAD_TIMEOUT, python)
     finally:
         os.unlink(req.name)
     found = sorted(folder.glob(f"{prefix}*.whl"))

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 
-def pip_download(pins: Path, dest: Path, timeout: float) -> "subprocess.CompletedProcess[str]":
-    """`pip download` of every requirement in `pins` (each with its --hash) into `dest`;
-    wheels already there are reused. The caller judges the result."""
+def pip_download(pins: Path, dest: Path, timeout: float, python: str = "3.8") -> "subprocess.CompletedProcess[str]":
+    """`pip download` of every requirement in `pins` (each with its --hash) into `dest`, for
+    CPython `python`; wheels already there are reused. The caller judges the result."""
     argv = [
         sys.executable,
         "-m",
@@ -22,7 +22,7 @@ def pip_download(pins: Path, dest: Path, timeout: float) -> "subprocess.Complete
         "--platform",
         "win_amd64",
         "--python-version",
-        "3.8",
+        python,
         "--implementation",
         "cp",
         "--require-hashes",

@@ -77,6 +77,7 @@ class ImageFetcher:
         self.python_org = os.environ.get(PYTHON_ORG_ENV) or PYTHON_ORG
         self.lines: List[Tuple[str, str]] = []  # (module, why it was not fetched)
         self.fetched: List[Tuple[str, str]] = []  # (module, where it came from)
+        self.pdb_lines: List[Tuple[str, str]] = []  # (module, why its PDB was not fetched)
         self._config = config or read_pip_config
         self._client: Optional[Client] = None
         self._files: Dict[str, List["IndexFile"]] = {}
@@ -136,6 +137,10 @@ class ImageFetcher:
 
     def _fail(self, module: Module, why: str) -> Optional[str]:
         self.lines.append((module.name, why))
+        return None
+
+    def _no_pdb(self, module: Module, why: str) -> Optional[str]:
+        self.pdb_lines.append((module.name, why))
         return None
 
     def _check(self, module: Module, header: Optional[bytes]) -> Callable[[str], Optional[str]]:
@@ -224,9 +229,8 @@ class ImageFetcher:
                 continue
             asked.add(normalize(project))
             files = self._project_files(project)
-            wheels = candidates(
-                files, project, self.process.python_minor, self.process.platform, module.timestamp, pinned
-            )
+            when = module.timestamp or self.process.link_time(project)  # 0: a reproducible build
+            wheels = candidates(files, project, self.process.python_minor, self.process.platform, when, pinned)
             held = self._held.get(normalize(project))
             wheels.sort(key=lambda f: 0 if f.url == held else 1)
             if not wheels:
@@ -274,7 +278,10 @@ class ImageFetcher:
         from dumpkit.images.fetch.http import RemoteFile
 
         if url not in self._remotes:
-            self._remotes[url] = RemoteFile(self.client(), url.split("#", 1)[0], size, self.limit, self.cache.root)
+            remote = RemoteFile(self.client(), url.split("#", 1)[0], size, self.limit, self.cache.root)
+            if size is not None:  # a server without ranges: the whole file, with a bar
+                remote.progress = self._progress_for(url.rsplit("/", 1)[-1].split("#", 1)[0], size)
+            self._remotes[url] = remote
         return self._remotes[url]
 
     def _directory(self, remote: "RemoteFile") -> Directory:
@@ -373,17 +380,17 @@ class ImageFetcher:
             return cached
         missed = self.cache.miss(key)
         if missed is not None:
-            return self._fail(module, f"its PDB: {missed} (remembered from a run within the last day)")
+            return self._no_pdb(module, f"{missed} (remembered from a run within the last day)")
         url = pdb_package(where, module.name, self.process.embed_arch, self.python_org)
         try:
             got, why = self._pdb_from_package(module, url, key, check)
         except FetchError as e:
             if e.status in (404, 410):
                 self.cache.remember_miss(key, str(e))
-            return self._fail(module, f"its PDB: {e}")
+            return self._no_pdb(module, str(e))
         if got is None:
             self.cache.remember_miss(key, why)
-            return self._fail(module, f"its PDB: {why}")
+            return self._no_pdb(module, why)
         self.fetched.append((name, f"python.org's {url.rsplit('/', 2)[-2]}/{url.rsplit('/', 1)[-1]}"))
         return got
 

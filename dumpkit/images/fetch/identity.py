@@ -66,8 +66,13 @@ def mismatch(image: PEImage, module: Module, dump_header: Optional[bytes]) -> Op
                 got = cv.symbol_id if cv is not None else "none"
                 return f"another build (CodeView {got}, the dump has {module.cv_record.symbol_id})"
         elif dump_header is None:
+            if module.checksum:
+                return None  # SizeOfImage and a CheckSum over the whole file: another build has not both
             # SizeOfImage (and a CheckSum of 0) alone cannot tell two reproducible builds apart
-            return "not identifiable: TimeDateStamp 0, and the dump holds neither its CodeView record nor its headers"
+            return (
+                "not identifiable: TimeDateStamp and CheckSum 0, and the dump holds neither its CodeView "
+                "record nor its headers"
+            )
         else:
             n = min(len(dump_header), image.size_of_headers, HEADER_BYTES)
             try:

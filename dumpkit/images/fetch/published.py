@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ntpath
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from dumpkit.records import record
 from dumpkit.target import (
@@ -61,6 +61,12 @@ class Process:
     platform: str  # the wheel platform tag: win_amd64, win32, win_arm64
     embed_arch: str  # python.org's: amd64, win32, arm64
     wine: bool  # Windows' DLLs are Wine's own, published nowhere
+    # project -> the latest TimeDateStamp among its modules: when a reproducible build (0)
+    # is looked for, its siblings' link time orders the candidates (numpy.libs' DLLs)
+    link_times: Tuple[Tuple[str, int], ...] = ()
+
+    def link_time(self, project: str) -> int:
+        return dict(self.link_times).get(project.lower(), 0)
 
 
 @record
@@ -109,6 +115,12 @@ def process_of(modules: Sequence[Module], system: Optional[SystemInfo]) -> Proce
     dll = next((m for m in modules if _PYTHON_DLL.match(m.name or "")), None)
     arch = system.processor_architecture if system is not None else PROCESSOR_ARCHITECTURE_AMD64
     minor = int(_PYTHON_DLL.match(dll.name).group(1)) if dll is not None else None  # type: ignore[union-attr]
+    times: Dict[str, int] = {}
+    for m in modules:  # bounded by the module list
+        member = _site_relative(m.path or "") if m.timestamp else None
+        if member is not None:
+            project = projects_for(member)[0].lower()
+            times[project] = max(times.get(project, 0), m.timestamp)
     return Process(
         python_minor=minor,
         python_version=python_version(dll.file_version) if dll is not None else None,
@@ -116,6 +128,7 @@ def process_of(modules: Sequence[Module], system: Optional[SystemInfo]) -> Proce
         platform=_WHEEL_PLATFORM.get(arch, "win_amd64"),
         embed_arch=_EMBED_ARCH.get(arch, "amd64"),
         wine=bool(system is not None and system.wine_version),
+        link_times=tuple(sorted(times.items())),
     )
 
 
