@@ -114,25 +114,39 @@ class ImageFetcher:
         if isinstance(where, Windows):
             return self._from_microsoft(module, where)
         check = self._check(module, header)
+
+        def fetch() -> Tuple[Optional[str], str]:
+            if isinstance(where, Wheel):
+                return self._from_wheels(module, where, key, header, check)
+            assert isinstance(where, Release)
+            return self._from_release(module, where, key, header, check)
+
+        return self._through_cache(key, check, fetch, lambda why: self._fail(module, why))
+
+    def _through_cache(
+        self,
+        key: StoreKey,
+        check: Callable[[str], Optional[str]],
+        fetch: Callable[[], Tuple[Optional[str], str]],
+        fail: Callable[[str], Optional[str]],
+    ) -> Optional[str]:
+        """The cached file at `key`, else what `fetch` gets (None and `fail(why)` when it gets
+        nothing). A definite "not there" is remembered for a day; being offline is not."""
         cached = self.cache.get(key, check)
         if cached is not None:
             return cached
         missed = self.cache.miss(key)
         if missed is not None:
-            return self._fail(module, f"{missed} (remembered from a run within the last day)")
+            return fail(f"{missed} (remembered from a run within the last day)")
         try:
-            if isinstance(where, Wheel):
-                got, why = self._from_wheels(module, where, key, header, check)
-            else:
-                assert isinstance(where, Release)
-                got, why = self._from_release(module, where, key, header, check)
+            got, why = fetch()
         except FetchError as e:
             if e.status in (404, 410):  # the release or file is not there: no use asking again today
                 self.cache.remember_miss(key, str(e))
-            return self._fail(module, f"offline? {e}" if e.offline else str(e))
+            return fail(f"offline? {e}" if e.offline else str(e))
         if got is None:
             self.cache.remember_miss(key, why)
-            return self._fail(module, why)
+            return fail(why)
         return got
 
     def _fail(self, module: Module, why: str) -> Optional[str]:
@@ -375,23 +389,12 @@ class ImageFetcher:
             return None
         key = StoreKey(name, cv.symbol_id)
         check = pdb_check(cv)
-        cached = self.cache.get(key, check)
-        if cached is not None:
-            return cached
-        missed = self.cache.miss(key)
-        if missed is not None:
-            return self._no_pdb(module, f"{missed} (remembered from a run within the last day)")
         url = pdb_package(where, module.name, self.process.embed_arch, self.python_org)
-        try:
-            got, why = self._pdb_from_package(module, url, key, check)
-        except FetchError as e:
-            if e.status in (404, 410):
-                self.cache.remember_miss(key, str(e))
-            return self._no_pdb(module, str(e))
-        if got is None:
-            self.cache.remember_miss(key, why)
-            return self._no_pdb(module, why)
-        self.fetched.append((name, f"python.org's {url.rsplit('/', 2)[-2]}/{url.rsplit('/', 1)[-1]}"))
+        got = self._through_cache(
+            key, check, lambda: self._pdb_from_package(module, url, key, check), lambda why: self._no_pdb(module, why)
+        )
+        if got is not None:
+            self.fetched.append((name, f"python.org's {url.rsplit('/', 2)[-2]}/{url.rsplit('/', 1)[-1]}"))
         return got
 
     def _pdb_from_package(self, module: Module, url: str, key: StoreKey, check) -> Tuple[Optional[str], str]:
