@@ -36,6 +36,9 @@ os.environ.pop("WINEPREFIX", None)
 # settings must not reach a test; tests that need one set it themselves
 for _name in ("_NT_SYMBOL_PATH", "_NT_ALT_SYMBOL_PATH", "DUMPKIT_CACHE", "DUMPKIT_MAX_DOWNLOAD", "XDG_CACHE_HOME"):
     os.environ.pop(_name, None)
+# --fetch-images' switch and mirror (images/fetch/): no test fetches unless it asks to
+for _name in ("DUMPKIT_FETCH_IMAGES", "DUMPKIT_PYTHON_ORG_URL"):
+    os.environ.pop(_name, None)
 
 from tests.support.samples import (  # noqa: E402  (the path above first)
     SAMPLE_BIN,
