@@ -24,6 +24,7 @@ from dumpkit.sources.packed import IN_MEMORY, packing_of, temporary_name, unpack
 from dumpkit.target import DumpError
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
+from dumpkit.triage.watchdog import Watchdog
 from dumpkit.records import record
 
 _CHUNK = 1 << 20
@@ -97,36 +98,28 @@ def _raise_in(thread_id: int, exc: Optional[type]) -> None:
     )
 
 
+_WATCHDOG = Watchdog(lambda thread_id: _raise_in(thread_id, _TimedOut))
+
+
 def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
     """work(), or _TimedOut after `seconds`, raised in this very thread: the analysis
     stops where it is (between two bytecodes: a native call under way ends first) and
     unwinds through its own cleanup, so the dump is closed and an unpacked copy deleted
     before the next dump starts. The same on Windows, in a worker process, in a Dask
-    worker's thread and inline, with no signal and no thread left running."""
+    worker's thread and inline, with no signal and no thread left running once the
+    process's analyses are done (triage/watchdog.py)."""
     if seconds is None or seconds <= 0:
         return work()
     me = threading.get_ident()
-    lock = threading.Lock()
-    state = {"done": False, "fired": False}
-
-    def expire() -> None:
-        with lock:
-            if not state["done"]:
-                state["fired"] = True
-                _raise_in(me, _TimedOut)
-
-    timer = threading.Timer(seconds, expire)
-    timer.daemon = True
-    timer.start()
+    token = _WATCHDOG.arm(seconds, me)
+    fired = False
     try:
         value = work()
     finally:
-        with lock:
-            state["done"] = True
-            if state["fired"]:
-                _raise_in(me, None)  # fired as work() returned: not raised yet, withdrawn
-        timer.cancel()
-    if state["fired"]:
+        fired = _WATCHDOG.disarm(token)
+        if fired:
+            _raise_in(me, None)  # fired as work() returned: not raised yet, withdrawn
+    if fired:
         raise _TimedOut()
     return value
 
