@@ -809,6 +809,8 @@ class PykdTarget:
         out = self._command_or_none(".ecxr")
         try:
             if out is None or not _ECXR_REGISTERS.search(out) or any(s in out.lower() for s in _ECXR_FAILED):
+                if not self.is_dump:
+                    return None  # a live exception event: the thread's registers are the exception's
                 if out is None:
                     said = "raised an error"
                 elif out.strip():
