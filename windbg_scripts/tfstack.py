@@ -4,27 +4,28 @@
 Run by the debugger:
     .load C:\\path\\to\\windbg_scripts\\tfstack.dll     then   !tfstack [--thread TID] [--all] [--json]
           [--max-frames N] [--rows N] [--image-path DIR]... [--symbol-path SPEC]...
-or by pykd: `!py -g C:\\path\\to\\windbg_scripts\\tfstack.py` with pykd.pyd loaded (no options: its
-`!py` loses them), `!py -3.9 ...\\tfstack.py [options]` with the pykd-ext bootstrapper, or
-`!tfstack "..."` once tfstack.js is loaded with `.scriptload`.
+tfstack.dll starts a CPython 3.8+ that has dumpkit inside the debugger and calls
+`run_with_engine` here for each command, with the engine's IDebugClient: dumpkit reads the
+session through the engine's own interfaces (dumpkit.sources.dbgeng), no pykd needed.
+
+Or by pykd, where it is installed: `!py -g C:\\path\\to\\windbg_scripts\\tfstack.py` with pykd.pyd
+loaded (no options: its `!py` loses them), `!py -3.9 ...\\tfstack.py [options]` with the
+pykd-ext bootstrapper, or `!tfstack "..."` once tfstack.js is loaded with `.scriptload`
+(`main`, over dumpkit.sources.pykd). pykd 0.3.4.15 has wheels for CPython 2.7 and 3.5-3.9
+only (tests/windbg_real runs this script through the real pykd on 3.8). The first line
+asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it pykd-ext would pick the
+highest Python 3 installed, which has no pykd.
 
 When a debugger hosts this script nothing may end the debugger: no exception, SystemExit
-or sys.exit leaves it (bad options print the usage error and return; Ctrl-Break, which
-pykd delivers as SystemExit("CTRL+BREAK"), stops the run with one line). tfstack.dll hands
-over the options as typed in DUMPKIT_TFSTACK_ARGS, because pykd 0.3.4.15's own `!py`
-passes a script's arguments to Python from strings it has already freed.
+or sys.exit leaves it (bad options print the usage error and return; Ctrl-Break stops
+the run with one line).
 
-CPython 3.8 or 3.9 because pykd 0.3.4.15 has wheels for 2.7 and 3.5-3.9 only and dumpkit
-needs 3.8+ (tests/windbg_real runs this script through the real pykd on 3.8). The first
-line asks pykd-ext's `!py` for 3.9 when no `-X.Y` is given; without it pykd-ext would pick
-the highest Python 3 installed, which has no pykd.
-
-This script parses the options and hands them to the command's body,
-`dumpkit.commands.tfstack.run_tfstack`, which builds a `dumpkit.sources.pykd.PykdTarget`
-over the session, runs the same engine as `dumpkit analyze` and prints the verdict, the recursion cycle,
-oversized frames, the stack budget and the crashing stack, with DML links that switch to
-a thread (`~~[TID]s`) or a frame (`.frame N`). `--json` prints exactly what
-`dumpkit analyze --format json` prints for the same Report. Errors are one line.
+Both routes parse the options here and hand them to the command's body,
+`dumpkit.commands.tfstack.run_tfstack`, which builds the Target over the session, runs the
+same engine as `dumpkit analyze` and prints the verdict, the recursion cycle, oversized
+frames, the stack budget and the crashing stack, with DML links that switch to a thread
+(`~~[TID]s`) or a frame (`.frame N`). `--json` prints exactly what `dumpkit analyze
+--format json` prints for the same Report. Errors are one line.
 """
 
 from __future__ import annotations
@@ -71,9 +72,6 @@ class _Done(Exception):
 
 
 # ----------------------------------------------------------------------------- arguments
-ARGS_ENV = "DUMPKIT_TFSTACK_ARGS"  # set by tfstack.dll for one run: "!tfstack" + what was typed
-
-
 def split_command_line(text: str) -> List[str]:
     """Words the way debugger extensions split their argument text (kdlib's and pykd-ext's
     boost escaped_list_separator: blanks separate, double quotes group, backslashes are
@@ -126,12 +124,6 @@ def arguments(argv: Optional[Sequence[str]]) -> Tuple[Optional[List[str]], str]:
     """(the options to parse, or None when they cannot be trusted; where they came from)."""
     if argv is not None:
         return list(argv), "caller"
-    typed = _process_env(ARGS_ENV)
-    if typed is not None:
-        words = split_command_line(typed)
-        if words and words[0].lower().lstrip("!").split(".")[-1] == "tfstack":
-            words = words[1:]
-        return words, "tfstack.dll"
     given = list(sys.argv[1:])
     if given and _hosted_by_pykd_pyd():
         # pykd 0.3.4.15's `!py` (windbgext.cpp) builds each argument in a std::wstring that
@@ -216,32 +208,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- output
-_pykd = None
+_out = None  # what lines go through: pykd (dprintln), or the engine session (tfstack.dll)
 
 
 def _emit(line: str, dml: bool = True) -> None:
-    if _pykd is not None:
-        _pykd.dprintln(line, dml)
+    if _out is not None:
+        _out.dprintln(line, dml)
     else:
         sys.stdout.write(line + "\n")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    global _pykd
+    """The pykd route: pykd's `!py` (or pykd-ext's, or tfstack.js) runs this script."""
+    global _out
     argv, source = arguments(argv)
     try:
         import pykd
     except ImportError:
-        _pykd = None
+        _out = None
         here = "%d.%d" % sys.version_info[:2]
         sys.stderr.write(
-            f"tfstack: error: pykd is not installed in this Python ({here}); pykd "
-            "0.3.4.15 exists for CPython 2.7 and 3.5-3.9 only: run `!py -3.9 "
-            "tfstack.py` inside WinDbg after `.load pykd`, with "
-            "`py -3.9 -m pip install pykd==0.3.4.15` done once\n"
+            f"tfstack: error: pykd is not installed in this Python ({here}): tfstack.dll needs no pykd "
+            "(`.load ...\\windbg_scripts\\tfstack.dll`, then `!tfstack`); to run this script through "
+            "pykd-ext, name a Python that has pykd 0.3.4.15 (`!py -3.9 ...\\tfstack.py`)\n"
         )
         return 2
-    _pykd = pykd
+    _out = pykd
     if argv is None:
         _emit(
             "tfstack: error: pykd's own !py loses a script's options (pykd 0.3.4.15 passes them to "
@@ -250,6 +242,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             dml=False,
         )
         return 2
+    return _run(argv, pykd, None)
+
+
+def _run(argv: Sequence[str], session, open_target) -> int:
+    """Parse the options, run the command's body over `session`; the exit code."""
     try:
         args = build_parser().parse_args(argv)
     except _Done:
@@ -273,7 +270,78 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         symbol_paths=tuple(args.symbol_path),
         progress_after=_seconds(_process_env("DUMPKIT_TFSTACK_PROGRESS_AFTER")),
     )
-    return run_tfstack(request, pykd, lambda line, dml: _emit(line, dml=dml))
+    return run_tfstack(request, session, lambda line, dml: _emit(line, dml=dml), open_target)
+
+
+# ----------------------------------------------------------------------------- the engine route
+def run_with_engine(client: int, typed: str) -> Optional[str]:
+    """tfstack.dll's entry, once per `!tfstack`: `client` is the engine's IDebugClient for
+    this call (an address), `typed` what followed `!tfstack`. Everything is written
+    through the engine; the answer is None, or one line for tfstack.dll to print when
+    there is no session to print it through (dumpkit cannot be imported). Nothing
+    escapes."""
+    global _out
+    try:
+        try:
+            import importlib.util
+
+            from dumpkit.sources.dbgeng import DbgengTarget, EngineSession
+
+            if importlib.util.find_spec("capstone") is None:  # the walk's disassembler, a dependency
+                raise ModuleNotFoundError("No module named 'capstone'")
+        except Exception as e:
+            return _not_importable(e)
+        session = EngineSession(client)
+    except BaseException as e:  # noqa: B036 - nothing may reach the debugger's Python host
+        return f"tfstack: error: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    saved = _out, sys.stdout, sys.stderr
+    try:
+        _out = session
+        sys.stdout = sys.stderr = _DebuggerStream(session)  # a stray print or warning: the debugger's output
+        _run(split_command_line(typed), session, DbgengTarget)
+    except BaseException as e:  # noqa: B036 - a second Ctrl-Break, or a failure in _run's own handlers
+        try:
+            _emit(f"tfstack: error: {type(e).__name__}: {' '.join(str(e).split())[:300]}", dml=False)
+        except BaseException:  # noqa: B036
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+        except BaseException:  # noqa: B036
+            pass
+        _out, sys.stdout, sys.stderr = saved
+        session.close()
+    return None
+
+
+def _not_importable(e: BaseException) -> str:
+    where = sys.prefix
+    version = "%d.%d" % sys.version_info[:2]
+    return (
+        f"tfstack: dumpkit cannot be imported in the Python at {where} ({version}): {type(e).__name__}: "
+        f'{" ".join(str(e).split())[:200]}; fix: "{where}\\python.exe" -m pip install dumpkit '
+        "(or set DUMPKIT_PYTHON to a Python that has it and restart the debugger)"
+    )
+
+
+class _DebuggerStream:
+    """sys.stdout/sys.stderr while tfstack.dll's run is on: whole lines to the debugger."""
+
+    def __init__(self, session):
+        self._session = session
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += str(text)
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            self._session.output(line, False)
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            line, self._pending = self._pending, ""
+            self._session.output(line, False)
 
 
 def _seconds(text: Optional[str]) -> Optional[float]:
@@ -284,7 +352,7 @@ def _seconds(text: Optional[str]) -> Optional[float]:
 
 
 def run_in_debugger() -> None:
-    """The script's entry when run as a program (`!py`, tfstack.dll): main(), with nothing
+    """The script's entry when run as a program (pykd's `!py`): main(), with nothing
     let out. A debugger hosting Python dies of what its script raises: pykd's `!py` hands
     an escaping SystemExit to the interpreter's exit path."""
     try:
