@@ -1,9 +1,12 @@
 /* A small cdb-like debugger host for the debugger-host lane (tests/windbg_host).
  *
  *   host.exe DBGENG_DLL DUMP COMMANDS_FILE OUT_FILE
+ *   host.exe DBGENG_DLL "live:COMMAND LINE" COMMANDS_FILE OUT_FILE
  *
  * Loads Microsoft's dbgeng.dll (the one bundled in the pykd wheel) from DBGENG_DLL,
- * opens DUMP as cdb -z does (DebugCreate, OpenDumpFile, WaitForEvent), then runs each
+ * opens DUMP as cdb -z does (DebugCreate, OpenDumpFile, WaitForEvent), or starts the
+ * command line as a live process under the debugger as cdb does
+ * (CreateProcessAndAttach, WaitForEvent: the first event it stops at), then runs each
  * line of COMMANDS_FILE (UTF-8) through IDebugControl::Execute, the way cdb runs what
  * a user types. Everything the engine prints reaches an IDebugOutputCallbacks2, so text
  * and DML arrive separately (DEBUG_OUTCB_TEXT / DEBUG_OUTCB_DML), as WinDbg sees them.
@@ -399,7 +402,13 @@ int main(int argc, char **argv)
     client->lpVtbl->QueryInterface(client, &IID_IDebugControl, (void **)&control);
     g_control = control;
     client->lpVtbl->SetOutputCallbacks(client, (PDEBUG_OUTPUT_CALLBACKS)&g_callbacks);
-    hr = client->lpVtbl->OpenDumpFile(client, argv[2]);
+    /* "live:COMMAND LINE": a live process, started under the debugger as `cdb COMMAND LINE`
+     * starts one; WaitForEvent returns at its first event the engine stops for */
+    int live = strncmp(argv[2], "live:", 5) == 0;
+    if (live)
+        hr = client->lpVtbl->CreateProcessAndAttach(client, 0, argv[2] + 5, DEBUG_ONLY_THIS_PROCESS, 0, 0);
+    else
+        hr = client->lpVtbl->OpenDumpFile(client, argv[2]);
     if (SUCCEEDED(hr))
         hr = control->lpVtbl->WaitForEvent(control, 0, INFINITE);
     if (FAILED(hr)) {
@@ -440,6 +449,8 @@ int main(int argc, char **argv)
     fprintf(g_out, "@@EXIT\n");
     fclose(g_out);
     fflush(stdout);
+    if (live) /* like cdb's q on a live process: the debuggee ends with the session */
+        client->lpVtbl->TerminateProcesses(client);
     /* like cdb's q on a dump: end the session without unloading extensions through Python's finalizer */
     TerminateProcess(GetCurrentProcess(), 0);
     return 0;

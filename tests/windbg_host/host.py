@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -81,13 +81,14 @@ class Host:
 
     def run(
         self,
-        dump: Path,
+        dump: Union[Path, str],
         commands: Sequence[str],
         environ: Optional[Dict[str, str]] = None,
         python: bool = True,
         timeout: float = 600,
     ) -> Session:
-        """COMMANDS run one after another in one debugger process on DUMP. `python`: the
+        """COMMANDS run one after another in one debugger process on DUMP (or, for
+        `live:COMMAND LINE`, on that program started under the debugger). `python`: the
         lane's CPython is named in DUMPKIT_PYTHON (else the variable is unset)."""
         env = self.env.environ()
         env.pop("DUMPKIT_PYTHON", None)
@@ -106,7 +107,7 @@ class Host:
                 self.env.wine,
                 str(self.exe),
                 lane.windows_path(self.pykd_dir / "dbgeng.dll"),
-                lane.windows_path(dump),
+                str(dump) if str(dump).startswith("live:") else lane.windows_path(dump),
                 lane.windows_path(cmds),
                 lane.windows_path(out),
             ]
@@ -122,9 +123,9 @@ class Host:
                     timeout=timeout + 30,
                 )
             except subprocess.TimeoutExpired as e:
-                raise AssertionError(f"the host did not finish within {timeout:.0f} s on {dump.name}") from e
+                raise AssertionError(f"the host did not finish within {timeout:.0f} s on {dump}") from e
             if proc.returncode == 2 and not out.exists():
-                raise AssertionError(f"the host could not start on {dump.name}: {proc.stderr[-2000:]}")
+                raise AssertionError(f"the host could not start on {dump}: {proc.stderr[-2000:]}")
             return parse(out.read_bytes() if out.exists() else b"", proc.returncode, proc.stderr)
 
 
