@@ -12,7 +12,8 @@ answers after each command. Then, on one dump: every option; a second `.load`, `
 and `.load` again; a virtual environment named in DUMPKIT_PYTHON; a Python whose dumpkit
 raises SystemExit on import; the DLL loaded from where pip installs it into a Python; the
 PEP 514 registry (newest Python with dumpkit first); the one-line messages when no Python
-fits. And a live process started under the debugger, not a dump. The million-frame sample with progress and
+fits. And a live process started under the debugger, not a dump; and the names of the
+PDBs the debugger loaded. The million-frame sample with progress and
 Ctrl-Break runs on 3.13 in test_host.py. CPython 3.8 on this route: test_host.py.
 
 Runs only when asked for: `python -m pytest -q tests/windbg_host`.
@@ -92,6 +93,35 @@ def test_engine_route_tells_what_the_cli_tells(version, name, env, host, pythons
     assert_same_story(got["cli"], json.loads(run.text), name)
     assert_links(session, "!tfstack --json", "!tfstack --all")
     assert "From the debugger" in text_of(one(session, "!tfstack --all").dml)
+
+
+def _names(doc: dict) -> Dict[tuple, str]:
+    """(thread, frame number) -> the frame's function name, without its offset."""
+    return {(t["tid"], f["index"]): (f["symbol"] or "").split("+", 1)[0] for t in doc["threads"] for f in t["frames"]}
+
+
+def test_names_from_the_pdbs_the_debugger_loaded(env, host, pythons):
+    """pdb_static_cycle.dmp, whose static functions only its PDB names: with the PDB folder
+    on the debugger's `.sympath` and the module's symbols loaded (`x` loads them), the
+    engine route names frames with the debugger's names (IDebugSymbols::GetNameByOffset),
+    and they are the names `dumpkit stack` gives the same frames reading the same PDBs
+    itself (as tests/windbg_real checks of the pykd route)."""
+    name = "pdb_static_cycle.dmp"
+    pdb_dir = SAMPLE_BIN / "pdb"
+    ours = json.loads(story.cli(env, ["stack", str(SAMPLES / name), "--all", "--json"], [pdb_dir, SAMPLE_BIN]).stdout)
+    folders = ";".join(W(d) for d in (pdb_dir, SAMPLE_BIN))
+    commands = [".exepath " + folders, ".sympath " + W(pdb_dir), ".reload", "x pdbkernels!parse_*", "lm"]
+    commands += [LOAD, "!tfstack --json --all", alive(1)]
+    session = host.run(SAMPLES / name, commands, environ=_python(pythons, "3.12"), python=False)
+    assert session.exited and session.crash is None, death(name, session)
+    assert_alive(session, 1)
+    assert "pdb symbols)" in one(session, "lm").text, one(session, "lm").text
+    run = one(session, "!tfstack --json --all")
+    doc = json.loads(run.text)
+    theirs, names = _names(doc), _names(ours)
+    assert theirs and set(theirs) <= set(names)
+    assert any(n.startswith("pdbkernels.dll!") and "func_" not in n for n in theirs.values())
+    assert theirs == {k: names[k] for k in theirs}
 
 
 def test_options_and_loading_again_on_the_engine_route(host, pythons):
