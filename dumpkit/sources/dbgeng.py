@@ -19,8 +19,10 @@ routes share every rule and give the same report; what differs is below the call
   crosses the end of what the engine has stops there (and resumes where the engine can
   read again: it joins touching dump ranges only sometimes) instead of binary-searching
   the edge with whole-range reads as pykd's all-or-nothing `loadBytes` forces;
-- Ctrl-Break: the session polls IDebugControl::GetInterrupt (pykd runs a watch thread
-  that raises SystemExit in the script); see `EngineSession.interrupted`.
+- Ctrl-Break: `EngineSession.interrupted` says whether the user asked to stop
+  (IDebugControl::GetInterrupt, or a command the engine failed for it), which `!tfstack`
+  asks from a watch thread (dumpkit.commands.tfstack.BreakWatch), as pykd's own watch
+  thread does before raising SystemExit in its script.
 
 A session lives for one command: the interfaces it queried and the client it made for
 capturing command output are released by `close()`, and the engine's own client is not
