@@ -57,7 +57,10 @@ def windows_path_candidates(path: str) -> List[str]:
             if env:
                 prefixes.append(env)
             prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
-            for pre in prefixes:
+            # a prefix that is not there holds nothing: one stat, where each of its paths
+            # would cost a case-insensitive search (a triage asks for every module of
+            # every dump)
+            for pre in filter(os.path.isdir, prefixes):
                 add(os.path.join(pre, "dosdevices", f"{drive}:", rest))
                 add(os.path.join(pre, f"drive_{drive}", rest))
             if drive == "z":
