@@ -27,6 +27,7 @@ from dumpkit.spans import Span, gaps, merge
 STACK_BYTES = 128 << 10  # from the stack pointer up: where the dying frames and their objects are
 BEFORE, AFTER = 64, 448  # a window around each pointer: an object's head and its text
 SECOND_BEFORE, SECOND_AFTER = 0, 256  # around what the first windows point to
+TYPE_NAME = 64  # bytes kept of an object's type's name
 MAX_POINTERS = 4096  # distinct targets per level
 MAX_TOTAL = 4 << 20  # bytes added in all
 IMAGE_SCN_MEM_WRITE = 0x80000000  # a section the process may change (.data, .bss)
@@ -96,7 +97,8 @@ def pointed_memory(
     whose files the analysis reads)."""
     skip = merge(skip)
     seen: Set[int] = set()
-    first = _read(read_available, _windows(_targets(stack[:STACK_BYTES], skip, seen), BEFORE, AFTER), max_total)
+    targets = _targets(stack[:STACK_BYTES], skip, seen)
+    first = _read(read_available, _windows(targets, BEFORE, AFTER), max_total)
     used = sum(len(d) for _, d in first)
     inner: List[int] = []
     for _, data in first:
@@ -106,7 +108,45 @@ def pointed_memory(
     have = merge((a, a + len(d)) for a, d in first)
     fresh = [t for t in inner[:MAX_POINTERS] if not _inside(t, have)]
     second = _read(read_available, _windows(fresh, SECOND_BEFORE, SECOND_AFTER), max_total - used)
-    return first + second
+    used += sum(len(d) for _, d in second)
+    names = _type_names(targets, [*first, *second], skip, read_available, max_total - used)
+    return first + second + names
+
+
+def _word_at(pieces: Sequence[Tuple[int, bytes]], starts: Sequence[int], address: int) -> int:
+    """The 8-byte word at `address` in the pieces read so far (sorted by start), else 0."""
+    i = bisect_right(starts, address) - 1
+    if i < 0:
+        return 0
+    lo, data = pieces[i]
+    k = address - lo
+    return struct.unpack_from("<Q", data, k)[0] if 0 <= k <= len(data) - 8 else 0
+
+
+def _type_names(
+    targets: Sequence[int],
+    pieces: Sequence[Tuple[int, bytes]],
+    skip: Sequence[Span],
+    read_available: ReadAvailable,
+    budget: int,
+) -> List[Tuple[int, bytes]]:
+    """How a Python object says what it is: its type (ob_type, +8) and the type's name
+    (tp_name, +24). A heap type's name is a third pointer away from the stack (3.12 made
+    _thread.lock and most of the standard library's types heap types), past the two levels
+    above; a hung thread's lock is only known for one by that name."""
+    ordered = sorted(pieces)
+    starts = [a for a, _ in ordered]
+    names: List[int] = []
+    seen: Set[int] = set()
+    for t in targets:
+        name = _word_at(ordered, starts, _word_at(ordered, starts, t + 8) + 24)
+        if LOWEST <= name <= HIGHEST and name not in seen and not _inside(name, skip):
+            seen.add(name)
+            names.append(name)
+            if len(names) >= MAX_POINTERS:
+                break
+    have = merge((a, a + len(d)) for a, d in ordered)
+    return _read(read_available, _windows([n for n in names if not _inside(n, have)], 0, TYPE_NAME), budget)
 
 
 def pointed_by_stacks(

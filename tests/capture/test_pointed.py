@@ -43,3 +43,20 @@ def test_unreadable_targets_and_non_pointers_add_nothing_and_the_total_is_bounde
     got = pointed_memory(stack, [], memory.read_available, max_total=10_000)
     assert all(HEAP <= a < HEAP + (1 << 20) for a, _ in got)
     assert sum(len(d) for _, d in got) <= 10_000
+
+
+def test_a_heap_objects_type_name_is_kept_three_pointers_from_the_stack():
+    # 3.12's _thread.lock is a heap type: the stack points to the lock, the lock (+8) to its
+    # type, the type (+24) to its name, in a third allocation far from both
+    lock, kind, name = HEAP, HEAP + 0x10000, HEAP + 0x40000
+    memory = Memory(
+        [
+            (lock, _words(1, kind, 0x7777) + b"\0" * 1024),
+            (kind, _words(1, 0, 0, name) + b"\0" * 1024),
+            (name, b"_thread.lock\0" + b"\0" * 256),
+        ]
+    )
+    got = pointed_memory(_words(lock), [], memory.read_available)
+    assert b"_thread.lock\0" in b"".join(data for _, data in got)
+    kept_at_name = [(a, d) for a, d in got if a <= name < a + len(d)]
+    assert kept_at_name and all(len(d) <= 64 + 16 for _, d in kept_at_name)

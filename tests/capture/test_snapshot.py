@@ -58,17 +58,17 @@ def test_a_dlls_writable_sections_are_followed_and_the_rest_of_its_image_is_not(
 
 
 def _snapshot(**changes) -> Snapshot:
-    fields = dict(
-        path=r"C:\dumps\python.4242.20261128-181500.dmp",
-        pid=4242,
-        image="python.exe",
-        full=False,
-        threads=5,
-        python=None,
-        added_after=300_000,
-        pointed=120_000,
-        suspended_seconds=0.61,
-    )
+    fields = {
+        "path": r"C:\dumps\python.4242.20261128-181500.dmp",
+        "pid": 4242,
+        "image": "python.exe",
+        "full": False,
+        "threads": 5,
+        "python": None,
+        "added_after": 300_000,
+        "pointed": 120_000,
+        "suspended_seconds": 0.61,
+    }
     fields.update(changes)
     return Snapshot(**fields)
 
