@@ -24,10 +24,14 @@ from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.imagefacts import InstalledPackages, crash_coverage, exe_stack_reserve, image_facts, image_version
 from dumpkit.analysis.model import Contents, Report, Stacks, ThreadReport
 from dumpkit.analysis.pyread import read_python
+from dumpkit.analysis.pyentry import installation_of
 from dumpkit.analysis.reasons import inferred_from_collisions, read_ending
+from dumpkit.analysis.holders import deadlocks, with_owners
+from dumpkit.analysis.waits import thread_waits as waits_of
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports
+from dumpkit.analysis.threadreport import frame_record, thread_report, thread_reports, with_python_names
 from dumpkit.analysis.verdict import decide
+from dumpkit.images.constants import with_constants
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.images.fetch import fetch_requested
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
@@ -37,6 +41,8 @@ from dumpkit.target import Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind
 from dumpkit.unwind.walk import DEFAULT_SCAN_WORDS, Walker, walk_thread
+
+MAX_THREADS_READ = 4096  # threads whose stack ranges bound what a wait's object can be
 
 if TYPE_CHECKING:
     from dumpkit.images.fetch.fetcher import ImageFetcher
@@ -166,8 +172,8 @@ def walk_all(target: Target, walker: Walker, options: Options, problems: Problem
             continue
         if options.thread_id is not None and t.tid != options.thread_id:
             continue
-        if not options.all_threads and options.thread_id is None:
-            continue
+        if not options.all_threads and options.thread_id is None and ex is not None:
+            continue  # a dump without an exception is a hang: what it says is every thread's wait
         if walked >= options.max_other_threads or budget <= 0:
             skipped += 1
             continue
@@ -267,6 +273,7 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
 
     # python
     python = read_python(target, code.images, problems)
+    threads = with_python_names(threads, python)
     coverage = crash_coverage(target, code.images, crash_walk)
 
     # how the process ended itself, when it did (an exit a debugger stopped, abort())
@@ -277,12 +284,28 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     ending = inferred_from_collisions(ending, crash_walk.frames if crash_walk else (), env.runtime_collisions)
     crash = as_exit_record(crash, ending) if crash is not None else None
 
+    # who waits for whom: what each thread waits on, who holds it where memory says, cycles
+    thread_waits = waits_of(threads.threads, walks, python, installation_of(env.python_module))
+    by_tid = {t.tid: t for t in target.threads}
+    stacks = [(t.stack_start, t.stack_end) for t in target.threads[:MAX_THREADS_READ] if t.stack_size]
+    thread_waits = with_owners(
+        thread_waits,
+        lambda tid: walker.frame_registers(by_tid[tid], None, 16),
+        with_constants(target, code.images),
+        stacks,
+        python,
+        target.handles,
+    )
+    cycles_of_waits = deadlocks(thread_waits)
+
     # decide
     case = crash_case(
         target, code, crash, threads, crash_walk, env, python, coverage, problems, options.oversized_threshold, ending
     )
+    case = replace(case, waits=thread_waits, deadlocks=cycles_of_waits)
     verdict, findings = decide(case)
     report = report_document(
         target, case, verdict, findings, threads.threads, code.images, problems, crash_absent, versions, crash_thread
     )
+    report = replace(report, waits=thread_waits, deadlocks=cycles_of_waits)
     return Analysis(report, walks, code.images.sources(), time.perf_counter() - started, packages.found)

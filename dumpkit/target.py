@@ -171,6 +171,17 @@ X86_FAMILY = (PROCESSOR_ARCHITECTURE_INTEL, PROCESSOR_ARCHITECTURE_AMD64)
 
 
 @record
+class Handle:
+    """One of the process's open handles, from the dump's HandleDataStream (procdump -ma and
+    WinDbg's .dump /ma write it; Wine's writer does not): its value, the kernel object's
+    type ("Event", "Semaphore", "Mutant", "Thread", "File"...) and name, where recorded."""
+
+    value: int
+    type_name: Optional[str]
+    object_name: Optional[str]
+
+
+@record
 class SystemInfo:
     processor_architecture: int  # PROCESSOR_ARCHITECTURE_*
     processor_level: int = 0
@@ -463,6 +474,8 @@ class Target(Protocol):
     # what the dump's writer wrote in its comment streams (ProcDump: its command line and
     # trigger; dumpkit capture: why it stopped the process); None when there are none
     comment: Optional[str]
+    # the process's open handles (HandleDataStream), empty when the dump has none
+    handles: Tuple[Handle, ...]
     # What travelled with a dump read from a bundle (sources/bundle.py): the image and PDB
     # pages its first analysis read, with the installation's facts, and what the bundle
     # says of the dump. None for a plain dump and a live session.

@@ -10,7 +10,9 @@ import sys
 
 names = sorted(n for n in sys.stdlib_module_names if not n.startswith("_"))
 print('"""The standard library\'s top-level module names, from sys.stdlib_module_names of CPython')
-print(f"{sys.version_info[0]}.{sys.version_info[1]} (tools/gen_stdlib_names.py writes this file; private modules left out).\"\"\"")
+print(
+    f'{sys.version_info[0]}.{sys.version_info[1]} (tools/gen_stdlib_names.py writes this file; private modules left out)."""'
+)
 print()
 print("STDLIB_NAMES = frozenset(")
 print("    (")

@@ -25,6 +25,7 @@ from dumpkit.analysis.model import (
 )
 from dumpkit.analysis.process import process_record
 from dumpkit.analysis.signature import crash_signature, recursion_start
+from dumpkit.analysis.verdict.hang import snapshot_signature
 from dumpkit.analysis.verdict import Case
 from dumpkit.images import ImageProvider
 from dumpkit.problems import Problems
@@ -113,7 +114,7 @@ def report_document(
         python=case.python,
         images=case.coverage,
         process=process_record(target, versions, (crash_thread,) if crash_thread is not None else ()),
-        signature=crash_signature(crash, thread, case.ending),
+        signature=crash_signature(crash, thread, case.ending) if crash is not None else snapshot_signature(case),
         blame=blame_frame(
             thread,
             facts.module_records(target, sources),

@@ -275,8 +275,8 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
     caller_index = last + 1
     while caller_index < len(frames) and caller_index < LOOK and _unnamed_runtime(frames[caller_index]):
         caller_index += 1
-    caller_index = caller_index if caller_index < len(frames) else None
-    caller = frames[caller_index].function_name if caller_index is not None else None
+    caller_at: Optional[int] = caller_index if caller_index < len(frames) else None
+    caller = frames[caller_at].function_name if caller_at is not None else None
     route = _route(calls, python_fatal, fastfail_abort)
     function, code, how = stop if stop is not None else (None, None, None)
     outermost = tuple(reversed(calls))
@@ -287,7 +287,7 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
         stop_evidence=how,
         calls=outermost,
         caller=caller,
-        caller_frame=caller_index,
+        caller_frame=caller_at,
         fatal_module=fatal_module,
     )
 

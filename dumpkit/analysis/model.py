@@ -290,6 +290,60 @@ class Ending:
     reason: Optional[EndingReason] = None
 
 
+class WaitKind(Word):
+    """What a thread waits on (analysis/waits.py), `ThreadWait.kind`."""
+
+    GIL = "gil"
+    PYTHON_LOCK = "python_lock"  # threading.Lock/RLock, and Condition, Event, Queue, join built on one
+    CRITICAL_SECTION = "critical_section"
+    SRW_LOCK = "srw_lock"
+    CONDITION_VARIABLE = "condition_variable"
+    HANDLE = "handle"  # WaitForSingleObject(Ex) on a handle
+    HANDLES = "handles"  # WaitForMultipleObjects(Ex)
+    SLEEP = "sleep"
+    IO = "io"  # a file or pipe read, an I/O completion port
+    SOCKET = "socket"
+    CUDA = "cuda"  # a CUDA synchronisation
+    RUNNING = "running"  # not in a wait
+    UNKNOWN = "unknown"  # the top frames have no names
+
+
+@record
+class ThreadWait:
+    """What one thread waits on (analysis/waits.py, analysis/holders.py): `kind` and `what`
+    in words; `caller` the first frame below the wait machinery, at `caller_frame`, the code
+    that waits; `python_line` its innermost Python frame of the user's code (when the dump
+    holds the Python stack); `wait_frame` the frame that says the kind; `obj` the object
+    waited on (a CRITICAL_SECTION, a lock) and `owner` the thread that holds it, where
+    memory records them, with `evidence` saying how each is known."""
+
+    tid: int
+    kind: WaitKind
+    what: str
+    caller_frame: Optional[int]
+    caller: Optional[str]
+    python_line: Optional[str] = None
+    wait_frame: Optional[int] = None
+    obj: Optional[int] = None
+    owner: Optional[int] = None
+    evidence: Tuple[str, ...] = ()
+    name: Optional[str] = None  # the thread's name, where the dump or the interpreter records one
+    held: Optional[str] = None  # what `obj` is: "critical section", "Lock", "RLock"
+    owner_at: Optional[str] = None  # the owner's Python line where it entered the lock (a `with` block)
+
+
+@record
+class Deadlock:
+    """A cycle of waits (analysis/holders.py): each thread waits for what the next holds,
+    the last for what the first holds. `threads` in that order; `text` says it with each
+    thread's line; `confidence` is high when every owner is recorded or shown by a `with`
+    block, lower where one is only inferred."""
+
+    threads: Tuple[int, ...]
+    text: str
+    confidence: Confidence
+
+
 @record
 class ProcessRecord:
     """The crashed process: its executable (the first .exe module), that file's version,
@@ -462,6 +516,11 @@ class PythonThreadReport:
     truncated: bool = False  # the walk stopped at its cap: the outermost frames are unknown
     cycles: Tuple[PythonCycle, ...] = ()
     problems: Tuple[str, ...] = ()
+    # the innermost frames' addresses in the process, innermost first (not in JSON): where
+    # analysis/holders.py reads what a frame's `with` blocks hold
+    frame_addresses: Tuple[int, ...] = ()
+    thread_state: int = 0  # its PyThreadState's address (not in JSON): whose lock a join waits on
+    name: Optional[str] = None  # its threading.Thread name (cpython/thread_names.py: the heap)
 
 
 @record
@@ -599,6 +658,9 @@ class VerdictKind(Word):
     FATAL_PYTHON_ERROR = "fatal_python_error"
     ABORT = "abort"
     PROCESS_EXIT = "process_exit"
+    # no exception: a snapshot of a stuck process (analysis/waits.py, analysis/holders.py)
+    DEADLOCK = "deadlock"
+    GIL_HELD = "gil_held"
 
     @property
     def is_stack(self) -> bool:
@@ -719,6 +781,8 @@ class Report:
     signature: Optional[CrashSignature] = None  # None when the dump holds no exception
     blame: Optional[BlameFrame] = None  # None when no frame is outside system and runtime code
     ending: Optional[Ending] = None  # how the process ended itself, when it did (analysis/ending.py)
+    waits: Tuple[ThreadWait, ...] = ()  # what each walked thread waits on (analysis/waits.py)
+    deadlocks: Tuple[Deadlock, ...] = ()  # cycles of waits (analysis/holders.py)
 
 
 @record

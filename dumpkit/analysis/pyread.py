@@ -3,6 +3,7 @@ holds its memory (`cpython/`), read through the interpreter's exports."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Optional
 
 from dumpkit.analysis.model import PythonReport
@@ -40,4 +41,13 @@ def read_python(
             exports = export_lookup(interp.module.base, image.exports())
         except (PEError, MemoryNotInDump) as e:
             problems.add(f"{interp.module.name}: export table unreadable ({e})")
-    return python_report(read_python_state(target, exports, interp), keep=keep)
+    report = python_report(read_python_state(target, exports, interp), keep=keep)
+    if report is None or not report.threads:
+        return report
+    from dumpkit.cpython.thread_names import thread_names
+
+    names = thread_names(target, exports, interp)  # threading.Thread names: a full dump's heap
+    if not names:
+        return report
+    threads = tuple(replace(t, name=names.get(t.thread_id)) for t in report.threads)
+    return replace(report, threads=threads)

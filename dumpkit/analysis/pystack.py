@@ -64,7 +64,17 @@ def _thread(t: PythonThread, keep: Optional[int]) -> PythonThreadReport:
         records = records[:head] + records[-(keep - head) :]
     else:
         elided = t.omitted
-    return PythonThreadReport(t.thread_id, t.depth, tuple(records), elided, t.truncated, cycles, tuple(t.problems))
+    return PythonThreadReport(
+        t.thread_id,
+        t.depth,
+        tuple(records),
+        elided,
+        t.truncated,
+        cycles,
+        tuple(t.problems),
+        t.frame_addresses,
+        t.thread_state,
+    )
 
 
 def python_report(state: Optional[PythonState], keep: Optional[int] = KEEP_FRAMES) -> Optional[PythonReport]:

@@ -292,10 +292,15 @@ def _python_fatal(
         # a PyStatus passed by reference (Py_ExitStatusException): its func field is the
         # word just before err_msg
         for slot in message_slots:
-            value = stack_words.get(slot - 8)
-            text = strings.at(value) if value is not None else None
-            if text is not None and _IDENTIFIER.match(text) and not text.startswith(tuple(_FATAL_ERROR_WORDS)):
-                function = (text, f"the stack at {slot - 8:#x}, just before the message", value)
+            word = stack_words.get(slot - 8)
+            text = strings.at(word) if word is not None else None
+            if (
+                word is not None
+                and text is not None
+                and _IDENTIFIER.match(text)
+                and not text.startswith(tuple(_FATAL_ERROR_WORDS))
+            ):
+                function = (text, f"the stack at {slot - 8:#x}, just before the message", word)
                 break
     msg, msg_where, address = message
     func = function[0] if function is not None else None

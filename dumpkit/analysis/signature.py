@@ -38,6 +38,11 @@ Rules, version 5 (RULES):
    (a ctypes object reading or writing a bad address). libffi's functions have no names and their RVAs change with libffi's build,
    and below them is the interpreter, which differs between Python versions: neither says
    anything of the crash, and either would split one bug by the user's Python.
+9. A dump without an exception (a snapshot of a stuck process): DEADLOCK followed by the
+   lines of the threads in the cycle (`read_catalog (data.py:60)`: the function and the file
+   without its folder, and the line, which is what makes two deadlocks the same), sorted;
+   GIL_HELD followed by the holder's line; else HANG followed by the line of the wait a
+   reader starts at (verdict/hang.py). No frames: a hang's native frames are the wait's.
 8. A process that ended itself (analysis/ending.py): the kind is FATAL_PYTHON_ERROR, ABORT
    or EXIT(code), the same whether Windows carried an abort() out as a fail-fast (subcode 7)
    or as exit code 3 under Wine, and followed, in parentheses, by what the runtime said
@@ -379,3 +384,21 @@ def python_recursion(python: Optional[PythonReport], thread_id: Optional[int]) -
         return None
     cycle = max(thread.cycles, key=lambda c: c.period * c.repetitions)
     return _from_first([_python_member(f) for f in reversed(cycle.functions)])  # stack order is callee first
+
+
+_FOLDER_OF = re.compile(r"\((?:[^()]*[\\/])?([^\\/()]*)\)")
+
+
+def _line_element(label: str) -> str:
+    """'read_catalog (C:\\app\\data.py:60), calling queue.get' -> 'read_catalog (data.py:60)'."""
+    head = label.split(", calling ", 1)[0]
+    return _FOLDER_OF.sub(lambda m: f"({m.group(1)})", head)
+
+
+def hang_signature(kind: str, lines: Sequence[str]) -> CrashSignature:
+    """Rule 9's signature: `kind` (DEADLOCK, GIL_HELD, HANG) and the lines that say it."""
+    elements = tuple(_line_element(x) for x in lines if x)
+    if kind == "DEADLOCK":
+        elements = tuple(sorted(elements))
+    elements = elements[:MAX_ELEMENTS]
+    return CrashSignature(SEPARATOR.join((kind,) + elements), kind, elements, RULES)

@@ -7,10 +7,11 @@ thread first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis import facts
-from dumpkit.analysis.model import FrameRecord, FrameSize, NotWalked, ThreadReport
+from dumpkit.analysis.model import FrameRecord, FrameSize, NotWalked, PythonReport, ThreadReport
 from dumpkit.analysis.threads import analyse_thread, identical_stacks
 from dumpkit.records import record
 from dumpkit.problems import Problems
@@ -151,3 +152,13 @@ def thread_reports(
         )
     reports.sort(key=lambda r: (not r.is_crashing, r.tid))
     return ThreadReports(tuple(reports), sizes)
+
+
+def with_python_names(reports: ThreadReports, python: Optional[PythonReport]) -> ThreadReports:
+    """Each thread's name: its Windows thread description (the dump's thread-name stream),
+    else its threading.Thread name where the interpreter's memory records one."""
+    named = {t.thread_id: t.name for t in python.threads if t.name} if python is not None else {}
+    if not named:
+        return reports
+    threads = tuple(t if t.name else replace(t, name=named.get(t.tid)) for t in reports.threads)
+    return replace(reports, threads=threads)

@@ -53,6 +53,9 @@ class PythonThread:
     interpreter: int = 0  # index of its interpreter in the runtime's list (0 = main)
     omitted: int = 0
     omitted_at: Optional[int] = None
+    # the innermost frames' own addresses, innermost first (their locals and value stacks
+    # are read there: analysis/holders.py finds the locks a `with` block holds)
+    frame_addresses: Tuple[int, ...] = ()
 
     @property
     def depth(self) -> int:

@@ -212,6 +212,7 @@ class _Reader:
         entry path) without keeping their frames, up to `max_links` in all."""
         lay = self.layout
         head: List[PythonFrame] = []
+        addresses: List[int] = []  # the head frames' own addresses (what their locals hold is read there)
         tail: Deque[Tuple[int, Optional[int]]] = deque(maxlen=TAIL)
         problems: List[str] = []
         seen: Set[int] = set()
@@ -261,10 +262,12 @@ class _Reader:
                 # a frame not yet started points one code unit before its code: offset -2,
                 # which the line table maps to the first line, as CPython does
                 offset = instr - base if base - 2 <= instr < base + (1 << 28) else None
+            if len(head) < self.keep:
+                addresses.append(address)
             self._append(head, tail, code, offset, None)
             walked += 1
             address = back
-        return _Chain(head, self._frames(tail), walked, False, problems)
+        return _Chain(head, self._frames(tail), walked, False, problems, tuple(addresses))
 
     def _append(self, head, tail, code: Optional[int], offset: Optional[int], problem: Optional[str]) -> None:
         if problem is not None:
@@ -289,6 +292,7 @@ class _Chain:
     walked: int  # frames followed in all
     truncated: bool  # the link cap stopped the walk: the outermost frames are unknown
     problems: List[str]
+    head_addresses: Tuple[int, ...] = ()  # the addresses of the head's frames (that were read)
 
 
 def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Optional[Layout], Optional[PythonState]]:
@@ -419,6 +423,7 @@ def _walk_runtime(reader: _Reader, head: int, max_threads: int, common: PythonSt
                     index,
                     omitted=omitted,
                     omitted_at=len(chain.head) if omitted else None,
+                    frame_addresses=chain.head_addresses,
                 )
             )
             (tstate,) = struct.unpack_from("<Q", raw, layout.tstate_next)

@@ -204,6 +204,15 @@ def render_dml(
         out.extend(f"    {i}. {m.text(w, 2000)}" for i, w in enumerate(c.ways_out, 1))
         out.extend(f"  not known: {m.text(u, 2000)}" for u in c.unknown)
         out.append("")
+    if view.waits is not None:
+        out.append(m.bold("Who waits for whom"))
+        out.extend(f"  {m.bold('deadlock:')} {m.text(d, 2000)}" for d in view.waits.deadlocks)
+        for w in view.waits.rows:
+            held = f"; held by {w.held_by}" if w.held_by and w.held_by != "not known" else ""
+            held = held or ("; who holds it is not known" if w.held_by == "not known" else "")
+            at = f" at {w.where}" if w.where else ""
+            out.append(f"  thread {m.text(w.thread, 200)}{m.text(at, 1000)}: {m.text(w.what + held, 2000)}")
+        out.append("")
     if view.code is not None:
         out += _code(view.code, m)
     if view.registers:

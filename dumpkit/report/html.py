@@ -131,6 +131,16 @@ def render_html(report: Report) -> str:
         out.append(f"<p>Leads to: {prose(col.leads_to, 2000)}</p>")
         out.append("<p>Ways out:</p><ol>" + "".join(f"<li>{prose(w, 2000)}</li>" for w in col.ways_out) + "</ol>")
         out += [f'<p class="dim">Not known: {prose(u, 2000)}</p>' for u in col.unknown]
+    if view.waits is not None:
+        out.append("<h2>Who waits for whom</h2>")
+        out += [f"<p><b>Deadlock:</b> {prose(d, 2000)}</p>" for d in view.waits.deadlocks]
+        out.append("<table><tr><th>Thread</th><th>Where</th><th>Waits on</th><th>Held by</th></tr>")
+        out += [
+            f"<tr><td>{h(r.thread)}</td><td>{prose(r.where, 1000)}</td><td>{prose(r.what, 1000)}</td>"
+            f"<td>{prose(r.held_by, 1000)}</td></tr>"
+            for r in view.waits.rows
+        ]
+        out.append("</table>")
     if view.code is not None:
         c = view.code
         out.append(f'<h2>Faulting code in <code>{h(c.where)}</code></h2><div class="wide"><pre>')

@@ -15,6 +15,7 @@ from dumpkit.analysis.model import (
     Environment,
     FrameRecord,
     PythonReport,
+    PythonThreadReport,
     Report,
     Stacks,
     ThreadReport,
@@ -27,6 +28,7 @@ ADDRESS_FIELDS = {
     "sp",
     "base",
     "address",
+    "obj",  # ThreadWait: the object waited on (a handle value for a handle wait)
     "raw_address",
     "teb",
     "stack_start",
@@ -51,7 +53,10 @@ _FIELD_NAMES: Dict[type, Optional[Tuple[str, ...]]] = {}
 # Fields JSON shows as the words a property makes of them, in the field's place (None: not
 # shown): a ThreadReport carries how its walk ended as data (`stop`, and the `frame_limit`
 # it stopped at) and JSON says it in words, `stop_reason` ("frame limit (2000000) reached").
-_SHOWN_AS: Dict[type, Dict[str, Optional[str]]] = {ThreadReport: {"stop": "stop_reason", "frame_limit": None}}
+_SHOWN_AS: Dict[type, Dict[str, Optional[str]]] = {
+    ThreadReport: {"stop": "stop_reason", "frame_limit": None},
+    PythonThreadReport: {"frame_addresses": None, "thread_state": None},
+}
 
 
 def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
@@ -80,11 +85,15 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
     Report: ("ending",),
+    PythonThreadReport: ("name",),
     PythonReport: ("gil",),
 }
 
 # Lists added after schema version 1 that most reports have empty: left out when empty.
-_OMITTED_WHEN_EMPTY: Dict[type, Tuple[str, ...]] = {Environment: ("runtime_collisions",)}
+_OMITTED_WHEN_EMPTY: Dict[type, Tuple[str, ...]] = {
+    Environment: ("runtime_collisions",),
+    Report: ("waits", "deadlocks"),
+}
 
 
 def _convert(obj: Any, key: str = "") -> Any:

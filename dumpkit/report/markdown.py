@@ -212,6 +212,15 @@ def _report(view: ReportView, limits: Limits, trimmed: bool) -> str:
         out += [f"Leads to: {prose(c.leads_to, 2000)}", "", "Ways out:", ""]
         out += [f"{i}. {prose(w, 2000)}" for i, w in enumerate(c.ways_out, 1)] + [""]
         out += [f"Not known: {prose(u, 2000)}" for u in c.unknown] + ([""] if c.unknown else [])
+    if view.waits is not None:
+        out += ["**Who waits for whom**", ""]
+        out += [f"- **Deadlock:** {prose(d, 2000)}" for d in view.waits.deadlocks]
+        out += ["", "| Thread | Where | Waits on | Held by |", "|---|---|---|---|"]
+        out += [
+            f"| {md(r.thread)} | {prose(r.where, 1000)} | {prose(r.what, 1000)} | {prose(r.held_by, 1000)} |"
+            for r in view.waits.rows
+        ]
+        out.append("")
 
     if view.code is not None:
         out += _code(view.code)

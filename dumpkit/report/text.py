@@ -21,6 +21,7 @@ from dumpkit.report.view import (
     WORDS,
     CodeView,
     CollisionView,
+    WaitsView,
     Fact,
     FrameSizeTable,
     Fold,
@@ -156,6 +157,19 @@ def _collision(out: _Out, c: CollisionView) -> None:
     out.line()
 
 
+def _waits(out: _Out, w: WaitsView) -> None:
+    out.line(Styled("Who waits for whom", style="bold"))
+    for d in w.deadlocks:
+        out.para("  deadlock: ", clean(d, 2000), indent=4, style="bold")
+    for r in w.rows:
+        held = f"; held by {r.held_by}" if r.held_by and r.held_by != "not known" else ""
+        held = held or ("; who holds it is not known" if r.held_by == "not known" else "")
+        out.para(f"  thread {clean(r.thread, 200)}: ", clean(f"{r.what}{held}", 2000), indent=4)
+        if r.where:
+            out.para("      at ", clean(r.where, 1000), indent=8, style="dim")
+    out.line()
+
+
 def _fact(out: _Out, f: Fact) -> None:
     value = _plain(f.terminal_value or f.value)
     if f.terminal_label is None:
@@ -285,6 +299,8 @@ def text_lines(report: Report, width: int = 120, max_frames: int = 40) -> List[S
     out.line()
     for c in view.facts.collisions:
         _collision(out, c)
+    if view.waits is not None:
+        _waits(out, view.waits)
 
     if view.code is not None:
         _code(out, view.code)

@@ -28,6 +28,7 @@ from dumpkit.target import (
     DumpError,
     DumpInfo,
     ExceptionInfo,
+    Handle,
     ImageStore,
     MemoryNotInDump,
     MemoryRegion,
@@ -178,6 +179,7 @@ class MinidumpTarget:
         self.process: Optional[ProcessInfo] = streams.process
         self.build_string: Optional[str] = streams.build_string
         self.comment: Optional[str] = streams.comment
+        self.handles: Tuple[Handle, ...] = streams.handles
         self.xstate_enabled_features: Optional[int] = streams.xstate_enabled_features
         self.threads: List[Thread] = streams.threads
         self.modules: List[Module] = streams.modules

@@ -28,6 +28,7 @@ from dumpkit.target import (
     DumpError,
     DumpInfo,
     ExceptionInfo,
+    Handle,
     MemoryRegion,
     Module,
     ProcessInfo,
@@ -67,6 +68,17 @@ _THREAD = struct.Struct("<IIIIQQIIII")
 _MODULE = struct.Struct("<QIIIIIIIIII")
 _CV_RECORD_AT = 24 + 52
 HEADER_SIZE = 32  # MINIDUMP_HEADER: nothing a stream points at can start inside it
+MAX_HANDLE_NAME = 512  # characters of a handle's type or object name kept
+
+
+def _printable(text: Optional[str]) -> Optional[str]:
+    """A name from the dump, as reports may show it: printable characters, bounded."""
+    if not text:
+        return None
+    return "".join(c if c.isprintable() else "?" for c in text[:MAX_HANDLE_NAME])
+
+
+MAX_HANDLES = 1 << 16  # handles kept (a process rarely has more than a few thousand)
 MAX_COMMENT = 16384  # characters of a writer's comment kept (ProcDump writes a few lines)
 MAX_RECORDS = 1 << 23  # per list stream, beyond what its bytes hold; anything beyond is reported and skipped
 MAX_STRING_BYTES = 64 * 1024
@@ -162,6 +174,7 @@ class MinidumpStreams:
     range_problems: Tuple[str, ...]
     missing_lists: Tuple[str, ...]
     comment: Optional[str] = None  # CommentStreamA / CommentStreamW: what the dump's writer said
+    handles: Tuple[Handle, ...] = ()  # HandleDataStream: the process's open handles
 
 
 def read_streams(data: Buffer, size: int, path: str, problems: Problems) -> MinidumpStreams:
@@ -233,6 +246,7 @@ class _StreamReader:
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
         self.comments: List[str] = []
+        self.handles: List[Handle] = []
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
         self._mem_ranges: List[Tuple[int, int, int]] = []
@@ -332,6 +346,7 @@ class _StreamReader:
             (13, self._parse_function_table),
             (10, self._parse_comment_a),
             (11, self._parse_comment_w),
+            (12, self._parse_handle_data),
         ]
         handled = {stype for stype, _h in handlers}
         beyond = [
@@ -384,6 +399,7 @@ class _StreamReader:
             range_problems=tuple(range_problem_lines(self._range_problems)),
             missing_lists=missing_lists,
             comment="\n".join(self.comments) or None,
+            handles=tuple(self.handles),
         )
 
     def _expected_size(self, dir_rva: int, claimed: int, entries: List[StreamEntry]) -> int:
@@ -522,6 +538,22 @@ class _StreamReader:
 
     def _add_range(self, start: int, size: int, offset: int, what: str) -> None:
         add_range(self._mem_ranges, self._range_problems, self._size, start, size, offset, what)
+
+    def _parse_handle_data(self, data: bytes) -> None:
+        """MINIDUMP_HANDLE_DATA_STREAM: a 16-byte header (its own size, each descriptor's,
+        their count), then MINIDUMP_HANDLE_DESCRIPTOR(_2)s of 32 (40) bytes: the handle, the
+        RVAs of its type's and object's names, then counts dumpkit does not use."""
+        if len(data) < 16:
+            raise ValueError(f"{len(data)} bytes, need at least 16")
+        header, size, count, _reserved = struct.unpack_from("<IIII", data)
+        if header < 16 or size < 32:
+            raise ValueError(f"header of {header} bytes, descriptors of {size}: need 16 and 32 at least")
+        count = min(self._records(data, header, count, size, "HandleDataStream"), MAX_HANDLES)
+        for i in range(count):
+            value, type_rva, name_rva = struct.unpack_from("<QII", data, header + i * size)
+            type_name = self._string(type_rva, f"handle {value:#x}") if type_rva else None
+            object_name = self._string(name_rva, f"handle {value:#x}") if name_rva else None
+            self.handles.append(Handle(value, _printable(type_name), _printable(object_name)))
 
     def _parse_comment_a(self, data: bytes) -> None:
         self._comment(data[:MAX_COMMENT].split(b"\0", 1)[0].decode("latin-1"))

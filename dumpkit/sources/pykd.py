@@ -60,6 +60,7 @@ from dumpkit.target import (
     DumpInfo,
     DumpFile,
     ExceptionInfo,
+    Handle,
     ImageStore,
     MemoryNotInDump,
     MemoryRegion,
@@ -177,6 +178,7 @@ class PykdTarget:
         self.memory_regions: List[MemoryRegion] = []
         self.build_string: Optional[str] = None
         self.comment: Optional[str] = None  # a dump's comment streams are not reachable through pykd
+        self.handles: Tuple[Handle, ...] = ()  # nor its handle data
         self.image_store: Optional[ImageStore] = None  # the debugger finds images itself
         self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None

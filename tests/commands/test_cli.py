@@ -109,7 +109,7 @@ def test_every_sample_gets_the_verdict_its_manifest_records(case, sample):
         assert top["function"].endswith("!" + case["oversized_function"])
         assert top["requested"] == case["oversized_bytes"] and top["not_yet_allocated"]
         assert case["oversized_function"] in v["headline"]
-    if case["expected_class"] == "fastfail":
+    if case["expected_class"] in ("fastfail", "abort"):  # abort(): a fail-fast with subcode 7
         assert doc["crash"]["fastfail_code"] == case["fastfail_subcode"]
         assert v["headline"].startswith("Fail-fast FAST_FAIL_")
         # The raising function is the kernel that called __fastfail (or, for /GS, the

@@ -336,3 +336,25 @@ def test_comment_streams_say_what_the_writer_said(tmp_path):
 
 def test_a_dump_without_comments_has_none(full):
     assert full.comment is None
+
+
+def _handle_data(count: int, claimed: int, size: int = 32) -> bytes:
+    descriptors = b"".join(
+        struct.pack("<QIIIIII", 0x4 * (i + 1), 0, 0, 0, 0x1F0003, 1, 2)[:size].ljust(size, b"\0") for i in range(count)
+    )
+    return struct.pack("<IIII", 16, size, claimed, 0) + descriptors
+
+
+def test_handle_data_gives_each_handle_and_says_what_is_missing(tmp_path):
+    """HandleDataStream (procdump -ma writes it): every descriptor present, of either size;
+    a count past the stream's end is a soft error naming the stream, not a failure."""
+    t = _open(_commented((12, _handle_data(3, 3, size=40))), tmp_path)
+    assert [h.value for h in t.handles] == [0x4, 0x8, 0xC]
+    assert all(h.type_name is None and h.object_name is None for h in t.handles)
+    t = _open(_commented((12, _handle_data(2, 9))), tmp_path, name="short.dmp")
+    assert [h.value for h in t.handles] == [0x4, 0x8]
+    assert any("HandleDataStream: claims 9 entries but holds only 2" in p for p in t.soft_errors.items)
+
+
+def test_a_dump_without_handle_data_has_no_handles(full):
+    assert full.handles == ()

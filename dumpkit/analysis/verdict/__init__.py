@@ -20,6 +20,7 @@ from dumpkit.analysis.verdict import (
     cxx_exception,
     ended,
     fail_fast,
+    hang,
     heap_corruption,
     illegal_instruction,
     other,
@@ -56,7 +57,6 @@ _BY_CODE: Dict[int, Decider] = {
 _GET_IT_AGAIN = Step(
     "damaged.get_it_again", "Get the dump again from the machine that crashed; check that the copy is complete."
 )
-_READ_THE_WAITS = Step("no_exception.read_the_waits", "Look at the threads' stacks for what each was waiting on.")
 
 
 def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
@@ -70,13 +70,8 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
             texts((_GET_IT_AGAIN,)),
         ), []
     if crash is None:
-        return Verdict(
-            VerdictKind.NO_EXCEPTION,
-            "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash",
-            Confidence.HIGH,
-            ("the dump has no Exception stream",),
-            texts((_READ_THE_WAITS,)),
-        ), []
+        snapshot = hang.decide(case)
+        return replace(snapshot.verdict, next_steps=texts(snapshot.steps)), list(snapshot.findings)
     evidence = [exception_line(crash, case.frame0)]
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).steps))

@@ -22,7 +22,9 @@ from dumpkit.analysis.codes.model import (
 )
 from dumpkit.analysis.model import (
     CrashInfo,
+    Deadlock,
     Ending,
+    ThreadWait,
     Environment,
     Evidence,
     Finding,
@@ -83,6 +85,8 @@ class Case:
     # from every frame): below the recursion that overflowed the stack, else below the top
     python_entry: Optional[PythonEntry] = None
     ending: Optional[Ending] = None  # how the process ended itself, when it did (analysis/ending.py)
+    waits: Sequence[ThreadWait] = ()  # what each thread waits on (analysis/waits.py, holders.py)
+    deadlocks: Sequence[Deadlock] = ()  # cycles of waits
 
     @property
     def python_thread(self) -> Optional[PythonThreadReport]:

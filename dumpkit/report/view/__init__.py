@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         ReportView,
         Threads,
         VerdictView,
+        WaitRow,
+        WaitsView,
         report_view,
     )
     from dumpkit.report.view.stacks import (
@@ -87,6 +89,8 @@ __all__ = [
     "ThreadView",
     "Threads",
     "VerdictView",
+    "WaitRow",
+    "WaitsView",
     "cut_table",
     "kf_number",
     "plain",

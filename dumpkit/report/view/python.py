@@ -29,7 +29,7 @@ PythonRow = Union[PythonFrameRow, Fold]
 @record
 class PythonStackView:
     tid: int
-    title: str  # "Python stack of thread 264: 3,829 frames"
+    title: str  # 'Python stack of thread 264 "loader": 3,829 frames' (the name: the dump's)
     rows: Tuple[PythonRow, ...]
     problems: Tuple[str, ...]
 
@@ -71,6 +71,25 @@ def _rows(t: PythonThreadReport) -> Tuple[PythonRow, ...]:
     return tuple(out)
 
 
+def _gil_words(py: PythonReport) -> str:
+    """'; the GIL is held by thread 276 "device"', as the interpreter's state records it."""
+    gil = py.gil
+    if gil is None or gil.problems or gil.held is None:
+        return ""
+
+    def thread(tid: Optional[int]) -> str:
+        t = py.thread(tid) if tid is not None else None
+        return f"thread {tid}" + (f' "{t.name[:60]}"' if t is not None and t.name else "")
+
+    if gil.held and gil.holder_thread_id is not None:
+        waiting = f", {plural(gil.waiters, 'thread')} waiting for it" if gil.waiters else ""
+        return f"; the GIL is held by {thread(gil.holder_thread_id)}{waiting}"
+    if gil.held is False:
+        last = f" (last held by {thread(gil.last_holder_thread_id)})" if gil.last_holder_thread_id is not None else ""
+        return f"; the GIL is free{last}"
+    return ""
+
+
 def python_view(
     py: Optional[PythonReport], crashing_tid: Optional[int], tids: Optional[Sequence[int]] = None
 ) -> Optional[PythonView]:
@@ -86,10 +105,13 @@ def python_view(
     threads.sort(key=lambda t: (t.thread_id != crashing_tid, t.thread_id))
     caveat = f" ({py.layout_note or ('' if py.layout_verified else LAYOUT_CAVEAT)})".replace(" ()", "")
     summary = f"{who}: {plural(len(py.threads), 'thread')} running Python, stacks read from the dump{caveat}"
+    summary += _gil_words(py)
     stacks = tuple(
         PythonStackView(
             t.thread_id,
-            f"Python stack of thread {t.thread_id}: {plural(t.depth, 'frame')}"
+            f"Python stack of thread {t.thread_id}"
+            + (f' "{t.name[:60]}"' if t.name else "")
+            + f": {plural(t.depth, 'frame')}"
             + (" (the walk stopped at its cap: the outermost frames are unknown)" if t.truncated else ""),
             _rows(t),
             t.problems,

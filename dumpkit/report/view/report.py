@@ -519,6 +519,48 @@ def images_view(coverage: Optional[ImageCoverage]) -> Optional[ImagesView]:
 
 
 @record
+class WaitRow:
+    """One thread's wait in the "Who waits for whom" table: the thread (id and name), where
+    it is (its Python line of the user's code, else the code that waits), what it waits on,
+    and who holds that where known."""
+
+    thread: str
+    where: str  # PROSE (a dump's Python line, or a frame name)
+    what: str  # PROSE
+    held_by: str  # PROSE: "thread 280", "thread 276 (taken in a with block at ...)", "not known", ""
+
+
+@record
+class WaitsView:
+    """Who waits for whom (analysis/waits.py, holders.py): the deadlocks first, then every
+    thread's wait. Shown when the dump has no exception, or when a lock wait is in it."""
+
+    deadlocks: Tuple[str, ...]  # PROSE
+    rows: Tuple[WaitRow, ...]
+
+
+def waits_view(report: Report) -> Optional[WaitsView]:
+    waits = report.waits
+    if not waits or (report.crash is not None and not report.deadlocks):
+        return None  # a crash's report shows the other threads' stacks; their waits are in the JSON
+    by = {w.tid: w for w in waits}
+    rows = []
+    for w in waits:
+        thread = f"{w.tid}" + (f' "{w.name}"' if w.name else "")
+        join = (w.python_line or "").endswith(", calling threading.join")  # `what` names the thread
+        if w.owner is not None and not join:
+            owner = by.get(w.owner)
+            held_by = f"thread {w.owner}" + (f' "{owner.name}"' if owner is not None and owner.name else "")
+            held_by += f" (taken in a with block at {w.owner_at})" if w.owner_at else ""
+        elif w.obj is not None and not join:
+            held_by = "not known"
+        else:
+            held_by = ""
+        rows.append(WaitRow(thread, w.python_line or w.caller or "", w.what, held_by))
+    return WaitsView(tuple(d.text for d in report.deadlocks), tuple(rows))
+
+
+@record
 class ReportView:
     dumpkit_version: str
     schema_version: int
@@ -538,6 +580,7 @@ class ReportView:
     blame: Optional[Line] = None  # the first frame in the program's own code
     code: Optional[CodeView] = None  # the instructions around the faulting IP
     registers: Tuple[str, ...] = ()  # the exception context, `rax=...` cells in WinDbg's order
+    waits: Optional[WaitsView] = None  # who waits for whom (a snapshot, or a deadlock beside a crash)
 
 
 def report_view(
@@ -591,4 +634,5 @@ def report_view(
         blame=blame_line(report.blame) if report.blame is not None else None,
         code=code_view(report, crash, digits),
         registers=tuple(register_cells(report.crash.registers, digits)) if report.crash is not None else (),
+        waits=waits_view(report),
     )

@@ -12,6 +12,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 from dumpkit.target import (
     DumpInfo,
     ExceptionInfo,
+    Handle,
     MemoryNotInDump,
     MemoryRegion,
     Module,
@@ -95,6 +96,7 @@ class MemoryTarget:
         build_string: Optional[str] = None,
         xstate_enabled_features: Optional[int] = None,
         comment: Optional[str] = None,
+        handles: Sequence[Handle] = (),
         name: str = "synthetic.dmp",
     ):
         self.memory = memory if isinstance(memory, Memory) else Memory(memory)
@@ -115,6 +117,7 @@ class MemoryTarget:
         self.dump_file = None  # no file behind it: nothing to bundle
         self.xstate_enabled_features = xstate_enabled_features
         self.comment = comment
+        self.handles: Tuple[Handle, ...] = tuple(handles)
 
     @property
     def memory_range_count(self) -> Optional[int]:
