@@ -1,10 +1,12 @@
 """Remake sample_dumps/bundles/: a bundle of each dump below, made with `dumpkit bundle
 --only-used-memory` from the raw dump and the images it was made with, so that the tests
-of how processes end (tests/analysis/test_endings_dumps.py) run on any machine, without
-python.org's interpreters or Wine's own DLLs.
+of how processes end (tests/analysis/test_endings_dumps.py) and of hangs
+(tests/analysis/test_hang_dumps.py) run on any machine, without python.org's interpreters or
+Wine's own DLLs.
 
 The images are where the folders' build scripts keep them (their caches: ENDINGS_CACHE,
-ABORTS_CACHE, COLLISIONS_CACHE, defaults /work/cache-<folder>) and Wine's PE DLLs
+ABORTS_CACHE, COLLISIONS_CACHE, defaults /work/cache-<folder>), ../shared/winpython (WINPYTHON)
+for the hang dumps, and Wine's PE DLLs
 (WINE_DLLS, default Debian's /usr/lib/x86_64-linux-gnu/wine/x86_64-windows). A bundle is
 made again only when its dump is named (or with --all); bundles carry what the analysis
 read when they were made, so remake them when the analysis reads more.
@@ -27,6 +29,7 @@ WINE_DLLS = os.environ.get("WINE_DLLS", "/usr/lib/x86_64-linux-gnu/wine/x86_64-w
 ENDINGS = Path(os.environ.get("ENDINGS_CACHE", "/work/cache-endings"))
 ABORTS = Path(os.environ.get("ABORTS_CACHE", "/work/cache-aborts"))
 COLLISIONS = Path(os.environ.get("COLLISIONS_CACHE", "/work/cache-collisions"))
+WINPYTHON = Path(os.environ.get("WINPYTHON", str(REPO.parent / "shared" / "winpython")))
 
 
 def _endings(name: str, version: str, *extra: Path) -> Tuple[Path, List[Path]]:
@@ -36,6 +39,33 @@ def _endings(name: str, version: str, *extra: Path) -> Tuple[Path, List[Path]]:
 def _collisions(name: str, env: str) -> Tuple[Path, List[Path]]:
     return HERE / "collisions" / f"{name}.dmp.xz", [COLLISIONS / "envs" / env, COLLISIONS / "envs" / f"{env}.legacy"]
 
+
+def _hang(name: str) -> Tuple[Path, List[Path]]:
+    """A hang dump (sample_dumps/hangs): python.org's interpreter, storage.dll."""
+    minor = name.rsplit("_py3", 1)[1]
+    suffix = ".trimmed.dmp.xz" if "_full_" in name else ".dmp.xz"
+    return HERE / "hangs" / f"{name}{suffix}", [WINPYTHON / f"cpython-3.{minor}-amd64", HERE / "hangs" / "bin"]
+
+
+# the hang dumps bundled (tests/analysis/test_hang_dumps.py): each scenario, each Python, a
+# normal and a full dump of each, and the plain MiniDumpNormal (no capture) ones
+HANGS = (
+    "lock_deadlock_py38",
+    "lock_deadlock_py311",
+    "lock_deadlock_py312",
+    "lock_deadlock_py313",
+    "lock_deadlock_full_py312",
+    "lock_deadlock_plain_py312",
+    "gil_held_py38",
+    "gil_held_full_py311",
+    "gil_held_py312",
+    "gil_held_py313",
+    "queue_wait_py311",
+    "queue_wait_full_py312",
+    "cs_deadlock_py311",
+    "cs_deadlock_full_py312",
+    "cs_deadlock_plain_py311",
+)
 
 # name -> (dump, image folders besides Wine's DLLs)
 DUMPS: Dict[str, Tuple[Path, List[Path]]] = {
@@ -78,6 +108,7 @@ DUMPS: Dict[str, Tuple[Path, List[Path]]] = {
     "msvcp140_mutex_py311": _collisions("msvcp140_mutex_py311", "msvcp140_py311"),
     "two_cuda_runtimes_py311": _collisions("two_cuda_runtimes_py311", "cuda_py311"),
     "cudnn9_shim_abort_py311": _collisions("cudnn9_shim_abort_py311", "cuda_py311"),
+    **{f"hang_{name}": _hang(name) for name in HANGS},
 }
 
 

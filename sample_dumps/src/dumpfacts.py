@@ -35,12 +35,12 @@ SCENARIOS = {
     "big_frame": dict(expected_class="oversized_frame", stack_reserve=1 << 20,
                       oversized_function="conv_big_kernel"),
     "tree_free": dict(expected_class="recursion", stack_reserve=1 << 20),
-    "fastfail_abort": dict(expected_class="fastfail", stack_reserve=1 << 20),
+    "fastfail_abort": dict(expected_class="abort", stack_reserve=1 << 20),  # subcode 7: abort()
     "fastfail_gs": dict(expected_class="fastfail", stack_reserve=1 << 20),
     "heap_oob": dict(expected_class="access_violation", stack_reserve=1 << 20),
     "null_deref": dict(expected_class="access_violation", stack_reserve=1 << 20),
     "illegal_instruction": dict(expected_class="illegal_instruction", stack_reserve=1 << 20),
-    "tf_env_abort": dict(expected_class="fastfail", stack_reserve=1 << 20),
+    "tf_env_abort": dict(expected_class="abort", stack_reserve=1 << 20),  # subcode 7: abort()
     "deep_recursion_1m": dict(expected_class="recursion", stack_reserve=64 << 20),
     # access violations raised as #GP (simdhost.exe + simdkernels.dll); the
     # faulting instruction and its memory operand are recorded as well

@@ -1,0 +1,257 @@
+"""Who waits for whom, on real dumps of stuck processes (issue #43): sample_dumps/hangs,
+python.org's CPython 3.8-3.13 under Wine, each program stopped for real (two threads taking
+two locks in opposite orders, a ctypes.PyDLL call that keeps the GIL while it waits, a
+consumer of a queue nobody feeds, two threads entering two critical sections of a DLL in
+opposite orders), dumped while it ran by `dumpkit capture --attach PID --now` (normal and
+full memory) or by a plain MiniDumpWriteDump (as Task Manager and procdump write them).
+What each thread waited on, and who held it, is what the program itself said a moment
+before the dump (the manifest's `threads`, from its marker line).
+
+The tests read the bundles in sample_dumps/bundles (the dump with the memory and image
+pages the analysis reads), so they run on any machine; where the raw dump's images are at
+hand (python.org's interpreters under ../shared/winpython and Wine's
+own DLLs), the raw dumps are checked too."""
+
+from __future__ import annotations
+
+import json
+import lzma
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from dumpkit.analysis.model import Report, VerdictKind, WaitKind
+from dumpkit.engine import Options, analyze
+from dumpkit.sources.bundle import open_bundle
+from dumpkit.sources.minidump import open_dump_bytes
+from tests.support.samples import SAMPLES
+
+HANGS = SAMPLES / "hangs"
+BUNDLES = SAMPLES / "bundles"
+WINE_DLLS = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
+WINPYTHON = SAMPLES.parent.parent / "shared" / "winpython"
+
+MANIFEST: Dict[str, dict] = (
+    {d["name"]: d for d in json.loads((HANGS / "manifest.json").read_text())["dumps"]}
+    if (HANGS / "manifest.json").exists()
+    else {}
+)
+
+# the program's words for a wait -> what dumpkit must call it
+KIND = {
+    "lock": WaitKind.PYTHON_LOCK,
+    "join": WaitKind.PYTHON_LOCK,
+    "queue": WaitKind.PYTHON_LOCK,
+    "critical_section": WaitKind.CRITICAL_SECTION,
+    "gil": WaitKind.GIL,
+    "native_wait": WaitKind.HANDLE,
+}
+
+
+def _bundle_name(name: str) -> str:
+    return f"hang_{name}"
+
+
+@lru_cache(maxsize=None)
+def _report(name: str, source: str) -> Report:
+    if source == "bundle":
+        path = BUNDLES / f"{_bundle_name(name)}.dkb"
+        if not path.exists():
+            pytest.skip(f"{path} is not here")
+        target = open_bundle(str(path))
+        options = Options(use_recorded_paths=False)
+    else:
+        path = HANGS / MANIFEST[name]["file"]
+        interpreter = WINPYTHON / f"cpython-{MANIFEST[name]['python_minor']}-amd64"
+        folders = [p for p in (WINE_DLLS, interpreter, HANGS / "bin") if p.is_dir()]
+        if not path.exists() or len(folders) < 3:
+            pytest.skip(f"{path.name}: the raw dump or its images (Wine's DLLs, the interpreters) are not here")
+        target = open_dump_bytes(lzma.decompress(path.read_bytes()), path.name)
+        options = Options(image_paths=tuple(str(p) for p in folders), use_recorded_paths=False)
+    try:
+        return analyze(target, options, problems=target.soft_errors).report
+    finally:
+        target.close()
+
+
+def _bundled() -> List[str]:
+    return sorted(n for n in MANIFEST if (BUNDLES / f"{_bundle_name(n)}.dkb").exists())
+
+
+def _cases() -> List[Tuple[str, str]]:
+    """(dump, source): every bundled dump from its bundle, and every dump raw (skipped where
+    its images are not at hand)."""
+    return [(n, "bundle") for n in _bundled()] + [(n, "raw") for n in sorted(MANIFEST)]
+
+
+def _tids(fact: dict) -> Dict[str, int]:
+    return {t["name"]: t["tid"] for t in fact["threads"]}
+
+
+def _python_aware(fact: dict) -> bool:
+    """A dump that holds the objects waited on: full memory, or capture's (it keeps what
+    each stack points to); a plain MiniDumpNormal keeps the stacks only."""
+    return fact["dump_type"] == "full" or fact["tool"] == "capture"
+
+
+def test_the_hang_dumps_are_bundled_for_every_scenario() -> None:
+    if not MANIFEST:
+        pytest.skip("sample_dumps/hangs is not here")
+    scenarios = {MANIFEST[n]["scenario"] for n in _bundled()}
+    assert scenarios == {d["scenario"] for d in MANIFEST.values()}
+
+
+@pytest.mark.parametrize("name,source", _cases())
+def test_each_thread_waits_on_what_the_program_said(name: str, source: str) -> None:
+    fact = MANIFEST[name]
+    report = _report(name, source)
+    waits = {w.tid: w for w in report.waits}
+    for thread in fact["threads"]:
+        said = thread["waits_on"]["kind"]
+        assert thread["tid"] in waits, f"{thread['name']} ({thread['tid']}): no wait reported"
+        assert waits[thread["tid"]].kind is KIND[said], (thread["name"], said, waits[thread["tid"]])
+        if said == "queue":
+            assert "queue.Queue" in waits[thread["tid"]].what
+        if said == "join":
+            assert (waits[thread["tid"]].python_line or "").endswith("calling threading.join") or not _python_aware(
+                fact
+            )
+
+
+@pytest.mark.parametrize("name,source", _cases())
+def test_an_owner_named_is_the_owner(name: str, source: str) -> None:
+    """Never a wrong owner: where dumpkit names who holds what a thread waits on, it is the
+    thread the program said holds it."""
+    fact = MANIFEST[name]
+    tids = _tids(fact)
+    report = _report(name, source)
+    waits = {w.tid: w for w in report.waits}
+    for thread in fact["threads"]:
+        holder = thread["waits_on"].get("held_by")
+        w = waits.get(thread["tid"])
+        if w is not None and w.owner is not None:
+            assert holder is not None and w.owner == tids[holder], (thread["name"], w)
+
+
+@pytest.mark.parametrize("name,source", [c for c in _cases() if MANIFEST[c[0]].get("deadlock")])
+def test_a_deadlock_is_the_headline_with_both_lines(name: str, source: str) -> None:
+    fact = MANIFEST[name]
+    report = _report(name, source)
+    cycle = {_tids(fact)[n] for n in fact["deadlock"]}
+    if not _python_aware(fact):
+        # a plain MiniDumpNormal holds neither the locks' owners nor the Python stacks:
+        # dumpkit says what each thread waits on, claims no deadlock, and says what would tell
+        assert report.deadlocks == ()
+        assert report.verdict.kind is VerdictKind.NO_EXCEPTION
+        assert any("full-memory dump" in step for step in report.verdict.next_steps)
+        return
+    assert [set(d.threads) for d in report.deadlocks] == [cycle]
+    assert report.verdict.kind is VerdictKind.DEADLOCK
+    headline = report.verdict.headline
+    assert headline.startswith("Deadlock: ")
+    for thread in fact["threads"]:
+        if thread["tid"] in cycle:
+            function, _file, line = thread["python_frames"][-1]
+            assert f"{function} (" in headline and f":{line})" in headline, (function, line, headline)
+    assert report.signature is not None and report.signature.kind == "DEADLOCK"
+
+
+@pytest.mark.parametrize("name,source", [c for c in _cases() if MANIFEST[c[0]]["scenario"] == "gil_held"])
+def test_the_gil_holder_and_its_native_call(name: str, source: str) -> None:
+    fact = MANIFEST[name]
+    report = _report(name, source)
+    holder = _tids(fact)[fact["gil"]["ground_truth"]["held_by"]]
+    assert report.verdict.kind is VerdictKind.GIL_HELD
+    headline = report.verdict.headline
+    named = ' "device"' if fact["dump_type"] == "full" else ""  # the heap has the threads' names
+    assert headline.startswith(f"Thread {holder}{named} at wait_for_device (")
+    assert "ctypes" in headline and "holds the GIL" in headline
+    waiting = len(fact["gil"]["ground_truth"]["waiting"])
+    assert f"{waiting} threads wait for the GIL" in headline
+
+
+def test_one_signature_per_deadlock_across_pythons_and_dump_kinds() -> None:
+    """Triage groups hang dumps by what they wait on: the same two lines, one group, on
+    every Python and whichever way the dump was written."""
+    names = [n for n in _bundled() if MANIFEST[n]["scenario"] == "lock_deadlock" and _python_aware(MANIFEST[n])]
+    if len(names) < 2:
+        pytest.skip("fewer than two lock_deadlock bundles")
+    signatures = {_report(n, "bundle").signature.text for n in names}
+    assert signatures == {"DEADLOCK | read_catalog (lock_deadlock.py:60) | update_index (lock_deadlock.py:42)"}
+
+
+@pytest.mark.parametrize("name,source", _cases())
+def test_threads_are_named_as_the_program_named_them(name: str, source: str) -> None:
+    """threading.Thread names, from the interpreter's memory: every thread of a full dump,
+    and never a wrong one where the heap is only partly there."""
+    fact = MANIFEST[name]
+    report = _report(name, source)
+    named = {t.tid: t.name for t in report.threads}
+    for thread in fact["threads"]:
+        if fact["dump_type"] == "full":
+            assert named.get(thread["tid"]) == thread["name"]
+        elif named.get(thread["tid"]) is not None:
+            assert named[thread["tid"]] == thread["name"]
+    if fact["dump_type"] == "full" and report.deadlocks:
+        for thread in fact["threads"]:
+            if thread["tid"] in report.deadlocks[0].threads:
+                assert f'thread {thread["tid"]} "{thread["name"]}"' in report.verdict.headline
+
+
+def _deadlock_bundle() -> str:
+    names = [n for n in _bundled() if MANIFEST[n].get("deadlock") and _python_aware(MANIFEST[n])]
+    if not names:
+        pytest.skip("no deadlock bundle")
+    return names[0]
+
+
+def test_every_format_says_who_waits_for_whom() -> None:
+    """Text, Markdown, HTML, JSON and !tfstack's DML: the deadlock and each thread's wait."""
+    from dumpkit.report.dml import render_dml
+    from dumpkit.report.html import render_html
+    from dumpkit.report.json_report import report_dict
+    from dumpkit.report.markdown import render_markdown
+    from dumpkit.report.text import render_text
+
+    report = _report(_deadlock_bundle(), "bundle")
+    cycle = report.deadlocks[0]
+    lines = [w for w in report.waits if w.tid in cycle.threads]
+    for name, rendered in (
+        ("text", render_text(report, width=1000)),
+        ("markdown", render_markdown(report)),
+        ("html", render_html(report)),
+        ("dml", "\n".join(render_dml(report, plain=True))),
+    ):
+        assert "Who waits for whom" in rendered, name
+        assert "waits for" in rendered and "held by thread" in rendered, name
+        for w in lines:
+            function = (w.python_line or "").split(" (", 1)[0]
+            assert function and function in rendered, (name, function)
+    data = report_dict(report)
+    assert [set(d["threads"]) for d in data["deadlocks"]] == [set(cycle.threads)]
+    assert {w["tid"] for w in data["waits"]} >= set(cycle.threads)
+    assert data["verdict"]["kind"] == "deadlock"
+
+
+def test_triage_groups_hang_dumps_by_what_they_wait_on(tmp_path: Path) -> None:
+    """One group per deadlock over the same two lines, whichever Python and dump kind; the
+    GIL hang apart."""
+    from dumpkit.triage.analyse import Job, analyse_one
+    from dumpkit.triage.group import group
+
+    deadlocks = [n for n in _bundled() if MANIFEST[n]["scenario"] == "lock_deadlock" and _python_aware(MANIFEST[n])]
+    gil = [n for n in _bundled() if MANIFEST[n]["scenario"] == "gil_held"]
+    if len(deadlocks) < 2 or not gil:
+        pytest.skip("not enough hang bundles")
+    records = [
+        analyse_one(Job(use_recorded_paths=False), str(BUNDLES / f"{_bundle_name(n)}.dkb")) for n in deadlocks + gil
+    ]
+    assert all(r.ok for r in records), [r.error for r in records if not r.ok]
+    groups = group(records)
+    by_signature = {g.signature: g.count for g in groups}
+    assert by_signature["DEADLOCK | read_catalog (lock_deadlock.py:60) | update_index (lock_deadlock.py:42)"] == len(
+        deadlocks
+    )
+    assert by_signature["GIL_HELD | wait_for_device (gil_held.py:56)"] == len(gil)
