@@ -44,7 +44,12 @@ class Watchdog:
     def disarm(self, token: int) -> bool:
         """Withdraw a deadline; whether it had fired already."""
         with self._cond:
-            return self._deadlines.pop(token, None) is None
+            fired = self._deadlines.pop(token, None) is None
+            if not fired:
+                # the thread may sleep toward this deadline: wake it to find the next one,
+                # or none, and end after LINGER instead of at the withdrawn deadline
+                self._cond.notify()
+            return fired
 
     def _run(self) -> None:
         with self._cond:
