@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from dumpkit.analysis.codes.model import STATUS_BREAKPOINT, STATUS_STACK_BUFFER_OVERRUN
 from dumpkit.analysis.model import CrashInfo, Ending, EndingRoute
 from dumpkit.analysis.pyentry import is_interpreter
+from dumpkit.analysis.raiser import RUNTIME_MODULES
 from dumpkit.unwind.frames import Frame
 
 LOOK = 24  # the ending machinery is never deeper than this
@@ -125,20 +126,6 @@ _ROUTE_OF = {
     "FatalAppExit": EndingRoute.ABORT,
     FATAL_LOG: EndingRoute.ABORT,
 }
-# the C runtime's and the system's modules, whose unnamed frames can still be the way out
-_RUNTIME_MODULES = frozenset(
-    {
-        "ntdll.dll",
-        "kernelbase.dll",
-        "kernel32.dll",
-        "ucrtbase.dll",
-        "ucrtbased.dll",
-        "msvcrt.dll",
-        "vcruntime140.dll",
-        "vcruntime140_1.dll",
-        "msvcp140.dll",
-    }
-)
 
 
 def short_name(f: Frame) -> Optional[str]:
@@ -295,7 +282,9 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
 def _unnamed_runtime(f: Frame) -> bool:
     """A frame of the system or the C runtime that no symbol names (its image not at hand)."""
     unnamed = "!" not in f.function_name or f.function_name.split("!", 1)[1].startswith("func_")
-    return unnamed and (f.module or "").lower() in _RUNTIME_MODULES
+    return (
+        unnamed and (f.module or "").lower() in RUNTIME_MODULES
+    )  # the runtime's unnamed frames can still be the way out
 
 
 def _route(calls: Sequence[str], python_fatal: Optional[str], fastfail_abort: bool) -> EndingRoute:
