@@ -431,12 +431,19 @@ def _debug_loop(argv: Optional[Sequence[str]], attach: Optional[int], dumping: _
         # Here the last event has been continued. A dumped process is being ended with its
         # crash code: its exit ends the loop, Ctrl-C or not.
         if ctrl_c.pressed and attach is not None and not outcome.dumps:
-            if win32.DebugActiveProcessStop(attach):
+            if any(p.armed for p in processes.values()):
+                # The exit int3s go first: left behind, the program's own exit would meet one
+                # with no debugger (Wine then ends it with code 0, not its own). A thread that
+                # reached one before it went is set back by the events of one more wait.
+                for armed in processes.values():
+                    _disarm(armed)
+            elif win32.DebugActiveProcessStop(attach):
                 outcome.detached = True
+                return outcome
             else:
                 outcome.detach_failed = win32.last_error()
                 outcome.ended, outcome.exit_code = _ended(attach)
-            return outcome
+                return outcome
         if not win32.WaitForDebugEvent(ctypes.byref(event), win32.WAIT_TIMEOUT_MS):
             continue
         status = win32.DBG_CONTINUE
