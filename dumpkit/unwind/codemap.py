@@ -19,11 +19,11 @@ Symbol lookup lives here, apart from walking, as rust-minidump and Breakpad keep
 from __future__ import annotations
 
 import bisect
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from dumpkit.images import ImageProvider
-from dumpkit.pe import PEError
-from dumpkit.target import MemoryNotInDump, Target
+from dumpkit.pe import PEError, PEImage
+from dumpkit.target import MemoryNotInDump, Module, Target
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, simulate_to_return
 from dumpkit.unwind.frames import Trust
 from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
@@ -34,6 +34,7 @@ RETURN_CACHE_LIMIT = 1 << 18
 CODE_CACHE_LIMIT = 500_000
 # Below this, a stack word is a small number, not a return address.
 MIN_CODE_ADDRESS = 0x10000
+_UNASKED: Any = object()  # not in plausible_return's cache (None is an answer there)
 # Where `frame_end` starts its simulated stack: well away from 0 and 2**64 (the simulator
 # only adds and subtracts; the words it pops are not looked at).
 _SIMULATED_SP = 1 << 40
@@ -134,10 +135,9 @@ class CodeMap:
     def plausible_return(self, address: int) -> Optional[Trust]:
         """SCAN_VALIDATED if a CALL ends at `address`, SCAN if it is in module code whose
         bytes are not available, None if it cannot be a return address."""
-        try:
-            return self._returns[address]
-        except KeyError:
-            pass
+        kind = self._returns.get(address, _UNASKED)  # most words a scan asks about are new
+        if kind is not _UNASKED:
+            return kind
         if len(self._returns) >= RETURN_CACHE_LIMIT:
             self._returns.clear()
         kind = self._returns[address] = self._classify_return(address)
@@ -159,10 +159,26 @@ class CodeMap:
         image = self.images.image(module)
         if image is not None and not image.is_code_rva(addr - module.base):
             return None
-        before = _code_before(self.read_code, addr)
+        # read_code's bytes without finding the module again: the CALL_LOOKBACK bytes before
+        # addr are in this module too (addr is a page past its base, and a module based
+        # among them would be the one module_at found for addr, whose first page is refused)
+        before = _code_before(self._image_reader(module, image), addr)
         if before:
             return Trust.SCAN_VALIDATED if call_ends_at(before, addr, self.bits) else None
         return Trust.SCAN if image is None else None
+
+    def _image_reader(self, module: Module, image: Optional[PEImage]) -> Callable[[int, int], bytes]:
+        """`read_code` for addresses inside `module`, whose image (or None) is known."""
+        if image is None:
+            return self.target.read_available
+
+        def read(address: int, size: int) -> bytes:
+            try:
+                return image.read_rva(address - module.base, size)
+            except (PEError, MemoryNotInDump):
+                return self.target.read_available(address, size)
+
+        return read
 
     def frame_end(self, return_address: int) -> Optional[int]:
         """The offset from the SP of a frame returning to `return_address` to the slot of
