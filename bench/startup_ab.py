@@ -6,7 +6,10 @@ runs of BEFORE and AFTER, taken in turn so that both see the same machine load.
 `--walks` adds the runs where the walk and the analyses are the cost, not start-up (an
 architecture change must not make them slower, issue #33 item 7): the 1M-frame overflow
 (`analyze` and `stack --json`), the mingw recursion, the CPython recursion walked without
-python38.dll (every frame scanned, verified in bulk) and `info --json` of a real dump.
+python38.dll (every frame scanned, verified in bulk), `info --json` of a real dump, the
+TensorFlow bundles (`analyze`), `stack --all` of the 19-thread real dump and of the Python
+recursion, and (issue #45) `analyze` of a Unity player's 47-thread crash without its images,
+from bench/truth_corpus.py's cache when it is there.
 
 Each commit's `dumpkit/` is unpacked with `git archive` into a temporary folder and
 compiled to bytecode; the commands run as `python -m dumpkit ...` from that folder (the
@@ -36,6 +39,8 @@ SMALL = os.path.join(ROOT, "sample_dumps", "null_deref.dmp")
 IMAGES = os.path.join(ROOT, "sample_dumps", "bin")
 REAL = os.path.join(os.path.dirname(ROOT), "shared", "real_dumps", "breakpad", "ascii_read_av.dmp")
 RUST = os.path.expanduser("~/.cache/dumpkit-peers/minidump-stackwalk")
+# a Unity player's crash (47 threads, no images at hand): bench/truth_corpus.py puts it here
+UNITY = os.path.expanduser("~/.cache/dumpkit-bench/truth/unity_ksp_2018.dmp")
 
 
 def unpack(rev: str, into: str) -> None:
@@ -82,9 +87,22 @@ def walk_cases(work: str) -> Dict[str, List[str]]:
         ],
         "analyze CPython recursion without its DLL, JSON": ["analyze", scanned, "--format", "json"],
     }
+    for bundle in ("python/tf_nest_flatten.dkb", "pyversions/tf311/tf_nest_flatten_py311.dkb"):
+        if os.path.exists(os.path.join(samples, bundle)):
+            cases[f"analyze TensorFlow bundle {os.path.basename(bundle)}, JSON"] = [
+                "analyze",
+                os.path.join(samples, bundle),
+                "--format",
+                "json",
+            ]
+    cases["stack --all CPython recursion without its DLL"] = ["stack", scanned, "--all"]
     big = os.path.join(os.path.dirname(ROOT), "shared", "real_dumps", "rust-minidump", "stability-report.dmp")
     if os.path.exists(big):
         cases["info --json real dump"] = ["info", big, "--json"]
+        cases["stack --all real 19-thread dump"] = ["stack", big, "--all"]
+    if os.path.exists(UNITY):
+        cases["analyze Unity 47-thread dump, text"] = ["analyze", UNITY]
+        cases["analyze Unity 47-thread dump, JSON"] = ["analyze", UNITY, "--format", "json"]
     return cases
 
 
@@ -128,6 +146,10 @@ def main() -> None:
                 if os.path.exists(REAL):
                     times.setdefault(("rust-minidump --json, real dump", ""), []).append(
                         timed([RUST, "--json", REAL], work)
+                    )
+                if a.walks and os.path.exists(UNITY):
+                    times.setdefault(("rust-minidump --json, Unity 47-thread dump", ""), []).append(
+                        timed([RUST, "--json", UNITY], work)
                     )
     finally:
         shutil.rmtree(work, ignore_errors=True)
