@@ -56,7 +56,7 @@ def _fetcher(srv: IndexServer, tmp_path: Path, index_url: Optional[str] = None, 
 
 def _cached(tmp_path: Path) -> List[str]:
     root = tmp_path / "cache"
-    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()) if root.exists() else []
 
 
 @pytest.fixture
@@ -86,6 +86,7 @@ def test_pip_configuration_gives_the_indexes_and_hides_their_credentials():
 
 
 def test_pip_own_configuration_is_read(monkeypatch, tmp_path):
+    pytest.importorskip("pip", reason="pip's own files are read through pip (the py38 lane's Python has none)")
     conf = tmp_path / "pip.conf"
     conf.write_text("[global]\nindex-url = https://from-file.example/simple\n")
     monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
