@@ -7,7 +7,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
-import sys
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -21,8 +20,8 @@ from dumpkit.triage.record import FAILED, DumpRecord
 # (path, content hash or None, cache key or None)
 Item = Tuple[str, Optional[str], Optional[str]]
 
-# A worker process is replaced after this many dumps (Python 3.11+), so memory one dump's
-# analysis leaves behind (fragmentation, caches) cannot pile up over thousands.
+# Worker processes are replaced after this many dumps each (a new pool), so memory one
+# dump's analysis leaves behind (fragmentation, caches) cannot pile up over thousands.
 TASKS_PER_CHILD = 32
 # Dumps handed to the pool ahead of the free workers: enough to keep them busy, few enough
 # that a million-dump run does not hold a million futures.
@@ -59,23 +58,15 @@ def _inline(job: Job, items: Sequence[Item]) -> Iterator[Tuple[Item, DumpRecord]
 
 
 def _pool(jobs: int, memory_cap: Optional[int]) -> ProcessPoolExecutor:
-    if sys.version_info >= (3, 11):
-        # a child limit rules out 'fork'; forkserver starts children from a clean process,
-        # which imports the analysis once: a worker replaced every TASKS_PER_CHILD dumps is
-        # then a fork, not an interpreter start and ~0.2 s of imports (6 ms a dump, more
-        # than a small dump's analysis)
-        method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-        context = multiprocessing.get_context(method)
-        if method == "forkserver":
-            context.set_forkserver_preload(PRELOAD)
-        return ProcessPoolExecutor(
-            max_workers=jobs,
-            mp_context=context,
-            initializer=_worker_setup,
-            initargs=(memory_cap,),
-            max_tasks_per_child=TASKS_PER_CHILD,
-        )
-    return ProcessPoolExecutor(max_workers=jobs, initializer=_worker_setup, initargs=(memory_cap,))
+    """Workers for TASKS_PER_CHILD * jobs dumps (_processes then starts another pool).
+    Forkserver where there is one: it imports the analysis once, and each worker is then a
+    fork, not an interpreter start and ~0.2 s of imports (6 ms a dump, more than a small
+    dump's analysis); fork itself is unsafe once the pool's threads run."""
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":
+        context.set_forkserver_preload(PRELOAD)
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_setup, initargs=(memory_cap,))
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -100,12 +91,21 @@ def _processes(
     queue = list(reversed(items))
     running: Dict[Future, Item] = {}
     pool = _pool(jobs, memory_cap)
+    given = 0  # dumps handed to this pool
     finished = False
     try:
         while queue or running:
-            while queue and len(running) < jobs * AHEAD:
+            if given >= jobs * TASKS_PER_CHILD and not running:
+                # The pool has done its share: its workers go, with whatever memory the
+                # analyses left behind, and a new pool goes on. (Not the executor's
+                # max_tasks_per_child: in CPython 3.11 a worker that leaves while a result
+                # is on its way is not replaced, and a run ends waiting on no workers.)
+                pool.shutdown(wait=True)
+                pool, given = _pool(jobs, memory_cap), 0
+            while queue and len(running) < jobs * AHEAD and given < jobs * TASKS_PER_CHILD:
                 item = queue.pop()
                 running[pool.submit(analyse_one, job, item[0], item[1])] = item
+                given += 1
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             broken = False
             for future in done:
@@ -122,7 +122,7 @@ def _processes(
                 queue.extend(running.values())
                 running.clear()
                 pool.shutdown(wait=False)
-                pool = _pool(jobs, memory_cap)
+                pool, given = _pool(jobs, memory_cap), 0
         finished = True
     finally:
         for future in running:
