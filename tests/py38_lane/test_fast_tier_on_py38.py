@@ -52,7 +52,9 @@ SELECTION = (
     "tests/test_conventions.py",
 )
 RUN_TIMEOUT = 900
-BUDGET = 330  # seconds for the Windows side: the lane must stay at about five minutes
+# Seconds for the Windows side: the lane must stay at about six minutes (CI runs it after the
+# main suite and four other lanes, all bounded: 32 minutes in all on 2026-11-28)
+BUDGET = 390
 
 
 def _test_files() -> List[str]:

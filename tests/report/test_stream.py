@@ -47,7 +47,13 @@ def test_streamed_json_is_the_document_json_dumps_writes():
 
 
 @pytest.mark.parametrize(
-    "dump", ["fastfail_abort.dmp", "breakpad/ascii_read_av.dmp", "python/thread_stack_size.dmp.xz"]
+    "dump",
+    [
+        "fastfail_abort.dmp",
+        "breakpad/ascii_read_av.dmp",
+        # ~45 s of rich laying out its thousands of rows: the full suite's, not the fast tier's
+        pytest.param("python/thread_stack_size.dmp.xz", marks=pytest.mark.slow),
+    ],
 )
 def test_streamed_kf_rows_are_the_rich_tables_rows(dump, plain):
     """Every column as the rich table laid it out: widths, alignment, hex Memory of the
