@@ -52,9 +52,10 @@ SELECTION = (
     "tests/test_conventions.py",
 )
 RUN_TIMEOUT = 900
-# Seconds for the Windows side: the lane must stay at about six minutes (CI runs it after the
-# main suite and four other lanes, all bounded: 32 minutes in all on 2026-11-28)
-BUDGET = 390
+# Seconds for the Windows side: the lane must stay at about six minutes, with room for a
+# slower machine (CI runs it after the main suite and four other lanes: 32 minutes in all on
+# 2026-11-28, the lane 6:22 of it)
+BUDGET = 450
 
 
 def _test_files() -> List[str]:
