@@ -5,7 +5,7 @@ of how processes end (tests/analysis/test_endings_dumps.py) and of hangs
 Wine's own DLLs.
 
 The images are where the folders' build scripts keep them (their caches: ENDINGS_CACHE,
-ABORTS_CACHE, COLLISIONS_CACHE, defaults /work/cache-<folder>), ../shared/winpython (WINPYTHON)
+ABORTS_CACHE, COLLISIONS_CACHE, defaults cache-<folder> beside the repository, as their build.sh), ../shared/winpython (WINPYTHON)
 for the hang dumps, and Wine's PE DLLs
 (WINE_DLLS, default Debian's /usr/lib/x86_64-linux-gnu/wine/x86_64-windows). A bundle is
 made again only when its dump is named (or with --all); bundles carry what the analysis
@@ -26,9 +26,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 OUT = HERE / "bundles"
 WINE_DLLS = os.environ.get("WINE_DLLS", "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
-ENDINGS = Path(os.environ.get("ENDINGS_CACHE", "/work/cache-endings"))
-ABORTS = Path(os.environ.get("ABORTS_CACHE", "/work/cache-aborts"))
-COLLISIONS = Path(os.environ.get("COLLISIONS_CACHE", "/work/cache-collisions"))
+ENDINGS = Path(os.environ.get("ENDINGS_CACHE") or REPO.parent / "cache-endings")
+ABORTS = Path(os.environ.get("ABORTS_CACHE") or REPO.parent / "cache-aborts")
+COLLISIONS = Path(os.environ.get("COLLISIONS_CACHE") or REPO.parent / "cache-collisions")
 WINPYTHON = Path(os.environ.get("WINPYTHON", str(REPO.parent / "shared" / "winpython")))
 
 

@@ -42,7 +42,7 @@
 #      dumpkit).
 #
 # Usage: ./build.sh [NAME...]      (default: every scenario; a named one is remade alone)
-# Environment: ABORTS_CACHE (default /work/cache-aborts), WINEPREFIX (default
+# Environment: ABORTS_CACHE (default cache-aborts beside the repository), WINEPREFIX (default
 # $ABORTS_CACHE/wineprefix; never shared with another job: this script runs wineserver -k in
 # it), WINE (default /usr/lib/wine/wine64).
 set -euo pipefail
@@ -52,7 +52,7 @@ REPO=$(cd ../.. && pwd)
 SHARED=$REPO/../shared/winpython
 DUMPER=$REPO/sample_dumps/bin/dumper.exe
 TRIM=$REPO/sample_dumps/python/src/trim_full.py
-CACHE=${ABORTS_CACHE:-/work/cache-aborts}
+CACHE=${ABORTS_CACHE:-$(dirname "$REPO")/cache-aborts}
 export WINEPREFIX=${WINEPREFIX:-$CACHE/wineprefix}
 export WINEDEBUG=-all
 WINE=${WINE:-/usr/lib/wine/wine64}

@@ -27,7 +27,7 @@
 #   5. regenerates manifest.json with src/facts.py (its own struct readers, never dumpkit).
 #
 # Usage: ./build.sh [NAME...]      (default: every scenario; a named one is remade alone)
-# Environment: COLLISIONS_CACHE (default /work/cache-collisions), WINEPREFIX (default
+# Environment: COLLISIONS_CACHE (default cache-collisions beside the repository), WINEPREFIX (default
 # $COLLISIONS_CACHE/wineprefix), WINE (default /usr/lib/wine/wine64).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -35,7 +35,7 @@ HERE=$PWD
 REPO=$(cd ../.. && pwd)
 SHARED=$REPO/../shared/winpython
 DUMPER=$REPO/sample_dumps/bin/dumper.exe
-CACHE=${COLLISIONS_CACHE:-/work/cache-collisions}
+CACHE=${COLLISIONS_CACHE:-$(dirname "$REPO")/cache-collisions}
 export WINEPREFIX=${WINEPREFIX:-$CACHE/wineprefix}
 export WINEDEBUG=-all
 WINE=${WINE:-/usr/lib/wine/wine64}

@@ -30,7 +30,7 @@
 #   5. regenerates manifest.json with src/facts.py (its own minidump reader, not dumpkit).
 #
 # Usage: ./build.sh [NAME...]      (default: every scenario; a named one is remade alone)
-# Environment: ENDINGS_CACHE (default /work/cache-endings), WINEPREFIX (default
+# Environment: ENDINGS_CACHE (default cache-endings beside the repository), WINEPREFIX (default
 # $ENDINGS_CACHE/wineprefix), WINE (default /usr/lib/wine/wine64).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -39,7 +39,7 @@ REPO=$(cd ../.. && pwd)
 SHARED=$REPO/../shared/winpython
 DUMPER=$REPO/sample_dumps/bin/dumper.exe
 TRIM=$REPO/sample_dumps/python/src/trim_full.py
-CACHE=${ENDINGS_CACHE:-/work/cache-endings}
+CACHE=${ENDINGS_CACHE:-$(dirname "$REPO")/cache-endings}
 export WINEPREFIX=${WINEPREFIX:-$CACHE/wineprefix}
 export WINEDEBUG=-all
 WINE=${WINE:-/usr/lib/wine/wine64}

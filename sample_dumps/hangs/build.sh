@@ -31,14 +31,14 @@
 #   5. regenerates manifest.json with src/facts.py (its own minidump reader, not dumpkit).
 #
 # Usage: ./build.sh [NAME...]      (default: every run; a named one is remade alone)
-# Environment: HANGS_CACHE (default /work/cache-hangs), PYTHON (default the repo's .venv),
+# Environment: HANGS_CACHE (default cache-hangs beside the repository), PYTHON (default the repo's .venv),
 # WINE (default /usr/lib/wine/wine64).
 set -euo pipefail
 cd "$(dirname "$0")"
 HERE=$PWD
 REPO=$(cd ../.. && pwd)
 TRIM=$REPO/sample_dumps/python/src/trim_full.py
-CACHE=${HANGS_CACHE:-/work/cache-hangs}
+CACHE=${HANGS_CACHE:-$(dirname "$REPO")/cache-hangs}
 PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 WINE=${WINE:-/usr/lib/wine/wine64}
 export WINEDEBUG=-all

@@ -18,7 +18,7 @@ import pytest
 from dumpkit.analysis.model import Report
 from dumpkit.engine import Options, analyze
 from dumpkit.sources.bundle import open_bundle
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, build_cache
 
 BUNDLES = SAMPLES / "bundles"
 WINE_DLLS = Path("/usr/lib/x86_64-linux-gnu/wine/x86_64-windows")
@@ -179,7 +179,7 @@ def test_tensorflows_check_failed_without_the_heap_names_the_caller_and_no_reaso
     """The MiniDumpNormal dump of the same program holds no heap: the same caller and
     frames, no reason made up. Its images (TensorFlow's 700 MB pyd) are not committed, so
     this runs where the aborts build cache is (sample_dumps/aborts/build.sh)."""
-    images = Path("/work/cache-aborts/images/Python311-tf")
+    images = build_cache("ABORTS_CACHE", "cache-aborts") / "images" / "Python311-tf"
     if not images.is_dir() or not WINE_DLLS.is_dir():
         pytest.skip("needs TensorFlow's images (sample_dumps/aborts/build.sh's cache) and Wine's own DLLs")
     from dumpkit.commands.inputs import open_target

@@ -7,8 +7,6 @@ imports no committed image has, and python.org's own extensions where ../shared 
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Dict, Optional, Sequence
 
 import pytest
@@ -24,12 +22,12 @@ from dumpkit.report.json_report import report_dict
 from dumpkit.report.text import text_lines
 from dumpkit.target import Module
 
-from tests.support.samples import ROOT, sample_path
+from tests.support.samples import ROOT, build_cache, sample_path
 from tests.support.synth_pe import make_import_image
 
 # Where sample_dumps/collisions/build.sh keeps the interpreter folders its runs used (the
 # wheels' DLLs are not committed): the msvcp140 rule needs ctranslate2's images.
-COLLISIONS_CACHE = Path(os.environ.get("COLLISIONS_CACHE", "/work/cache-collisions"))
+COLLISIONS_CACHE = build_cache("COLLISIONS_CACHE", "cache-collisions")
 WINPYTHON = ROOT.parent / "shared" / "winpython"
 
 SITE = "C:\\Python311\\Lib\\site-packages"

@@ -1,6 +1,6 @@
 """The GIL layouts (dumpkit/cpython/gil_layouts.py) against CPython's own headers, where this
 machine has them: the release tarballs as deadsnakes imported them (git dirs named
-`deadsnakes+python3.X/repo` under $DUMPKIT_CPYTHON_GIT, by default /work/.mirror, where the
+`deadsnakes+python3.X/repo` under $DUMPKIT_CPYTHON_GIT, by default .mirror beside the repository, where the
 `fetch github:deadsnakes/python3.X` tool puts them; docs/cpython-layout-stability.md). The
 headers of each release are compiled by mingw-w64's x86_64-w64-mingw32-gcc, a Windows x64
 compiler (LLP64, windows.h: CRITICAL_SECTION, SRWLOCK), with the release's PC/pyconfig.h; the
@@ -10,7 +10,6 @@ compiler or a release's git dir is absent."""
 from __future__ import annotations
 
 import io
-import os
 import re
 import shutil
 import subprocess
@@ -22,8 +21,9 @@ import pytest
 
 from dumpkit.cpython.gil_layouts import GIL_LAYOUTS, STATUS_ACTIVE_BIT, STATUS_HOLDS_GIL_BIT_313, GilLayout
 from dumpkit.cpython.gil_layouts import gil_layout_from_debug_offsets
+from tests.support.samples import cpython_git
 
-MIRROR = Path(os.environ.get("DUMPKIT_CPYTHON_GIT", "/work/.mirror"))
+MIRROR = cpython_git()
 # The release each minor's samples run, or the newest deadsnakes has of it (3.12.9 and
 # 3.13.2 were released after its last import; the real dumps check those).
 RELEASES = {8: "3.8.1", 9: "3.9.13", 10: "3.10.11", 11: "3.11.9", 12: "3.12.6", 13: "3.13.0_rc2"}

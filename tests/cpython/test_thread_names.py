@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import random
 import re
 import shutil
@@ -49,11 +48,12 @@ from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
 from tests.support.fakes.target import MemoryTarget
-from tests.support.samples import ROOT, SAMPLES
+from tests.support.samples import ROOT, SAMPLES, cpython_git
+from tests.support.wine import cache_dir as lane_cache
 
 HANGS = SAMPLES / "hangs"
 WINPYTHON = ROOT.parent / "shared" / "winpython"
-LANE = Path("/root/.cache/dumpkit/windbg-lane")
+LANE = lane_cache()  # the Wine lanes' interpreters, where they were built
 
 
 def _entries() -> List[dict]:
@@ -416,7 +416,7 @@ def test_an_interpreter_list_that_loops_is_read_once():
 
 
 # --- the offsets against CPython's own headers ------------------------------------------------
-MIRROR = Path(os.environ.get("DUMPKIT_CPYTHON_GIT", "/work/.mirror"))
+MIRROR = cpython_git()
 RELEASES = {8: "3.8.1", 9: "3.9.13", 10: "3.10.11", 11: "3.11.9", 12: "3.12.6", 13: "3.13.0_rc2"}
 CC = "x86_64-w64-mingw32-gcc"
 PROGRAM = r"""

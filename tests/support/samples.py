@@ -15,6 +15,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SAMPLES = ROOT / "sample_dumps"
+
+
+def build_cache(variable: str, folder: str) -> Path:
+    """Where a sample family's build.sh keeps what is not committed (interpreters, wheels'
+    images): $variable, else `folder` beside the repository, as build.sh defaults."""
+    return Path(os.environ.get(variable) or ROOT.parent / folder)
+
+
+def cpython_git() -> Path:
+    """Where `fetch` left bare clones of CPython (deadsnakes+python3.X/repo):
+    $DUMPKIT_CPYTHON_GIT, else .mirror beside the repository."""
+    return Path(os.environ.get("DUMPKIT_CPYTHON_GIT") or ROOT.parent / ".mirror")
+
+
 SAMPLE_BIN = SAMPLES / "bin"
 REAL_DUMPS = ROOT.parent / "shared" / "real_dumps"
 
