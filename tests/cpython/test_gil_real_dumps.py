@@ -20,14 +20,10 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
+from dumpkit.cpython import read_python_state
 from dumpkit.cpython.model import GilSource
-from dumpkit.images import ImageLocator
-from dumpkit.pe import PEError
-from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
-from dumpkit.target import MemoryNotInDump
-from tests.support.samples import ROOT, SAMPLES
+from tests.support.samples import ROOT, SAMPLES, interpreter_exports
 
 WINPYTHON = ROOT.parent / "shared" / "winpython"
 
@@ -86,15 +82,7 @@ def _read(dump: Path, plain, images: Optional[Path]):
     if not dump.exists():
         pytest.skip(f"{dump.name} is not here")
     target = open_dump(str(plain(dump)))
-    interp = find_interpreter(target.modules)
-    assert interp is not None
-    try:
-        exports = export_lookup(interp.module.base, PEImage.from_memory(target.read, interp.module.base).exports())
-    except (PEError, MemoryNotInDump):
-        found = ImageLocator([str(images)], use_recorded_path=False).locate(interp.module, None) if images else None
-        if found is None:
-            pytest.skip(f"no image of {interp.module.name} to read its exports from")
-        exports = export_lookup(interp.module.base, found.image.exports())
+    exports, interp = interpreter_exports(target, [str(images)] if images else [])
     try:
         return read_python_state(target, exports, interp)
     finally:

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional, Tuple
 
 import pytest
 
-from dumpkit.cpython import export_lookup, find_interpreter, read_python_state
+from dumpkit.cpython import read_python_state
 from dumpkit.cpython.layouts import LAYOUTS
 from dumpkit.cpython.objects import (
     TPFLAGS_HEAPTYPE,
@@ -42,13 +42,10 @@ from dumpkit.cpython.objects import (
     object_layout,
 )
 from dumpkit.cpython.thread_names import read_thread_names, thread_names
-from dumpkit.images import ImageLocator
-from dumpkit.pe import PEError
-from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
 from tests.support.fakes.target import MemoryTarget
-from tests.support.samples import ROOT, SAMPLES, cpython_git
+from tests.support.samples import ROOT, SAMPLES, cpython_git, interpreter_exports
 from tests.support.wine import cache_dir as lane_cache
 
 HANGS = SAMPLES / "hangs"
@@ -89,16 +86,7 @@ def _open(entry: dict, plain):
     if not dump.exists():
         pytest.skip(f"{dump.name} is not here")
     target = open_dump(str(plain(dump)))
-    interp = find_interpreter(target.modules)
-    assert interp is not None
-    try:
-        exports = export_lookup(interp.module.base, PEImage.from_memory(target.read, interp.module.base).exports())
-    except (PEError, MemoryNotInDump):
-        folders = _image_folders(entry["python_minor"])
-        found = ImageLocator(folders, use_recorded_path=False).locate(interp.module, None) if folders else None
-        if found is None:
-            pytest.skip(f"no image of {interp.module.name} to read its exports from")
-        exports = export_lookup(interp.module.base, found.image.exports())
+    exports, interp = interpreter_exports(target, _image_folders(entry["python_minor"]))
     _OPENED[entry["file"]] = (target, exports, interp)
     return _OPENED[entry["file"]]
 

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import pytest
 
@@ -232,3 +233,25 @@ def python_images(facts: dict, bundled: bool = True) -> list:
     if not folders or (needs_extension and not extra):
         pytest.skip(f"images for {facts['file']} not here (../shared/winpython, DUMPKIT_PYDUMPS_IMAGES)")
     return folders
+
+
+def interpreter_exports(target, image_folders: Sequence[str]):
+    """(exports, interpreter) of the dump's python3X.dll: its export table from the dump's
+    own memory (a full dump holds the image), else from an image in `image_folders`; the
+    test skips where neither has it."""
+    from dumpkit.cpython import export_lookup, find_interpreter
+    from dumpkit.images import ImageLocator
+    from dumpkit.pe import PEError
+    from dumpkit.pe.image import PEImage
+    from dumpkit.target import MemoryNotInDump
+
+    interp = find_interpreter(target.modules)
+    assert interp is not None, "the dump has no python3X.dll"
+    base = interp.module.base
+    try:
+        return export_lookup(base, PEImage.from_memory(target.read, base).exports()), interp
+    except (PEError, MemoryNotInDump):
+        found = ImageLocator(list(image_folders), use_recorded_path=False).locate(interp.module, None)
+        if found is None:
+            pytest.skip(f"no image of {interp.module.name} to read its exports from")
+        return export_lookup(base, found.image.exports()), interp
