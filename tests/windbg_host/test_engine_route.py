@@ -37,6 +37,9 @@ from tests.windbg_host.host import TFSTACK_DLL
 
 W = lane.windows_path
 LOAD = f".load {W(TFSTACK_DLL)}"
+# What each session asks after its set-up: the report as JSON and as text with its links, the
+# debugger asked whether it is alive after each
+_STORY = (LOAD, "!tfstack --json", alive(1), "!tfstack --all", "#links ~.", alive(2))
 
 # (Python, sample dump): each Python sees native crashes and Python processes' dumps
 CASES = (
@@ -65,16 +68,7 @@ def _session(env, host, pythons, version: str, name: str, scratch: Path) -> dict
     dump = story.dump_file(name, scratch)
     dirs = story.image_dirs(name)
     cli = json.loads(story.cli(env, ["analyze", str(dump), "--format", "json"], dirs).stdout)
-    commands = [
-        ".exepath " + ";".join(W(d) for d in dirs),
-        ".reload",
-        LOAD,
-        "!tfstack --json",
-        alive(1),
-        "!tfstack --all",
-        "#links ~.",
-        alive(2),
-    ]
+    commands = [".exepath " + ";".join(W(d) for d in dirs), ".reload", *_STORY]
     session = host.run(dump, commands, environ=_python(pythons, version), python=False, timeout=900)
     assert session.exited and session.crash is None, death(name, session)
     _CACHE[key] = {"cli": cli, "session": session}
@@ -203,15 +197,7 @@ def test_a_live_process(env, host, pythons):
     scenario made (sample_dumps/null_deref.dmp): the verdict, the crash and the crashing
     thread's first frame; its links work and the debugger answers after each command."""
     program = f"live:{W(SAMPLE_BIN / 'tfhost.exe')} null_deref"
-    commands = [
-        f".exepath+ {W(SAMPLE_BIN)}",
-        LOAD,
-        "!tfstack --json",
-        alive(1),
-        "!tfstack --all",
-        "#links ~.",
-        alive(2),
-    ]
+    commands = [f".exepath+ {W(SAMPLE_BIN)}", *_STORY]
     session = host.run(program, commands, environ=_python(pythons, "3.13"), python=False)
     assert session.exited and session.crash is None, death(program, session)
     assert_alive(session, 1)
