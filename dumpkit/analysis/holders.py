@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import replace
-from typing import Callable, Collection, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis.model import Confidence, Deadlock, PythonReport, ThreadWait, WaitKind
 from dumpkit.analysis.waits import WORDS
@@ -239,44 +239,27 @@ def _frame_holds(read: Read, frame: int, lock: int) -> bool:
     return False
 
 
-def cycle(start: int, edges: Dict[int, int]) -> Optional[List[int]]:
-    """The cycle of waits through thread `start` (thread -> the thread holding what it
-    waits on), as thread ids from `start`, or None. Bounded by the number of threads."""
-    path = [start]
-    at = start
-    for _ in range(len(edges) + 1):
-        nxt = edges.get(at)
-        if nxt is None:
-            return None
-        if nxt == start:
-            return path
-        if nxt in path:
-            return None  # a cycle that does not go through `start`
-        path.append(nxt)
-        at = nxt
-    return None
-
-
 def cycles(edges: Dict[int, int]) -> List[List[int]]:
-    """Every cycle of waits, each once, starting at its smallest thread id."""
+    """Every cycle of waits (thread -> the thread holding what it waits on), each once, as
+    thread ids from its smallest, in the order of those. Each thread has one edge out, so
+    one walk from each thread not yet seen finds any cycle it leads into: every thread is
+    visited once, however long the chains."""
+    walk_of: Dict[int, int] = {}  # thread -> the walk that reached it first
     found: List[List[int]] = []
-    seen: Set[int] = set()
-    for tid in sorted(edges):
-        if tid in seen:
+    for start in sorted(edges):
+        if start in walk_of:
             continue
-        c = cycle(tid, edges)
-        if c is not None and min(c) == tid:
-            found.append(c)
-            seen.update(c)
-    return found
-
-
-def unique(values: Iterable[int]) -> List[int]:
-    out: List[int] = []
-    for v in values:
-        if v not in out:
-            out.append(v)
-    return out
+        path: List[int] = []
+        at: Optional[int] = start
+        while at is not None and at not in walk_of:
+            walk_of[at] = start
+            path.append(at)
+            at = edges.get(at)
+        if at is not None and walk_of[at] == start:  # this walk came back on itself
+            loop = path[path.index(at) :]
+            first = loop.index(min(loop))
+            found.append(loop[first:] + loop[:first])
+    return sorted(found, key=min)
 
 
 WAITS_READ = 64  # threads whose registers are stepped for the object they wait on
@@ -335,7 +318,7 @@ def with_owners(
             ended = joined_thread(read, held.address, python)
             if ended is not None:
                 owner = ended
-                name = next((f' "{x.name}"' for x in waits if x.tid == ended and x.name), "")
+                name = _quoted_name(ended, waits)
                 what = f"waits for thread {ended}{name} to end (Thread.join)"
                 evidence.append(
                     f"thread {ended}'s own lock: its PyThreadState's on-delete weakref points to it, released when thread {ended} ends"
@@ -426,13 +409,18 @@ def joined_by_handle(w: ThreadWait, registers: FrameRegisters, read: Read, tids:
 def _joining(w: ThreadWait, ended: Optional[int], waits: Sequence[ThreadWait]) -> ThreadWait:
     if ended is None:
         return replace(w, evidence=w.evidence + ("which thread it joins is not in the dump",))
-    name = next((f' "{x.name}"' for x in waits if x.tid == ended and x.name), "")
+    name = _quoted_name(ended, waits)
     return replace(
         w,
         what=f"waits for thread {ended}{name} to end (Thread.join)",
         owner=ended,
         evidence=w.evidence + (f"the joined thread's _ThreadHandle records its id, {ended}",),
     )
+
+
+def _quoted_name(tid: int, waits: Sequence[ThreadWait]) -> str:
+    """' "loader"' for thread `tid` where its name is known, else ''."""
+    return next((f' "{x.name}"' for x in waits if x.tid == tid and x.name), "")
 
 
 def joins(w: ThreadWait) -> bool:
