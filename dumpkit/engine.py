@@ -307,5 +307,4 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     report = report_document(
         target, case, verdict, findings, threads.threads, code.images, problems, crash_absent, versions, crash_thread
     )
-    report = replace(report, waits=thread_waits, deadlocks=cycles_of_waits)
     return Analysis(report, walks, code.images.sources(), time.perf_counter() - started, packages.found)
