@@ -125,6 +125,6 @@ def report_document(
         if crash is not None
         else None,
         ending=case.ending,
-        waits=case.waits,
-        deadlocks=case.deadlocks,
+        waits=tuple(case.waits),
+        deadlocks=tuple(case.deadlocks),
     )
