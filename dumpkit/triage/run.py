@@ -22,13 +22,19 @@ Item = Tuple[str, Optional[str], Optional[str]]
 
 # Worker processes are replaced after this many dumps each (a new pool), so memory one
 # dump's analysis leaves behind (fragmentation, caches) cannot pile up over thousands.
-TASKS_PER_CHILD = 32
-# Dumps handed to the pool ahead of the free workers: enough to keep them busy, few enough
-# that a million-dump run does not hold a million futures.
-AHEAD = 4
+TASKS_PER_CHILD = 256
+# Small dumps go to a worker together, up to BATCH_DUMPS of them or BATCH_BYTES of dump:
+# handing over one task (pickling, the executor's queues, waking both sides) costs the
+# parent and the worker about what a small dump's analysis costs, and the parent shares
+# the cores with the workers. A big dump goes alone.
+BATCH_DUMPS = 16
+BATCH_BYTES = 4 << 20
+# Tasks handed to the pool per worker: one it runs and one waiting, so no worker idles
+# between tasks; few, so Ctrl-C loses little work and a million-dump run holds few futures.
+AHEAD = 2
 # What the forkserver imports before it forks workers (unwind.decoder: capstone's library,
 # which nearly every analysis loads)
-PRELOAD = ["dumpkit.triage.analyse", "dumpkit.unwind.decoder"]
+PRELOAD = ["dumpkit.triage.analyse", "dumpkit.triage.run", "dumpkit.unwind.decoder"]
 
 
 def default_jobs() -> int:
@@ -83,46 +89,97 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
+def analyse_batch(job: Job, items: Sequence[Item]) -> List[DumpRecord]:
+    """A worker's task: the records of a few dumps, in order."""
+    return [analyse_one(job, path, sha) for path, sha, _ in items]
+
+
+def _size(item: Item) -> int:
+    try:
+        return os.path.getsize(item[0])
+    except OSError:
+        return 0  # analyse_one says why it cannot be read
+
+
+def _next_batch(queue: List[Item], workers: int, room: int) -> List[Item]:
+    """The next task's dumps from the end of `queue`, at most `room`: small ones together, a
+    big one alone. Fewer as the queue empties, so the workers finish together rather than
+    one waiting on the other's batch."""
+    limit = max(1, min(BATCH_DUMPS, room, len(queue) // (workers * AHEAD)))
+    batch = [queue.pop()]
+    size = _size(batch[0])
+    while queue and len(batch) < limit:
+        size += _size(queue[-1])
+        if size > BATCH_BYTES:
+            break
+        batch.append(queue.pop())
+    return batch
+
+
 def _processes(
     job: Job, items: Sequence[Item], jobs: int, memory_cap: Optional[int]
 ) -> Iterator[Tuple[Item, DumpRecord]]:
-    """One dump per task; a worker that dies (killed, out of memory, a crash in a native
-    library) costs the dumps it held an error record each, and a fresh pool goes on."""
+    """Dumps handed to a pool of workers in small batches. A worker that dies (killed, out
+    of memory, a crash in a native library) breaks its pool: every dump the pool held goes
+    back in the queue as a suspect and is tried again alone in a fresh pool; a suspect that
+    is in flight at a second break is the likely cause and gets an error record."""
     queue = list(reversed(items))
-    running: Dict[Future, Item] = {}
+    retry: List[Item] = []  # suspects: in flight when a pool broke, tried again alone
+    strikes: Dict[Item, int] = {}  # suspect -> pools it was in when they broke
+    running: Dict[Future, List[Item]] = {}
+    unsent: List[Item] = []  # handed to a pool found broken at the handing
     pool = _pool(jobs, memory_cap)
     given = 0  # dumps handed to this pool
+    share = jobs * TASKS_PER_CHILD
+
+    def give(batch: List[Item]) -> None:
+        nonlocal given
+        given += len(batch)
+        try:
+            running[pool.submit(analyse_batch, job, batch)] = batch
+        except BrokenProcessPool:
+            unsent.extend(batch)
+
     finished = False
     try:
-        while queue or running:
-            if given >= jobs * TASKS_PER_CHILD and not running:
+        while queue or retry or running:
+            if given >= share and not running:
                 # The pool has done its share: its workers go, with whatever memory the
                 # analyses left behind, and a new pool goes on. (Not the executor's
                 # max_tasks_per_child: in CPython 3.11 a worker that leaves while a result
                 # is on its way is not replaced, and a run ends waiting on no workers.)
                 pool.shutdown(wait=True)
                 pool, given = _pool(jobs, memory_cap), 0
-            while queue and len(running) < jobs * AHEAD and given < jobs * TASKS_PER_CHILD:
-                item = queue.pop()
-                running[pool.submit(analyse_one, job, item[0], item[1])] = item
-                given += 1
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            broken = False
+            # one suspect in flight at a time, so a second break names it
+            if retry and given < share and not any(batch[0] in strikes for batch in running.values()):
+                give([retry.pop()])
+            while queue and len(running) < jobs * AHEAD and given < share and not unsent:
+                give(_next_batch(queue, jobs, share - given))
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED) if running else ((), ())
+            broken = bool(unsent)
             for future in done:
-                item = running.pop(future)
+                batch = running.pop(future)
                 try:
-                    yield item, future.result()
+                    records = future.result()
                 except BrokenProcessPool:
                     broken = True
-                    yield item, _failed(item, "the worker process analysing it died")
-                except Exception as e:  # the record could not come back (pickling, ...)
-                    yield item, _failed(item, f"internal error: {type(e).__name__}: {e}")
+                    running[future] = batch  # handled with the rest of the pool below
+                    continue
+                except Exception as e:  # the records could not come back (pickling, ...)
+                    records = [_failed(item, f"internal error: {type(e).__name__}: {e}") for item in batch]
+                yield from zip(batch, records)
             if broken:
-                # every dump still in the dead pool goes back in the queue
-                queue.extend(running.values())
+                held = unsent + [item for batch in running.values() for item in batch]
                 running.clear()
+                unsent.clear()
                 pool.shutdown(wait=False)
                 pool, given = _pool(jobs, memory_cap), 0
+                for item in held:
+                    strikes[item] = strikes.get(item, 0) + 1
+                    if strikes[item] >= 2:
+                        yield item, _failed(item, "the worker process analysing it died")
+                    else:
+                        retry.append(item)
         finished = True
     finally:
         for future in running:

@@ -220,6 +220,29 @@ def test_workers_are_replaced_every_few_dumps_and_the_run_still_ends(tmp_path, m
     assert len({(r.status, r.signature) for r in got}) == 1 and got[0].status == ANALYSED
 
 
+def _die_at_killer(report) -> str:
+    """A per-dump report writer that ends its worker process, as a crash in a native
+    library or the out-of-memory killer would, on the dump named *killer.dmp."""
+    if os.path.basename(report.dump.path).endswith("killer.dmp"):
+        os.kill(os.getpid(), signal.SIGKILL) if os.name == "posix" else os._exit(3)
+    return "report"
+
+
+def test_a_worker_that_dies_costs_only_the_dump_it_died_on(tmp_path):
+    """Dumps go to the workers in batches; a worker dying mid-batch breaks the pool. The
+    dumps the pool held are tried again, each alone, and only the one that kills a worker
+    again is listed as failed: the 20 others of its batches are analysed."""
+    for k in range(20):
+        shutil.copy(sample_path("null_deref.dmp"), tmp_path / f"crash{k:02d}.dmp")
+    shutil.copy(sample_path("null_deref.dmp"), tmp_path / "crash02-killer.dmp")  # in the first batch
+    paths, _ = collect([str(tmp_path)])
+    job = Job(image_paths=(str(SAMPLE_BIN),), report_dir=str(tmp_path / "out"), report_writer=_die_at_killer)
+    got = {os.path.basename(r.path): r for r in run(paths, job, jobs=2)}
+    assert sorted(got) == sorted(os.path.basename(p) for p in paths)
+    assert got.pop("crash02-killer.dmp").error == "the worker process analysing it died"
+    assert {r.status for r in got.values()} == {ANALYSED}
+
+
 @pytest.mark.slow
 def test_a_dask_cluster_gives_the_records_one_process_gives(folder, records):
     distributed = pytest.importorskip("distributed")
