@@ -97,7 +97,7 @@ def report_document(
     `findings`, every thread's report; `problems` as they stand now (the process record is
     read after they are taken)."""
     crash, thread = case.crash, case.thread
-    sources = images.sources()
+    modules = facts.module_records(target, images.sources(), images.symbol_sources())
     return Report(
         **header(target),
         crash=crash,
@@ -106,7 +106,7 @@ def report_document(
         threads=tuple(threads),
         frame_sizes=tuple(case.sizes),
         environment=case.environment,
-        modules=facts.module_records(target, sources, images.symbol_sources()),
+        modules=modules,
         soft_errors=tuple(problems.items),
         oversized_threshold=case.threshold,
         unloaded_modules=facts.unloaded_records(target),
@@ -117,7 +117,7 @@ def report_document(
         signature=crash_signature(crash, thread, case.ending) if crash is not None else snapshot_signature(case),
         blame=blame_frame(
             thread,
-            facts.module_records(target, sources),
+            modules,
             recursion_start(crash, thread),
             case.python_entry,
             case.ending.caller_frame if case.ending is not None else None,
