@@ -124,6 +124,10 @@ def quick(argv: Sequence[str]) -> Optional[int]:
 def run(argv: Sequence[str]) -> Optional[int]:
     code = quick(argv)
     if code is None:
+        if argv[:1] == ["triage"]:
+            from dumpkit.triage.forkserver import start_early
+
+            start_early(argv[1:])  # its workers' fork server imports while typer does
         from dumpkit.cli import app
 
         app()  # exits

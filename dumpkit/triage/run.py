@@ -4,7 +4,6 @@ interrupted run still has every finished one."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import uuid
@@ -14,6 +13,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.triage.analyse import Job, analyse_one, content_hash
 from dumpkit.triage.cache import Cache, cache_key
+from dumpkit.triage.forkserver import worker_context
 from dumpkit.triage.memory import apply_cap
 from dumpkit.triage.record import FAILED, DumpRecord
 
@@ -32,9 +32,6 @@ BATCH_BYTES = 4 << 20
 # Tasks handed to the pool per worker: one it runs and one waiting, so no worker idles
 # between tasks; few, so Ctrl-C loses little work and a million-dump run holds few futures.
 AHEAD = 2
-# What the forkserver imports before it forks workers (unwind.decoder: capstone's library,
-# which nearly every analysis loads)
-PRELOAD = ["dumpkit.triage.analyse", "dumpkit.triage.run", "dumpkit.unwind.decoder"]
 
 
 def default_jobs() -> int:
@@ -64,15 +61,11 @@ def _inline(job: Job, items: Sequence[Item]) -> Iterator[Tuple[Item, DumpRecord]
 
 
 def _pool(jobs: int, memory_cap: Optional[int]) -> ProcessPoolExecutor:
-    """Workers for TASKS_PER_CHILD * jobs dumps (_processes then starts another pool).
-    Forkserver where there is one: it imports the analysis once, and each worker is then a
-    fork, not an interpreter start and ~0.2 s of imports (6 ms a dump, more than a small
-    dump's analysis); fork itself is unsafe once the pool's threads run."""
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    if method == "forkserver":
-        context.set_forkserver_preload(PRELOAD)
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_worker_setup, initargs=(memory_cap,))
+    """Workers for TASKS_PER_CHILD * jobs dumps (_processes then starts another pool), forked
+    from the fork server where there is one (triage/forkserver.py)."""
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=worker_context(), initializer=_worker_setup, initargs=(memory_cap,)
+    )
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
