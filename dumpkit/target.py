@@ -12,6 +12,7 @@ field, never the source's class.
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple, runtime_checkable
 from dumpkit.problems import Problems
@@ -92,7 +93,7 @@ class CodeViewRecord:
     guid: str
     age: int
 
-    @property
+    @functools.cached_property  # asked per module by the report, the image and PDB search
     def symbol_id(self) -> str:
         return f"{self.guid.replace('-', '').upper()}{self.age:X}"
 

@@ -31,7 +31,7 @@ from dumpkit.unwind.walk import Caller, FixedFrame, ReadWord, Start, Walker
 UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3
 UWOP_SAVE_NONVOL, UWOP_SAVE_NONVOL_FAR, UWOP_PUSH_MACHFRAME = 4, 5, 10
 
-VOLATILE = ("rax", "rcx", "rdx", "r8", "r9", "r10", "r11")
+VOLATILE = frozenset(("rax", "rcx", "rdx", "r8", "r9", "r10", "r11"))  # a set: asked of every register of every frame
 MAX_ADDRESS = (1 << 64) - 1
 # A stack range the dump does not give (or gives absurdly) is taken as this much above SP.
 ASSUMED_STACK = 0x100000
@@ -337,7 +337,8 @@ def scan_skip(place: Place, exact: bool, called_from_body: bool) -> int:
 
 
 def _volatile_cleared(regs: Dict[str, int], restored: Dict[str, int]) -> Dict[str, int]:
-    out = {k: v for k, v in regs.items() if k not in VOLATILE}
+    # past the first scanned frame the registers hold no volatile one: a copy in C will do
+    out = {k: v for k, v in regs.items() if k not in VOLATILE} if not VOLATILE.isdisjoint(regs) else dict(regs)
     out.update(restored)
     return out
 

@@ -3,6 +3,7 @@ versions their file names and version resources give."""
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import List, Optional, Sequence, Tuple
 
@@ -93,6 +94,7 @@ class CudaStack:
         return names.count("CUDA runtime") > 1 or names.count("cuDNN") > 1
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every module of every dump, twice; fleets share names
 def cuda_library(file_name: str) -> Optional[Tuple[str, Optional[str]]]:
     """(component, the number in the file name) of a CUDA DLL: cudart64_110.dll ->
     ("CUDA runtime", "110"), cudnn64_8.dll -> ("cuDNN", "8"), nvcuda.dll -> ("NVIDIA

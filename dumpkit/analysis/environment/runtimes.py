@@ -17,6 +17,7 @@ of a module's imports; what that leaves unknown is said in the collision."""
 
 from __future__ import annotations
 
+import functools
 import ntpath
 import re
 from typing import Callable, Dict, Iterable, List, Optional, Protocol, Sequence, Tuple
@@ -364,6 +365,7 @@ _OPENMP = (
 )
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every module of every dump; fleets share names
 def _openmp_runtime(name: str) -> Optional[Tuple[str, bool]]:
     for pattern, runtime, intel in _OPENMP:
         if pattern.match(name):
