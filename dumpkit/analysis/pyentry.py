@@ -26,7 +26,7 @@ LOOK = 64  # frames below the native code: ctypes' and the interpreter's never t
 _INTERPRETER = re.compile(r"^python3\d{0,2}t?(_d)?\.dll$", re.I)
 _CTYPES = re.compile(r"^_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd$", re.I)
 _LIBFFI = re.compile(r"^libffi(-\d+)?\.dll$", re.I)
-_EXTENSION = re.compile(r"\.pyd$", re.I)
+_EXTENSION = r"(?i)\.pyd$"  # compiled at first use, as _INSTALLED
 
 CTYPES = "ctypes"  # a ctypes call into a DLL (libffi on the stack)
 CTYPES_OWN = "ctypes_own"  # ctypes' own C code (_ctypes.pyd without libffi above it)
@@ -112,15 +112,17 @@ def is_ctypes_machinery(module: Optional[str]) -> bool:
 
 
 # Python code that is not the user's: the standard library (the installation's Lib and DLLs
-# folders, its pythonXY.zip), installed packages, frozen modules
-_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/]", re.I)
-_RELATIVE = re.compile(r"^(?![A-Za-z]:|[\\/])[^<]")  # no drive, no leading separator
-_STDLIB_ZIP = re.compile(r"[\\/]python3\d{1,2}\.zip[\\/]", re.I)
+# folders, its pythonXY.zip), installed packages, frozen modules. Only the analysis of a
+# process running Python code asks, so the patterns are strings that re compiles (and
+# caches) at their first use: compiling them at import cost ~0.7 ms of every start-up.
+_INSTALLED = r"(?i)[\\/](?:site|dist)-packages[\\/]"
+_RELATIVE = r"^(?![A-Za-z]:|[\\/])[^<]"  # no drive, no leading separator
+_STDLIB_ZIP = r"(?i)[\\/]python3\d{1,2}\.zip[\\/]"
 # where a library file's module path starts, tried in this order
 _LIBRARY_ROOTS = (
-    re.compile(r"^.*[\\/](?:site|dist)-packages[\\/]", re.I),
-    re.compile(r"^.*?[\\/]python3\d{1,2}\.zip[\\/]", re.I),
-    re.compile(r"^.*?[\\/]Lib[\\/]", re.I),
+    r"(?i)^.*[\\/](?:site|dist)-packages[\\/]",
+    r"(?i)^.*?[\\/]python3\d{1,2}\.zip[\\/]",
+    r"(?i)^.*?[\\/]Lib[\\/]",
 )
 USER_LOOK = 64  # Python frames looked at for the user's (the head a report keeps)
 
@@ -132,9 +134,9 @@ def is_library_file(filename: Optional[str], installation: Optional[str] = None)
         return False
     if filename.startswith("<frozen "):
         return True
-    if _INSTALLED.search(filename) or _STDLIB_ZIP.search(filename):
+    if re.search(_INSTALLED, filename) or re.search(_STDLIB_ZIP, filename):
         return True
-    if _RELATIVE.match(filename):
+    if re.match(_RELATIVE, filename):
         # a relative path: the embeddable distributions' precompiled standard library
         # records "threading.py", "json\\encoder.py" (a user's `python job.py` records
         # "job.py" too, so only the standard library's own module names count)
@@ -155,8 +157,8 @@ def library_name(f: PythonFrameRecord) -> str:
         module = filename[len("<frozen ") : -1]
     else:
         rest = filename.replace("/", "\\")
-        root = next((r for r in _LIBRARY_ROOTS if r.search(rest)), None)
-        rest = root.sub("", rest, count=1) if root is not None else rest
+        root = next((r for r in _LIBRARY_ROOTS if re.search(r, rest)), None)
+        rest = re.sub(root, "", rest, count=1) if root is not None else rest
         parts = [p for p in rest.split("\\") if p]
         if parts and parts[-1].lower().endswith(".py"):
             parts[-1] = parts[-1][:-3]
@@ -260,7 +262,7 @@ def python_entry(
         return PythonEntry(
             CTYPES_OWN, f"through ctypes' own C code ({module})", module, handover, below, python_frame, interpreter, at
         )
-    extension = next((m for m in reversed(between) if m and _EXTENSION.search(m)), None)
+    extension = next((m for m in reversed(between) if m and re.search(_EXTENSION, m)), None)
     if extension is not None:
         return PythonEntry(
             EXTENSION, f"through the extension module {extension}", extension, (), below, python_frame, interpreter, at

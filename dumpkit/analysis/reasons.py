@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import replace
+from functools import lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.cxx import MAGICS, thrown_types
@@ -57,7 +58,7 @@ CXX_EXCEPTION = 0xE06D7363
 _TAKE_FUNCTION = frozenset(
     {"py_fatalerrorfunc", "py_fatalerrorformat", "py_exitstatusexception", "py_fatalerror_tstatenull"}
 )
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{2,80}$")
+_IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{2,80}$"
 # what fatal_error() prints around the message (3.8-3.13), never the message itself
 _FATAL_ERROR_WORDS = frozenset(
     {
@@ -79,38 +80,36 @@ _FATAL_ERROR_WORDS = frozenset(
     }
 )
 
+# The patterns below are compiled at the first ending whose reason is looked for
+# (_text_patterns, _run_patterns; re's cache for the others), not at import: compiling them
+# cost ~1.5 ms of every start-up, and most crashes are no ending.
 # Text patterns, most specific first: (kind, pattern); `text` is the whole match.
-_PATTERNS: Tuple[Tuple[ReasonKind, "re.Pattern[str]"], ...] = (
-    (ReasonKind.FATAL_PYTHON_ERROR, re.compile(r"Fatal Python error: (?P<message>\S.{3,})")),
-    (ReasonKind.CHECK_FAILED, re.compile(r"Check failed: \S.{2,}")),
-    (ReasonKind.OPENMP, re.compile(r"OMP: Error #\d+: \S.{3,}")),
-    (ReasonKind.ASSERTION, re.compile(r"Assertion failed[!:]? ?\S.{3,}")),
-    (
-        ReasonKind.LOG_FATAL,
-        re.compile(r"(?:\bF\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ |\d\d:\d\d:\d\d\.\d+: F )\S+:\d+\] \S.{2,}"),
-    ),
-    (ReasonKind.RUNTIME_TEXT, re.compile(r"terminate called (?:after throwing an instance of|without an active).{3,}")),
-    (ReasonKind.MKL, re.compile(r"Intel MKL ERROR: \S.{3,}")),
+_PATTERNS: Tuple[Tuple[ReasonKind, str], ...] = (
+    (ReasonKind.FATAL_PYTHON_ERROR, r"Fatal Python error: (?P<message>\S.{3,})"),
+    (ReasonKind.CHECK_FAILED, r"Check failed: \S.{2,}"),
+    (ReasonKind.OPENMP, r"OMP: Error #\d+: \S.{3,}"),
+    (ReasonKind.ASSERTION, r"Assertion failed[!:]? ?\S.{3,}"),
+    (ReasonKind.LOG_FATAL, r"(?:\bF\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ |\d\d:\d\d:\d\d\.\d+: F )\S+:\d+\] \S.{2,}"),
+    (ReasonKind.RUNTIME_TEXT, r"terminate called (?:after throwing an instance of|without an active).{3,}"),
+    (ReasonKind.MKL, r"Intel MKL ERROR: \S.{3,}"),
     # cuDNN 9's front DLL, when a sub-library it loads on demand is missing
-    (ReasonKind.CUDA, re.compile(r"Could not locate cudnn\w*\.dll\. Please make sure it is in your library path!")),
+    (ReasonKind.CUDA, r"Could not locate cudnn\w*\.dll\. Please make sure it is in your library path!"),
     (
         ReasonKind.CUDA,
-        re.compile(
-            r"\b(?:CUDA_ERROR_[A-Z_]{3,}|CUDNN_STATUS_[A-Z_]{3,}|CUBLAS_STATUS_[A-Z_]{3,}|cudaError[A-Za-z]{3,}).{0,200}"
-        ),
+        r"\b(?:CUDA_ERROR_[A-Z_]{3,}|CUDNN_STATUS_[A-Z_]{3,}|CUBLAS_STATUS_[A-Z_]{3,}|cudaError[A-Za-z]{3,}).{0,200}",
     ),
 )
 # Text that is only printed beside a known message, which itself may be gone from memory:
 # Intel OpenMP prints the DuplicateLibrary hint only after Error #15.
-_HINTS: Tuple[Tuple[ReasonKind, "re.Pattern[str]", str], ...] = (
+_HINTS: Tuple[Tuple[ReasonKind, str, str], ...] = (
     (
         ReasonKind.OPENMP,
-        re.compile(r"OMP: Hint This means that multiple copies of the OpenMP runtime have been linked"),
+        r"OMP: Hint This means that multiple copies of the OpenMP runtime have been linked",
         "OMP: Error #15: Initializing libiomp5md.dll, but found libiomp5md.dll already initialized.",
     ),
 )
-_ASCII_RUN = re.compile(rb"[\x20-\x7e\t]{8,}")
-_WIDE_RUN = re.compile(rb"(?:[\x20-\x7e\t]\x00){8,}")
+_ASCII_RUN = rb"[\x20-\x7e\t]{8,}"
+_WIDE_RUN = rb"(?:[\x20-\x7e\t]\x00){8,}"
 
 # What the common Fatal Python errors mean, by a piece of their message or function.
 _FATAL_MEANINGS: Tuple[Tuple[str, str], ...] = (
@@ -278,7 +277,7 @@ def _python_fatal(
         text = strings.at(value)
         if text is None or any(text.startswith(w) for w in _FATAL_ERROR_WORDS):
             continue
-        if _IDENTIFIER.match(text):
+        if re.match(_IDENTIFIER, text):
             # a function name only from the registers: the stack holds stale names too
             if function is None and takes_function and slot is None:
                 function = (text, found_in, value)
@@ -297,7 +296,7 @@ def _python_fatal(
             if (
                 word is not None
                 and text is not None
-                and _IDENTIFIER.match(text)
+                and re.match(_IDENTIFIER, text)
                 and not text.startswith(tuple(_FATAL_ERROR_WORDS))
             ):
                 function = (text, f"the stack at {slot - 8:#x}, just before the message", word)
@@ -362,24 +361,38 @@ def _assertion(frames: Sequence[Frame], registers: FrameRegisters, strings: _Str
 
 
 # ----------------------------------------------------------------------------- text in memory
+@lru_cache(maxsize=None)
+def _run_patterns() -> Tuple["re.Pattern[bytes]", "re.Pattern[bytes]"]:
+    return re.compile(_ASCII_RUN), re.compile(_WIDE_RUN)
+
+
 def _runs(data: bytes) -> Iterator[Tuple[int, str]]:
     """(offset, text) of the printable runs of `data`, ASCII and UTF-16."""
-    for m in _ASCII_RUN.finditer(data):
+    ascii_run, wide_run = _run_patterns()
+    for m in ascii_run.finditer(data):
         yield m.start(), m.group().decode("ascii")
-    for m in _WIDE_RUN.finditer(data):
+    for m in wide_run.finditer(data):
         yield m.start(), m.group().decode("utf-16-le")
+
+
+@lru_cache(maxsize=None)
+def _text_patterns() -> Tuple[Tuple[int, ReasonKind, "re.Pattern[str]", Optional[str]], ...]:
+    """_PATTERNS then _HINTS, compiled, in rank order: (rank, kind, pattern, the message a
+    hint stands for; None for a pattern whose match is the text)."""
+    compiled: List[Tuple[int, ReasonKind, "re.Pattern[str]", Optional[str]]] = [
+        (rank, kind, re.compile(p), None) for rank, (kind, p) in enumerate(_PATTERNS)
+    ]
+    compiled += [(rank, kind, re.compile(p), message) for rank, (kind, p, message) in enumerate(_HINTS, len(_PATTERNS))]
+    return tuple(compiled)
 
 
 def _match(text: str) -> Optional[Tuple[int, ReasonKind, str]]:
     """(rank, kind, the reason's text) of the first pattern `text` holds; a hint stands for
     its message, ranked after every message found itself."""
-    for rank, (kind, pattern) in enumerate(_PATTERNS):
+    for rank, kind, pattern, message in _text_patterns():
         m = pattern.search(text)
         if m is not None:
-            return rank, kind, m.group().strip()
-    for rank, (kind, pattern, message) in enumerate(_HINTS, len(_PATTERNS)):
-        if pattern.search(text):
-            return rank, kind, message
+            return rank, kind, m.group().strip() if message is None else message
     return None
 
 

@@ -303,8 +303,10 @@ def recursion_start(crash: Optional[CrashInfo], thread: Optional[ThreadReport]) 
     return overflow_start(thread.cycles, _is_stack_overflow(crash))
 
 
-_NUMBER = re.compile(r"(?<![A-Za-z_])(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?)")
-_LEADING_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]{2,80}): ")
+# Only an ending's signature reads these (and _FOLDERS... below, a Python recursion's or a
+# hang's): strings that re compiles (and caches) at their first use, not at every start-up
+_NUMBER = r"(?<![A-Za-z_])(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?)"
+_LEADING_NAME = r"^([A-Za-z_][A-Za-z0-9_]{2,80}): "
 
 
 def ending_kind(ending: Ending) -> str:
@@ -321,7 +323,7 @@ def ending_kind(ending: Ending) -> str:
         return kind
     if reason.kind is ReasonKind.FATAL_PYTHON_ERROR:
         message = reason.message or ""
-        leading = _LEADING_NAME.match(message)
+        leading = re.match(_LEADING_NAME, message)
         said = reason.function or (leading.group(1) if leading else message)
     elif reason.kind is ReasonKind.OPENMP:
         # OpenMP's error number is the error itself ("OMP: Error #15"): kept
@@ -331,7 +333,7 @@ def ending_kind(ending: Ending) -> str:
         said = reason.message or reason.text
     else:
         said = reason.text
-    said = _NUMBER.sub("N", " ".join(said.split()))
+    said = re.sub(_NUMBER, "N", " ".join(said.split()))
     said = said if len(said) <= MAX_REASON else said[: MAX_REASON - 3] + "..."
     return f"{kind}({said})"
 
@@ -355,18 +357,18 @@ def crash_signature(
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
 
 
-_FOLDERS = re.compile(r"[\\/]")
-_PY_FUNCTION = re.compile(r"^(?P<name>.*?) \((?P<where>.*?)(?::\d+)?\)$")
+_FOLDERS = r"[\\/]"
+_PY_FUNCTION = r"^(?P<name>.*?) \((?P<where>.*?)(?::\d+)?\)$"
 
 
 def _python_member(label: str) -> str:
     """'walk (C:\\scripts\\job.py:51)' -> 'walk (job.py)': the file without its folder (which
     holds user names and differs between machines) and without the line (which moves with
     every edit above it)."""
-    m = _PY_FUNCTION.match(label)
+    m = re.match(_PY_FUNCTION, label)
     if m is None:
         return label
-    file = _FOLDERS.split(m.group("where"))[-1]
+    file = re.split(_FOLDERS, m.group("where"))[-1]
     return f"{m.group('name')} ({file})"
 
 
@@ -386,13 +388,13 @@ def python_recursion(python: Optional[PythonReport], thread_id: Optional[int]) -
     return _from_first([_python_member(f) for f in reversed(cycle.functions)])  # stack order is callee first
 
 
-_FOLDER_OF = re.compile(r"\((?:[^()]*[\\/])?([^\\/()]*)\)")
+_FOLDER_OF = r"\((?:[^()]*[\\/])?([^\\/()]*)\)"
 
 
 def _line_element(label: str) -> str:
     """'read_catalog (C:\\app\\data.py:60), calling queue.get' -> 'read_catalog (data.py:60)'."""
     head = label.split(", calling ", 1)[0]
-    return _FOLDER_OF.sub(lambda m: f"({m.group(1)})", head)
+    return re.sub(_FOLDER_OF, lambda m: f"({m.group(1)})", head)
 
 
 def hang_signature(kind: str, lines: Sequence[str]) -> CrashSignature:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Optional
 
-from dumpkit.symbols import msvc
 from dumpkit.records import record
 
 
@@ -36,6 +35,8 @@ def demangle(name: str) -> Optional[Demangled]:
 
 @lru_cache(maxsize=8192)  # a recursing stack names the same few functions thousands of times
 def _demangle(name: str) -> Optional[Demangled]:
+    from dumpkit.symbols import msvc  # imported here: ~1.5 ms of start-up, and frames without names never need it
+
     parsed = msvc.parse(name)
     if parsed is None:
         return None

@@ -10,7 +10,6 @@ data, read with pkgutil so it works from any install.
 
 from __future__ import annotations
 
-import pkgutil
 from functools import lru_cache
 from typing import Dict, List, Tuple
 from dumpkit.records import record
@@ -63,6 +62,8 @@ def parse_table(text: str) -> CodeTable:
 
 
 def _package_file(name: str) -> str:
+    import pkgutil  # imported here: 1.3 ms of every start-up, and most runs never read a table
+
     data = pkgutil.get_data(__package__ or "dumpkit.analysis.codes", name)
     if data is None:  # a loader that cannot serve package data
         raise FileNotFoundError(f"{name} is missing from the dumpkit.analysis.codes package")

@@ -41,28 +41,30 @@ def nvidia_driver_version(file_version: Optional[str]) -> Optional[str]:
 
 
 # name pattern -> component name. Numbers in names: cudart64_110.dll, cublas64_11.dll,
-# cudnn64_8.dll, cufft64_10.dll, cusolver64_11.dll, cupti64_2022.1.1.dll...
+# cudnn64_8.dll, cufft64_10.dll, cusolver64_11.dll, cupti64_2022.1.1.dll... The patterns are
+# strings that re compiles (and caches) at their first use: most processes load no CUDA DLL,
+# and compiling them at import cost ~1.5 ms of every start-up.
 _CUDA_LIBS = (
-    (re.compile(r"^cudart(?:64|32)_(\d+)(?:_\d+)?\.dll$", re.I), "CUDA runtime"),
-    (re.compile(r"^cudnn(?:64|32)_(\d+)\.dll$", re.I), "cuDNN"),
-    (re.compile(r"^cublas(?:64|32)_(\d+)\.dll$", re.I), "cuBLAS"),
-    (re.compile(r"^cublaslt(?:64|32)_(\d+)\.dll$", re.I), "cuBLASLt"),
-    (re.compile(r"^cufft(?:64|32)_(\d+)\.dll$", re.I), "cuFFT"),
-    (re.compile(r"^curand(?:64|32)_(\d+)\.dll$", re.I), "cuRAND"),
-    (re.compile(r"^cusolver(?:64|32)_(\d+)\.dll$", re.I), "cuSOLVER"),
-    (re.compile(r"^cusparse(?:64|32)_(\d+)\.dll$", re.I), "cuSPARSE"),
-    (re.compile(r"^cupti(?:64|32)_([\d.]+)\.dll$", re.I), "CUPTI"),
-    (re.compile(r"^nvcuda\.dll$", re.I), "NVIDIA driver"),
+    (r"(?i)^cudart(?:64|32)_(\d+)(?:_\d+)?\.dll$", "CUDA runtime"),
+    (r"(?i)^cudnn(?:64|32)_(\d+)\.dll$", "cuDNN"),
+    (r"(?i)^cublas(?:64|32)_(\d+)\.dll$", "cuBLAS"),
+    (r"(?i)^cublaslt(?:64|32)_(\d+)\.dll$", "cuBLASLt"),
+    (r"(?i)^cufft(?:64|32)_(\d+)\.dll$", "cuFFT"),
+    (r"(?i)^curand(?:64|32)_(\d+)\.dll$", "cuRAND"),
+    (r"(?i)^cusolver(?:64|32)_(\d+)\.dll$", "cuSOLVER"),
+    (r"(?i)^cusparse(?:64|32)_(\d+)\.dll$", "cuSPARSE"),
+    (r"(?i)^cupti(?:64|32)_([\d.]+)\.dll$", "CUPTI"),
+    (r"(?i)^nvcuda\.dll$", "NVIDIA driver"),
 )
 
 
 _ORDER = [name for _, name in _CUDA_LIBS]
 
 
-_CUDA_IN_TEXT = re.compile(r"CUDA\s+(\d+\.\d+(?:\.\d+)?)")
+_CUDA_IN_TEXT = r"CUDA\s+(\d+\.\d+(?:\.\d+)?)"
 
 
-_VERSION_IN_TEXT = re.compile(r"Version\s+(\d+(?:\.\d+){1,3})", re.I)
+_VERSION_IN_TEXT = r"(?i)Version\s+(\d+(?:\.\d+){1,3})"
 
 
 def cudart_name_family(tag: str) -> str:
@@ -99,8 +101,10 @@ def cuda_library(file_name: str) -> Optional[Tuple[str, Optional[str]]]:
     """(component, the number in the file name) of a CUDA DLL: cudart64_110.dll ->
     ("CUDA runtime", "110"), cudnn64_8.dll -> ("cuDNN", "8"), nvcuda.dll -> ("NVIDIA
     driver", None); None for any other file."""
+    if file_name[:2].lower() not in ("cu", "nv"):  # what every name below starts with
+        return None
     for pattern, name in _CUDA_LIBS:
-        mt = pattern.match(file_name)
+        mt = re.match(pattern, file_name)
         if mt:
             return name, mt.group(1) if mt.groups() else None
     return None
@@ -125,7 +129,7 @@ def _component(name: str, m: Module, tag: Optional[str], vers: Versions, out: Cu
     if name == "CUDA runtime":
         out.runtime_tag = tag
         toolkit = cuda_toolkit_version(fv)
-        exact = _CUDA_IN_TEXT.search(text)
+        exact = re.search(_CUDA_IN_TEXT, text)
         if exact and toolkit and not exact.group(1).startswith(toolkit + "."):
             exact = None  # strings that disagree with the fixed version are not trusted
         if toolkit:
@@ -158,7 +162,7 @@ def _component(name: str, m: Module, tag: Optional[str], vers: Versions, out: Cu
         out.cudnn = version
     elif name == "NVIDIA driver":
         drv = nvidia_driver_version(fv)
-        supports = _CUDA_IN_TEXT.search(text)
+        supports = re.search(_CUDA_IN_TEXT, text)
         if drv:
             version = drv
             detail = f"Windows driver FileVersion {fv} -> NVIDIA {drv} (last five digits of the last two groups)"
@@ -170,7 +174,7 @@ def _component(name: str, m: Module, tag: Optional[str], vers: Versions, out: Cu
             src = src if supports else None
     else:
         toolkit = cuda_toolkit_version(fv)
-        own = _VERSION_IN_TEXT.search(s.get("FileDescription", "")) if s else None
+        own = re.search(_VERSION_IN_TEXT, s.get("FileDescription", "")) if s else None
         if own:
             version = own.group(1)
             detail = f"{name} {own.group(1)} (FileDescription)" + (

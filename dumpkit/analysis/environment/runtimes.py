@@ -65,10 +65,12 @@ def runtime_collisions(
 
 
 # ----------------------------------------------------------------------------- where a module comes from
-_SITE = re.compile(r"[\\/](?:site|dist)-packages[\\/]([^\\/]+)([\\/])?", re.I)
-_WINDOWS = re.compile(r"^(?:\\\\\?\\|\\\?\?\\)?(?:[a-z]:)?\\windows\\|^\\systemroot\\", re.I)
-_CUDA_TOOLKIT = re.compile(r"\\NVIDIA GPU Computing Toolkit\\CUDA\\v(\d+\.\d+)\\", re.I)
-_EXTENSION_TAG = re.compile(r"\.(?:cp|pypy)\d+[-\w]*\.pyd$", re.I)
+# The patterns only a collision's sentences need are strings that re compiles (and caches) at
+# their first use: compiling them at import cost ~1 ms of every start-up.
+_SITE = r"(?i)[\\/](?:site|dist)-packages[\\/]([^\\/]+)([\\/])?"
+_WINDOWS = r"(?i)^(?:\\\\\?\\|\\\?\?\\)?(?:[a-z]:)?\\windows\\|^\\systemroot\\"
+_CUDA_TOOLKIT = r"(?i)\\NVIDIA GPU Computing Toolkit\\CUDA\\v(\d+\.\d+)\\"
+_EXTENSION_TAG = r"(?i)\.(?:cp|pypy)\d+[-\w]*\.pyd$"
 LIBRARY_BIN = "the environment's Library\\bin"
 # conda's packages and some wheels (intel-openmp, mkl) install their DLLs there, not in site-packages
 LIBRARY_BIN_OWNERS = "the folder where conda and wheels such as intel-openmp and mkl put their DLLs"
@@ -105,11 +107,11 @@ def package_of(path: str, python_folders: Iterable[str] = ()) -> Optional[str]:
 
 
 def _package(path: str, places: _Places) -> Optional[str]:
-    site = _SITE.search(path)
+    site = re.search(_SITE, path)
     if site:
         top = site.group(1)
         if not site.group(2):  # the file sits in site-packages itself: its own name says
-            return re.sub(r"\.(?:dll|pyd)$", "", _EXTENSION_TAG.sub("", top), flags=re.I)
+            return re.sub(r"\.(?:dll|pyd)$", "", re.sub(_EXTENSION_TAG, "", top), flags=re.I)
         if top.lower().endswith(".libs"):  # delvewheel's folder of a package's DLLs
             return top[: -len(".libs")]
         if top.lower() == "nvidia":  # NVIDIA's wheels share one namespace folder: nvidia\\cudnn
@@ -121,9 +123,9 @@ def _package(path: str, places: _Places) -> Optional[str]:
         return "the Python installation"
     if folder in places.library_bin:
         return LIBRARY_BIN
-    if _WINDOWS.search(path):
+    if re.search(_WINDOWS, path):
         return "Windows"
-    toolkit = _CUDA_TOOLKIT.search(path)
+    toolkit = re.search(_CUDA_TOOLKIT, path)
     if toolkit:
         return f"the CUDA Toolkit {toolkit.group(1)}"
     return None
@@ -185,15 +187,14 @@ class _Images:
 
 
 # Runtime DLLs themselves and Windows' own: never the code that needs a newer runtime.
-_RUNTIME_DLL = re.compile(
-    r"^(?:msvcp\d+[\w-]*|vcruntime\d+[\w-]*|concrt\d+[\w-]*|vccorlib\d+[\w-]*|ucrtbase\w*|api-ms-win-[\w-]+|ext-ms-[\w-]+)\.dll$",
-    re.I,
+_RUNTIME_DLL = (  # compiled at first use, as _SITE
+    r"(?i)^(?:msvcp\d+[\w-]*|vcruntime\d+[\w-]*|concrt\d+[\w-]*|vccorlib\d+[\w-]*|ucrtbase\w*|api-ms-win-[\w-]+|ext-ms-[\w-]+)\.dll$"
 )
 
 
 def _own_code(modules: Sequence[Module], places: _Places) -> List[Module]:
     """The modules whose images may hold code a runtime serves: not the runtimes, not Windows'."""
-    return [m for m in modules if not _RUNTIME_DLL.match(m.name) and _package(m.path, places) != "Windows"]
+    return [m for m in modules if not re.match(_RUNTIME_DLL, m.name) and _package(m.path, places) != "Windows"]
 
 
 # ----------------------------------------------------------------------------- msvcp140.dll and std::mutex
@@ -423,7 +424,7 @@ def _openmp(modules: Sequence[Module], versions: Versions, places: _Places) -> L
 
 
 # ----------------------------------------------------------------------------- Python
-_BUILT_FOR = re.compile(r"\.cp(\d)(\d+)[-\w]*\.pyd$", re.I)  # the tag a wheel's extension carries
+_BUILT_FOR = r"(?i)\.cp(\d)(\d+)[-\w]*\.pyd$"  # compiled at first use, as _SITE; the tag a wheel's extension carries
 
 
 def _python(modules: Sequence[Module], versions: Versions, images: _Images, places: _Places) -> List[RuntimeCollision]:
@@ -444,7 +445,7 @@ def _python(modules: Sequence[Module], versions: Versions, images: _Images, plac
             facts = images(m)
             table = facts.imports() if facts is not None else None
             hit = next((d.dll for d in table.dlls if d.dll.lower() in other_names), None) if table else None
-            tag = _BUILT_FOR.search(m.name)
+            tag = re.search(_BUILT_FOR, m.name)
             if hit is not None:
                 culprits.append((m, f"imports {hit}"))
             elif (table is None or not table.complete) and tag and f"{tag.group(1)}.{tag.group(2)}" in other_families:

@@ -23,12 +23,14 @@ _TF_NAME = re.compile(
 _TF_DIR = re.compile(r"[\\/]tensorflow(?:_core)?[\\/]", re.I)
 
 
-_TF_PATH_VERSION = re.compile(
-    r"tensorflow(?:[-_](?:gpu|cpu|base|intel|directml))?[-_](\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?=[-_\\/.]|$)", re.I
+# These two only read a TensorFlow found: strings that re compiles (and caches) at their
+# first use, not at every start-up's import
+_TF_PATH_VERSION = (
+    r"(?i)tensorflow(?:[-_](?:gpu|cpu|base|intel|directml))?[-_](\d+\.\d+(?:\.\d+)?(?:rc\d+)?)(?=[-_\\/.]|$)"
 )
 
 
-_VERSION_TEXT = re.compile(r"^\d+\.\d+(?:\.\d+)?(?:[-.]?(?:rc|dev|a|b)\d*)?$", re.I)
+_VERSION_TEXT = r"(?i)^\d+\.\d+(?:\.\d+)?(?:[-.]?(?:rc|dev|a|b)\d*)?$"
 
 
 def find_tensorflow(
@@ -56,7 +58,7 @@ def find_tensorflow(
         product = (s.get("ProductName") or "") + " " + (s.get("FileDescription") or "")
         for key in ("ProductVersion", "FileVersion"):
             v = (s.get(key) or "").strip()
-            if v and _VERSION_TEXT.match(v) and "tensorflow" in product.lower():
+            if v and re.match(_VERSION_TEXT, v) and "tensorflow" in product.lower():
                 return tuple(m.path for m in found), v, f"version resource of {m.name} ({key} string)"
     for m in found[:3]:
         fv, pv, src = vers.fixed(m)
@@ -72,14 +74,14 @@ def find_tensorflow(
                 )
     if package is not None:
         owner = package(primary)
-        if owner is not None and _VERSION_TEXT.match(owner.version):
+        if owner is not None and re.match(_VERSION_TEXT, owner.version):
             return (
                 tuple(x.path for x in found),
                 owner.version,
                 f"installed package {owner.name} {owner.version}, whose RECORD lists {primary.name} ({owner.record})",
             )
     for m in found:
-        hint = _TF_PATH_VERSION.search(m.path)
+        hint = re.search(_TF_PATH_VERSION, m.path)
         if hint:
             return tuple(x.path for x in found), hint.group(1), f"path hint ({m.path})"
     return tuple(m.path for m in found), None, None
