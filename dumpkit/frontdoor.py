@@ -1,5 +1,5 @@
-"""The `dumpkit` entry point: the plain spellings of `explain` and `analyze` are parsed
-here, without importing typer; anything else (help, other commands, an option or value
+"""The `dumpkit` entry point: the plain spellings of `explain`, `analyze` and `triage` are
+parsed here, without importing typer; anything else (help, other commands, an option or value
 this table does not know) goes to typer in cli.py, which gives the same answers and all
 the messages.
 
@@ -15,7 +15,7 @@ import sys
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 # What an option does with its value.
-TEXT, MANY, NUMBER, ON, OFF = "text", "many", "number", "on", "off"
+TEXT, MANY, NUMBER, DECIMAL, ON, OFF = "text", "many", "number", "decimal", "on", "off"
 
 # option spelling -> (keyword of the command's run_* in dumpkit.commands, kind); typer's
 # declarations in cli.py are the reference (a test compares them).
@@ -40,8 +40,27 @@ ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--no-redact": ("redact", OFF),
 }
 EXPLAIN_OPTIONS: Dict[str, Tuple[str, str]] = {"--how-to-capture": ("how_to_capture", ON)}
+TRIAGE_OPTIONS: Dict[str, Tuple[str, str]] = {
+    "--image-path": ("image_path", MANY),
+    "-i": ("image_path", MANY),
+    "--symbol-path": ("symbol_path", MANY),
+    "--fetch-images": ("fetch_images", ON),
+    "--no-fetch-images": ("fetch_images", OFF),
+    "--format": ("fmt_name", TEXT),
+    "-f": ("fmt_name", TEXT),
+    "--output": ("output", TEXT),
+    "-o": ("output", TEXT),
+    "--jobs": ("jobs", NUMBER),
+    "-j": ("jobs", NUMBER),
+    "--timeout": ("timeout", DECIMAL),
+    "--cache": ("cache", TEXT),
+    "--scheduler": ("scheduler", TEXT),
+    "--progress": ("progress", ON),
+    "--no-progress": ("progress", OFF),
+    "--memory-cap": ("memory_cap", TEXT),
+}
 
-Value = Union[str, int, bool, List[str]]
+Value = Union[str, int, float, bool, List[str]]
 
 
 def parse(
@@ -84,6 +103,11 @@ def parse(
             if not (value.isascii() and value.isdigit()):
                 return None
             values[dest] = int(value)
+        elif kind == DECIMAL:  # 600, 2.5: what float() and typer read alike; the rest is typer's
+            whole, point, fraction = value.partition(".")
+            if not (whole.isascii() and whole.isdigit() and (not point or (fraction.isascii() and fraction.isdigit()))):
+                return None
+            values[dest] = float(value)
         elif kind == MANY:
             many = values.setdefault(dest, [])
             assert isinstance(many, list)
@@ -94,7 +118,7 @@ def parse(
 
 
 def quick(argv: Sequence[str]) -> Optional[int]:
-    """Run `explain` or `analyze` when their arguments parse here; the exit code, or None
+    """Run `explain`, `analyze` or `triage` when their arguments parse here; the exit code, or None
     when typer must parse them."""
     if not argv:
         return None
@@ -118,16 +142,23 @@ def quick(argv: Sequence[str]) -> Optional[int]:
         from dumpkit.commands.analyze import run_analyze
 
         return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
+    if command == "triage":
+        parsed = parse(rest, TRIAGE_OPTIONS)
+        if parsed is None or not parsed[0]:
+            return None
+        from dumpkit.commands.triage import run_triage
+
+        return run_triage(parsed[0], **parsed[1])  # type: ignore[arg-type]
     return None
 
 
 def run(argv: Sequence[str]) -> Optional[int]:
+    if argv[:1] == ["triage"]:
+        from dumpkit.triage.forkserver import start_early
+
+        start_early(argv[1:])  # its workers' fork server imports while the command starts
     code = quick(argv)
     if code is None:
-        if argv[:1] == ["triage"]:
-            from dumpkit.triage.forkserver import start_early
-
-            start_early(argv[1:])  # its workers' fork server imports while typer does
         from dumpkit.cli import app
 
         app()  # exits

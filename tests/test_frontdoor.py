@@ -1,5 +1,5 @@
-"""The fast front door (dumpkit/frontdoor.py): `explain` and `analyze` start without
-typer, pydantic or (for explain) any of the dump machinery, and answer exactly as
+"""The fast front door (dumpkit/frontdoor.py): `explain`, `analyze` and `triage` start
+without typer, pydantic or (for explain) any of the dump machinery, and answer exactly as
 typer's declarations in cli.py do. Timings are bench/'s business; these check what is
 imported and what is printed."""
 
@@ -11,7 +11,18 @@ import sys
 
 import pytest
 
-from dumpkit.frontdoor import ANALYZE_OPTIONS, EXPLAIN_OPTIONS, MANY, NUMBER, OFF, ON, TEXT, parse
+from dumpkit.frontdoor import (
+    ANALYZE_OPTIONS,
+    DECIMAL,
+    EXPLAIN_OPTIONS,
+    MANY,
+    NUMBER,
+    OFF,
+    ON,
+    TEXT,
+    TRIAGE_OPTIONS,
+    parse,
+)
 from tests.support.samples import ROOT, SAMPLE_BIN, sample_path
 
 TYPER_PATH = "import sys; from dumpkit.cli import main; sys.argv[0] = 'dumpkit'; main()"
@@ -73,14 +84,14 @@ def test_analyze_imports_neither_typer_nor_pydantic_nor_capstones_package():
 
 
 def test_the_table_is_typers_declarations():
-    """Every option typer knows for explain and analyze is in the table, with the same
-    keyword and the same kind of value, and nothing else is."""
+    """Every option typer knows for explain, analyze and triage is in the table, with the
+    same keyword and the same kind of value, and nothing else is."""
     import typer.main
 
     from dumpkit.cli import app
 
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    for command, table in (("analyze", ANALYZE_OPTIONS), ("explain", EXPLAIN_OPTIONS)):
+    for command, table in (("analyze", ANALYZE_OPTIONS), ("explain", EXPLAIN_OPTIONS), ("triage", TRIAGE_OPTIONS)):
         declared = {}
         for p in commands[command].params:
             if p.param_type_name != "option":
@@ -92,7 +103,8 @@ def test_the_table_is_typers_declarations():
                 # typer 0.2x keeps the annotation; older typers a click type
                 desc = getattr(p, "type_descriptor", None)
                 number = desc.annotation is int if desc is not None else p.type.name == "integer"
-                kind = MANY if p.multiple else NUMBER if number else TEXT
+                decimal = desc.annotation is float if desc is not None else p.type.name == "float"
+                kind = MANY if p.multiple else NUMBER if number else DECIMAL if decimal else TEXT
                 declared.update(dict.fromkeys(p.opts, (p.name, kind)))
         declared.pop("--help", None)
         assert table == declared, command
@@ -181,3 +193,53 @@ def test_a_missing_dump_is_one_line_either_way():
         == (typer.returncode, typer.stderr)
         == (2, f"dumpkit: error: {ROOT / 'no-such.dmp'}: no such file\n")
     )
+
+
+def test_triage_imports_neither_typer_nor_pydantic(tmp_path):
+    """A fleet's triage pays start-up once per run: typer and pydantic were ~95 ms of it."""
+    (tmp_path / "a.dmp").write_bytes(sample_path("null_deref.dmp").read_bytes())
+    names, r = _imported("triage", tmp_path, "-i", SAMPLE_BIN, "-j", "1", "--format", "json", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert [d["status"] for d in json.loads(r.stdout)["dumps"]] == ["analysed"]
+    assert _heavy(names, ("typer", "click", "pydantic", "dumpkit.cli")) == []
+    assert _other_commands(names, "triage") == []
+
+
+def _without_timings(doc):
+    """A triage document without what differs between two runs of it: each dump's seconds."""
+    for d in doc.get("dumps", ()):
+        d.pop("seconds", None)
+    return doc
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-i", SAMPLE_BIN, "-f", "json", "-j", "2", "--timeout", "120", "--no-progress"],
+        pytest.param(
+            ["--format=json", "--jobs=1", "--timeout=0.5", "--no-fetch-images", "--memory-cap", "0"],
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(["-f", "json", "--memory-cap", "lots"], marks=pytest.mark.slow),
+        pytest.param(["-f", "json", "--timeout", "1e3"], marks=pytest.mark.slow),
+        pytest.param(["-f", "yaml"], marks=pytest.mark.slow),
+    ],
+    ids=["json", "equals-spellings", "bad-cap", "typer-float", "bad-format"],
+)
+def test_triage_answers_as_typer_does(args, tmp_path):
+    for name in ("null_deref.dmp", "fastfail_gs.dmp"):
+        (tmp_path / name).write_bytes(sample_path(name).read_bytes())
+    (tmp_path / "broken.dmp").write_bytes(b"MDMP" + b"\0" * 10)
+    fast, typer = _both("triage", tmp_path, *args)
+    assert (fast.returncode, fast.stderr) == (typer.returncode, typer.stderr)
+    if fast.stdout.startswith("{"):
+        assert _without_timings(json.loads(fast.stdout)) == _without_timings(json.loads(typer.stdout))
+    else:
+        assert fast.stdout == typer.stdout
+    assert fast.stdout or fast.stderr
+
+
+def test_a_folder_without_dumps_is_one_line_either_way(tmp_path):
+    fast, typer = _both("triage", tmp_path)
+    assert (fast.returncode, fast.stderr) == (typer.returncode, typer.stderr)
+    assert fast.returncode == 2 and fast.stderr.startswith("dumpkit: error: no dump files found")
