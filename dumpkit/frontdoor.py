@@ -19,18 +19,22 @@ TEXT, MANY, NUMBER, DECIMAL, ON, OFF = "text", "many", "number", "decimal", "on"
 
 # option spelling -> (keyword of the command's run_* in dumpkit.commands, kind); typer's
 # declarations in cli.py are the reference (a test compares them).
-ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
+# Where images and symbols come from, the format and the output: analyze's and triage's alike.
+_DUMP_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--image-path": ("image_path", MANY),
     "-i": ("image_path", MANY),
     "--symbol-path": ("symbol_path", MANY),
-    "--recorded-paths": ("recorded_paths", ON),
-    "--no-recorded-paths": ("recorded_paths", OFF),
     "--fetch-images": ("fetch_images", ON),
     "--no-fetch-images": ("fetch_images", OFF),
     "--format": ("fmt_name", TEXT),
     "-f": ("fmt_name", TEXT),
     "--output": ("output", TEXT),
     "-o": ("output", TEXT),
+}
+ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
+    **_DUMP_OPTIONS,
+    "--recorded-paths": ("recorded_paths", ON),
+    "--no-recorded-paths": ("recorded_paths", OFF),
     "--max-frames": ("max_frames", NUMBER),
     "--threshold": ("threshold", NUMBER),
     "--color": ("color", ON),
@@ -41,15 +45,7 @@ ANALYZE_OPTIONS: Dict[str, Tuple[str, str]] = {
 }
 EXPLAIN_OPTIONS: Dict[str, Tuple[str, str]] = {"--how-to-capture": ("how_to_capture", ON)}
 TRIAGE_OPTIONS: Dict[str, Tuple[str, str]] = {
-    "--image-path": ("image_path", MANY),
-    "-i": ("image_path", MANY),
-    "--symbol-path": ("symbol_path", MANY),
-    "--fetch-images": ("fetch_images", ON),
-    "--no-fetch-images": ("fetch_images", OFF),
-    "--format": ("fmt_name", TEXT),
-    "-f": ("fmt_name", TEXT),
-    "--output": ("output", TEXT),
-    "-o": ("output", TEXT),
+    **_DUMP_OPTIONS,
     "--jobs": ("jobs", NUMBER),
     "-j": ("jobs", NUMBER),
     "--timeout": ("timeout", DECIMAL),

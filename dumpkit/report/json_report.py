@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from json.encoder import encode_basestring_ascii
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from dumpkit.analysis.model import (
     BlameFrame,
@@ -204,6 +204,12 @@ def _indented(tree: Any, step: str) -> str:
     return "".join(out)
 
 
+def _key(key: Any) -> str:
+    if type(key) is not str:
+        raise _Unusual
+    return encode_basestring_ascii(key) + ": "
+
+
 def _write(tree: Union[list, dict], out: List[str], newline: str, step: str) -> None:
     """A list or dict whose first character goes where `out` ends, its lines indented by
     `newline`'s spaces plus `step`. Strings, most of a report, are written inline."""
@@ -212,27 +218,18 @@ def _write(tree: Union[list, dict], out: List[str], newline: str, step: str) -> 
         return
     inner = newline + step
     if isinstance(tree, dict):
-        before = "{" + inner
-        for key, value in tree.items():
-            if type(key) is not str:
-                raise _Unusual
-            head = before + encode_basestring_ascii(key) + ": "
-            text = encode_basestring_ascii(value) if type(value) is str else _scalar(value)
-            if text is None:
-                out.append(head)
-                _write(value, out, inner, step)
-            else:
-                out.append(head + text)
-            before = "," + inner
-        out.append(newline + "}")
+        opening, closing = "{", "}"
+        items: Iterable[Tuple[str, Any]] = ((_key(key), value) for key, value in tree.items())
     else:
-        before = "[" + inner
-        for value in tree:
-            text = encode_basestring_ascii(value) if type(value) is str else _scalar(value)
-            if text is None:
-                out.append(before)
-                _write(value, out, inner, step)
-            else:
-                out.append(before + text)
-            before = "," + inner
-        out.append(newline + "]")
+        opening, closing = "[", "]"
+        items = (("", value) for value in tree)
+    before = opening + inner
+    for head, value in items:
+        text = encode_basestring_ascii(value) if type(value) is str else _scalar(value)
+        if text is None:
+            out.append(before + head)
+            _write(value, out, inner, step)
+        else:
+            out.append(before + head + text)
+        before = "," + inner
+    out.append(newline + closing)
