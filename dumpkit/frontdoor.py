@@ -142,6 +142,10 @@ def quick(argv: Sequence[str]) -> Optional[int]:
         parsed = parse(rest, TRIAGE_OPTIONS)
         if parsed is None or not parsed[0]:
             return None
+        from dumpkit.triage.forkserver import start_early
+
+        # the workers' fork server imports the analysis on another core while this process does
+        start_early(parsed[1].get("jobs"), parsed[1].get("scheduler"))  # type: ignore[arg-type]
         from dumpkit.commands.triage import run_triage
 
         return run_triage(parsed[0], **parsed[1])  # type: ignore[arg-type]
@@ -149,10 +153,6 @@ def quick(argv: Sequence[str]) -> Optional[int]:
 
 
 def run(argv: Sequence[str]) -> Optional[int]:
-    if argv[:1] == ["triage"]:
-        from dumpkit.triage.forkserver import start_early
-
-        start_early(argv[1:])  # its workers' fork server imports while the command starts
     code = quick(argv)
     if code is None:
         from dumpkit.cli import app

@@ -19,7 +19,8 @@ from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
 from dumpkit.triage.memory import default_cap, parse_size
 from dumpkit.triage.record import DumpRecord
-from dumpkit.triage.run import default_jobs, run
+from dumpkit.triage.forkserver import worker_count
+from dumpkit.triage.run import run
 
 REPORTS = "reports"  # per-dump reports, beside the HTML page
 
@@ -84,7 +85,7 @@ def run_triage(
             paths,
             fmt.value,
             output,
-            max(1, jobs) if jobs is not None else default_jobs(),
+            worker_count(jobs),
             timeout if timeout > 0 else None,
             cache,
             scheduler,

@@ -1,5 +1,5 @@
-"""The fork server triage's worker processes are forked from, started as soon as a
-`dumpkit triage` command line shows it will want one.
+"""The fork server triage's worker processes are forked from, started as soon as the front
+door has read a `dumpkit triage` command line that will want one.
 
 Where there is a fork server (Linux, macOS), each worker is a fork of a process that has
 imported the analysis once, not a new interpreter that imports it again. The server starts
@@ -8,13 +8,13 @@ worker; started when the pool is made, it made every parallel run that much long
 (`dumpkit triage` of two dumps: 0.4 s with --jobs 1, 0.56-0.81 s with --jobs 2). Started
 by the front door, it imports while the command itself starts, on another core.
 
-Light on purpose: the front door imports this before it knows the command's options."""
+Light on purpose: the front door imports this before the command's own modules."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
-from typing import Optional, Sequence
+from typing import Optional
 
 # What the fork server imports before it forks workers (unwind.decoder: capstone's library,
 # which nearly every analysis loads)
@@ -31,30 +31,16 @@ def worker_context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _jobs_asked(args: Sequence[str]) -> Optional[int]:
-    """--jobs / -j as the command line gives it; None when absent or not a number (typer
-    then says what is wrong with it)."""
-    for i, arg in enumerate(args):
-        value = None
-        if arg in ("--jobs", "-j") and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith("--jobs="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            return int(value) if value.isascii() and value.isdigit() else None
-    return None
+def worker_count(asked: Optional[int]) -> int:
+    """The worker processes a triage runs: --jobs as asked (at least one), else the CPU count."""
+    return max(1, asked) if asked is not None else max(1, os.cpu_count() or 1)
 
 
-def start_early(args: Sequence[str]) -> None:
-    """Start the fork server now when `dumpkit triage ARGS` will run worker processes
-    (more than one job, no Dask scheduler, not a help request). A guess that turns out
-    wrong (a folder of one dump) costs an idle process that ends with this one."""
-    if any(a in ("--help", "-h") or a == "--scheduler" or a.startswith("--scheduler=") for a in args):
-        return
-    jobs = _jobs_asked(args)
-    if (jobs if jobs is not None else os.cpu_count() or 1) <= 1:
-        return
-    if "forkserver" not in multiprocessing.get_all_start_methods():
+def start_early(jobs: Optional[int], scheduler: Optional[str]) -> None:
+    """Start the fork server now when a triage with these --jobs and --scheduler values will
+    run worker processes. A guess that turns out wrong (a folder of one dump) costs an idle
+    process that ends with this one."""
+    if scheduler or worker_count(jobs) <= 1 or "forkserver" not in multiprocessing.get_all_start_methods():
         return
     from multiprocessing import forkserver
 

@@ -34,10 +34,6 @@ BATCH_BYTES = 4 << 20
 AHEAD = 2
 
 
-def default_jobs() -> int:
-    return max(1, os.cpu_count() or 1)
-
-
 def _worker_setup(memory_cap: Optional[int]) -> None:
     """Ctrl-C is the parent's to handle: it stops handing out dumps and writes what
     finished; a worker dying of it mid-dump would break the pool instead. The memory cap
