@@ -75,6 +75,9 @@ class Options:
     # where they are published; `fetch_progress` draws a bar for the downloads
     fetch_images: bool = False
     fetch_progress: Optional[Callable[[str, int, Optional[int]], None]] = None
+    # a triage record's analysis: the verdict, signature and environment, without what only
+    # a reader of the report sees (the code around the fault); the Report is not rendered
+    for_record: bool = False
 
 
 @dataclass
@@ -252,7 +255,8 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     crash_thread = crashing_thread(target)
     crash_walk = walks.get(crash_thread.tid) if crash_thread else None
     versions = Versions(image_version(code.images))
-    crash = crash_record(target, code, crash_walk.frames if crash_walk else (), versions, walker.step is not None)
+    show_code = walker.step is not None and not options.for_record
+    crash = crash_record(target, code, crash_walk.frames if crash_walk else (), versions, show_code)
     threads = thread_reports(
         target,
         code,

@@ -26,13 +26,13 @@ def place_of(target: Target) -> Callable[[int], Optional[str]]:
 
 
 def crash_record(
-    target: Target, code: CodeMap, frames: Sequence[Frame], versions: Versions, decodes: bool
+    target: Target, code: CodeMap, frames: Sequence[Frame], versions: Versions, show_code: bool
 ) -> Optional[CrashInfo]:
     """The target's exception as a crash record, None when it has none. `frames`: the
-    crashing thread's walked frames (may be empty); `decodes`: whether its code can be
-    decoded (a CPU dumpkit walks)."""
+    crashing thread's walked frames (may be empty); `show_code`: whether the code around the
+    IP is decoded for the report (a CPU dumpkit walks, and a report that shows it)."""
     ex = target.exception
     if ex is None:
         return None
     crash = decode_crash(ex, target.system, frames, code.read_code, place_of(target))
-    return with_fault_site(target, code, crash, frames, versions, decodes)
+    return with_fault_site(target, code, crash, frames, versions, show_code)

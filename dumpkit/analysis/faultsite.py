@@ -33,15 +33,16 @@ def function_entry(code: CodeMap, ip: int) -> Tuple[Optional[int], str]:
 
 
 def with_fault_site(
-    target: Target, code: CodeMap, crash: CrashInfo, frames: Sequence[Frame], versions: Versions, decodes: bool
+    target: Target, code: CodeMap, crash: CrashInfo, frames: Sequence[Frame], versions: Versions, show_code: bool
 ) -> CrashInfo:
     """The crash record with where it happened: the module holding the faulting IP (the
     walk's frame 0, else the exception address), its version, and the code around the IP
-    when `decodes` (a CPU dumpkit walks, so decodes: x86 or x64)."""
+    when `show_code` (a CPU dumpkit walks, so decodes: x86 or x64; and a report to show it:
+    no verdict reads it)."""
     ip = frames[0].ip if frames else crash.address
     module = target.module_at(ip)
     disassembly = None
-    if decodes:
+    if show_code:
         entry, entry_from = function_entry(code, ip)
         executing = crash.access_kind == "execute" and crash.access_address == ip
         disassembly = disassemble_around(

@@ -198,6 +198,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
         why = nothing_to_analyse(opened["target"], problems)
         if why is not None:  # what every command rejects as unusable input
             raise DumpError(why)
+        full = job.report_writer is not None and job.report_dir is not None
         options = Options(
             image_paths=job.image_paths,
             symbol_paths=job.symbol_paths,
@@ -207,7 +208,8 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             fetch_images=job.fetch_images,
             # a record needs the crashing thread's walk (and the other threads' it is checked
             # against, bounded by the walker); a per-dump report shows every thread
-            all_threads=job.report_writer is not None and job.report_dir is not None,
+            all_threads=full,
+            for_record=not full,
         )
         report = analyze(opened["target"], options, problems=problems).report
         return report, _write_report(job, report, path, sha or "")
