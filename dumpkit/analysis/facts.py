@@ -26,12 +26,25 @@ _RANK = {n: i for i, n in enumerate(REGISTER_ORDER)}
 POINTER_REGISTERS = frozenset(GPR_NAMES) | {"rip", "eax", "ebx", "ecx", "edx", "esi", "edi", "ebp", "esp", "eip"}
 
 
+# reading order of each set of register names met (one or two per dump: every thread's
+# context holds the same registers), bounded: a damaged dump can vary them per thread
+_ORDERS: Dict[Tuple[str, ...], Tuple[str, ...]] = {}
+_MAX_ORDERS = 64
+
+
 def register_pairs(regs: Optional[Registers]) -> Tuple[Tuple[str, int], ...]:
     """Every register the context holds (absent ones are not invented), in reading order."""
     if regs is None:
         return ()
-    names = sorted(regs.values, key=lambda n: (_RANK.get(n, len(_RANK)), n))
-    return tuple((n, regs.values[n]) for n in names)
+    values = regs.values
+    held = tuple(values)
+    names = _ORDERS.get(held)
+    if names is None:
+        names = tuple(sorted(values, key=lambda n: (_RANK.get(n, len(_RANK)), n)))
+        if len(_ORDERS) >= _MAX_ORDERS:
+            _ORDERS.clear()
+        _ORDERS[held] = names
+    return tuple([(n, values[n]) for n in names])
 
 
 def dump_summary(target: Target) -> DumpSummary:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ntpath
 import os
 import re
-from typing import TYPE_CHECKING, Iterable, Iterator, List
+from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from dumpkit.symbols.store import SymbolServer, parse_symbol_spec, resolve_case_insensitive
 from dumpkit.target import Module
@@ -26,6 +26,23 @@ def parse_symbol_servers(spec: str) -> List[SymbolServer]:
 
 
 _DRIVE_RE = re.compile(r"^([a-zA-Z]):[\\/](.*)$")
+
+
+_PREFIXES: Dict[Tuple[Optional[str], Optional[str]], Tuple[str, ...]] = {}
+
+
+def _wine_prefixes() -> Tuple[str, ...]:
+    """The Wine prefixes there are: $WINEPREFIX, ~/.wine. A prefix that is not there holds
+    nothing: one stat, where each of its paths would cost a case-insensitive search. Asked
+    for every recorded path of every module a triage looks for, so the answer is kept per
+    setting of the two variables (a prefix made while dumpkit runs is not seen by it)."""
+    key = (os.environ.get("WINEPREFIX"), os.environ.get("HOME"))
+    found = _PREFIXES.get(key)
+    if found is None:
+        prefixes = [key[0]] if key[0] else []
+        prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
+        found = _PREFIXES[key] = tuple(filter(os.path.isdir, prefixes))
+    return found
 
 
 def windows_path_candidates(path: str) -> List[str]:
@@ -52,15 +69,7 @@ def windows_path_candidates(path: str) -> List[str]:
         m = _DRIVE_RE.match(p)
         if m:
             drive, rest = m.group(1).lower(), m.group(2).replace("\\", "/")
-            prefixes = []
-            env = os.environ.get("WINEPREFIX")
-            if env:
-                prefixes.append(env)
-            prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
-            # a prefix that is not there holds nothing: one stat, where each of its paths
-            # would cost a case-insensitive search (a triage asks for every module of
-            # every dump)
-            for pre in filter(os.path.isdir, prefixes):
+            for pre in _wine_prefixes():
                 add(os.path.join(pre, "dosdevices", f"{drive}:", rest))
                 add(os.path.join(pre, f"drive_{drive}", rest))
             if drive == "z":
