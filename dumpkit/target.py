@@ -467,7 +467,7 @@ class Target(Protocol):
     modules: List[Module]
     unloaded_modules: List[UnloadedModule]
     exception: Optional[ExceptionInfo]
-    memory_regions: List[MemoryRegion]
+    memory_regions: Sequence[MemoryRegion]
     # what the OS said of itself beyond the version numbers (MiscInfo BuildString, e.g.
     # "19041.1.amd64fre.vb_release.191206-1406"), and the XSTATE features it enabled
     build_string: Optional[str]

@@ -185,7 +185,8 @@ class MinidumpTarget:
         self.modules: List[Module] = streams.modules
         self.unloaded_modules: List[UnloadedModule] = streams.unloaded_modules
         self.exception: Optional[ExceptionInfo] = streams.exception
-        self.memory_regions: List[MemoryRegion] = streams.memory_regions
+        # the MemoryInfoList's regions by base, read when first asked for
+        self.memory_regions: Sequence[MemoryRegion] = streams.memory_info
         self.function_tables: List[Tuple[int, int, int, int]] = streams.function_tables
         self._mem_ranges = streams.memory_ranges
         self._memory = CapturedMemory(self._data, self._mem_ranges)

@@ -10,10 +10,11 @@ target serves from the ranges read here is `sources/minidump.py`'s.
 
 from __future__ import annotations
 
+import operator
 import re
 import struct
 from dataclasses import replace
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, overload
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
 
@@ -148,6 +149,65 @@ def _plain_problem(e: Exception, available: int) -> str:
     return str(e)
 
 
+class MemoryInfoRows(Sequence[MemoryRegion]):
+    """The MemoryInfoList's entries by base address, a sequence of MemoryRegion records
+    made when an entry is first asked for: a process maps thousands of regions, and most
+    analyses only count them (the stack budget reads the map, for a thread whose TEB is not
+    in the dump). The stream's bytes (a copy, not a view of the mapped file) are kept until
+    then."""
+
+    __slots__ = ("_count", "_data", "_header", "_size", "_regions")
+
+    def __init__(self, data: bytes = b"", header: int = 0, size: int = 48, count: int = 0):
+        self._count = count
+        self._data, self._header, self._size = data, header, size
+        self._regions: Optional[List[MemoryRegion]] = None if count else []
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> MemoryRegion: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> List[MemoryRegion]: ...
+
+    def __getitem__(self, index):
+        return self._read()[index]
+
+    def __iter__(self) -> Iterator[MemoryRegion]:
+        return iter(self._read())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and self._read() == list(other)
+
+    __hash__ = None  # type: ignore[assignment]  # compared by content, as a list is
+
+    def __repr__(self) -> str:
+        return f"MemoryInfoRows({self._read()!r})"
+
+    def _read(self) -> List[MemoryRegion]:
+        if self._regions is None:
+            # Read with struct, not the package's MINIDUMP_MEMORY_INFO.parse: a parse through
+            # BytesIO per region was the largest cost of analysing a small dump (issue #34).
+            # Layout (minidumpapiset.h): BaseAddress, AllocationBase, AllocationProtect, (pad),
+            # RegionSize, State, Protect, Type.
+            data, header, size, count = self._data, self._header, self._size, self._count
+            if size == 48:  # every writer's: the entries read in one pass (a 4-byte tail each)
+                rows: Iterable[Tuple[int, ...]] = struct.iter_unpack(
+                    "<QQI4xQIII4x", memoryview(data)[header : header + 48 * count]
+                )
+            else:
+                entry = struct.Struct("<QQI4xQIII")
+                rows = (entry.unpack_from(data, header + size * i) for i in range(count))
+            self._regions = sorted((MemoryRegion(*row) for row in rows), key=_BASE)
+            self._data = b""
+        return self._regions
+
+
+_BASE = operator.attrgetter("base")
+
+
 @record
 class MinidumpStreams:
     """What a minidump's streams say, read once by `read_streams`; a `MinidumpTarget` is
@@ -167,7 +227,7 @@ class MinidumpStreams:
     modules: List[Module]
     unloaded_modules: List[UnloadedModule]
     exception: Optional[ExceptionInfo]
-    memory_regions: List[MemoryRegion]
+    memory_info: MemoryInfoRows
     function_tables: List[Tuple[int, int, int, int]]
     memory_ranges: List[Tuple[int, int, int]]
     stack_ranges: Tuple[Tuple[int, int, int], ...]
@@ -241,7 +301,7 @@ class _StreamReader:
         self.modules: List[Module] = []
         self.unloaded_modules: List[UnloadedModule] = []
         self.exception: Optional[ExceptionInfo] = None
-        self.memory_regions: List[MemoryRegion] = []
+        self.memory_info = MemoryInfoRows()
         self.function_tables: List[Tuple[int, int, int, int]] = []
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
@@ -392,7 +452,7 @@ class _StreamReader:
             modules=self.modules,
             unloaded_modules=self.unloaded_modules,
             exception=self.exception,
-            memory_regions=self.memory_regions,
+            memory_info=self.memory_info,
             function_tables=self.function_tables,
             memory_ranges=self._mem_ranges,
             stack_ranges=tuple(self._stack_ranges),
@@ -704,17 +764,7 @@ class _StreamReader:
         if esize < 48:
             raise ValueError(f"entry size {esize} too small")
         count = self._records(data, hsize, count, esize, "MemoryInfoList")
-        # Read with struct, not the package's MINIDUMP_MEMORY_INFO.parse: a process maps
-        # thousands of regions, and a parse through BytesIO per region was the largest
-        # cost of analysing a small dump (issue #34). Layout (minidumpapiset.h):
-        # BaseAddress, AllocationBase, AllocationProtect, (pad), RegionSize, State, Protect, Type.
-        record = struct.Struct("<QQI4xQIII")
-        if esize == 48:  # every writer's: the entries read in one pass (a 4-byte tail each)
-            rows = struct.iter_unpack("<QQI4xQIII4x", memoryview(data)[hsize : hsize + 48 * count])
-        else:
-            rows = (record.unpack_from(data, hsize + esize * i) for i in range(count))
-        self.memory_regions.extend(MemoryRegion(*row) for row in rows)
-        self.memory_regions.sort(key=lambda r: r.base)
+        self.memory_info = MemoryInfoRows(data if isinstance(data, bytes) else bytes(data), hsize, esize, count)
 
     def _parse_function_table(self, data: bytes) -> None:
         hsize, dsize, nsize, fsize, ndesc, pad = struct.unpack_from("<6I", data, 0)
