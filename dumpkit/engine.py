@@ -34,6 +34,7 @@ from dumpkit.analysis.verdict import decide
 from dumpkit.images.constants import with_constants
 from dumpkit.images import ImageLocator, ImageProvider, ImageStore
 from dumpkit.images.fetch import fetch_requested
+from dumpkit.images.paths import LIVE, FileProbe
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
 from dumpkit.problems import Problems
@@ -75,6 +76,9 @@ class Options:
     # where they are published; `fetch_progress` draws a bar for the downloads
     fetch_images: bool = False
     fetch_progress: Optional[Callable[[str, int, Optional[int]], None]] = None
+    # which files the dump's recorded paths name here: asked of the file system each time,
+    # or (a triage) answered once per path for all the dumps a process reads
+    file_probe: FileProbe = LIVE
     # a triage record's analysis: the verdict, signature and environment, without what only
     # a reader of the report sees (the code around the fault); the Report is not rendered
     for_record: bool = False
@@ -128,6 +132,7 @@ def make_walker(target: Target, options: Options, *, problems: Problems) -> Walk
         use_recorded_path=options.use_recorded_paths,
         store=store,
         fetcher=image_fetcher(target, options),
+        probe=options.file_probe,
     )
     images = ImageProvider(target, locator, problems=problems)
     step = step_for(target)

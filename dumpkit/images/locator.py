@@ -48,7 +48,6 @@ from dumpkit.symbols.store import (
     download_limit,
     expand,
     parse_symbol_spec,
-    resolve_case_insensitive,
     store_files,
     symbol_cache,
 )
@@ -60,7 +59,7 @@ if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps 
     from dumpkit.images.fetch.fetcher import ImageFetcher
     from dumpkit.symbols.pdb import PdbSource, PdbSymbols
 from dumpkit.images.backings import RecordingBacking, XzBacking
-from dumpkit.images.paths import existing_files, module_file_name, windows_path_candidates
+from dumpkit.images.paths import LIVE, FileProbe, module_file_name, windows_path_candidates
 from dumpkit.images.checks import image_check, image_key, pdata_unreadable, pdb_check, pointed_files
 
 
@@ -87,8 +86,10 @@ class ImageLocator:
         record_reads: bool = False,
         max_download: Optional[int] = None,
         fetcher: Optional["ImageFetcher"] = None,
+        probe: FileProbe = LIVE,
     ):
         self.image_paths = list(image_paths)
+        self.probe = probe  # which files the recorded paths name here (a triage keeps the answers)
         self.fetcher = fetcher  # --fetch-images: asked last, for what nothing else had
         # the largest file a server may send or a cabinet expand to (DUMPKIT_MAX_DOWNLOAD)
         self.max_download = download_limit() if max_download is None else max_download
@@ -252,7 +253,7 @@ class ImageLocator:
     def _from_recorded_path(self, module: Module) -> Optional[LocatedImage]:
         if not self.use_recorded_path or not module.path:
             return None
-        for real in existing_files(windows_path_candidates(module.path)):
+        for real in self.probe.recorded(module.path):
             found = self._try_file(real, module, "recorded-path")
             if found is not None:
                 return found
@@ -496,17 +497,11 @@ class ImageLocator:
                         yield got.path
                     else:
                         refused.append(str(got.problem))
-        beside = [image_file] if image_file else []
+        if image_file:
+            yield from LIVE.beside(image_file, name)
         if self.use_recorded_path:
-            beside += windows_path_candidates(module.path) if module.path else []
-        for image in beside:
-            folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
-            real = resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
-            cand = real or os.path.join(folder, name)
-            if os.path.isfile(cand):
-                yield cand
-        if self.use_recorded_path:
-            yield from existing_files(windows_path_candidates(cv.pdb_name))
+            yield from self.probe.beside(module.path, name) if module.path else ()
+            yield from self.probe.recorded(cv.pdb_name)
         for d in self.image_paths:
             yield from self._index(d).get(name.lower(), ())
 

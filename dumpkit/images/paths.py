@@ -6,7 +6,7 @@ from __future__ import annotations
 import ntpath
 import os
 import re
-from typing import TYPE_CHECKING, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from dumpkit.symbols.store import SymbolServer, parse_symbol_spec, resolve_case_insensitive
 from dumpkit.target import Module
@@ -88,7 +88,61 @@ def existing_files(candidates: Iterable[str]) -> Iterator[str]:
             yield real
 
 
+class FileProbe:
+    """Which files a path recorded on Windows names on this machine, as the file system
+    says at each question (`analyze`, the debugger extension: a file put in place between
+    two runs is found by the second)."""
+
+    def recorded(self, path: str) -> List[str]:
+        """The files here that the recorded `path` may be (`windows_path_candidates`)."""
+        return list(existing_files(windows_path_candidates(path)))
+
+    def beside(self, path: str, name: str) -> List[str]:
+        """The files named `name` (any case, on POSIX) in the folder of each place the
+        recorded `path` may be: where a module's PDB is looked for next to it."""
+        out: List[str] = []
+        for image in windows_path_candidates(path):
+            folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
+            real = resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
+            cand = real or os.path.join(folder, name)
+            if os.path.isfile(cand):
+                out.append(cand)
+        return out
+
+
+class RememberingProbe(FileProbe):
+    """A FileProbe that keeps its answers: one triage asks about the same recorded paths for
+    every dump of a fleet (the same program's modules), so the file system is asked once a
+    path. For a run that reads many dumps at once; a file put in place during it is not seen.
+    Bounded: a fleet of unrelated programs records many paths."""
+
+    LIMIT = 16_384  # answers kept; all are forgotten when it is reached
+
+    def __init__(self) -> None:
+        self._answers: Dict[Tuple[str, str], List[str]] = {}
+
+    def _kept(self, key: Tuple[str, str], ask: Callable[[], List[str]]) -> List[str]:
+        found = self._answers.get(key)
+        if found is None:
+            if len(self._answers) >= self.LIMIT:
+                self._answers.clear()
+            found = self._answers[key] = ask()
+        return list(found)
+
+    def recorded(self, path: str) -> List[str]:
+        return self._kept(("", path), lambda: FileProbe.recorded(self, path))
+
+    def beside(self, path: str, name: str) -> List[str]:
+        return self._kept((name, path), lambda: FileProbe.beside(self, path, name))
+
+
+LIVE = FileProbe()
+
+
 def module_file_name(module: Module) -> str:
+    name = module.name
+    if name and "\\" not in name and "/" not in name and ":" not in name:
+        return name  # already a file name, as the dump parser leaves almost every one
     if module.name:
         return ntpath.basename(module.name.replace("/", "\\"))
     return ntpath.basename(module.path.replace("/", "\\")) if module.path else ""

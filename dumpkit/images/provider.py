@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, TypeVar
 
-from dumpkit.images.paths import existing_files, windows_path_candidates
 from dumpkit.pe import PEError, PEImage
 from dumpkit.problems import Problems
 from dumpkit.target import CodeViewRecord, MemoryNotInDump, Module, Target
@@ -57,7 +56,7 @@ class ImageProvider:
         if found is not None and found.path:
             out.append(found.path)
         if self._locator is not None and self._locator.use_recorded_path and module.path:
-            out += [f for f in existing_files(windows_path_candidates(module.path)) if f not in out]
+            out += [f for f in self._locator.probe.recorded(module.path) if f not in out]
         return out
 
     def search_problems(self) -> List[str]:

@@ -18,6 +18,7 @@ from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
 from dumpkit.engine import Options, analyze
 from dumpkit.images.fetch import fetch_requested
+from dumpkit.images.paths import RememberingProbe
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_bytes, open_dump_copy
 from dumpkit.sources.packed import IN_MEMORY, packing_of, temporary_name, unpack
@@ -124,6 +125,23 @@ def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
     return value
 
 
+_PROBE_SECONDS = 60.0  # how long a process takes the answers of one probe as true
+_probes: Dict[str, Tuple[float, RememberingProbe]] = {}
+
+
+def _probe(job: Job) -> RememberingProbe:
+    """The file probe the dumps of `job` share in this process: the same program's modules
+    recorded at the same paths in every dump of a fleet are looked for once (a minute at
+    most: a Dask worker serves triage after triage)."""
+    key = job.answer_key()
+    now = time.monotonic()
+    kept = _probes.get(key)
+    if kept is None or now - kept[0] > _PROBE_SECONDS:
+        _probes.clear()  # one triage at a time is the rule; another's answers are dropped
+        kept = _probes[key] = (now, RememberingProbe())
+    return kept[1]
+
+
 def _modules_named(report: Report) -> Tuple[str, ...]:
     """The modules the signature's frames name, with their file versions when known."""
     if report.signature is None:
@@ -210,6 +228,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             # against, bounded by the walker); a per-dump report shows every thread
             all_threads=full,
             for_record=not full,
+            file_probe=_probe(job),
         )
         report = analyze(opened["target"], options, problems=problems).report
         return report, _write_report(job, report, path, sha or "")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.images import ImageLocator, parse_symbol_path, windows_path_candidates
+from dumpkit.images.paths import RememberingProbe
 from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
@@ -514,3 +515,19 @@ def test_wine_kernel32_from_xz_is_read_only_as_far_as_unwinding_and_naming_need(
     image = walker.code.images.image(target.module_at(k32.ip))
     assert image.path == backing.path
     assert backing.decompressed < image._symtab_ptr  # the COFF table, near the end, was not needed
+
+
+def test_a_file_put_in_place_is_found_by_the_next_analysis_but_not_within_one_triage(synth, tmp_path):
+    """`analyze` and the debugger extension ask the file system at every run (LIVE); a triage
+    asks once per recorded path for all its dumps (RememberingProbe)."""
+    if os.sep != "/":
+        pytest.skip("POSIX path mapping")
+    zpath = "Z:" + str(tmp_path).replace("/", "\\") + "\\SYNTH.DLL"
+    module = module_for(synth, path=zpath)
+    remembering = RememberingProbe()
+    assert ImageLocator(probe=remembering).locate(module, no_memory) is None
+    assert ImageLocator().locate(module, no_memory) is None
+    synth.write(tmp_path / "synth.dll")
+    assert ImageLocator().locate(module, no_memory).source == "recorded-path"
+    assert ImageLocator(probe=remembering).locate(module, no_memory) is None  # the triage's answer stands
+    assert ImageLocator(probe=RememberingProbe()).locate(module, no_memory).source == "recorded-path"
