@@ -283,7 +283,7 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     # python
     python = read_python(target, code.images, problems)
     threads = with_python_names(threads, python)
-    coverage = crash_coverage(target, code.images, crash_walk)
+    coverage = crash_coverage(target, code.images, crash_walk, plans=not options.for_record)
 
     # how the process ended itself, when it did (an exit a debugger stopped, abort())
     interpreter = env.python_module.replace("/", "\\").rsplit("\\", 1)[-1] if env.python_module else None

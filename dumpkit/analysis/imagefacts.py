@@ -72,9 +72,12 @@ class InstalledPackages:
         return self.found[module.base]
 
 
-def crash_coverage(target: Target, images: ImageProvider, walk: Optional[StackWalk]) -> Optional[ImageCoverage]:
+def crash_coverage(
+    target: Target, images: ImageProvider, walk: Optional[StackWalk], plans: bool = True
+) -> Optional[ImageCoverage]:
     """What of the crashing thread's walk (`walk`; None: not walked) rests on images, and
-    what the image searches met."""
+    what the image searches met; with `plans`, each missing image's fix says where
+    --fetch-images would find it (words for a reader: no verdict reads them)."""
     return image_coverage(
         # the possible frames too: their modules' images are what could confirm them
         with_possible(walk) if walk else (),
@@ -82,5 +85,5 @@ def crash_coverage(target: Target, images: ImageProvider, walk: Optional[StackWa
         lambda module: images.image(module) is not None,
         images.search_problems(),
         wine=bool(target.system is not None and target.system.wine_version),
-        fetch_plan=images.fetch_plan,
+        fetch_plan=images.fetch_plan if plans else None,
     )
