@@ -80,7 +80,8 @@ class Options:
     # or (a triage) answered once per path for all the dumps a process reads
     file_probe: FileProbe = LIVE
     # a triage record's analysis: the verdict, signature and environment, without what only
-    # a reader of the report sees (the code around the fault); the Report is not rendered
+    # a reader of the report sees (the code around the fault, the module list, the blamed
+    # frame, where --fetch-images would find an image); the Report is not rendered
     for_record: bool = False
 
 
@@ -314,6 +315,16 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     case = replace(case, waits=thread_waits, deadlocks=cycles_of_waits)
     verdict, findings = decide(case)
     report = report_document(
-        target, case, verdict, findings, threads.threads, code.images, problems, crash_absent, versions, crash_thread
+        target,
+        case,
+        verdict,
+        findings,
+        threads.threads,
+        code.images,
+        problems,
+        crash_absent,
+        versions,
+        crash_thread,
+        options.for_record,
     )
     return Analysis(report, walks, code.images.sources(), time.perf_counter() - started, packages.found)

@@ -92,12 +92,14 @@ def report_document(
     crash_absent: Optional[str],
     versions: Versions,
     crash_thread: Optional[Thread],
+    for_record: bool = False,
 ) -> Report:
     """The Report of a run: the `case` the verdict was decided on, the verdict and its
     `findings`, every thread's report; `problems` as they stand now (the process record is
-    read after they are taken)."""
+    read after they are taken). `for_record`: a triage record's, never shown: without the
+    module list and the blamed frame, which only a reader of the report is given."""
     crash, thread = case.crash, case.thread
-    modules = facts.module_records(target, images.sources(), images.symbol_sources())
+    modules = () if for_record else facts.module_records(target, images.sources(), images.symbol_sources())
     return Report(
         **header(target),
         crash=crash,
@@ -122,7 +124,7 @@ def report_document(
             case.python_entry,
             case.ending.caller_frame if case.ending is not None else None,
         )
-        if crash is not None
+        if crash is not None and not for_record
         else None,
         ending=case.ending,
         waits=tuple(case.waits),

@@ -9,7 +9,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar
 
 from dumpkit import __version__
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
@@ -22,7 +22,7 @@ from dumpkit.images.paths import RememberingProbe
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_bytes, open_dump_copy
 from dumpkit.sources.packed import IN_MEMORY, packing_of, temporary_name, unpack
-from dumpkit.target import DumpError
+from dumpkit.target import DumpError, Module
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
 from dumpkit.triage.watchdog import Watchdog
@@ -142,11 +142,12 @@ def _probe(job: Job) -> RememberingProbe:
     return kept[1]
 
 
-def _modules_named(report: Report) -> Tuple[str, ...]:
-    """The modules the signature's frames name, with their file versions when known."""
+def _modules_named(report: Report, modules: Sequence[Module]) -> Tuple[str, ...]:
+    """The modules the signature's frames name, with their file versions when known
+    (`modules`: the dump's; of two of one name, the one at the higher base)."""
     if report.signature is None:
         return ()
-    versions = {m.name.lower(): m.file_version for m in report.modules}
+    versions = {m.name.lower(): m.file_version for m in sorted(modules, key=lambda m: m.base)}
     names = []
     for element in report.signature.frames:
         inner = element[len("recursion(") : -1] if element.startswith("recursion(") else element
@@ -210,7 +211,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
 
     opened: Dict[str, Any] = {}  # the Target and the private copy to delete, once opened
 
-    def work() -> Tuple[Report, Optional[str]]:
+    def work() -> Tuple[Report, Sequence[Module], Optional[str]]:
         problems = Problems()  # the dump's run: what reading it meets, then the analysis
         opened["target"] = _open(job, path, opened, problems)
         why = nothing_to_analyse(opened["target"], problems)
@@ -231,10 +232,10 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             file_probe=_probe(job),
         )
         report = analyze(opened["target"], options, problems=problems).report
-        return report, _write_report(job, report, path, sha or "")
+        return report, opened["target"].modules, _write_report(job, report, path, sha or "")
 
     try:
-        report, written = _within(job.timeout, work)
+        report, modules, written = _within(job.timeout, work)
     except _TimedOut:
         return failed(TIMED_OUT, f"analysis took longer than {job.timeout:g} s")
     except DumpError as e:
@@ -267,7 +268,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
         verdict=report.verdict.kind,
         headline=report.verdict.headline,
         confidence=report.verdict.confidence,
-        modules=_modules_named(report),
+        modules=_modules_named(report, modules),
         python_recursion=python_recursion(report.python, report.crash.thread_id if report.crash else None),
         problems=len(report.soft_errors),
         seconds=round(time.monotonic() - started, 3),
