@@ -125,8 +125,16 @@ def stream_name(stream_type: int) -> Tuple[str, bool]:
     return f"Unknown({stream_type:#x})", False
 
 
+_VERSIONS: Dict[Tuple[int, int], str] = {}  # a dump's modules share a few versions (the OS's)
+
+
 def _fmt_version(ms: int, ls: int) -> str:
-    return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+    text = _VERSIONS.get((ms, ls))
+    if text is None:
+        if len(_VERSIONS) >= 4096:
+            _VERSIONS.clear()
+        text = _VERSIONS[ms, ls] = f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+    return text
 
 
 def _guid(raw: bytes) -> str:
@@ -710,19 +718,8 @@ class _StreamReader:
                 fv = _fmt_version(file_ms, file_ls)
                 pv = _fmt_version(product_ms, product_ls)
             cv = self._codeview(cv_size, cv_rva, name)
-            self.modules.append(
-                Module(
-                    name=name,
-                    path=path,
-                    base=base,
-                    size=image_size,
-                    timestamp=stamp,
-                    checksum=checksum,
-                    file_version=fv,
-                    product_version=pv,
-                    cv_record=cv,
-                )
-            )
+            # positional, in Module's field order: made for every module of every dump
+            self.modules.append(Module(name, path, base, image_size, stamp, checksum, fv, pv, cv))
 
     def _codeview(self, size: int, rva: int, what: str) -> Optional[CodeViewRecord]:
         if size < 24 or size > 4096:
