@@ -100,6 +100,12 @@ def _head(path: str) -> bytes:
         raise DumpError(f"cannot open: {e.strerror or e}") from None
 
 
+def plain_head(head: bytes) -> bool:
+    """Do a file's first bytes rule out every packing `packing_of` knows (a compressed
+    stream, a zip)? Then the file is read as a minidump, whatever it holds."""
+    return not head.startswith(_ZIP) and not any(head.startswith(magic) for magic, _, _ in _STREAMS)
+
+
 def packing_of(path: str) -> Optional[Packing]:
     """How the file at `path` packs one minidump, or that it is a bundle (a zip holding a
     bundle's manifest, whatever it is called); None when it is not a packing dumpkit

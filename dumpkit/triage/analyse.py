@@ -21,7 +21,7 @@ from dumpkit.images.fetch import fetch_requested
 from dumpkit.images.paths import RememberingProbe
 from dumpkit.problems import Problems
 from dumpkit.sources.minidump import open_dump, open_dump_bytes, open_dump_copy
-from dumpkit.sources.packed import IN_MEMORY, packing_of, temporary_name, unpack
+from dumpkit.sources.packed import IN_MEMORY, packing_of, plain_head, temporary_name, unpack
 from dumpkit.target import DumpError, Module
 from dumpkit.triage.memory import applied_cap, describe
 from dumpkit.triage.record import ANALYSED, FAILED, RECORD_VERSION, TIMED_OUT, DumpRecord, Status
@@ -29,6 +29,9 @@ from dumpkit.triage.watchdog import Watchdog
 from dumpkit.records import record
 
 _CHUNK = 1 << 20
+# A plain dump up to this size is read once, hashed and parsed from memory: a fleet's small
+# dumps cost a second read and a mapping (its page faults and unmapping) otherwise.
+READ_WHOLE = 8 << 20
 
 
 @record
@@ -177,11 +180,14 @@ def _write_report(job: Job, report: Report, path: str, sha: str) -> Optional[str
     return os.path.join(os.path.basename(job.report_dir), name)
 
 
-def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> Any:
+def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems, data: Optional[bytes] = None) -> Any:
     """The dump as a Target, opened into `problems`. What must be undone is put in `opened` as soon as it exists
     (the private copy of a compressed dump under "tmp", by name, before it is created),
-    for the caller to undo whenever the work stops."""
+    for the caller to undo whenever the work stops. `data`: the whole file, when it was read
+    already."""
     named_bundle = path.lower().endswith(".dkb")
+    if data is not None and not named_bundle and plain_head(data[:8]):
+        return open_dump_bytes(data, path, problems=problems)
     packing = None if named_bundle else packing_of(path)
     if named_bundle or (packing is not None and packing.bundle):
         from dumpkit.sources.bundle import open_bundle  # a bundle's reader, only for bundles
@@ -200,9 +206,16 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems) -> An
 def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
     """The record of the dump at `path` (`sha`: its content hash, when the caller has it)."""
     started = time.monotonic()
+    whole: Optional[bytes] = None  # the file's bytes, when it is small enough to read once
     try:
         size = os.path.getsize(path)
-        sha = sha or content_hash(path)
+        if size <= READ_WHOLE:
+            with open(path, "rb") as f:
+                whole = f.read()
+            size = len(whole)
+            sha = sha or hashlib.sha256(whole).hexdigest()
+        else:
+            sha = sha or content_hash(path)
     except OSError as e:
         return DumpRecord(path, 0, "", FAILED, error=f"cannot read: {e.strerror or e}")
 
@@ -213,7 +226,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
 
     def work() -> Tuple[Report, Sequence[Module], Optional[str]]:
         problems = Problems()  # the dump's run: what reading it meets, then the analysis
-        opened["target"] = _open(job, path, opened, problems)
+        opened["target"] = _open(job, path, opened, problems, whole)
         why = nothing_to_analyse(opened["target"], problems)
         if why is not None:  # what every command rejects as unusable input
             raise DumpError(why)
