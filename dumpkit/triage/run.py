@@ -9,7 +9,9 @@ import signal
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from collections import deque
+from itertools import chain, islice
+from typing import Deque, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.triage.analyse import Job, analyse_one, content_hash
 from dumpkit.triage.cache import Cache, cache_key
@@ -51,7 +53,7 @@ def _failed(item: Item, message: str) -> DumpRecord:
     return DumpRecord(path, size, sha or "", FAILED, error=message)
 
 
-def _inline(job: Job, items: Sequence[Item]) -> Iterator[Tuple[Item, DumpRecord]]:
+def _inline(job: Job, items: Iterable[Item]) -> Iterator[Tuple[Item, DumpRecord]]:
     for item in items:
         yield item, analyse_one(job, item[0], item[1])
 
@@ -90,29 +92,66 @@ def _size(item: Item) -> int:
         return 0  # analyse_one says why it cannot be read
 
 
-def _next_batch(queue: List[Item], workers: int, room: int) -> List[Item]:
-    """The next task's dumps from the end of `queue`, at most `room`: small ones together, a
-    big one alone. Fewer as the queue empties, so the workers finish together rather than
-    one waiting on the other's batch."""
-    limit = max(1, min(BATCH_DUMPS, room, len(queue) // (workers * AHEAD)))
-    batch = [queue.pop()]
+class _Pending:
+    """The dumps still to hand out, in order, taken from `items` as they are needed: with
+    --cache, each is hashed and looked up only then, so the workers start on the first
+    misses while the parent goes on looking up the rest (a cold cache's run waited for
+    every dump to be hashed before the first was analysed)."""
+
+    def __init__(self, items: Iterable[Item]):
+        self._source: Optional[Iterator[Item]] = iter(items)
+        self._ready: Deque[Item] = deque()
+
+    def _fill(self, n: int) -> None:
+        while self._source is not None and len(self._ready) < n:
+            item = next(self._source, None)
+            if item is None:
+                self._source = None
+            else:
+                self._ready.append(item)
+
+    def __bool__(self) -> bool:
+        self._fill(1)
+        return bool(self._ready)
+
+    def left(self, enough: int) -> int:
+        """How many are left, counted up to `enough` (looking up no more than that)."""
+        self._fill(enough)
+        return len(self._ready)
+
+    def take(self) -> Item:
+        self._fill(1)
+        return self._ready.popleft()
+
+    def peek(self) -> Item:
+        self._fill(1)
+        return self._ready[0]
+
+
+def _next_batch(pending: _Pending, workers: int, room: int) -> List[Item]:
+    """The next task's dumps, at most `room`: small ones together, a big one alone. Fewer as
+    the dumps run out, so the workers finish together rather than one waiting on the other's
+    batch."""
+    share = workers * AHEAD
+    limit = max(1, min(BATCH_DUMPS, room, pending.left(BATCH_DUMPS * share) // share))
+    batch = [pending.take()]
     size = _size(batch[0])
-    while queue and len(batch) < limit:
-        size += _size(queue[-1])
+    while pending and len(batch) < limit:
+        size += _size(pending.peek())
         if size > BATCH_BYTES:
             break
-        batch.append(queue.pop())
+        batch.append(pending.take())
     return batch
 
 
 def _processes(
-    job: Job, items: Sequence[Item], jobs: int, memory_cap: Optional[int]
+    job: Job, items: Iterable[Item], jobs: int, memory_cap: Optional[int]
 ) -> Iterator[Tuple[Item, DumpRecord]]:
     """Dumps handed to a pool of workers in small batches. A worker that dies (killed, out
     of memory, a crash in a native library) breaks its pool: every dump the pool held goes
     back in the queue as a suspect and is tried again alone in a fresh pool; a suspect that
     is in flight at a second break is the likely cause and gets an error record."""
-    queue = list(reversed(items))
+    queue = _Pending(items)
     retry: List[Item] = []  # suspects: in flight when a pool broke, tried again alone
     strikes: Dict[Item, int] = {}  # suspect -> pools it was in when they broke
     running: Dict[Future, List[Item]] = {}
@@ -211,6 +250,26 @@ def _dask(job: Job, items: Sequence[Item], address: str) -> Iterator[Tuple[Item,
         client.close()
 
 
+def _looked_up(paths: Sequence[str], job: Job, cache: Optional[Cache], hits: List[DumpRecord]) -> Iterator[Item]:
+    """The dumps to analyse, in order: with a cache, each hashed and looked up as it is
+    asked for, a hit's record added to `hits` instead."""
+    for path in paths:
+        if cache is None:
+            yield path, None, None
+            continue
+        try:
+            sha = content_hash(path)
+        except OSError:
+            yield path, None, None  # analyse_one reports why it cannot be read
+            continue
+        key = cache_key(sha, job)
+        hit = cache.get(key, path, job.report_dir)
+        if hit is not None:
+            hits.append(hit)
+        else:
+            yield path, sha, key
+
+
 def run(
     paths: Sequence[str],
     job: Job,
@@ -219,36 +278,37 @@ def run(
     scheduler: Optional[str] = None,
     memory_cap: Optional[int] = None,
 ) -> Iterator[DumpRecord]:
-    """Every dump's record, cache hits first, then in the order analyses finish.
-    `memory_cap`: bytes each worker process may take (process workers only)."""
-    todo: List[Item] = []
-    for path in paths:
-        if cache is None:
-            todo.append((path, None, None))
-            continue
-        try:
-            sha = content_hash(path)
-        except OSError:
-            todo.append((path, None, None))  # analyse_one reports why it cannot be read
-            continue
-        key = cache_key(sha, job)
-        hit = cache.get(key, path, job.report_dir)
-        if hit is not None:
-            yield hit
-        else:
-            todo.append((path, sha, key))
+    """Every dump's record: with a cache, hits as they are found while the misses are
+    analysed, else in the order analyses finish. `memory_cap`: bytes each worker process may
+    take (process workers only)."""
+    hits: List[DumpRecord] = []
+    todo = _looked_up(paths, job, cache, hits)
+    # looked up until there is one dump to analyse per worker, or none is left: no more
+    # workers than dumps, and none for a run the cache answers whole
+    first = list(islice(todo, max(2, jobs)))
+    yield from _drained(hits)
+    results: Iterator[Tuple[Item, DumpRecord]]
     if scheduler:
-        results = _dask(job, todo, scheduler)
-    elif jobs <= 1 or len(todo) <= 1:
-        results = _inline(job, todo)
+        results = _dask(job, first + list(todo), scheduler)
+    elif jobs <= 1 or len(first) <= 1:
+        results = _inline(job, chain(first, todo))
     else:
-        results = _processes(job, todo, min(jobs, len(todo)), memory_cap)
+        results = _processes(job, chain(first, todo), min(jobs, len(first)), memory_cap)
     try:
         for (_path, _sha, entry), record in results:
+            yield from _drained(hits)
             if cache is not None and entry is not None:
                 cache.put(entry, record, job.report_dir)
             yield record
+        yield from _drained(hits)
     finally:
         close = getattr(results, "close", None)
         if close is not None:
             close()
+
+
+def _drained(records: List[DumpRecord]) -> List[DumpRecord]:
+    """The records in `records`, which is emptied."""
+    out = records[:]
+    records.clear()
+    return out
