@@ -66,8 +66,11 @@ _THREAD = struct.Struct("<IIIIQQIIII")
 # MINIDUMP_MODULE: BaseOfImage, SizeOfImage, CheckSum, TimeDateStamp, ModuleNameRva, then
 # VS_FIXEDFILEINFO's dwSignature, dwStrucVersion and file and product versions (MS, LS);
 # the CvRecord (DataSize, Rva) follows the 52-byte VS_FIXEDFILEINFO.
-_MODULE = struct.Struct("<QIIIIIIIIII")
-_CV_RECORD_AT = 24 + 52
+# MINIDUMP_MODULE, 108 bytes: BaseOfImage, SizeOfImage, CheckSum, TimeDateStamp,
+# ModuleNameRva; VS_FIXEDFILEINFO's dwSignature, dwStrucVersion and file and product versions
+# (MS, LS), then its last seven fields (28 bytes, unused); the CvRecord (DataSize, Rva); the
+# MiscRecord and two reserved quadwords (24 bytes, unused).
+_MODULE = struct.Struct("<QIIIIIIIIII28xII24x")
 HEADER_SIZE = 32  # MINIDUMP_HEADER: nothing a stream points at can start inside it
 MAX_HANDLE_NAME = 512  # characters of a handle's type or object name kept
 
@@ -135,6 +138,24 @@ def _fmt_version(ms: int, ls: int) -> str:
             _VERSIONS.clear()
         text = _VERSIONS[ms, ls] = f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
     return text
+
+
+# CodeView records read, by their bytes: a fleet's dumps of one program name the same PDBs
+# (bounded: cleared when full)
+_CODEVIEWS: Dict[bytes, Optional[CodeViewRecord]] = {}
+_MISSING = object()
+
+
+def _read_codeview(raw: bytes) -> Optional[CodeViewRecord]:
+    """The PDB a module's CodeView record names (RSDS or NB10), None for any other kind."""
+    if raw[:4] == b"RSDS" and len(raw) >= 24:
+        name = raw[24:].split(b"\0", 1)[0].decode("utf-8", "replace")
+        return CodeViewRecord(name, _guid(raw[4:20]), struct.unpack_from("<I", raw, 20)[0])
+    if raw[:4] == b"NB10" and len(raw) >= 16:
+        sig, age = struct.unpack_from("<II", raw, 8)
+        name = raw[16:].split(b"\0", 1)[0].decode("utf-8", "replace")
+        return CodeViewRecord(name, f"{sig:08X}", age)
+    return None
 
 
 def _guid(raw: bytes) -> str:
@@ -701,11 +722,10 @@ class _StreamReader:
     def _parse_module_list(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)
         count = self._records(data, 4, count, 108, "ModuleList")
-        for i in range(count):
-            base, image_size, checksum, stamp, name_rva, signature, _struc, file_ms, file_ls, product_ms, product_ls = (
-                _MODULE.unpack_from(data, 4 + 108 * i)
-            )
-            cv_size, cv_rva = struct.unpack_from("<II", data, 4 + 108 * i + _CV_RECORD_AT)
+        entries = _MODULE.iter_unpack(memoryview(data)[4 : 4 + 108 * count])
+        for i, entry in enumerate(entries):
+            base, image_size, checksum, stamp, name_rva, signature, _struc, file_ms, file_ls, *more = entry
+            product_ms, product_ls, cv_size, cv_rva = more
             path = self._string(name_rva, f"module {i}") or f"<module {i}>"
             name = path.replace("/", "\\").rsplit("\\", 1)[-1]
             if len(name) > MAX_NAME_COMPONENT:
@@ -725,14 +745,13 @@ class _StreamReader:
         if size < 24 or size > 4096:
             return None
         raw = self._slice(rva, size, f"module {what} CodeView record")
-        if raw[:4] == b"RSDS" and len(raw) >= 24:
-            name = raw[24:].split(b"\0", 1)[0].decode("utf-8", "replace")
-            return CodeViewRecord(name, _guid(raw[4:20]), struct.unpack_from("<I", raw, 20)[0])
-        if raw[:4] == b"NB10" and len(raw) >= 16:
-            sig, age = struct.unpack_from("<II", raw, 8)
-            name = raw[16:].split(b"\0", 1)[0].decode("utf-8", "replace")
-            return CodeViewRecord(name, f"{sig:08X}", age)
-        return None
+        known = _CODEVIEWS.get(raw, _MISSING)
+        if known is not _MISSING:
+            return known  # type: ignore[return-value]
+        if len(_CODEVIEWS) >= 4096:
+            _CODEVIEWS.clear()
+        cv = _CODEVIEWS[raw] = _read_codeview(raw)
+        return cv
 
     def _parse_unloaded_modules(self, data: bytes) -> None:
         hsize, esize, count = struct.unpack_from("<III", data, 0)
