@@ -794,10 +794,13 @@ class _StreamReader:
             _min, _max, base, count, align = struct.unpack_from("<QQQII", data, off)
             off += dsize + nsize
             count = self._records(data, off, count, fsize, "FunctionTableStream")
-            for j in range(count):
-                b, e, u = struct.unpack_from("<III", data, off + fsize * j)
-                # Keep bit 0: it marks an indirect entry (the unwind field points at
-                # another RUNTIME_FUNCTION), which the walker resolves.
-                self.function_tables.append((base + b, base + e, base + u, base))
+            # Keep bit 0 of the unwind field: it marks an indirect entry (it points at
+            # another RUNTIME_FUNCTION), which the walker resolves. A JIT's table can hold
+            # tens of thousands of entries (Mono: one per method), read in one pass.
+            if fsize == 12:
+                entries: Iterable[Tuple[int, ...]] = struct.iter_unpack("<III", data[off : off + 12 * count])
+            else:
+                entries = (struct.unpack_from("<III", data, off + fsize * j) for j in range(count))
+            self.function_tables.extend([(base + b, base + e, base + u, base) for b, e, u in entries])
             off += count * fsize + align
         self.function_tables.sort()
