@@ -58,7 +58,7 @@ class CodeMap:
         self._returns: Dict[int, Optional[Trust]] = {}
         self._frame_ends: Dict[int, Optional[int]] = {}
         self._frame_end_budget = FRAME_END_BUDGET
-        self._code_ranges: Optional[List[Tuple[int, int]]] = None  # modules' and JIT code's [start, end)
+        self._code_ranges: Optional[List[Tuple[int, int]]] = None  # the modules' [start, end)
         self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
         self._dynamic_starts = [d[0] for d in self.dynamic]
 
@@ -213,10 +213,15 @@ class CodeMap:
         if hi < lo:
             return True
         if self._code_ranges is None:
-            ranges = [(m.base, m.base + m.size) for m in self.target.modules]
-            ranges += [(d[0], d[1]) for d in self.dynamic]
-            self._code_ranges = ranges
-        return not any(start <= hi and lo < end for start, end in self._code_ranges)
+            self._code_ranges = [(m.base, m.base + m.size) for m in self.target.modules]
+        if any(start <= hi and lo < end for start, end in self._code_ranges):
+            return False
+        # JIT code, sorted by start: only entries starting at or below hi can reach into the
+        # range, the nearest first (a JIT registers a range per method: 62,000 in a Unity
+        # player's dump, not copied here)
+        dynamic = self.dynamic
+        nearest = bisect.bisect_right(self._dynamic_starts, hi)
+        return not any(dynamic[k][1] > lo for k in range(nearest - 1, -1, -1))
 
 
 def _code_before(read: Callable[[int, int], bytes], addr: int) -> bytes:
