@@ -9,7 +9,7 @@ import os
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from dumpkit import __version__
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
@@ -129,20 +129,18 @@ def _within(seconds: Optional[float], work: Callable[[], T]) -> T:
 
 
 _PROBE_SECONDS = 60.0  # how long a process takes the answers of one probe as true
-_probes: Dict[str, Tuple[float, RememberingProbe]] = {}
+_probe_kept: List[Tuple[float, RememberingProbe]] = []
 
 
-def _probe(job: Job) -> RememberingProbe:
-    """The file probe the dumps of `job` share in this process: the same program's modules
-    recorded at the same paths in every dump of a fleet are looked for once (a minute at
-    most: a Dask worker serves triage after triage)."""
-    key = job.answer_key()
+def _probe() -> RememberingProbe:
+    """The file probe the dumps a process analyses share: the same program's modules
+    recorded at the same paths in every dump of a fleet are looked for once. Its answers
+    depend on nothing a job sets (which files are where), and are kept a minute at most: a
+    Dask worker serves triage after triage."""
     now = time.monotonic()
-    kept = _probes.get(key)
-    if kept is None or now - kept[0] > _PROBE_SECONDS:
-        _probes.clear()  # one triage at a time is the rule; another's answers are dropped
-        kept = _probes[key] = (now, RememberingProbe())
-    return kept[1]
+    if not _probe_kept or now - _probe_kept[0][0] > _PROBE_SECONDS:
+        _probe_kept[:] = [(now, RememberingProbe())]
+    return _probe_kept[0][1]
 
 
 def _modules_named(report: Report, modules: Sequence[Module]) -> Tuple[str, ...]:
@@ -242,7 +240,7 @@ def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
             # against, bounded by the walker); a per-dump report shows every thread
             all_threads=full,
             for_record=not full,
-            file_probe=_probe(job),
+            file_probe=_probe(),
         )
         report = analyze(opened["target"], options, problems=problems).report
         return report, opened["target"].modules, _write_report(job, report, path, sha or "")
