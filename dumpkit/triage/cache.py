@@ -11,7 +11,7 @@ import json
 import os
 import shutil
 import tempfile
-from typing import Optional
+from typing import Optional, Set
 
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.record import DumpRecord
@@ -26,6 +26,7 @@ class Cache:
         self.folder = folder
         os.makedirs(folder, exist_ok=True)
         self.damaged = 0  # entries found unreadable this run (removed; their dumps analysed again)
+        self._folders: Set[str] = set()  # entry folders made (or found) this run
 
     def _entry(self, key: str) -> str:
         return os.path.join(self.folder, key[:2], key + ".json")
@@ -67,7 +68,9 @@ class Cache:
             return
         folder = os.path.join(self.folder, key[:2])
         try:
-            os.makedirs(folder, exist_ok=True)
+            if folder not in self._folders:  # one of 256: made once a run, not asked per record
+                os.makedirs(folder, exist_ok=True)
+                self._folders.add(folder)
             if record.report and report_dir is not None:
                 src = os.path.join(os.path.dirname(report_dir), record.report)
                 shutil.copyfile(src, os.path.join(folder, key + os.path.splitext(record.report)[1]))
@@ -76,4 +79,6 @@ class Cache:
                 json.dump(record.to_dict(), f)
             os.replace(tmp, self._entry(key))
         except OSError:
-            pass  # a cache that cannot be written costs time next run, never this run's result
+            # a cache that cannot be written costs time next run, never this run's result (a
+            # folder removed while the run goes on is made again for the next record)
+            self._folders.discard(folder)

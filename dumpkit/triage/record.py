@@ -3,7 +3,7 @@ as a dict, never a Report."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from typing import Any, Dict, Optional, Tuple, Type
 
 from dumpkit.analysis.model import Confidence, VerdictKind
@@ -51,7 +51,9 @@ class DumpRecord:
         return self.status == ANALYSED
 
     def to_dict(self) -> Dict[str, Any]:
-        d = asdict(self)
+        # the fields as they are (every one a str, number, word or None): dataclasses.asdict
+        # deep-copies each, and the parent of a triage asks this of every record twice
+        d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["modules"] = list(self.modules)
         return d
 
@@ -89,3 +91,6 @@ class DumpRecord:
 _REQUIRED: Dict[str, type] = {"path": str, "size": int, "sha256": str, "status": str}
 # what a record read back holds as a word of the model's vocabulary, and which
 _WORDS: Dict[str, Type[Word]] = {"status": Status, "verdict": VerdictKind, "confidence": Confidence}
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(DumpRecord))
