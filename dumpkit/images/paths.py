@@ -41,6 +41,8 @@ def _wine_prefixes() -> Tuple[str, ...]:
     if found is None:
         prefixes = [key[0]] if key[0] else []
         prefixes.append(os.path.join(os.path.expanduser("~"), ".wine"))
+        if len(_PREFIXES) >= 16:  # a test suite sets $WINEPREFIX to a new folder per test
+            _PREFIXES.clear()
         found = _PREFIXES[key] = tuple(filter(os.path.isdir, prefixes))
     return found
 

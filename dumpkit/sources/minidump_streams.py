@@ -143,6 +143,7 @@ def _fmt_version(ms: int, ls: int) -> str:
 # CodeView records read, by their bytes: a fleet's dumps of one program name the same PDBs
 # (bounded: cleared when full)
 _CODEVIEWS: Dict[bytes, Optional[CodeViewRecord]] = {}
+_CODEVIEW_KEPT_BYTES = 600  # 24 bytes of RSDS header and a path of up to MAX_PATH (260) characters
 _MISSING = object()
 
 
@@ -745,6 +746,8 @@ class _StreamReader:
         if size < 24 or size > 4096:
             return None
         raw = self._slice(rva, size, f"module {what} CodeView record")
+        if len(raw) > _CODEVIEW_KEPT_BYTES:  # a real one names a path; a longer one is read, not kept
+            return _read_codeview(raw)
         known = _CODEVIEWS.get(raw, _MISSING)
         if known is not _MISSING:
             return known  # type: ignore[return-value]
