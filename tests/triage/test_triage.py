@@ -121,6 +121,33 @@ def test_the_cache_answers_for_dumps_already_analysed(tmp_path):
     assert [r.cached for r in run([str(copy)], other, cache=cache)] == [False]
 
 
+def test_a_cold_cache_gives_the_first_record_before_every_dump_is_looked_up(tmp_path, monkeypatch):
+    """With --cache each dump is hashed and looked up as the work reaches it: the first
+    analyses do not wait for the whole folder to be read (a fleet's cold run did), and the
+    hits found on the way come out with the analysed records."""
+    import dumpkit.triage.run as triage_run
+
+    for k in range(12):
+        shutil.copy(sample_path("null_deref.dmp"), tmp_path / f"crash{k:02d}.dmp")
+    paths = sorted(str(p) for p in tmp_path.glob("*.dmp"))
+    cache = Cache(str(tmp_path / "cache"))
+    assert [r.cached for r in run(paths[-1:], JOB, cache=cache)] == [False]  # crash11's bytes: a hit now
+    # the others made unique (the header's CheckSum, which no reader checks): misses
+    for k, path in enumerate(paths[:-1], 1):
+        data = bytearray(Path(path).read_bytes())
+        data[16:20] = k.to_bytes(4, "little")
+        Path(path).write_bytes(bytes(data))
+    hashed = []
+    real_hash = triage_run.content_hash
+    monkeypatch.setattr(triage_run, "content_hash", lambda path: hashed.append(path) or real_hash(path))
+    stream = run(paths, JOB, cache=cache)
+    first = next(stream)
+    assert not first.cached and first.path == paths[0] and len(hashed) < len(paths)
+    rest = list(stream)
+    assert sorted(r.path for r in [first] + rest) == paths
+    assert [r.cached for r in [first] + rest].count(True) == 1 and len(hashed) == len(paths)
+
+
 def test_a_cached_record_with_words_not_of_this_version_is_refused():
     good = DumpRecord("a.dmp", 1, "00", ANALYSED, verdict=VerdictKind.RECURSION, confidence=Confidence.HIGH)
     d = json.loads(json.dumps(good.to_dict()))
