@@ -80,6 +80,17 @@ def _stop_workers(pool: ProcessPoolExecutor) -> None:
             pass
 
 
+def _discard(pool: ProcessPoolExecutor) -> None:
+    """Let a broken pool go. On Windows, CPython 3.8's executor closes the broken pool's
+    queues from its own thread too, and closing them again here can meet a handle already
+    closed (OSError, WinError 6: one run in three of tests/triage's dying worker under Wine):
+    nothing is left to release then."""
+    try:
+        pool.shutdown(wait=False)
+    except OSError:
+        pass
+
+
 def analyse_batch(job: Job, items: Sequence[Item]) -> List[DumpRecord]:
     """A worker's task: the records of a few dumps, in order."""
     return [analyse_one(job, path, sha) for path, sha, _ in items]
@@ -200,7 +211,7 @@ def _processes(
                 held = unsent + [item for batch in running.values() for item in batch]
                 running.clear()
                 unsent.clear()
-                pool.shutdown(wait=False)
+                _discard(pool)
                 pool, given = _pool(jobs, memory_cap), 0
                 for item in held:
                     strikes[item] = strikes.get(item, 0) + 1
