@@ -34,6 +34,7 @@ __all__ = [
     "download_limit",
     "environment_symbol_paths",
     "expand",
+    "install",
     "parse_symbol_spec",
     "read_pointer",
     "resolve_case_insensitive",
@@ -267,13 +268,25 @@ def _expand_into(fh: BinaryIO, size: int, source: str, member: str, dest: str, l
     return tmp
 
 
+def install(tmp: str, dest: str, check: Check) -> None:
+    """Rename the checked partial file `tmp` to `dest`. On Windows a rename cannot replace a
+    file another process or thread has open (WinError 5): parallel triage workers fetching
+    one file meet that. When the file there passes `check`, it is the same build, admitted
+    first, and stands."""
+    try:
+        os.replace(tmp, dest)
+    except PermissionError:
+        if not os.path.isfile(dest) or check(dest) is not None:
+            raise
+
+
 def _admit(tmp: str, dest: str, check: Check, what: str) -> Fetched:
     """Rename the partial file `tmp` to `dest` when `check` accepts it; else delete it."""
     try:
         why = check(tmp)
         if why is not None:
             raise _Refused(f"{what} is {why}; not cached")
-        os.replace(tmp, dest)
+        install(tmp, dest, check)
     finally:
         _unlink(tmp)  # a no-op once renamed
     return Fetched(dest)

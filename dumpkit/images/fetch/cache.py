@@ -17,7 +17,7 @@ import time
 from typing import Optional
 
 from dumpkit.images.checks import image_key
-from dumpkit.symbols.store import Check, Fetched, StoreKey, symbol_cache
+from dumpkit.symbols.store import Check, Fetched, StoreKey, install, symbol_cache
 from dumpkit.target import Module
 
 MISS_TTL = 24 * 3600
@@ -90,7 +90,7 @@ class ImageCache:
             why = check(tmp)
             if why is not None:
                 return Fetched(problem=f"{what} is {why}; not cached")
-            os.replace(tmp, dest)
+            install(tmp, dest, check)  # another worker's copy of it may be there and open
             self.forget_miss(key)
             return Fetched(dest)
         finally:
