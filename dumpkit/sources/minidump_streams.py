@@ -63,9 +63,6 @@ EXTRA_STREAM_NAMES = {
 # MINIDUMP_THREAD: ThreadId, SuspendCount, PriorityClass, Priority, Teb, Stack
 # (StartOfMemoryRange, DataSize, Rva), ThreadContext (DataSize, Rva).
 _THREAD = struct.Struct("<IIIIQQIIII")
-# MINIDUMP_MODULE: BaseOfImage, SizeOfImage, CheckSum, TimeDateStamp, ModuleNameRva, then
-# VS_FIXEDFILEINFO's dwSignature, dwStrucVersion and file and product versions (MS, LS);
-# the CvRecord (DataSize, Rva) follows the 52-byte VS_FIXEDFILEINFO.
 # MINIDUMP_MODULE, 108 bytes: BaseOfImage, SizeOfImage, CheckSum, TimeDateStamp,
 # ModuleNameRva; VS_FIXEDFILEINFO's dwSignature, dwStrucVersion and file and product versions
 # (MS, LS), then its last seven fields (28 bytes, unused); the CvRecord (DataSize, Rva); the
@@ -144,7 +141,6 @@ def _fmt_version(ms: int, ls: int) -> str:
 # (bounded: cleared when full)
 _CODEVIEWS: Dict[bytes, Optional[CodeViewRecord]] = {}
 _CODEVIEW_KEPT_BYTES = 600  # 24 bytes of RSDS header and a path of up to MAX_PATH (260) characters
-_MISSING = object()
 
 
 def _read_codeview(raw: bytes) -> Optional[CodeViewRecord]:
@@ -725,8 +721,8 @@ class _StreamReader:
         count = self._records(data, 4, count, 108, "ModuleList")
         entries = _MODULE.iter_unpack(memoryview(data)[4 : 4 + 108 * count])
         for i, entry in enumerate(entries):
-            base, image_size, checksum, stamp, name_rva, signature, _struc, file_ms, file_ls, *more = entry
-            product_ms, product_ls, cv_size, cv_rva = more
+            base, image_size, checksum, stamp, name_rva, signature, _struc, *versions, cv_size, cv_rva = entry
+            file_ms, file_ls, product_ms, product_ls = versions
             path = self._string(name_rva, f"module {i}") or f"<module {i}>"
             name = path.replace("/", "\\").rsplit("\\", 1)[-1]
             if len(name) > MAX_NAME_COMPONENT:
@@ -748,9 +744,10 @@ class _StreamReader:
         raw = self._slice(rva, size, f"module {what} CodeView record")
         if len(raw) > _CODEVIEW_KEPT_BYTES:  # a real one names a path; a longer one is read, not kept
             return _read_codeview(raw)
-        known = _CODEVIEWS.get(raw, _MISSING)
-        if known is not _MISSING:
-            return known  # type: ignore[return-value]
+        try:
+            return _CODEVIEWS[raw]
+        except KeyError:
+            pass
         if len(_CODEVIEWS) >= 4096:
             _CODEVIEWS.clear()
         cv = _CODEVIEWS[raw] = _read_codeview(raw)
