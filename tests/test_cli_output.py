@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import os
 import stat
+import threading
 
 import pytest
 from typer.testing import CliRunner
 
 from dumpkit.cli import app
+from dumpkit.destinations import destination
 from tests.support.samples import SAMPLE_BIN, sample_path
 
 
@@ -84,3 +86,63 @@ def test_width_fits_the_text_report_to_the_columns_asked_for():
     lines = r.stdout.splitlines()
     assert all(len(line) <= 80 for line in lines), [ln for ln in lines if len(ln) > 80]
     assert any("opkernels.dll!null_deref" in line for line in lines)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_gets_the_report_and_stays_a_fifo(tmp_path):
+    """Renamed over a FIFO (or /dev/null, which as root became a regular file for every
+    program), a temporary file would replace it: a FIFO, device or stream is written to."""
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    r = _analyze("-o", fifo)
+    reader.join(60)
+    assert r.exit_code == 0, r.output
+    assert got and _kind(got[0]) == "json", "the reader of the FIFO got no report"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no temporary file left
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name != "posix", reason="symbolic links")
+def test_a_link_stays_a_link_and_its_file_gets_the_report(tmp_path):
+    real = tmp_path / "reports" / "r.md"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = tmp_path / "latest.md"
+    link.symlink_to(real)
+    assert _analyze("-o", link).exit_code == 0
+    assert link.is_symlink() and _kind(real.read_text()) == "markdown"
+
+
+@pytest.mark.skipif(os.name != "nt", reason="Windows device names")
+def test_nul_takes_the_report_on_windows(tmp_path):
+    r = _analyze("-o", "NUL", "--format", "json")
+    assert r.exit_code == 0, r.output
+    assert not any(p.name.upper().startswith("NUL") for p in tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "path,straight",
+    [
+        ("NUL", True),
+        ("nul.json", True),
+        ("C:\\out\\CON", True),
+        ("COM3.log", True),
+        ("NUL:", True),
+        ("\\\\.\\pipe\\reports", True),
+        ("C:\\out\\null.json", False),
+        ("con1", False),
+        ("reports\\r.md", False),
+    ],
+)
+def test_windows_devices_are_written_straight_through(path, straight):
+    assert destination(path, windows=True).atomic is not straight
+
+
+def test_a_new_file_and_a_regular_file_are_written_atomically(tmp_path):
+    assert destination(str(tmp_path / "new.json"), windows=False) == (str(tmp_path / "new.json"), True)
+    (tmp_path / "old.json").write_text("x")
+    assert destination(str(tmp_path / "old.json"), windows=False).atomic
+    assert not destination("/dev/stdout", windows=False).atomic

@@ -17,6 +17,7 @@ import zipfile
 from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
+from dumpkit.destinations import destination
 from dumpkit.sources.bundle_format import (
     DUMP_MEMBER,
     FORMAT_VERSION,
@@ -314,14 +315,22 @@ def _original_pdb(located: LocatedPdb, cv: CodeViewRecord, store: Optional[Image
 def _atomic_write(out_path: str, write) -> None:
     """Write through a temporary file in the same folder, renamed over `out_path` only once
     complete: a reader never sees half a bundle, and a failure leaves nothing behind."""
+    to = destination(out_path)
+    if not to.atomic:  # a device, FIFO or stream: written straight through
+        try:
+            with open(to.path, "wb") as f:
+                write(f)
+        except OSError as e:
+            raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
+        return
     tmp: Optional[str] = None
     try:
-        folder = os.path.dirname(os.path.abspath(out_path))
+        folder = os.path.dirname(os.path.abspath(to.path))
         with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".dumpkit-", suffix=".dkb", delete=False) as f:
             tmp = f.name
             write(f)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, out_path)
+        os.replace(tmp, to.path)
         tmp = None
     except OSError as e:
         raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None

@@ -72,9 +72,22 @@ def write_output(text: str, output: Optional[str], dump_path: str) -> None:
 def write_file(text: str, output: str, make_folder: bool = False) -> None:
     """`text` into the file `output`, atomically (a temporary file beside it, then a rename:
     a reader never sees half a report, and on Windows a file another program holds open is
-    left as it was), with the mode a new file would get. A failure is one error line."""
+    left as it was), with the mode a new file would get. A device, FIFO or stream (/dev/null,
+    NUL, /dev/stdout) is written straight through (dumpkit/destinations.py). A failure is one
+    error line."""
     import tempfile
 
+    from dumpkit.destinations import destination
+
+    to = destination(output)
+    if not to.atomic:
+        try:
+            with open(to.path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
+        return
+    output = to.path
     folder = os.path.dirname(os.path.abspath(output))
     mode = new_file_mode(output)
     try:
