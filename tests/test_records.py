@@ -10,7 +10,7 @@ import inspect
 import pickle
 import pkgutil
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import ClassVar, List, Optional, Tuple
 
 import pytest
 
@@ -136,6 +136,53 @@ def test_a_dataclass_base_or_an_initvar_is_refused():
         @record
         class Bad4:
             self: int
+
+
+def test_what_dataclass_would_take_otherwise_is_refused_or_refused_alike():
+    """A record collects its fields itself: what it does not take is refused by name, and
+    what dataclass refuses it refuses with dataclass's exception."""
+    with pytest.raises(TypeError, match="ClassVar is not supported"):
+
+        @record
+        class Counted:
+            count: ClassVar[int] = 0
+
+    with pytest.raises(TypeError, match="ClassVar is not supported"):
+
+        @record
+        class Counted2:
+            count: "typing.ClassVar[int]" = 0  # noqa: F821
+
+    for make in (record, dataclass(frozen=True)):
+        with pytest.raises(ValueError, match="mutable default .* for field xs is not allowed"):
+
+            @make
+            class Mutable:
+                xs: List[int] = []
+
+        with pytest.raises(TypeError, match="'y' is a field but has no type annotation"):
+
+            @make
+            class Unannotated:
+                x: int = 0
+                y = field(default=1)
+
+
+def test_fields_are_the_ones_dataclass_collects():
+    """Inherited fields first, a field()'s default left on the class as dataclass leaves it,
+    a factory's field absent from the class, and the same Field settings."""
+    for ours, theirs in zip(TWINS[True], TWINS[False]):
+        assert [
+            (f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare)
+            for f in dataclasses.fields(ours)
+        ] == [
+            (f.name, f.type, f.default, f.default_factory, f.init, f.repr, f.hash, f.compare)
+            for f in dataclasses.fields(theirs)
+        ]
+        for name in ("b", "d", "e", "f", "g"):
+            assert (name in vars(ours)) == (name in vars(theirs)), name
+            assert getattr(ours, name, None) == getattr(theirs, name, None), name
+        assert dataclasses.is_dataclass(ours) and ours.__dataclass_params__.frozen is False
 
 
 def test_records_of_one_shape_share_code_not_names_defaults_or_factories():
