@@ -108,3 +108,27 @@ def job() -> Optional["JobCap"]:
 def describe(size: int) -> str:
     """A cap as the user wrote it, near enough: GiB from 1 GiB up, else as words writes sizes."""
     return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else human_bytes(size)
+
+
+def private_bytes() -> Optional[int]:
+    """This process's private memory as the cap counts it, None where it cannot be read: on
+    Linux the data segment's size (/proc/self/statm: heap and private writable mappings,
+    what RLIMIT_DATA limits); on Windows committed private bytes; elsewhere the peak
+    resident size. A triage worker reports it after each batch, and the run replaces its
+    workers when it has grown (run.py): memory an analysis leaves behind (fragmentation)
+    stays with the worker that made it."""
+    if sys.platform == "win32":
+        from dumpkit.triage.winjob import committed_bytes
+
+        return committed_bytes()
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[5]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024

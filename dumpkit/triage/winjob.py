@@ -94,6 +94,21 @@ if sys.platform == "win32":
             )
         ]
 
+    class _MEMORY_COUNTERS(ctypes.Structure):  # PROCESS_MEMORY_COUNTERS (psapi.h)
+        _fields_ = [("cb", wt.DWORD), ("PageFaultCount", wt.DWORD)] + [
+            (name, ctypes.c_size_t)
+            for name in (
+                "PeakWorkingSetSize",
+                "WorkingSetSize",
+                "QuotaPeakPagedPoolUsage",
+                "QuotaPagedPoolUsage",
+                "QuotaPeakNonPagedPoolUsage",
+                "QuotaNonPagedPoolUsage",
+                "PagefileUsage",  # the process's committed private bytes
+                "PeakPagefileUsage",
+            )
+        ]
+
     _kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
 
     def _declare(name, restype, *argtypes):
@@ -120,6 +135,10 @@ if sys.platform == "win32":
     _IsProcessInJob = _declare("IsProcessInJob", wt.BOOL, wt.HANDLE, wt.HANDLE, ctypes.POINTER(wt.BOOL))
     _CloseHandle = _declare("CloseHandle", wt.BOOL, wt.HANDLE)
     _GlobalMemoryStatusEx = _declare("GlobalMemoryStatusEx", wt.BOOL, ctypes.POINTER(_MEMORYSTATUSEX))
+    # kernel32's name for psapi's GetProcessMemoryInfo since Windows 7
+    _GetProcessMemoryInfo = _declare(
+        "K32GetProcessMemoryInfo", wt.BOOL, wt.HANDLE, ctypes.POINTER(_MEMORY_COUNTERS), wt.DWORD
+    )
 
     def _error(step: str) -> OSError:
         code = ctypes.get_last_error()
@@ -165,3 +184,10 @@ if sys.platform == "win32":
         status = _MEMORYSTATUSEX()
         status.dwLength = ctypes.sizeof(status)
         return status.ullTotalPhys if _GlobalMemoryStatusEx(ctypes.byref(status)) else None
+
+    def committed_bytes() -> Optional[int]:
+        """This process's committed private memory, what the job's cap counts."""
+        counters = _MEMORY_COUNTERS()
+        counters.cb = ctypes.sizeof(counters)
+        ok = _GetProcessMemoryInfo(_GetCurrentProcess(), ctypes.byref(counters), counters.cb)
+        return counters.PagefileUsage if ok else None

@@ -247,6 +247,45 @@ def test_workers_are_replaced_every_few_dumps_and_the_run_still_ends(tmp_path, m
     assert len({(r.status, r.signature) for r in got}) == 1 and got[0].status == ANALYSED
 
 
+_LEAKED: list = []
+
+
+def _pid_and_leak(report) -> str:
+    """A per-dump report writer that says which worker wrote it and, for *leak.dmp, keeps
+    64 MiB for the rest of the worker's life, as an analysis leaving memory behind would."""
+    if os.path.basename(report.dump.path).endswith("leak.dmp"):
+        _LEAKED.append(bytearray(64 << 20))
+    return f"pid {os.getpid()}"
+
+
+@pytest.mark.parametrize("growth,replaced", [(16 << 20, True), (1 << 40, False)])
+def test_a_worker_whose_memory_grows_is_replaced(tmp_path, monkeypatch, growth, replaced):
+    """Workers are replaced when one reports its memory has grown (REPLACE_GROWTH), not
+    every few hundred dumps: a new worker starts cold."""
+    import dumpkit.triage.run as triage_run
+    from dumpkit.triage.memory import private_bytes
+
+    before = private_bytes()
+    blob = bytearray(64 << 20)
+    after = private_bytes()
+    del blob
+    if before is None or after is None or after - before < 32 << 20:
+        pytest.skip("this platform does not report a process's private memory as it grows")
+    monkeypatch.setattr(triage_run, "REPLACE_GROWTH", growth)
+    for k in range(24):
+        name = "crash12-leak.dmp" if k == 12 else f"crash{k:02d}.dmp"
+        shutil.copy(sample_path("null_deref.dmp"), tmp_path / name)
+    paths, _ = collect([str(tmp_path)])
+    out = tmp_path / "out"
+    job = Job(image_paths=(str(SAMPLE_BIN),), report_dir=str(out), report_writer=_pid_and_leak)
+    records = list(run(paths, job, jobs=2))
+    assert len(records) == 24 and {r.status for r in records} == {ANALYSED}
+    reports = [p.read_text() for p in out.rglob("*") if p.is_file()]
+    assert len(reports) == 24
+    pids = set(reports)
+    assert len(pids) > 2 if replaced else len(pids) <= 2, pids
+
+
 def _die_at_killer(report) -> str:
     """A per-dump report writer that ends its worker process, as a crash in a native
     library or the out-of-memory killer would, on the dump named *killer.dmp."""
