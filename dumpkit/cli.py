@@ -66,7 +66,9 @@ def _options(
 @app.command()
 def analyze(
     dump: str = typer.Argument(
-        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+        ...,
+        help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked); "
+        "- reads it from standard input.",
     ),
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
@@ -118,7 +120,9 @@ def analyze(
 @app.command()
 def stack(
     dump: str = typer.Argument(
-        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+        ...,
+        help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked); "
+        "- reads it from standard input.",
     ),
     thread: Optional[int] = typer.Option(None, "--thread", "-t", help="Thread id (default: the crashing thread)."),
     all_threads: bool = typer.Option(False, "--all", help="Every thread."),
@@ -157,7 +161,9 @@ def stack(
 @app.command()
 def info(
     dump: str = typer.Argument(
-        ..., help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked)."
+        ...,
+        help="The .dmp file (or .dkb bundle; .dmp.xz/.gz/.bz2 or a .zip holding one .dmp are unpacked); "
+        "- reads it from standard input.",
     ),
     json_out: bool = typer.Option(False, "--json", help="JSON instead of tables."),
     fetch_images: bool = FetchImagesOpt,

@@ -73,7 +73,7 @@ def parse(
     while i < len(args):  # bounded: i grows every turn
         tok = args[i]
         i += 1
-        if not tok.startswith("-"):
+        if not tok.startswith("-") or tok == "-":  # "-": standard input
             positional.append(tok)
             continue
         if negative_numbers and tok[1:2].isdigit():

@@ -24,10 +24,13 @@ def open_target(path: str) -> Tuple[Target, Problems]:
     from dumpkit.problems import Problems
     from dumpkit.target import DumpError
 
-    if os.path.isdir(path):
-        raise fail(f"{path}: is a directory, not a dump file{_dumps_in(path)}")
-    if not os.path.exists(path):
-        raise fail(f"{path}: no such file")
+    from dumpkit.sources.streamed import STDIN
+
+    if path != STDIN:
+        if os.path.isdir(path):
+            raise fail(f"{path}: is a directory, not a dump file{_dumps_in(path)}")
+        if not os.path.exists(path):
+            raise fail(f"{path}: no such file")
     problems = Problems()
     try:
         target = _open(path, problems)
@@ -63,9 +66,13 @@ def _dumps_in(folder: str) -> str:
 
 def _open(path: str, problems: "Problems") -> "MinidumpTarget":
     """A bundle (its modules' images are served from it too), a dump as shared (compressed,
-    or zipped: unpacked into a private copy), or a minidump."""
+    or zipped: unpacked into a private copy), or a minidump; from a file, or from a stream
+    (`-`, a pipe: read once, sources/streamed.py)."""
     from dumpkit.sources.packed import open_packed, packing_of
+    from dumpkit.sources.streamed import is_stream, open_stream
 
+    if is_stream(path):
+        return open_stream(path, problems)
     named_bundle = path.lower().endswith(BUNDLE_SUFFIX)
     packing = None if named_bundle else packing_of(path)
     if named_bundle or (packing is not None and packing.bundle):

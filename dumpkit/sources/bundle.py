@@ -268,11 +268,11 @@ def read_bundle(
     return manifest, dump, images, pdbs
 
 
-def open_bundle(path: str, problems: Optional[Problems] = None) -> MinidumpTarget:
+def open_bundle(path: str, problems: Optional[Problems] = None, name: Optional[str] = None) -> MinidumpTarget:
     """The bundle's dump as a Target whose modules' images are served from the bundle
     (`image_store`, which the engine hands to its image locator) and whose `bundle` is its
     manifest; what reading the dump meets goes to `problems` (the run's collector; a new
-    one when none is given). Raises DumpError."""
+    one when none is given); reports call it `name` (default: `path`). Raises DumpError."""
     try:
         manifest, dump, images, pdbs = read_bundle(path)
     except BundleError as e:
@@ -281,13 +281,14 @@ def open_bundle(path: str, problems: Optional[Problems] = None) -> MinidumpTarge
     # A bundle that kept only the memory its analysis read serves that memory and says "not
     # in the bundle" for the rest (dump.kept), never the zeros its member holds there.
     kept = manifest.dump.kept
+    name = name or path
     if manifest.dump.packed and kept is not None:
-        target = _open_pieces(dump, manifest.dump.size, kept, path, problems)
+        target = _open_pieces(dump, manifest.dump.size, kept, name, problems)
     elif isinstance(dump, bytes):
-        target = open_dump_bytes(dump, path, kept, problems)
+        target = open_dump_bytes(dump, name, kept, problems)
     else:
-        target = _open_private_copy(dump, path, kept, problems)
-    target.image_store = BundleImages(os.path.basename(path), images, manifest.packages, pdbs)
+        target = _open_private_copy(dump, name, kept, problems)
+    target.image_store = BundleImages(os.path.basename(name), images, manifest.packages, pdbs)
     target.bundle = manifest
     return target
 

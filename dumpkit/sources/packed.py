@@ -43,6 +43,7 @@ __all__ = [
     "holds_dump",
     "open_packed",
     "packing_of",
+    "check_room",
     "remove_quietly",
     "temporary_name",
     "unlink_mapped",
@@ -287,7 +288,7 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0, ratio: Op
                 chunks.append(chunk)
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
             with os.fdopen(fd, "wb") as dst:
-                _check_room(dest, what)
+                check_room(dest, what)
                 for chunk in chunks:
                     dst.write(chunk)
                 del chunks
@@ -295,7 +296,7 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0, ratio: Op
                     total += len(chunk)
                     bound.check(total)
                     if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
-                        _check_room(dest, what)
+                        check_room(dest, what)
                     dst.write(chunk)
     except _unpack_errors() as e:
         raise DumpError(f"{what}: cannot unpack it ({e or type(e).__name__})") from None
@@ -315,7 +316,7 @@ def _check_signature(head: bytes, what: str) -> None:
     raise DumpError(f"{what}, but what it holds is not a minidump (it starts with {head[:4]!r}, not {_MINIDUMP!r})")
 
 
-def _check_room(dest: str, what: str) -> None:
+def check_room(dest: str, what: str) -> None:
     """Stop unpacking before the temporary folder's disk is full: a small packed file can
     claim many GB, and a user's disk full of it is worse than a dump left unread."""
     import shutil
@@ -332,18 +333,20 @@ def _check_room(dest: str, what: str) -> None:
         )
 
 
-def open_packed(path: str, packing: Packing, problems: Optional[Problems] = None) -> MinidumpTarget:
+def open_packed(
+    path: str, packing: Packing, problems: Optional[Problems] = None, name: Optional[str] = None
+) -> MinidumpTarget:
     """The dump packed in `path`, unpacked in memory (up to IN_MEMORY) or into a private
     temporary copy that is gone when the target is closed (at exit on Windows, where a
-    mapped file cannot be deleted); reports name `path`. Raises DumpError."""
+    mapped file cannot be deleted); reports name `name` (default: `path`). Raises DumpError."""
     from dumpkit.sources.minidump import open_dump_bytes, open_dump_copy
 
     tmp = temporary_name()
     try:
         data = unpack(path, packing, tmp, IN_MEMORY)
         if data is not None:
-            return open_dump_bytes(data, path, problems=problems)
-        target = open_dump_copy(tmp, path, problems=problems)
+            return open_dump_bytes(data, name or path, problems=problems)
+        target = open_dump_copy(tmp, name or path, problems=problems)
     except BaseException:
         remove_quietly(tmp)
         raise
