@@ -14,6 +14,7 @@ from dumpkit.commands.exits import EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEMS, fai
 from dumpkit.commands.inputs import symbol_paths
 from dumpkit.commands.output import Format, report_format, write_file
 from dumpkit.sources.packed import unpack_ratio
+from dumpkit.sources.streamed import is_stream
 from dumpkit.triage.analyse import Job
 from dumpkit.triage.cache import Cache
 from dumpkit.triage.collect import collect
@@ -126,7 +127,12 @@ def _triage(
         raise UsageError(str(e)) from None
     paths, missing = collect(inputs)
     for m in missing:
-        sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
+        if is_stream(m):  # triage hands files to its workers by name; a stream is read once
+            sys.stderr.write(
+                f"dumpkit: warning: {m}: a pipe or device, not a file (triage reads files; analyze reads a dump from a pipe)\n"
+            )
+        else:
+            sys.stderr.write(f"dumpkit: warning: {m}: no such file, folder or matching dump\n")
     if not paths:
         raise UsageError("no dump files found (looked for .dmp, .mdmp, .hdmp, .dmp.xz/.gz/.bz2, .zip and .dkb)")
     page = html_page(output) if fmt == "html" and output else output

@@ -615,3 +615,14 @@ def test_openmps_error_15_is_one_group_across_programs_and_pythons_and_a_plain_a
     groups = {g["signature"]: g["count"] for g in doc["groups"]}
     assert groups.get("ABORT(OMP: Error #15)") == 2, groups
     assert len(groups) == 2
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_pipe_given_to_triage_is_named_as_one(tmp_path):
+    fifo = tmp_path / "crash.dmp"
+    os.mkfifo(fifo)
+    result = _cli(str(fifo), "--format", "json")
+    assert result.exit_code == 2
+    assert (
+        f"{fifo}: a pipe or device, not a file (triage reads files; analyze reads a dump from a pipe)" in result.output
+    )
