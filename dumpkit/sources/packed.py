@@ -45,6 +45,7 @@ __all__ = [
     "packing_of",
     "check_room",
     "remove_quietly",
+    "take_whole",
     "temporary_name",
     "unlink_mapped",
     "unpack",
@@ -276,32 +277,42 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0, ratio: Op
             head = src.read(_CHUNK)  # a buffered read: all of it, or to the end
             _check_signature(head, what)  # before a bomb of anything is unpacked
             bound = _Bound(what, os.path.getsize(path), ratio, accounted_size(head))
-            total = len(head)
-            bound.check(total)
-            chunks = [head]
-            while in_memory and total <= in_memory:
-                chunk = src.read(_CHUNK)
-                if not chunk:
-                    return b"".join(chunks)
-                total += len(chunk)
-                bound.check(total)
-                chunks.append(chunk)
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-            with os.fdopen(fd, "wb") as dst:
-                check_room(dest, what)
-                for chunk in chunks:
-                    dst.write(chunk)
-                del chunks
-                for chunk in iter(lambda: src.read(_CHUNK), b""):
-                    total += len(chunk)
-                    bound.check(total)
-                    if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
-                        check_room(dest, what)
-                    dst.write(chunk)
+            return take_whole(src, head, dest, in_memory, bound.check, what)
     except _unpack_errors() as e:
         raise DumpError(f"{what}: cannot unpack it ({e or type(e).__name__})") from None
     except OSError as e:
         raise DumpError(f"{what}: cannot unpack it ({e.strerror or e})") from None
+    return None
+
+
+def take_whole(
+    src: IO[bytes], head: bytes, dest: str, in_memory: int, check: Callable[[int], None], what: str
+) -> Optional[bytes]:
+    """The rest of `src` after `head` (read already): all the bytes when they end within
+    `in_memory` (0: never), else everything written to `dest`, a new file, and None.
+    `check(total)` raises DumpError past a bound; the disk keeps MIN_FREE (check_room)."""
+    total = len(head)
+    check(total)
+    chunks = [head]
+    while in_memory and total <= in_memory:
+        chunk = src.read(_CHUNK)
+        if not chunk:
+            return b"".join(chunks)
+        total += len(chunk)
+        check(total)
+        chunks.append(chunk)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
+    with os.fdopen(fd, "wb") as dst:
+        check_room(dest, what)
+        for chunk in chunks:
+            dst.write(chunk)
+        del chunks
+        for chunk in iter(lambda: src.read(_CHUNK), b""):
+            total += len(chunk)
+            check(total)
+            if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
+                check_room(dest, what)
+            dst.write(chunk)
     return None
 
 

@@ -24,11 +24,11 @@ from dumpkit.sources.packed import (
     IN_MEMORY,
     MAX_UNPACKED,
     UNACCOUNTED,
-    check_room,
     open_packed,
     packing_of,
     plain_head,
     remove_quietly,
+    take_whole,
     temporary_name,
     unlink_mapped,
 )
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 STDIN = "-"
 _CHUNK = 1 << 20
-_ROOM_EVERY = 64 << 20
 _MINIDUMP = b"MDMP"
 
 
@@ -123,32 +122,13 @@ def open_stream(path: str, problems: Optional["Problems"] = None) -> "MinidumpTa
 def _take(src: IO[bytes], head: bytes, tmp: str, limit: int, in_memory: int) -> Optional[bytes]:
     """The stream's bytes when they end within `in_memory` (0: never); else all of them
     written to `tmp`, a new file, and None. Past `limit` bytes: DumpError."""
-    chunks, total = [head], len(head)
     try:
-        while in_memory and total <= in_memory:
-            chunk = src.read(_CHUNK)
-            if not chunk:
-                return b"".join(chunks)
-            total = _counted(total, chunk, limit)
-            chunks.append(chunk)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
-        with os.fdopen(fd, "wb") as dst:
-            check_room(tmp, "the dump")
-            for chunk in chunks:
-                dst.write(chunk)
-            del chunks
-            for chunk in iter(lambda: src.read(_CHUNK), b""):
-                before, total = total, _counted(total, chunk, limit)
-                if before // _ROOM_EVERY != total // _ROOM_EVERY:
-                    check_room(tmp, "the dump")
-                dst.write(chunk)
+        return take_whole(src, head, tmp, in_memory, lambda total: _counted(total, limit), "the dump")
     except OSError as e:
         raise DumpError(f"cannot read it into a temporary copy ({e.strerror or e})") from None
-    return None
 
 
-def _counted(total: int, chunk: bytes, limit: int) -> int:
-    total += len(chunk)
+def _counted(total: int, limit: int) -> None:
     if total > limit:
         if limit < MAX_UNPACKED:
             raise DumpError(
@@ -156,4 +136,3 @@ def _counted(total: int, chunk: bytes, limit: int) -> int:
                 "account for: what follows is no dump; refused"
             )
         raise DumpError(f"the stream holds more than {MAX_UNPACKED >> 30} GiB: refused")
-    return total

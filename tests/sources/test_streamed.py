@@ -109,9 +109,9 @@ def test_a_stream_past_memory_goes_to_a_private_copy_and_stops_at_its_bound(tmp_
     assert streamed._take(io.BytesIO(raw[1:]), raw[:1], str(tmp_path / "none.dmp"), len(raw), len(raw)) == raw
     assert not (tmp_path / "none.dmp").exists()
     with pytest.raises(DumpError, match="more than 32 GiB"):
-        streamed._counted(streamed.MAX_UNPACKED, b"x", streamed.MAX_UNPACKED)
+        streamed._counted(streamed.MAX_UNPACKED + 1, streamed.MAX_UNPACKED)
     with pytest.raises(DumpError, match="past the 1 MiB its minidump header and streams account for"):
-        streamed._counted((1 << 20) + streamed.UNACCOUNTED, b"x", (1 << 20) + streamed.UNACCOUNTED)
+        streamed._counted((1 << 20) + streamed.UNACCOUNTED + 1, (1 << 20) + streamed.UNACCOUNTED)
 
 
 def test_dev_zero_is_refused_from_its_first_bytes(tmp_path):
