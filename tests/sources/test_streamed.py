@@ -11,12 +11,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import zipfile
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from dumpkit.cli import app
 from dumpkit.sources import streamed
 from dumpkit.target import DumpError
 from tests.support.samples import ROOT, SAMPLE_BIN, sample_path
@@ -25,6 +28,7 @@ PLAIN = "recursion_cycle3.dmp"  # a real mingw-w64 + Wine crash, with its images
 
 
 def _analyze(dump: str, tmp: Path, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    """`dumpkit analyze DUMP` in a child, its temporary folder `tmp` (a FIFO's test)."""
     env = {**os.environ, "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp)}
     return subprocess.run(
         [sys.executable, "-m", "dumpkit", "analyze", dump, "--image-path", str(SAMPLE_BIN), "--format", "json"],
@@ -36,6 +40,15 @@ def _analyze(dump: str, tmp: Path, stdin: bytes = b"") -> subprocess.CompletedPr
     )
 
 
+def _piped(stdin: bytes, tmp: Path, monkeypatch) -> subprocess.CompletedProcess:
+    """`dumpkit analyze -` with `stdin` piped in, in this process (the command's own code,
+    as the CLI runs it), its temporary folder `tmp`."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    r = CliRunner().invoke(app, ["analyze", "-", "--image-path", str(SAMPLE_BIN), "--format", "json"], input=stdin)
+    # r.output: stdout and stderr as a terminal shows them (older click keeps no stderr apart)
+    return subprocess.CompletedProcess([], r.exit_code, r.stdout_bytes, r.output.encode())
+
+
 def _verdict(r: subprocess.CompletedProcess, named: str) -> str:
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     doc = json.loads(r.stdout)
@@ -44,8 +57,13 @@ def _verdict(r: subprocess.CompletedProcess, named: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def from_file(tmp_path_factory) -> str:
-    return _verdict(_analyze(str(sample_path(PLAIN)), tmp_path_factory.mktemp("file")), str(sample_path(PLAIN)))
+def from_file() -> str:
+    r = CliRunner().invoke(
+        app, ["analyze", str(sample_path(PLAIN)), "--image-path", str(SAMPLE_BIN), "--format", "json"]
+    )
+    return _verdict(
+        subprocess.CompletedProcess([], r.exit_code, r.stdout_bytes, r.output.encode()), str(sample_path(PLAIN))
+    )
 
 
 def _zipped(raw: bytes) -> bytes:
@@ -56,11 +74,11 @@ def _zipped(raw: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("packing", ["plain", "gzip", "zip"])
-def test_a_dump_piped_to_standard_input_gets_the_files_verdict(tmp_path, from_file, packing):
+def test_a_dump_piped_to_standard_input_gets_the_files_verdict(tmp_path, from_file, packing, monkeypatch):
     raw = sample_path(PLAIN).read_bytes()
     piped = {"plain": raw, "gzip": gzip.compress(raw), "zip": _zipped(raw)}[packing]
     assert "unbounded recursion" in from_file
-    assert _verdict(_analyze("-", tmp_path, piped), "-") == from_file
+    assert _verdict(_piped(piped, tmp_path, monkeypatch), "-") == from_file
     assert list(tmp_path.iterdir()) == []  # no private copy left behind
 
 
@@ -92,9 +110,10 @@ def test_a_fifo_is_read_once_and_not_waited_on_forever(tmp_path, from_file):
             "-: not a minidump (it starts with b'\\x00\\x00\\x00\\x00', not b'MDMP'); nothing more was read",
         ),
     ],
+    ids=["empty", "zeros"],
 )
-def test_what_is_no_dump_is_one_line_and_exit_2(tmp_path, stdin, message):
-    r = _analyze("-", tmp_path, stdin)
+def test_what_is_no_dump_is_one_line_and_exit_2(tmp_path, stdin, message, monkeypatch):
+    r = _piped(stdin, tmp_path, monkeypatch)
     assert r.returncode == 2
     assert r.stderr.decode().strip() == f"dumpkit: error: {message}"
 
@@ -114,8 +133,7 @@ def test_a_stream_past_memory_goes_to_a_private_copy_and_stops_at_its_bound(tmp_
         streamed._counted((1 << 20) + streamed.UNACCOUNTED + 1, (1 << 20) + streamed.UNACCOUNTED)
 
 
+@pytest.mark.skipif(os.name != "posix", reason="/dev/zero")
 def test_dev_zero_is_refused_from_its_first_bytes(tmp_path):
-    if not os.path.exists("/dev/zero"):
-        pytest.skip("no /dev/zero here")
     r = _analyze("/dev/zero", tmp_path)
     assert r.returncode == 2 and b"not a minidump" in r.stderr and b"nothing more was read" in r.stderr
