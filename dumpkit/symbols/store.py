@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from typing import BinaryIO, Callable, Iterator, List, Optional, Tuple
+from typing import BinaryIO, Callable, Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.records import record
 
@@ -170,16 +170,47 @@ def resolve_case_insensitive(path: str) -> Optional[str]:
         if os.path.exists(nxt):
             cur = nxt
             continue
-        try:
-            entries = os.listdir(cur)
-        except OSError:
-            return None
-        low = comp.lower()
-        match = next((e for e in entries if e.lower() == low), None)
+        match = _names_by_case(cur).get(comp.lower())
         if match is None:
             return None
         cur = os.path.join(cur, match)
     return cur if os.path.exists(cur) else None
+
+
+# Folder -> (its stat signature, its entries by lower-cased name). A dump's modules are
+# looked for under the same few folders (a Wine prefix's C:/windows/system32 once per
+# module, ~80 us a listing there): a folder is listed again when its stat says it changed.
+# A listing is kept only of a folder unchanged for _SETTLED_NS: file systems stamp times
+# coarsely (Linux by the tick, FAT by 2 s), so two changes close together can leave the
+# same stamp, and the listing taken between them must not be kept.
+_LISTINGS: Dict[str, Tuple[Tuple[int, int, int], Dict[str, str]]] = {}
+_LISTINGS_LIMIT = 1024  # folders kept; all are forgotten when it is reached
+_SETTLED_NS = 3_000_000_000
+
+
+def _names_by_case(folder: str) -> Dict[str, str]:
+    """The entries of `folder` by lower-cased name (the first listed of names equal but
+    for case), or none when it cannot be listed."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return {}
+    signature = (st.st_mtime_ns, st.st_ino, st.st_size)
+    kept = _LISTINGS.get(folder)
+    if kept is not None and kept[0] == signature:
+        return kept[1]
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return {}
+    names: Dict[str, str] = {}
+    for entry in entries:
+        names.setdefault(entry.lower(), entry)
+    if time.time_ns() - st.st_mtime_ns > _SETTLED_NS:
+        if len(_LISTINGS) >= _LISTINGS_LIMIT:
+            _LISTINGS.clear()
+        _LISTINGS[folder] = (signature, names)
+    return names
 
 
 def store_files(base: str, key: StoreKey, leaf: Optional[str] = None) -> Iterator[str]:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from dumpkit.images import ImageLocator, parse_symbol_path, windows_path_candidates
-from dumpkit.images.paths import RememberingProbe
+from dumpkit.images.paths import FileProbe, RememberingProbe
 from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
@@ -132,6 +133,40 @@ def test_recorded_path_windows_forms(synth, tmp_path, monkeypatch):
     assert "drive_c" in found.image.path
     # switched off
     assert ImageLocator(use_recorded_path=False).locate(module_for(synth, path=zpath), no_memory) is None
+
+
+def test_a_file_put_in_place_between_two_questions_is_found(synth, tmp_path, monkeypatch):
+    """Folders listed for a case-insensitive match are remembered while they are unchanged:
+    a question after a module was copied in or renamed must not answer from the listing
+    taken before."""
+    if os.sep != "/":
+        pytest.skip("POSIX case-insensitive lookup")
+    prefix = tmp_path / "wineprefix"
+    dlls = prefix / "drive_c" / "windows" / "system32"
+    dlls.mkdir(parents=True)
+    (dlls / "kernel32.dll").write_bytes(b"")
+    monkeypatch.setenv("WINEPREFIX", str(prefix))
+    recorded = "C:\\Windows\\System32\\SYNTH.DLL"
+    probe = FileProbe()
+
+    def settled(seconds_ago: int) -> None:  # an old folder: its listing is kept
+        stamp = time.time() - seconds_ago
+        os.utime(dlls, (stamp, stamp))
+
+    settled(100)
+    assert probe.recorded(recorded) == []
+    synth.write(dlls / "synth.dll")
+    assert {os.path.basename(p) for p in probe.recorded(recorded)} == {"synth.dll"}
+    found = ImageLocator().locate(module_for(synth, path=recorded), None)
+    assert found is not None and found.source == "recorded-path"
+    settled(50)
+    assert {os.path.basename(p) for p in probe.recorded(recorded)} == {"synth.dll"}
+    os.rename(dlls / "synth.dll", dlls / "Synth.dll")  # the same folder, a name changed
+    assert {os.path.basename(p) for p in probe.recorded(recorded)} == {"Synth.dll"}
+    settled(20)
+    assert probe.recorded(recorded)
+    os.remove(dlls / "Synth.dll")
+    assert probe.recorded(recorded) == []
 
 
 def test_windows_path_candidates():
