@@ -7,13 +7,16 @@ else: renamed over /dev/null, a FIFO or /dev/stdout, the temporary file replaces
 device itself (as root, /dev/null became a regular file for every program on the machine;
 as anyone else the write failed). On Windows, NUL or CON has no folder to put a temporary
 file in. Those destinations are written straight through. A symbolic link stays a link:
-the file it points to is the one replaced."""
+the file it points to is the one replaced. `write_replacing` does all of it, for reports
+(text) and bundles (bytes) alike."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from typing import NamedTuple
+import tempfile
+from typing import IO, Any, Callable, NamedTuple
 
 # Names Windows gives to devices in every folder, with or without an extension.
 _WINDOWS_DEVICES = frozenset(
@@ -47,3 +50,46 @@ def _windows_device(path: str) -> bool:
         return True
     name = path.replace("/", "\\").rsplit("\\", 1)[-1].rstrip(":").split(":")[-1]  # C:\\out\\NUL.txt, NUL:, nul
     return name.split(".", 1)[0].rstrip(" ").upper() in _WINDOWS_DEVICES
+
+
+def new_file_mode(path: str) -> int:
+    """The permissions a file written to `path` gets: those of the file it replaces, or
+    what the umask gives a new file (a temporary file starts at 0600)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        pass
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_replacing(path: str, write: Callable[[IO[Any]], object], binary: bool, make_folder: bool = False) -> None:
+    """`write` fills the file `path` (opened as bytes, or as UTF-8 text): a regular file
+    through a temporary file beside it renamed over it once complete (a reader never sees
+    half of it, a failure leaves the old one and no temporary file), with the mode the file
+    it replaces had or a new one gets; anything else `destination` says is written straight
+    through. Raises OSError; `make_folder` makes the folder first."""
+    to = destination(path)
+    if not to.atomic:
+        with _opened(to.path, binary) as f:
+            write(f)
+        return
+    folder = os.path.dirname(os.path.abspath(to.path))
+    mode = new_file_mode(to.path)
+    if make_folder:
+        os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+            write(f)
+        os.chmod(tmp, mode)
+        os.replace(tmp, to.path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _opened(path: str, binary: bool) -> IO[Any]:
+    return open(path, "wb") if binary else open(path, "w", encoding="utf-8")

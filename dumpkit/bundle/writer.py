@@ -8,16 +8,14 @@ the manifest as sorted JSON; the same dump and images give the same bundle byte 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import lzma
 import os
-import tempfile
 import zipfile
 from typing import IO, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from dumpkit import __version__
-from dumpkit.destinations import destination
+from dumpkit.destinations import write_replacing
 from dumpkit.sources.bundle_format import (
     DUMP_MEMBER,
     FORMAT_VERSION,
@@ -312,29 +310,10 @@ def _original_pdb(located: LocatedPdb, cv: CodeViewRecord, store: Optional[Image
     return _file_digest(located.path) if located.path is not None else None
 
 
-def _atomic_write(out_path: str, write) -> None:
+def _atomic_write(out_path: str, write: Callable[[IO[bytes]], None]) -> None:
     """Write through a temporary file in the same folder, renamed over `out_path` only once
     complete: a reader never sees half a bundle, and a failure leaves nothing behind."""
-    to = destination(out_path)
-    if not to.atomic:  # a device, FIFO or stream: written straight through
-        try:
-            with open(to.path, "wb") as f:
-                write(f)
-        except OSError as e:
-            raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
-        return
-    tmp: Optional[str] = None
     try:
-        folder = os.path.dirname(os.path.abspath(to.path))
-        with tempfile.NamedTemporaryFile("wb", dir=folder, prefix=".dumpkit-", suffix=".dkb", delete=False) as f:
-            tmp = f.name
-            write(f)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, to.path)
-        tmp = None
+        write_replacing(out_path, write, binary=True)
     except OSError as e:
         raise BundleError(f"cannot write {out_path} ({e.strerror or e})") from None
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

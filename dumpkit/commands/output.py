@@ -47,18 +47,6 @@ def report_format(name: Optional[str], output: Optional[str]) -> Format:
     return Format.text
 
 
-def new_file_mode(path: str) -> int:
-    """The permissions a report written to `path` gets: those of the file it replaces, or
-    what the umask gives a new file (a temporary file starts at 0600)."""
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        pass
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_output(text: str, output: Optional[str], dump_path: str) -> None:
     """Print, or write atomically (temp file + rename) so a reader never sees half a report."""
     if not output or output == "-":
@@ -75,37 +63,11 @@ def write_file(text: str, output: str, make_folder: bool = False) -> None:
     left as it was), with the mode a new file would get. A device, FIFO or stream (/dev/null,
     NUL, /dev/stdout) is written straight through (dumpkit/destinations.py). A failure is one
     error line."""
-    import tempfile
+    from dumpkit.destinations import write_replacing
 
-    from dumpkit.destinations import destination
-
-    to = destination(output)
-    if not to.atomic:
-        try:
-            with open(to.path, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
-        return
-    output = to.path
-    folder = os.path.dirname(os.path.abspath(output))
-    mode = new_file_mode(output)
     try:
-        if make_folder:
-            os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
+        write_replacing(output, lambda f: f.write(text), binary=False, make_folder=make_folder)
     except OSError as e:
-        raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, output)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise fail(f"{output}: cannot write report ({e.strerror or e})") from None
 
 
