@@ -8,6 +8,7 @@ import json
 import os
 import stat
 import threading
+import zipfile
 
 import pytest
 from typer.testing import CliRunner
@@ -78,6 +79,25 @@ def test_a_replaced_report_keeps_its_permissions(tmp_path):
     out.chmod(0o640)
     assert _analyze("-o", out).exit_code == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and _kind(out.read_text()) == "json"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+def test_a_bundle_gets_the_permissions_a_report_gets(tmp_path):
+    """Bundles and reports go through one writer: the umask's mode for a new file, the old
+    file's mode for one replaced (a bundle was always 0644 before, whatever the umask)."""
+    from tests.support.bundles import write
+
+    out = tmp_path / "b.dkb"
+    old = os.umask(0o077)
+    try:
+        write(sample_path("null_deref.dmp"), out)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and zipfile.is_zipfile(out)
+    out.chmod(0o640)
+    write(sample_path("null_deref.dmp"), out)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and zipfile.is_zipfile(out)
+    assert [p.name for p in tmp_path.iterdir()] == ["b.dkb"]  # no temporary file left
 
 
 def test_width_fits_the_text_report_to_the_columns_asked_for():
