@@ -511,8 +511,9 @@ class Target(Protocol):
         """A name from the source's own symbols (the debugger's), if it has one."""
         ...
 
-    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
-        """Dynamic function tables (FunctionTable stream): (begin, end, unwind_va, base)."""
+    def function_table_entries(self) -> Sequence[Tuple[int, int, int, int]]:
+        """Dynamic function tables (FunctionTable stream): (begin, end, unwind_va, base),
+        sorted (a dump's is a function_tables.FunctionTable, decoded as lookups need)."""
         ...
 
 

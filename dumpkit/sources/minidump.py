@@ -12,6 +12,7 @@ import mmap
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
+from dumpkit.function_tables import FunctionTable
 from dumpkit.problems import Problems
 from dumpkit.sources.memory import Buffer, CapturedMemory, MemoryNotInBundle, keep_only
 from dumpkit.sources.minidump_streams import (
@@ -117,7 +118,7 @@ class MinidumpTarget:
     def symbol_at(self, address: int) -> Optional[str]:
         return None  # a dump file carries no symbols; names come from PE exports
 
-    def function_table_entries(self) -> List[Tuple[int, int, int, int]]:
+    def function_table_entries(self) -> FunctionTable:
         return self.function_tables
 
     def close(self) -> None:
@@ -187,7 +188,7 @@ class MinidumpTarget:
         self.exception: Optional[ExceptionInfo] = streams.exception
         # the MemoryInfoList's regions by base, read when first asked for
         self.memory_regions: Sequence[MemoryRegion] = streams.memory_info
-        self.function_tables: List[Tuple[int, int, int, int]] = streams.function_tables
+        self.function_tables: FunctionTable = streams.function_tables
         self._mem_ranges = streams.memory_ranges
         self._memory = CapturedMemory(self._data, self._mem_ranges)
         # Some writers put a thread's stack only in its thread record, not the memory list.

@@ -20,6 +20,7 @@ from minidump.constants import MINIDUMP_STREAM_TYPE
 
 from dumpkit.console import shell_quote
 from dumpkit.context import parse_context
+from dumpkit.function_tables import FunctionTable
 from dumpkit.problems import Problems
 from dumpkit.records import record
 from dumpkit.sources.memory import Buffer
@@ -254,7 +255,7 @@ class MinidumpStreams:
     unloaded_modules: List[UnloadedModule]
     exception: Optional[ExceptionInfo]
     memory_info: MemoryInfoRows
-    function_tables: List[Tuple[int, int, int, int]]
+    function_tables: FunctionTable
     memory_ranges: List[Tuple[int, int, int]]
     stack_ranges: Tuple[Tuple[int, int, int], ...]
     range_problems: Tuple[str, ...]
@@ -328,7 +329,7 @@ class _StreamReader:
         self.unloaded_modules: List[UnloadedModule] = []
         self.exception: Optional[ExceptionInfo] = None
         self.memory_info = MemoryInfoRows()
-        self.function_tables: List[Tuple[int, int, int, int]] = []
+        self.function_tables = FunctionTable()
         self.build_string: Optional[str] = None
         self.xstate_enabled_features: Optional[int] = None
         self.comments: List[str] = []
@@ -786,7 +787,10 @@ class _StreamReader:
         hsize, dsize, nsize, fsize, ndesc, pad = struct.unpack_from("<6I", data, 0)
         if dsize < 32 or fsize < 12:
             raise ValueError(f"descriptor size {dsize} / entry size {fsize} too small")
+        data = data if isinstance(data, bytes) else bytes(data)  # kept: not a view of the file
         off = hsize + pad  # the header is followed by its own alignment padding
+        runs: List[Tuple[int, int, int]] = []
+        others: List[Tuple[int, int, int, int]] = []
         for _ in range(min(ndesc, 4096)):
             if off + dsize > len(data):
                 self.problems.add("FunctionTableStream: truncated descriptor")
@@ -796,11 +800,13 @@ class _StreamReader:
             count = self._records(data, off, count, fsize, "FunctionTableStream")
             # Keep bit 0 of the unwind field: it marks an indirect entry (it points at
             # another RUNTIME_FUNCTION), which the walker resolves. A JIT's table can hold
-            # tens of thousands of entries (Mono: one per method), read in one pass.
+            # tens of thousands of entries (Mono: one per method): 12-byte entries are
+            # decoded when a lookup needs them (function_tables.py).
             if fsize == 12:
-                entries: Iterable[Tuple[int, ...]] = struct.iter_unpack("<III", data[off : off + 12 * count])
+                runs.append((off, count, base))
             else:
-                entries = (struct.unpack_from("<III", data, off + fsize * j) for j in range(count))
-            self.function_tables.extend([(base + b, base + e, base + u, base) for b, e, u in entries])
+                for j in range(count):
+                    b, e, u = struct.unpack_from("<III", data, off + fsize * j)
+                    others.append((base + b, base + e, base + u, base))
             off += count * fsize + align
-        self.function_tables.sort()
+        self.function_tables = FunctionTable(data, runs, others)

@@ -18,9 +18,9 @@ Symbol lookup lives here, apart from walking, as rust-minidump and Breakpad keep
 
 from __future__ import annotations
 
-import bisect
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from dumpkit.function_tables import FunctionTable
 from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError, PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target
@@ -59,8 +59,9 @@ class CodeMap:
         self._frame_ends: Dict[int, Optional[int]] = {}
         self._frame_end_budget = FRAME_END_BUDGET
         self._code_ranges: Optional[List[Tuple[int, int]]] = None  # the modules' [start, end)
-        self.dynamic: List[DynamicEntry] = sorted(target.function_table_entries() or [])
-        self._dynamic_starts = [d[0] for d in self.dynamic]
+        # JIT code's unwind entries (a Unity player's Mono: 62,000), decoded as looked up
+        self.dynamic = FunctionTable.of(target.function_table_entries() or [])
+        self.has_dynamic = bool(self.dynamic)  # asked per stack word: a plain attribute
 
     # -- memory --------------------------------------------------------------------------
     def read_code(self, address: int, size: int) -> bytes:
@@ -101,7 +102,7 @@ class CodeMap:
                         primary = image.primary_function(function)
                     except (PEError, MemoryNotInDump):
                         primary = None  # a broken chain: the step reports it when it unwinds
-        if function is None and self.dynamic:
+        if function is None and self.has_dynamic:
             dynamic = self.dynamic_entry(code_ip)
         named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
         pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
@@ -112,10 +113,7 @@ class CodeMap:
 
     def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
         """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
-        i = bisect.bisect_right(self._dynamic_starts, ip) - 1
-        if i >= 0 and self.dynamic[i][0] <= ip < self.dynamic[i][1]:
-            return self.dynamic[i]
-        return None
+        return self.dynamic.entry_at(ip)
 
     def code_address(self, ip: int) -> int:
         """Is ip plausible code: inside a module or a registered (JIT) function table?
@@ -125,7 +123,7 @@ class CodeMap:
         known = self._code.get(ip)
         if known is not None:
             return known
-        ok = self.target.module_at(ip) is not None or (bool(self.dynamic) and self.dynamic_entry(ip) is not None)
+        ok = self.target.module_at(ip) is not None or (self.has_dynamic and self.dynamic.entry_at(ip) is not None)
         if len(self._code) > CODE_CACHE_LIMIT:
             self._code.clear()
         self._code[ip] = ip if ok else 0
@@ -146,7 +144,7 @@ class CodeMap:
     def _classify_return(self, addr: int) -> Optional[Trust]:
         module = self.target.module_at(addr)
         if module is None:
-            if self.dynamic and self.dynamic_entry(addr) is not None:
+            if self.has_dynamic and self.dynamic.entry_at(addr) is not None:
                 # JIT code registered with RtlAddFunctionTable: check the call site when
                 # the dump holds the code, else take it as a plain scan.
                 before = _code_before(self.target.read_available, addr)
@@ -216,12 +214,8 @@ class CodeMap:
             self._code_ranges = [(m.base, m.base + m.size) for m in self.target.modules]
         if any(start <= hi and lo < end for start, end in self._code_ranges):
             return False
-        # JIT code, sorted by start: only entries starting at or below hi can reach into the
-        # range, the nearest first (a JIT registers a range per method: 62,000 in a Unity
-        # player's dump, not copied here)
-        dynamic = self.dynamic
-        nearest = bisect.bisect_right(self._dynamic_starts, hi)
-        return not any(dynamic[k][1] > lo for k in range(nearest - 1, -1, -1))
+        # JIT code: a table per method, 62,000 entries in a Unity player's dump
+        return not self.dynamic.reaches(lo, hi)
 
 
 def _code_before(read: Callable[[int, int], bytes], addr: int) -> bytes:

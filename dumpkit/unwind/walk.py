@@ -602,7 +602,7 @@ class Walker:
         found by scanning (`bulk.follow_scanned`); the registers are what the scans left."""
         code = self.code
         # no JIT code: the scans took return addresses only at aligned slots (Walker.scan)
-        window, aligned = walk.window, not code.dynamic
+        window, aligned = walk.window, not code.has_dynamic
         run = bulk.follow_scanned(
             walk.walked, walk.ip, walk.sp, window, walk.limit, code.maybe_return, code.no_code_in, aligned=aligned
         )
