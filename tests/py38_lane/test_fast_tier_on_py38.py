@@ -54,8 +54,9 @@ SELECTION = (
 RUN_TIMEOUT = 900
 # Seconds for the Windows side: the lane must stay at about six minutes, with room for a
 # slower machine (CI runs it after the main suite and four other lanes: 32 minutes in all on
-# 2026-11-28, the lane 6:22 of it)
-BUDGET = 450
+# 2026-11-28, the lane 6:22 of it; 36 minutes and 6:58 on a slower day, 2026-11-29, 32 s
+# from this bound: a tripwire for a lane that grew, not for a machine having a slow day)
+BUDGET = 540
 
 
 def _test_files() -> List[str]:
@@ -140,7 +141,7 @@ def test_it_ran_on_the_genuine_windows_cpython_38(py38_run):
     assert py38_run.doc["collected"] > 0, py38_run.stdout[-3000:]
 
 
-def test_the_lane_takes_about_five_minutes_at_most(py38_run):
+def test_the_lane_stays_within_its_time_budget(py38_run):
     assert py38_run.seconds < BUDGET, f"{py38_run.seconds:.0f} s: make SELECTION smaller, CI's run is bounded"
 
 
