@@ -66,12 +66,12 @@ UNACCOUNTED = 16 << 20
 # Up to this, the unpacked dump is held in memory (no file to delete, on Windows neither);
 # beyond, a private temporary copy is mapped. Most dumps as shared are well under it.
 IN_MEMORY = 256 << 20
-_CHUNK = 1 << 20
+CHUNK = 1 << 20  # what one read of a packed or streamed dump asks for
 # While a dump is unpacked to a file, every _ROOM_EVERY bytes the temporary folder must
 # still have MIN_FREE left.
 _ROOM_EVERY = 64 << 20
 MIN_FREE = 1 << 30
-_MINIDUMP = b"MDMP"
+MINIDUMP_SIGNATURE = b"MDMP"
 _DUMP_NAMES = (".dmp", ".mdmp", ".hdmp")  # .hdmp: WER's full-memory dump
 # Members looked into for a minidump signature when none is named like one (each look
 # starts a decompression): a zip of thousands is not a dump as shared.
@@ -178,11 +178,11 @@ def _mac_metadata(name: str) -> bool:
 
 
 def _starts_as_minidump(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
-    if info.flag_bits & 0x1 or info.file_size < len(_MINIDUMP):
+    if info.flag_bits & 0x1 or info.file_size < len(MINIDUMP_SIGNATURE):
         return False
     try:
         with zf.open(info) as f:
-            return f.read(len(_MINIDUMP)) == _MINIDUMP
+            return f.read(len(MINIDUMP_SIGNATURE)) == MINIDUMP_SIGNATURE
     except _unpack_errors() + (OSError,):
         return False
 
@@ -274,7 +274,7 @@ def unpack(path: str, packing: Packing, dest: str, in_memory: int = 0, ratio: Op
             raise DumpError(str(e)) from None
     try:
         with _opened(path, packing) as src:
-            head = src.read(_CHUNK)  # a buffered read: all of it, or to the end
+            head = src.read(CHUNK)  # a buffered read: all of it, or to the end
             _check_signature(head, what)  # before a bomb of anything is unpacked
             bound = _Bound(what, os.path.getsize(path), ratio, accounted_size(head))
             return take_whole(src, head, dest, in_memory, bound.check, what)
@@ -295,7 +295,7 @@ def take_whole(
     check(total)
     chunks = [head]
     while in_memory and total <= in_memory:
-        chunk = src.read(_CHUNK)
+        chunk = src.read(CHUNK)
         if not chunk:
             return b"".join(chunks)
         total += len(chunk)
@@ -307,7 +307,7 @@ def take_whole(
         for chunk in chunks:
             dst.write(chunk)
         del chunks
-        for chunk in iter(lambda: src.read(_CHUNK), b""):
+        for chunk in iter(lambda: src.read(CHUNK), b""):
             total += len(chunk)
             check(total)
             if (total - len(chunk)) // _ROOM_EVERY != total // _ROOM_EVERY:
@@ -317,14 +317,16 @@ def take_whole(
 
 
 def _check_signature(head: bytes, what: str) -> None:
-    if head.startswith(_MINIDUMP):
+    if head.startswith(MINIDUMP_SIGNATURE):
         return
     from dumpkit.sources.minidump_streams import compressed_format
 
     inner = compressed_format(head[:8])
     if inner is not None:
         raise DumpError(f"{what}, and what it holds is {inner[0]} again, not a minidump: unpack it by hand")
-    raise DumpError(f"{what}, but what it holds is not a minidump (it starts with {head[:4]!r}, not {_MINIDUMP!r})")
+    raise DumpError(
+        f"{what}, but what it holds is not a minidump (it starts with {head[:4]!r}, not {MINIDUMP_SIGNATURE!r})"
+    )
 
 
 def check_room(dest: str, what: str) -> None:

@@ -21,8 +21,10 @@ from typing import IO, TYPE_CHECKING, Iterator, Optional
 
 from dumpkit.sources.accounted import accounted_size
 from dumpkit.sources.packed import (
+    CHUNK,
     IN_MEMORY,
     MAX_UNPACKED,
+    MINIDUMP_SIGNATURE,
     UNACCOUNTED,
     open_packed,
     packing_of,
@@ -40,8 +42,6 @@ if TYPE_CHECKING:
     from dumpkit.sources.minidump import MinidumpTarget
 
 STDIN = "-"
-_CHUNK = 1 << 20
-_MINIDUMP = b"MDMP"
 
 
 def is_stream(path: str) -> bool:
@@ -74,10 +74,10 @@ def _reading(path: str) -> Iterator[IO[bytes]]:
 
 def _what_it_is(head: bytes) -> None:
     """Refuse, before reading more, a stream whose first bytes are no dump's a file can hold."""
-    if head.startswith(_MINIDUMP) or not plain_head(head[:8]):
+    if head.startswith(MINIDUMP_SIGNATURE) or not plain_head(head[:8]):
         return
     shown = head[:4]
-    raise DumpError(f"not a minidump (it starts with {shown!r}, not {_MINIDUMP!r}); nothing more was read")
+    raise DumpError(f"not a minidump (it starts with {shown!r}, not {MINIDUMP_SIGNATURE!r}); nothing more was read")
 
 
 def open_stream(path: str, problems: Optional["Problems"] = None) -> "MinidumpTarget":
@@ -89,13 +89,13 @@ def open_stream(path: str, problems: Optional["Problems"] = None) -> "MinidumpTa
     try:
         with _reading(path) as src:
             try:
-                head = src.read(_CHUNK)  # a buffered read: all of it, or up to the end
+                head = src.read(CHUNK)  # a buffered read: all of it, or up to the end
             except OSError as e:
                 raise DumpError(f"cannot read: {e.strerror or e}") from None
             if not head:
                 raise DumpError("the stream is empty, not a minidump")
             _what_it_is(head)
-            plain = head.startswith(_MINIDUMP)
+            plain = head.startswith(MINIDUMP_SIGNATURE)
             accounted = accounted_size(head) if plain else None
             limit = MAX_UNPACKED if accounted is None else min(MAX_UNPACKED, accounted + UNACCOUNTED)
             data = _take(src, head, tmp, limit, IN_MEMORY if plain else 0)
