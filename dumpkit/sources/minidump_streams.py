@@ -605,9 +605,10 @@ class _StreamReader:
         # Wine writes a range per unwind record: a million entries is real. Plain ranges
         # go straight in; only suspicious ones take the checked path.
         size, append = self._size, self._mem_ranges.append
-        for start, dsize, rva in struct.iter_unpack("<QII", data[4 : 4 + 16 * count]):
+        for entry in struct.iter_unpack("<QII", data[4 : 4 + 16 * count]):
+            start, dsize, rva = entry
             if dsize and rva + dsize <= size and start + dsize <= 1 << 64:
-                append((start, dsize, rva))
+                append(entry)  # the tuple as unpacked: (address, size, file offset)
             else:
                 self._add_range(start, dsize, rva, "MemoryList")
 
