@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps 
     from dumpkit.images.fetch.fetcher import ImageFetcher
     from dumpkit.symbols.pdb import PdbSource, PdbSymbols
 from dumpkit.images.backings import RecordingBacking, XzBacking
-from dumpkit.images.paths import LIVE, FileProbe, module_file_name, windows_path_candidates
+from dumpkit.images.paths import LIVE, NOT_PE, FileProbe, module_file_name, windows_path_candidates
 from dumpkit.images.checks import image_check, image_key, pdata_unreadable, pdb_check, pointed_files
 
 
@@ -218,11 +218,15 @@ class ImageLocator:
         )
 
     def _try_file(self, path: str, module: Module, source: str) -> Optional[LocatedImage]:
+        known = self.probe.stamp(path)
+        if known is not None and module.timestamp and module.size and known != (module.timestamp, module.size):
+            return None  # this file was read before (a triage's earlier dump) and is not this module's
         try:
             # An .xz is decompressed only as far as reads reach: the header check below
             # costs the first few KB, and a mismatching candidate nothing more.
             backing: Backing = XzBacking(path) if path.lower().endswith(".xz") else FileBacking(path)
         except PEError:
+            self.probe.note_stamp(path, NOT_PE)
             return None
         return self._try_backing(backing, path, module, source, path, path)
 
@@ -233,7 +237,11 @@ class ImageLocator:
         try:
             img = PEImage.from_backing(recording or backing, name)
         except PEError:
+            if path is not None:
+                self.probe.note_stamp(path, NOT_PE)
             return None
+        if path is not None:
+            self.probe.note_stamp(path, (img.timestamp, img.size_of_image))
         img.path = name
         ok, why = self._verify(img, module)
         if not ok:

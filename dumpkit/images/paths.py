@@ -111,6 +111,18 @@ class FileProbe:
                 out.append(cand)
         return out
 
+    def stamp(self, path: str) -> Optional[Tuple[int, int]]:
+        """The (TimeDateStamp, SizeOfImage) the image file `path` was found to have, NOT_PE
+        for a file that is no image; None when not known (this probe keeps nothing: each
+        question opens the file)."""
+        return None
+
+    def note_stamp(self, path: str, stamp: Tuple[int, int]) -> None:
+        """What reading the image file `path` found (`stamp`)."""
+
+
+NOT_PE = (-1, -1)  # the stamp of a file that is no PE image
+
 
 class RememberingProbe(FileProbe):
     """A FileProbe that keeps its answers: one triage asks about the same recorded paths for
@@ -122,6 +134,10 @@ class RememberingProbe(FileProbe):
 
     def __init__(self) -> None:
         self._answers: Dict[Tuple[str, str], List[str]] = {}
+        # Image files' stamps: a fleet's dumps name the same system DLLs, and the file of
+        # that name here (Windows' own, a Wine prefix's) is read and refused once, not once
+        # a dump (a quarter of a small dump's analysis)
+        self._stamps: Dict[str, Tuple[int, int]] = {}
 
     def _kept(self, key: Tuple[str, str], ask: Callable[[], List[str]]) -> List[str]:
         found = self._answers.get(key)
@@ -136,6 +152,14 @@ class RememberingProbe(FileProbe):
 
     def beside(self, path: str, name: str) -> List[str]:
         return self._kept((name, path), lambda: FileProbe.beside(self, path, name))
+
+    def stamp(self, path: str) -> Optional[Tuple[int, int]]:
+        return self._stamps.get(path)
+
+    def note_stamp(self, path: str, stamp: Tuple[int, int]) -> None:
+        if len(self._stamps) >= self.LIMIT:
+            self._stamps.clear()
+        self._stamps[path] = stamp
 
 
 LIVE = FileProbe()

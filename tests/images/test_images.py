@@ -169,6 +169,42 @@ def test_a_file_put_in_place_between_two_questions_is_found(synth, tmp_path, mon
     assert probe.recorded(recorded) == []
 
 
+def test_a_triage_reads_a_refused_file_once_and_still_finds_the_module_it_is(
+    synth, other_build, tmp_path, monkeypatch
+):
+    """A fleet's dumps name the same system DLLs, and the file of that name here is not
+    theirs: one probe shared by a triage's dumps reads it once. A module it is still finds
+    it, and one without a stamp to compare is still served it, unverified."""
+    import dumpkit.images.locator as locator_module
+
+    opened: list = []
+
+    class CountingBacking(locator_module.FileBacking):
+        def __init__(self, path, *a, **kw):
+            opened.append(path)
+            super().__init__(path, *a, **kw)
+
+    monkeypatch.setattr(locator_module, "FileBacking", CountingBacking)
+    zpath = "Z:" + str(tmp_path).replace("/", "\\") + "\\synth.dll"
+    if os.sep != "/":
+        zpath = str(tmp_path / "synth.dll")
+    other_build.write(tmp_path / "synth.dll")  # the local file: another build
+    probe = RememberingProbe()
+    for _ in range(3):  # three dumps of the fleet, a locator each
+        assert ImageLocator(probe=probe).locate(module_for(synth, path=zpath), no_memory) is None
+    assert len(opened) == 1
+    theirs = ImageLocator(probe=probe).locate(module_for(other_build, path=zpath), no_memory)
+    assert theirs is not None and theirs.source == "recorded-path"
+    unstamped = ImageLocator(probe=probe).locate(module_for(synth, path=zpath, timestamp=0), no_memory)
+    assert unstamped is not None and "not verified" in unstamped.detail
+    assert len(opened) == 3
+    # a probe that keeps nothing (analyze) reads the file at each question
+    opened.clear()
+    for _ in range(2):
+        assert ImageLocator().locate(module_for(synth, path=zpath), no_memory) is None
+    assert len(opened) == 2
+
+
 def test_windows_path_candidates():
     c = windows_path_candidates("\\??\\Z:\\opt\\x.dll")
     if os.sep == "/":
