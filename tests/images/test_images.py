@@ -169,9 +169,7 @@ def test_a_file_put_in_place_between_two_questions_is_found(synth, tmp_path, mon
     assert probe.recorded(recorded) == []
 
 
-def test_a_triage_reads_a_refused_file_once_and_still_finds_the_module_it_is(
-    synth, other_build, tmp_path, monkeypatch
-):
+def test_a_triage_reads_a_refused_file_once_and_still_finds_the_module_it_is(synth, other_build, tmp_path, monkeypatch):
     """A fleet's dumps name the same system DLLs, and the file of that name here is not
     theirs: one probe shared by a triage's dumps reads it once. A module it is still finds
     it, and one without a stamp to compare is still served it, unverified."""
