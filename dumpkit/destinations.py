@@ -16,7 +16,7 @@ import contextlib
 import os
 import stat
 import tempfile
-from typing import IO, Any, Callable, NamedTuple
+from typing import IO, Any, Callable, NamedTuple, Union
 
 # Names Windows gives to devices in every folder, with or without an extension.
 _WINDOWS_DEVICES = frozenset(
@@ -81,7 +81,7 @@ def write_replacing(path: str, write: Callable[[IO[Any]], object], binary: bool,
         os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".dumpkit-", dir=folder)
     try:
-        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as f:
+        with _opened(fd, binary) as f:
             write(f)
         os.chmod(tmp, mode)
         os.replace(tmp, to.path)
@@ -91,5 +91,6 @@ def write_replacing(path: str, write: Callable[[IO[Any]], object], binary: bool,
         raise
 
 
-def _opened(path: str, binary: bool) -> IO[Any]:
-    return open(path, "wb") if binary else open(path, "w", encoding="utf-8")
+def _opened(file: Union[str, int], binary: bool) -> IO[Any]:
+    """A path, or a descriptor (closed with what is returned), opened to write bytes or UTF-8 text."""
+    return open(file, "wb") if binary else open(file, "w", encoding="utf-8")

@@ -19,6 +19,8 @@ import bisect
 import struct
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
+# A FunctionTable stream entry (JIT code registered with RtlAddFunctionTable):
+# (begin VA, end VA, unwind-info VA as recorded, base the RVAs are relative to).
 DynamicEntry = Tuple[int, int, int, int]
 # One registered table: where its 12-byte RUNTIME_FUNCTIONs start in `data`, how many,
 # and the base address their RVAs are relative to.

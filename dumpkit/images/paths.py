@@ -136,7 +136,7 @@ class RememberingProbe(FileProbe):
         self._answers: Dict[Tuple[str, str], List[str]] = {}
         # Image files' stamps: a fleet's dumps name the same system DLLs, and the file of
         # that name here (Windows' own, a Wine prefix's) is read and refused once, not once
-        # a dump (a quarter of a small dump's analysis)
+        # a dump (about a tenth of a small dump's instructions)
         self._stamps: Dict[str, Tuple[int, int]] = {}
 
     def _kept(self, key: Tuple[str, str], ask: Callable[[], List[str]]) -> List[str]:

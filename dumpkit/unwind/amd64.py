@@ -25,7 +25,8 @@ from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, Unwi
 from dumpkit.target import GPR_NAMES, MemoryNotInDump, Registers, Thread
 from dumpkit.unwind.disasm import epilogue_path, simulate_to_return
 from dumpkit.unwind.frames import Trust
-from dumpkit.unwind.places import DynamicEntry, Place
+from dumpkit.function_tables import DynamicEntry
+from dumpkit.unwind.places import Place
 from dumpkit.unwind.walk import Caller, FixedFrame, ReadWord, Start, Walker
 
 UWOP_PUSH_NONVOL, UWOP_ALLOC_LARGE, UWOP_ALLOC_SMALL, UWOP_SET_FPREG = 0, 1, 2, 3

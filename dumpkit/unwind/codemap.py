@@ -26,7 +26,7 @@ from dumpkit.pe import PEError, PEImage
 from dumpkit.target import MemoryNotInDump, Module, Target
 from dumpkit.unwind.disasm import CALL_LOOKBACK, call_ends_at, simulate_to_return
 from dumpkit.unwind.frames import Trust
-from dumpkit.unwind.places import DynamicEntry, Place, symbol_for
+from dumpkit.unwind.places import Place, symbol_for
 
 # Scanning asks about the same stack words again and again (every thread of a process
 # shares the same return sites); caches are bounded so a hostile dump cannot grow them.
@@ -103,17 +103,13 @@ class CodeMap:
                     except (PEError, MemoryNotInDump):
                         primary = None  # a broken chain: the step reports it when it unwinds
         if function is None and self.has_dynamic:
-            dynamic = self.dynamic_entry(code_ip)
+            dynamic = self.dynamic.entry_at(code_ip)
         named = self.target.symbol_at(ip)  # a debugger's own symbols come first (!tfstack)
         pdb = self.images.pdb_function(module, code_ip - module.base) if module is not None and not named else None
         symbol = symbol_for(named, module, rva, image, function, primary, pdb)
         line = self.images.pdb_line(module, code_ip - module.base) if module is not None and pdb is not None else None
         source = f"{line.file}:{line.line}" if line is not None else None
         return Place(module, rva, image, function, dynamic, symbol, primary, source)
-
-    def dynamic_entry(self, ip: int) -> Optional[DynamicEntry]:
-        """The FunctionTable stream entry (registered JIT code) covering ip, if any."""
-        return self.dynamic.entry_at(ip)
 
     def code_address(self, ip: int) -> int:
         """Is ip plausible code: inside a module or a registered (JIT) function table?

@@ -13,15 +13,12 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
 from dumpkit.symbols import display_name
+from dumpkit.function_tables import DynamicEntry
 from dumpkit.target import MemoryNotInDump, Module
 from dumpkit.records import record
 
 if TYPE_CHECKING:  # the PDB reader is imported only when a PDB is found
     from dumpkit.symbols.pdb import PdbFunction
-
-# A FunctionTable stream entry (JIT code registered with RtlAddFunctionTable):
-# (begin VA, end VA, unwind-info VA as recorded, base the RVAs are relative to).
-DynamicEntry = Tuple[int, int, int, int]
 
 
 @record
