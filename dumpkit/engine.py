@@ -11,7 +11,7 @@ caller made it and handed it to the source it opened, so reading's problems come
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis import facts
@@ -38,6 +38,7 @@ from dumpkit.images.paths import LIVE, FileProbe
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
 from dumpkit.problems import Problems
+from dumpkit.records import record
 from dumpkit.target import Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["Analysis", "Options", "analyze", "contents", "crashing_thread", "frame_record", "stacks", "walk_all"]
 
 
-@dataclass
+@record(frozen=False)
 class Options:
     image_paths: Sequence[str] = ()
     symbol_paths: Sequence[str] = ()
@@ -85,7 +86,7 @@ class Options:
     for_record: bool = False
 
 
-@dataclass
+@record(frozen=False)
 class Analysis:
     """The engine's full result: the Report plus the raw walks, for front doors that want
     every frame (`dumpkit stack`, `!tfstack`)."""

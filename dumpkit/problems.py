@@ -10,15 +10,17 @@ passes it down to each phase by argument."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Dict, List
+
+from dumpkit.records import record
 
 __all__ = ["Problems"]
 
 _SHAPE = re.compile(r"0x[0-9a-fA-F]+|\d+")
 
 
-@dataclass
+@record(frozen=False)
 class Problems:
     """Non-fatal problems, collected as a run meets them; every entry is one line.
 

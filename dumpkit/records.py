@@ -32,15 +32,17 @@ from __future__ import annotations
 import dataclasses
 import operator
 import sys
-from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Type, TypeVar
+from types import CodeType, FunctionType, MemberDescriptorType
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar, overload
+
+from dumpkit.record_shapes import SHAPES as WRITTEN_SHAPES
 
 T = TypeVar("T")
 
 _MARK = "__dumpkit_record__"  # set on every record class: bases are checked against it
 
 
-def _build(cls: Type[T]) -> Type[T]:
+def _build(cls: Type[T], frozen: bool = True, init: bool = True) -> Type[T]:
     for base in cls.__mro__[1:-1]:
         if dataclasses.is_dataclass(base) and not base.__dict__.get(_MARK, False):
             raise TypeError(f"record {cls.__qualname__}: base {base.__qualname__} is a dataclass, not a record")
@@ -52,19 +54,22 @@ def _build(cls: Type[T]) -> Type[T]:
     else:
         _fields(cls, own or {})
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    init = _init(cls, fields)
     methods = _methods(
         cls,
         tuple(f.name for f in fields),
         [f.name for f in fields if f.repr],
         [f.name for f in fields if f.compare],
         [f.name for f in fields if (f.compare if f.hash is None else f.hash)],
+        frozen,
     )
-    methods["__init__"] = init
+    if init:
+        methods["__init__"] = made = _init(cls, fields)
+        made.__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
     for name, fn in methods.items():
         fn.__qualname__ = f"{cls.__qualname__}.{name}"
         setattr(cls, name, fn)
-    init.__annotations__ = {**{f.name: f.type for f in fields if f.init}, "return": None}
+    if not frozen and "__hash__" not in cls.__dict__:
+        cls.__hash__ = None  # type: ignore[assignment]  # as dataclass(eq=True): mutable, so unhashable
     if cls.__doc__ == cls.__name__:
         cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
     setattr(cls, _MARK, True)
@@ -88,24 +93,27 @@ def _fields(cls: Type[Any], own: Dict[str, Any]) -> None:
         inherited = base.__dict__.get("__dataclass_fields__")
         if inherited is not None:
             fields.update(inherited)
+    missing, as_field = dataclasses.MISSING, dataclasses.Field
     for name, note in own.items():
-        text = note if isinstance(note, str) else repr(note)
-        head = text.split("[", 1)[0].strip().rsplit(".", 1)[-1]  # "typing.ClassVar[int]": ClassVar
-        if head in _REFUSED or isinstance(note, dataclasses.InitVar) or note is getattr(dataclasses, "KW_ONLY", 0):
-            raise TypeError(f"record {cls.__qualname__}: {head} is not supported ({name}: {text})")
-        default = getattr(cls, name, dataclasses.MISSING)
-        f: Any = default if isinstance(default, dataclasses.Field) else dataclasses.field(default=default)
-        if getattr(f, "kw_only", False) is True:
-            raise TypeError(f"record {cls.__qualname__}: keyword-only field {name!r} is not supported")
-        f.name, f.type, f._field_type = name, note, dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() keeps
-        if f.default is not dataclasses.MISSING and f.default.__class__.__hash__ is None:
-            raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
-        fields[name] = f
-        if isinstance(cls.__dict__.get(name), dataclasses.Field):
-            if f.default is dataclasses.MISSING:
-                delattr(cls, name)
+        if note.__class__ is not str or "Var" in note or "KW_ONLY" in note:  # the common case, skipped fast
+            _refuse_special(cls, name, note)
+        default = getattr(cls, name, missing)
+        if default is missing or default.__class__ is MemberDescriptorType:  # a slot is not a default
+            f: Any = dataclasses.field()
+        elif isinstance(default, as_field):
+            f = default
+            if getattr(f, "kw_only", False) is True:
+                raise TypeError(f"record {cls.__qualname__}: keyword-only field {name!r} is not supported")
+            if f.default is missing:
+                delattr(cls, name)  # as dataclass leaves the class: a field() replaced by its default, or removed
             else:
                 setattr(cls, name, f.default)
+        else:
+            f = dataclasses.field(default=default)
+        if f.default is not missing and f.default.__class__.__hash__ is None:
+            raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
+        f.name, f.type, f._field_type = name, note, dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() keeps
+        fields[name] = f
     for name, value in cls.__dict__.items():
         if isinstance(value, dataclasses.Field) and name not in own:
             raise TypeError(f"{name!r} is a field but has no type annotation")
@@ -115,12 +123,40 @@ def _fields(cls: Type[Any], own: Dict[str, Any]) -> None:
         cls.__match_args__ = tuple(f.name for f in fields.values() if f.init)  # type: ignore[misc]
 
 
-# One compiled __init__ per shape of record (which fields take an argument, which a
-# factory, ...), given each record's names with code.replace: compiling was half the cost
-# of defining a record, and the 115 records `dumpkit analyze` defines have 22 shapes (an
-# argument with a default and one without are one kind: the defaults are the function's).
+def _refuse_special(cls: Type[Any], name: str, note: Any) -> None:
+    """ClassVar, InitVar and KW_ONLY annotations, which a record does not take, refused."""
+    text = note if isinstance(note, str) else repr(note)
+    head = text.split("[", 1)[0].strip().rsplit(".", 1)[-1]  # "typing.ClassVar[int]": ClassVar
+    if head in _REFUSED or isinstance(note, dataclasses.InitVar) or note is getattr(dataclasses, "KW_ONLY", 0):
+        raise TypeError(f"record {cls.__qualname__}: {head} is not supported ({name}: {text})")
+
+
+# One __init__ code per shape of record (which fields take an argument, which a factory,
+# ...), given each record's names with code.replace: compiling was half the cost of defining
+# a record, and the ~120 records `dumpkit analyze` defines have ~25 shapes (an argument with
+# a default and one without are one kind: the defaults are the function's). The shapes
+# dumpkit's records have are written out in dumpkit/record_shapes.py
+# (tools/gen_record_shapes.py), so the import system's bytecode cache holds their code and
+# nothing is compiled at start-up (compile() costs ~0.3 ms a shape); another shape is
+# compiled here on first use.
 _SHAPES: Dict[Tuple[str, bool], CodeType] = {}
 _PLACEHOLDER = "\0"  # field i's name is the constant "\0i" in a shape's code
+_CO_QUALNAME = sys.version_info >= (3, 11)
+
+
+def _kind(f: dataclasses.Field) -> str:
+    """A field's part of a shape: a(rgument), f(actory argument), F(actory), D(efault), -."""
+    has_default = f.default is not dataclasses.MISSING
+    has_factory = f.default_factory is not dataclasses.MISSING
+    if f.init:
+        return "f" if has_factory and not has_default else "a"
+    return "F" if has_factory else "D" if has_default else "-"
+
+
+def shape_of(cls: Type[Any]) -> Tuple[str, bool]:
+    """The shape of a record class's `__init__`: its fields' kinds, and whether it ends by
+    calling `__post_init__`."""
+    return "".join(_kind(f) for f in dataclasses.fields(cls)), hasattr(cls, "__post_init__")
 
 
 def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[..., None]:
@@ -128,66 +164,73 @@ def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[...
     its default value), then __post_init__ when the class has one."""
     names = [f.name for f in fields]
     space: Dict[str, Any] = {"_set": object.__setattr__, "_NO_ARG": _NO_ARG}
-    kinds: List[str] = []  # per field: a(rgument), f(actory argument), F(actory), D(efault), -
+    kinds = [_kind(f) for f in fields]
     defaults: List[Any] = []
     for i, f in enumerate(fields):
-        has_default = f.default is not dataclasses.MISSING
-        has_factory = f.default_factory is not dataclasses.MISSING
-        if has_default:
+        if f.default is not dataclasses.MISSING:
             space[f"_d_{i}"] = f.default
-        if has_factory:
+        if f.default_factory is not dataclasses.MISSING:
             space[f"_f_{i}"] = f.default_factory
-        if f.init:
-            kinds.append("f" if has_factory and not has_default else "a")
-            if has_default or has_factory:
-                defaults.append(f.default if has_default else _NO_ARG)
+        if kinds[i] in "af":
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+                defaults.append(f.default if f.default is not dataclasses.MISSING else _NO_ARG)
             elif defaults:
                 raise TypeError(f"record {cls.__qualname__}: non-default argument {f.name!r} follows default argument")
-        else:
-            kinds.append("F" if has_factory else "D" if has_default else "-")
     if "self" in names:
         raise TypeError(f"record {cls.__qualname__}: a field named 'self' is not supported")
     shape = ("".join(kinds), hasattr(cls, "__post_init__"))
     code = _SHAPES.get(shape)
     if code is None:
-        code = _SHAPES[shape] = _shape_code(*shape)
+        written = WRITTEN_SHAPES.get(shape)
+        code = _SHAPES[shape] = written.__code__ if written is not None else _shape_code(*shape)
     consts = tuple(
         names[int(c[1:])] if isinstance(c, str) and c.startswith(_PLACEHOLDER) else c for c in code.co_consts
     )
     varnames = ("self", *(n for n, k in zip(names, kinds) if k in "af"))
-    code = code.replace(co_consts=consts, co_varnames=varnames, co_filename=f"<record {cls.__qualname__}>")
+    renamed: Dict[str, Any] = {"co_name": "__init__", "co_filename": f"<record {cls.__qualname__}>"}
+    if _CO_QUALNAME:
+        renamed["co_qualname"] = "__init__"
+    code = code.replace(co_consts=consts, co_varnames=varnames, **renamed)
     return FunctionType(code, space, "__init__", tuple(defaults) or None)
 
 
-def _shape_code(kinds: str, post_init: bool) -> CodeType:
+def shape_source(kinds: str, post_init: bool, name: str = "__init__") -> str:
+    """The text of a shape's function: what dumpkit/record_shapes.py holds for it."""
     params: List[str] = []
     body: List[str] = []
     for i, kind in enumerate(kinds):
-        name = repr(f"{_PLACEHOLDER}{i}")
+        field_name = f'"\\x00{i}"'  # _PLACEHOLDER + i, written as ruff format writes it
         if kind in "af":
             params.append(f"a{i}")
             if kind == "f":
-                body.append(f"  if a{i} is _NO_ARG: a{i} = _f_{i}()")
-            body.append(f"  _set(self, {name}, a{i})")
+                body.append(f"    if a{i} is _NO_ARG:\n        a{i} = _f_{i}()")
+            body.append(f"    _set(self, {field_name}, a{i})")
         elif kind == "F":
-            body.append(f"  _set(self, {name}, _f_{i}())")
+            body.append(f"    _set(self, {field_name}, _f_{i}())")
         elif kind == "D":
-            body.append(f"  _set(self, {name}, _d_{i})")
+            body.append(f"    _set(self, {field_name}, _d_{i})")
     if post_init:
-        body.append("  self.__post_init__()")
+        body.append("    self.__post_init__()")
+    return "\n".join([f"def {name}({', '.join(['self', *params])}):", *(body or ["    pass"])]) + "\n"
+
+
+def _shape_code(kinds: str, post_init: bool) -> CodeType:
     space: Dict[str, Any] = {}
-    exec(compile("\n".join([f"def __init__(self, {', '.join(params)}):", *(body or ["  pass"])]), "", "exec"), space)
+    exec(compile(shape_source(kinds, post_init), "", "exec"), space)
     return space["__init__"].__code__
 
 
-def _methods(cls: Type[Any], names: Tuple[str, ...], shown: List[str], compared: List[str], hashed: List[str]):
+def _methods(
+    cls: Type[Any], names: Tuple[str, ...], shown: List[str], compared: List[str], hashed: List[str], frozen: bool
+) -> Dict[str, Callable[..., Any]]:
     """The methods other than __init__, as closures over the field names: no compile.
     attrgetter of several names gives their tuple in C, what the generated code of the
-    standard library compares and hashes."""
+    standard library compares and hashes. A mutable record has no __hash__, __setattr__ or
+    __delattr__ of its own, as dataclass(eq=True) makes none."""
     shown_of = _getter(shown)
     compared_of = _getter(compared)
     hashed_of = _getter(hashed)
-    frozen = dataclasses.FrozenInstanceError
+    refused = dataclasses.FrozenInstanceError
 
     def __repr__(self) -> str:
         values = shown_of(self)
@@ -203,14 +246,16 @@ def _methods(cls: Type[Any], names: Tuple[str, ...], shown: List[str], compared:
 
     def __setattr__(self, name: str, value: object) -> None:
         if type(self) is cls or name in names:
-            raise frozen(f"cannot assign to field {name!r}")
+            raise refused(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         if type(self) is cls or name in names:
-            raise frozen(f"cannot delete field {name!r}")
+            raise refused(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
+    if not frozen:
+        return {"__repr__": __repr__, "__eq__": __eq__}
     return {
         "__repr__": __repr__,
         "__eq__": __eq__,
@@ -237,11 +282,26 @@ class _NoArg:
 
 _NO_ARG = _NoArg()
 
+
+def _record(cls: Optional[Type[T]] = None, *, frozen: bool = True, init: bool = True) -> Any:
+    """`@record`, or `@record(frozen=False)` (dataclass(eq=True)'s semantics: assignable,
+    unhashable), or `@record(init=False)` (the class's own `__init__` kept)."""
+    if cls is None:
+        return lambda c: _build(c, frozen, init)
+    return _build(cls, frozen, init)
+
+
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
 
-    @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+    @overload
     def record(cls: Type[T]) -> Type[T]: ...
 
+    @overload
+    def record(*, frozen: bool = True, init: bool = True) -> Callable[[Type[T]], Type[T]]: ...
+
+    @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+    def record(cls: Optional[Type[T]] = None, *, frozen: bool = True, init: bool = True) -> Any: ...
+
 else:
-    record: Callable[[Type[T]], Type[T]] = _build
+    record = _record

@@ -9,13 +9,18 @@ import importlib
 import inspect
 import pickle
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import ClassVar, List, Optional, Tuple
 
 import pytest
 
 import dumpkit
-from dumpkit.records import record
+from dumpkit.records import WRITTEN_SHAPES, record, shape_of
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _twins():
@@ -245,17 +250,95 @@ def _dumpkit_records():
     return found
 
 
-def test_every_record_in_dumpkit_has_the_constructor_a_frozen_dataclass_would_have():
+def _own_init(cls) -> bool:
+    """A record(init=False): its class wrote its __init__."""
+    return not cls.__init__.__code__.co_filename.startswith("<record ")
+
+
+def test_every_record_in_dumpkit_has_the_constructor_and_hash_a_dataclass_would_have():
     records = _dumpkit_records()
     assert len(records) > 100  # the model, the view, the unwinder's and the PE reader's records
+    mutable = {name for name, cls in records.items() if cls.__hash__ is None}
+    # the engine's options and result, the problems collector, a located image and a walked frame
+    assert {"dumpkit.engine.Options", "dumpkit.problems.Problems", "dumpkit.unwind.frames.Frame"} <= mutable
     for name, cls in records.items():
+        if _own_init(cls):
+            continue
         twin = dataclasses.make_dataclass(
             cls.__name__,
             [
                 (f.name, f.type, field(default=f.default, default_factory=f.default_factory, init=f.init))
                 for f in dataclasses.fields(cls)
             ],
-            frozen=True,
+            frozen=name not in mutable,
         )
         assert str(inspect.signature(cls)) == str(inspect.signature(twin)), name
+        assert (cls.__hash__ is None) == (twin.__hash__ is None), name
         assert cls.__hash__ is not object.__hash__ and cls.__eq__ is not object.__eq__, name
+
+
+def test_the_shapes_of_dumpkits_records_are_written_out_so_start_up_compiles_none():
+    """dumpkit/record_shapes.py is what tools/gen_record_shapes.py writes today: a record
+    whose shape it lacks is compiled at every start (and still works: the test classes here)."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_record_shapes.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    for name, cls in _dumpkit_records().items():
+        if not _own_init(cls):
+            assert shape_of(cls) in WRITTEN_SHAPES, name
+
+
+def _mutable_twins():
+    """The same classes as record(frozen=False) and as dataclass(); and as
+    record(frozen=False, init=False) and dataclass(init=False) over slots."""
+    out = {}
+    for make, own in ((record(frozen=False), record(frozen=False, init=False)), (dataclass, dataclass(init=False))):
+
+        class Counter:
+            name: str
+            seen: List[int] = field(default_factory=list)
+            limit: int = 3
+
+        class Slotted:
+            __slots__ = ("ip", "size")
+            ip: int
+            size: Optional[int]
+
+            def __init__(self, ip: int, size: Optional[int] = None):
+                self.ip = ip
+                self.size = size
+
+        out[make is not dataclass] = (make(Counter), own(Slotted))
+    return out
+
+
+MUTABLE = _mutable_twins()
+
+
+def test_a_mutable_record_is_a_dataclass_with_eq():
+    (ours, ours_slotted), (theirs, theirs_slotted) = MUTABLE[True], MUTABLE[False]
+    assert str(inspect.signature(ours)) == str(inspect.signature(theirs))
+    a, b = ours("x"), theirs("x")
+    a.limit, b.limit = 5, 5  # assignable
+    a.seen.append(1)
+    b.seen.append(1)
+    assert dataclasses.asdict(a) == dataclasses.asdict(b) == {"name": "x", "seen": [1], "limit": 5}
+    assert repr(a) == repr(b)
+    assert a == ours("x", [1], 5) and a != ours("x")
+    assert ours.__hash__ is None and theirs.__hash__ is None
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(a)
+    assert dataclasses.replace(a, name="y").name == "y"
+    # init=False keeps the class's own __init__ (its default), and slots are not defaults
+    s, t = ours_slotted(1), theirs_slotted(1)
+    assert (s.ip, s.size) == (t.ip, t.size) == (1, None)
+    assert str(inspect.signature(ours_slotted)) == str(inspect.signature(theirs_slotted))
+    assert [f.default for f in dataclasses.fields(ours_slotted)] == [dataclasses.MISSING] * 2
+    s.size = 8
+    assert s == ours_slotted(1, 8) and s != ours_slotted(2, 8)
+    assert repr(s).endswith("Slotted(ip=1, size=8)") and not hasattr(s, "__dict__")

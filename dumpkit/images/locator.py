@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import ntpath
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from dumpkit.pe import PEError, PEImage, ReadVA
@@ -67,7 +66,7 @@ SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store
 _MAX_INDEX_FILES = 2_000_000  # per --image-path directory
 
 
-@dataclass
+@record(frozen=False)
 class LocatedImage:
     image: PEImage
     source: str  # one of SOURCES

@@ -4,7 +4,6 @@ words reports have always used."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Iterable, List, Optional, Protocol, Sequence, TypeVar, runtime_checkable
 from dumpkit.records import record
 from dumpkit.words import Word
@@ -108,7 +107,7 @@ def without_offset(symbol: str) -> str:
     return symbol
 
 
-@dataclass(init=False)
+@record(frozen=False, init=False)
 class Frame:
     """One frame of a walked stack.
 

@@ -6,7 +6,6 @@ headers)."""
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from dumpkit.symbols.pdb.msf import MsfFile, PdbError, Stream
@@ -65,7 +64,7 @@ class Section:
     executable: bool
 
 
-@dataclass
+@record(frozen=False)
 class DbiStream:
     age: int
     publics_stream: Optional[int]
