@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-from json.encoder import encode_basestring_ascii
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from dumpkit.analysis.model import (
@@ -21,6 +19,11 @@ from dumpkit.analysis.model import (
     Stacks,
     ThreadReport,
 )
+
+try:  # json.encoder's own C function, without the json package's decoder imported at start-up
+    from _json import encode_basestring_ascii
+except ImportError:  # an interpreter without the accelerator
+    from json.encoder import encode_basestring_ascii
 
 # Fields holding addresses: rendered as hex strings, the way debuggers show them.
 # `registers` holds (name, value) pairs: the names stay strings, the values become hex.
@@ -150,6 +153,8 @@ def render_json(report: Union[Report, Contents, Stacks], indent: Optional[int] =
             return _indented(tree, " " * indent)
         except _Unusual:
             pass  # json.dumps says what it says of it
+    import json
+
     return json.dumps(tree, indent=indent, ensure_ascii=True)
 
 
