@@ -1,6 +1,7 @@
 """The export directory: (rva, name) of every exported function, forwarders skipped,
-unnamed exports as "#ordinal". Counts are bounded by the image's size; names are read in one
-block when the linker put them together (it always does), else one by one."""
+unnamed exports as "#ordinal". Counts are bounded by the image's size; names are read in
+blocks of up to a MiB taken in address order (a linker puts them in one run), and one by one
+where no block can be read."""
 
 from __future__ import annotations
 
@@ -25,11 +26,24 @@ class PEImage(Protocol):
     def directory(self, index: int) -> Optional[DataDirectory]: ...
 
 
-__all__ = ["PEImage", "parse_exports", "read_cstring", "MAX_EXPORTS", "MAX_EXPORT_NAME", "MAX_EXPORT_NAME_BLOCK"]
+__all__ = [
+    "PEImage",
+    "parse_exports",
+    "read_cstring",
+    "read_cstrings",
+    "MAX_EXPORTS",
+    "MAX_EXPORT_NAME",
+    "MAX_EXPORT_NAME_BLOCK",
+]
 
 MAX_EXPORTS = 1 << 20  # functions and names each
 MAX_EXPORT_NAME = 1024
-MAX_EXPORT_NAME_BLOCK = 8 << 20  # one read of all export names when they fit in this
+# The largest read of names at once. TensorFlow's _pywrap_tensorflow_internal.pyd has 45,575
+# names over 9.4 MB: read one by one (when all did not fit one 8 MB read) they took 0.75 s of
+# every analysis that named a frame in it; in blocks, ten reads.
+MAX_EXPORT_NAME_BLOCK = 1 << 20
+_SMALLEST_BLOCK = 4096  # a block that cannot be read is retried halved, down to a page
+_FAILED_BLOCKS = 16  # blocks that could not be read before the rest are read one by one
 
 
 def read_cstring(image: "PEImage", rva: int, limit: int) -> bytes:
@@ -81,23 +95,10 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
         name_rvas = struct.unpack(f"<{nnames}I", image.read_rva(names_rva, 4 * nnames))
         ordinals = struct.unpack(f"<{nnames}H", image.read_rva(ords_rva, 2 * nnames))
         bad = 0
-        block_at, block = _name_block(image, name_rvas)
-        for nrva, idx in zip(name_rvas, ordinals):
-            if idx >= nfuncs:
+        for raw, idx in zip(read_cstrings(image, name_rvas, MAX_EXPORT_NAME), ordinals):
+            if idx >= nfuncs or raw is None:
                 bad += 1
                 continue
-            raw = None
-            at = nrva - block_at
-            if 0 <= at < len(block):
-                end = block.find(b"\0", at, at + MAX_EXPORT_NAME)
-                if end >= 0:
-                    raw = block[at:end]
-            if raw is None:
-                try:
-                    raw = read_cstring(image, nrva, MAX_EXPORT_NAME)
-                except (PEError, MemoryNotInDump):
-                    bad += 1
-                    continue
             names.setdefault(idx, []).append(raw.decode("utf-8", "replace"))
         if bad:
             image.problems.append(f"export table: {bad} unreadable or invalid names")
@@ -106,22 +107,57 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
     for idx, frva in enumerate(funcs):
         if frva == 0 or fwd_lo <= frva < fwd_hi:  # unused slot / forwarder string
             continue
-        for n in names.get(idx, (f"#{ordinal_base + idx}",)):
-            out.append((frva, n))
+        named = names.get(idx)
+        if named is None:
+            out.append((frva, f"#{ordinal_base + idx}"))
+        else:
+            for n in named:
+                out.append((frva, n))
     return out
 
 
-def _name_block(image: "PEImage", name_rvas: Sequence[int]) -> Tuple[int, bytes]:
-    """(rva, bytes) of one read covering every export name when they lie close
-    together (linkers put them in one run); (0, b"") when not, or when that read
-    fails, and each name is then read on its own."""
-    if not name_rvas:
-        return 0, b""
-    lo = min(name_rvas)
-    hi = min(max(name_rvas) + MAX_EXPORT_NAME, image.size_of_image)
-    if hi <= lo or hi - lo > MAX_EXPORT_NAME_BLOCK:
-        return 0, b""
-    try:
-        return lo, image.read_rva(lo, hi - lo)
-    except (PEError, MemoryNotInDump):
-        return 0, b""
+def read_cstrings(image: "PEImage", rvas: Sequence[int], limit: int) -> List[Optional[bytes]]:
+    """The NUL-terminated strings at `rvas`, in their order; None for one that cannot be read
+    or has no NUL in its first `limit` bytes (as read_cstring). They are cut from blocks of
+    up to MAX_EXPORT_NAME_BLOCK bytes read in address order, each from the first string the
+    last one did not hold; a string no block decides (its bytes unreadable as a block) is
+    read on its own."""
+    out: List[Optional[bytes]] = [None] * len(rvas)
+    if not rvas:
+        return out
+    names_end = min(max(rvas) + limit, image.size_of_image)  # no block reads past the last string
+    block_at, block = 0, b""
+    failed = 0
+    for i in sorted(range(len(rvas)), key=rvas.__getitem__):
+        rva = rvas[i]
+        at = rva - block_at
+        end = block.find(b"\0", at, at + limit) if 0 <= at < len(block) else -1
+        if end < 0 and (at < 0 or at + limit > len(block)):
+            # not in the block, or running past its end: the next block starts here
+            if failed >= _FAILED_BLOCKS or rva >= names_end:
+                block_at, block = rva, b""
+            else:
+                block_at, block = rva, _block(image, rva, min(MAX_EXPORT_NAME_BLOCK, names_end - rva))
+                failed += not block
+            at = 0
+            end = block.find(b"\0", 0, limit)
+        if end >= 0:
+            out[i] = block[at:end]
+        elif at + limit > len(block):  # the block does not decide: read it on its own
+            try:
+                out[i] = read_cstring(image, rva, limit)
+            except (PEError, MemoryNotInDump):
+                pass
+    return out
+
+
+def _block(image: "PEImage", rva: int, size: int) -> bytes:
+    """The bytes at `rva`: `size` of them, or the most a halved read could take (a dump or a
+    bundle may hold the names' pages but not the ones after); b"" when not even a page."""
+    while True:
+        try:
+            return image.read_rva(rva, size)
+        except (PEError, MemoryNotInDump):
+            if size <= _SMALLEST_BLOCK:
+                return b""
+            size = max(size // 2, _SMALLEST_BLOCK)
