@@ -187,7 +187,11 @@ def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[...
         names[int(c[1:])] if isinstance(c, str) and c.startswith(_PLACEHOLDER) else c for c in code.co_consts
     )
     varnames = ("self", *(n for n, k in zip(names, kinds) if k in "af"))
-    renamed: Dict[str, Any] = {"co_name": "__init__", "co_filename": f"<record {cls.__qualname__}>"}
+    renamed: Dict[str, Any] = {
+        "co_name": "__init__",
+        "co_filename": f"<record {cls.__qualname__}>",
+        "co_firstlineno": 1,
+    }
     if _CO_QUALNAME:
         renamed["co_qualname"] = "__init__"
     code = code.replace(co_consts=consts, co_varnames=varnames, **renamed)

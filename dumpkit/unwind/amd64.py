@@ -19,6 +19,7 @@ back here.
 from __future__ import annotations
 
 import struct
+import weakref
 from typing import Any, Dict, FrozenSet, List, Optional, Protocol, Sequence, Set, Tuple, cast
 
 from dumpkit.pe import MemoryUnwindData, PEError, PEImage, RuntimeFunction, UnwindInfo
@@ -68,7 +69,9 @@ class Amd64Step:
     word_size = 8
 
     def __init__(self, walker: Walker):
-        self.walker = walker
+        # a proxy: the walker holds its step, and a step holding its walker made a cycle
+        # that kept every dump's walks, frames and target alive until a garbage collection
+        self.walker = weakref.proxy(walker)
         self.target = walker.target
         self.problems = walker.problems  # the run's: unwind data that cannot be used
         self._recipes: Dict[Tuple[int, int], Optional[Recipe]] = {}

@@ -10,6 +10,7 @@ image is found).
 
 from __future__ import annotations
 
+import weakref
 from typing import Dict, FrozenSet, List, Optional
 
 from dumpkit.target import Registers, Thread
@@ -30,7 +31,7 @@ class X86Step:
     word_size = 4
 
     def __init__(self, walker: Walker):
-        self.walker = walker
+        self.walker = weakref.proxy(walker)  # not a cycle with the walker (as Amd64Step's)
 
     def start(self, thread: Thread, context: Registers) -> Start:
         values = context.values
