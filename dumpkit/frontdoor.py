@@ -140,7 +140,10 @@ def quick(argv: Sequence[str]) -> Optional[int]:
             from dumpkit.commands.analyze import run_analyze
             import dumpkit.engine  # noqa: F401  (run_analyze's first import)
 
-        return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
+        from dumpkit.gcpause import paused
+
+        with paused():  # the analysis makes no cycles to collect (gcpause.py)
+            return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
     if command == "triage":
         parsed = parse(rest, TRIAGE_OPTIONS)
         if parsed is None or not parsed[0]:

@@ -16,6 +16,7 @@ from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
+from dumpkit.gcpause import paused
 from dumpkit.engine import Options, analyze
 from dumpkit.images.fetch import fetch_requested
 from dumpkit.images.paths import RememberingProbe
@@ -202,7 +203,13 @@ def _open(job: Job, path: str, opened: Dict[str, Any], problems: Problems, data:
 
 
 def analyse_one(job: Job, path: str, sha: Optional[str] = None) -> DumpRecord:
-    """The record of the dump at `path` (`sha`: its content hash, when the caller has it)."""
+    """The record of the dump at `path` (`sha`: its content hash, when the caller has it),
+    made with the cyclic collector paused: it makes no cycles (gcpause.py)."""
+    with paused():
+        return _analyse_one(job, path, sha)
+
+
+def _analyse_one(job: Job, path: str, sha: Optional[str]) -> DumpRecord:
     started = time.monotonic()
     whole: Optional[bytes] = None  # the file's bytes, when it is small enough to read once
     try:
