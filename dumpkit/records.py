@@ -4,11 +4,14 @@
 source text (`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__`,
 `__delattr__`), and asks `inspect.signature` for a docstring the class lacks: about half
 a millisecond a class here, and `dumpkit analyze` defines over a hundred classes before
-it reads a byte of the dump (issue #34, start-up). A record has a compiled `__init__` (its
-signature and speed matter: records are made per frame), compiled once per shape of record
-and renamed for each (`_init`); the other five are closures over the field names, comparing
-and hashing the fields' tuple made by `operator.attrgetter`, which is what the generated
-code does.
+it reads a byte of the dump (issue #34, start-up). A record has a real `__init__` function (its
+signature and speed matter: records are made per frame), one code per shape of record,
+written out in dumpkit/record_shapes.py (tools/gen_record_shapes.py) and renamed for each
+(`_init`); the other five are closures over the field names, comparing and hashing the
+fields' tuple made by `operator.attrgetter`, which is what the generated code does.
+`@record(frozen=False)` is `dataclass(eq=True)` made the same way (assignable, unhashable,
+no `__setattr__`/`__delattr__`/`__hash__` of its own) and `init=False` keeps the class's
+own `__init__` (a class over `__slots__`).
 
 What a record is, is what `dataclasses.dataclass(init=False, repr=False, eq=False)` would
 make of the class: its fields (defaults, `field(default_factory=...)`, inheritance) as
