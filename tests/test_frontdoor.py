@@ -100,9 +100,10 @@ def test_the_table_is_typers_declarations():
                 declared.update(dict.fromkeys(p.opts, (p.name, ON)))
                 declared.update(dict.fromkeys(p.secondary_opts, (p.name, OFF)))
             else:
-                # typer 0.2x keeps the annotation; older typers a click type
+                # typer 0.29 keeps the annotation; older typers a click type ("integer"), or
+                # their vendored click's ("int", 0.26-0.28)
                 desc = getattr(p, "type_descriptor", None)
-                number = desc.annotation is int if desc is not None else p.type.name == "integer"
+                number = desc.annotation is int if desc is not None else p.type.name in ("integer", "int")
                 decimal = desc.annotation is float if desc is not None else p.type.name == "float"
                 kind = MANY if p.multiple else NUMBER if number else DECIMAL if decimal else TEXT
                 declared.update(dict.fromkeys(p.opts, (p.name, kind)))
