@@ -1,7 +1,7 @@
-"""The `dumpkit` entry point: the plain spellings of `explain`, `analyze` and `triage` are
-parsed here, without importing typer; anything else (help, other commands, an option or value
-this table does not know) goes to typer in cli.py, which gives the same answers and all
-the messages.
+"""The `dumpkit` entry point: the plain spellings of `explain`, `analyze`, `triage`, `stack`
+and `info` are parsed here, without importing typer; anything else (help, other commands,
+an option or value this table does not know) goes to typer in cli.py, which gives the same
+answers and all the messages.
 
 Why: typer 0.2x imports ~60 ms of its own and builds a pydantic validator for every
 parameter it converts (pydantic alone ~50 ms to import), before the command runs: most
@@ -55,6 +55,26 @@ TRIAGE_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--progress": ("progress", ON),
     "--no-progress": ("progress", OFF),
     "--memory-cap": ("memory_cap", TEXT),
+}
+
+# `stack` and `info`: where images come from, as analyze's, and their own options
+_IMAGE_OPTIONS = {k: v for k, v in _DUMP_OPTIONS.items() if v[0] in ("image_path", "symbol_path", "fetch_images")}
+STACK_OPTIONS: Dict[str, Tuple[str, str]] = {
+    **_IMAGE_OPTIONS,
+    "--recorded-paths": ("recorded_paths", ON),
+    "--no-recorded-paths": ("recorded_paths", OFF),
+    "--thread": ("thread", NUMBER),
+    "-t": ("thread", NUMBER),
+    "--all": ("all_threads", ON),
+    "--max-frames": ("max_frames", NUMBER),
+    "--json": ("json_out", ON),
+    "--full": ("full", ON),
+    "--python": ("python", ON),
+}
+INFO_OPTIONS: Dict[str, Tuple[str, str]] = {
+    "--json": ("json_out", ON),
+    "--fetch-images": ("fetch_images", ON),
+    "--no-fetch-images": ("fetch_images", OFF),
 }
 
 Value = Union[str, int, float, bool, List[str]]
@@ -115,8 +135,8 @@ def parse(
 
 
 def quick(argv: Sequence[str]) -> Optional[int]:
-    """Run `explain`, `analyze` or `triage` when their arguments parse here; the exit code, or None
-    when typer must parse them."""
+    """Run `explain`, `analyze`, `triage`, `stack` or `info` when their arguments parse here; the
+    exit code, or None when typer must parse them."""
     if not argv:
         return None
     if list(argv) == ["--version"]:
@@ -144,6 +164,20 @@ def quick(argv: Sequence[str]) -> Optional[int]:
 
         with paused():  # the analysis makes no cycles to collect (gcpause.py)
             return run_analyze(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
+    if command in ("stack", "info"):
+        parsed = parse(rest, STACK_OPTIONS if command == "stack" else INFO_OPTIONS)
+        if parsed is None or len(parsed[0]) != 1:
+            return None
+        from dumpkit.gcpause import paused
+
+        with paused():  # the engine is imported and run without the collector, as analyze's
+            if command == "stack":
+                from dumpkit.commands.stack import run_stack
+
+                return run_stack(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
+            from dumpkit.commands.info import run_info
+
+            return run_info(parsed[0][0], **parsed[1])  # type: ignore[arg-type]
     if command == "triage":
         parsed = parse(rest, TRIAGE_OPTIONS)
         if parsed is None or not parsed[0]:
