@@ -5,6 +5,7 @@ where no block can be read."""
 
 from __future__ import annotations
 
+import bisect
 import struct
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
@@ -94,9 +95,13 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
     if nnames:
         name_rvas = struct.unpack(f"<{nnames}I", image.read_rva(names_rva, 4 * nnames))
         ordinals = struct.unpack(f"<{nnames}H", image.read_rva(ords_rva, 2 * nnames))
-        bad = 0
-        for raw, idx in zip(read_cstrings(image, name_rvas, MAX_EXPORT_NAME), ordinals):
-            if idx >= nfuncs or raw is None:
+        # a name whose ordinal is out of range is not read: a bundle holds the pages its
+        # analysis read, and its neighbours' blocks stop where it starts
+        valid = [(rva, idx) for rva, idx in zip(name_rvas, ordinals) if idx < nfuncs]
+        fences = [rva for rva, idx in zip(name_rvas, ordinals) if idx >= nfuncs]
+        bad = len(fences)
+        for raw, (_, idx) in zip(read_cstrings(image, [rva for rva, _ in valid], MAX_EXPORT_NAME, fences), valid):
+            if raw is None:
                 bad += 1
                 continue
             names.setdefault(idx, []).append(raw.decode("utf-8", "replace"))
@@ -116,16 +121,21 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
     return out
 
 
-def read_cstrings(image: "PEImage", rvas: Sequence[int], limit: int) -> List[Optional[bytes]]:
+def read_cstrings(
+    image: "PEImage", rvas: Sequence[int], limit: int, fences: Sequence[int] = ()
+) -> List[Optional[bytes]]:
     """The NUL-terminated strings at `rvas`, in their order; None for one that cannot be read
     or has no NUL in its first `limit` bytes (as read_cstring). They are cut from blocks of
     up to MAX_EXPORT_NAME_BLOCK bytes read in address order, each from the first string the
-    last one did not hold; a string no block decides (its bytes unreadable as a block) is
-    read on its own."""
+    last one did not hold and ending before the next of `fences` (strings not asked for);
+    a string no block decides (its bytes unreadable as a block) is read on its own."""
     out: List[Optional[bytes]] = [None] * len(rvas)
     if not rvas:
         return out
-    names_end = min(max(rvas) + limit, image.size_of_image)  # no block reads past the last string
+    # blocks end where the last string starts, which is read on its own: no read goes past
+    # the strings asked for (a bundle holds the pages its analysis read, and no other)
+    names_end = min(max(rvas), image.size_of_image)
+    fenced = sorted(fences)
     block_at, block = 0, b""
     failed = 0
     for i in sorted(range(len(rvas)), key=rvas.__getitem__):
@@ -137,7 +147,11 @@ def read_cstrings(image: "PEImage", rvas: Sequence[int], limit: int) -> List[Opt
             if failed >= _FAILED_BLOCKS or rva >= names_end:
                 block_at, block = rva, b""
             else:
-                block_at, block = rva, _block(image, rva, min(MAX_EXPORT_NAME_BLOCK, names_end - rva))
+                end = min(rva + MAX_EXPORT_NAME_BLOCK, names_end)
+                fence = bisect.bisect_right(fenced, rva)
+                if fence < len(fenced):
+                    end = min(end, fenced[fence])
+                block_at, block = rva, _block(image, rva, end - rva)
                 failed += not block
             at = 0
             end = block.find(b"\0", 0, limit)

@@ -85,6 +85,45 @@ def test_names_read_in_blocks_are_the_names_read_one_by_one(table, limit, block)
     assert got == one_by_one(Pages(data, missing), rvas, limit)
 
 
+class Touched(Pages):
+    """Pages that also notes which 16-byte units each successful read covered."""
+
+    def __init__(self, data: bytes):
+        super().__init__(data, set())
+        self.units: Set[int] = set()
+
+    def read_rva(self, rva: int, size: int) -> bytes:
+        out = super().read_rva(rva, size)
+        self.units.update(range(rva // 16, (rva + len(out) - 1) // 16 + 1))
+        return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.binary(min_size=1, max_size=90).filter(lambda b: b"\0" not in b), min_size=2, max_size=60),
+    st.data(),
+    st.sampled_from([64, 256, 4096]),
+)
+def test_blocks_read_only_bytes_reading_one_by_one_reads(names, data, block):
+    """A bundle holds the pages its analysis read: the strings not asked for (an export
+    whose ordinal is out of range) and what follows the last one are not read in blocks."""
+    table = bytearray(b"\x90" * 100)
+    rvas = []
+    for name in names:
+        rvas.append(len(table))
+        table += name + b"\0"
+    table += b"\xcc" * 2000
+    asked = data.draw(st.sets(st.integers(0, len(names) - 1), min_size=1))
+    wanted = [rvas[i] for i in sorted(asked)]
+    fences = [rvas[i] for i in range(len(names)) if i not in asked]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(exports, "MAX_EXPORT_NAME_BLOCK", block)
+        blocks, single = Touched(bytes(table)), Touched(bytes(table))
+        got = read_cstrings(blocks, wanted, 1024, fences)
+    assert got == one_by_one(single, wanted, 1024) == [names[i] for i in sorted(asked)]
+    assert blocks.units <= single.units
+
+
 def test_a_table_of_many_names_costs_a_read_per_block():
     names = [f"?Function{i:06d}@tensorflow@@YAXPEAVNode@1@@Z".encode() for i in range(40_000)]
     data = bytearray(b"\x90" * PAGE)
