@@ -1,7 +1,7 @@
 """The export directory: (rva, name) of every exported function, forwarders skipped,
 unnamed exports as "#ordinal". Counts are bounded by the image's size; names are read in
-blocks of up to a MiB taken in address order (a linker puts them in one run), and one by one
-where no block can be read."""
+one block when they lie within 8 MB (a linker puts them in one run), else in chunks of up to a
+MiB taken in address order, and one by one where no chunk can be read."""
 
 from __future__ import annotations
 
@@ -39,10 +39,12 @@ __all__ = [
 
 MAX_EXPORTS = 1 << 20  # functions and names each
 MAX_EXPORT_NAME = 1024
-# The largest read of names at once. TensorFlow's _pywrap_tensorflow_internal.pyd has 45,575
-# names over 9.4 MB: read one by one (when all did not fit one 8 MB read) they took 0.75 s of
-# every analysis that named a frame in it; in blocks, ten reads.
-MAX_EXPORT_NAME_BLOCK = 1 << 20
+MAX_EXPORT_NAME_BLOCK = 8 << 20  # one read of all export names when they fit in this
+# Names that do not fit it are read in chunks. TensorFlow's _pywrap_tensorflow_internal.pyd has
+# 45,575 names over 9.4 MB: read one by one they took 0.75 s of every analysis that named a
+# frame in it; in chunks, ten reads. (The one read is kept where it serves: a bundle holds the
+# pages its analysis read, and the chunks read only the names' own bytes.)
+EXPORT_NAME_CHUNK = 1 << 20
 _SMALLEST_BLOCK = 4096  # a block that cannot be read is retried halved, down to a page
 _FAILED_BLOCKS = 16  # blocks that could not be read before the rest are read one by one
 
@@ -100,7 +102,12 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
         valid = [(rva, idx) for rva, idx in zip(name_rvas, ordinals) if idx < nfuncs]
         fences = [rva for rva, idx in zip(name_rvas, ordinals) if idx >= nfuncs]
         bad = len(fences)
-        for raw, (_, idx) in zip(read_cstrings(image, [rva for rva, _ in valid], MAX_EXPORT_NAME, fences), valid):
+        block_at, block = _name_block(image, name_rvas)
+        if block:
+            raws = _cut(image, block_at, block, [rva for rva, _ in valid])
+        else:
+            raws = read_cstrings(image, [rva for rva, _ in valid], MAX_EXPORT_NAME, fences)
+        for raw, (_, idx) in zip(raws, valid):
             if raw is None:
                 bad += 1
                 continue
@@ -121,12 +128,45 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
     return out
 
 
+def _name_block(image: "PEImage", name_rvas: Sequence[int]) -> Tuple[int, bytes]:
+    """(rva, bytes) of one read covering every export name when they lie within
+    MAX_EXPORT_NAME_BLOCK (linkers put them in one run); (0, b"") when not, or when that read
+    fails."""
+    if not name_rvas:
+        return 0, b""
+    lo = min(name_rvas)
+    hi = min(max(name_rvas) + MAX_EXPORT_NAME, image.size_of_image)
+    if hi <= lo or hi - lo > MAX_EXPORT_NAME_BLOCK:
+        return 0, b""
+    try:
+        return lo, image.read_rva(lo, hi - lo)
+    except (PEError, MemoryNotInDump):
+        return 0, b""
+
+
+def _cut(image: "PEImage", block_at: int, block: bytes, rvas: Sequence[int]) -> List[Optional[bytes]]:
+    """The names at `rvas`, cut from the block read at `block_at`; one it does not end is
+    read on its own (None: unreadable)."""
+    out: List[Optional[bytes]] = []
+    for rva in rvas:
+        at = rva - block_at
+        end = block.find(b"\0", at, at + MAX_EXPORT_NAME) if 0 <= at < len(block) else -1
+        if end >= 0:
+            out.append(block[at:end])
+            continue
+        try:
+            out.append(read_cstring(image, rva, MAX_EXPORT_NAME))
+        except (PEError, MemoryNotInDump):
+            out.append(None)
+    return out
+
+
 def read_cstrings(
     image: "PEImage", rvas: Sequence[int], limit: int, fences: Sequence[int] = ()
 ) -> List[Optional[bytes]]:
     """The NUL-terminated strings at `rvas`, in their order; None for one that cannot be read
     or has no NUL in its first `limit` bytes (as read_cstring). They are cut from blocks of
-    up to MAX_EXPORT_NAME_BLOCK bytes read in address order, each from the first string the
+    up to EXPORT_NAME_CHUNK bytes read in address order, each from the first string the
     last one did not hold and ending before the next of `fences` (strings not asked for);
     a string no block decides (its bytes unreadable as a block) is read on its own."""
     out: List[Optional[bytes]] = [None] * len(rvas)
@@ -147,7 +187,7 @@ def read_cstrings(
             if failed >= _FAILED_BLOCKS or rva >= names_end:
                 block_at, block = rva, b""
             else:
-                end = min(rva + MAX_EXPORT_NAME_BLOCK, names_end)
+                end = min(rva + EXPORT_NAME_CHUNK, names_end)
                 fence = bisect.bisect_right(fenced, rva)
                 if fence < len(fenced):
                     end = min(end, fenced[fence])

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dumpkit.pe import exports
-from dumpkit.pe.exports import MAX_EXPORT_NAME_BLOCK, read_cstring, read_cstrings
+from dumpkit.pe.exports import EXPORT_NAME_CHUNK, read_cstring, read_cstrings
 from dumpkit.pe.errors import PEError
 from dumpkit.target import MemoryNotInDump
 
@@ -79,7 +79,7 @@ def name_tables(draw):
 def test_names_read_in_blocks_are_the_names_read_one_by_one(table, limit, block):
     data, rvas, missing = table
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(exports, "MAX_EXPORT_NAME_BLOCK", block)  # blocks smaller than the table
+        mp.setattr(exports, "EXPORT_NAME_CHUNK", block)  # blocks smaller than the table
         image = Pages(data, missing)
         got = read_cstrings(image, rvas, limit)
     assert got == one_by_one(Pages(data, missing), rvas, limit)
@@ -117,7 +117,7 @@ def test_blocks_read_only_bytes_reading_one_by_one_reads(names, data, block):
     wanted = [rvas[i] for i in sorted(asked)]
     fences = [rvas[i] for i in range(len(names)) if i not in asked]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(exports, "MAX_EXPORT_NAME_BLOCK", block)
+        mp.setattr(exports, "EXPORT_NAME_CHUNK", block)
         blocks, single = Touched(bytes(table)), Touched(bytes(table))
         got = read_cstrings(blocks, wanted, 1024, fences)
     assert got == one_by_one(single, wanted, 1024) == [names[i] for i in sorted(asked)]
@@ -135,8 +135,8 @@ def test_a_table_of_many_names_costs_a_read_per_block():
     got = read_cstrings(image, sorted(rvas, key=lambda r: -r), 1024)  # table order need not be address order
     assert got == names[::-1]
     span = len(data) - PAGE
-    assert span > 1.5 * MAX_EXPORT_NAME_BLOCK  # the test's premise: more than one block
-    assert image.reads <= span // (MAX_EXPORT_NAME_BLOCK - 1024) + 2
+    assert span > 1.5 * EXPORT_NAME_CHUNK  # the test's premise: more than one block
+    assert image.reads <= span // (EXPORT_NAME_CHUNK - 1024) + 2
 
 
 def test_a_block_that_cannot_be_read_is_read_smaller():
