@@ -11,7 +11,6 @@ caller made it and handed it to the source it opened, so reading's problems come
 from __future__ import annotations
 
 import time
-from dataclasses import field, replace
 from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis import facts
@@ -38,7 +37,7 @@ from dumpkit.images.paths import LIVE, FileProbe
 from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.packages import InstalledPackage
 from dumpkit.problems import Problems
-from dumpkit.records import record
+from dumpkit.records import field, record, replace
 from dumpkit.target import Target, Thread
 from dumpkit.unwind.cpus import step_for
 from dumpkit.unwind.frames import Frame, StackWalk, Support, unsaved_unwind

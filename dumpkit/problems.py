@@ -10,10 +10,9 @@ passes it down to each phase by argument."""
 from __future__ import annotations
 
 import re
-from dataclasses import field
 from typing import Dict, List
 
-from dumpkit.records import record
+from dumpkit.records import field, record
 
 __all__ = ["Problems"]
 

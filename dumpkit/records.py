@@ -14,12 +14,15 @@ no `__setattr__`/`__delattr__`/`__hash__` of its own) and `init=False` keeps the
 own `__init__` (a class over `__slots__`).
 
 What a record is, is what `dataclasses.dataclass(init=False, repr=False, eq=False)` would
-make of the class: its fields (defaults, `field(default_factory=...)`, inheritance) as
-`dataclasses.Field`s in `__dataclass_fields__`, so `fields`, `replace`, `asdict`,
-`is_dataclass`, `match` and pickling behave as for any dataclass. The fields are collected
-here (`_fields`), not by the standard library's class processing: that checked every
-string annotation against ClassVar, InitVar and KW_ONLY by regular expression and module
-lookup, ~0.1 ms a record and ~10 ms of `dumpkit analyze`'s start-up. The methods keep
+make of the class: its fields (defaults, `field(default_factory=...)`, inheritance) in
+`__dataclass_fields__`, so `dataclasses.fields`, `replace`, `asdict`, `is_dataclass`,
+`match` and pickling behave as for any dataclass. Those two attributes are made when first
+looked at (`_OnFirstLook`): this module does not import dataclasses, whose import brings
+inspect, ast, dis and tokenize (an eighth of `dumpkit analyze`'s start-up), and dumpkit
+uses this module's `field`, `fields` and `replace`, which do what the standard library's
+do for a record. The fields are collected here (`_fields`), not by the standard library's
+class processing: that checked every string annotation against ClassVar, InitVar and
+KW_ONLY by regular expression and module lookup, ~0.1 ms a record. The methods keep
 `dataclass(frozen=True)`'s semantics (equal only to an instance of exactly the same class;
 `FrozenInstanceError` on assignment, also to a field of a subclass): tests/test_records.py
 holds every record in dumpkit to them, and test classes to what dataclass makes of the
@@ -27,12 +30,11 @@ same class. Not supported, and refused: `ClassVar`, `InitVar` and keyword-only f
 field named `self`, a mutable default, and a dataclass base that is not a record; a field
 without a default after one with is refused as dataclass does. A class whose annotations
 are not in its own `__dict__` (evaluated lazily, as from Python 3.14 without `from
-__future__ import annotations`) is left to the standard library's processing.
+__future__ import annotations`) has its fields collected by the standard library.
 For type checkers `record` is `dataclass_transform(frozen_default=True)`."""
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import sys
 from types import CodeType, FunctionType, MemberDescriptorType
@@ -43,20 +45,85 @@ from dumpkit.record_shapes import SHAPES as WRITTEN_SHAPES
 T = TypeVar("T")
 
 _MARK = "__dumpkit_record__"  # set on every record class: bases are checked against it
+_FIELDS = "__record_fields__"  # a record's fields, name -> RecordField, its bases' first
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()  # no default, no factory: dataclasses.MISSING's part
+
+
+class RecordField:
+    """A record's field, what `dataclasses.Field` says of one, made without importing
+    dataclasses (`field()` makes one in a class body; `fields()` gives a record's)."""
+
+    __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "metadata")
+
+    def __init__(
+        self,
+        default: Any = MISSING,
+        default_factory: Any = MISSING,
+        init: bool = True,
+        repr: bool = True,
+        hash: Optional[bool] = None,
+        compare: bool = True,
+        metadata: Any = None,
+    ) -> None:
+        self.name: str = ""
+        self.type: Any = None
+        self.default, self.default_factory = default, default_factory
+        self.init, self.repr, self.hash, self.compare, self.metadata = init, repr, hash, compare, metadata
+
+    def __repr__(self) -> str:
+        return f"RecordField(name={self.name!r}, default={self.default!r}, default_factory={self.default_factory!r})"
+
+
+def _field(
+    *,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+    init: bool = True,
+    repr: bool = True,
+    hash: Optional[bool] = None,
+    compare: bool = True,
+    metadata: Any = None,
+) -> Any:
+    """`dataclasses.field` for a record (keyword-only fields are not taken)."""
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return RecordField(default, default_factory, init, repr, hash, compare, metadata)
+
+
+def _from_dataclasses(f: Any, missing: Any) -> RecordField:
+    """Our RecordField for a `dataclasses.Field` given in a record's body (the standard library
+    is imported then: the one who made it imported it)."""
+    if getattr(f, "kw_only", False) is True:
+        raise TypeError(f"keyword-only field {f.name!r} is not supported")
+    default = MISSING if f.default is missing else f.default
+    factory = MISSING if f.default_factory is missing else f.default_factory
+    return RecordField(default, factory, f.init, f.repr, f.hash, f.compare, f.metadata or None)
+
+
+def _dataclasses_field_type() -> Any:
+    """`dataclasses.Field` when dataclasses is imported, else a type nothing is."""
+    module = sys.modules.get("dataclasses")
+    return module.Field if module is not None else _Missing
 
 
 def _build(cls: Type[T], frozen: bool = True, init: bool = True) -> Type[T]:
     for base in cls.__mro__[1:-1]:
-        if dataclasses.is_dataclass(base) and not base.__dict__.get(_MARK, False):
+        if not base.__dict__.get(_MARK, False) and hasattr(base, "__dataclass_fields__"):
             raise TypeError(f"record {cls.__qualname__}: base {base.__qualname__} is a dataclass, not a record")
-    if not cls.__dict__.get("__doc__"):
-        cls.__doc__ = cls.__name__  # spares dataclass an inspect.signature; replaced below
     own = cls.__dict__.get("__annotations__")
     if own is None and sys.version_info >= (3, 14):
-        cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)  # annotations evaluated lazily
+        _fields_of_dataclass(cls)  # annotations evaluated lazily: the standard library reads them
     else:
         _fields(cls, own or {})
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        _view_on_first_look(cls)
+    fields = tuple(cls.__dict__[_FIELDS].values())
     methods = _methods(
         cls,
         tuple(f.name for f in fields),
@@ -73,55 +140,52 @@ def _build(cls: Type[T], frozen: bool = True, init: bool = True) -> Type[T]:
         setattr(cls, name, fn)
     if not frozen and "__hash__" not in cls.__dict__:
         cls.__hash__ = None  # type: ignore[assignment]  # as dataclass(eq=True): mutable, so unhashable
-    if cls.__doc__ == cls.__name__:
-        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"
+    if not cls.__dict__.get("__doc__"):
+        cls.__doc__ = f"{cls.__name__}({', '.join(f.name for f in fields if f.init)})"  # dataclass's
     setattr(cls, _MARK, True)
     return cls
 
 
-# What dataclass(init=False, repr=False, eq=False) sets as a class's parameters: one object,
-# made once by the standard library itself, whatever its fields are in this Python version.
-_PARAMS = dataclasses.dataclass(
-    type("_Params", (), {"__doc__": "-"}), init=False, repr=False, eq=False
-).__dataclass_params__  # type: ignore[attr-defined]
 _REFUSED = ("ClassVar", "InitVar", "KW_ONLY")  # annotations a record does not take
 
 
 def _fields(cls: Type[Any], own: Dict[str, Any]) -> None:
-    """Give `cls` the `__dataclass_fields__`, `__dataclass_params__` and `__match_args__`
-    dataclass would: its bases' fields, then its own annotations' in order, each default
-    or `field()` taken from the class (a `field()` replaced by its default, or removed)."""
-    fields: Dict[str, dataclasses.Field] = {}
+    """Give `cls` its fields (`__record_fields__`) and `__match_args__` as dataclass would:
+    its bases' fields, then its own annotations' in order, each default or `field()` taken
+    from the class (a `field()` replaced by its default, or removed)."""
+    fields: Dict[str, RecordField] = {}
     for base in cls.__mro__[-1:0:-1]:
-        inherited = base.__dict__.get("__dataclass_fields__")
+        inherited = base.__dict__.get(_FIELDS)
         if inherited is not None:
             fields.update(inherited)
-    missing, as_field = dataclasses.MISSING, dataclasses.Field
+    theirs = _dataclasses_field_type()  # a test's class may use dataclasses.field()
     for name, note in own.items():
         if note.__class__ is not str or "Var" in note or "KW_ONLY" in note:  # the common case, skipped fast
             _refuse_special(cls, name, note)
-        default = getattr(cls, name, missing)
-        if default is missing or default.__class__ is MemberDescriptorType:  # a slot is not a default
-            f: Any = dataclasses.field()
-        elif isinstance(default, as_field):
+        default = getattr(cls, name, MISSING)
+        if default is MISSING or default.__class__ is MemberDescriptorType:  # a slot is not a default
+            f = RecordField()
+        elif isinstance(default, (RecordField, theirs)):
+            if isinstance(default, theirs):
+                try:
+                    default = _from_dataclasses(default, sys.modules["dataclasses"].MISSING)
+                except TypeError as e:
+                    raise TypeError(f"record {cls.__qualname__}: {e}") from None
             f = default
-            if getattr(f, "kw_only", False) is True:
-                raise TypeError(f"record {cls.__qualname__}: keyword-only field {name!r} is not supported")
-            if f.default is missing:
+            if f.default is MISSING:
                 delattr(cls, name)  # as dataclass leaves the class: a field() replaced by its default, or removed
             else:
                 setattr(cls, name, f.default)
         else:
-            f = dataclasses.field(default=default)
-        if f.default is not missing and f.default.__class__.__hash__ is None:
+            f = RecordField(default)
+        if f.default is not MISSING and f.default.__class__.__hash__ is None:
             raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
-        f.name, f.type, f._field_type = name, note, dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() keeps
+        f.name, f.type = name, note
         fields[name] = f
     for name, value in cls.__dict__.items():
-        if isinstance(value, dataclasses.Field) and name not in own:
+        if isinstance(value, (RecordField, theirs)) and name not in own:
             raise TypeError(f"{name!r} is a field but has no type annotation")
-    cls.__dataclass_fields__ = fields
-    cls.__dataclass_params__ = _PARAMS
+    setattr(cls, _FIELDS, fields)
     if sys.version_info >= (3, 10) and "__match_args__" not in cls.__dict__:
         cls.__match_args__ = tuple(f.name for f in fields.values() if f.init)  # type: ignore[misc]
 
@@ -130,8 +194,127 @@ def _refuse_special(cls: Type[Any], name: str, note: Any) -> None:
     """ClassVar, InitVar and KW_ONLY annotations, which a record does not take, refused."""
     text = note if isinstance(note, str) else repr(note)
     head = text.split("[", 1)[0].strip().rsplit(".", 1)[-1]  # "typing.ClassVar[int]": ClassVar
-    if head in _REFUSED or isinstance(note, dataclasses.InitVar) or note is getattr(dataclasses, "KW_ONLY", 0):
+    dc = sys.modules.get("dataclasses")  # an InitVar or KW_ONLY object means it is imported
+    special = dc is not None and (isinstance(note, dc.InitVar) or note is getattr(dc, "KW_ONLY", 0))
+    if head in _REFUSED or special:
         raise TypeError(f"record {cls.__qualname__}: {head} is not supported ({name}: {text})")
+
+
+# -- what the standard library sees: a dataclass, made when first looked at -----------------
+# `dataclasses.fields`, `replace`, `asdict` and `is_dataclass` read a class's
+# `__dataclass_fields__` and `__dataclass_params__`. A record has both as descriptors that
+# import dataclasses and make them (`dataclasses.Field`s of the record's fields, and what
+# dataclass(init=False, repr=False, eq=False) sets as parameters) on the first look, then
+# put them on the class in their place: `import dataclasses` takes inspect, ast, dis and
+# tokenize with it (~40 M instructions, an eighth of `dumpkit analyze`'s start-up), and the
+# analysis itself uses this module's `fields` and `replace`.
+
+
+class _OnFirstLook:
+    __slots__ = ("owner", "attr")
+
+    def __init__(self, owner: Type[Any], attr: str) -> None:
+        self.owner, self.attr = owner, attr
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        fields, params = _dataclass_view(self.owner)
+        type.__setattr__(self.owner, "__dataclass_fields__", fields)
+        type.__setattr__(self.owner, "__dataclass_params__", params)
+        return fields if self.attr == "__dataclass_fields__" else params
+
+
+def _view_on_first_look(cls: Type[Any]) -> None:
+    for attr in ("__dataclass_fields__", "__dataclass_params__"):
+        setattr(cls, attr, _OnFirstLook(cls, attr))
+
+
+_PARAMS: List[Any] = []  # the dataclass parameters a record shows
+
+
+def _dataclass_view(cls: Type[Any]) -> Tuple[Dict[str, Any], Any]:
+    """The `__dataclass_fields__` and `__dataclass_params__` dataclass(init=False,
+    repr=False, eq=False) would give `cls`: its fields as `dataclasses.Field`s."""
+    import dataclasses
+
+    out: Dict[str, Any] = {}
+    for name, f in cls.__dict__[_FIELDS].items():
+        made: Any = dataclasses.field(
+            default=dataclasses.MISSING if f.default is MISSING else f.default,
+            default_factory=dataclasses.MISSING if f.default_factory is MISSING else f.default_factory,
+            init=f.init,
+            repr=f.repr,
+            hash=f.hash,
+            compare=f.compare,
+            metadata=f.metadata,
+        )
+        made.name, made.type, made._field_type = name, f.type, dataclasses._FIELD  # type: ignore[attr-defined]  # what fields() keeps
+        out[name] = made
+    if not _PARAMS:  # one object, made by the standard library whatever its fields are in this version
+        made_by_it: Any = dataclasses.dataclass(type("_Params", (), {"__doc__": "-"}), init=False, repr=False, eq=False)
+        _PARAMS.append(made_by_it.__dataclass_params__)
+    return out, _PARAMS[0]
+
+
+def _fields_of_dataclass(cls: Type[Any]) -> None:
+    """Python 3.14's lazily evaluated annotations: the fields as dataclass collects them."""
+    import dataclasses
+
+    dataclasses.dataclass(cls, init=False, repr=False, eq=False)
+    missing = dataclasses.MISSING
+    mine: Dict[str, RecordField] = {}
+    for theirs in dataclasses.fields(cls):
+        f = mine[theirs.name] = _from_dataclasses(theirs, missing)
+        f.name, f.type = theirs.name, theirs.type
+    setattr(cls, _FIELDS, mine)
+
+
+def _frozen_error() -> Type[Exception]:
+    import dataclasses  # only when a record is written to, which is a bug
+
+    return dataclasses.FrozenInstanceError
+
+
+def _fields_api(class_or_instance: Any) -> Tuple[Any, ...]:
+    """`dataclasses.fields` of a record (its `RecordField`s) or of any other dataclass."""
+    mine = getattr(class_or_instance, _FIELDS, None)
+    if mine is not None:
+        return tuple(mine.values())
+    import dataclasses
+
+    return dataclasses.fields(class_or_instance)
+
+
+def _is_dataclass(obj: Any) -> bool:
+    """`dataclasses.is_dataclass`: a record or any other dataclass, or an instance of one."""
+    return getattr(obj, _FIELDS, None) is not None or hasattr(obj, "__dataclass_fields__")
+
+
+_PLANS: Dict[type, Tuple[Tuple[str, ...], Tuple[str, ...]]] = {}  # class -> (init fields, the others)
+
+
+def _replace(obj: Any, /, **changes: Any) -> Any:
+    """`dataclasses.replace` of a record (a copy with `changes`, made by its `__init__`),
+    or of any other dataclass."""
+    cls = obj.__class__
+    plan = _PLANS.get(cls)
+    if plan is None:
+        mine = getattr(cls, _FIELDS, None)
+        if mine is None:
+            import dataclasses
+
+            return dataclasses.replace(obj, **changes)
+        plan = _PLANS[cls] = (
+            tuple(n for n, f in mine.items() if f.init),
+            tuple(n for n, f in mine.items() if not f.init),
+        )
+    taken, untaken = plan
+    for name in untaken:
+        if name in changes:
+            raise ValueError(f"field {name} is declared with init=False, it cannot be specified with replace()")
+    for name in taken:
+        if name not in changes:
+            changes[name] = getattr(obj, name)
+    return cls(**changes)
 
 
 # One __init__ code per shape of record (which fields take an argument, which a factory,
@@ -147,10 +330,10 @@ _PLACEHOLDER = "\0"  # field i's name is the constant "\0i" in a shape's code
 _CO_QUALNAME = sys.version_info >= (3, 11)
 
 
-def _kind(f: dataclasses.Field) -> str:
+def _kind(f: RecordField) -> str:
     """A field's part of a shape: a(rgument), f(actory argument), F(actory), D(efault), -."""
-    has_default = f.default is not dataclasses.MISSING
-    has_factory = f.default_factory is not dataclasses.MISSING
+    has_default = f.default is not MISSING
+    has_factory = f.default_factory is not MISSING
     if f.init:
         return "f" if has_factory and not has_default else "a"
     return "F" if has_factory else "D" if has_default else "-"
@@ -159,10 +342,10 @@ def _kind(f: dataclasses.Field) -> str:
 def shape_of(cls: Type[Any]) -> Tuple[str, bool]:
     """The shape of a record class's `__init__`: its fields' kinds, and whether it ends by
     calling `__post_init__`."""
-    return "".join(_kind(f) for f in dataclasses.fields(cls)), hasattr(cls, "__post_init__")
+    return "".join(_kind(f) for f in cls.__dict__[_FIELDS].values()), hasattr(cls, "__post_init__")
 
 
-def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[..., None]:
+def _init(cls: Type[Any], fields: Tuple[RecordField, ...]) -> Callable[..., None]:
     """The record's __init__: each field set in order (an argument, else its factory's or
     its default value), then __post_init__ when the class has one."""
     names = [f.name for f in fields]
@@ -170,13 +353,13 @@ def _init(cls: Type[Any], fields: Tuple[dataclasses.Field, ...]) -> Callable[...
     kinds = [_kind(f) for f in fields]
     defaults: List[Any] = []
     for i, f in enumerate(fields):
-        if f.default is not dataclasses.MISSING:
+        if f.default is not MISSING:
             space[f"_d_{i}"] = f.default
-        if f.default_factory is not dataclasses.MISSING:
+        if f.default_factory is not MISSING:
             space[f"_f_{i}"] = f.default_factory
         if kinds[i] in "af":
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
-                defaults.append(f.default if f.default is not dataclasses.MISSING else _NO_ARG)
+            if f.default is not MISSING or f.default_factory is not MISSING:
+                defaults.append(f.default if f.default is not MISSING else _NO_ARG)
             elif defaults:
                 raise TypeError(f"record {cls.__qualname__}: non-default argument {f.name!r} follows default argument")
     if "self" in names:
@@ -236,8 +419,6 @@ def _methods(
     __delattr__ of its own, as dataclass(eq=True) makes none."""
     shown_of = _getter(shown)
     compared_of = _getter(compared)
-    hashed_of = _getter(hashed)
-    refused = dataclasses.FrozenInstanceError
 
     def __repr__(self) -> str:
         values = shown_of(self)
@@ -248,21 +429,23 @@ def _methods(
             return compared_of(self) == compared_of(other)
         return NotImplemented
 
+    if not frozen:
+        return {"__repr__": __repr__, "__eq__": __eq__}
+    hashed_of = _getter(hashed)
+
     def __hash__(self) -> int:
         return hash(hashed_of(self))
 
     def __setattr__(self, name: str, value: object) -> None:
         if type(self) is cls or name in names:
-            raise refused(f"cannot assign to field {name!r}")
+            raise _frozen_error()(f"cannot assign to field {name!r}")
         super(cls, self).__setattr__(name, value)
 
     def __delattr__(self, name: str) -> None:
         if type(self) is cls or name in names:
-            raise refused(f"cannot delete field {name!r}")
+            raise _frozen_error()(f"cannot delete field {name!r}")
         super(cls, self).__delattr__(name)
 
-    if not frozen:
-        return {"__repr__": __repr__, "__eq__": __eq__}
     return {
         "__repr__": __repr__,
         "__eq__": __eq__,
@@ -299,6 +482,10 @@ def _record(cls: Optional[Type[T]] = None, *, frozen: bool = True, init: bool = 
 
 
 if TYPE_CHECKING:
+    # Type checkers see the standard library's: a record is a dataclass to them.
+    from dataclasses import Field as _DataclassField, field as field, fields as fields, is_dataclass as is_dataclass
+    from dataclasses import replace as replace
+
     from typing_extensions import dataclass_transform
 
     @overload
@@ -307,8 +494,8 @@ if TYPE_CHECKING:
     @overload
     def record(*, frozen: bool = True, init: bool = True) -> Callable[[Type[T]], Type[T]]: ...
 
-    @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+    @dataclass_transform(frozen_default=True, field_specifiers=(field, _DataclassField))
     def record(cls: Optional[Type[T]] = None, *, frozen: bool = True, init: bool = True) -> Any: ...
 
 else:
-    record = _record
+    record, field, fields, replace, is_dataclass = _record, _field, _fields_api, _replace, _is_dataclass

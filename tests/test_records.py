@@ -18,6 +18,7 @@ from typing import ClassVar, List, Optional, Tuple
 import pytest
 
 import dumpkit
+from dumpkit import records
 from dumpkit.records import WRITTEN_SHAPES, record, shape_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,51 @@ def test_replace_and_pickle_work_as_on_dataclasses():
     assert pickle.loads(pickle.dumps(ours)) == ours
     with pytest.raises(TypeError):
         RecordPlain()  # a is required
+
+
+def test_dumpkits_replace_and_fields_are_the_standard_librarys():
+    """dumpkit's analysis uses records.replace/fields (no dataclasses import at start-up):
+    the same copies, the same refusals, the same field names as dataclasses' own."""
+    ours, theirs = _pair(CHILD, 1, "y", (2,), [3], e=[4], g=2.5)
+    for mine, std in ((records.replace, dataclasses.replace), (records.fields, dataclasses.fields)):
+        if mine is records.fields:
+            assert [f.name for f in mine(ours)] == [f.name for f in std(theirs)] == [f.name for f in std(ours)]
+            assert [(f.init, f.repr, f.compare, f.hash) for f in mine(RecordChild)] == [
+                (f.init, f.repr, f.compare, f.hash) for f in std(DataChild)
+            ]
+            continue
+        assert repr(mine(ours, b="z", g=0.5)).replace("Record", "") == repr(std(theirs, b="z", g=0.5)).replace(
+            "Data", ""
+        )
+        assert mine(ours) == ours and mine(ours) is not ours
+        with pytest.raises(ValueError, match="init=False") as refused:
+            mine(ours, f=1)
+        with pytest.raises(ValueError) as refused_too:
+            std(theirs, f=1)
+        assert str(refused.value) == str(refused_too.value)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+            mine(ours, nope=1)
+    assert records.is_dataclass(ours) and records.is_dataclass(RecordChild) and records.is_dataclass(theirs)
+    assert not records.is_dataclass(object()) and not records.is_dataclass(1)
+    # a dataclass that is not a record is left to the standard library
+    assert records.replace(theirs, b="q").b == "q" and [f.name for f in records.fields(theirs)][:2] == ["a", "b"]
+
+
+def test_defining_and_using_records_imports_no_dataclasses():
+    code = (
+        "import sys\n"
+        "from dumpkit.records import record, field, fields, replace\n"
+        "@record\n"
+        "class A:\n"
+        "    a: int\n"
+        "    b: list = field(default_factory=list, hash=False)\n"
+        "x = replace(A(1), a=2)\n"
+        "assert x == A(2) and hash(x) == hash(A(2)) and [f.name for f in fields(x)] == ['a', 'b']\n"
+        "print('dataclasses' in sys.modules, 'inspect' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_a_dataclass_base_or_an_initvar_is_refused():

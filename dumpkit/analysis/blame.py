@@ -17,7 +17,6 @@ fatal-error path): the way out says how, not where."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Iterable, List, Optional
 
 from dumpkit.analysis.model import (
@@ -32,6 +31,7 @@ from dumpkit.analysis.model import (
 from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
+from dumpkit.records import replace
 from dumpkit.unwind.frames import Trust
 
 SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT = (

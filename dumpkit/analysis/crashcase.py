@@ -3,7 +3,6 @@ phases found, and how the crashing thread's native code was entered from Python.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional
 
 from dumpkit.analysis.model import CrashInfo, Ending, Environment, ImageCoverage, PythonReport, ThreadReport
@@ -21,6 +20,7 @@ from dumpkit.analysis.signature import recursion_start
 from dumpkit.analysis.threadreport import ThreadReports
 from dumpkit.analysis.verdict import Case, frame_limit
 from dumpkit.problems import Problems
+from dumpkit.records import replace
 from dumpkit.target import Target
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import StackWalk

@@ -9,10 +9,10 @@ few bytes back that lands on it, and the result says it is a guess."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Callable, List, Optional, Tuple
 
 from dumpkit.analysis.model import Disassembly, Instruction
+from dumpkit.records import replace
 from dumpkit.unwind.disasm import decode_one
 
 ReadCode = Callable[[int, int], bytes]

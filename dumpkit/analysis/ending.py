@@ -14,13 +14,13 @@ Pure: frames (with the names the walk gave them) and the crash record in, an `En
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codes.model import STATUS_BREAKPOINT, STATUS_STACK_BUFFER_OVERRUN
 from dumpkit.analysis.model import CrashInfo, Ending, EndingRoute
 from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.raiser import RUNTIME_MODULES
+from dumpkit.records import replace
 from dumpkit.unwind.frames import Frame
 
 LOOK = 24  # the ending machinery is never deeper than this

@@ -4,13 +4,13 @@ version, and the code around it, decoded from the function's first byte when it 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional, Sequence, Tuple
 
 from dumpkit.analysis.disassembly import disassemble_around
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.model import CrashInfo
 from dumpkit.analysis.process import module_version
+from dumpkit.records import replace
 from dumpkit.target import Target
 from dumpkit.unwind.frames import Frame
 from dumpkit.unwind.places import nearest_name

@@ -17,9 +17,9 @@ Pure apart from the `read_code` callable. Per-function work is memoized, so a st
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.records import replace
 from dumpkit.unwind.bulk import Frames
 from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.analysis.model import FrameSize

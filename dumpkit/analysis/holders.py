@@ -22,13 +22,12 @@ MAX_THREADS threads."""
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
 from typing import Callable, Collection, Dict, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis.model import Confidence, Deadlock, PythonReport, ThreadWait, WaitKind
 from dumpkit.analysis.waits import WORDS
 from dumpkit.target import Handle
-from dumpkit.records import record
+from dumpkit.records import record, replace
 
 GENERIC_LOCK_WAIT = WORDS[WaitKind.PYTHON_LOCK]
 

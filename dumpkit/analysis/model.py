@@ -3,10 +3,9 @@ nothing else. Every field that an analysis may fail to establish is Optional."""
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import TYPE_CHECKING, Dict, Optional, Tuple, Union
 
-from dumpkit.records import record
+from dumpkit.records import field, record
 from dumpkit.cpython.status import Status as PythonStatus
 from dumpkit.unwind.frames import StopReason, Support, Trust
 from dumpkit.words import Word

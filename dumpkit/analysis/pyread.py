@@ -3,7 +3,6 @@ holds its memory (`cpython/`), read through the interpreter's exports."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional
 
 from dumpkit.analysis.model import PythonReport
@@ -13,6 +12,7 @@ from dumpkit.images import ImageProvider
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
 from dumpkit.problems import Problems
+from dumpkit.records import replace
 from dumpkit.target import MemoryNotInDump, Target
 
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import replace
 from functools import lru_cache
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -39,6 +38,7 @@ from dumpkit.analysis.model import (
     RuntimeCollision,
 )
 from dumpkit.analysis.pyentry import is_interpreter
+from dumpkit.records import replace
 from dumpkit.target import Module, Registers, Target, Thread
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import Frame

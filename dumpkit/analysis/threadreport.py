@@ -7,13 +7,12 @@ thread first."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from dumpkit.analysis import facts
 from dumpkit.analysis.model import FrameRecord, FrameSize, NotWalked, PythonReport, ThreadReport
 from dumpkit.analysis.threads import analyse_thread, identical_stacks
-from dumpkit.records import record
+from dumpkit.records import record, replace
 from dumpkit.problems import Problems
 from dumpkit.target import Target, Thread
 from dumpkit.unwind.bulk import Frames

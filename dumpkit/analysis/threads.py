@@ -6,7 +6,6 @@ The engine walks; this reads the walks. Pure over the Target and the Walker's co
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from dumpkit.analysis.budget import guard_fault_address, stack_budget
@@ -14,7 +13,7 @@ from dumpkit.analysis.codefacts import CodeFacts, code_facts, merged
 from dumpkit.analysis.framesizes import frame_sizes
 from dumpkit.analysis.model import Cycle, FrameSize, StackBudget
 from dumpkit.analysis.recursion import find_cycles
-from dumpkit.records import record
+from dumpkit.records import record, replace
 from dumpkit.problems import Problems
 from dumpkit.target import MemoryNotInDump, Target, Thread
 from dumpkit.unwind.frames import Frame, StackWalk

@@ -12,11 +12,11 @@ for the lock, and on a handle only as the lock's way of waiting."""
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Dict, Optional, Sequence, Tuple
 
 from dumpkit.analysis.model import PythonReport, ThreadReport, ThreadWait, WaitKind
 from dumpkit.analysis.pyentry import is_interpreter, user_python
+from dumpkit.records import replace
 from dumpkit.unwind.frames import Frame, StackWalk
 
 LOOK = 24  # the wait machinery is never deeper than this

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from dataclasses import replace
 from typing import Callable, Deque, Dict, Iterable, List, Optional, Set, Tuple
 
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, record_size
@@ -22,7 +21,7 @@ from dumpkit.cpython.layouts import LAYOUTS, PY_OBJECT_TYPE, Layout
 from dumpkit.cpython.linetable import line_from_linetable, line_from_lnotab, line_from_locations
 from dumpkit.cpython.model import HEAP_ADVICE, RUNTIME_ADVICE, PythonFrame, PythonState, PythonThread, Status
 from dumpkit.target import MemoryNotInDump, Target
-from dumpkit.records import record
+from dumpkit.records import record, replace
 
 ExportAddress = Callable[[str], Optional[int]]  # export name -> its address in the process
 

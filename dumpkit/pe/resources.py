@@ -7,7 +7,6 @@ string table, string)."""
 from __future__ import annotations
 
 import struct
-from dataclasses import field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from dumpkit.pe.errors import PEError
@@ -21,7 +20,7 @@ from dumpkit.pe.winnt import (
     VS_FFI_SIGNATURE,
     VS_FIXEDFILEINFO,
 )
-from dumpkit.records import record
+from dumpkit.records import field, record
 
 __all__ = [
     "VersionInfo",

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from dumpkit.analysis.model import (
@@ -19,6 +18,7 @@ from dumpkit.analysis.model import (
     Stacks,
     ThreadReport,
 )
+from dumpkit.records import fields, is_dataclass
 
 try:  # json.encoder's own C function, without the json package's decoder imported at start-up
     from _json import encode_basestring_ascii
@@ -70,9 +70,9 @@ def _field_names(cls: type) -> Optional[Tuple[str, ...]]:
         return _FIELD_NAMES[cls]
     except KeyError:
         names: Optional[Tuple[str, ...]] = None
-        if dataclasses.is_dataclass(cls):
+        if is_dataclass(cls):
             shown = _SHOWN_AS.get(cls, {})
-            as_shown = (shown.get(f.name, f.name) for f in dataclasses.fields(cls))
+            as_shown = (shown.get(f.name, f.name) for f in fields(cls))
             names = tuple(n for n in as_shown if n is not None)
         _FIELD_NAMES[cls] = names
         return names

@@ -9,11 +9,11 @@ the same and its paths still say where things were."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any, Dict, Optional, Tuple
 
 from dumpkit.analysis.model import Report
+from dumpkit.records import fields, is_dataclass, replace
 
 PLACEHOLDER = "<user>"
 _SHARED = frozenset({"public", "default", "all users", "default user", PLACEHOLDER})
@@ -51,17 +51,17 @@ def _redacted(value: Any) -> Any:
     if isinstance(value, str):
         return redact_text(value)
     cls = type(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    if is_dataclass(value) and not isinstance(value, type):
         names = _FIELDS.get(cls)
         if names is None:
-            names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(value))
+            names = _FIELDS[cls] = tuple(f.name for f in fields(value))
         changes = {}
         for n in names:
             old = getattr(value, n)
             new = _redacted(old)
             if new is not old:
                 changes[n] = new
-        return dataclasses.replace(value, **changes) if changes else value
+        return replace(value, **changes) if changes else value
     if isinstance(value, (tuple, list)):
         items = [_redacted(v) for v in value]
         if all(a is b for a, b in zip(items, value)):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import operator
 import re
 import struct
-from dataclasses import replace
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, overload
 
 from minidump.constants import MINIDUMP_STREAM_TYPE
@@ -22,7 +21,7 @@ from dumpkit.console import shell_quote
 from dumpkit.context import parse_context
 from dumpkit.function_tables import FunctionTable
 from dumpkit.problems import Problems
-from dumpkit.records import record
+from dumpkit.records import record, replace
 from dumpkit.sources.memory import Buffer
 from dumpkit.target import (
     X86_FAMILY,

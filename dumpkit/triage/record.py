@@ -3,11 +3,10 @@ as a dict, never a Report."""
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
 from typing import Any, Dict, Optional, Tuple, Type
 
 from dumpkit.analysis.model import Confidence, VerdictKind
-from dumpkit.records import record
+from dumpkit.records import fields, record, replace
 from dumpkit.words import Word
 
 

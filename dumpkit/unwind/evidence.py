@@ -25,9 +25,9 @@ here is a pass over lists already bounded by the walks' frame limits.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Set, Tuple, Union
 
+from dumpkit.records import replace
 from dumpkit.unwind.bulk import Frames, Part, Run
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk, StopReason
 

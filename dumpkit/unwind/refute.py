@@ -20,9 +20,9 @@ each return address is simulated once per target.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
+from dumpkit.records import replace
 from dumpkit.unwind.bulk import Frames, Part, Run
 from dumpkit.unwind.evidence import Unit, renumbered
 from dumpkit.unwind.frames import SCANNED, Frame, StackWalk

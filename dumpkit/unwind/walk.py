@@ -34,12 +34,12 @@ it.
 from __future__ import annotations
 
 import struct
-from dataclasses import replace
 from typing import Any, Callable, Dict, FrozenSet, List, NamedTuple, Optional, Protocol, Tuple
 
 from dumpkit.limits import MAX_FRAMES
 from dumpkit.images import ImageProvider
 from dumpkit.problems import Problems
+from dumpkit.records import replace
 from dumpkit.target import MemoryNotInDump, Registers, Target, Thread
 from dumpkit.unwind import bulk
 from dumpkit.unwind.codemap import MIN_CODE_ADDRESS, CodeMap

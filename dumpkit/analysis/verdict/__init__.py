@@ -6,7 +6,6 @@ analyses established; the only outside call is `Case.read_code`, to show instruc
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Callable, Dict, List, Sequence, Tuple
 
 from dumpkit.analysis import codes
@@ -39,6 +38,7 @@ from dumpkit.analysis.verdict.case import (
     exception_line,
     frame_limit,
 )
+from dumpkit.records import replace
 
 __all__ = ["Case", "decide", "frame_limit"]
 

@@ -6,7 +6,6 @@ package turns one kind of crash into a headline, a confidence, evidence and next
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Callable, Optional, Sequence, Tuple
 
 from dumpkit.analysis.advice import Step
@@ -42,7 +41,7 @@ from dumpkit.analysis.pyentry import PythonEntry
 from dumpkit.limits import OVERSIZED_FRAME
 from dumpkit.unwind.disasm import decode_one
 from dumpkit.unwind.frames import Frame, StackWalk
-from dumpkit.records import record
+from dumpkit.records import field, record
 
 ReadCode = Callable[[int, int], bytes]
 

@@ -6,12 +6,12 @@ Elsewhere it stays an environment finding."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Optional, Tuple
 
 from dumpkit.analysis.advice import Step
 from dumpkit.analysis.model import Confidence, Evidence, RuntimeCollision, Verdict
 from dumpkit.analysis.verdict.case import Case, Decision
+from dumpkit.records import replace
 
 _WAY_OUT = Step("collision.way_out", "{text}")
 _CONFIDENCE_ORDER = (Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH)

@@ -4,14 +4,13 @@ CPU's. The cell conventions of the layouts in use today are named here, in one p
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Generic, Iterable, Iterator, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks, SystemSummary, ThreadReport
 from dumpkit.unwind.frames import Support, Trust
 from dumpkit.report.view.inline import Line
 from dumpkit.words import human_bytes, plural
-from dumpkit.records import record
+from dumpkit.records import record, replace
 
 # Cell conventions of a stack table, one per column across formats (issue #16 item 2):
 REPORT = "report"  # `analyze` in every format: decimal frame numbers, each frame's own size in decimal bytes
