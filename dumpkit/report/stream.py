@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
-
-from rich.cells import cell_len
-from rich.console import Console
-from rich.text import Text
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    TextIO,
+    Tuple,
+    Union,
+)
 
 from dumpkit.analysis.model import Cycle, FrameRecord, Stacks
 from dumpkit.report.escape import clean
@@ -35,6 +44,9 @@ from dumpkit.report.view.stacks import (
 from dumpkit.unwind.bulk import Frames, Run
 from dumpkit.unwind.confirm import support_of
 from dumpkit.unwind.frames import Frame, Support
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 CHUNK = 4096  # frames encoded per write
 _CACHE_LIMIT = 65_536  # distinct names kept encoded; a recursion repeats a handful
@@ -188,7 +200,11 @@ GAP = "  "  # between columns, as the rich tables of the other reports lay them 
 
 
 def _width(text: str) -> int:
-    return len(text) if text.isascii() else cell_len(text)
+    if text.isascii():
+        return len(text)
+    from rich.cells import cell_len  # rich is imported for text output only: not for JSON's
+
+    return cell_len(text)
 
 
 def _left(text: str, width: int) -> str:
@@ -346,7 +362,7 @@ def _own_support(f: KfFrame) -> Optional[Support]:
 def write_stacks_text(
     doc: Stacks,
     frames: Sequence[Sequence[Frame]],
-    console: Console,
+    console: "Console",
     out: TextIO,
     full: bool = False,
     supports: Optional[Sequence[Optional[Dict[int, Support]]]] = None,
@@ -356,6 +372,8 @@ def write_stacks_text(
     Headings go through `console` (styled on a terminal); rows straight to `out`.
     `supports[i]`: thread i's walk's support of its scanned frames (`StackWalk.support`),
     shown beside their trust as `analyze` shows it."""
+    from rich.text import Text
+
     crash = next((t.tid for t in doc.threads if t.is_crashing), None)
     py = python_view(doc.python, crash, tids=[t.tid for t in doc.threads])
     if py is not None:
