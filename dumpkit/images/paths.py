@@ -6,7 +6,8 @@ from __future__ import annotations
 import ntpath
 import os
 import re
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+import stat
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from dumpkit.symbols.store import SymbolServer, parse_symbol_spec, resolve_case_insensitive
 from dumpkit.target import Module
@@ -83,11 +84,25 @@ def windows_path_candidates(path: str) -> List[str]:
 
 def existing_files(candidates: Iterable[str]) -> Iterator[str]:
     """The candidates that are files here, resolved case-insensitively on POSIX (a path a
-    Windows machine recorded may differ in case from the file on this one)."""
+    Windows machine recorded may differ in case from the file on this one), each file once:
+    a Wine prefix's `dosdevices/c:` is a link to its `drive_c`, so a recorded `C:\\` path
+    names every file there twice, and each would be opened and refused twice."""
+    seen: Set[Tuple[int, int]] = set()
     for cand in candidates:
         real = resolve_case_insensitive(cand) if os.sep == "/" else cand
-        if real and os.path.isfile(real):
-            yield real
+        if not real:
+            continue
+        try:
+            st = os.stat(real)
+        except (OSError, ValueError):  # what os.path.isfile answers False to
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if st.st_ino:  # 0 where a file system has no file ids: every path kept
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        yield real
 
 
 class FileProbe:

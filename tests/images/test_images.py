@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dumpkit.images import ImageLocator, parse_symbol_path, windows_path_candidates
-from dumpkit.images.paths import FileProbe, RememberingProbe
+from dumpkit.images.paths import FileProbe, RememberingProbe, existing_files
 from dumpkit.pe import PEImage
 from dumpkit.target import MemoryNotInDump, Module
 
@@ -133,6 +133,41 @@ def test_recorded_path_windows_forms(synth, tmp_path, monkeypatch):
     assert "drive_c" in found.image.path
     # switched off
     assert ImageLocator(use_recorded_path=False).locate(module_for(synth, path=zpath), no_memory) is None
+
+
+def test_a_wine_prefixs_file_is_tried_once_though_two_paths_name_it(synth, other_build, tmp_path, monkeypatch):
+    """`dosdevices/c:` is a link to `drive_c` in every Wine prefix: a recorded C:\\ path is
+    the same file by both, opened (and, when it is another build, refused) once."""
+    if os.sep != "/":
+        pytest.skip("Wine's layout on POSIX")
+    prefix = tmp_path / "wineprefix"
+    dlls = prefix / "drive_c" / "windows" / "system32"
+    dlls.mkdir(parents=True)
+    (prefix / "dosdevices").mkdir()
+    os.symlink("../drive_c", prefix / "dosdevices" / "c:")
+    other_build.write(dlls / "synth.dll")
+    monkeypatch.setenv("WINEPREFIX", str(prefix))
+    recorded = "C:\\Windows\\System32\\synth.dll"
+    assert len(windows_path_candidates(recorded)) >= 3  # as recorded, dosdevices/c:, drive_c
+    found = FileProbe().recorded(recorded)
+    assert [os.path.relpath(p, prefix) for p in found] == ["dosdevices/c:/windows/system32/synth.dll"]
+    import dumpkit.images.locator as locator_module
+
+    opened: list = []
+
+    class CountingBacking(locator_module.FileBacking):
+        def __init__(self, path, *a, **kw):
+            opened.append(path)
+            super().__init__(path, *a, **kw)
+
+    monkeypatch.setattr(locator_module, "FileBacking", CountingBacking)
+    assert ImageLocator().locate(module_for(synth, path=recorded), None) is None  # another build's file
+    assert len(opened) == 1, opened
+    # two files are two candidates; a link to one of them is not a third
+    other = other_build.write(tmp_path / "other.dll")
+    os.symlink(other, tmp_path / "link.dll")
+    mine = str(dlls / "synth.dll")
+    assert list(existing_files([mine, str(other), str(tmp_path / "link.dll")])) == [mine, str(other)]
 
 
 def test_a_file_put_in_place_between_two_questions_is_found(synth, tmp_path, monkeypatch):
