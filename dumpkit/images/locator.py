@@ -88,7 +88,8 @@ class ImageLocator:
         probe: FileProbe = LIVE,
     ):
         self.image_paths = list(image_paths)
-        self.probe = probe  # which files the recorded paths name here (a triage keeps the answers)
+        # which files the recorded paths name here (a triage keeps the answers; one run its folders)
+        self.probe = probe.for_one_run()
         self.fetcher = fetcher  # --fetch-images: asked last, for what nothing else had
         # the largest file a server may send or a cabinet expand to (DUMPKIT_MAX_DOWNLOAD)
         self.max_download = download_limit() if max_download is None else max_download

@@ -82,14 +82,15 @@ def windows_path_candidates(path: str) -> List[str]:
     return out
 
 
-def existing_files(candidates: Iterable[str]) -> Iterator[str]:
+def existing_files(candidates: Iterable[str], folders: Optional[Dict[str, Optional[str]]] = None) -> Iterator[str]:
     """The candidates that are files here, resolved case-insensitively on POSIX (a path a
     Windows machine recorded may differ in case from the file on this one), each file once:
     a Wine prefix's `dosdevices/c:` is a link to its `drive_c`, so a recorded `C:\\` path
-    names every file there twice, and each would be opened and refused twice."""
+    names every file there twice, and each would be opened and refused twice. `folders`:
+    the folders one run has resolved (`resolve_case_insensitive`)."""
     seen: Set[Tuple[int, int]] = set()
     for cand in candidates:
-        real = resolve_case_insensitive(cand) if os.sep == "/" else cand
+        real = resolve_case_insensitive(cand, folders) if os.sep == "/" else cand
         if not real:
             continue
         try:
@@ -110,9 +111,24 @@ class FileProbe:
     says at each question (`analyze`, the debugger extension: a file put in place between
     two runs is found by the second)."""
 
+    # The folders resolved on the way to recorded paths (None: none kept, each question
+    # looks again): `for_one_run` keeps them for a run, as a RememberingProbe does.
+    _folders: Optional[Dict[str, Optional[str]]] = None
+
+    def for_one_run(self) -> "FileProbe":
+        """This probe for one analysis: a probe that keeps nothing gives one that resolves
+        each folder once in the run (an Unreal editor's 600 modules recorded in three
+        folders were looked up component by component each, a tenth of its `analyze`);
+        files are still looked for at each question."""
+        if self._folders is not None:
+            return self
+        run = FileProbe()
+        run._folders = {}
+        return run
+
     def recorded(self, path: str) -> List[str]:
         """The files here that the recorded `path` may be (`windows_path_candidates`)."""
-        return list(existing_files(windows_path_candidates(path)))
+        return list(existing_files(windows_path_candidates(path), self._folders))
 
     def beside(self, path: str, name: str) -> List[str]:
         """The files named `name` (any case, on POSIX) in the folder of each place the
@@ -120,7 +136,7 @@ class FileProbe:
         out: List[str] = []
         for image in windows_path_candidates(path):
             folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
-            real = resolve_case_insensitive(os.path.join(folder, name)) if os.sep == "/" else None
+            real = resolve_case_insensitive(os.path.join(folder, name), self._folders) if os.sep == "/" else None
             cand = real or os.path.join(folder, name)
             if os.path.isfile(cand):
                 out.append(cand)
@@ -149,6 +165,7 @@ class RememberingProbe(FileProbe):
 
     def __init__(self) -> None:
         self._answers: Dict[Tuple[str, str], List[str]] = {}
+        self._folders = {}  # kept as its answers are
         # Image files' stamps: a fleet's dumps name the same system DLLs, and the file of
         # that name here (Windows' own, a Wine prefix's) is read and refused once, not once
         # a dump (about a tenth of a small dump's instructions)

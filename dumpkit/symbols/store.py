@@ -157,24 +157,61 @@ class StoreKey:
         return f"{server.url}/{self.name}/{self.key}/{leaf or self.name}"
 
 
-def resolve_case_insensitive(path: str) -> Optional[str]:
+def resolve_case_insensitive(path: str, folders: Optional[Dict[str, Optional[str]]] = None) -> Optional[str]:
     """`path` if it exists, else the existing path that equals it ignoring case in each
-    component (Windows paths are case-insensitive; POSIX file systems are not)."""
+    component (Windows paths are case-insensitive; POSIX file systems are not).
+
+    `folders`: the folders resolved so far in one run (folder as asked -> as found, or
+    None when there is none), kept by the caller: a dump's 600 modules recorded in a few
+    folders have them looked up once, not component by component for each module."""
+    head, name = os.path.split(path.rstrip("/"))
+    if folders is not None and head in folders and folders[head] is None:
+        return None  # its folder is not here: neither is it
     if os.path.exists(path):
         return path
-    if not os.path.isabs(path):
+    if not os.path.isabs(path) or not name:
         return None
-    cur = "/"
-    for comp in (c for c in path.split("/") if c):
-        nxt = os.path.join(cur, comp)
-        if os.path.exists(nxt):
-            cur = nxt
-            continue
-        match = _names_by_case(cur).get(comp.lower())
+    folder = _resolve_folder(head, folders)
+    if folder is None:
+        if folders is not None:
+            folders[head] = None  # the next file asked for there is answered by the check above
+        return None
+    nxt = os.path.join(folder, name)
+    if not os.path.exists(nxt):
+        match = _names_by_case(folder).get(name.lower())
         if match is None:
             return None
-        cur = os.path.join(cur, match)
-    return cur if os.path.exists(cur) else None
+        nxt = os.path.join(folder, match)
+    return nxt if os.path.exists(nxt) else None
+
+
+_FOLDERS_LIMIT = 4096  # folders a run keeps resolved; all are forgotten when it is reached
+
+
+def _resolve_folder(path: str, folders: Optional[Dict[str, Optional[str]]] = None) -> Optional[str]:
+    """The existing folder that equals `path` (absolute) ignoring case in each component;
+    each folder on the way taken from and kept in `folders` when given."""
+    cur: Optional[str] = "/"
+    asked = ""
+    for comp in (c for c in path.split("/") if c):
+        asked += "/" + comp
+        if folders is not None and asked in folders:
+            cur = folders[asked]
+        else:
+            assert cur is not None
+            nxt = os.path.join(cur, comp)
+            if os.path.exists(nxt):
+                cur = nxt
+            else:
+                match = _names_by_case(cur).get(comp.lower())
+                cur = None if match is None else os.path.join(cur, match)
+            if folders is not None:
+                if len(folders) >= _FOLDERS_LIMIT:
+                    folders.clear()
+                folders[asked] = cur
+        if cur is None:
+            return None
+    return cur
 
 
 # Folder -> (its stat signature, its entries by lower-cased name). A dump's modules are

@@ -170,6 +170,41 @@ def test_a_wine_prefixs_file_is_tried_once_though_two_paths_name_it(synth, other
     assert list(existing_files([mine, str(other), str(tmp_path / "link.dll")])) == [mine, str(other)]
 
 
+def test_one_run_looks_for_a_folder_once_and_for_files_at_each_question(tmp_path, monkeypatch):
+    """An Unreal editor's 600 modules are recorded in a few folders: in one run (one
+    locator) each folder is resolved once, a missing one answering for every file in it;
+    files are still looked for at each question, and a probe that keeps nothing sees a
+    folder made between two questions."""
+    if os.sep != "/":
+        pytest.skip("POSIX case-insensitive lookup")
+    prefix = tmp_path / "wineprefix"
+    (prefix / "drive_c" / "Windows" / "System32").mkdir(parents=True)
+    monkeypatch.setenv("WINEPREFIX", str(prefix))
+    asked: list = []
+    real_exists = os.path.exists
+
+    def counting(path):
+        asked.append(str(path))
+        return real_exists(path)
+
+    monkeypatch.setattr(os.path, "exists", counting)
+    run = FileProbe().for_one_run()
+    for i in range(200):
+        assert run.recorded(f"C:\\Game\\Binaries\\Win64\\Plugin{i}.dll") == []
+    game = [p for p in asked if "/Game" in p or "/game" in p.lower()]
+    assert len(game) < 40, len(game)  # not 200 modules x 2 candidates x the components
+    # a file put in an existing folder during the run is found at its question
+    (prefix / "drive_c" / "Windows" / "System32" / "late.dll").write_bytes(b"MZ")
+    assert [os.path.basename(p) for p in run.recorded("C:\\windows\\system32\\LATE.DLL")] == ["late.dll"]
+    # a probe that keeps nothing sees the folder made after its first question
+    live = FileProbe()
+    assert live.recorded("C:\\Game\\Binaries\\Win64\\Plugin0.dll") == []
+    (prefix / "drive_c" / "Game" / "Binaries" / "Win64").mkdir(parents=True)
+    (prefix / "drive_c" / "Game" / "Binaries" / "Win64" / "Plugin0.dll").write_bytes(b"MZ")
+    assert [os.path.basename(p) for p in live.recorded("C:\\Game\\Binaries\\Win64\\Plugin0.dll")] == ["Plugin0.dll"]
+    assert FileProbe().for_one_run().recorded("c:\\game\\binaries\\win64\\plugin0.dll")  # a new run too
+
+
 def test_a_file_put_in_place_between_two_questions_is_found(synth, tmp_path, monkeypatch):
     """Folders listed for a case-insensitive match are remembered while they are unchanged:
     a question after a module was copied in or renamed must not answer from the listing
