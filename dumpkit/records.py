@@ -58,12 +58,14 @@ MISSING: Any = _Missing()  # no default, no factory: dataclasses.MISSING's part
 
 class RecordField:
     """A record's field, what `dataclasses.Field` says of one, made without importing
-    dataclasses (`field()` makes one in a class body; `fields()` gives a record's)."""
+    dataclasses: `field(...)` is this class (keyword-only fields are not taken), and
+    `fields()` gives a record's."""
 
     __slots__ = ("name", "type", "default", "default_factory", "init", "repr", "hash", "compare", "metadata")
 
     def __init__(
         self,
+        *,
         default: Any = MISSING,
         default_factory: Any = MISSING,
         init: bool = True,
@@ -72,6 +74,8 @@ class RecordField:
         compare: bool = True,
         metadata: Any = None,
     ) -> None:
+        if default is not MISSING and default_factory is not MISSING:
+            raise ValueError("cannot specify both default and default_factory")
         self.name: str = ""
         self.type: Any = None
         self.default, self.default_factory = default, default_factory
@@ -81,22 +85,6 @@ class RecordField:
         return f"RecordField(name={self.name!r}, default={self.default!r}, default_factory={self.default_factory!r})"
 
 
-def _field(
-    *,
-    default: Any = MISSING,
-    default_factory: Any = MISSING,
-    init: bool = True,
-    repr: bool = True,
-    hash: Optional[bool] = None,
-    compare: bool = True,
-    metadata: Any = None,
-) -> Any:
-    """`dataclasses.field` for a record (keyword-only fields are not taken)."""
-    if default is not MISSING and default_factory is not MISSING:
-        raise ValueError("cannot specify both default and default_factory")
-    return RecordField(default, default_factory, init, repr, hash, compare, metadata)
-
-
 def _from_dataclasses(f: Any, missing: Any) -> RecordField:
     """Our RecordField for a `dataclasses.Field` given in a record's body (the standard library
     is imported then: the one who made it imported it)."""
@@ -104,7 +92,15 @@ def _from_dataclasses(f: Any, missing: Any) -> RecordField:
         raise TypeError(f"keyword-only field {f.name!r} is not supported")
     default = MISSING if f.default is missing else f.default
     factory = MISSING if f.default_factory is missing else f.default_factory
-    return RecordField(default, factory, f.init, f.repr, f.hash, f.compare, f.metadata or None)
+    return RecordField(
+        default=default,
+        default_factory=factory,
+        init=f.init,
+        repr=f.repr,
+        hash=f.hash,
+        compare=f.compare,
+        metadata=f.metadata or None,
+    )
 
 
 def _dataclasses_field_type() -> Any:
@@ -177,7 +173,7 @@ def _fields(cls: Type[Any], own: Dict[str, Any]) -> None:
             else:
                 setattr(cls, name, f.default)
         else:
-            f = RecordField(default)
+            f = RecordField(default=default)
         if f.default is not MISSING and f.default.__class__.__hash__ is None:
             raise ValueError(f"mutable default {type(f.default)} for field {name} is not allowed: use default_factory")
         f.name, f.type = name, note
@@ -498,4 +494,4 @@ if TYPE_CHECKING:
     def record(cls: Optional[Type[T]] = None, *, frozen: bool = True, init: bool = True) -> Any: ...
 
 else:
-    record, field, fields, replace, is_dataclass = _record, _field, _fields_api, _replace, _is_dataclass
+    record, field, fields, replace, is_dataclass = _record, RecordField, _fields_api, _replace, _is_dataclass

@@ -135,6 +135,21 @@ def test_recorded_path_windows_forms(synth, tmp_path, monkeypatch):
     assert ImageLocator(use_recorded_path=False).locate(module_for(synth, path=zpath), no_memory) is None
 
 
+def files_opened(monkeypatch) -> list:
+    """The image files the locator opens from now on, in order."""
+    import dumpkit.images.locator as locator_module
+
+    opened: list = []
+
+    class CountingBacking(locator_module.FileBacking):
+        def __init__(self, path, *a, **kw):
+            opened.append(path)
+            super().__init__(path, *a, **kw)
+
+    monkeypatch.setattr(locator_module, "FileBacking", CountingBacking)
+    return opened
+
+
 def test_a_wine_prefixs_file_is_tried_once_though_two_paths_name_it(synth, other_build, tmp_path, monkeypatch):
     """`dosdevices/c:` is a link to `drive_c` in every Wine prefix: a recorded C:\\ path is
     the same file by both, opened (and, when it is another build, refused) once."""
@@ -151,16 +166,7 @@ def test_a_wine_prefixs_file_is_tried_once_though_two_paths_name_it(synth, other
     assert len(windows_path_candidates(recorded)) >= 3  # as recorded, dosdevices/c:, drive_c
     found = FileProbe().recorded(recorded)
     assert [os.path.relpath(p, prefix) for p in found] == ["dosdevices/c:/windows/system32/synth.dll"]
-    import dumpkit.images.locator as locator_module
-
-    opened: list = []
-
-    class CountingBacking(locator_module.FileBacking):
-        def __init__(self, path, *a, **kw):
-            opened.append(path)
-            super().__init__(path, *a, **kw)
-
-    monkeypatch.setattr(locator_module, "FileBacking", CountingBacking)
+    opened = files_opened(monkeypatch)
     assert ImageLocator().locate(module_for(synth, path=recorded), None) is None  # another build's file
     assert len(opened) == 1, opened
     # two files are two candidates; a link to one of them is not a third
@@ -243,16 +249,7 @@ def test_a_triage_reads_a_refused_file_once_and_still_finds_the_module_it_is(syn
     """A fleet's dumps name the same system DLLs, and the file of that name here is not
     theirs: one probe shared by a triage's dumps reads it once. A module it is still finds
     it, and one without a stamp to compare is still served it, unverified."""
-    import dumpkit.images.locator as locator_module
-
-    opened: list = []
-
-    class CountingBacking(locator_module.FileBacking):
-        def __init__(self, path, *a, **kw):
-            opened.append(path)
-            super().__init__(path, *a, **kw)
-
-    monkeypatch.setattr(locator_module, "FileBacking", CountingBacking)
+    opened = files_opened(monkeypatch)
     zpath = "Z:" + str(tmp_path).replace("/", "\\") + "\\synth.dll"
     if os.sep != "/":
         zpath = str(tmp_path / "synth.dll")
