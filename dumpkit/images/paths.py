@@ -122,7 +122,8 @@ class FileProbe:
         files are still looked for at each question."""
         if self._folders is not None:
             return self
-        run = FileProbe()
+        run = type(self).__new__(type(self))  # the same probe (a subclass's too), with a memory
+        run.__dict__.update(vars(self))
         run._folders = {}
         return run
 
