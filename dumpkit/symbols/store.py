@@ -172,25 +172,26 @@ def resolve_case_insensitive(path: str, folders: Optional[Dict[str, Optional[str
     if not os.path.isabs(path) or not name:
         return None
     folder = _resolve_folder(head, folders)
-    if folder is None:
-        if folders is not None:
-            folders[head] = None  # the next file asked for there is answered by the check above
-        return None
-    nxt = os.path.join(folder, name)
-    if not os.path.exists(nxt):
-        match = _names_by_case(folder).get(name.lower())
-        if match is None:
-            return None
-        nxt = os.path.join(folder, match)
-    return nxt if os.path.exists(nxt) else None
+    found = _entry(folder, name) if folder is not None else None
+    return found if found is not None and os.path.exists(found) else None
 
 
 _FOLDERS_LIMIT = 4096  # folders a run keeps resolved; all are forgotten when it is reached
 
 
+def _entry(folder: str, name: str) -> Optional[str]:
+    """`folder`'s entry `name`, as named there or equal ignoring case; None when it has none."""
+    exact = os.path.join(folder, name)
+    if os.path.exists(exact):
+        return exact
+    match = _names_by_case(folder).get(name.lower())
+    return None if match is None else os.path.join(folder, match)
+
+
 def _resolve_folder(path: str, folders: Optional[Dict[str, Optional[str]]] = None) -> Optional[str]:
     """The existing folder that equals `path` (absolute) ignoring case in each component;
-    each folder on the way taken from and kept in `folders` when given."""
+    each folder on the way taken from and kept in `folders` when given, and `path` itself
+    kept as None when it is not here."""
     cur: Optional[str] = "/"
     asked = ""
     for comp in (c for c in path.split("/") if c):
@@ -199,17 +200,14 @@ def _resolve_folder(path: str, folders: Optional[Dict[str, Optional[str]]] = Non
             cur = folders[asked]
         else:
             assert cur is not None
-            nxt = os.path.join(cur, comp)
-            if os.path.exists(nxt):
-                cur = nxt
-            else:
-                match = _names_by_case(cur).get(comp.lower())
-                cur = None if match is None else os.path.join(cur, match)
+            cur = _entry(cur, comp)
             if folders is not None:
                 if len(folders) >= _FOLDERS_LIMIT:
                     folders.clear()
                 folders[asked] = cur
         if cur is None:
+            if folders is not None:
+                folders[path] = None  # a file asked for there next is answered without a look
             return None
     return cur
 
