@@ -103,10 +103,14 @@ def _from_dataclasses(f: Any, missing: Any) -> RecordField:
     )
 
 
+class _Never:
+    """A type no value is: what a class body's field() can be when dataclasses is not imported."""
+
+
 def _dataclasses_field_type() -> Any:
     """`dataclasses.Field` when dataclasses is imported, else a type nothing is."""
     module = sys.modules.get("dataclasses")
-    return module.Field if module is not None else _Missing
+    return module.Field if module is not None else _Never
 
 
 def _build(cls: Type[T], frozen: bool = True, init: bool = True) -> Type[T]:
