@@ -67,6 +67,8 @@ class Amd64Step:
     function-table entries) live as long as the walker."""
 
     word_size = 8
+    # a return address's caller is scanned for at aligned slots only (`caller`: aligned=not exact)
+    scans_aligned = True
 
     def __init__(self, walker: Walker):
         # a proxy: the walker holds its step, and a step holding its walker made a cycle

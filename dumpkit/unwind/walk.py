@@ -22,13 +22,14 @@ A step answers, for one frame, where its caller is (`Step.caller`), and may desc
 return address's frame as a `FixedFrame`. Iterative throughout: nothing here recurses on
 the stack's depth.
 
-The loop (`Walker._walk`) keeps a walk's state in a `_Walk` and takes frames two ways:
-`_fixed_frames` follows cached FixedFrames for as long as they come, `_step_frame` asks
-the step for one frame's caller and checks it. After `bulk.MIN_RUN` frames in a row of
-either kind, `_splice_fixed` or `_splice_scanned` hands the rest of a recursion to
-unwind/bulk.py, which verifies it against the `StackWindow`'s words; the run it gives
-back is spliced into the frames walked so far (`bulk.Walked`) and the walk goes on after
-it.
+The loop (`Walker._walk`) keeps a walk's state in a `_Walk` and takes frames three ways:
+`_fixed_frames` follows cached FixedFrames for as long as they come, `_scanned_frames`
+follows the scans through code without unwind data (most frames of a dump walked without
+its images), and `_step_frame` asks the step for one frame's caller and checks it. After
+`bulk.MIN_RUN` frames in a row found by unwind data or by scanning alone, `_splice_fixed`
+or `_splice_scanned` hands the rest of a recursion to unwind/bulk.py, which verifies it
+against the `StackWindow`'s words; the run it gives back is spliced into the frames
+walked so far (`bulk.Walked`) and the walk goes on after it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,9 @@ class Step(Protocol):
     """One CPU's unwinding rules."""
 
     word_size: int  # bytes in a stack word (a return address, a push)
+    # Whether the scan `caller` makes for a frame at a return address takes module
+    # addresses only at aligned slots (`Walker.scan`'s `aligned`).
+    scans_aligned: bool
 
     def start(self, thread: Thread, context: Registers) -> Start:
         """The first frame's registers and the stack range to walk in."""
@@ -142,8 +146,10 @@ class Step(Protocol):
 
     def scans_for_caller(self, place: Place, exact: bool) -> bool:
         """Whether `caller` finds the caller of a frame at this place by `Walker.scan` from
-        its SP alone, clearing the volatile registers and nothing else: then a recursion
-        through it repeats the same steps and can be verified in bulk."""
+        its SP alone (once the frame was itself found by scanning: no home space is
+        skipped then), clearing the volatile registers and nothing else: then a recursion
+        through it repeats the same steps and can be verified in bulk, and the loop takes
+        such frames itself (`Walker._scanned_frames`)."""
         ...
 
     def take_unsaved_unwind(self) -> FrozenSet[int]:
@@ -257,6 +263,7 @@ class Walker:
         cross_check: bool = True,
         use_bulk: bool = True,
         reuse_walks: bool = True,
+        scan_runs: bool = True,
         *,
         problems: Problems,
     ):
@@ -273,6 +280,10 @@ class Walker:
         # others (unwind/loopwalks.py); off, each is walked apart (the reference the reuse
         # is tested against).
         self.reuse_walks = reuse_walks
+        # Frames found by scanning in code without unwind data are taken by the loop
+        # (`_scanned_frames`); off, each goes through the step (the reference it is tested
+        # against).
+        self.scan_runs = scan_runs
         self._kept = KeptWalks()
         self._witnessed: Optional[Witnessed] = None
         self._witnesses: Optional[Tuple[FrozenSet[int], FrozenSet[int]]] = None  # (ids, id()s of the Threads)
@@ -463,6 +474,8 @@ class Walker:
                 if stop is not None:
                     break
             stop = self._step_frame(step, walk)
+            if stop is None and walk.trust in SCANNED and not walk.exact and self.scan_runs:
+                stop = self._scanned_frames(step, walk)
         frame_limit = limit if stop is StopReason.FRAME_LIMIT else None
         return StackWalk(thread.tid, walk.walked.walk(), stop, start.problems, frame_limit), walk.scanned
 
@@ -578,6 +591,59 @@ class Walker:
         else:
             walk.scan_streak = 0
         return None
+
+    def _scanned_frames(self, step: Step, walk: _Walk) -> Optional[StopReason]:
+        """Take the frames found by scanning whose callers are found by scanning alone
+        (`Step.scans_for_caller`: code without unwind data) for as long as they come, with
+        no call into the step: the caller is the first word at or above the frame's SP that
+        can be a return address, and the registers stay as they are (the scan that found
+        the frame cleared their volatile values already). The same frames, counts and
+        stops as `_step_frame` one at a time. Why the walk stopped, or None when the frame
+        it is at needs the step."""
+        code_map = self.code
+        places = code_map._places
+        window = walk.window
+        read_word, word, stack_hi = walk.read_word, window.word, window.stack_hi
+        walked = walk.walked
+        append = walked.frames.append  # the same list after a splice (bulk.Walked.splice)
+        scan = self.scan
+        aligned = step.scans_aligned
+        in_bulk = window.words is not None
+        ip, sp, trust = walk.ip, walk.sp, walk.trust
+        took = False
+        stop = None
+        while True:
+            n = walked.before + len(walked.frames)
+            if n >= walk.limit:
+                stop = StopReason.FRAME_LIMIT
+                break
+            place = places.get((ip, True)) or code_map.place(ip, True)
+            if not step.scans_for_caller(place, False):
+                break
+            name = place.module.name if place.module else None
+            frame = Frame(n, ip, sp, name, place.rva, place.function_start, place.symbol, None, trust, place.source)
+            append(frame)
+            took = True
+            found = scan(sp, read_word, stack_hi, word, aligned)
+            if found is None:
+                stop = StopReason.NO_CALLER
+                break
+            # a scan's word is above MIN_CODE_ADDRESS and its slot inside the stack: the
+            # caller is not 0, its SP is above this frame's and not past the stack's end
+            at, ip, trust = found
+            csp = at + word
+            frame.size = csp - sp
+            sp = csp
+            walk.scan_streak += 1
+            if walk.scan_streak >= bulk.MIN_RUN and in_bulk:
+                walk.scan_streak = 0
+                walk.ip, walk.sp, walk.trust = ip, sp, trust
+                self._splice_scanned(walk)
+                sp = walk.sp
+        if took:
+            walk.ip, walk.sp, walk.trust = ip, sp, trust
+            walk.callee_exact = False  # the frame taken last was a return address's
+        return stop
 
     def _splice_fixed(self, walk: _Walk) -> None:
         """The rest of the recursion of fixed frames the walk is in, verified against the

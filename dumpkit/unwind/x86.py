@@ -29,6 +29,7 @@ class X86Step:
     """x86 unwinding: frame pointers and scanning; only EBP is tracked."""
 
     word_size = 4
+    scans_aligned = False  # never asked: `scans_for_caller` is never true here
 
     def __init__(self, walker: Walker):
         self.walker = weakref.proxy(walker)  # not a cycle with the walker (as Amd64Step's)
