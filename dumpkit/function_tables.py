@@ -95,8 +95,8 @@ class FunctionTable(Sequence[DynamicEntry]):
         lows = self._lows if self._lows is not None else self._index()
         if lows:
             k = bisect.bisect_right(lows, ip) - 1
-            if k < 0:
-                return None
+            if k < 0 or ip >= self._tables[k][2]:
+                return None  # below every table, or past the highest end of the one below it
             run = self._tables[k][3]
             found = self._decoded.get(run)
             entries, starts = found if found is not None else self._sorted_run(run)

@@ -121,6 +121,21 @@ def test_a_lookup_decodes_only_the_table_it_falls_in():
     assert len(table._decoded) == 1 and table._all is None
 
 
+def test_a_lookup_past_a_tables_end_decodes_nothing():
+    """A heap or stack word above a table's code (most of the words a scan asks about)
+    is answered from the tables' summaries."""
+    import random
+
+    tables = _jit_like(random.Random(7), 500)
+    data, runs = _stream(tables)
+    table = FunctionTable(data, runs)
+    ends = sorted(base + max(e for _, e, _ in entries) for base, entries in tables)
+    starts = sorted(base + min(b for b, _, _ in entries) for base, entries in tables)
+    gaps = [end for end, nxt in zip(ends, starts[1:]) if end < nxt] + [ends[-1] + 0x1000]
+    assert gaps and all(table.entry_at(ip) is None for ip in gaps)
+    assert not table._decoded and table._all is None
+
+
 def test_entries_given_decoded_are_looked_up_the_same():
     flat = [(0x3000, 0x3010, 0x9000, 0x1000), (0x2000, 0x2100, 0x9100, 0x1000)]
     table = FunctionTable.of(flat)
