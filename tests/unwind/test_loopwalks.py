@@ -12,46 +12,28 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from dumpkit.engine import Options, make_walker, walk_all
-from dumpkit.problems import Problems
-from dumpkit.unwind.frames import Frame, StackWalk
-from tests.support.samples import every_dump, open_any, real_dumps
-
-
-def _row(f: Frame) -> Tuple[object, ...]:
-    return (f.index, f.ip, f.sp, f.module, f.rva, f.function_start, f.symbol, f.size, f.trust, f.source)
-
-
-def _seen(w: StackWalk) -> Tuple[object, ...]:
-    """Everything a walk says."""
-    return (
-        [_row(f) for f in w.frames],
-        [_row(f) for f in w.possible],
-        w.stop,
-        w.frame_limit,
-        w.problems,
-        w.support,
-        w.unsaved_jit_unwind,
-    )
+from dumpkit.unwind.frames import StackWalk
+from tests.support.samples import every_dump, real_dumps
+from tests.support.walks import assert_same_walks, walks_with
 
 
 def _walk_all(path: Path, image_paths: Sequence[str], reuse: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
     """The engine's walks of every thread, the run's problems and how many walks the loop
     took."""
-    problems = Problems()
-    target = open_any(path, problems)
-    options = Options(image_paths=image_paths)
-    walker = make_walker(target, options, problems=problems)
-    walker.reuse_walks = reuse
     taken = [0]
-    loop = walker._walk
 
-    def counted(*args):  # type: ignore[no-untyped-def]
-        taken[0] += 1
-        return loop(*args)
+    def setting(walker):  # type: ignore[no-untyped-def]
+        walker.reuse_walks = reuse
+        loop = walker._walk
 
-    walker._walk = counted  # type: ignore[method-assign]
-    return walk_all(target, walker, options, problems), list(problems.items), taken[0]
+        def counted(*args):  # type: ignore[no-untyped-def]
+            taken[0] += 1
+            return loop(*args)
+
+        walker._walk = counted
+
+    walks, problems = walks_with(path, image_paths, setting)
+    return walks, problems, taken[0]
 
 
 @pytest.mark.parametrize("path, image_paths", every_dump())
@@ -59,10 +41,7 @@ def test_each_thread_is_walked_once_into_the_walks_of_walking_apart(path, image_
     dump = plain(path)
     before, before_problems, _ = _walk_all(dump, image_paths, reuse=False)
     after, after_problems, taken = _walk_all(dump, image_paths, reuse=True)
-    assert sorted(after) == sorted(before)
-    for tid in before:
-        assert _seen(after[tid]) == _seen(before[tid]), tid
-    assert after_problems == before_problems
+    assert_same_walks((after, after_problems), (before, before_problems))
     # each walked thread once from its own registers; the crashing one also from the
     # exception's (a thread longer than the evidence's EVIDENCE_FRAMES, none here, twice)
     assert taken <= len(before) + 1

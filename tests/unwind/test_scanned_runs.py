@@ -10,32 +10,30 @@ from typing import Dict, List, Sequence, Tuple
 
 import pytest
 
-from dumpkit.engine import Options, make_walker, walk_all
-from dumpkit.problems import Problems
 from dumpkit.unwind.frames import StackWalk
-from tests.support.samples import every_dump, open_any, real_dumps
-from tests.unwind.test_loopwalks import _seen
+from tests.support.samples import every_dump, real_dumps
+from tests.support.walks import assert_same_walks, walks_with
 
 
 def _walk_all(path: Path, image_paths: Sequence[str], scan_runs: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
     """The engine's walks of every thread, the run's problems and how many frames the
     loop took by scanning alone."""
-    problems = Problems()
-    target = open_any(path, problems)
-    options = Options(image_paths=image_paths)
-    walker = make_walker(target, options, problems=problems)
-    walker.scan_runs = scan_runs
     taken = [0]
-    take = walker._scanned_frames
 
-    def counted(step, walk):  # type: ignore[no-untyped-def]
-        before = len(walk.walked)
-        stop = take(step, walk)
-        taken[0] += len(walk.walked) - before
-        return stop
+    def setting(walker):  # type: ignore[no-untyped-def]
+        walker.scan_runs = scan_runs
+        take = walker._scanned_frames
 
-    walker._scanned_frames = counted  # type: ignore[method-assign]
-    return walk_all(target, walker, options, problems), list(problems.items), taken[0]
+        def counted(step, walk):  # type: ignore[no-untyped-def]
+            before = len(walk.walked)
+            stop = take(step, walk)
+            taken[0] += len(walk.walked) - before
+            return stop
+
+        walker._scanned_frames = counted
+
+    walks, problems = walks_with(path, image_paths, setting)
+    return walks, problems, taken[0]
 
 
 @pytest.mark.parametrize("path, image_paths", every_dump())
@@ -44,10 +42,7 @@ def test_the_loops_scanned_frames_are_the_steps(path, image_paths, plain):
     before, before_problems, none = _walk_all(dump, image_paths, scan_runs=False)
     after, after_problems, _ = _walk_all(dump, image_paths, scan_runs=True)
     assert none == 0
-    assert sorted(after) == sorted(before)
-    for tid in before:
-        assert _seen(after[tid]) == _seen(before[tid]), tid
-    assert after_problems == before_problems
+    assert_same_walks((after, after_problems), (before, before_problems))
 
 
 def test_the_loop_takes_scanned_frames_of_a_dump_without_its_images():
