@@ -306,7 +306,9 @@ class Walker:
 
         A walk's reader is its StackWindow's `read`: the words the window holds are read
         from its copy in one loop (most scans pass over dozens of words), the others one
-        by one through `read_word`."""
+        by one through `read_word`. With `aligned` and no JIT code in the process, a word
+        off the aligned slots is no code or a module address passed over either way, so
+        that loop asks about the slots alone."""
         addr = sp
         left = self.scan_words
         module_at = self.target.module_at
@@ -315,6 +317,7 @@ class Walker:
         window = getattr(read_word, "__self__", None)
         if type(window) is not StackWindow or window.word != word_size:
             window = None
+        slots_only = aligned and word_size == 8 and not self.code.has_dynamic
         while left > 0 and addr + word_size <= stack_hi:
             if (
                 window is not None
@@ -324,6 +327,20 @@ class Walker:
             ):
                 i = (addr - window.lo) // word_size
                 n = min(left, (min(window.hi, stack_hi) - addr) // word_size)
+                if slots_only:
+                    # the words at addr + 8 * (s + 2k) sit 8 above a 16-byte boundary (none
+                    # does when addr itself is not a multiple of 8)
+                    s = 0 if addr & 15 == 8 else 1
+                    for k, word in enumerate(window.view()[i + s : i + n : 2] if not addr & 7 else ()):
+                        if word > MIN_CODE_ADDRESS:
+                            kind = known(word, _MISSING)
+                            if kind is _MISSING:
+                                kind = plausible(word)
+                            if kind is not None:
+                                return addr + (s + 2 * k) * 8, word, kind
+                    addr += n * word_size
+                    left -= n
+                    continue
                 for k, word in enumerate(window.view()[i : i + n]):
                     if word > MIN_CODE_ADDRESS:
                         kind = known(word, _MISSING)
