@@ -54,9 +54,10 @@ SELECTION = (
 RUN_TIMEOUT = 900
 # Seconds for the Windows side: the lane must stay at about six minutes, with room for a
 # slower machine (CI runs it after the main suite and four other lanes: 32 minutes in all on
-# 2026-11-28, the lane 6:22 of it; 36 minutes and 6:58 on a slower day, 2026-11-29, 32 s
-# from this bound: a tripwire for a lane that grew, not for a machine having a slow day)
-BUDGET = 540
+# 2026-11-28, the lane 6:22 of it; 36 minutes and 6:58 on a slower day, 2026-11-29; on a
+# slower machine later that day, 47 minutes and 10:01 for the same files, 8 s of it this
+# session's two new walk tests): a tripwire for a lane that grew, not for a slow machine
+BUDGET = 720
 
 
 def _test_files() -> List[str]:
