@@ -14,26 +14,13 @@ import pytest
 
 from dumpkit.unwind.frames import StackWalk
 from tests.support.samples import every_dump, real_dumps
-from tests.support.walks import assert_same_walks, walks_with
+from tests.support.walks import assert_same_walks, counted_walks
 
 
 def _walk_all(path: Path, image_paths: Sequence[str], reuse: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
     """The engine's walks of every thread, the run's problems and how many walks the loop
     took."""
-    taken = [0]
-
-    def setting(walker):  # type: ignore[no-untyped-def]
-        walker.reuse_walks = reuse
-        loop = walker._walk
-
-        def counted(*args):  # type: ignore[no-untyped-def]
-            taken[0] += 1
-            return loop(*args)
-
-        walker._walk = counted
-
-    walks, problems = walks_with(path, image_paths, setting)
-    return walks, problems, taken[0]
+    return counted_walks(path, image_paths, "reuse_walks", reuse, "_walk", lambda walk, *args: (walk(*args), 1))
 
 
 @pytest.mark.parametrize("path, image_paths", every_dump())

@@ -12,28 +12,19 @@ import pytest
 
 from dumpkit.unwind.frames import StackWalk
 from tests.support.samples import every_dump, real_dumps
-from tests.support.walks import assert_same_walks, walks_with
+from tests.support.walks import assert_same_walks, counted_walks
+
+
+def _frames_taken(take, step, walk):  # type: ignore[no-untyped-def]
+    before = len(walk.walked)
+    stop = take(step, walk)
+    return stop, len(walk.walked) - before
 
 
 def _walk_all(path: Path, image_paths: Sequence[str], scan_runs: bool) -> Tuple[Dict[int, StackWalk], List[str], int]:
     """The engine's walks of every thread, the run's problems and how many frames the
     loop took by scanning alone."""
-    taken = [0]
-
-    def setting(walker):  # type: ignore[no-untyped-def]
-        walker.scan_runs = scan_runs
-        take = walker._scanned_frames
-
-        def counted(step, walk):  # type: ignore[no-untyped-def]
-            before = len(walk.walked)
-            stop = take(step, walk)
-            taken[0] += len(walk.walked) - before
-            return stop
-
-        walker._scanned_frames = counted
-
-    walks, problems = walks_with(path, image_paths, setting)
-    return walks, problems, taken[0]
+    return counted_walks(path, image_paths, "scan_runs", scan_runs, "_scanned_frames", _frames_taken)
 
 
 @pytest.mark.parametrize("path, image_paths", every_dump())
