@@ -327,27 +327,18 @@ class Walker:
             ):
                 i = (addr - window.lo) // word_size
                 n = min(left, (min(window.hi, stack_hi) - addr) // word_size)
+                first, stride = 0, 1
                 if slots_only:
-                    # the words at addr + 8 * (s + 2k) sit 8 above a 16-byte boundary (none
-                    # does when addr itself is not a multiple of 8)
-                    s = 0 if addr & 15 == 8 else 1
-                    for k, word in enumerate(window.view()[i + s : i + n : 2] if not addr & 7 else ()):
-                        if word > MIN_CODE_ADDRESS:
-                            kind = known(word, _MISSING)
-                            if kind is _MISSING:
-                                kind = plausible(word)
-                            if kind is not None:
-                                return addr + (s + 2 * k) * 8, word, kind
-                    addr += n * word_size
-                    left -= n
-                    continue
-                for k, word in enumerate(window.view()[i : i + n]):
+                    # every other word from the first 8 above a 16-byte boundary (none is
+                    # when addr itself is not a multiple of 8: start past the window's words)
+                    first, stride = ((0 if addr & 15 == 8 else 1), 2) if not addr & 7 else (n, 1)
+                for k, word in enumerate(window.view()[i + first : i + n : stride]):
                     if word > MIN_CODE_ADDRESS:
                         kind = known(word, _MISSING)
                         if kind is _MISSING:
                             kind = plausible(word)
                         if kind is not None:
-                            at = addr + k * word_size
+                            at = addr + (first + stride * k) * word_size
                             if not (aligned and at & 15 != 8 and module_at(word) is not None):
                                 return at, word, kind
                 addr += n * word_size
