@@ -55,32 +55,24 @@ def assert_same_walks(
     assert after[1] == before[1]
 
 
-def tally(walker: Walker, method: str, count: Callable[..., Tuple[Any, int]]) -> List[int]:
-    """Wrap `walker.<method>` so that each call goes through `count(the method, its
-    arguments...)`, which returns (the method's result, a number); the numbers add up in the
-    one-item list returned."""
-    total = [0]
-    inner = getattr(walker, method)
-
-    def counted(*args: Any) -> Any:
-        result, n = count(inner, *args)
-        total[0] += n
-        return result
-
-    setattr(walker, method, counted)
-    return total
-
-
 def counted_walks(
     path: Path, image_paths: Sequence[str], switch: str, on: bool, method: str, count: Callable[..., Tuple[Any, int]]
 ) -> Tuple[Dict[int, StackWalk], List[str], int]:
-    """`walks_with` the walker's `switch` set to `on`, and what `count` added up over the
-    calls of its `method` (`tally`)."""
-    totals: List[List[int]] = []
+    """`walks_with` the walker's `switch` set to `on`, and what its `method` did: each call
+    goes through `count(the method, its arguments...)`, which returns (the method's result,
+    a number), and the numbers are added up."""
+    total = [0]
 
     def setting(walker: Walker) -> None:
         setattr(walker, switch, on)
-        totals.append(tally(walker, method, count))
+        inner = getattr(walker, method)
+
+        def counted(*args: Any) -> Any:
+            result, n = count(inner, *args)
+            total[0] += n
+            return result
+
+        setattr(walker, method, counted)
 
     walks, problems = walks_with(path, image_paths, setting)
-    return walks, problems, totals[0][0]
+    return walks, problems, total[0]
