@@ -15,9 +15,12 @@ Runs only when asked for (conftest.py): `python -m pytest -q tests/py38_lane`.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List
 
 import pytest
@@ -52,12 +55,18 @@ SELECTION = (
     "tests/test_conventions.py",
 )
 RUN_TIMEOUT = 900
-# Seconds for the Windows side: the lane must stay at about six minutes, with room for a
-# slower machine (CI runs it after the main suite and four other lanes: 32 minutes in all on
-# 2026-11-28, the lane 6:22 of it; 36 minutes and 6:58 on a slower day, 2026-11-29; on a
-# slower machine later that day, 47 minutes and 10:01 for the same files, 8 s of it this
-# session's two new walk tests): a tripwire for a lane that grew, not for a slow machine
-BUDGET = 720
+# Wine processes at once, each running pytest over one chunk of the files after another: the
+# tests are written to run side by side (the main suite runs them under xdist), and one Wine
+# process keeps one core busy, so two share CI's two cores. More chunks than
+# processes, handed out in turn, keep one slow chunk from holding the lane up (a chunk's
+# start-up, Wine, pytest and the imports, is a few seconds).
+PROCESSES = 2
+CHUNKS = 4
+# Seconds for the Windows side, a tripwire for a lane that grew, not for a slow machine: one
+# process took 6:22 on 2026-11-28 and 10:01 on a slower machine on 2026-11-29 (CI 47 minutes
+# in all); two took 7:21 there (their tests run ~1.4x slower side by side, and Wine's start
+# and the imports are paid per chunk)
+BUDGET = 600
 
 
 def _test_files() -> List[str]:
@@ -86,6 +95,27 @@ class Run:
     files: Dict[str, Outcome]
 
 
+def _chunks(files: List[str], count: int) -> List[List[str]]:
+    """`files` dealt into `count` chunks: a folder's slow files (tests/report's schema checks,
+    tests/triage) go to different chunks, which then take about as long as each other."""
+    return [files[i::count] for i in range(count)]
+
+
+@dataclass
+class _Chunk:
+    files: List[str]
+    results: Path
+    proc: "subprocess.CompletedProcess[str]"
+
+    def doc(self) -> dict:
+        if not self.results.exists():
+            raise AssertionError(
+                f"the Windows side wrote no results for {self.files[0]}..{self.files[-1]} (exit "
+                f"{self.proc.returncode}):\n{self.proc.stdout[-3000:]}\n{self.proc.stderr[-3000:]}"
+            )
+        return json.loads(self.results.read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def py38_run(tmp_path_factory) -> Run:
     try:
@@ -94,24 +124,28 @@ def py38_run(tmp_path_factory) -> Run:
         pytest.skip(f"py38 lane unavailable here: {e}")
     tmp = tmp_path_factory.mktemp("py38-lane")
     python = winpy.interpreter(env, tmp / "py38", extra=[runner])
-    results = tmp / "results.json"
-    environ = winpy.environ(env)
-    environ["DUMPKIT_PY38_RESULTS"] = W(results)
-    # hypothesis keeps its example database in the working folder (the checkout) otherwise
-    environ["HYPOTHESIS_STORAGE_DIRECTORY"] = W(tmp / "hypothesis")
-    argv = ["timeout", "-k", "10", str(RUN_TIMEOUT), env.wine, str(python), "-m", "pytest", "-q", "-m", "not slow"]
-    argv += ["-p", "no:cacheprovider", "-p", "tests.py38_lane.results", *SELECTION]
+
+    def run(index: int, files: List[str]) -> _Chunk:
+        results = tmp / f"results-{index}.json"
+        environ = winpy.environ(env)
+        environ["DUMPKIT_PY38_RESULTS"] = W(results)
+        # hypothesis keeps its example database in the working folder (the checkout) otherwise
+        environ["HYPOTHESIS_STORAGE_DIRECTORY"] = W(tmp / f"hypothesis-{index}")
+        argv = ["timeout", "-k", "10", str(RUN_TIMEOUT), env.wine, str(python), "-m", "pytest", "-q", "-m", "not slow"]
+        argv += ["-p", "no:cacheprovider", "-p", "tests.py38_lane.results", *files]
+        return _Chunk(files, results, lane._run(argv, RUN_TIMEOUT + 30, cwd=ROOT, env=environ))
+
     started = time.monotonic()
     try:
-        proc = lane._run(argv, RUN_TIMEOUT + 30, cwd=ROOT, env=environ)
+        with ThreadPoolExecutor(PROCESSES) as pool:
+            jobs = [pool.submit(run, i, files) for i, files in enumerate(_chunks(_test_files(), CHUNKS))]
+            chunks = [job.result() for job in jobs]
     finally:
         winpy.stop(env)
     seconds = time.monotonic() - started
-    if not results.exists():
-        raise AssertionError(
-            f"the Windows side wrote no results (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-        )
-    doc = json.loads(results.read_text(encoding="utf-8"))
+    docs = [chunk.doc() for chunk in chunks]
+    doc = dict(docs[0], records=[r for d in docs for r in d["records"]], collected=sum(d["collected"] for d in docs))
+    stdout = "\n".join(chunk.proc.stdout for chunk in chunks)
     files: Dict[str, Outcome] = {}
     for record in doc["records"]:
         outcome = files.setdefault(record["nodeid"].split("::", 1)[0], Outcome())
@@ -127,12 +161,12 @@ def py38_run(tmp_path_factory) -> Run:
     slowest = sorted(files.items(), key=lambda item: -item[1].seconds)[:5]
     print(
         f"py38 lane: {doc['collected']} tests collected on {doc['version'].split()[0]} under Wine in {seconds:.0f} s; "
-        + (proc.stdout.strip().splitlines() or ["no output"])[-1]
+        + "; ".join((chunk.proc.stdout.strip().splitlines() or ["no output"])[-1] for chunk in chunks)
         + "; slowest: "
         + ", ".join(f"{path} {o.seconds:.0f} s" for path, o in slowest),
         file=sys.stderr,
     )
-    return Run(doc=doc, seconds=seconds, stdout=proc.stdout, files=files)
+    return Run(doc=doc, seconds=seconds, stdout=stdout, files=files)
 
 
 def test_it_ran_on_the_genuine_windows_cpython_38(py38_run):

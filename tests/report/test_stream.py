@@ -46,12 +46,17 @@ def test_streamed_json_is_the_document_json_dumps_writes():
         assert [len(t["frames"]) for t in streamed["threads"]] == [len(w) for w in frames]
 
 
+# Rows of a thread compared: rich lays out the 63,591 of the CPython sample's recursion in
+# 75 s, and rows after the first few thousand are more of the same cycle
+ROWS = 3000
+
+
 @pytest.mark.parametrize(
     "dump",
     [
         "fastfail_abort.dmp",
         "breakpad/ascii_read_av.dmp",
-        # ~45 s of rich laying out its thousands of rows: the full suite's, not the fast tier's
+        # the full suite's, not the fast tier's: seconds even for ROWS of its 63,591 frames
         pytest.param("python/thread_stack_size.dmp.xz", marks=pytest.mark.slow),
     ],
 )
@@ -68,6 +73,7 @@ def test_streamed_kf_rows_are_the_rich_tables_rows(dump, plain):
     doc, frames, supports = stacks(
         target, Options(image_paths=[str(SAMPLE_BIN)]), list(target.threads), problems=target.soft_errors
     )
+    frames = [walked[:ROWS] for walked in frames]
     digits = pointer_digits(doc.system)
     confirmed = 0
     for t, walked, support in zip(_whole(doc, frames, supports).threads, frames, supports):
