@@ -194,7 +194,14 @@ _RUNTIME_DLL = (  # compiled at first use, as _SITE
 
 def _own_code(modules: Sequence[Module], places: _Places) -> List[Module]:
     """The modules whose images may hold code a runtime serves: not the runtimes, not Windows'."""
-    return [m for m in modules if not re.match(_RUNTIME_DLL, m.name) and _package(m.path, places) != "Windows"]
+    return [m for m in modules if not re.match(_RUNTIME_DLL, m.name) and not _windows(m.path, places)]
+
+
+def _windows(path: str, places: _Places) -> bool:
+    """`_package(path, places) == "Windows"`, its Windows pattern asked first: most of an
+    application's hundreds of modules (an Unreal editor's 600) are not in Windows' folders,
+    and for them the rest of `_package` (a search of the path, its folder) is not needed."""
+    return re.search(_WINDOWS, path) is not None and _package(path, places) == "Windows"
 
 
 # ----------------------------------------------------------------------------- msvcp140.dll and std::mutex
