@@ -1,7 +1,7 @@
 """dumpkit's own fast tier on the oldest Python it claims: `python -m pytest -m "not slow"`
 over SELECTION, run by the genuine Windows CPython 3.8 (the PSF's build, the interpreter
-pykd's WinDbg side runs in) under Wine, in one Wine process; its outcome is read back here
-(results.py writes it) and reported as one test per test file, failures listed with their
+pykd's WinDbg side runs in) under Wine, in PROCESSES Wine processes at once over CHUNKS chunks
+of the files; their outcome is read back here (results.py writes it) and reported as one test per test file, failures listed with their
 tracebacks.
 
 Tests that cannot run there for a reason that is not a dumpkit bug (Linux-only tools, the
@@ -110,7 +110,7 @@ class _Chunk:
     def doc(self) -> dict:
         if not self.results.exists():
             raise AssertionError(
-                f"the Windows side wrote no results for {self.files[0]}..{self.files[-1]} (exit "
+                f"the Windows side wrote no results for its chunk of {len(self.files)} files, {self.files[0]} first (exit "
                 f"{self.proc.returncode}):\n{self.proc.stdout[-3000:]}\n{self.proc.stderr[-3000:]}"
             )
         return json.loads(self.results.read_text(encoding="utf-8"))
