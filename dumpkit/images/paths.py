@@ -136,10 +136,13 @@ class FileProbe:
         recorded `path` may be: where a module's PDB is looked for next to it."""
         out: List[str] = []
         for image in windows_path_candidates(path):
-            folder = os.path.dirname(image.replace("\\", "/") if os.sep == "/" else image)
-            real = resolve_case_insensitive(os.path.join(folder, name), self._folders) if os.sep == "/" else None
-            cand = real or os.path.join(folder, name)
-            if os.path.isfile(cand):
+            if os.sep == "/":  # the file as named there, in any case; None when it is not there
+                cand = resolve_case_insensitive(
+                    os.path.join(os.path.dirname(image.replace("\\", "/")), name), self._folders
+                )
+            else:
+                cand = os.path.join(os.path.dirname(image), name)
+            if cand is not None and os.path.isfile(cand):
                 out.append(cand)
         return out
 
