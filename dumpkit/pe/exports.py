@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from typing import Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.pe.errors import PEError
 from dumpkit.pe.headers import DataDirectory
@@ -29,6 +29,7 @@ class PEImage(Protocol):
 
 __all__ = [
     "PEImage",
+    "cut_cstrings",
     "parse_exports",
     "read_cstring",
     "read_cstrings",
@@ -104,7 +105,7 @@ def parse_exports(image: "PEImage") -> List[Tuple[int, str]]:
         bad = len(fences)
         block_at, block = _name_block(image, name_rvas)
         if block:
-            raws = _cut(image, block_at, block, [rva for rva, _ in valid])
+            raws = list(cut_cstrings(image, block_at, block, [rva for rva, _ in valid], MAX_EXPORT_NAME))
         else:
             raws = read_cstrings(image, [rva for rva, _ in valid], MAX_EXPORT_NAME, fences)
         for raw, (_, idx) in zip(raws, valid):
@@ -144,21 +145,22 @@ def _name_block(image: "PEImage", name_rvas: Sequence[int]) -> Tuple[int, bytes]
         return 0, b""
 
 
-def _cut(image: "PEImage", block_at: int, block: bytes, rvas: Sequence[int]) -> List[Optional[bytes]]:
-    """The names at `rvas`, cut from the block read at `block_at`; one it does not end is
-    read on its own (None: unreadable)."""
-    out: List[Optional[bytes]] = []
+def cut_cstrings(
+    image: "PEImage", block_at: int, block: bytes, rvas: Sequence[int], limit: int
+) -> Iterator[Optional[bytes]]:
+    """The NUL-terminated strings at `rvas`, in their order: cut from `block` (read at
+    `block_at`) where it holds one whole, else read on its own (None: unreadable). One at a
+    time, so a caller that stops early (a budget spent) reads no page past it."""
     for rva in rvas:
         at = rva - block_at
-        end = block.find(b"\0", at, at + MAX_EXPORT_NAME) if 0 <= at < len(block) else -1
+        end = block.find(b"\0", at, at + limit) if 0 <= at < len(block) else -1
         if end >= 0:
-            out.append(block[at:end])
+            yield block[at:end]
             continue
         try:
-            out.append(read_cstring(image, rva, MAX_EXPORT_NAME))
+            yield read_cstring(image, rva, limit)
         except (PEError, MemoryNotInDump):
-            out.append(None)
-    return out
+            yield None
 
 
 def read_cstrings(

@@ -18,7 +18,7 @@ import struct
 from typing import List, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.pe.errors import PEError
-from dumpkit.pe.exports import read_cstring
+from dumpkit.pe.exports import cut_cstrings, read_cstring
 from dumpkit.pe.headers import DataDirectory
 from dumpkit.pe.winnt import (
     DELAYLOAD_RVA_BASED,
@@ -239,18 +239,9 @@ def _names(image: "PEImage", rvas: Sequence[int], budget: _Budget) -> Tuple[List
     """The names at `rvas`, within the budget; (names read, whether all were)."""
     block_at, block = _name_block(image, rvas)
     out: List[str] = []
-    for rva in rvas:
-        raw: Optional[bytes] = None
-        at = rva - block_at
-        if 0 <= at < len(block):
-            end = block.find(b"\0", at, at + MAX_IMPORT_NAME)
-            if end >= 0:
-                raw = block[at:end]
+    for raw in cut_cstrings(image, block_at, block, rvas, MAX_IMPORT_NAME):
         if raw is None:
-            try:
-                raw = read_cstring(image, rva, MAX_IMPORT_NAME)
-            except (PEError, MemoryNotInDump):
-                continue
+            continue
         budget.name_bytes -= len(raw)
         if budget.name_bytes < 0:
             return out, False
