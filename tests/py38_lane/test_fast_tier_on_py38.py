@@ -1,8 +1,8 @@
 """dumpkit's own fast tier on the oldest Python it claims: `python -m pytest -m "not slow"`
 over SELECTION, run by the genuine Windows CPython 3.8 (the PSF's build, the interpreter
-pykd's WinDbg side runs in) under Wine, in PROCESSES Wine processes at once over CHUNKS chunks
-of the files; their outcome is read back here (results.py writes it) and reported as one test per test file, failures listed with their
-tracebacks.
+pykd's WinDbg side runs in) under Wine, in PROCESSES Wine processes at once over CHUNKS
+chunks of the files; their outcome is read back here (results.py writes it) and reported as
+one test per test file, failures listed with their tracebacks.
 
 Tests that cannot run there for a reason that is not a dumpkit bug (Linux-only tools, the
 checkers pinned for 3.10+, extras with wheels for 3.11+ only) skip themselves, with the
