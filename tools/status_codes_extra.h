@@ -26,3 +26,12 @@
 #define MS_VC_EXCEPTION   ((NTSTATUS)0x406D1388)  /* "set thread name" (Visual Studio docs) */
 #define CPP_EH_EXCEPTION  ((NTSTATUS)0xE06D7363)  /* MSVC C++ throw: 0xE0000000 | 'msc' (ehdata.h EH_EXCEPTION_NUMBER) */
 #define CLR_EXCEPTION     ((NTSTATUS)0xE0434352)  /* .NET CLR exception: 0xE0000000 | 'CCR' */
+
+/* The delay-load helper's exceptions: delayimp.h builds them as VcppException(ERROR_SEVERITY_ERROR,
+ * error) = 0xC0000000 | FACILITY_VISUALCPP (109 = 0x6D) << 16 | the Win32 error, and MSVC's
+ * delayhlp.cpp and mingw-w64's delayimp.c (libmingwex.a) raise these three with one parameter, the
+ * DelayLoadInfo. No header names the values: the names are dumpkit's, after the Win32 error each
+ * carries (ERROR_MOD_NOT_FOUND 126, ERROR_PROC_NOT_FOUND 127, ERROR_INVALID_PARAMETER 87). */
+#define DELAYLOAD_MOD_NOT_FOUND       ((NTSTATUS)0xC06D007E)
+#define DELAYLOAD_PROC_NOT_FOUND      ((NTSTATUS)0xC06D007F)
+#define DELAYLOAD_INVALID_PARAMETER   ((NTSTATUS)0xC06D0057)

@@ -276,9 +276,22 @@ _CXX_TYPE = Step(
     "The exception object's type is found through the third parameter (ThrowInfo); "
     "`dumpkit analyze` names it when the memory is in the dump",
 )
+_DELAY_LOAD_INFO = Step(
+    "delay_load.info",
+    "The DLL's and the function's names are in the DelayLoadInfo the first parameter points to, "
+    "on the crashing thread's stack; `dumpkit analyze` reads them from the dump",
+)
 BEFORE_A_DUMP = frozenset(
     s.id
-    for s in (ANALYZE, _ACCESS_PARAMETERS, _DECODES_THE_INSTRUCTION, _FIND_THE_RECURSION, _GET_THE_SUBCODE, _CXX_TYPE)
+    for s in (
+        ANALYZE,
+        _ACCESS_PARAMETERS,
+        _DECODES_THE_INSTRUCTION,
+        _FIND_THE_RECURSION,
+        _GET_THE_SUBCODE,
+        _CXX_TYPE,
+        _DELAY_LOAD_INFO,
+    )
 )
 
 # Steps the verdict fits to the process (verdict/__init__.py selects them by id): rerunning
@@ -879,6 +892,44 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
             "Dump writers that stop at the second-chance exception record this code rather than the final fail-fast",
         ),
         (_CXX_TYPE, ANALYZE),
+    ),
+    # The delay-load helper's exceptions (tools/status_codes_extra.h): a DLL linked with
+    # /DELAYLOAD is loaded at the first call into it, so a missing one ends the process there
+    # rather than failing the import that loaded the module.
+    _ci(
+        0xC06D007E,
+        "DELAYLOAD_MOD_NOT_FOUND",
+        "a delay-loaded DLL could not be loaded at the first call into it "
+        "(VcppException(ERROR_SEVERITY_ERROR, ERROR_MOD_NOT_FOUND))",
+        (
+            "A native module linked with /DELAYLOAD (CUDA, cuDNN, TensorRT, DirectML, a vendor SDK) "
+            "called into a DLL that is not on the machine, or not where LoadLibrary looks: python.exe's "
+            "folder, the system folders, the current folder and PATH; not the extension's own folder, "
+            "nor (unless the process called SetDefaultDllDirectories) the folders given to "
+            "os.add_dll_directory, which count for extension modules' import-time dependencies and ctypes",
+            "The DLL is there but one of its own dependencies is missing, or it is a 32-bit build "
+            "(the error in the DelayLoadInfo says which: 126, 193)",
+        ),
+        (_DELAY_LOAD_INFO, ANALYZE),
+    ),
+    _ci(
+        0xC06D007F,
+        "DELAYLOAD_PROC_NOT_FOUND",
+        "a delay-loaded DLL was loaded but lacks the function called "
+        "(VcppException(ERROR_SEVERITY_ERROR, ERROR_PROC_NOT_FOUND))",
+        (
+            "The DLL found first is another version than the module was built against (an older CUDA "
+            "runtime or cuDNN earlier on PATH, or already loaded by another package)",
+        ),
+        (_DELAY_LOAD_INFO, ANALYZE),
+    ),
+    _ci(
+        0xC06D0057,
+        "DELAYLOAD_INVALID_PARAMETER",
+        "the delay-load helper was given a delay-import descriptor it does not support "
+        "(VcppException(ERROR_SEVERITY_ERROR, ERROR_INVALID_PARAMETER))",
+        ("A damaged or mis-linked image: its delay-import table is not in the format the helper reads",),
+        (_DELAY_LOAD_INFO, ANALYZE),
     ),
     # Statuses that show up as the third parameter of an in-page error.
     _ci(0xC000000E, "STATUS_NO_SUCH_DEVICE", "the device does not exist (any more)"),
