@@ -83,6 +83,9 @@ DUMPS: Dict[str, Tuple[Path, List[Path]]] = {
     "terminate_self_py312": _endings("terminate_self_py312", "312"),
     "sys_exit3_py310": _endings("sys_exit3_py310", "310"),
     "assert_dll_py312": _endings("assert_dll_py312", "312", HERE / "endings" / "bin"),
+    # a delay-load failure: gpuext.pyd (and the stand-in cudart64_110.dll) in endings/bin
+    "delayload_dll_py312": _endings("delayload_dll_py312", "312", HERE / "endings" / "bin"),
+    "delayload_proc_py310": _endings("delayload_proc_py310", "310", HERE / "endings" / "bin"),
     "two_pythons_py311": _endings(
         "two_pythons_py311", "311", ENDINGS / "wineprefix" / "drive_c" / "scripts" / "oldext", HERE / "endings" / "bin"
     ),

@@ -9,14 +9,20 @@
 # Used for the committed files: Wine 8.0 (Debian 8.0~repack-4), x86_64-w64-mingw32-gcc 12.
 #
 # What it does:
-#   1. builds bin/assertlib.dll and bin/oldext.dll from src/ if missing (or REBUILD_DLL=1; the
-#      committed DLLs are the ones the dumps loaded); oldext.dll's import library of
-#      python39.dll is made from src/python39.def with dlltool, in the cache;
+#   1. builds bin/assertlib.dll, bin/oldext.dll, bin/gpuext.pyd and bin/cudart64_110.dll from
+#      src/ if missing (or REBUILD_DLL=1; the committed DLLs are the ones the dumps loaded);
+#      oldext.dll's import library of python39.dll is made from src/python39.def with dlltool,
+#      in the cache, as are gpuext.pyd's: python3.dll's (src/python3.def) and the two
+#      delay-import libraries of cudnn64_8.dll and cudart64_110.dll (dlltool -y, from
+#      src/cudnn64_8.def, src/cudart64_110.def); src/set_delay_dir.py then fills in the
+#      Delay Import Directory entry GNU ld leaves zero;
 #   2. makes a scratch copy of each interpreter under $ENDINGS_CACHE/images/Python3X (the shared
 #      folders stay untouched) and links it into a Wine prefix of its own as C:\Python3X; the
 #      broken installations of fatal_startup are copies without python3X.zip, linked as
 #      C:\AppPython3X; src/*.py and assertlib.dll go to C:\scripts, oldext.dll and a copy of
-#      python39.dll to C:\scripts\oldext;
+#      python39.dll to C:\scripts\oldext, gpuext.pyd to C:\scripts\gpu, the stand-in
+#      cudart64_110.dll (CUDA 11.0) to C:\Program Files\NVIDIA GPU Computing
+#      Toolkit\CUDA\v11.0\bin (delayload_proc puts it on PATH); no cudnn64_8.dll anywhere;
 #   3. runs every scenario (one at a time, under `timeout`, stdin /dev/null, stdout and stderr
 #      two pipes) as
 #        dumper.exe OUT.dmp --on-exit [--full] C:\Python3X\python.exe C:\scripts\SCRIPT.py
@@ -27,7 +33,8 @@
 #   4. keeps every dump as Wine wrote it in $ENDINGS_CACHE/raw-dumps (full-memory ones in
 #      $ENDINGS_CACHE/full-dumps); commits full-memory dumps trimmed of Wine's own DLL images
 #      (../python/src/trim_full.py); every committed dump is xz -9 compressed;
-#   5. regenerates manifest.json with src/facts.py (its own minidump reader, not dumpkit).
+#   5. regenerates manifest.json with src/facts.py (its own minidump reader, not dumpkit); a
+#      named run recomputes only the named entries and keeps the others as they are.
 #
 # Usage: ./build.sh [NAME...]      (default: every scenario; a named one is remade alone)
 # Environment: ENDINGS_CACHE (default cache-endings beside the repository), WINEPREFIX (default
@@ -83,9 +90,16 @@ sys_exit3_py310|310|normal|sys_exit3|Python310
 sys_exit3_py313|313|normal|sys_exit3|Python313
 assert_dll_py312|312|normal|assert_dll|Python312
 two_pythons_py311|311|normal|two_pythons|Python311
+delayload_dll_py312|312|normal|delayload_dll|Python312
+delayload_proc_py310|310|normal|delayload_proc|Python310
 "
 wanted=("$@")
-if [ ${#wanted[@]} -eq 0 ]; then
+only=()
+if [ ${#wanted[@]} -gt 0 ]; then
+  # a named run: the manifest's other entries stay as they are (their raw dumps may not be in
+  # this machine's cache)
+  only=(--only "$(IFS=,; echo "${wanted[*]}")")
+else
   mapfile -t wanted < <(echo "$SCENARIOS" | awk -F'|' 'NF>1{print $1}')
 fi
 for s in "${wanted[@]}"; do
@@ -96,7 +110,7 @@ test -f "$TRIM" || { echo "missing $TRIM" >&2; exit 2; }
 start=$(date +%s)
 mkdir -p "$CACHE"
 
-# 1. the two small DLLs (committed; rebuilt only when missing or asked for)
+# 1. the small DLLs (committed; rebuilt only when missing or asked for)
 CC="x86_64-w64-mingw32-gcc -O2 -fno-optimize-sibling-calls -g0 -shared -nostdlib -e DllMain"
 mkdir -p bin
 if [ ! -f bin/assertlib.dll ] || [ "${REBUILD_DLL:-0}" = 1 ]; then
@@ -106,6 +120,38 @@ if [ ! -f bin/oldext.dll ] || [ "${REBUILD_DLL:-0}" = 1 ]; then
   x86_64-w64-mingw32-dlltool -d src/python39.def -l "$CACHE/libpython39.a"
   $CC -o bin/oldext.dll src/oldext.c "$CACHE/libpython39.a" -lkernel32
 fi
+# gpuext.pyd: python3.dll (stable ABI) a normal import, the two CUDA DLLs delay-loaded
+if [ ! -f bin/gpuext.pyd ] || [ "${REBUILD_DLL:-0}" = 1 ]; then
+  x86_64-w64-mingw32-dlltool -d src/python3.def -l "$CACHE/libpython3.a"
+  # dlltool names its labels after the output file: __tailMerge_cudnn64_8_dll (as MSVC does),
+  # __DELAY_IMPORT_DESCRIPTOR_cudnn64_8_dll, ...
+  mkdir -p "$CACHE/delay"
+  ( cd "$CACHE/delay"
+    x86_64-w64-mingw32-dlltool -d "$HERE/src/cudnn64_8.def" -y cudnn64_8_dll
+    x86_64-w64-mingw32-dlltool -d "$HERE/src/cudart64_110.def" -y cudart64_110_dll )
+  # -Wl,--strip-debug: libmingwex's delayimp.o brings DWARF; the COFF symbols stay, as elsewhere
+  $CC -Wl,--strip-debug -o bin/gpuext.pyd src/gpuext.c "$CACHE/delay/cudnn64_8_dll" \
+    "$CACHE/delay/cudart64_110_dll" "$CACHE/libpython3.a" -lmingwex -lkernel32
+  python3 src/set_delay_dir.py bin/gpuext.pyd
+fi
+if [ ! -f bin/cudart64_110.dll ] || [ "${REBUILD_DLL:-0}" = 1 ]; then
+  x86_64-w64-mingw32-windres src/cudart_old.rc -O coff -o "$CACHE/cudart_old.res"
+  $CC -o bin/cudart64_110.dll src/cudart_old.c "$CACHE/cudart_old.res" -lkernel32
+fi
+x86_64-w64-mingw32-objdump -p bin/gpuext.pyd > "$CACHE/gpuext.objdump"
+grep -q "DLL Name: python3.dll" "$CACHE/gpuext.objdump" \
+  || { echo "gpuext.pyd does not import python3.dll" >&2; exit 1; }
+if grep -qiE "DLL Name: (cudnn64_8|cudart64_110)\.dll" "$CACHE/gpuext.objdump"; then
+  echo "gpuext.pyd imports a CUDA DLL directly (not delay-loaded)" >&2; exit 1
+fi
+grep -qE "^Entry d 0*[1-9a-f][0-9a-f]* [0-9a-f]+ Delay Import Directory" "$CACHE/gpuext.objdump" \
+  || { echo "gpuext.pyd has no Delay Import Directory" >&2; exit 1; }
+python3 src/set_delay_dir.py --check bin/gpuext.pyd > "$CACHE/gpuext.delay"
+grep -q " cudnn64_8.dll$" "$CACHE/gpuext.delay" && grep -q " cudart64_110.dll$" "$CACHE/gpuext.delay" \
+  || { echo "gpuext.pyd's delay imports are not cudnn64_8.dll and cudart64_110.dll" >&2; exit 1; }
+x86_64-w64-mingw32-objdump -p bin/cudart64_110.dll > "$CACHE/cudart.objdump"
+grep -q "\] cudaRuntimeGetVersion$" "$CACHE/cudart.objdump" && ! grep -q cudaMallocAsync "$CACHE/cudart.objdump" \
+  || { echo "cudart64_110.dll must export cudaRuntimeGetVersion and not cudaMallocAsync" >&2; exit 1; }
 x86_64-w64-mingw32-objdump -p bin/assertlib.dll | grep -q "_wassert" \
   || { echo "assertlib.dll does not import _wassert" >&2; exit 1; }
 x86_64-w64-mingw32-objdump -p bin/oldext.dll | grep -q "DLL Name: python39.dll" \
@@ -140,6 +186,14 @@ for v in 38 312; do
 done
 cp src/*.py bin/assertlib.dll "$C/scripts/"
 cp bin/oldext.dll "$CACHE/images/Python39/python39.dll" "$C/scripts/oldext/"
+# delayload_*: the backend module, and an old CUDA runtime on delayload_proc's PATH
+CUDA_BIN="$C/Program Files/NVIDIA GPU Computing Toolkit/CUDA/v11.0/bin"
+mkdir -p "$C/scripts/gpu" "$CUDA_BIN"
+cp bin/gpuext.pyd "$C/scripts/gpu/"
+cp bin/cudart64_110.dll "$CUDA_BIN/"
+if [ -n "$(find "$C" "$CACHE/images" /usr/lib/x86_64-linux-gnu/wine -iname cudnn64_8.dll 2>/dev/null | head -1)" ]; then
+  echo "a cudnn64_8.dll exists in the prefix: delayload_dll needs it missing" >&2; exit 1
+fi
 
 # 3. the scenarios
 mkdir -p logs
@@ -219,7 +273,8 @@ done
 
 # 5. the manifest
 timeout 900 python3 src/facts.py --logs logs --images "$CACHE/images" --wine-dlls "$WINE_DLLS" \
-  --raw-dumps "$CACHE/raw-dumps" --full-dumps "$CACHE/full-dumps" --manifest manifest.json .
+  --raw-dumps "$CACHE/raw-dumps" --full-dumps "$CACHE/full-dumps" --manifest manifest.json \
+  "${only[@]}" .
 echo "build.sh: $(( $(date +%s) - start )) s"
 ls -la
 du -sh .

@@ -7,10 +7,15 @@ modules (with their VS_FIXEDFILEINFO version), memory lists. The breakpoint addr
 from ntdll.dll's own export table (the Wine PE DLL the process mapped: same size and
 timestamp as the dump's module, checked). The ground truth of the Python side is the
 program's own `MARKER {json}` line, that of the reason the runtime's stderr lines, both from
-logs/NAME.log as printed.
+logs/NAME.log as printed. A delay-load failure (0xC06Dxxxx, raised by __delayLoadHelper2 with
+one parameter, the address of its DelayLoadInfo) gets the DelayLoadInfo as read from the
+dump, its szDll / szProcName strings from the importing image file (bin/NAME: the module the
+pointer lies in, RVA -> file offset through its section table).
 
 Usage: facts.py --logs logs --images DIR --wine-dlls DIR --raw-dumps DIR --full-dumps DIR
-                --manifest manifest.json FOLDER
+                --manifest manifest.json [--only NAME,...] FOLDER
+--only: recompute these runs' entries; every other entry is kept as the existing manifest has
+it (build.sh NAME... passes it: the others' raw dumps may not be in this machine's cache).
 """
 
 from __future__ import annotations
@@ -34,7 +39,11 @@ STREAM_NAMES = {
 CODES = {
     0x80000003: "breakpoint", 0xC0000005: "access_violation", 0xC00000FD: "stack_overflow",
     0xC0000409: "fail_fast",
+    # VcppException(ERROR_SEVERITY_ERROR, ERROR_MOD_NOT_FOUND / ERROR_PROC_NOT_FOUND): the
+    # delay-load helper's (MSVC delayimp.lib, mingw-w64 libmingwex delayimp.o)
+    0xC06D007E: "delay_load_module_not_found", 0xC06D007F: "delay_load_procedure_not_found",
 }
+WIN32_ERRORS = {126: "ERROR_MOD_NOT_FOUND", 127: "ERROR_PROC_NOT_FOUND"}
 # CONTEXT (AMD64) offsets of the integer registers
 REGISTERS = ["rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi",
              "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"]
@@ -313,6 +322,93 @@ def module_at(modules: List[Dict[str, Any]], address: int) -> Optional[str]:
     return None
 
 
+def module_of(modules: List[Dict[str, Any]], address: int) -> Optional[Dict[str, Any]]:
+    return next((m for m in modules if m["base"] <= address < m["base"] + m["size"]), None)
+
+
+def image_string(md: Minidump, modules: List[Dict[str, Any]], address: int,
+                 folder: str) -> Dict[str, Any]:
+    """The NUL-terminated string at `address`: from the image file of the module it lies in
+    (FOLDER/bin/NAME, checked against the module's timestamp and size), and from the dump's
+    memory if the dump has those bytes."""
+    out: Dict[str, Any] = {"address": address, "at": module_at(modules, address)}
+    m = module_of(modules, address)
+    out["module"] = m["name"] if m else None
+    raw = md.read(address, 1)
+    if raw is not None:
+        text = b""
+        while raw not in (None, b"\0") and len(text) < 512:
+            text += raw
+            raw = md.read(address + len(text), 1)
+        out["in_dump"] = text.decode("latin-1") if raw == b"\0" else None
+    else:
+        out["in_dump"] = None
+    out["text"] = None
+    if m is not None:
+        path = os.path.join(folder, "bin", m["name"])
+        if os.path.isfile(path):
+            pe = PeFile(path)
+            out["image_file"] = os.path.relpath(path, folder)
+            out["image_file_matches_module"] = (pe.timestamp == m["timestamp"]
+                                                and pe.size_of_image == m["size"])
+            at = pe.offset(address - m["base"])
+            out["file_offset"] = at
+            out["text"] = pe.data[at:pe.data.index(b"\0", at)].decode("latin-1")
+    if out["text"] is None:
+        out["text"] = out["in_dump"]
+    return out
+
+
+def delay_load_facts(md: Minidump, exc: Dict[str, Any], modules: List[Dict[str, Any]],
+                     crash: Optional[Dict[str, Any]], folder: str) -> Optional[Dict[str, Any]]:
+    """The DelayLoadInfo a 0xC06Dxxxx exception's parameter[0] points to (x64 layout: cb @0,
+    pidd @8, ppfn @0x10, szDll @0x18, dlp.fImportByName @0x20, dlp.szProcName/dwOrdinal
+    @0x28, hmodCur @0x30, pfnCur @0x38, dwLastError @0x40; 0x48 bytes)."""
+    code = exc.get("code") or 0
+    if code >> 16 != 0xC06D or not exc.get("parameters"):
+        return None
+    p = exc["parameters"][0]
+    info = md.read(p, 0x48)
+    facts: Dict[str, Any] = {
+        "parameter_count": len(exc["parameters"]),
+        "info_address": p,
+        "info_in_dump": info is not None,
+        "info_in_crash_thread_stack": crash is not None
+        and crash["stack_start"] <= p and p + 0x48 <= crash["stack_end"],
+        "info_offset_from_rsp": p - exc["context"]["rsp"],
+        "code_error": code & 0xFFFF,
+        "code_error_name": WIN32_ERRORS.get(code & 0xFFFF),
+    }
+    if info is None:
+        return facts
+    cb, pidd, ppfn, sz_dll, by_name, proc, hmod, pfn, last_error = struct.unpack_from(
+        "<I4xQQQI4xQQQI", info, 0)
+    hmod_module = module_of(modules, hmod) if hmod else None
+    facts.update({
+        "cb": cb,
+        "pidd": pidd, "pidd_at": module_at(modules, pidd),
+        "ppfn": ppfn, "ppfn_at": module_at(modules, ppfn),
+        "szDll": sz_dll,
+        "dll": image_string(md, modules, sz_dll, folder),
+        "fImportByName": by_name,
+        "szProcName" if by_name else "dwOrdinal": proc,
+        "procedure": image_string(md, modules, proc, folder) if by_name else None,
+        "hmodCur": hmod,
+        "hmodCur_module": None if hmod_module is None else {
+            "name": hmod_module["name"], "path": hmod_module["path"],
+            "is_module_base": hmod_module["base"] == hmod,
+            "file_version": hmod_module["file_version"]},
+        "pfnCur": pfn,
+        "dwLastError": last_error,
+        "dwLastError_name": WIN32_ERRORS.get(last_error),
+        "code_error_equals_last_error": code & 0xFFFF == last_error,
+    })
+    facts["dll_name"] = facts["dll"]["text"]
+    facts["procedure_name"] = facts["procedure"]["text"] if by_name else None
+    facts["importer"] = facts["dll"]["module"]
+    return facts
+
+
 def exit_facts(exc: Dict[str, Any], modules: List[Dict[str, Any]],
                args: argparse.Namespace) -> Optional[Dict[str, Any]]:
     """An exit dump: the breakpoint sits on ntdll's exit function; its code from the context."""
@@ -398,6 +494,9 @@ def dump_facts(name: str, path: str, args: argparse.Namespace) -> Dict[str, Any]
         facts["ending"] = dict(kind="process_exit", **ending)
     elif code is not None:
         facts["ending"] = {"kind": "exception", "code_hex": "0x%08X" % code}
+    delay = delay_load_facts(md, exc, modules, crash, args.folder)
+    if delay is not None:
+        facts["delay_load"] = delay
     if code == 0xC0000005 and len(exc.get("parameters", [])) > 1:
         facts["access"] = {"kind": {0: "read", 1: "write", 8: "execute"}.get(exc["parameters"][0]),
                            "address": exc["parameters"][1]}
@@ -486,8 +585,15 @@ def main(argv: List[str]) -> int:
     for option in ("--logs", "--images", "--wine-dlls", "--raw-dumps", "--full-dumps",
                    "--manifest"):
         ap.add_argument(option, required=True)
+    ap.add_argument("--only", default=None)
     ap.add_argument("folder")
     args = ap.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    kept: Dict[str, Dict[str, Any]] = {}
+    if only is not None and os.path.exists(args.manifest):
+        with open(args.manifest, encoding="utf-8") as f:
+            old = json.load(f)
+        kept = {e["name"]: e for e in old["dumps"] + old["checks"]}
     dumps, checks = [], []
     files = {}
     for f in sorted(os.listdir(args.folder)):
@@ -496,7 +602,9 @@ def main(argv: List[str]) -> int:
             files[m.group(1)] = os.path.join(args.folder, f)
     for log in sorted(os.listdir(args.logs)):
         name = log[:-4]
-        if name in files:
+        if only is not None and name not in only and name in kept:
+            (dumps if name in files else checks).append(kept[name])
+        elif name in files:
             dumps.append(dump_facts(name, files[name], args))
         else:
             checks.append(check_facts(name, args))
