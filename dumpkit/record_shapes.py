@@ -310,7 +310,7 @@ def _20(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0022", a22)
 
 
-def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23):
+def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -335,6 +335,7 @@ def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0021", a21)
     _set(self, "\x0022", a22)
     _set(self, "\x0023", a23)
+    _set(self, "\x0024", a24)
 
 
 def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28):
@@ -509,7 +510,7 @@ SHAPES = {
     ("aaaaaaaaaaaaaaaaaaaa", False): _18,
     ("aaaaaaaaaaaaaaaaaaaaaa", False): _19,
     ("aaaaaaaaaaaaaaaaaaaaaaa", False): _20,
-    ("aaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
+    ("aaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _23,
     ("aaaaafaaaaaaaaaaaa", False): _24,

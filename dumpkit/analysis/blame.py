@@ -12,7 +12,9 @@ into data or freed code is not anyone's code). In a stack overflow that a recurs
 caused (signature rule 6) blame starts at the recursion: the frames above it are wherever
 its last repetition ran out of stack. A process that ended itself (analysis/ending.py) is
 blamed from the caller of its way out (abort, a fatal log's destructor, CPython's
-fatal-error path): the way out says how, not where."""
+fatal-error path): the way out says how, not where. A delay-load failure is blamed from
+the frame that called through the import slot (analysis/delayload.py): above it are the
+linker's helper and thunk, linked into the caller's module."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE
     "above the recursion",
     "the way out",
 )
+DELAY_LOAD_HELPER = "the delay-load helper"
 LOOK = 64  # frames looked at from the top: the program's code is never deeper than this below a crash
 
 SYSTEM_MODULES = frozenset(
@@ -115,6 +118,7 @@ def blame_frame(
     start: Optional[int] = None,
     entry: Optional[PythonEntry] = None,
     way_out: Optional[int] = None,
+    delay_load_caller: Optional[int] = None,
 ) -> Optional[BlameFrame]:
     """The first frame from the top in the program's own code, with the frames passed over
     above it; None when the first LOOK frames (from `start`) are all system or runtime code.
@@ -122,12 +126,15 @@ def blame_frame(
     (signature.overflow_start); the frames above it are passed over. `entry`: in a Python
     process, how Python code reached the native code (`pyentry.crash_entry`, read from
     every frame, not only the ones a report keeps): the blame says it, and when every
-    native frame is runtime code, the Python frame (when the dump holds it) is the blame."""
-    found = (
-        _native_blame(thread, modules, way_out, WAY_OUT)
-        if way_out is not None
-        else _native_blame(thread, modules, start)
-    )
+    native frame is runtime code, the Python frame (when the dump holds it) is the blame.
+    `way_out`: the caller of a process's way out (analysis/ending.py); `delay_load_caller`:
+    the frame that called through a delay-load's import slot (analysis/delayload.py)."""
+    if way_out is not None:
+        found = _native_blame(thread, modules, way_out, WAY_OUT)
+    elif delay_load_caller is not None:
+        found = _native_blame(thread, modules, delay_load_caller, DELAY_LOAD_HELPER)
+    else:
+        found = _native_blame(thread, modules, start)
     if thread is None or entry is None or (entry.via == INTERPRETER and entry.python_frame is None):
         return found
     if found is not None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Callable, Optional, Sequence
 
 from dumpkit.analysis.crash import decode_crash
+from dumpkit.analysis.delayload import calling_frame, delay_load_failure, is_delay_load
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.faultsite import with_fault_site
-from dumpkit.analysis.model import CrashInfo
-from dumpkit.target import Target
+from dumpkit.analysis.model import CrashInfo, DelayLoadFailure
+from dumpkit.records import replace
+from dumpkit.target import PROCESSOR_ARCHITECTURE_AMD64, Target
 from dumpkit.unwind.codemap import CodeMap
 from dumpkit.unwind.frames import Frame
 
@@ -35,4 +37,25 @@ def crash_record(
     if ex is None:
         return None
     crash = decode_crash(ex, target.system, frames, code.read_code, place_of(target))
+    if is_delay_load(crash.code):
+        crash = replace(crash, delay_load=_delay_load(target, code, crash, frames))
     return with_fault_site(target, code, crash, frames, versions, show_code)
+
+
+def _delay_load(target: Target, code: CodeMap, crash: CrashInfo, frames: Sequence[Frame]) -> DelayLoadFailure:
+    """The DelayLoadInfo of a delay-load failure: on the stack (the dump), its names in the
+    importing module's read-only data (the dump's memory when it holds them, else the image)."""
+
+    def read(address: int, size: int) -> bytes:
+        held = target.read_available(address, size)
+        return held if held and (len(held) == size or b"\0" in held) else code.read_code(address, size)
+
+    system = target.system
+    pointer = 8 if system is None or system.processor_architecture == PROCESSOR_ARCHITECTURE_AMD64 else 4
+    failure = delay_load_failure(crash.parameters, pointer, read, target.module_at, target.modules)
+    caller = (
+        calling_frame(frames, failure.slot_address, code.read_code) if failure.slot_address and pointer == 8 else None
+    )
+    if caller is None:
+        return failure
+    return replace(failure, caller=caller.function_name, caller_frame=caller.index)

@@ -123,6 +123,7 @@ def report_document(
             recursion_start(crash, thread),
             case.python_entry,
             case.ending.caller_frame if case.ending is not None else None,
+            crash.delay_load.caller_frame if crash is not None and crash.delay_load is not None else None,
         )
         if crash is not None and not for_record
         else None,

@@ -192,6 +192,34 @@ class Disassembly:
 
 
 @record
+class DelayLoadFailure:
+    """A delay-load failure's DelayLoadInfo (0xC06D007E / 0xC06D007F), read from the dump
+    (analysis/delayload.py). `info_address`: its address (exception parameter 0); `dll`: the DLL as
+    the importing module names it; `function` the function called, or its `ordinal`;
+    `last_error`: the Win32 error LoadLibrary or GetProcAddress set; `importer`: the module
+    whose delay-import table it is; `loaded`: the path of the module the DLL was loaded as,
+    when the function was not found in it, and its `loaded_version`; `similar`: loaded
+    modules named like the DLL (`cudnn64_9.dll` for `cudnn64_8.dll`); `slot_address`: the address of
+    the import slot the call went through (`ppfn`); `caller`: the frame that made the call
+    (`caller_frame` its index), the first whose call instruction reads that slot, directly
+    or through a `jmp [slot]` stub; `unread`: what could not be read, and where it lies."""
+
+    info_address: Optional[int]
+    dll: Optional[str] = None
+    function: Optional[str] = None
+    ordinal: Optional[int] = None
+    last_error: Optional[int] = None
+    importer: Optional[str] = None
+    loaded: Optional[str] = None
+    loaded_version: Optional[str] = None
+    similar: Tuple[str, ...] = ()
+    slot_address: Optional[int] = None
+    caller: Optional[str] = None
+    caller_frame: Optional[int] = None
+    unread: Tuple[str, ...] = ()
+
+
+@record
 class CrashInfo:
     code: int
     code_name: str
@@ -222,6 +250,7 @@ class CrashInfo:
     module: Optional[str] = None
     module_version: Optional[str] = None
     disassembly: Optional[Disassembly] = None
+    delay_load: Optional[DelayLoadFailure] = None  # 0xC06D007E / 0xC06D007F: what failed to load
 
 
 class EndingRoute(Word):
@@ -652,6 +681,7 @@ class VerdictKind(Word):
     ILLEGAL_INSTRUCTION = "illegal_instruction"
     HEAP_CORRUPTION = "heap_corruption"
     CXX_EXCEPTION = "cxx_exception"
+    DELAY_LOAD = "delay_load"  # a delay-loaded DLL, or a function in it, missing at the first call
     EXCEPTION = "exception"
     NO_EXCEPTION = "no_exception"
     # the process ended itself (analysis/ending.py): a fatal Python error, abort() (its

@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 5 (RULES):
+Rules, version 6 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
@@ -54,7 +54,14 @@ Rules, version 5 (RULES):
    path) says how, not where. An OpenMP runtime's error has no frames: it is about which
    runtimes were loaded, wherever the second one started, so two programs that load two
    of them group together.
+10. A delay-load failure (0xC06D007E, 0xC06D007F): the kind names what was missing, the
+   DLL in lower case, `DELAYLOAD_MOD_NOT_FOUND(cudnn64_8.dll)`, and the function too when
+   the DLL loaded without it, `DELAYLOAD_PROC_NOT_FOUND(cudart64_110.dll!cudaMallocAsync)`;
+   the frames start at the one that called through the import slot (analysis/delayload.py):
+   the helper and its thunk above it say how it failed, and have no names without a PDB.
 Elements are joined with " | ".
+
+Version 5 named a delay-load failure by its code in hex and kept the helper's frames.
 
 Version 4 named an abort() by its mechanism (FAST_FAIL_FATAL_APP_EXIT from a fail-fast,
 BREAKPOINT from an exit a debugger stopped) and kept the way out as frames.
@@ -73,7 +80,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.codes.model import STATUS_STACK_OVERFLOW
+from dumpkit.analysis.codes.model import DELAYLOAD_PROC_NOT_FOUND, MASK32, STATUS_STACK_OVERFLOW
 from dumpkit.analysis.model import (
     CrashInfo,
     CrashSignature,
@@ -89,7 +96,7 @@ from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 5
+RULES = 6
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
@@ -234,6 +241,10 @@ def signature_kind(crash: CrashInfo) -> str:
             break
     if crash.cxx_types:
         name += f"({crash.cxx_types[0]})"
+    missing = crash.delay_load
+    if missing is not None and missing.dll:
+        proc = f"!{missing.function}" if crash.code & MASK32 == DELAYLOAD_PROC_NOT_FOUND and missing.function else ""
+        name += f"({missing.dll.lower()}{proc})"
     return name
 
 
@@ -353,7 +364,11 @@ def crash_signature(
         frames = signature_elements(kept, thread.cycles if thread is not None else ())
         return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
     kind = signature_kind(crash)
-    frames = signature_elements(thread.frames, thread.cycles, _is_stack_overflow(crash)) if thread is not None else ()
+    if thread is None:
+        return CrashSignature(kind, kind, (), RULES)
+    caller = crash.delay_load.caller_frame if crash.delay_load is not None else None
+    own = [f for f in thread.frames if f.index >= caller] if caller is not None else thread.frames
+    frames = signature_elements(own, thread.cycles, _is_stack_overflow(crash))
     return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
 
 

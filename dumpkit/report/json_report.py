@@ -38,6 +38,8 @@ ADDRESS_FIELDS = {
     "stack_start",
     "stack_end",
     "access_address",
+    "info_address",  # DelayLoadFailure
+    "slot_address",
     "limit",
     "reserve_low",
     "return_address",
@@ -85,7 +87,7 @@ _SCALARS = (str, float, bool, type(None))
 _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     FrameRecord: ("source", "support"),
     ThreadReport: ("possible_frames", "possible_count"),
-    CrashInfo: ("cxx_throw_info",),
+    CrashInfo: ("cxx_throw_info", "delay_load"),
     BlameFrame: ("python_frame", "python_via", "kind"),
     CallEdge: ("tail_jump",),
     Report: ("ending",),

@@ -213,6 +213,7 @@ def test_the_schemas_enums_are_dumpkits_own():
     from dumpkit.analysis.blame import (
         ABOVE_RECURSION,
         C_RUNTIME,
+        DELAY_LOAD_HELPER,
         OUTSIDE_MODULES,
         PYTHON_RUNTIME,
         RUNTIME_CODE,
@@ -240,6 +241,7 @@ def test_the_schemas_enums_are_dumpkits_own():
     assert _enum("pythonStatus") == [s.value for s in Status if s is not Status.NO_PYTHON]
     assert _enum("protocol") == [p[0] for p in PROTOCOLS]
     roles = [SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT]
+    roles += [DELAY_LOAD_HELPER]
     assert _enum("blameRole") == roles
     assert _enum("endingRoute") == [r.value for r in EndingRoute]
     assert _enum("reasonKind") == [k.value for k in ReasonKind]

@@ -12,11 +12,13 @@ from dumpkit.analysis import codes
 from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step, texts
 from dumpkit.analysis.codes import notes
 from dumpkit.analysis.coverage import rests_on_guesses
+from dumpkit.analysis.delayload import DELAY_LOAD_CODES
 from dumpkit.analysis.model import Confidence, EndingRoute, Finding, PythonStatus, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, installation_of
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
+    delay_load,
     ended,
     fail_fast,
     hang,
@@ -51,6 +53,7 @@ _BY_CODE: Dict[int, Decider] = {
     ILLEGAL_INSTRUCTION: illegal_instruction.decide,
     CXX_EXCEPTION: cxx_exception.decide,
     HEAP_CORRUPTION: heap_corruption.decide,
+    **dict.fromkeys(DELAY_LOAD_CODES, delay_load.decide),
 }
 
 
