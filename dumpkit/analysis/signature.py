@@ -59,9 +59,17 @@ Rules, version 6 (RULES):
    the DLL loaded without it, `DELAYLOAD_PROC_NOT_FOUND(cudart64_110.dll!cudaMallocAsync)`;
    the frames start at the one that called through the import slot (analysis/delayload.py):
    the helper and its thunk above it say how it failed, and have no names without a PDB.
+11. Native code that Python called as an extension module: below an element in the
+   extension's own code (not Windows', a C/C++ runtime's or the interpreter's), the first
+   interpreter frame (python3X.dll, python.exe) or interpreter recursion is one element,
+   `python`, and the line ends there. As with ctypes (rule 7), the interpreter's frames
+   below the call differ between Python versions, and with how deep the Python code that
+   made the call was (up to 3.10 each Python call nests two C frames, which reads as a
+   recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
 
-Version 5 named a delay-load failure by its code in hex and kept the helper's frames.
+Version 5 named a delay-load failure by its code in hex and kept the helper's frames, and
+kept the interpreter's frames below an extension module's (rule 11).
 
 Version 4 named an abort() by its mechanism (FAST_FAIL_FATAL_APP_EXIT from a fail-fast,
 BREAKPOINT from an exit a debugger stopped) and kept the way out as frames.
@@ -103,6 +111,7 @@ MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 OVERFLOW_SHARE = 0.5
 SEPARATOR = " | "
 CTYPES_ELEMENT = "python(ctypes)"  # rule 7
+PYTHON_ELEMENT = "python"  # rule 11
 
 
 def _function_names(*names: str) -> frozenset:
@@ -272,6 +281,7 @@ def signature_elements(
     members: frozenset = frozenset()  # of the cycle just passed: its partial repetition below goes with it
     leading = True
     ctypes_on_top = False  # the top element is ctypes' own code: the interpreter below it ends the line
+    extension = False  # an element in an extension's own code: the interpreter below it ends the line
     for f in frames:
         if len(out) >= MAX_ELEMENTS:
             break
@@ -280,6 +290,9 @@ def signature_elements(
         if f.trust == Trust.SCAN:
             break
         cycle = by_first.get(f.index)
+        if extension and is_interpreter(f.module):
+            out.append(PYTHON_ELEMENT)
+            break
         if cycle is not None:
             out.append(cycle_element(cycle))
             skip_to = cycle.last_frame
@@ -299,7 +312,16 @@ def signature_elements(
             continue
         leading = False
         out.append(frame_function(f))
+        extension = extension or _extension_code(f)
     return tuple(out)
+
+
+def _extension_code(f: FrameRecord) -> bool:
+    """A frame in a module of the program's own (rule 11): not Windows', a C/C++ runtime or
+    the interpreter's (blame.module_role says which those are)."""
+    from dumpkit.analysis.blame import module_role  # blame reads this module's MACHINERY
+
+    return f.module is not None and module_role(f.module) is None
 
 
 def _is_stack_overflow(crash: CrashInfo) -> bool:
