@@ -964,6 +964,14 @@ INFORMAL_ALIASES: Dict[str, int] = {
 # heap corruption) need no row: the parser tries every name spelled with spaces too. No
 # key may read as hex (a test keeps it so), or it would be taken for a number.
 PLAIN_WORDS: Dict[str, Tuple[int, Optional[int]]] = {
+    # faulthandler's and ctypes' own words for codes (parse.py reads their lines)
+    "int divide by zero": (0xC0000094, None),
+    "page error": (0xC0000006, None),
+    "stack over underflow": (0xC0000092, None),
+    "float inexact": (0xC000008F, None),
+    "floating point operand denormal": (0xC000008D, None),
+    "nocontinuable": (0xC0000025, None),
+    "breakpoint encountered": (0x80000003, None),
     "abort": (0xC0000409, 7),
     "abort()": (0xC0000409, 7),
     "sigabrt": (0xC0000409, 7),

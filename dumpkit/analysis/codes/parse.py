@@ -1,14 +1,15 @@
 """Reading a code the way users paste it: signed or unsigned decimal, hex, names from the
 SDK headers (NTSTATUS, Win32 errors, HRESULTs), FAST_FAIL_* names, a fail-fast subcode
-after '/' or ':', and plain words ("stack overflow", "abort"); what it cannot read comes
-back as a one-line error naming the nearest spelling it knows."""
+after '/' or ':', plain words ("stack overflow", "abort"), and the lines Python prints for a
+native crash (faulthandler's, ctypes' OSError); what it cannot read comes back as a one-line
+error naming the nearest spelling it knows."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from functools import lru_cache
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple, Union
 
 from dumpkit.analysis.codes.lookup import FAST_FAIL_BY_NAME, STATUS_CODES
 from dumpkit.analysis.codes.model import HRESULT, MASK32, STATUS, STATUS_STACK_BUFFER_OVERRUN, WIN32, ParsedCode
@@ -51,6 +52,20 @@ _SUBCODE_DEC_RE = re.compile(r"[0-9]+")
 _UNKNOWN_FF_RE = re.compile(r"fast_fail_0x([0-9a-f]+)")
 _PREFIX_RE = re.compile(r"^(?:process finished with\s+)?(?:exit\s+(?:code|status)\s*:?\s*)", re.IGNORECASE)
 _TWIN_RE = re.compile(r"^(\S+)\s*\(\s*(\S+)\s*\)$")
+# What Python prints for a native crash, as users paste it: faulthandler's line ("Windows fatal
+# exception: access violation", or "code 0xc06d007e" for a code it has no words for), and the
+# OSError ctypes raises for an exception in the function it called ("exception: access
+# violation reading 0x0000000000000010", or for a code it has no words for
+# PyErr_SetFromWindowsErr's "[WinError -1066598274] Windows Error 0xc06d007e"; a small
+# positive WinError is a Win32 error: "[WinError 126] The specified module could not be found").
+_OSERROR = r"^(?:(?:os|windows)error:\s*)?"
+_FAULTHANDLER_RE = re.compile(r"^(?:fatal python error:\s*)?windows fatal exception:\s*(?:code\s+)?", re.IGNORECASE)
+_CTYPES_RE = re.compile(
+    _OSERROR + r"exception:\s*(?P<what>.*?)(?:\s+(?:reading|writing|executing)(?:\s+(?:0x)?[0-9a-f]+)?)?$",
+    re.IGNORECASE,
+)
+_WINERROR_RE = re.compile(_OSERROR + r"\[winerror\s+(?P<number>[-+]?\d+)\]\s*(?P<message>.*)$", re.IGNORECASE)
+_WINDOWS_ERROR_RE = re.compile(r"windows error\s+(0x[0-9a-f]+)\.?", re.IGNORECASE)
 
 
 def looks_like_number(token: str) -> bool:
@@ -190,6 +205,27 @@ def _parse_subcode(token: str) -> int:
     raise _Bad("not a fail-fast subcode")
 
 
+def _as_python_printed(text: str) -> Union[str, ParsedCode]:
+    """The code in a line faulthandler or ctypes printed, as parse_code reads codes; other
+    text comes back as it was."""
+    t = text.strip()
+    m = _FAULTHANDLER_RE.match(t)
+    if m:
+        return t[m.end() :]
+    m = _CTYPES_RE.match(t)
+    if m:
+        return m.group("what")
+    m = _WINERROR_RE.match(t)
+    if m is None:
+        return text
+    number, message = m.group("number"), m.group("message").strip()
+    hexed = _WINDOWS_ERROR_RE.fullmatch(message)
+    if hexed:
+        return f"{number} ({hexed.group(1)})"  # the signed and the hex spelling must agree
+    value = int(number)
+    return ParsedCode(value, None, WIN32) if 0 < value <= 0xFFFF else number
+
+
 def parse_code(text: str) -> ParsedCode:
     """Read a code the way users paste it.
 
@@ -200,15 +236,21 @@ def parse_code(text: str) -> ParsedCode:
     (-> 0xC0000409 + subcode), and a fail-fast subcode after '/' or ':'
     (0xC0000409/7, 0xC0000409:7, -1073740791/2, 0xC0000409/FATAL_APP_EXIT).
     An 8-digit all-decimal-digit string that reads as a hex code with severity bits set
-    ("80000003") is taken as hex, the way WER prints codes.
+    ("80000003") is taken as hex, the way WER prints codes. A line faulthandler printed
+    ("Windows fatal exception: stack overflow") or ctypes' OSError ("exception: access
+    violation reading 0x10", "[WinError -1066598274] Windows Error 0xc06d007e") gives the
+    code it names.
 
     Raises ValueError with a one-line message for anything else.
     """
     if not isinstance(text, str):
         raise ValueError(f"not a code or name dumpkit knows: {text!r}")
     original = text
+    printed = _as_python_printed(text)
+    if isinstance(printed, ParsedCode):
+        return printed
     try:
-        t = _PREFIX_RE.sub("", text.strip()).strip().rstrip(".")
+        t = _PREFIX_RE.sub("", printed.strip()).strip().rstrip(".")
         if not t:
             raise _Bad("not a code or name dumpkit knows")
         subcode: Optional[int] = None

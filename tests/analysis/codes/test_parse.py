@@ -4,6 +4,7 @@ import pytest
 
 from dumpkit.analysis import codes
 from dumpkit.analysis.codes import FAST_FAIL, ParsedCode, lookup_fastfail, lookup_status, parse_code
+from dumpkit.analysis.codes.model import WIN32
 
 # ---- parsing ----------------------------------------------------------------------------
 
@@ -30,6 +31,37 @@ SAME_STACK_OVERFLOW = [
 @pytest.mark.parametrize("text", SAME_STACK_OVERFLOW)
 def test_stack_overflow_spellings(text):
     assert parse_code(text) == ParsedCode(0xC00000FD, None)
+
+
+# What Python itself prints for a native crash, pasted whole: faulthandler's line (its words
+# for seven codes, "code 0x..." for the rest, "code <decimal>" on old versions) and the
+# OSError ctypes raises (its words, or PyErr_SetFromWindowsErr's "[WinError N] Windows Error
+# 0x..." for codes it has no words for; a small WinError is a Win32 error).
+PYTHON_PRINTED = [
+    ("Windows fatal exception: access violation", ParsedCode(0xC0000005)),
+    ("Windows fatal exception: stack overflow", ParsedCode(0xC00000FD)),
+    ("Windows fatal exception: int divide by zero", ParsedCode(0xC0000094)),
+    ("Windows fatal exception: page error", ParsedCode(0xC0000006)),
+    ("Windows fatal exception: code 0xc06d007e", ParsedCode(0xC06D007E)),
+    ("Windows fatal exception: code 3221225477", ParsedCode(0xC0000005)),
+    ("OSError: exception: access violation reading 0x0000000000000010", ParsedCode(0xC0000005)),
+    ("exception: access violation writing 0xFFFFFFFFFFFFFFFF", ParsedCode(0xC0000005)),
+    ("OSError: exception: stack over/underflow", ParsedCode(0xC0000092)),
+    ("OSError: exception: integer divide by zero", ParsedCode(0xC0000094)),
+    ("OSError: [WinError -1066598274] Windows Error 0xc06d007e", ParsedCode(0xC06D007E)),
+    ("[WinError -529697949] Windows Error 0xe06d7363", ParsedCode(0xE06D7363)),
+    ("OSError: [WinError 126] The specified module could not be found", ParsedCode(126, None, WIN32)),
+]
+
+
+@pytest.mark.parametrize("text, parsed", PYTHON_PRINTED)
+def test_the_lines_python_prints_for_a_native_crash_name_the_code(text, parsed):
+    assert parse_code(text) == parsed
+
+
+def test_a_winerror_whose_two_numbers_disagree_is_refused():
+    with pytest.raises(ValueError, match="the two spellings disagree"):
+        parse_code("[WinError -1066598274] Windows Error 0xc06d007f")
 
 
 def test_signed_unsigned_hex_agree():
