@@ -216,7 +216,7 @@ def explain(
         None,
         help="An exit code, NTSTATUS, HRESULT or Win32 error, by number or name, or in words: -1073741571, "
         "0xC00000FD, STATUS_STACK_OVERFLOW, 0xC0000409/7, 0x8007000E, ERROR_ACCESS_DENIED, stack overflow, abort, "
-        "or the line faulthandler or ctypes printed ('Windows fatal exception: code 0xc06d007e') ...",
+        "or the line Python printed ('Windows fatal exception: code 0xc06d007e', 'DLL load failed ...') ...",
     ),
     how_to_capture: bool = typer.Option(
         False, "--how-to-capture", help="How to capture a dump next time, in full (else one line points to it)."

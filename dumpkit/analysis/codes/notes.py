@@ -951,6 +951,87 @@ STATUS_ROWS: Tuple[CodeInfo, ...] = (
     ),
 )
 
+# Win32 errors that Python users meet as a DLL that would not load: "ImportError: DLL load
+# failed while importing X: <FormatMessage's text>", ctypes' "Could not find module ...",
+# "OSError: [WinError N] ...". Each row's name and value are checked against winerror.tsv.
+_DEPENDENCIES = Step(
+    "dll_load.find_the_missing_one",
+    "Find which DLL it is: open the .pyd or DLL the traceback names in the Dependencies tool (or run "
+    "`dumpbin /dependents` on it) and look for the import that does not resolve: the message names the "
+    "module being loaded, not the dependency that is missing",
+)
+WIN32_ROWS: Tuple[CodeInfo, ...] = (
+    _ci(
+        126,
+        "ERROR_MOD_NOT_FOUND",
+        "a DLL, or a DLL it depends on, was not found: what 'DLL load failed ... The specified module could "
+        "not be found' and ctypes' 'Could not find module ... (or one of its dependencies)' mean",
+        (
+            "An extension module (.pyd) or a ctypes DLL needs a DLL that is not where Windows looks: since "
+            "Python 3.8 (python.org's builds) an extension's dependencies are searched in its own folder, the "
+            "folders given to os.add_dll_directory and the system folders, not in PATH or the current folder",
+            "The Microsoft Visual C++ Redistributable is missing or older than the package needs "
+            "(msvcp140.dll, msvcp140_1.dll, vcruntime140_1.dll)",
+            "A GPU build whose CUDA or cuDNN DLLs are not installed, or not in a folder the search covers",
+            "The DLL named is there, but one of its own dependencies is not",
+        ),
+        (
+            _DEPENDENCIES,
+            "Install the Visual C++ Redistributable for Visual Studio 2015-2022 (x64) if a msvcp140 or "
+            "vcruntime140 DLL is among the missing",
+            "Add the folder that holds the missing DLL with os.add_dll_directory(folder) before the import "
+            "(PATH no longer counts for extension modules), or install the package that ships it",
+        ),
+    ),
+    _ci(
+        127,
+        "ERROR_PROC_NOT_FOUND",
+        "a DLL was found and loaded but lacks a function the importer needs: what 'DLL load failed ... The "
+        "specified procedure could not be found' means",
+        (
+            "Another version of a dependency was found first: an older DLL of the same name earlier in the "
+            "search, or one another package already loaded (a common clash for msvcp140.dll, the CUDA runtime, "
+            "MKL and OpenMP DLLs)",
+            "A wheel built for a newer Windows or runtime than the machine has",
+        ),
+        (
+            _DEPENDENCIES,
+            "Find which copy of that DLL was loaded (Process Explorer, or `tasklist /m NAME.dll`) and put the "
+            "version the package was built against first, or upgrade the package that brought the old copy",
+        ),
+    ),
+    _ci(
+        193,
+        "ERROR_BAD_EXE_FORMAT",
+        "the file is not a DLL this process can load: usually a 32-bit DLL in a 64-bit Python (or the "
+        "reverse), or a truncated download",
+        (
+            "A 32-bit build of a DLL or package on the search path of a 64-bit Python",
+            "A damaged or partly downloaded file",
+        ),
+        (
+            "Check both sides: `python -c \"import struct; print(struct.calcsize('P') * 8)\"` for Python, "
+            "`dumpbin /headers` (machine x64 or x86) for the DLL; install the build that matches",
+        ),
+    ),
+    _ci(
+        1114,
+        "ERROR_DLL_INIT_FAILED",
+        "a DLL's initialization routine (DllMain) failed while it was being loaded",
+        (
+            "The DLL's start-up failed: a runtime it initialises is missing, too old or present twice (the "
+            "Visual C++ runtime, an OpenMP runtime, a GPU driver)",
+            "The import order: another package loaded a conflicting copy of a shared runtime first",
+        ),
+        (
+            "Update the Visual C++ Redistributable; import the failing package first in a fresh interpreter "
+            "to see whether another package's DLLs are the conflict",
+        ),
+    ),
+)
+WIN32_NOTES: Dict[int, CodeInfo] = {info.code: info for info in WIN32_ROWS}
+
+
 # Names users type that no SDK header defines (the EXCEPTION_* spellings of winbase.h come
 # from the generated table instead).
 INFORMAL_ALIASES: Dict[str, int] = {

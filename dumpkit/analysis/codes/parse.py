@@ -66,6 +66,18 @@ _CTYPES_RE = re.compile(
 )
 _WINERROR_RE = re.compile(_OSERROR + r"\[winerror\s+(?P<number>[-+]?\d+)\]\s*(?P<message>.*)$", re.IGNORECASE)
 _WINDOWS_ERROR_RE = re.compile(r"windows error\s+(0x[0-9a-f]+)\.?", re.IGNORECASE)
+# A DLL that would not load, in the words Python passes on from FormatMessage (English
+# Windows): "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: The
+# specified module could not be found.", and ctypes' "Could not find module 'x.dll' (or one
+# of its dependencies)" (3.8+, for error 126).
+_DLL_LOAD_RE = re.compile(r"dll load failed(?: while importing [\w.]+)?:\s*(?P<message>.+)$", re.IGNORECASE)
+_COULD_NOT_FIND_MODULE_RE = re.compile(r"could not find module .*\(or one of its dependencies\)", re.IGNORECASE)
+_DLL_LOAD_MESSAGES = (
+    ("the specified module could not be found", 126),
+    ("the specified procedure could not be found", 127),
+    ("is not a valid win32 application", 193),
+    ("initialization routine failed", 1114),
+)
 
 
 def looks_like_number(token: str) -> bool:
@@ -209,6 +221,14 @@ def _as_python_printed(text: str) -> Union[str, ParsedCode]:
     """The code in a line faulthandler or ctypes printed, as parse_code reads codes; other
     text comes back as it was."""
     t = text.strip()
+    m = _DLL_LOAD_RE.search(t)
+    if m:
+        message = m.group("message").lower()
+        error = next((e for words, e in _DLL_LOAD_MESSAGES if words in message), None)
+        if error is not None:
+            return ParsedCode(error, None, WIN32)
+    if _COULD_NOT_FIND_MODULE_RE.search(t):
+        return ParsedCode(126, None, WIN32)
     m = _FAULTHANDLER_RE.match(t)
     if m:
         return t[m.end() :]

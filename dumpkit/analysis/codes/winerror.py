@@ -12,6 +12,7 @@ from typing import Optional
 
 from dumpkit.analysis.advice import Step
 from dumpkit.analysis.codes.model import MASK32, CodeInfo
+from dumpkit.analysis.codes.notes import WIN32_NOTES
 from dumpkit.analysis.codes.table import code_table, error_table
 
 FACILITY_WIN32 = 7
@@ -84,8 +85,13 @@ def describe_hresult(code: int) -> CodeInfo:
 
 
 def describe_win32(error: int) -> CodeInfo:
-    """A Win32 error: its name and its HRESULT spelling."""
+    """A Win32 error: its name and its HRESULT spelling, and what the notes say of the
+    ones Python users meet as a DLL that would not load."""
     name = win32_name(error)
+    noted = WIN32_NOTES.get(error)
+    if noted is not None:
+        as_hresult = f"a Win32 error; as an HRESULT it is 0x{hresult_from_win32(error):08X}"
+        return CodeInfo(error, noted.name, f"{noted.summary} ({as_hresult})", noted.causes, noted.steps)
     return CodeInfo(
         error,
         name or f"Win32 error {error}",

@@ -51,12 +51,44 @@ PYTHON_PRINTED = [
     ("OSError: [WinError -1066598274] Windows Error 0xc06d007e", ParsedCode(0xC06D007E)),
     ("[WinError -529697949] Windows Error 0xe06d7363", ParsedCode(0xE06D7363)),
     ("OSError: [WinError 126] The specified module could not be found", ParsedCode(126, None, WIN32)),
+    # a DLL that would not load: FormatMessage's words, which Python passes on
+    (
+        "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: The specified module could "
+        "not be found.",
+        ParsedCode(126, None, WIN32),
+    ),
+    ("ImportError: DLL load failed: The specified procedure could not be found.", ParsedCode(127, None, WIN32)),
+    ("DLL load failed while importing _ext: %1 is not a valid Win32 application.", ParsedCode(193, None, WIN32)),
+    (
+        "FileNotFoundError: Could not find module 'C:\\cuda\\cudnn64_8.dll' (or one of its dependencies). Try "
+        "using the full path with constructor syntax.",
+        ParsedCode(126, None, WIN32),
+    ),
+    (
+        'OSError: [WinError 1114] A dynamic link library (DLL) initialization routine failed. Error loading "c10.dll"',
+        ParsedCode(1114, None, WIN32),
+    ),
 ]
 
 
 @pytest.mark.parametrize("text, parsed", PYTHON_PRINTED)
 def test_the_lines_python_prints_for_a_native_crash_name_the_code(text, parsed):
     assert parse_code(text) == parsed
+
+
+def test_the_dll_load_errors_say_where_python_looks_and_are_named_as_winerror_h_names_them():
+    from dumpkit.analysis.codes.notes import WIN32_ROWS
+    from dumpkit.analysis.codes.table import error_table
+    from dumpkit.analysis.explain import explain
+
+    assert {info.name: info.code for info in WIN32_ROWS} == {
+        info.name: error_table().win32_values[info.name] for info in WIN32_ROWS
+    }
+    said = explain(
+        parse_code("ImportError: DLL load failed while importing x: The specified module could not be found.")
+    )
+    assert said.name == "ERROR_MOD_NOT_FOUND" and "DLL load failed" in said.summary
+    assert any("os.add_dll_directory" in c for c in said.causes) and any("Dependencies" in s for s in said.next_steps)
 
 
 def test_a_winerror_whose_two_numbers_disagree_is_refused():
