@@ -18,7 +18,6 @@ linker's helper and thunk, linked into the caller's module."""
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, List, Optional
 
 from dumpkit.analysis.model import (
@@ -30,16 +29,14 @@ from dumpkit.analysis.model import (
     PythonTrust,
     ThreadReport,
 )
-from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry, is_ctypes_machinery
+from dumpkit.analysis.moduleroles import PYTHON_RUNTIME, module_role
+from dumpkit.analysis.pyentry import INTERPRETER, PythonEntry
 from dumpkit.analysis.raiser import RUNTIME_FUNCTIONS
 from dumpkit.analysis.signature import MACHINERY, without_offset
 from dumpkit.records import replace
 from dumpkit.unwind.frames import Trust
 
-SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT = (
-    "system",
-    "C/C++ runtime",
-    "Python runtime",
+RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE_RECURSION, WAY_OUT = (
     "runtime code",
     "found by stack scanning",
     "outside every module",
@@ -49,42 +46,10 @@ SYSTEM, C_RUNTIME, PYTHON_RUNTIME, RUNTIME_CODE, SCANNED, OUTSIDE_MODULES, ABOVE
 DELAY_LOAD_HELPER = "the delay-load helper"
 LOOK = 64  # frames looked at from the top: the program's code is never deeper than this below a crash
 
-SYSTEM_MODULES = frozenset(
-    (
-        "ntdll.dll kernel32.dll kernelbase.dll user32.dll win32u.dll gdi32.dll gdi32full.dll combase.dll "
-        "ole32.dll oleaut32.dll rpcrt4.dll sechost.dll advapi32.dll ws2_32.dll bcrypt.dll bcryptprimitives.dll "
-        "shell32.dll shlwapi.dll shcore.dll msvcp_win.dll wow64.dll wow64win.dll wow64cpu.dll dbghelp.dll "
-        "dbgcore.dll cfgmgr32.dll setupapi.dll crypt32.dll imm32.dll uxtheme.dll"
-    ).split()
-)
-_C_RUNTIME = re.compile(
-    r"^(ucrtbased?|msvcrt\w*|vcruntime\d+\w*|msvcp\d+\w*|concrt\d+\w*|api-ms-win-crt-[\w-]+"
-    r"|libstdc\+\+[\w-]*|libgcc[\w-]*|libwinpthread[\w-]*)\.dll$"
-)
-# The interpreter; ctypes' C code and libffi, which ship with it, count too (pyentry says
-# which those are): a crash in them is reached from Python code, which the blame then names.
-_PYTHON_RUNTIME = re.compile(r"^(python\d*t?(_d)?\.dll|pythonw?(_d)?\.exe)$")
 # Runtime functions linked into the program's own modules (static CRTs, mingw): the
 # fail-fast and exception machinery, the allocator, and the string and memory routines.
 _RUNTIME_FUNCTIONS = frozenset(n.lower().lstrip("_") for n in RUNTIME_FUNCTIONS) | MACHINERY
 _MEMORY_FUNCTIONS = frozenset("memcpy memmove memset memcmp strlen strcpy strncpy strcmp wcslen wcscpy".split())
-
-
-def module_role(name: Optional[str], path: Optional[str] = None) -> Optional[str]:
-    """SYSTEM, C_RUNTIME or PYTHON_RUNTIME for such a module, else None (the program's own)."""
-    if not name:
-        return None
-    low = name.lower()
-    if _C_RUNTIME.match(low):
-        return C_RUNTIME
-    if _PYTHON_RUNTIME.match(low) or is_ctypes_machinery(low):
-        return PYTHON_RUNTIME
-    if low in SYSTEM_MODULES:
-        return SYSTEM
-    where = (path or "").lower().replace("/", "\\")
-    if re.search(r"^[a-z]:\\windows\\(system32|syswow64|winsxs)\\", where):
-        return SYSTEM
-    return None
 
 
 def frame_role(f: FrameRecord, paths: Optional[dict] = None) -> Optional[str]:

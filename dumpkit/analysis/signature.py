@@ -100,6 +100,7 @@ from dumpkit.analysis.model import (
     ReasonKind,
     ThreadReport,
 )
+from dumpkit.analysis.moduleroles import module_role
 from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
@@ -318,9 +319,7 @@ def signature_elements(
 
 def _extension_code(f: FrameRecord) -> bool:
     """A frame in a module of the program's own (rule 11): not Windows', a C/C++ runtime or
-    the interpreter's (blame.module_role says which those are)."""
-    from dumpkit.analysis.blame import module_role  # blame reads this module's MACHINERY
-
+    the interpreter's."""
     return f.module is not None and module_role(f.module) is None
 
 

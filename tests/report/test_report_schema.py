@@ -212,15 +212,13 @@ def test_the_schemas_enums_are_dumpkits_own():
     test_report_schema_doc.py) say it too."""
     from dumpkit.analysis.blame import (
         ABOVE_RECURSION,
-        C_RUNTIME,
         DELAY_LOAD_HELPER,
         OUTSIDE_MODULES,
-        PYTHON_RUNTIME,
         RUNTIME_CODE,
         SCANNED,
-        SYSTEM,
         WAY_OUT,
     )
+    from dumpkit.analysis.moduleroles import C_RUNTIME, PYTHON_RUNTIME, SYSTEM
     from dumpkit.analysis.model import EndingRoute, ReasonKind
     from dumpkit.analysis.model import SCHEMA_VERSION, CollisionKind, Confidence, PythonTrust, VerdictKind
     from dumpkit.analysis.python import PROTOCOLS
