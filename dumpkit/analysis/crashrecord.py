@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence
 
+from dumpkit.analysis.codes.model import DELAY_LOAD_CODES, MASK32
 from dumpkit.analysis.crash import decode_crash
-from dumpkit.analysis.delayload import calling_frame, delay_load_failure, is_delay_load
 from dumpkit.analysis.environment.versions import Versions
 from dumpkit.analysis.faultsite import with_fault_site
 from dumpkit.analysis.model import CrashInfo, DelayLoadFailure
@@ -37,14 +37,16 @@ def crash_record(
     if ex is None:
         return None
     crash = decode_crash(ex, target.system, frames, code.read_code, place_of(target))
-    if is_delay_load(crash.code):
+    if crash.code & MASK32 in DELAY_LOAD_CODES:
         crash = replace(crash, delay_load=_delay_load(target, code, crash, frames))
     return with_fault_site(target, code, crash, frames, versions, show_code)
 
 
 def _delay_load(target: Target, code: CodeMap, crash: CrashInfo, frames: Sequence[Frame]) -> DelayLoadFailure:
     """The DelayLoadInfo of a delay-load failure: on the stack (the dump), its names in the
-    importing module's read-only data (the dump's memory when it holds them, else the image)."""
+    importing module's read-only data (the dump's memory when it holds them, else the image).
+    Imported here: no other crash needs the module, and every analysis starts up without it."""
+    from dumpkit.analysis.delayload import calling_frame, delay_load_failure
 
     def read(address: int, size: int) -> bytes:
         held = target.read_available(address, size)

@@ -18,24 +18,19 @@ import re
 import struct
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.codes.model import DELAYLOAD_INVALID_PARAMETER, DELAYLOAD_MOD_NOT_FOUND, DELAYLOAD_PROC_NOT_FOUND
 from dumpkit.analysis.model import DelayLoadFailure
 from dumpkit.target import Module
+from dumpkit.unwind.disasm import call_target
 from dumpkit.unwind.frames import Frame
 
 Read = Callable[[int, int], bytes]  # the bytes at an address (maybe fewer): the dump, then the image
 
-DELAY_LOAD_CODES = (DELAYLOAD_MOD_NOT_FOUND, DELAYLOAD_PROC_NOT_FOUND, DELAYLOAD_INVALID_PARAMETER)
 MAX_NAME = 260  # a DLL's or function's name, bytes at most (MAX_PATH)
 MAX_CALLER_FRAMES = 32  # frames from the top searched for the call through the import slot
 # DelayLoadInfo by pointer size: its size (the `cb` the helper sets), and the offsets of
 # pidd, ppfn, szDll, dlp.fImportByName, dlp.szProcName / dwOrdinal, hmodCur, dwLastError
 _LAYOUT = {8: (0x48, 0x08, 0x10, 0x18, 0x20, 0x28, 0x30, 0x40), 4: (0x24, 0x04, 0x08, 0x0C, 0x10, 0x14, 0x18, 0x20)}
 _NAME = re.compile(rb"[\x21-\x7e][\x20-\x7e]*")  # printable ASCII, no leading space
-
-
-def is_delay_load(code: int) -> bool:
-    return code & 0xFFFFFFFF in DELAY_LOAD_CODES
 
 
 def delay_load_failure(
@@ -133,8 +128,8 @@ def calling_frame(frames: Sequence[Frame], slot: int, read_code: Read) -> Option
             continue
         if before[:2] == b"\xff\x15" and _rip_relative(before, f.ip) == slot:
             return f
-        if before[1] == 0xE8:
-            stub = (f.ip + int.from_bytes(before[2:], "little", signed=True)) & 0xFFFFFFFFFFFFFFFF
+        stub = call_target(before, f.ip)
+        if stub is not None:
             jump = read_code(stub, 6)
             if len(jump) == 6 and jump[:2] == b"\xff\x25" and _rip_relative(jump, stub + 6) == slot:
                 return f

@@ -16,6 +16,7 @@ from dumpkit.analysis.verdict import Case, decide
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
+    delay_load,
     fail_fast,
     heap_corruption,
     illegal_instruction,
@@ -30,6 +31,7 @@ _MODULES: List[ModuleType] = [
     verdict,
     access_violation,
     cxx_exception,
+    delay_load,
     fail_fast,
     heap_corruption,
     illegal_instruction,

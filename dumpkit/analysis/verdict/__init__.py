@@ -11,14 +11,13 @@ from typing import Callable, Dict, List, Sequence, Tuple
 from dumpkit.analysis import codes
 from dumpkit.analysis.advice import EXE, NATIVE_THREAD_STACK, THREAD_STACK, Step, texts
 from dumpkit.analysis.codes import notes
+from dumpkit.analysis.codes.model import DELAY_LOAD_CODES
 from dumpkit.analysis.coverage import rests_on_guesses
-from dumpkit.analysis.delayload import DELAY_LOAD_CODES
 from dumpkit.analysis.model import Confidence, EndingRoute, Finding, PythonStatus, Verdict, VerdictKind
 from dumpkit.analysis.pyentry import INTERPRETER, innermost_python, installation_of
 from dumpkit.analysis.verdict import (
     access_violation,
     cxx_exception,
-    delay_load,
     ended,
     fail_fast,
     hang,
@@ -46,6 +45,14 @@ __all__ = ["Case", "decide", "frame_limit"]
 
 Decider = Callable[[Case, List[str], List[Step]], Decision]
 
+
+def _delay_load(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
+    """verdict/delay_load.py, imported when a dump needs it (it brings the Win32 error table)."""
+    from dumpkit.analysis.verdict import delay_load
+
+    return delay_load.decide(case, evidence, steps)
+
+
 _BY_CODE: Dict[int, Decider] = {
     STACK_OVERFLOW: stack_overflow.decide,
     FAIL_FAST: fail_fast.decide,
@@ -53,7 +60,7 @@ _BY_CODE: Dict[int, Decider] = {
     ILLEGAL_INSTRUCTION: illegal_instruction.decide,
     CXX_EXCEPTION: cxx_exception.decide,
     HEAP_CORRUPTION: heap_corruption.decide,
-    **dict.fromkeys(DELAY_LOAD_CODES, delay_load.decide),
+    **dict.fromkeys(DELAY_LOAD_CODES, _delay_load),
 }
 
 

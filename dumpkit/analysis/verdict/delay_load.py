@@ -97,9 +97,7 @@ def _evidence(failure: DelayLoadFailure, thread_id: int) -> List[str]:
 
 
 def _quoted_call(failure: DelayLoadFailure) -> Optional[str]:
-    if failure.function:
-        return f"function {failure.function!r}"
-    return f"ordinal {failure.ordinal}" if failure.ordinal is not None else None
+    return f"function {failure.function!r}" if failure.function else _called(failure)
 
 
 MAKE_IT_FINDABLE = Step(
