@@ -361,7 +361,8 @@ def python_versions_sentence() -> str:
     return (
         f"It reads the Python stack of 64-bit CPython 3.8-3.13, verified on real crash dumps of {seen}; "
         "other patch releases of those versions are trusted where their headers were compared, and the "
-        "report says which applies."
+        "report says which applies. 3.14's is read from the offsets the process publishes, not yet verified "
+        "on a real dump of it."
     )
 
 

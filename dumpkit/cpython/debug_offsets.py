@@ -1,8 +1,9 @@
 """CPython 3.13+ describes its own structures: `_PyRuntime` starts with a `_Py_DebugOffsets`
-record (Include/internal/pycore_runtime.h in 3.13): the cookie "xdebugpy", PY_VERSION_HEX,
-a free-threading flag, then groups of uint64_t offsets, each group starting with the size of
-the structure it describes. The reader only needs the order of those uint64_t fields, which
-is fixed for a minor version; the offsets themselves come from the dump."""
+record (Include/internal/pycore_runtime.h in 3.13, pycore_debug_offsets.h in 3.14): the
+cookie "xdebugpy", PY_VERSION_HEX, a free-threading flag, then groups of uint64_t offsets,
+each group starting with the size of the structure it describes. The reader only needs the
+order of those uint64_t fields, which is fixed for a minor version (remote debuggers rely on
+it); the offsets themselves come from the dump."""
 
 from __future__ import annotations
 
@@ -77,6 +78,46 @@ FIELDS_313: Sequence[Tuple[str, Sequence[str]]] = (
     ("bytes_object", ("size", "ob_size", "ob_sval")),
     ("unicode_object", ("size", "state", "length", "asciiobject_size")),
 )
+# 3.14's record (Include/internal/pycore_debug_offsets.h): 3.13's groups, with the main
+# thread's head in interpreter_state, the code-object and thread-local-bytecode generations
+# after the GIL's fields, the value-stack pointer and thread-local-bytecode index of a frame,
+# a code object's thread-local bytecode, and a set_object group before dict_object. The
+# fields that only a free-threaded build fills in are 0 in a default one.
+FIELDS_314: Sequence[Tuple[str, Sequence[str]]] = (
+    FIELDS_313[0],
+    (
+        "interpreter_state",
+        (
+            "size",
+            "id",
+            "next",
+            "threads_head",
+            "threads_main",
+            "gc",
+            "imports_modules",
+            "sysdict",
+            "builtins",
+            "ceval_gil",
+            "gil_runtime_state",
+            "gil_runtime_state_enabled",
+            "gil_runtime_state_locked",
+            "gil_runtime_state_holder",
+            "code_object_generation",
+            "tlbc_generation",
+        ),
+    ),
+    FIELDS_313[2],
+    ("interpreter_frame", (*FIELDS_313[3][1], "stackpointer", "tlbc_index")),
+    ("code_object", (*FIELDS_313[4][1], "co_tlbc")),
+    *FIELDS_313[5:9],  # pyobject, type_object, tuple_object, list_object
+    ("set_object", ("size", "used", "table", "mask")),
+    *FIELDS_313[9:],  # dict_object ... unicode_object
+)
+# The minors whose record this reader knows, and the field order of each.
+FIELDS_BY_VERSION: Dict[Tuple[int, int], Sequence[Tuple[str, Sequence[str]]]] = {
+    (3, 13): FIELDS_313,
+    (3, 14): FIELDS_314,
+}
 # Layout field -> the _Py_DebugOffsets field that gives it
 _ROLES = {
     "runtime_interpreters_head": "runtime_state.interpreters_head",
@@ -100,11 +141,21 @@ _ROLES = {
     "bytes_size": "bytes_object.ob_size",
     "bytes_sval": "bytes_object.ob_sval",
 }
-FRAME_OWNED_BY_CSTACK_313 = 3  # Include/internal/pycore_frame.h: enum _frameowner
+# enum _frameowner (Include/internal/pycore_frame.h; pycore_interpframe_structs.h in 3.14):
+# from this value up a frame is not Python code. 3.13: FRAME_OWNED_BY_CSTACK (a C entry
+# shim) = 3; 3.14: FRAME_OWNED_BY_INTERPRETER (the eval loop's entry frame) = 3 and
+# FRAME_OWNED_BY_CSTACK = 4.
+FRAME_NOT_PYTHON_OWNER = 3
+# 3.14's f_executable is a _PyStackRef: the code object's address with tag bits (a deferred
+# or borrowed reference) in its low two bits.
+STACKREF_TAG_BITS = 3
 HEADER_SIZE = 8 + 8 + 8  # cookie, version, free_threaded
 
 
-def record_size(fields: Sequence[Tuple[str, Sequence[str]]] = FIELDS_313) -> int:
+def record_size(version: Tuple[int, int] = (3, 13)) -> int:
+    """Bytes of `version`'s record (3.13's for a minor this reader does not know: enough to
+    read its header and refuse it)."""
+    fields = FIELDS_BY_VERSION.get(version, FIELDS_313)
     return HEADER_SIZE + 8 * sum(len(names) for _, names in fields)
 
 
@@ -120,7 +171,9 @@ def parse_header(raw: bytes) -> Tuple[int, bool]:
     return version, bool(free_threaded)
 
 
-def parse_fields(raw: bytes, fields: Sequence[Tuple[str, Sequence[str]]] = FIELDS_313) -> Dict[str, int]:
+def parse_fields(raw: bytes, version: Tuple[int, int] = (3, 13)) -> Dict[str, int]:
+    """The record's offsets by "group.field", in `version`'s order."""
+    fields = FIELDS_BY_VERSION[version]
     values: Dict[str, int] = {}
     at = HEADER_SIZE
     for group, names in fields:
@@ -146,18 +199,18 @@ def _check(v: Dict[str, int]) -> Optional[str]:
 
 
 def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
-    """The reader's Layout from a 3.13 _Py_DebugOffsets record (raw bytes from _PyRuntime)."""
+    """The reader's Layout from a 3.13 or 3.14 _Py_DebugOffsets record (raw bytes from _PyRuntime)."""
     hexversion, free_threaded = parse_header(raw)
     found = ((hexversion >> 24) & 0xFF, (hexversion >> 16) & 0xFF)
     if found != version:
         raise DebugOffsetsError(f"_Py_DebugOffsets says {found[0]}.{found[1]}, the DLL is {version[0]}.{version[1]}")
     if free_threaded:
         raise DebugOffsetsError("free-threaded build (python3Xt.dll): object headers differ; not read")
-    if found != (3, 13):
+    if found not in FIELDS_BY_VERSION:
         raise DebugOffsetsError(f"_Py_DebugOffsets of {found[0]}.{found[1]} is not known to this reader")
-    if len(raw) < record_size():
+    if len(raw) < record_size(found):
         raise DebugOffsetsError("_Py_DebugOffsets record is cut short")
-    v = parse_fields(raw)
+    v = parse_fields(raw, found)
     problem = _check(v)
     if problem:
         raise DebugOffsetsError(f"_Py_DebugOffsets does not hold together: {problem}")
@@ -177,6 +230,7 @@ def layout_from_record(raw: bytes, version: Tuple[int, int]) -> Layout:
         frames="interpreter_frame",
         line_table="locations",
         cframe_current_frame=None,
-        owner_cstack=FRAME_OWNED_BY_CSTACK_313,
+        owner_cstack=FRAME_NOT_PYTHON_OWNER,
+        code_tag_mask=STACKREF_TAG_BITS if found >= (3, 14) else 0,
         **values,
     )

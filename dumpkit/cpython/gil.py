@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from dumpkit.cpython.debug_offsets import DebugOffsetsError, parse_fields, record_size
+from dumpkit.cpython.debug_offsets import FIELDS_BY_VERSION, DebugOffsetsError, parse_fields, record_size
 from dumpkit.cpython.gil_layouts import GIL_LAYOUTS, GilLayout, GilOffsetsError, gil_layout_from_debug_offsets
 from dumpkit.cpython.layouts import Layout
 from dumpkit.cpython.model import HEAP_ADVICE, RUNTIME_ADVICE, GilRecord, GilSource, GilWitness, PythonThread
@@ -47,15 +47,15 @@ def gil_unknown(reason: str) -> GilRecord:
 
 
 def gil_layout(target: Target, version: Tuple[int, int], runtime: int) -> GilLayout:
-    """The GIL's layout for `version`; 3.13's from the _Py_DebugOffsets at `runtime`.
+    """The GIL's layout for `version`; 3.13's and 3.14's from the _Py_DebugOffsets at `runtime`.
     Raises _Missing, or ValueError (GilOffsetsError, DebugOffsetsError) with one line."""
     found = GIL_LAYOUTS.get(version)
     if found is not None:
         return found
-    if version != (3, 13):
+    if version not in FIELDS_BY_VERSION:
         raise GilOffsetsError(f"where CPython {version[0]}.{version[1]} keeps its GIL is not known to dumpkit")
-    raw = _read(target, runtime, record_size(), "_Py_DebugOffsets (_PyRuntime)", RUNTIME_ADVICE)
-    return gil_layout_from_debug_offsets(parse_fields(raw))
+    raw = _read(target, runtime, record_size(version), "_Py_DebugOffsets (_PyRuntime)", RUNTIME_ADVICE)
+    return gil_layout_from_debug_offsets(parse_fields(raw, version), version)
 
 
 def _main_interpreter_gil(target: Target, runtime: int, layout: Layout, gil: GilLayout) -> Tuple[int, int, List[str]]:

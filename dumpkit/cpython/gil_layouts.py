@@ -247,13 +247,15 @@ class GilOffsetsError(ValueError):
     """_Py_DebugOffsets' GIL fields do not hold together (one line)."""
 
 
-def gil_layout_from_debug_offsets(values: Dict[str, int]) -> GilLayout:
-    """3.13's GilLayout from the parsed _Py_DebugOffsets record (debug_offsets.parse_fields).
+def gil_layout_from_debug_offsets(values: Dict[str, int], version: Tuple[int, int] = (3, 13)) -> GilLayout:
+    """3.13's or 3.14's GilLayout from the parsed _Py_DebugOffsets record (debug_offsets.parse_fields).
     `gil_runtime_state_locked` and `_holder` are offsets in PyInterpreterState of the
     interpreter's own `_gil.locked` and `_gil.last_holder`: less `gil_runtime_state` (of
     `_gil`), they are the fields' places inside any struct _gil_runtime_state, which is
     what `ceval.gil` points to. interval and switch_number are not published: the header's
-    places, once the published ones agree with the header's."""
+    places, once the published ones agree with the header's (3.14 keeps 3.13's struct
+    _gil_runtime_state). The second witness, PyThreadState._status.holds_gil, is read on
+    3.13 alone: 3.14's bit-field was not checked against a real build."""
     base = values["interpreter_state.gil_runtime_state"]
     locked = values["interpreter_state.gil_runtime_state_locked"] - base
     holder = values["interpreter_state.gil_runtime_state_holder"] - base
@@ -263,16 +265,17 @@ def gil_layout_from_debug_offsets(values: Dict[str, int]) -> GilLayout:
             f"_Py_DebugOffsets puts the GIL's locked at +{locked} and last_holder at +{holder}; "
             f"3.13's header has +{header['locked']} and +{header['last_holder']}"
         )
+    witness = version == (3, 13)
     return GilLayout(
-        version=(3, 13),
-        source="_Py_DebugOffsets in the dump (3.13): PyInterpreterState.ceval.gil",
+        version=version,
+        source=f"_Py_DebugOffsets in the dump ({version[0]}.{version[1]}): PyInterpreterState.ceval.gil",
         in_runtime=False,
         gil=values["interpreter_state.ceval_gil"],
         interval=header["interval"],
         last_holder=holder,
         locked=locked,
         switch_number=header["switch_number"],
-        tstate_status=values["thread_state.status"],
-        status_bit=STATUS_HOLDS_GIL_BIT_313,
-        status_field="holds_gil",
+        tstate_status=values["thread_state.status"] if witness else None,
+        status_bit=STATUS_HOLDS_GIL_BIT_313 if witness else None,
+        status_field="holds_gil" if witness else None,
     )

@@ -47,7 +47,9 @@ class Layout:
     frame_code: int
     frame_instr: int  # f_lasti (int) for frame objects, prev_instr/instr_ptr (pointer) otherwise
     frame_owner: Optional[int]
-    owner_cstack: Optional[int]  # FRAME_OWNED_BY_CSTACK: a C shim frame, not Python code
+    # the first frame owner that is not Python code (3.12-3.13's C shim, FRAME_OWNED_BY_CSTACK;
+    # 3.14's entry frame and C shim, FRAME_OWNED_BY_INTERPRETER and _CSTACK, are it and above)
+    owner_cstack: Optional[int]
     frame_size: int  # bytes to read per frame (covers every field above)
     code_filename: int
     code_name: int
@@ -61,6 +63,7 @@ class Layout:
     unicode_compact_size: int  # sizeof(PyCompactUnicodeObject): compact non-ASCII data follows
     bytes_size: int
     bytes_sval: int
+    code_tag_mask: int = 0  # tag bits below the code object's address in frame_code (3.14's _PyStackRef)
 
 
 def _prefix_size(table: Dict[str, int], *fields: str) -> int:

@@ -243,6 +243,7 @@ class _Reader:
                 break
             (back,) = _U64(raw, lay.frame_back)
             (code,) = _U64(raw, lay.frame_code)
+            code &= ~lay.code_tag_mask
             if frame_object:
                 problem = self.type_problem(raw, "frame", "frame", address)
                 if problem:
@@ -253,8 +254,12 @@ class _Reader:
                 (lasti,) = _I32(raw, lay.frame_instr)
                 offset: Optional[int] = lasti * 2 if lay.line_table == "linetable" else lasti
             else:
-                if lay.frame_owner is not None and raw[lay.frame_owner] == lay.owner_cstack:
-                    address = back  # a C entry shim, not Python code
+                if (
+                    lay.owner_cstack is not None
+                    and lay.frame_owner is not None
+                    and raw[lay.frame_owner] >= lay.owner_cstack
+                ):
+                    address = back  # a C entry shim or the eval loop's entry frame, not Python code
                     continue
                 (instr,) = _U64(raw, lay.frame_instr)
                 base = code + (lay.code_adaptive or 0)
@@ -305,7 +310,7 @@ def _layout_for(target: Target, interp: Interpreter, runtime: int) -> Tuple[Opti
     if interp.version < (3, 8):
         return None, replace(base, message=f"CPython {interp.version_text} is older than 3.8")
     try:
-        raw = target.read(runtime, record_size())
+        raw = target.read(runtime, record_size(interp.version))
     except MemoryNotInDump:
         msg = f"_PyRuntime of {dll} (its data section, at {runtime:#x}) is not in the dump; {RUNTIME_ADVICE}"
         return None, replace(base, status=Status.MEMORY_MISSING, message=msg)

@@ -46,8 +46,10 @@ STABLE_PATCHES: Dict[Version, Tuple[int, int]] = {
 # to it covers a dump that does not say its patch release.
 FINAL_RELEASE: Dict[Version, int] = {(3, 8): 20}
 
-# Minors whose layout comes from the process's own _Py_DebugOffsets.
-SELF_DESCRIBED = frozenset({(3, 13)})
+# Minors whose layout comes from the process's own _Py_DebugOffsets. 3.14's record is read
+# in its header's field order, and its frames' tagged code references and entry-frame owner
+# as its headers declare them; no genuine 3.14 build could be had to verify that on.
+SELF_DESCRIBED = frozenset({(3, 13), (3, 14)})
 
 
 def _final_micro(micro: Optional[str]) -> Optional[int]:
@@ -60,6 +62,11 @@ def layout_trust(version: Version, micro: Optional[str]) -> Tuple[bool, str]:
     version resource gives `micro` (None when the dump recorded none)."""
     built = VERIFIED_BUILDS.get(version)
     minor = f"{version[0]}.{version[1]}"
+    if built is None and version in SELF_DESCRIBED:
+        return False, (
+            f"structure offsets read from the process's own _Py_DebugOffsets; the reader follows CPython {minor}'s "
+            "headers and was not verified on a real dump of it"
+        )
     if built is None:
         return False, f"structure layout from CPython {minor}'s headers, not verified on a real dump"
     seen = f"{minor}.{built[0]}"

@@ -37,6 +37,8 @@ class Call:
     func: Func
     unit: int  # the instruction the frame is at (index in code units)
     shim_below: bool = False  # 3.12+: a C entry frame (owner FRAME_OWNED_BY_CSTACK) under this one
+    # 3.14: the owner of that frame (3, the eval loop's entry frame, or 4, a C stack frame)
+    shim_owner: int = 3
 
     @property
     def line(self) -> Optional[int]:
@@ -159,19 +161,25 @@ class Process:
         cls = {11: H.CODE_311, 12: H.CODE_312}.get(self.minor, H.CODE_313)
         return code + cls.co_code_adaptive.offset + 2 * unit
 
-    def shim_frame(self, previous: int) -> int:
+    def frame_class(self):
+        return {11: H.IFRAME_311, 12: H.IFRAME_312, 13: H.IFRAME_313}.get(self.minor, H.IFRAME_314)
+
+    def executable(self, code: int) -> int:
+        """f_executable: 3.14's is a _PyStackRef, here a deferred reference (its tag bit set)."""
+        return code | H.STACKREF_DEFERRED_314 if self.minor >= 14 else code
+
+    def shim_frame(self, previous: int, owner: int = 3) -> int:
         shim = Func("<shim>", "<shim>", 0, [(2, None)])
-        cls = H.IFRAME_312 if self.minor == 12 else H.IFRAME_313
-        frame = cls()
+        frame = self.frame_class()()
         code = self.code_object(shim)
         if self.minor == 12:
             frame.f_code = code
             frame.prev_instr = self.instruction(code, 0)
         else:
-            frame.f_executable = code
+            frame.f_executable = self.executable(code)
             frame.instr_ptr = self.instruction(code, 0)
         frame.previous = previous
-        frame.owner = 3  # FRAME_OWNED_BY_CSTACK
+        frame.owner = owner  # FRAME_OWNED_BY_CSTACK (3.12-3.13); 3.14's INTERPRETER or CSTACK
         at = self.memory.alloc(sizeof(frame))
         self.memory.put_struct(at, frame)
         return at
@@ -183,7 +191,7 @@ class Process:
         self.last_frames: List[int] = []
         for call in reversed(calls):
             if call.shim_below:
-                back = self.shim_frame(back)
+                back = self.shim_frame(back, call.shim_owner if self.minor >= 14 else 3)
             code = self.code_object(call.func)
             if self.minor <= 10:
                 frame = (H.FRAME_38 if self.minor <= 9 else H.FRAME_310)()
@@ -194,13 +202,13 @@ class Process:
                 frame.f_lasti = call.unit * 2 if self.minor <= 9 and call.unit >= 0 else call.unit
                 frame.f_lineno = -7  # stale unless tracing: the reader must not use it
             else:
-                frame = {11: H.IFRAME_311, 12: H.IFRAME_312}.get(self.minor, H.IFRAME_313)()
+                frame = self.frame_class()()
                 frame.previous = back
                 if self.minor <= 12:
                     frame.f_code = code
                     frame.prev_instr = self.instruction(code, call.unit)
                 else:
-                    frame.f_executable = code
+                    frame.f_executable = self.executable(code)
                     frame.instr_ptr = self.instruction(code, call.unit)
             at = self.memory.alloc(sizeof(frame))
             self.memory.put_struct(at, frame)
@@ -275,14 +283,18 @@ class Process:
         return MemoryTarget(self.memory, [exe, Module("python3.dll", "C:\\python3.dll", 0x1_7000_0000, 0x1_0000), dll])
 
     def debug_offsets_runtime(self, interp_at: int) -> bytes:
-        """A 3.13 _PyRuntime: the _Py_DebugOffsets record, then interpreters.head."""
-        record_len = 24 + 8 * sum(len(names) for _, names in H.DEBUG_OFFSETS_313)
+        """A 3.13 or 3.14 _PyRuntime: the _Py_DebugOffsets record, then interpreters.head.
+        3.14's structures other than the frame are 3.13's stand-ins: the record says where
+        their fields are, which is all the reader may assume."""
+        groups = H.DEBUG_OFFSETS_314 if self.minor >= 14 else H.DEBUG_OFFSETS_313
+        iframe = self.frame_class()
+        record_len = 24 + 8 * sum(len(names) for _, names in groups)
         head_offset = record_len + 40
         sizes = {
             "runtime_state": head_offset + 64,
             "interpreter_state": sizeof(H.INTERP_313) + 4096,
             "thread_state": sizeof(H.TSTATE_313) + 512,
-            "interpreter_frame": sizeof(H.IFRAME_313),
+            "interpreter_frame": sizeof(iframe),
             "code_object": sizeof(H.CODE_313),
         }
         known = {
@@ -291,6 +303,8 @@ class Process:
             "interpreter_state.next": H.INTERP_313.next.offset,
             "interpreter_state.id": H.INTERP_313.id.offset,
             "interpreter_state.threads_head": H.INTERP_313.threads.offset + 8,
+            "interpreter_state.threads_main": H.INTERP_313.threads.offset + 16,
+            "interpreter_state.tlbc_generation": 0,  # free-threaded builds only
             # the GIL the interpreter points to (ceval.gil, inside the ceval stand-in) and its
             # own one, past the stand-in: tests/cpython/test_gil_synthetic.py fills them in
             "interpreter_state.ceval_gil": 16,
@@ -305,11 +319,11 @@ class Process:
             "thread_state.thread_id": H.TSTATE_313.thread_id.offset,
             "thread_state.native_thread_id": H.TSTATE_313.native_thread_id.offset,
             "thread_state.datastack_chunk": H.TSTATE_313.datastack_chunk.offset,
-            "interpreter_frame.previous": H.IFRAME_313.previous.offset,
-            "interpreter_frame.executable": H.IFRAME_313.f_executable.offset,
-            "interpreter_frame.instr_ptr": H.IFRAME_313.instr_ptr.offset,
-            "interpreter_frame.localsplus": H.IFRAME_313.localsplus.offset,
-            "interpreter_frame.owner": H.IFRAME_313.owner.offset,
+            "interpreter_frame.previous": iframe.previous.offset,
+            "interpreter_frame.executable": iframe.f_executable.offset,
+            "interpreter_frame.instr_ptr": iframe.instr_ptr.offset,
+            "interpreter_frame.localsplus": iframe.localsplus.offset,
+            "interpreter_frame.owner": iframe.owner.offset,
             "code_object.filename": H.CODE_313.co_filename.offset,
             "code_object.name": H.CODE_313.co_name.offset,
             "code_object.qualname": H.CODE_313.co_qualname.offset,
@@ -330,14 +344,15 @@ class Process:
             "unicode_object.asciiobject_size": sizeof(H.ASCII_312),
         }
         values = []
-        for group, names in H.DEBUG_OFFSETS_313:
+        for group, names in groups:
             for name in names:
                 key = f"{group}.{name}"
                 if name == "size" and group in sizes:
                     values.append(sizes[group])
                 else:
                     values.append(known.get(key, 8))  # fields the reader does not use
-        record = b"xdebugpy" + struct.pack("<QQ", 0x030D02F0, 0) + struct.pack(f"<{len(values)}Q", *values)
+        hexversion = 0x030E00F0 if self.minor >= 14 else 0x030D02F0
+        record = b"xdebugpy" + struct.pack("<QQ", hexversion, 0) + struct.pack(f"<{len(values)}Q", *values)
         assert len(record) == record_len
         out = bytearray(sizes["runtime_state"])
         out[:record_len] = record

@@ -44,8 +44,10 @@ class Gil:
             self.p.memory.patch(self.interp + self.layout.gil, struct.pack("<Q", self.gil_at))
 
     def _layout(self) -> GilLayout:
-        if self.minor == 13:
-            return gil_layout_from_debug_offsets(parse_fields(self.p.memory.read(self.runtime, record_size())))
+        if self.minor >= 13:
+            version = (3, self.minor)
+            raw = self.p.memory.read(self.runtime, record_size(version))
+            return gil_layout_from_debug_offsets(parse_fields(raw, version), version)
         return GIL_LAYOUTS[(3, self.minor)]
 
     def _roomy_interpreter(self) -> int:
@@ -81,7 +83,7 @@ class Gil:
         current = (last if locked == 1 else None) if current is None else current
         if lay.tstate_current is not None:
             self.p.memory.put(self.runtime + lay.tstate_current, struct.pack("<Q", self.tstate(current)))
-        else:
+        elif lay.status_bit is not None:
             for tid in (11, 12):
                 if f"tstate {tid}" in self.p.addresses:
                     flag = 1 << lay.status_bit if tid == current else 0
@@ -103,6 +105,17 @@ def test_a_taken_gil_names_its_holder_and_both_witnesses_agree(minor):
     second = GilSource.TSTATE_CURRENT if minor <= 11 else GilSource.THREAD_STATUS
     assert [w.source for w in gil.witnesses] == [GilSource.GIL, second]
     assert all(w.thread_state == g.tstate(12) and w.thread_id == 12 for w in gil.witnesses)
+
+
+def test_a_taken_314_gil_names_its_holder_from_the_gil_alone():
+    """3.14: the GIL's place comes from _Py_DebugOffsets as on 3.13; its thread-state status
+    bit is not read (3.14's bit-field was never checked on a real build), so the GIL itself
+    is the one witness."""
+    g = Gil(14)
+    g.set(locked=1, last=12)
+    gil = g.read()
+    assert gil.held is True and gil.holder_thread_id == 12 and gil.address == g.gil_at
+    assert [w.source for w in gil.witnesses] == [GilSource.GIL] and not gil.problems
 
 
 @pytest.mark.parametrize("minor", MINORS)

@@ -14,6 +14,8 @@ from dumpkit.cpython import Status, find_interpreter, read_python_state
 from tests.cpython.builder import Call, Func, Process
 
 VERSIONS = [(3, 8), (3, 9), (3, 10), (3, 11), (3, 12), (3, 13)]
+# and 3.14, read from headers alone (no genuine build could be had to verify it on)
+EVERY = VERSIONS + [(3, 14)]
 
 MAIN = Func("<module>", "C:\\app\\main.py", 1, [(6, 1), (4, 3), (10, 250), (3, 251)])
 RUN = Func("run_job", "C:\\app\\main.py", 40, [(2, 40), (8, 41), (5, 42), (300, 44), (4, 45)])
@@ -71,13 +73,43 @@ def test_every_threads_python_stack(version):
     assert [f.line for f in state.thread(0x2B04).frames] == [420, 61, 8]
 
 
-@pytest.mark.parametrize("version", [(3, 12), (3, 13)], ids=lambda v: f"{v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", [(3, 12), (3, 13), (3, 14)], ids=lambda v: f"{v[0]}.{v[1]}")
 def test_c_entry_shim_frames_are_not_python_frames(version):
     p = Process(version)
     main, run = _func(version, MAIN), _func(version, RUN)
-    p.add_thread(7, [Call(run, 20, shim_below=True), Call(main, 12, shim_below=True)])
+    # 3.14: the eval loop's entry frame (owner 3) and a C stack frame (owner 4)
+    p.add_thread(7, [Call(run, 20, shim_below=True, shim_owner=4), Call(main, 12, shim_below=True)])
     state = read_python_state(p.build(), p.export)
     assert [f.function for f in state.threads[0].frames] == ["run_job", "<module>"]
+
+
+def test_a_314_process_is_read_from_its_own_offsets_and_said_unverified():
+    """3.14: _Py_DebugOffsets in 3.14's field order, frames whose code reference is a tagged
+    _PyStackRef; every frame comes back, and the report says the reader is unverified there."""
+    p = _process((3, 14))
+    state = read_python_state(p.build(), p.export)
+    assert state.status is Status.READ, state.message
+    assert (state.dll, state.version) == ("python314.dll", "3.14.2")
+    assert not state.layout_verified
+    assert "_Py_DebugOffsets" in (state.layout_note or "") and "not verified" in (state.layout_note or "")
+    for tid, calls in p.threads:
+        got = [(f.function, f.filename, f.line, f.first_line) for f in state.thread(tid).frames]
+        assert got == [_expected(c) for c in calls]
+    assert state.thread(0x1A2C).frames[0].location == "C:\\app\\tree.py:32 in walk"
+
+
+def test_a_313_record_is_not_taken_for_a_314_one():
+    """A python314.dll whose record says 3.13 (or the other way round) is refused with the
+    reason, not read in the wrong field order."""
+    p = _process((3, 13))
+    target = p.build()
+    dll = target.modules[-1]
+    target.modules[-1] = type(dll)(
+        "python314.dll", dll.path.replace("313", "314"), dll.base, dll.size, "3.14.0150.1013"
+    )
+    state = read_python_state(target, p.export)
+    assert state.status is Status.UNSUPPORTED
+    assert "_Py_DebugOffsets says 3.13, the DLL is 3.14" in state.message
 
 
 @pytest.mark.parametrize("version", [(3, 8), (3, 11)], ids=lambda v: f"{v[0]}.{v[1]}")
@@ -127,7 +159,7 @@ def test_version_comes_from_the_version_resource():
     assert read_python_state(target, p.export).version == "3.11.1rc1"
 
 
-@pytest.mark.parametrize("version", VERSIONS, ids=lambda v: f"{v[0]}.{v[1]}")
+@pytest.mark.parametrize("version", EVERY, ids=lambda v: f"{v[0]}.{v[1]}")
 def test_a_frame_not_yet_started_is_on_its_first_line(version):
     """A frame pushed but not yet run points before its first instruction (f_lasti -1,
     prev_instr one code unit before the code): CPython reports co_firstlineno."""

@@ -16,8 +16,13 @@ def test_any_313_release_reads_the_offsets_the_process_publishes():
 
 
 def test_a_minor_never_verified_says_so():
-    verified, note = layout_trust((3, 14), "0")
+    verified, note = layout_trust((3, 15), "0")
     assert not verified and "not verified on a real dump" in note
+
+
+def test_314_reads_the_published_offsets_but_says_it_was_never_verified():
+    verified, note = layout_trust((3, 14), "2")
+    assert not verified and "_Py_DebugOffsets" in note and "not verified on a real dump" in note
 
 
 def test_a_prerelease_is_not_covered_by_the_final_releases_compared():
