@@ -66,18 +66,96 @@ _CTYPES_RE = re.compile(
 )
 _WINERROR_RE = re.compile(_OSERROR + r"\[winerror\s+(?P<number>[-+]?\d+)\]\s*(?P<message>.*)$", re.IGNORECASE)
 _WINDOWS_ERROR_RE = re.compile(r"windows error\s+(0x[0-9a-f]+)\.?", re.IGNORECASE)
-# A DLL that would not load, in the words Python passes on from FormatMessage (English
-# Windows): "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: The
-# specified module could not be found.", and ctypes' "Could not find module 'x.dll' (or one
-# of its dependencies)" (3.8+, for error 126).
-_DLL_LOAD_RE = re.compile(r"dll load failed(?: while importing [\w.]+)?:\s*(?P<message>.+)$", re.IGNORECASE)
-_COULD_NOT_FIND_MODULE_RE = re.compile(r"could not find module .*\(or one of its dependencies\)", re.IGNORECASE)
-_DLL_LOAD_MESSAGES = (
-    ("the specified module could not be found", 126),
-    ("the specified procedure could not be found", 127),
-    ("is not a valid win32 application", 193),
-    ("initialization routine failed", 1114),
+# A DLL that would not load, in the words Python passes on from FormatMessage, in the
+# Windows display language: "ImportError: DLL load failed while importing
+# _pywrap_tensorflow_internal: The specified module could not be found." (or
+# "...: 找不到指定的模块。"), and ctypes' "Could not find module 'x.dll' (or one of its
+# dependencies)" (3.8+, for error 126). Terminals wrap the message and users paste it
+# across lines, so it may hold a line break anywhere.
+_DLL_LOAD_RE = re.compile(
+    r"dll load failed(?:\s*while importing\s*[\w.]+)?\s*:\s*(?P<message>.+)$", re.IGNORECASE | re.DOTALL
 )
+_COULD_NOT_FIND_MODULE_RE = re.compile(r"could not find module .*\(or one of its dependencies\)", re.IGNORECASE)
+# FormatMessage's text of each error in the languages most Windows machines show it in:
+# English, Chinese (simplified, traditional), Japanese, Korean, German, French, Spanish,
+# Russian, Italian and Portuguese (Brazil). Each was checked against output pasted in public
+# issues and projects, or Microsoft's localized list of system error codes; a language
+# whose text for an error could not be checked so is left out for that error. Compared
+# without whitespace and case (a fragment of the sentence, distinct among the four).
+_DLL_LOAD_MESSAGES = (
+    (
+        126,
+        (
+            "the specified module could not be found",
+            "找不到指定的模块",
+            "找不到指定的模組",
+            "指定されたモジュールが見つかりません",
+            "지정된 모듈을 찾을 수 없습니다",
+            "das angegebene modul wurde nicht gefunden",
+            "le module spécifié est introuvable",
+            "no se puede encontrar el módulo especificado",
+            "не найден указанный модуль",
+            "impossibile trovare il modulo specificato",
+            "não foi possível encontrar o módulo especificado",
+        ),
+    ),
+    (
+        127,
+        (
+            "the specified procedure could not be found",
+            "找不到指定的程序",
+            "指定されたプロシージャが見つかりません",
+            "지정된 프로시저를 찾을 수 없습니다",
+            "die angegebene prozedur wurde nicht gefunden",
+            "la procédure spécifiée est introuvable",
+            "no se encontró el procedimiento especificado",
+            "не найдена указанная процедура",
+            "impossibile trovare la procedura specificata",
+        ),
+    ),
+    (
+        193,
+        (
+            "is not a valid win32 application",
+            "不是有效的 win32 应用程序",
+            "不是有效的 win32 應用程式",
+            "は有効な win32 アプリケーションではありません",
+            "올바른 win32 응용 프로그램이 아닙니다",
+            "ist keine gültige win32-anwendung",
+            "pas une application win32 valide",
+            "no es una aplicación win32 válida",
+            "не является приложением win32",
+        ),
+    ),
+    (
+        1114,
+        (
+            "initialization routine failed",
+            "动态链接库(dll)初始化例程失败",
+            "動態連結程式庫 (dll) 初始化例行程序失敗",
+            "初期化ルーチンの実行に失敗しました",
+            "dll 초기화 루틴을 실행할 수 없습니다",
+            "dll-initialisierungsroutine ist fehlgeschlagen",
+            "bibliothèque de liens dynamiques (dll) a échoué",
+            "rutina de inicialización de biblioteca de vínculos dinámicos",
+            "инициализации библиотеки динамической компоновки",
+        ),
+    ),
+)
+
+
+def _squeezed(text: str) -> str:
+    """Text as the DLL-load messages are compared: lower case, no whitespace."""
+    return "".join(text.lower().split())
+
+
+def _dll_load_error(message: str) -> Optional[int]:
+    """The Win32 error whose FormatMessage text `message` holds, in any language above."""
+    said = _squeezed(message)
+    for error, texts in _DLL_LOAD_MESSAGES:
+        if any(_squeezed(t) in said for t in texts):
+            return error
+    return None
 
 
 def looks_like_number(token: str) -> bool:
@@ -223,8 +301,7 @@ def _as_python_printed(text: str) -> Union[str, ParsedCode]:
     t = text.strip()
     m = _DLL_LOAD_RE.search(t)
     if m:
-        message = m.group("message").lower()
-        error = next((e for words, e in _DLL_LOAD_MESSAGES if words in message), None)
+        error = _dll_load_error(m.group("message"))
         if error is not None:
             return ParsedCode(error, None, WIN32)
     if _COULD_NOT_FIND_MODULE_RE.search(t):

@@ -76,6 +76,56 @@ def test_the_lines_python_prints_for_a_native_crash_name_the_code(text, parsed):
     assert parse_code(text) == parsed
 
 
+# The same lines on Windows in other display languages: Python's words stay English,
+# FormatMessage's are the user's language (each as users have pasted it, line breaks and
+# missing spaces included).
+LOCALIZED_DLL_LOAD = [
+    ("ImportError: DLL load failed while importing _pywrap_tensorflow_internal: 找不到指定的模块。", 126),
+    ("DLL load failed while importing _C: 找不到\n指定的程序。", 127),
+    ("ImportError: DLL load failed while importing_C:找不到 指定的程序。", 127),
+    ("ImportError: DLL load failed while importing _ufuncs: %1 不是有效的 Win32 应用程序。", 193),
+    ("DLL load failed while importing onnxruntime_pybind11_state: 动态链接库(DLL)初始化例程失败。", 1114),
+    ("ImportError: DLL load failed: 找不到指定的模組。", 126),
+    ("DLL load failed while importing _imaging: 動態連結程式庫 (DLL) 初始化例行程序失敗。", 1114),
+    ("ImportError: DLL load failed while importing _errors: 指定されたプロシージャが見つかりません。", 127),
+    ("ImportError: DLL load failed: 指定されたモジュールが見つかりません。", 126),
+    (
+        "DLL load failed while importing onnxruntime_pybind11_state:\nダイナミック リンク ライブラリ (DLL) 初期化ルーチンの実行に失敗しました。",
+        1114,
+    ),
+    ("DLL load failed while importing _ssl: %1은(는) 올바른 Win32 응용 프로그램이 아닙니다", 193),
+    ("ImportError: DLL load failed while importing QtCore: 지정된 프로시저를 찾을 수 없습니다.", 127),
+    ("ImportError: DLL load failed: DLL 초기화 루틴을 실행할 수 없습니다.", 1114),
+    ("ImportError: DLL load failed while importing fast_firebirdsql: Das angegebene Modul wurde nicht gefunden.", 126),
+    ("DLL load failed while importing _jax: Eine DLL-Initialisierungsroutine ist fehlgeschlagen.", 1114),
+    ("ImportError: DLL load failed while importing _multiarray_umath: Le module spécifié est introuvable.", 126),
+    (
+        "DLL load failed while importing onnx_cpp2py_export: Une routine d\u2019initialisation d\u2019une "
+        "bibliothèque de liens dynamiques (DLL) a échoué.",
+        1114,
+    ),
+    ("DLL load failed while importing Kratos: No se puede encontrar el módulo especificado", 126),
+    ("ImportError: DLL load failed while importing _rust: Не найдена указанная процедура.", 127),
+    (
+        "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: Произошел сбой в программе "
+        "инициализации библиотеки динамической компоновки (DLL).",
+        1114,
+    ),
+    ("ImportError: DLL load failed while importing QtCore: Impossibile trovare la procedura specificata.", 127),
+    ("ImportError: DLL load failed while importing MPI: Não foi possível encontrar o módulo especificado.", 126),
+]
+
+
+@pytest.mark.parametrize("text, error", LOCALIZED_DLL_LOAD)
+def test_a_dll_load_failure_is_read_in_the_language_windows_said_it_in(text, error):
+    assert parse_code(text) == ParsedCode(error, None, WIN32)
+
+
+def test_a_dll_load_message_in_no_known_words_is_not_guessed():
+    with pytest.raises(ValueError):
+        parse_code("ImportError: DLL load failed while importing x: 参数错误。")
+
+
 def test_the_dll_load_errors_say_where_python_looks_and_are_named_as_winerror_h_names_them():
     from dumpkit.analysis.codes.notes import WIN32_ROWS
     from dumpkit.analysis.codes.table import error_table
