@@ -370,7 +370,7 @@ def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0028", a28)
 
 
-def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29):
+def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -401,6 +401,7 @@ def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0027", a27)
     _set(self, "\x0028", a28)
     _set(self, "\x0029", a29)
+    _set(self, "\x0030", a30)
 
 
 def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
@@ -512,7 +513,7 @@ SHAPES = {
     ("aaaaaaaaaaaaaaaaaaaaaaa", False): _20,
     ("aaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
-    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _23,
+    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _23,
     ("aaaaafaaaaaaaaaaaa", False): _24,
     ("aaaaf", False): _25,
     ("aaaafaaaaaaafaaaa", False): _26,
