@@ -83,28 +83,13 @@ FIELDS_313: Sequence[Tuple[str, Sequence[str]]] = (
 # after the GIL's fields, the value-stack pointer and thread-local-bytecode index of a frame,
 # a code object's thread-local bytecode, and a set_object group before dict_object. The
 # fields that only a free-threaded build fills in are 0 in a default one.
+_INTERP_313 = tuple(FIELDS_313[1][1])
 FIELDS_314: Sequence[Tuple[str, Sequence[str]]] = (
     FIELDS_313[0],
+    # size, id, next, threads_head, then threads_main, then 3.13's others, then two more
     (
         "interpreter_state",
-        (
-            "size",
-            "id",
-            "next",
-            "threads_head",
-            "threads_main",
-            "gc",
-            "imports_modules",
-            "sysdict",
-            "builtins",
-            "ceval_gil",
-            "gil_runtime_state",
-            "gil_runtime_state_enabled",
-            "gil_runtime_state_locked",
-            "gil_runtime_state_holder",
-            "code_object_generation",
-            "tlbc_generation",
-        ),
+        (*_INTERP_313[:4], "threads_main", *_INTERP_313[4:], "code_object_generation", "tlbc_generation"),
     ),
     FIELDS_313[2],
     ("interpreter_frame", (*FIELDS_313[3][1], "stackpointer", "tlbc_index")),

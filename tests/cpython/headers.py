@@ -430,109 +430,52 @@ DEBUG_OFFSETS_313 = [
 # and thread-local-bytecode generations; interpreter_frame has stackpointer and tlbc_index;
 # code_object has co_tlbc; set_object comes between list_object and dict_object; gen_object,
 # llist_node and debugger_support follow gc.
-DEBUG_OFFSETS_314 = [
-    ("runtime_state", ["size", "finalizing", "interpreters_head"]),
-    (
-        "interpreter_state",
-        [
-            "size",
-            "id",
-            "next",
-            "threads_head",
-            "threads_main",
-            "gc",
-            "imports_modules",
-            "sysdict",
-            "builtins",
-            "ceval_gil",
-            "gil_runtime_state",
-            "gil_runtime_state_enabled",
-            "gil_runtime_state_locked",
-            "gil_runtime_state_holder",
-            "code_object_generation",
-            "tlbc_generation",
-        ],
-    ),
-    (
-        "thread_state",
-        [
-            "size",
-            "prev",
-            "next",
-            "interp",
-            "current_frame",
-            "thread_id",
-            "native_thread_id",
-            "datastack_chunk",
-            "status",
-        ],
-    ),
-    (
-        "interpreter_frame",
-        ["size", "previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer", "tlbc_index"],
-    ),
-    (
-        "code_object",
-        [
-            "size",
-            "filename",
-            "name",
-            "qualname",
-            "linetable",
-            "firstlineno",
-            "argcount",
-            "localsplusnames",
-            "localspluskinds",
-            "co_code_adaptive",
-            "co_tlbc",
-        ],
-    ),
-    ("pyobject", ["size", "ob_type"]),
-    ("type_object", ["size", "tp_name", "tp_repr", "tp_flags"]),
-    ("tuple_object", ["size", "ob_item", "ob_size"]),
-    ("list_object", ["size", "ob_item", "ob_size"]),
-    ("set_object", ["size", "used", "table", "mask"]),
-    ("dict_object", ["size", "ma_keys", "ma_values"]),
-    ("float_object", ["size", "ob_fval"]),
-    ("long_object", ["size", "lv_tag", "ob_digit"]),
-    ("bytes_object", ["size", "ob_size", "ob_sval"]),
-    ("unicode_object", ["size", "state", "length", "asciiobject_size"]),
-    ("gc", ["size", "collecting"]),
-    ("gen_object", ["size", "gi_name", "gi_iframe", "gi_frame_state"]),
-    ("llist_node", ["next", "prev"]),
-    (
-        "debugger_support",
-        [
-            "eval_breaker",
-            "remote_debugger_support",
-            "remote_debugging_enabled",
-            "debugger_pending_call",
-            "debugger_script_path",
-            "debugger_script_path_size",
-        ],
-    ),
-]
+_INTERP_FIELDS_313 = dict(DEBUG_OFFSETS_313)["interpreter_state"]
+DEBUG_OFFSETS_314 = (
+    DEBUG_OFFSETS_313[:1]
+    + [
+        (
+            "interpreter_state",
+            _INTERP_FIELDS_313[:4]
+            + ["threads_main"]
+            + _INTERP_FIELDS_313[4:]
+            + ["code_object_generation", "tlbc_generation"],
+        ),
+        DEBUG_OFFSETS_313[2],
+        (
+            "interpreter_frame",
+            ["size", "previous", "executable", "instr_ptr", "localsplus", "owner", "stackpointer", "tlbc_index"],
+        ),
+        ("code_object", dict(DEBUG_OFFSETS_313)["code_object"] + ["co_tlbc"]),
+    ]
+    + DEBUG_OFFSETS_313[5:9]  # pyobject, type_object, tuple_object, list_object
+    + [("set_object", ["size", "used", "table", "mask"])]
+    + DEBUG_OFFSETS_313[9:]  # dict_object ... gc
+    + [
+        ("gen_object", ["size", "gi_name", "gi_iframe", "gi_frame_state"]),
+        ("llist_node", ["next", "prev"]),
+        (
+            "debugger_support",
+            [
+                "eval_breaker",
+                "remote_debugger_support",
+                "remote_debugging_enabled",
+                "debugger_pending_call",
+                "debugger_script_path",
+                "debugger_script_path_size",
+            ],
+        ),
+    ]
+)
 # Include/internal/pycore_interpframe_structs.h (3.14, default build): f_executable and
 # f_funcobj are _PyStackRef (a pointer with tag bits in its low two bits), stackpointer
 # replaces stacktop, `visited` follows owner. enum _frameowner: THREAD 0, GENERATOR 1,
 # FRAME_OBJECT 2, INTERPRETER 3 (the eval loop's entry frame), CSTACK 4.
 IFRAME_314 = struct(
     "IFRAME_314",
-    [
-        ("f_executable", PTR),
-        ("previous", PTR),
-        ("f_funcobj", PTR),
-        ("f_globals", PTR),
-        ("f_builtins", PTR),
-        ("f_locals", PTR),
-        ("frame_obj", PTR),
-        ("instr_ptr", PTR),
-        ("stackpointer", PTR),
-        ("return_offset", c_uint16),
-        ("owner", c_int8),
-        ("visited", c_uint8),
-        ("localsplus", PTR * 1),
-    ],
+    fields(IFRAME_313, None, "stacktop")  # f_executable ... instr_ptr, 3.13's order and sizes
+    + [("stackpointer", PTR), ("return_offset", c_uint16), ("owner", c_int8), ("visited", c_uint8)]
+    + [("localsplus", PTR * 1)],
 )
 FRAME_OWNED_BY_INTERPRETER_314 = 3
 FRAME_OWNED_BY_CSTACK_314 = 4
