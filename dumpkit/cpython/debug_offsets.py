@@ -131,8 +131,8 @@ _ROLES = {
 # shim) = 3; 3.14: FRAME_OWNED_BY_INTERPRETER (the eval loop's entry frame) = 3 and
 # FRAME_OWNED_BY_CSTACK = 4.
 FRAME_NOT_PYTHON_OWNER = 3
-# 3.14's f_executable is a _PyStackRef: the code object's address with tag bits (a deferred
-# or borrowed reference) in its low two bits.
+# 3.14's f_executable is a _PyStackRef: the code object's address with tag bits in its low
+# bits (a deferred reference sets the lowest); the low two are cleared, as pystack does.
 STACKREF_TAG_BITS = 3
 HEADER_SIZE = 8 + 8 + 8  # cookie, version, free_threaded
 

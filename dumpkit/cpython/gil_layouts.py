@@ -253,8 +253,8 @@ def gil_layout_from_debug_offsets(values: Dict[str, int], version: Tuple[int, in
     interpreter's own `_gil.locked` and `_gil.last_holder`: less `gil_runtime_state` (of
     `_gil`), they are the fields' places inside any struct _gil_runtime_state, which is
     what `ceval.gil` points to. interval and switch_number are not published: the header's
-    places, once the published ones agree with the header's (3.14 keeps 3.13's struct
-    _gil_runtime_state). The second witness, PyThreadState._status.holds_gil, is read on
+    places, once the published ones agree with the header's (3.13's header for 3.14 too: a
+    3.14 whose published places differ gets no GIL layout). The second witness, PyThreadState._status.holds_gil, is read on
     3.13 alone: 3.14's bit-field was not checked against a real build."""
     base = values["interpreter_state.gil_runtime_state"]
     locked = values["interpreter_state.gil_runtime_state_locked"] - base
