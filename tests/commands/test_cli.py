@@ -503,6 +503,13 @@ def test_explain_how_to_capture_alone_and_nothing_at_all():
     assert r.returncode == 2 and r.stderr.startswith("dumpkit: error:") and r.stderr.count("\n") == 1
 
 
+def test_explain_reads_a_dll_load_failure_pasted_from_a_chinese_windows():
+    r = run("explain", "ImportError: DLL load failed while importing _pywrap_tensorflow_internal: 找不到指定的模块。")
+    assert r.returncode == 0 and "ERROR_MOD_NOT_FOUND" in r.stdout and "os.add_dll_directory" in r.stdout
+    r = run("explain", "ImportError: DLL load failed while importing x: 参数错误。")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "[WinError N]" in r.stderr
+
+
 def test_explain_a_typo_names_the_nearest_code_in_one_line():
     r = run("explain", "STATUS_STACK_OVERFLOWW")
     assert r.returncode == 2 and r.stderr.count("\n") == 1

@@ -346,6 +346,11 @@ def parse_code(text: str) -> ParsedCode:
     printed = _as_python_printed(text)
     if isinstance(printed, ParsedCode):
         return printed
+    if _DLL_LOAD_RE.search(text.strip()):  # its message is in words (or a language) not read above
+        raise ValueError(
+            f"a DLL that would not load, in words dumpkit does not read: {original!r}; give its Win32 error "
+            "number instead (ctypes.WinDLL on the same file prints it as [WinError N])"
+        )
     try:
         t = _PREFIX_RE.sub("", printed.strip()).strip().rstrip(".")
         if not t:

@@ -121,8 +121,8 @@ def test_a_dll_load_failure_is_read_in_the_language_windows_said_it_in(text, err
     assert parse_code(text) == ParsedCode(error, None, WIN32)
 
 
-def test_a_dll_load_message_in_no_known_words_is_not_guessed():
-    with pytest.raises(ValueError):
+def test_a_dll_load_message_in_no_known_words_is_not_guessed_and_says_what_to_give_instead():
+    with pytest.raises(ValueError, match=r"a DLL that would not load.*\[WinError N\]"):
         parse_code("ImportError: DLL load failed while importing x: 参数错误。")
 
 
