@@ -100,7 +100,7 @@ def test_thread_states_not_in_the_dump_say_which_dump_would_have_them():
     _one_line(state)
 
 
-@pytest.mark.parametrize("minor", [8, 13])
+@pytest.mark.parametrize("minor", [8, 13, 14])
 def test_runtime_not_in_the_dump(minor):
     p = _process(minor)
     target = p.build()
@@ -127,6 +127,19 @@ def test_debug_offsets_with_a_wrong_cookie_or_bad_offsets_are_refused():
     state = read_python_state(target, p.export)
     assert state.status is Status.UNSUPPORTED and "does not hold together" in state.message
     assert record  # the record was readable all along
+
+
+def test_a_314_record_in_a_dll_that_says_313_is_refused_not_misread():
+    """A 3.14 record taken for 3.13's (its version field says 3.13): read in 3.13's order its
+    groups slide, and the sizes they start with no longer hold their offsets."""
+    p = _process(14)
+    target = p.build()
+    runtime = p.exports["_PyRuntime"]
+    p.memory.patch(runtime + 8, struct.pack("<Q", 0x030D02F0))
+    dll = target.modules[-1]
+    target.modules[-1] = Module("python313.dll", dll.path.replace("314", "313"), dll.base, dll.size, "3.13.2150.1013")
+    state = read_python_state(target, p.export)
+    assert state.status is Status.UNSUPPORTED and "does not hold together" in state.message
 
 
 def test_thread_state_list_that_loops():
@@ -166,7 +179,7 @@ def test_what_is_not_a_supported_python():
     assert no_export.status is Status.NO_RUNTIME and "does not export _PyRuntime" in no_export.message
 
 
-@pytest.mark.parametrize("minor", [8, 10, 11, 13])
+@pytest.mark.parametrize("minor", [8, 10, 11, 13, 14])
 def test_random_damage_never_raises(minor):
     """Flip bytes all over the interpreter's memory: every read ends in a state, bounded."""
     rng = random.Random(minor)
