@@ -12,7 +12,15 @@ from functools import lru_cache
 from typing import Dict, List, Optional, Tuple, Union
 
 from dumpkit.analysis.codes.lookup import FAST_FAIL_BY_NAME, STATUS_CODES
-from dumpkit.analysis.codes.model import HRESULT, MASK32, STATUS, STATUS_STACK_BUFFER_OVERRUN, WIN32, ParsedCode
+from dumpkit.analysis.codes.model import (
+    HRESULT,
+    MASK32,
+    STATUS,
+    STATUS_ACCESS_VIOLATION,
+    STATUS_STACK_BUFFER_OVERRUN,
+    WIN32,
+    ParsedCode,
+)
 from dumpkit.analysis.codes.notes import INFORMAL_ALIASES, PLAIN_WORDS, STATUS_ROWS
 from dumpkit.analysis.codes.table import code_table, error_table
 from dumpkit.analysis.codes.winerror import reads_as_hresult
@@ -50,7 +58,16 @@ _BARE_HEX_RE = re.compile(r"[0-9a-f]+")
 _DEC_RE = re.compile(r"[-+]?[0-9]+")
 _SUBCODE_DEC_RE = re.compile(r"[0-9]+")
 _UNKNOWN_FF_RE = re.compile(r"fast_fail_0x([0-9a-f]+)")
-_PREFIX_RE = re.compile(r"^(?:process finished with\s+)?(?:exit\s+(?:code|status)\s*:?\s*)", re.IGNORECASE)
+# How IDEs, shells and launchers say an exit code: "exit code X", "Process finished with
+# exit code X" (PyCharm), "exited with code X", and Visual Studio's "The program '[1234]
+# python.exe' has exited with code X (0x...)."
+_PREFIX_RE = re.compile(
+    r"^(?:process finished with\s+|(?:.*?\s)?(?:has\s+)?exited\s+with\s+)?(?:(?:exit\s+)?(?:code|status)\b\s*:?\s*)",
+    re.IGNORECASE,
+)
+# Windows' application-error dialog for an access violation: "The instruction at 0x... referenced
+# memory at 0x.... The memory could not be read." (or written)
+_MEMORY_DIALOG_RE = re.compile(r"referenced memory at .*the memory could not be", re.IGNORECASE | re.DOTALL)
 _TWIN_RE = re.compile(r"^(\S+)\s*\(\s*(\S+)\s*\)$")
 # What Python prints for a native crash, as users paste it: faulthandler's line ("Windows fatal
 # exception: access violation", or "code 0xc06d007e" for a code it has no words for), and the
@@ -306,6 +323,8 @@ def _as_python_printed(text: str) -> Union[str, ParsedCode]:
             return ParsedCode(error, None, WIN32)
     if _COULD_NOT_FIND_MODULE_RE.search(t):
         return ParsedCode(126, None, WIN32)
+    if _MEMORY_DIALOG_RE.search(t):
+        return ParsedCode(STATUS_ACCESS_VIOLATION)
     m = _FAULTHANDLER_RE.match(t)
     if m:
         return t[m.end() :]

@@ -25,6 +25,9 @@ SAME_STACK_OVERFLOW = [
     "-1073741571 (0xC00000FD)",
     "exit code -1073741571",
     "Process finished with exit code -1073741571 (0xC00000FD)",
+    "exited with code 3221225725",
+    "Process exited with code -1073741571",
+    "The program '[11808] python.exe' has exited with code -1073741571 (0xc00000fd).",
 ]
 
 
@@ -67,6 +70,11 @@ PYTHON_PRINTED = [
     (
         'OSError: [WinError 1114] A dynamic link library (DLL) initialization routine failed. Error loading "c10.dll"',
         ParsedCode(1114, None, WIN32),
+    ),
+    # not Python's, but pasted as often: Windows' application-error dialog
+    (
+        "The instruction at 0x00007FFB2C1D3A5E referenced memory at 0x0000000000000010. The memory could not be read.",
+        ParsedCode(0xC0000005),
     ),
 ]
 
