@@ -314,13 +314,17 @@ def _parse_subcode(token: str) -> int:
 
 def _as_python_printed(text: str) -> Union[str, ParsedCode]:
     """The code in a line faulthandler or ctypes printed, as parse_code reads codes; other
-    text comes back as it was."""
+    text comes back as it was. A DLL-load line whose message is not read raises ValueError."""
     t = text.strip()
     m = _DLL_LOAD_RE.search(t)
     if m:
         error = _dll_load_error(m.group("message"))
-        if error is not None:
-            return ParsedCode(error, None, WIN32)
+        if error is None:  # its message is in words (or a language) not read above
+            raise ValueError(
+                f"a DLL that would not load, in words dumpkit does not read: {text!r}; give its Win32 error "
+                "number instead (ctypes.WinDLL on the same file prints it as [WinError N])"
+            )
+        return ParsedCode(error, None, WIN32)
     if _COULD_NOT_FIND_MODULE_RE.search(t):
         return ParsedCode(126, None, WIN32)
     if _MEMORY_DIALOG_RE.search(t):
@@ -365,11 +369,6 @@ def parse_code(text: str) -> ParsedCode:
     printed = _as_python_printed(text)
     if isinstance(printed, ParsedCode):
         return printed
-    if _DLL_LOAD_RE.search(text.strip()):  # its message is in words (or a language) not read above
-        raise ValueError(
-            f"a DLL that would not load, in words dumpkit does not read: {original!r}; give its Win32 error "
-            "number instead (ctypes.WinDLL on the same file prints it as [WinError N])"
-        )
     try:
         t = _PREFIX_RE.sub("", printed.strip()).strip().rstrip(".")
         if not t:
