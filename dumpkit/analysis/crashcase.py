@@ -23,7 +23,7 @@ from dumpkit.problems import Problems
 from dumpkit.records import replace
 from dumpkit.target import Target
 from dumpkit.unwind.codemap import CodeMap
-from dumpkit.unwind.frames import StackWalk
+from dumpkit.unwind.frames import StackWalk, Trust
 
 # threads whose stack ranges a case carries (a hostile thread list can name millions)
 CASE_STACKS = 4096
@@ -43,8 +43,11 @@ def python_entry(
     if thread is None or walk is None:
         return None
     if ending is not None and ending.caller_frame is not None:
+        caller = ending.caller_frame
+        if caller >= len(walk.frames) or walk.frames[caller].trust == Trust.SCAN:
+            return None  # a bare stack word as the caller: what lies below it is as unconfirmed
         pythread = python.thread(crash.thread_id) if python is not None else None
-        return _ending_entry(walk, ending.caller_frame, pythread, installation)
+        return _ending_entry(walk, caller, pythread, installation)
     start = recursion_start(crash, thread)
     cause = thread.cycles[0] if start is not None and thread.cycles else None
     return crash_entry(walk.frames, cause, python.thread(crash.thread_id) if python is not None else None, installation)

@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 6 (RULES):
+Rules, version 7 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
@@ -51,7 +51,8 @@ Rules, version 6 (RULES):
    error number, the C++ type in flight, an assertion's expression; numbers in it become
    `N` (they change between runs: `Check failed: 3 vs. 4`). The frames start at the
    ending's caller: the way out (abort, raise, _exit, ExitProcess, CPython's fatal-error
-   path) says how, not where. An OpenMP runtime's error has no frames: it is about which
+   path) says how, not where; a walk that never got past the way out (the C runtime's image
+   not at hand) gives the kind alone. An OpenMP runtime's error has no frames: it is about which
    runtimes were loaded, wherever the second one started, so two programs that load two
    of them group together.
 10. A delay-load failure (0xC06D007E, 0xC06D007F): the kind names what was missing, the
@@ -67,6 +68,9 @@ Rules, version 6 (RULES):
    made the call was (up to 3.10 each Python call nests two C frames, which reads as a
    recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
+
+Version 6 kept the way out as frames when the walk ended inside it:
+`EXIT(3) | ntdll.dll!RtlExitUserProcess | kernel32.dll!ExitProcess | ucrtbase.dll+0x24b28`.
 
 Version 5 named a delay-load failure by its code in hex and kept the helper's frames, and
 kept the interpreter's frames below an extension module's (rule 11).
@@ -105,7 +109,7 @@ from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 6
+RULES = 7
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
@@ -380,8 +384,9 @@ def crash_signature(
         kind = ending_kind(ending)
         if ending.reason is not None and ending.reason.kind is ReasonKind.OPENMP:
             return CrashSignature(kind, kind, (), RULES)
-        start = ending.caller_frame or 0
-        kept = [f for f in thread.frames if f.index >= start] if thread is not None else []
+        # from the caller on; a walk that never got past the way out has no frames to give
+        start = ending.caller_frame
+        kept = [f for f in thread.frames if f.index >= start] if thread is not None and start is not None else []
         frames = signature_elements(kept, thread.cycles if thread is not None else ())
         return CrashSignature(SEPARATOR.join((kind,) + frames), kind, frames, RULES)
     kind = signature_kind(crash)

@@ -277,3 +277,56 @@ def test_every_format_carries_the_reason(tmp_path):
         else:
             doc = json.loads(out)
             assert doc["ending"]["reason"]["kind"] == "fatal_python_error" and doc["ending"]["exit_code"] == 3
+
+
+# The raw dumps with Windows' own DLLs only (Wine's, committed in sample_dumps/bin/wine): a
+# colleague who has the dump and not the crashed machine's Python. The walk gets through
+# the way out and no further; below it only stack scanning reaches, with no code to check.
+WAY_OUT = ("RtlExitUserProcess", "ExitProcess", "NtTerminateProcess")
+RAW_EXITS = sorted(n for n, f in ENDINGS.items() if (f.get("ending") or {}).get("exit_code") is not None)
+
+
+@lru_cache(maxsize=None)
+def raw_report_without_images(name: str) -> Report:
+    from dumpkit.commands.inputs import open_target
+
+    target, problems = open_target(str(SAMPLES / "endings" / ENDINGS[name]["file"]))
+    try:
+        options = Options(image_paths=[str(SAMPLES / "bin" / "wine")], use_recorded_paths=False)
+        return analyze(target, options, problems=problems).report
+    finally:
+        target.close()
+
+
+@pytest.mark.parametrize("name", RAW_EXITS)
+def test_without_the_images_an_exits_caller_is_named_only_as_far_as_the_walk_confirmed_it(name):
+    """Without python3X.dll's image a word on the stack that points into it may be a global's
+    address (`_PyRuntime`), not a return address: such a caller is said to be unconfirmed,
+    the verdict is not high, and nothing is built on it (how Python got there); a walk that
+    never got past the way out says where it stopped."""
+    got = raw_report_without_images(name)
+    end, verdict = got.ending, got.verdict
+    assert end is not None and end.exit_code == ENDINGS[name]["ending"]["exit_code"]
+    crashing = next(t for t in got.threads if t.is_crashing)
+    trust = {f.index: f.trust for f in crashing.frames}
+    if end.caller_frame is None:
+        assert "called by a frame the walk could not reach (it stops at " in verdict.headline
+        assert verdict.confidence == "medium"
+    elif trust.get(end.caller_frame) == "scan":
+        assert f"{end.caller} (unconfirmed: a word found by stack scanning)" in verdict.headline
+        assert verdict.confidence == "medium" and "from Python" not in verdict.headline
+        assert any("unconfirmed: its module's code was not at hand" in e for e in verdict.evidence)
+    else:
+        assert "unconfirmed" not in verdict.headline
+    if end.caller_frame is None or trust.get(end.caller_frame) == "scan":
+        assert any("--image-path" in s and "confirm who called" in s for s in verdict.next_steps)
+
+
+@pytest.mark.parametrize("name", RAW_EXITS)
+def test_an_exits_signature_never_holds_the_way_out(name):
+    """Rule 8: the frames start at the ending's caller. A walk that stops inside the way out
+    (the C runtime's image not at hand) gives the kind alone, as the same ending with an
+    unconfirmed caller does, not `EXIT(3) | ntdll.dll!RtlExitUserProcess | ...`."""
+    signature = raw_report_without_images(name).signature
+    assert signature is not None and signature.kind.startswith(("EXIT", "ABORT", "FATAL_PYTHON_ERROR"))
+    assert not any(word in element for element in signature.frames for word in WAY_OUT), signature.text

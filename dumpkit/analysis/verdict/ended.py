@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import List, Optional
 
 from dumpkit.analysis.advice import Step
+from dumpkit.analysis.ending import LOOK
 from dumpkit.analysis.model import Confidence, Ending, EndingRoute, VerdictKind
 from dumpkit.analysis.pyentry import is_ctypes_machinery
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
-from dumpkit.unwind.frames import SCANNED
+from dumpkit.unwind.frames import SCANNED, Trust
 
 # The next steps, by what ended the process.
 FIX_THE_GIL = Step(
@@ -74,6 +75,12 @@ NORMAL_EXIT = Step(
     "Look at its output for why it chose that code; `dumpkit capture --on-exit abnormal` (the default) "
     "dumps only exits that are not.",
 )
+CONFIRM_THE_CALLER = Step(
+    "ended.confirm_the_caller",
+    "Give dumpkit the images of {modules} (--image-path, or --fetch-images where they are published) so "
+    "the walk can go through them and confirm who called {call}; the program's stderr just before the end "
+    "usually says why it ended.",
+)
 NAME_THE_EXIT = Step(
     "ended.name_the_exit",
     "Give dumpkit the images of ntdll.dll, kernel32.dll and the C runtime (--image-path, or Microsoft's "
@@ -108,7 +115,8 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert end is not None and crash is not None
     reason = end.reason
-    caller = end.caller or "an unnamed frame"
+    confirmed = _confirmed_caller(case, end)
+    caller = _caller_words(case, end)
     # a ctypes call straight into the way out (TerminateProcess through ctypes.windll): the
     # caller is libffi's, and how Python got there is said after the headline
     called_by = f" called by {caller}" if not _ctypes_frame(case, end.caller_frame) else ""
@@ -140,16 +148,14 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
         headline = (
             f"The process ended itself {how_it_ended(end, case)}, from std::terminate(): {what}, thrown in {caller}"
         )
-        steps = _abort_steps(end, caller, _CALLS[route])
+        steps = _abort_steps(end, caller, _CALLS[route]) if confirmed else _confirm_steps(case, _CALLS[route])
     elif route in (EndingRoute.ABORT, EndingRoute.TERMINATE, EndingRoute.ASSERT, EndingRoute.SIGNAL):
         kind = VerdictKind.ABORT
         call = _CALLS[route]
         headline = f"The process ended itself {how_it_ended(end, case)}, from {call}{called_by}"
         if reason is not None:
             headline += f": {reason.text.rstrip('.')}"
-        steps = _abort_steps(end, caller, call)
-        if end.caller is None:
-            confidence = Confidence.MEDIUM
+        steps = _abort_steps(end, caller, call) if confirmed else _confirm_steps(case, call)
     elif route is EndingRoute.EXIT:
         kind = VerdictKind.PROCESS_EXIT
         code = end.exit_code if end.exit_code is not None else 0
@@ -159,7 +165,7 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
         steps = [NORMAL_EXIT.given(code=str(code))]
     elif route is EndingRoute.UNKNOWN:
         kind = VerdictKind.PROCESS_EXIT
-        by = f", called by {end.caller}" if end.caller else ""
+        by = f", called by {caller}" if end.caller else ""
         likely = (
             " (exit code 3 is what abort(), raise(SIGABRT) and runtimes' fatal errors end with)"
             if end.exit_code == 3
@@ -177,8 +183,8 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
         headline = f"The process ended itself {how_it_ended(end, case)}, from {call}{called_by}"
         if reason is not None:
             headline += f": {reason.text.rstrip('.')}"
-        steps = [FIND_WHO_ENDED.given(caller=caller, call=call)]
-    if end.caller_frame is not None and _scanned(case, end.caller_frame):
+        steps = [FIND_WHO_ENDED.given(caller=caller, call=call)] if confirmed else _confirm_steps(case, call)
+    if not confirmed or _scanned(case, end.caller_frame):
         confidence = Confidence.MEDIUM
     return conclude(kind, headline, confidence, evidence, steps, crash.thread_id)
 
@@ -212,6 +218,39 @@ def _abort_steps(end: Ending, caller: str, call: str) -> List[Step]:
     return [FIND_WHO_ENDED.given(caller=caller, call=call)]
 
 
+def _confirmed_caller(case: Case, end: Ending) -> bool:
+    """Is the ending's caller a frame the walk reached by more than a bare stack word? A
+    word found by scanning with no code to check it against (the caller's image not at
+    hand) may be any pointer into the module: a global's address looks the same."""
+    index = end.caller_frame
+    frames = case.frames
+    return end.caller is not None and index is not None and index < len(frames) and frames[index].trust != Trust.SCAN
+
+
+def _caller_words(case: Case, end: Ending) -> str:
+    """The caller as the headline names it: its name when the walk confirmed it; a scanned
+    word said to be unconfirmed; where the walk stopped when it never got past the way out."""
+    if _confirmed_caller(case, end):
+        return end.caller or ""
+    if end.caller is not None:
+        return f"{end.caller} (unconfirmed: a word found by stack scanning)"
+    frames = case.frames
+    stop = f" (it stops at {frames[-1].function_name})" if frames else ""
+    return f"a frame the walk could not reach{stop}"
+
+
+def _confirm_steps(case: Case, call: str) -> List[Step]:
+    """What confirms an unconfirmed caller: the images of the modules whose frames the walk
+    could not go through (unnamed ones, near the top)."""
+    modules: List[str] = []
+    for f in case.frames[:LOOK]:
+        unnamed = "!" not in f.function_name
+        if unnamed and f.module and f.module not in modules:
+            modules.append(f.module)
+    names = ", ".join(modules[:3]) if modules else "the modules on the crashing thread"
+    return [CONFIRM_THE_CALLER.given(modules=names, call=call)]
+
+
 def _ctypes_frame(case: Case, index: Optional[int]) -> bool:
     frames = case.frames
     return index is not None and index < len(frames) and is_ctypes_machinery(frames[index].module)
@@ -223,4 +262,9 @@ def _scanned(case: Case, index: Optional[int]) -> bool:
 
 
 def _trust_note(case: Case, index: Optional[int]) -> str:
-    return " (found by stack scanning)" if _scanned(case, index) else ""
+    if not _scanned(case, index):
+        return ""
+    assert index is not None
+    if case.frames[index].trust == Trust.SCAN:
+        return " (found by stack scanning, unconfirmed: its module's code was not at hand to show a call before it)"
+    return " (found by stack scanning, right after a call instruction)"
