@@ -68,8 +68,23 @@ class InstalledPackages:
         if module.base not in self.found:
             store = self._target.image_store
             found = store.package_for(module) if store is not None else None
-            self.found[module.base] = found if found is not None else owning_package(self._images.files(module))
+            if found is None:
+                found = owning_package(self._images.files(module))
+            if found is None:
+                found = _wheel_package(self._images.fetched_from(module))
+            self.found[module.base] = found
         return self.found[module.base]
+
+
+def _wheel_package(wheel_file: Optional[str]) -> Optional[InstalledPackage]:
+    """The distribution of a wheel that holds the module's very build (--fetch-images took
+    the image from it only when its TimeDateStamp and SizeOfImage, or its headers, match)."""
+    if not wheel_file:
+        return None
+    from dumpkit.images.fetch.wheels import parse_wheel_name  # only for a fetched image
+
+    wheel = parse_wheel_name(wheel_file)
+    return InstalledPackage(wheel.project, wheel.version, wheel_file) if wheel is not None else None
 
 
 def crash_coverage(

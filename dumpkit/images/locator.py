@@ -375,6 +375,9 @@ class ImageLocator:
         found = self._try_file(path, module, "fetched")
         if found is not None and self.fetcher.fetched and self.fetcher.fetched[-1][0] == module.name:
             found.detail = f"{self.fetcher.fetched[-1][1]} -> {found.detail}"
+        elif found is not None:
+            origin = self.fetcher.origin(module)  # fetched by an earlier run: from where, as it noted
+            found.detail = f"{origin}, cached -> {found.detail}" if origin else found.detail
         return found
 
     def fetch_plan(self, module: Module) -> Optional[str]:

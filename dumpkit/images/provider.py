@@ -59,6 +59,15 @@ class ImageProvider:
             out += [f for f in self._locator.probe.recorded(module.path) if f not in out]
         return out
 
+    def fetched_from(self, module: Module) -> Optional[str]:
+        """The archive (a wheel's file name) the module's image was fetched from, when it
+        was fetched (--fetch-images) and the fetch noted where from."""
+        found = self.located(module)
+        fetcher = self._locator.fetcher if self._locator is not None else None
+        if found is None or found.source != "fetched" or fetcher is None:
+            return None
+        return fetcher.origin(module)
+
     def search_problems(self) -> List[str]:
         return self._locator.search_problems() if self._locator is not None else []
 

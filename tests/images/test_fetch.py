@@ -163,10 +163,12 @@ def test_a_wheel_is_read_by_ranges_and_its_member_kept(srv, tmp_path):
     )
     assert sent < len(filler)  # the member's bytes and the directory, not the wheel
     assert fetcher.fetched == [("_ext.cp38-win_amd64.pyd", f"synthpkg-1.0-cp38-cp38-win_amd64.whl ({srv.url}{path})")]
-    # a second run asks nobody
+    # a second run asks nobody, and knows which wheel held the build (the distribution's
+    # version, for the report's environment)
     srv.log.clear()
     again = _fetcher(srv, tmp_path)
     assert again.fetch(_module(image), None) == got and srv.log == []
+    assert again.origin(_module(image)) == "synthpkg-1.0-cp38-cp38-win_amd64.whl"
 
 
 def test_another_build_is_refused_and_the_next_candidate_taken(srv, tmp_path):
@@ -181,7 +183,9 @@ def test_another_build_is_refused_and_the_next_candidate_taken(srv, tmp_path):
     fetcher = _fetcher(srv, tmp_path)
     got = fetcher.fetch(_module(image), None)
     assert got is not None and Path(got).read_bytes() == image.file
-    assert list(_cached(tmp_path)) == [Path(os.path.relpath(got, tmp_path / "cache")).as_posix()]
+    kept = Path(os.path.relpath(got, tmp_path / "cache"))
+    assert _cached(tmp_path) == sorted([kept.as_posix(), (kept.parent / "origin").as_posix()])  # the build, its wheel
+    assert (tmp_path / "cache" / kept.parent / "origin").read_text() == "synthpkg-1.0-cp38-cp38-win_amd64.whl"
 
 
 def test_no_ranges_html_index_and_whole_wheels_still_work(srv, tmp_path):

@@ -20,6 +20,7 @@ from tests.support.samples import ROOT, run_cli, sample_path
 
 WINPYTHON = ROOT.parent / "shared" / "winpython"
 AWAY = ("--no-recorded-paths", "--format", "json")
+DEAD = "http://127.0.0.1:9/simple"  # an index nobody answers: what a run gets, it got from the cache
 
 
 def _env(tmp_path: Path, srv: IndexServer) -> dict:
@@ -164,6 +165,14 @@ def test_tensorflow_from_tensorflow_intels_wheel_gives_the_bundles_report(tmp_pa
         fetched = _report(dump, "--fetch-images", env=_env(tmp_path, srv))
     assert _said(fetched) == _said(from_bundle) != _said(without)
     assert _sources(fetched)["_pywrap_tensorflow_internal.pyd"].startswith("fetched: ")
+    # the wheel that holds this very build names TensorFlow's version, which the dump alone
+    # does not (no version resource, no site-packages here); so does a run from the cache
+    version = intel.name.split("-")[1]
+    assert without["environment"]["tensorflow_version"] is None
+    for report in (fetched, _report(dump, "--fetch-images", env=dict(_env(tmp_path, srv), PIP_INDEX_URL=DEAD))):
+        env = report["environment"]
+        assert env["tensorflow_version"] == version, env
+        assert env["tensorflow_version_source"].startswith(f"the wheel {intel.name} holds this build")
     # triage groups the bare dump by the signature the images give, not STACK_OVERFLOW alone
     folder = tmp_path / "dumps"
     folder.mkdir()

@@ -1,5 +1,6 @@
 """TensorFlow's modules and version: from version resources, else from the installed
-package that owns the module (its dist-info RECORD), else from the install path."""
+package that owns the module (its dist-info RECORD, or the wheel --fetch-images took that
+very build from), else from the install path."""
 
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ def find_tensorflow(
     if package is not None:
         owner = package(primary)
         if owner is not None and re.match(_VERSION_TEXT, owner.version):
-            return (
-                tuple(x.path for x in found),
-                owner.version,
-                f"installed package {owner.name} {owner.version}, whose RECORD lists {primary.name} ({owner.record})",
-            )
+            if owner.record.lower().endswith(".whl"):
+                how = f"the wheel {owner.record} holds this build of {primary.name} (--fetch-images took it from there)"
+            else:
+                how = f"installed package {owner.name} {owner.version}, whose RECORD lists {primary.name} ({owner.record})"
+            return tuple(x.path for x in found), owner.version, how
     for m in found:
         hint = re.search(_TF_PATH_VERSION, m.path)
         if hint:

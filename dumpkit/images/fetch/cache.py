@@ -8,7 +8,9 @@ A file enters only whole and checked (a partial file beside its place, renamed w
 caller's check accepts it), so parallel runs and triage workers share the cache safely: a
 reader sees a whole file or none, and two writers of one key write the same bytes. A
 module found nowhere leaves a `miss` note (why, one line) that saves asking again for a
-day; being offline leaves none."""
+day; being offline leaves none. An `origin` note beside a fetched file names the archive it
+came from (a wheel's file name says which distribution and version hold that build), so a
+run that finds the file cached knows it as well as the run that fetched it."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from dumpkit.target import Module
 
 MISS_TTL = 24 * 3600
 _MAX_MISS = 2048
+_MAX_ORIGIN = 512
 
 
 def images_cache() -> str:
@@ -83,18 +86,30 @@ class ImageCache:
         fd, tmp = tempfile.mkstemp(prefix=".dumpkit-partial-", dir=folder)
         return os.fdopen(fd, "w+b"), tmp
 
-    def admit(self, key: StoreKey, tmp: str, check: Check, what: str) -> Fetched:
-        """`tmp` renamed into the key's place when `check` accepts it; else deleted."""
+    def admit(self, key: StoreKey, tmp: str, check: Check, what: str, origin: Optional[str] = None) -> Fetched:
+        """`tmp` renamed into the key's place when `check` accepts it; else deleted.
+        `origin`: the archive's file name, kept beside it (`origin`)."""
         dest = self.place(key)
         try:
             why = check(tmp)
             if why is not None:
                 return Fetched(problem=f"{what} is {why}; not cached")
+            if origin:
+                self._note(key, "origin", origin)  # first: a reader that sees the file sees its note
             install(tmp, dest, check)  # another worker's copy of it may be there and open
             self.forget_miss(key)
             return Fetched(dest)
         finally:
             _unlink(tmp)
+
+    def origin(self, key: StoreKey) -> Optional[str]:
+        """The file name of the archive the cached file came from, when a fetch noted it."""
+        try:
+            with open(os.path.join(os.path.dirname(self.place(key)), "origin"), encoding="utf-8") as f:
+                text = f.read(_MAX_ORIGIN).strip()
+        except (OSError, ValueError):
+            return None
+        return text if text and "/" not in text and "\\" not in text else None
 
     def miss(self, key: StoreKey) -> Optional[str]:
         """Why the module was found nowhere, when a run said so less than MISS_TTL ago."""
@@ -108,12 +123,15 @@ class ImageCache:
             return None
 
     def remember_miss(self, key: StoreKey, why: str) -> None:
-        path = os.path.join(os.path.dirname(self.place(key)), "miss")
+        self._note(key, "miss", why[:_MAX_MISS])
+
+    def _note(self, key: StoreKey, name: str, text: str) -> None:
+        path = os.path.join(os.path.dirname(self.place(key)), name)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             tmp = f"{path}.{os.getpid()}"
             with open(tmp, "w", encoding="utf-8") as f:
-                f.write(why[:_MAX_MISS])
+                f.write(text)
             os.replace(tmp, path)
         except OSError:
             pass  # a read-only cache still fetches; it just asks again next time

@@ -149,6 +149,12 @@ class ImageFetcher:
             return fail(why)
         return got
 
+    def origin(self, module: Module) -> Optional[str]:
+        """The file name of the archive (a wheel, python.org's zip) the module's cached image
+        came from, when the fetch that put it there noted it."""
+        key = cache_key(module)
+        return self.cache.origin(key) if key is not None else None
+
     def _fail(self, module: Module, why: str) -> Optional[str]:
         self.lines.append((module.name, why))
         return None
@@ -339,7 +345,7 @@ class ImageFetcher:
         except (ZipError, FetchError, OSError) as e:
             _unlink(tmp)
             return f"\0{label}: {e}; not cached"
-        fetched = self.cache.admit(key, tmp, check, f"{member} from {label}")
+        fetched = self.cache.admit(key, tmp, check, f"{member} from {label}", origin=os.path.basename(label))
         if fetched.path is None:
             return f"\0{fetched.problem}"
         return fetched.path
