@@ -78,6 +78,9 @@ class Recursing(Word):
 
     PYTHON = "python"  # Python functions calling each other: the eval loop is in the cycle
     C_PROTOCOL = "c_protocol"  # the interpreter's C code through an object protocol: repr, json, pickle...
+    # in the interpreter's DLL, whose image is not at hand: its functions have no names, so the
+    # eval loop (Python functions) and its C code (repr, json, pickle...) cannot be told apart
+    INTERPRETER = "interpreter"
     EXTENSION = "extension"  # inside an extension module: NumPy, TensorFlow...
     NATIVE = "native"  # other native code
 

@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import Cycle, RecursionKind, Recursing
+from dumpkit.cpython.interpreter import interpreter_minor
 from dumpkit.unwind.frames import without_offset
 
 PYTHON_DLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
@@ -180,16 +181,35 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
             evidence.append(via[2])
         return RecursionKind(Recursing.EXTENSION, what, module, tuple(evidence), depth, library)
 
-    if interpreter is not None and all(m == interpreter for m in modules):
-        via = _protocol(names, facts)
+    minor = interpreter_minor(interpreter) if interpreter is not None else None
+    only_interpreter = interpreter is not None and all(m == interpreter for m in modules)
+    if only_interpreter and not any("!" in f for f in cycle.functions) and (minor is None or minor < 12):
+        # no name at all, not even an export's: the image is not at hand, and the eval loop
+        # (exported by every CPython 3) would be named if it were. From 3.12 a Python call
+        # nests no C frames, so there a cycle of the interpreter's own frames is its C code.
         evidence.append(
-            f"every function in the cycle is C code of {interpreter} and the eval loop is not among "
+            f"every function in the cycle is in {interpreter}, none of them named: its image is not at hand, "
+            "so whether the eval loop (Python functions calling each other) or the interpreter's C code "
+            "(repr, json, pickle of nested data) recursed cannot be told"
+        )
+        return RecursionKind(Recursing.INTERPRETER, f"code of {interpreter}", interpreter, tuple(evidence), depth)
+
+    if only_interpreter:
+        via = _protocol(names, facts)
+        no_image = not any("!" in f for f in cycle.functions)
+        evidence.append(
+            f"every function in the cycle is C code of {interpreter}: from Python 3.12 a Python call nests no C "
+            "frames, so this is C recursion, not Python functions calling each other"
+            if no_image
+            else f"every function in the cycle is C code of {interpreter} and the eval loop is not among "
             "them: C recursion, not Python functions calling each other"
         )
         if via is not None:
             evidence.append(via[2])
             return RecursionKind(Recursing.C_PROTOCOL, via[1], interpreter, tuple(evidence), depth, protocol=via[0])
-        if unnamed:
+        if no_image:
+            evidence.append(f"{interpreter}'s image is not at hand: which C path recursed cannot be told without it")
+        elif unnamed:
             evidence.append(
                 f"{interpreter} has no symbols here (exports only) and its code shows no known "
                 "protocol: which C path recursed cannot be told without its PDB"

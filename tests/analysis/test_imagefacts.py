@@ -31,11 +31,15 @@ class _Image:
 class _Images:
     """An ImageProvider stand-in: an image for the modules in `images`, files for `files`."""
 
-    def __init__(self, images=(), files=None, searched=()):
+    def __init__(self, images=(), files=None, searched=(), wheels=None):
         self._images = dict(images)
         self._files = files or {}
+        self._wheels = wheels or {}  # module base -> the wheel --fetch-images took its image from
         self.searched = list(searched)
         self.files_asked = []
+
+    def fetched_from(self, module):
+        return self._wheels.get(module.base)
 
     def image(self, module):
         return self._images.get(module.base)
@@ -83,6 +87,20 @@ def test_a_bundles_recorded_package_comes_first_and_each_module_is_asked_once():
     assert packages(APP) is None and packages(APP) is None
     assert images.files_asked == ["app.exe"]  # the bundle answered for lib.dll; app.exe once
     assert packages.found == {LIB.base: recorded, APP.base: None}
+
+
+def test_a_fetched_images_wheel_names_its_distribution_after_the_bundle_and_the_installation():
+    """The wheel whose member is this very build (--fetch-images checked it) gives the
+    distribution's version when neither a bundle nor an installation's RECORD does."""
+    target = MemoryTarget(modules=[APP, LIB])
+    wheel = "tensorflow_intel-2.13.0-cp38-cp38-win_amd64.whl"
+    images = _Images(wheels={LIB.base: wheel, APP.base: "python-3.8.1-embed-amd64.zip"})
+    packages = InstalledPackages(target, images)
+    assert packages(LIB) == InstalledPackage("tensorflow-intel", "2.13.0", wheel)
+    assert packages(APP) is None  # a zip, not a wheel: no distribution
+    recorded = InstalledPackage("tensorflow-intel", "2.15.0", "tensorflow_intel-2.15.0.dist-info")
+    target.image_store = _Store({"lib.dll": recorded})
+    assert InstalledPackages(target, images)(LIB) is recorded
 
 
 def test_coverage_counts_the_possible_frames_and_says_the_image_searches():

@@ -87,3 +87,15 @@ def test_a_tensorflow_entry_point_names_the_python_api():
 def test_plain_native_recursion_stays_native():
     kind = classify_recursion(_cycle(["opkernels.dll!visit", "opkernels.dll!expand"]), {})
     assert kind.kind == "native"
+
+
+def test_a_cycle_of_the_interpreters_bare_addresses_is_not_called_c_recursion():
+    """No name at all (python3X.dll's image not at hand, not even its exports): the eval loop
+    could be any of them, so Python functions and C recursion cannot be told apart; from
+    3.12 a Python call nests no C frames, so there it is C recursion."""
+    kind = classify_recursion(_cycle(["python38.dll+0x78c6d", "python38.dll+0x65def", "python38.dll+0x64550"]), {})
+    assert kind.kind == "interpreter" and kind.module == "python38.dll"
+    assert any("cannot be told" in e for e in kind.evidence)
+    assert not any("not Python functions" in e for e in kind.evidence)
+    later = classify_recursion(_cycle(["python312.dll+0x1000", "python312.dll+0x2000"]), {})
+    assert later.kind == "c_protocol" and any("from Python 3.12" in e for e in later.evidence)

@@ -205,6 +205,14 @@ C_LIMIT_RAISED = Step(
     "raised (sys.setrecursionlimit) above what the stack holds: keep it near its default so the error is "
     "raised instead of the process dying.",
 )
+TELL_WHICH_RECURSED = Step(
+    "recursion.tell_which_recursed",
+    "Give dumpkit {module}'s image (--image-path a copy of the Python installation, or --fetch-images for a "
+    "python.org build): its exports name the eval loop, which tells Python functions recursing from C code "
+    "recursing on nested data, and with it the Python stack can be read from a dump that holds the memory. "
+    "Or rerun with faulthandler enabled (python -X faulthandler): its traceback at the overflow shows the "
+    "Python functions.",
+)
 FLATTEN_THE_STRUCTURE = Step(
     "recursion.flatten_the_structure", "Flatten the structure or process it iteratively. " + _BIGGER_STACK
 )
@@ -313,6 +321,14 @@ def _in_python_terms(
             f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
         )
         steps = [PYTHON_LIMIT_RAISED.given(depth=depth, per_level=_per_level(main, reserve)), find, MAKE_IT_ITERATIVE]
+        return headline, evidence, steps
+    if kind.kind is Recursing.INTERPRETER:
+        headline = (
+            f"Stack overflow: recursion inside {kind.module}, {depth} levels ({cost}): Python functions calling "
+            f"each other or the interpreter's own C code (repr, json, pickle of nested data); without "
+            f"{kind.module}'s image the two cannot be told apart"
+        )
+        steps = [TELL_WHICH_RECURSED.given(module=kind.module or "python3X.dll"), C_LIMIT_RAISED, FLATTEN_THE_STRUCTURE]
         return headline, evidence, steps
     if kind.kind is Recursing.C_PROTOCOL:
         through = f" through {kind.what}" if kind.protocol else ""
