@@ -246,7 +246,7 @@ def python_entry(
     below = next((i for i in range(start, end) if is_interpreter(frames[i].module)), None)
     if below is None:
         return None
-    between = [frames[i].module for i in range(start, below)]
+    between = [frames[i].module for i in range(start, below) if not _stale(frames[i])]
     handover = tuple(i for i in range(start, below) if is_ctypes_machinery(frames[i].module))
     user = user_python(python, installation)
     python_frame = user[1] if user is not None else None
@@ -271,9 +271,22 @@ def python_entry(
         how = f"in the interpreter's own C code ({interpreter})"
         return PythonEntry(INTERPRETER, how, interpreter, (), below, python_frame, interpreter, at)
     callee = next((m for m in reversed(between) if m), None)
+    if callee is None and start > 0:
+        callee = frames[start - 1].module  # only stale words between: the native code above is what was called
     return PythonEntry(
         NATIVE, f"through {callee} (called by {interpreter})", callee, (), below, python_frame, interpreter, at
     )
+
+
+def _stale(frame: _Framed) -> bool:
+    """A frame of Windows or a C runtime found by bare stack scanning (no code to check it):
+    most often the return address of a call that already returned, left in a local. It says
+    nothing of how Python got to the native code."""
+    if getattr(frame, "trust", None) != "scan":
+        return False
+    from dumpkit.analysis.moduleroles import C_RUNTIME, SYSTEM, module_role  # it imports this module
+
+    return module_role(frame.module) in (SYSTEM, C_RUNTIME)
 
 
 def _module_of(name: str) -> Optional[str]:

@@ -67,3 +67,21 @@ def test_without_the_interpreters_image_python_and_c_recursion_are_not_told_apar
 def test_the_cases_hold_both_python_and_c_recursions():
     """The report must not pick a side because either can be the truth: both are here."""
     assert {python_code for _, python_code in CASES} == {True, False}
+
+
+CTYPES_RAW = sorted(
+    "pyversions/" + d["file"]
+    for d in json.loads((SAMPLES / "pyversions" / "manifest.json").read_text())["dumps"]
+    if d["scenario"] == "ctypes_recursion" and not d["trimmed"]
+)
+
+
+@pytest.mark.parametrize("path", CTYPES_RAW)
+def test_a_stale_runtime_word_is_not_how_python_reached_the_recursion(path):
+    """nativelib.dll recursing, called through ctypes (the program's own account). Without
+    the images the frames below the recursion are stack words; one into ucrtbase.dll, left
+    by a call that had returned, once read as 'called from Python through ucrtbase.dll'."""
+    headline = _report(path).verdict.headline
+    assert "recursion nativelib.dll" in headline
+    said = headline.split("called from Python through ", 1)[1] if "called from Python through " in headline else ""
+    assert not said.startswith(("ucrtbase", "kernel32", "kernelbase", "ntdll")), headline
