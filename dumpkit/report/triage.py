@@ -12,6 +12,8 @@ from dumpkit.report.view.triage import HEADERS, TriageView, link, rows_as_cells
 
 # Dump-controlled strings in cells (paths, module names) are cut: a table stays a table.
 CELL = 300
+# what a group's dumps lacked; their frames there were scanned, so the signature stops short
+IMAGES_MISSING = "images missing (--image-path or --fetch-images would name more frames)"
 
 
 def render_triage_text(view: TriageView) -> str:
@@ -22,6 +24,8 @@ def render_triage_text(view: TriageView) -> str:
         out.append(f"    seen: {r.first_seen} .. {r.last_seen}    example: {clean(r.example, CELL)}")
         if r.python:
             out.append(f"    python recursion: {clean(r.python, CELL)}")
+        if r.missing_images:
+            out.append(f"    {IMAGES_MISSING}: {clean(r.missing_images, CELL)}")
         out.append("")
     if view.failures:
         out.append(f"Not analysed ({len(view.failures)}):")
@@ -41,6 +45,8 @@ def render_triage_markdown(view: TriageView) -> str:
             signature = cell_code(sig[:CELL])
             if r.python:
                 signature += "<br>python recursion: " + markdown_prose(r.python, CELL, table_cell=True)
+            if r.missing_images:
+                signature += f"<br>{IMAGES_MISSING}: " + markdown_prose(r.missing_images, CELL, table_cell=True)
             row = (n, signature, verdict, count, cell_code(modules[:CELL]), first, last)
             out.append("| " + " | ".join(row + (cell_code(example[:CELL]),)) + " |")
         out.append("")
@@ -79,7 +85,12 @@ def render_triage_html(view: TriageView) -> str:
             cells = (
                 str(r.number),
                 f"<code>{html_text(r.signature, CELL)}</code>"
-                + (f"<br><small>python recursion: {html_text(r.python, CELL)}</small>" if r.python else ""),
+                + (f"<br><small>python recursion: {html_text(r.python, CELL)}</small>" if r.python else "")
+                + (
+                    f"<br><small>{IMAGES_MISSING}: {html_text(r.missing_images, CELL)}</small>"
+                    if r.missing_images
+                    else ""
+                ),
                 html_text(r.verdict),
                 str(r.count),
                 html_text(r.modules, CELL),

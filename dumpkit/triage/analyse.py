@@ -144,6 +144,9 @@ def _probe() -> RememberingProbe:
     return _probe_kept[0][1]
 
 
+MAX_MISSING = 8  # modules a record names as missing their images
+
+
 def _modules_named(report: Report, modules: Sequence[Module]) -> Tuple[str, ...]:
     """The modules the signature's frames name, with their file versions when known
     (`modules`: the dump's; of two of one name, the one at the higher base)."""
@@ -288,6 +291,7 @@ def _analyse_one(job: Job, path: str, sha: Optional[str]) -> DumpRecord:
         confidence=report.verdict.confidence,
         modules=_modules_named(report, modules),
         python_recursion=python_recursion(report.python, report.crash.thread_id if report.crash else None),
+        missing_images=tuple(m.module for m in report.images.missing[:MAX_MISSING]) if report.images else (),
         problems=len(report.soft_errors),
         seconds=round(time.monotonic() - started, 3),
         report=written,

@@ -25,6 +25,10 @@ class Group:
     # frequent first. Every Python-level recursion has the eval loop's signature: these
     # tell them apart where the dumps hold the Python stack (full-memory dumps).
     python_recursions: Tuple[Tuple[str, int], ...] = ()
+    # (module, its dumps): modules on the crashing stacks whose images were not found, in
+    # most dumps first. Their frames are scanned, so the signature stops before them: with
+    # the images (--image-path, --fetch-images) the group may split by where it crashed.
+    missing_images: Tuple[Tuple[str, int], ...] = ()
 
 
 def _ranked(counts: Dict[str, int]) -> Tuple[str, ...]:
@@ -43,7 +47,10 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
         verdicts: Dict[str, int] = {}
         modules: Dict[str, int] = {}
         python: Dict[str, int] = {}
+        missing: Dict[str, int] = {}
         for r in rs:
+            for name in r.missing_images:
+                missing[name] = missing.get(name, 0) + 1
             if r.python_recursion:
                 python[r.python_recursion] = python.get(r.python_recursion, 0) + 1
             verdicts[r.verdict or "?"] = verdicts.get(r.verdict or "?", 0) + 1
@@ -63,6 +70,7 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
                 last_seen=max(times) if times else None,
                 members=tuple(idx),
                 python_recursions=tuple((p, python[p]) for p in _ranked(python)),
+                missing_images=tuple((m, missing[m]) for m in _ranked(missing)),
             )
         )
     groups.sort(key=lambda g: (-g.count, g.signature))

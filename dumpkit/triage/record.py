@@ -19,7 +19,7 @@ class Status(Word):
 
 
 ANALYSED, FAILED, TIMED_OUT = Status.ANALYSED, Status.FAILED, Status.TIMED_OUT
-RECORD_VERSION = 2  # 2 added python_recursion
+RECORD_VERSION = 3  # 2 added python_recursion, 3 missing_images
 
 
 @record
@@ -40,6 +40,9 @@ class DumpRecord:
     # the crashing thread's Python recursion when the dump holds its Python stack
     # (analysis.signature.python_recursion): 'walk (job.py) > visit (job.py)'
     python_recursion: Optional[str] = None
+    # modules on the crashing stack whose images were not found, most frames first: their
+    # frames were found by stack scanning, so the signature stops short of them (rule 5)
+    missing_images: Tuple[str, ...] = ()
     problems: int = 0  # problems met reading the dump (the report lists them)
     seconds: float = 0.0  # analysis time
     report: Optional[str] = None  # the per-dump report written for it, relative to the output folder
@@ -54,6 +57,7 @@ class DumpRecord:
         # deep-copies each, and the parent of a triage asks this of every record twice
         d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["modules"] = list(self.modules)
+        d["missing_images"] = list(self.missing_images)
         return d
 
     @staticmethod
@@ -68,6 +72,10 @@ class DumpRecord:
         if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) for m in modules):
             return None
         kept["modules"] = tuple(modules)
+        missing = kept.get("missing_images") or ()
+        if not isinstance(missing, (list, tuple)) or not all(isinstance(m, str) for m in missing):
+            return None
+        kept["missing_images"] = tuple(missing)
         for name, kind in _REQUIRED.items():
             value = kept.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):  # JSON's true is no size

@@ -28,6 +28,7 @@ class GroupRow:
     example: str  # the example dump's path
     example_report: Optional[str]  # its per-dump report, relative to the triage page
     python: str  # 'walk (job.py) > visit (job.py) in 2 of 3 dumps; ...', or '' when none
+    missing_images: str  # 'python312.dll in 24 of 26 dumps; ...', or '' when every image was found
 
 
 @record
@@ -83,6 +84,7 @@ def triage_view(records: Sequence[DumpRecord], interrupted: bool = False, second
             example=g.example.path,
             example_report=g.example.report,
             python=_python_recursions(g),
+            missing_images=_missing_images(g),
         )
         for i, g in enumerate(groups, 1)
     )
@@ -94,6 +96,17 @@ def _python_recursions(g: Group) -> str:
     """What its dumps' Python stacks show recursing, or '' when none shows any: a group of
     Python-level recursions shares the eval loop's signature whatever the Python code was."""
     return "; ".join(f"{p} in {n:,} of {g.count:,} dumps" for p, n in g.python_recursions)
+
+
+MISSING_SHOWN = 4  # modules a group row names as missing their images
+
+
+def _missing_images(g: Group) -> str:
+    """Which images its dumps lacked on the crashing stack, in how many of them: a group
+    whose frames were scanned is only as sharp as its signature could be without them."""
+    shown = [f"{m} in {n:,} of {g.count:,} dumps" for m, n in g.missing_images[:MISSING_SHOWN]]
+    more = len(g.missing_images) - MISSING_SHOWN
+    return "; ".join(shown) + (f"; {more:,} more" if more > 0 else "")
 
 
 def _group_doc(g: Group) -> Dict[str, Any]:
@@ -108,6 +121,7 @@ def _group_doc(g: Group) -> Dict[str, Any]:
         "example": g.example.path,
         "dumps": list(g.members),
         "python_recursions": [{"functions": p, "count": n} for p, n in g.python_recursions],
+        "missing_images": [{"module": m, "count": n} for m, n in g.missing_images],
     }
 
 
