@@ -193,28 +193,7 @@ def _15(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0016", a16)
 
 
-def _16(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
-    _set(self, "\x000", a0)
-    _set(self, "\x001", a1)
-    _set(self, "\x002", a2)
-    _set(self, "\x003", a3)
-    _set(self, "\x004", a4)
-    _set(self, "\x005", a5)
-    _set(self, "\x006", a6)
-    _set(self, "\x007", a7)
-    _set(self, "\x008", a8)
-    _set(self, "\x009", a9)
-    _set(self, "\x0010", a10)
-    _set(self, "\x0011", a11)
-    _set(self, "\x0012", a12)
-    _set(self, "\x0013", a13)
-    _set(self, "\x0014", a14)
-    _set(self, "\x0015", a15)
-    _set(self, "\x0016", a16)
-    _set(self, "\x0017", a17)
-
-
-def _17(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18):
+def _16(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -236,7 +215,7 @@ def _17(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0018", a18)
 
 
-def _18(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19):
+def _17(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -259,7 +238,7 @@ def _18(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0019", a19)
 
 
-def _19(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21):
+def _18(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -284,7 +263,7 @@ def _19(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0021", a21)
 
 
-def _20(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22):
+def _19(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -310,7 +289,7 @@ def _20(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0022", a22)
 
 
-def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24):
+def _20(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -338,7 +317,7 @@ def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0024", a24)
 
 
-def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28):
+def _21(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -370,7 +349,7 @@ def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0028", a28)
 
 
-def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30):
+def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22, a23, a24, a25, a26, a27, a28, a29, a30):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -404,7 +383,7 @@ def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0030", a30)
 
 
-def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
+def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -427,7 +406,7 @@ def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0017", a17)
 
 
-def _25(self, a0, a1, a2, a3, a4):
+def _24(self, a0, a1, a2, a3, a4):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -437,7 +416,7 @@ def _25(self, a0, a1, a2, a3, a4):
     _set(self, "\x004", a4)
 
 
-def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16):
+def _25(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -461,7 +440,7 @@ def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0016", a16)
 
 
-def _27(self, a0, a1, a2, a3, a4, a5):
+def _26(self, a0, a1, a2, a3, a4, a5):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     if a2 is _NO_ARG:
@@ -472,7 +451,7 @@ def _27(self, a0, a1, a2, a3, a4, a5):
     _set(self, "\x005", a5)
 
 
-def _28(self, a0, a1, a2, a3, a4, a5):
+def _27(self, a0, a1, a2, a3, a4, a5):
     if a0 is _NO_ARG:
         a0 = _f_0()
     _set(self, "\x000", a0)
@@ -506,17 +485,16 @@ SHAPES = {
     ("aaaaaaaaaaaaaa", False): _13,
     ("aaaaaaaaaaaaaaaa", False): _14,
     ("aaaaaaaaaaaaaaaaa", False): _15,
-    ("aaaaaaaaaaaaaaaaaa", False): _16,
-    ("aaaaaaaaaaaaaaaaaaa", False): _17,
-    ("aaaaaaaaaaaaaaaaaaaa", False): _18,
-    ("aaaaaaaaaaaaaaaaaaaaaa", False): _19,
-    ("aaaaaaaaaaaaaaaaaaaaaaa", False): _20,
-    ("aaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
-    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
-    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _23,
-    ("aaaaafaaaaaaaaaaaa", False): _24,
-    ("aaaaf", False): _25,
-    ("aaaafaaaaaaafaaaa", False): _26,
-    ("aafaaa", False): _27,
-    ("faafff", False): _28,
+    ("aaaaaaaaaaaaaaaaaaa", False): _16,
+    ("aaaaaaaaaaaaaaaaaaaa", False): _17,
+    ("aaaaaaaaaaaaaaaaaaaaaa", False): _18,
+    ("aaaaaaaaaaaaaaaaaaaaaaa", False): _19,
+    ("aaaaaaaaaaaaaaaaaaaaaaaaa", False): _20,
+    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
+    ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
+    ("aaaaafaaaaaaaaaaaa", False): _23,
+    ("aaaaf", False): _24,
+    ("aaaafaaaaaaafaaaa", False): _25,
+    ("aafaaa", False): _26,
+    ("faafff", False): _27,
 }
