@@ -169,6 +169,9 @@ def test_tensorflow_from_tensorflow_intels_wheel_gives_the_bundles_report(tmp_pa
     # does not (no version resource, no site-packages here); so does a run from the cache
     version = intel.name.split("-")[1]
     assert without["environment"]["tensorflow_version"] is None
+    assert any(
+        "TensorFlow's version is unknown" in n and "--fetch-images" in n for n in without["environment"]["notes"]
+    )
     for report in (fetched, _report(dump, "--fetch-images", env=dict(_env(tmp_path, srv), PIP_INDEX_URL=DEAD))):
         env = report["environment"]
         assert env["tensorflow_version"] == version, env

@@ -87,7 +87,8 @@ def describe_environment(
             "TensorFlow's version is unknown: its modules carry no version resource and "
             "no installed package (a tensorflow*.dist-info whose RECORD lists them) was found "
             'next to their files; run `python -c "import tensorflow as tf; '
-            'print(tf.__version__)"` in the same environment.'
+            'print(tf.__version__)"` in the same environment, or analyse with --fetch-images: the wheel '
+            "that holds their very build names the version."
         )
     collisions = runtime_collisions(modules, vers, image_facts)
     notes.extend(vers.problems)
