@@ -7,14 +7,8 @@ from typing import Optional
 
 from dumpkit.analysis.model import CrashInfo, Ending, Environment, ImageCoverage, PythonReport, ThreadReport
 from dumpkit.analysis.process import executable
-from dumpkit.analysis.pyentry import (
-    CTYPES,
-    PythonEntry,
-    crash_entry,
-    installation_of,
-    is_ctypes_machinery,
-    is_interpreter,
-)
+from dumpkit.analysis.moduleroles import is_ctypes_machinery
+from dumpkit.analysis.pyentry import CTYPES, PythonEntry, crash_entry, installation_of, is_interpreter
 from dumpkit.analysis.pyentry import python_entry as entry_below
 from dumpkit.analysis.signature import recursion_start
 from dumpkit.analysis.threadreport import ThreadReports

@@ -7,8 +7,6 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from dumpkit.analysis.pyentry import is_ctypes_machinery
-
 SYSTEM, C_RUNTIME, PYTHON_RUNTIME = ("system", "C/C++ runtime", "Python runtime")
 
 SYSTEM_MODULES = frozenset(
@@ -23,8 +21,21 @@ _C_RUNTIME = re.compile(
     r"^(ucrtbased?|msvcrt\w*|vcruntime\d+\w*|msvcp\d+\w*|concrt\d+\w*|api-ms-win-crt-[\w-]+"
     r"|libstdc\+\+[\w-]*|libgcc[\w-]*|libwinpthread[\w-]*)\.dll$"
 )
-# The interpreter; ctypes' C code and libffi, which ship with it, count too (pyentry says
-# which those are): a crash in them is reached from Python code, which the blame then names.
+_CTYPES = re.compile(r"^_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd$", re.I)
+_LIBFFI = re.compile(r"^libffi(-\d+)?\.dll$", re.I)
+
+
+def is_libffi(module: Optional[str]) -> bool:
+    return bool(module and _LIBFFI.match(module))
+
+
+def is_ctypes_machinery(module: Optional[str]) -> bool:
+    """libffi or _ctypes: the frames of a ctypes call, which ship with CPython."""
+    return bool(module and (_CTYPES.match(module) or _LIBFFI.match(module)))
+
+
+# The interpreter; ctypes' C code and libffi, which ship with it, count too: a crash in them
+# is reached from Python code, which the blame then names.
 _PYTHON_RUNTIME = re.compile(r"^(python\d*t?(_d)?\.dll|pythonw?(_d)?\.exe)$")
 
 

@@ -16,6 +16,7 @@ import re
 from typing import Optional, Protocol, Sequence, Tuple
 
 from dumpkit.analysis.model import Cycle, PythonFrameRecord, PythonThreadReport
+from dumpkit.analysis.moduleroles import C_RUNTIME, SYSTEM, is_ctypes_machinery, is_libffi, module_role
 from dumpkit.analysis.pystack import optional_line
 from dumpkit.analysis.stdlib_names import STDLIB_NAMES
 from dumpkit.cpython.interpreter import interpreter_minor
@@ -24,8 +25,6 @@ from dumpkit.records import record
 LOOK = 64  # frames below the native code: ctypes' and the interpreter's never take more
 
 _INTERPRETER = re.compile(r"^python3\d{0,2}t?(_d)?\.dll$", re.I)
-_CTYPES = re.compile(r"^_ctypes(_d)?(\.cp\d+[\w-]*)?\.pyd$", re.I)
-_LIBFFI = re.compile(r"^libffi(-\d+)?\.dll$", re.I)
 _EXTENSION = r"(?i)\.pyd$"  # compiled at first use, as _INSTALLED
 
 CTYPES = "ctypes"  # a ctypes call into a DLL (libffi on the stack)
@@ -104,11 +103,6 @@ _MACHINERY = {
 
 def is_interpreter(module: Optional[str]) -> bool:
     return bool(module and _INTERPRETER.match(module))
-
-
-def is_ctypes_machinery(module: Optional[str]) -> bool:
-    """libffi or _ctypes: the frames of a ctypes call, which ship with CPython."""
-    return bool(module and (_CTYPES.match(module) or _LIBFFI.match(module)))
 
 
 # Python code that is not the user's: the standard library (the installation's Lib and DLLs
@@ -252,7 +246,7 @@ def python_entry(
     python_frame = user[1] if user is not None else None
     at = user[0] if user is not None else 0
     interpreter = frames[below].module
-    if any(m and _LIBFFI.match(m) for m in between):
+    if any(is_libffi(m) for m in between):
         first = handover[0] if handover else below
         callee = next((frames[i].module for i in range(first - 1, start - 1, -1) if frames[i].module), None)
         how = "through a ctypes call" + (f" into {callee}" if callee else "")
@@ -284,8 +278,6 @@ def _stale(frame: _Framed) -> bool:
     nothing of how Python got to the native code."""
     if getattr(frame, "trust", None) != "scan":
         return False
-    from dumpkit.analysis.moduleroles import C_RUNTIME, SYSTEM, module_role  # it imports this module
-
     return module_role(frame.module) in (SYSTEM, C_RUNTIME)
 
 

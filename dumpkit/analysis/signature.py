@@ -105,7 +105,8 @@ from dumpkit.analysis.model import (
     ThreadReport,
 )
 from dumpkit.analysis.moduleroles import module_role
-from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
+from dumpkit.analysis.moduleroles import is_ctypes_machinery
+from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 

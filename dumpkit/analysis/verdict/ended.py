@@ -14,7 +14,7 @@ from typing import List, Optional
 from dumpkit.analysis.advice import Step
 from dumpkit.analysis.ending import LOOK
 from dumpkit.analysis.model import Confidence, Ending, EndingRoute, VerdictKind
-from dumpkit.analysis.pyentry import is_ctypes_machinery
+from dumpkit.analysis.moduleroles import is_ctypes_machinery
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.unwind.frames import SCANNED, Trust
 

@@ -15,7 +15,8 @@ from dumpkit.analysis.advice import Step
 from dumpkit.analysis.holders import joins, who
 from dumpkit.analysis.model import Confidence, ThreadWait, VerdictKind, WaitKind
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
-from dumpkit.analysis.pyentry import is_ctypes_machinery, is_interpreter
+from dumpkit.analysis.moduleroles import is_ctypes_machinery
+from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.waits import RELEASES_GIL
 from dumpkit.words import plural
 
