@@ -298,6 +298,7 @@ def raw_report_without_images(name: str) -> Report:
         target.close()
 
 
+@pytest.mark.slow  # 29 raw dumps analysed: the full run's
 @pytest.mark.parametrize("name", RAW_EXITS)
 def test_without_the_images_an_exits_caller_is_named_only_as_far_as_the_walk_confirmed_it(name):
     """Without python3X.dll's image a word on the stack that points into it may be a global's
@@ -322,6 +323,7 @@ def test_without_the_images_an_exits_caller_is_named_only_as_far_as_the_walk_con
         assert any("--image-path" in s and "confirm who called" in s for s in verdict.next_steps)
 
 
+@pytest.mark.slow  # 29 raw dumps analysed: the full run's
 @pytest.mark.parametrize("name", RAW_EXITS)
 def test_an_exits_signature_never_holds_the_way_out(name):
     """Rule 8: the frames start at the ending's caller. A walk that stops inside the way out

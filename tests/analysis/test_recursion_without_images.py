@@ -18,6 +18,8 @@ from dumpkit.commands.inputs import open_target
 from dumpkit.engine import Options, analyze
 from tests.support.samples import SAMPLES, python_manifest
 
+pytestmark = pytest.mark.slow  # 17 raw dumps analysed: the full run's (and not the py38 lane's budget)
+
 # (file, what recursed: True for Python code, False for C code on nested data)
 _PYTHON_CODE = {
     "py_recursion": True,
