@@ -22,7 +22,10 @@
 #        dumper.exe OUT.dmp [--full] python.exe C:\scripts\NAME.py [ARGS]
 #      keeping stdout/stderr in logs/NAME.log (the script's MARKER line has the versions);
 #   4. keeps full-memory dumps in $PYDUMPS_CACHE/full-dumps and commits them without the
-#      memory of Wine's own DLLs (src/trim_full.py: 55-80 MB raw would be 10-12 MB xz),
+#      memory of Wine's own DLLs (src/trim_full.py: 55-80 MB raw would be 10-12 MB xz);
+#      numpy_strided_av_full (162 MB raw) also without NumPy's OpenBLAS image
+#      (`trim_full.py --also-drop '\site-packages\numpy\.libs\'`: 32 MB mapped, 10.8 MB xz
+#      with it, 6.9 MB without; NumPy's pyds stay), then
 #      xz-compresses every dump over 2 MB and regenerates manifest.json (src/pyfacts.py);
 #   5. commits the dumps whose images are NumPy's or TensorFlow's as bundles (NAME.dkb:
 #      the dump plus the image pages dumpkit's analysis reads, `dumpkit bundle`), so their
@@ -57,6 +60,7 @@ pickle_recursion|py|normal|pickle_recursion|
 thread_stack_size|py|normal|thread_stack_size|
 numpy_object_recursion|py|normal|numpy_object_recursion|
 numpy_strided_av|py|normal|numpy_strided_av|
+numpy_strided_av_full|py|full|numpy_strided_av|
 faulthandler_null|py|normal|faulthandler_null|
 tf_nest_flatten|tf|normal|tf_nest_flatten|
 "
@@ -148,7 +152,9 @@ for s in "${wanted[@]}"; do
     mv "$out" "$CACHE/full-dumps/$name.dmp"
     rm -f "$HERE/$name.trimmed.dmp" "$HERE/$name.trimmed.dmp.xz"
     out="$HERE/$name.trimmed.dmp"
-    python3 src/trim_full.py "$CACHE/full-dumps/$name.dmp" "$out" | tee -a "logs/$name.log"
+    also=()  # NumPy's OpenBLAS image (numpy\.libs, 32 MB mapped) would put the xz over 10 MiB
+    if [ "$name" = numpy_strided_av_full ]; then also=(--also-drop '\site-packages\numpy\.libs\'); fi
+    python3 src/trim_full.py "$CACHE/full-dumps/$name.dmp" "$out" "${also[@]}" | tee -a "logs/$name.log"
   fi
   # 4. compress what is over 2 MB
   if [ "$(stat -c %s "$out")" -gt 2000000 ]; then

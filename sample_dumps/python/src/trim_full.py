@@ -7,7 +7,12 @@ stacks, TEBs, python38.dll and the extension modules, image and data) is kept; o
 Memory64List ranges inside modules loaded from C:\\windows\\ are dropped. Every other
 stream is byte-identical; thread stack locations are re-pointed at the moved bytes.
 
-Usage: trim_full.py FULL.dmp OUT.dmp   (prints what was dropped, as JSON)
+A dump of a process that loaded big third-party images can still be too big: NumPy's
+OpenBLAS (numpy\\.libs\\libopenblas64_*.dll) alone is 32 MB mapped. `--also-drop TEXT`
+(repeatable) also drops the ranges of every module whose path contains TEXT (case-insensitive),
+e.g. `--also-drop '\\site-packages\\numpy\\'`; without it the output is as before.
+
+Usage: trim_full.py FULL.dmp OUT.dmp [--also-drop TEXT]...   (prints what was dropped, as JSON)
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import hashlib
 import json
 import struct
 import sys
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 DROP_PREFIX = "c:\\windows\\"
 
@@ -29,7 +34,8 @@ def u64(b: bytes, o: int) -> int:
     return int(struct.unpack_from("<Q", b, o)[0])
 
 
-def trim(data: bytes) -> Tuple[bytes, dict]:
+def trim(data: bytes, also_drop: Sequence[str] = ()) -> Tuple[bytes, dict]:
+    also = [t.lower() for t in also_drop]
     count, dir_rva = u32(data, 8), u32(data, 12)
     streams = [struct.unpack_from("<III", data, dir_rva + 12 * i) for i in range(count)]
     mem = [(size, rva) for kind, size, rva in streams if kind == 9]
@@ -47,7 +53,7 @@ def trim(data: bytes) -> Tuple[bytes, dict]:
                 o = rva + 4 + 108 * i
                 name_rva = u32(data, o + 20)
                 name = data[name_rva + 4 : name_rva + 4 + u32(data, name_rva)].decode("utf-16-le")
-                if name.lower().startswith(DROP_PREFIX):
+                if name.lower().startswith(DROP_PREFIX) or any(t in name.lower() for t in also):
                     dropped_spans.append((u64(data, o), u64(data, o) + u32(data, o + 8)))
     kept: List[Tuple[int, int, int]] = []  # (address, size, old file offset)
     offset = base_rva
@@ -92,17 +98,31 @@ def trim(data: bytes) -> Tuple[bytes, dict]:
         "dropped_bytes": dropped_bytes,
         "kept_ranges": len(kept),
     }
+    if also:
+        info["also_dropped_modules_containing"] = list(also_drop)
     return bytes(head) + body, info
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) != 2:
+    paths: List[str] = []
+    also: List[str] = []
+    args = iter(argv)
+    for a in args:
+        if a == "--also-drop":
+            t = next(args, None)
+            if not t:
+                paths = []
+                break
+            also.append(t)
+        else:
+            paths.append(a)
+    if len(paths) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    with open(argv[0], "rb") as f:
+    with open(paths[0], "rb") as f:
         data = f.read()
-    out, info = trim(data)
-    with open(argv[1], "wb") as f:
+    out, info = trim(data, also)
+    with open(paths[1], "wb") as f:
         f.write(out)
     print("TRIM " + json.dumps(info))
     return 0
