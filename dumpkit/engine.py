@@ -273,17 +273,18 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
         exe_stack_reserve(target, code.images),
         problems,
     )
+    # python (before the environment: a full dump's heap holds the packages' versions)
+    python = read_python(target, code.images, problems)
+    threads = with_python_names(threads, python)
+
     env = describe_environment(
         target,
         image_version=image_version(code.images),
         installed_package=packages,
         image_facts=image_facts(code.images),
+        loaded_versions=python.package_versions if python is not None else None,
     )
     env = replace(env, notes=env.notes + facts.unsaved_jit_unwind(len(unsaved_unwind(walks.values()))))
-
-    # python
-    python = read_python(target, code.images, problems)
-    threads = with_python_names(threads, python)
     coverage = crash_coverage(target, code.images, crash_walk, plans=not options.for_record)
 
     # how the process ended itself, when it did (an exit a debugger stopped, abort())

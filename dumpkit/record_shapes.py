@@ -383,7 +383,23 @@ def _22(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0030", a30)
 
 
-def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
+def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10):
+    _set(self, "\x000", a0)
+    _set(self, "\x001", a1)
+    _set(self, "\x002", a2)
+    _set(self, "\x003", a3)
+    _set(self, "\x004", a4)
+    _set(self, "\x005", a5)
+    _set(self, "\x006", a6)
+    _set(self, "\x007", a7)
+    _set(self, "\x008", a8)
+    _set(self, "\x009", a9)
+    if a10 is _NO_ARG:
+        a10 = _f_10()
+    _set(self, "\x0010", a10)
+
+
+def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -406,7 +422,7 @@ def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0017", a17)
 
 
-def _24(self, a0, a1, a2, a3, a4):
+def _25(self, a0, a1, a2, a3, a4):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -416,7 +432,7 @@ def _24(self, a0, a1, a2, a3, a4):
     _set(self, "\x004", a4)
 
 
-def _25(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16):
+def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -438,9 +454,10 @@ def _25(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0014", a14)
     _set(self, "\x0015", a15)
     _set(self, "\x0016", a16)
+    _set(self, "\x0017", a17)
 
 
-def _26(self, a0, a1, a2, a3, a4, a5):
+def _27(self, a0, a1, a2, a3, a4, a5):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     if a2 is _NO_ARG:
@@ -451,7 +468,7 @@ def _26(self, a0, a1, a2, a3, a4, a5):
     _set(self, "\x005", a5)
 
 
-def _27(self, a0, a1, a2, a3, a4, a5):
+def _28(self, a0, a1, a2, a3, a4, a5):
     if a0 is _NO_ARG:
         a0 = _f_0()
     _set(self, "\x000", a0)
@@ -492,9 +509,10 @@ SHAPES = {
     ("aaaaaaaaaaaaaaaaaaaaaaaaa", False): _20,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
-    ("aaaaafaaaaaaaaaaaa", False): _23,
-    ("aaaaf", False): _24,
-    ("aaaafaaaaaaafaaaa", False): _25,
-    ("aafaaa", False): _26,
-    ("faafff", False): _27,
+    ("aaaaaaaaaaf", False): _23,
+    ("aaaaafaaaaaaaaaaaa", False): _24,
+    ("aaaaf", False): _25,
+    ("aaaafaaaaaaafaaaaa", False): _26,
+    ("aafaaa", False): _27,
+    ("faafff", False): _28,
 }

@@ -573,6 +573,9 @@ class PythonReport:
     problems: Tuple[str, ...] = ()
     layout_note: Optional[str] = None  # which build the layout was verified on, and why it is trusted here
     gil: Optional[GilRecord] = None  # which thread holds the GIL (cpython/gil.py); None: not read (JSON: left out)
+    # sys.modules[name].__version__ of the packages an issue report asks for (a full dump's
+    # heap, cpython/package_versions.py); the environment shows them (JSON: there, not here)
+    package_versions: Dict[str, str] = field(default_factory=dict)
 
     def thread(self, thread_id: int) -> Optional[PythonThreadReport]:
         return next((t for t in self.threads if t.thread_id == thread_id), None)
@@ -602,6 +605,15 @@ class UnloadedModuleRecord:
     base: int
     size: int
     timestamp: int
+
+
+@record
+class PythonPackage:
+    """A package the Python process had imported, with the version it ran."""
+
+    name: str  # its sys.modules key: "numpy", "google.protobuf"
+    version: str
+    source: str  # where `version` was read: "numpy.__version__ in the dump's memory"
 
 
 @record
@@ -671,6 +683,7 @@ class Environment:
     tensorflow_version_source: Optional[str] = None  # "version resource", "path hint"...
     notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
     runtime_collisions: Tuple[RuntimeCollision, ...] = ()  # runtime DLLs loaded together that do not fit
+    python_packages: Tuple[PythonPackage, ...] = ()  # versions the process held (a full dump's heap)
 
 
 class VerdictKind(Word):

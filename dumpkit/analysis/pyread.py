@@ -1,5 +1,6 @@
 """The Python phase: each thread's Python stack, when the process runs CPython and the dump
-holds its memory (`cpython/`), read through the interpreter's exports."""
+holds its memory (`cpython/`), read through the interpreter's exports; from a dump with the
+heap also the threads' names and the imported packages' versions."""
 
 from __future__ import annotations
 
@@ -42,7 +43,14 @@ def read_python(
         except (PEError, MemoryNotInDump) as e:
             problems.add(f"{interp.module.name}: export table unreadable ({e})")
     report = python_report(read_python_state(target, exports, interp), keep=keep)
-    if report is None or not report.threads:
+    if report is None:
+        return None
+    from dumpkit.cpython.package_versions import REPORTED_PACKAGES, read_package_versions
+
+    versions = read_package_versions(target, exports, interp, REPORTED_PACKAGES).versions  # a full dump's heap
+    if versions:
+        report = replace(report, package_versions=versions)
+    if not report.threads:
         return report
     from dumpkit.cpython.thread_names import thread_names
 

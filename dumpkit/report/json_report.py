@@ -62,6 +62,7 @@ _FIELD_NAMES: Dict[type, Optional[Tuple[str, ...]]] = {}
 _SHOWN_AS: Dict[type, Dict[str, Optional[str]]] = {
     ThreadReport: {"stop": "stop_reason", "frame_limit": None},
     PythonThreadReport: {"frame_addresses": None, "thread_state": None},
+    PythonReport: {"package_versions": None},  # shown as environment.python_packages
 }
 
 
@@ -97,7 +98,7 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
 
 # Lists added after schema version 1 that most reports have empty: left out when empty.
 _OMITTED_WHEN_EMPTY: Dict[type, Tuple[str, ...]] = {
-    Environment: ("runtime_collisions",),
+    Environment: ("runtime_collisions", "python_packages"),
     Report: ("waits", "deadlocks"),
 }
 

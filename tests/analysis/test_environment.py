@@ -368,3 +368,37 @@ def test_a_failing_lookup_is_a_note_not_a_crash():
     env = describe_environment(_target(_win10_amd64(), mods), image_version=boom)
     assert env.python == "3.10"
     assert any("disk on fire" in n for n in env.notes)
+
+
+def test_the_processs_own_tensorflow_version_comes_before_installations_and_paths():
+    """`tensorflow.__version__` from a full dump's heap: after the module's own version
+    records, before an installation's RECORD and the path hint; every package read shown."""
+    pyd = _mod(r"C:\envs\tensorflow-2.3.0\Lib\site-packages\tensorflow\python\_pywrap_tensorflow_internal.pyd")
+    asked: List[str] = []
+
+    def installed(module):
+        asked.append(module.name)
+        return None
+
+    loaded = {"tensorflow": "2.13.0", "numpy": "1.24.3"}
+    env = describe_environment(
+        _target(_win10_amd64(), [pyd]),
+        image_version=lambda m: None,
+        installed_package=installed,
+        loaded_versions=loaded,
+    )
+    assert env.tensorflow_version == "2.13.0"
+    assert env.tensorflow_version_source == "tensorflow.__version__ in the dump's memory (sys.modules)"
+    assert asked == []  # the process said it: no installation is asked
+    assert [(p.name, p.version) for p in env.python_packages] == [("tensorflow", "2.13.0"), ("numpy", "1.24.3")]
+    # the module's own record still wins: it is the build itself
+    versioned = _mod(pyd.path, "2.12.0.0")
+    env = describe_environment(
+        _target(_win10_amd64(), [versioned]), image_version=lambda m: None, loaded_versions=loaded
+    )
+    assert env.tensorflow_version == "2.12.0" and "VS_FIXEDFILEINFO" in env.tensorflow_version_source
+    # what does not read as a version is not taken for one
+    env = describe_environment(
+        _target(_win10_amd64(), [pyd]), image_version=lambda m: None, loaded_versions={"tensorflow": "unknown"}
+    )
+    assert env.tensorflow_version == "2.3.0" and env.tensorflow_version_source.startswith("path hint")

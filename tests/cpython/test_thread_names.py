@@ -27,23 +27,17 @@ import tarfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import pytest
 
 from dumpkit.cpython import read_python_state
 from dumpkit.cpython.layouts import LAYOUTS
-from dumpkit.cpython.objects import (
-    TPFLAGS_HEAPTYPE,
-    TPFLAGS_INLINE_VALUES,
-    TPFLAGS_MANAGED_DICT,
-    ObjectLayout,
-    Objects,
-    object_layout,
-)
+from dumpkit.cpython.objects import TPFLAGS_INLINE_VALUES, TPFLAGS_MANAGED_DICT, ObjectLayout, Objects, object_layout
 from dumpkit.cpython.thread_names import read_thread_names, thread_names
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
+from tests.support.cpython_heap import DICT_TYPE, Heap
 from tests.support.fakes.target import MemoryTarget
 from tests.support.samples import ROOT, SAMPLES, cpython_git, interpreter_exports
 from tests.support.wine import cache_dir as lane_cache
@@ -217,79 +211,6 @@ def test_damaged_memory_never_raises_and_stays_bounded(minor, plain):
 
 
 # --- synthetic memory: the ways of keeping attributes the real dumps do not show -------------
-STR_TYPE, DICT_TYPE, INT_TYPE, THREAD_TYPE = 0x10000, 0x11000, 0x12000, 0x13000
-HEAP = 0x100000
-
-
-class _Heap:
-    """Objects laid out by the reader's own layout (what is checked here is the logic that
-    follows the pointers; the offsets are checked against the headers above and on the real
-    dumps)."""
-
-    def __init__(self, layout: ObjectLayout):
-        self.layout = layout
-        self.blocks: List[Tuple[int, bytes]] = []
-        self.next = HEAP
-
-    def put(self, data: bytes, before: int = 0) -> int:
-        at = self.next + before
-        self.blocks.append((self.next, bytes(data)))
-        self.next += (len(data) + 15) // 16 * 16 + 64
-        return at
-
-    def string(self, text: str) -> int:
-        lay = self.layout
-        head = bytearray(lay.unicode_ascii_size)
-        struct.pack_into("<qQqq", head, 0, 1, STR_TYPE, len(text), -1)
-        struct.pack_into("<I", head, lay.unicode_state, (1 << 2) | (1 << 5) | (1 << 6))  # kind 1, compact, ascii
-        return self.put(bytes(head) + text.encode("ascii") + b"\0")
-
-    def keys(self, names: List[str], values: Optional[List[int]]) -> int:
-        """A keys object of str keys (unicode kind; 3.8-3.10 keep a hash in each entry)."""
-        lay = self.layout
-        head = bytearray(lay.keys_indices + 8)
-        struct.pack_into("<q", head, 0, 1)
-        if lay.keys_log2:
-            head[lay.keys_size], head[lay.keys_index_bytes], head[lay.keys_kind] = 3, 3, 1  # type: ignore[index]
-        else:
-            struct.pack_into("<q", head, lay.keys_size, 8)
-        struct.pack_into("<q", head, lay.keys_nentries, len(names))
-        entries = b""
-        for i, name in enumerate(names):
-            value = values[i] if values is not None else 0
-            pair = struct.pack("<QQ", self.string(name), value)
-            entries += pair if lay.keys_log2 else struct.pack("<q", 1234) + pair
-        return self.put(bytes(head) + entries)
-
-    def dict(self, items: Dict[str, int]) -> int:
-        keys = self.keys(list(items), list(items.values()))
-        lay = self.layout
-        raw = bytearray(max(lay.dict_keys, lay.dict_values) + 8)
-        struct.pack_into("<qQ", raw, 0, 1, DICT_TYPE)
-        struct.pack_into("<Q", raw, lay.dict_keys, keys)
-        return self.put(bytes(raw))
-
-    def thread_type(self, flags: int, dictoffset: int, cached_keys: int = 0) -> int:
-        lay = self.layout
-        raw = bytearray(lay.heap_cached_keys + 8)
-        struct.pack_into("<qQ", raw, 0, 1, 0)
-        struct.pack_into("<I", raw, lay.type_flags, flags | TPFLAGS_HEAPTYPE)
-        struct.pack_into("<q", raw, lay.type_basicsize, 16 if dictoffset <= 0 else 32)
-        struct.pack_into("<q", raw, lay.type_dictoffset, dictoffset)
-        struct.pack_into("<Q", raw, lay.heap_cached_keys, cached_keys)
-        self.blocks.append((THREAD_TYPE, bytes(raw)))
-        return THREAD_TYPE
-
-    def instance(self, preheader: bytes, after: bytes = b"") -> int:
-        """An object of THREAD_TYPE with `preheader` (what sits before it) and `after`."""
-        return self.put(preheader + struct.pack("<qQ", 1, THREAD_TYPE) + after, before=len(preheader))
-
-    def objects(self, target: Optional[MemoryTarget] = None) -> Objects:
-        """A reader (with caches of its own) over these objects, or over `target`."""
-        types = {"str": STR_TYPE, "dict": DICT_TYPE, "int": INT_TYPE}
-        return Objects(target or MemoryTarget(self.blocks), self.layout, runtime=0, types=types)
-
-
 def _layout(minor: int) -> ObjectLayout:
     if minor < 13:
         found = object_layout((3, minor), LAYOUTS[(3, minor)])
@@ -312,7 +233,7 @@ def _layout(minor: int) -> ObjectLayout:
     return found
 
 
-def _name_of(heap: _Heap, thread: int) -> Optional[str]:
+def _name_of(heap: Heap, thread: int) -> Optional[str]:
     objects = heap.objects()
     found = objects.attribute(thread, "_name")
     return objects.text(found) if found else None
@@ -320,7 +241,7 @@ def _name_of(heap: _Heap, thread: int) -> Optional[str]:
 
 @pytest.mark.parametrize("minor", [8, 9, 10])
 def test_an_instance_dict_at_tp_dictoffset(minor):
-    heap = _Heap(_layout(minor))
+    heap = Heap(_layout(minor))
     heap.thread_type(0, dictoffset=16)
     attrs = heap.dict({"_target": 0x999000, "_name": heap.string("loader")})
     thread = heap.instance(b"", after=struct.pack("<QQ", attrs, 0))
@@ -329,7 +250,7 @@ def test_an_instance_dict_at_tp_dictoffset(minor):
 
 @pytest.mark.parametrize("minor", [8, 10])
 def test_a_split_instance_dict_takes_its_values_from_ma_values(minor):
-    heap = _Heap(_layout(minor))
+    heap = Heap(_layout(minor))
     heap.thread_type(0, dictoffset=16)
     keys = heap.keys(["_target", "_name"], None)
     values = heap.put(struct.pack("<QQ", 0x999000, heap.string("saver")))
@@ -346,7 +267,7 @@ def test_a_split_instance_dict_takes_its_values_from_ma_values(minor):
 @pytest.mark.parametrize("minor", [11, 12, 13])
 def test_a_materialised_managed_dict(minor):
     """vars(thread) (or setting many attributes) makes a real dict out of the values."""
-    heap = _Heap(_layout(minor))
+    heap = Heap(_layout(minor))
     heap.thread_type(TPFLAGS_MANAGED_DICT | (TPFLAGS_INLINE_VALUES if minor >= 13 else 0), dictoffset=-1)
     attrs = heap.dict({"_name": heap.string("writer"), "_ident": 0})
     preheader = struct.pack("<QQQQ", 0, attrs, 0, 0)  # values (3.11) / weakrefs, dict, GC links
@@ -357,7 +278,7 @@ def test_a_materialised_managed_dict(minor):
 
 @pytest.mark.parametrize("minor", [11, 12, 13])
 def test_values_in_the_object_use_the_types_cached_keys(minor):
-    heap = _Heap(_layout(minor))
+    heap = Heap(_layout(minor))
     keys = heap.keys(["_target", "_name", "_ident"], None)
     heap.thread_type(TPFLAGS_MANAGED_DICT | (TPFLAGS_INLINE_VALUES if minor >= 13 else 0), -1, keys)
     name = heap.string("uploader")
@@ -372,7 +293,7 @@ def test_values_in_the_object_use_the_types_cached_keys(minor):
 
 
 def test_nonsense_keys_objects_read_as_nothing():
-    heap = _Heap(_layout(12))
+    heap = Heap(_layout(12))
     lay = heap.layout
     good = heap.dict({"_name": heap.string("x")})
     keys = struct.unpack_from("<Q", dict(heap.blocks)[good], lay.dict_keys)[0]
@@ -393,7 +314,7 @@ def test_nonsense_keys_objects_read_as_nothing():
 
 
 def test_an_interpreter_list_that_loops_is_read_once():
-    heap = _Heap(_layout(11))
+    heap = Heap(_layout(11))
     lay = heap.layout
     runtime = heap.put(bytes(lay.runtime_interpreters_head + 8))
     interp = heap.put(bytes(max(lay.interp_next, lay.interp_modules) + 8))

@@ -2,7 +2,8 @@
 
 OS and build, CPU and its AVX support, Python, the TensorFlow module, the CUDA runtime /
 cuDNN / CUDA libraries / NVIDIA driver, and whether they fit TensorFlow's tested Windows
-GPU configurations (`tf_builds`).
+GPU configurations (`tf_builds`); the versions of the Python packages the process had
+imported, when the Python phase read them from the heap.
 
 Pure over a `Target`: no file I/O here. Versions come from the dump's own module records
 (VS_FIXEDFILEINFO); the caller may pass `image_version(module)`, which reads the PE version
@@ -15,7 +16,7 @@ a CPU feature the dump has no evidence for is None (unknown), not False.
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Mapping, Optional
 
 from dumpkit.analysis.environment.compatibility import compatibility
 from dumpkit.analysis.environment.cpu import cpu_features, cpu_name
@@ -25,7 +26,7 @@ from dumpkit.analysis.environment.runtimes import ImageFacts, ImageFactsLookup, 
 from dumpkit.analysis.environment.tensorflow import PackageLookup, find_tensorflow
 from dumpkit.analysis.environment.versions import VersionLookup, Versions
 from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
-from dumpkit.analysis.model import Environment
+from dumpkit.analysis.model import Environment, PythonPackage
 from dumpkit.target import Target
 
 __all__ = [
@@ -48,6 +49,7 @@ def describe_environment(
     image_version: Optional[VersionLookup] = None,
     installed_package: Optional[PackageLookup] = None,
     image_facts: Optional[ImageFactsLookup] = None,
+    loaded_versions: Optional[Mapping[str, str]] = None,
 ) -> Environment:
     """Everything an issue report asks about the machine and the loaded stack, from a dump.
 
@@ -57,7 +59,9 @@ def describe_environment(
     module's file, where that installation is reachable (TensorFlow's version when its
     modules carry none). `image_facts(module)` (optional) returns the module's image (its
     linker version and imports): the runtime collisions read them, only for the modules a
-    rule needs (runtimes.py); without it they rest on the module list alone."""
+    rule needs (runtimes.py); without it they rest on the module list alone.
+    `loaded_versions` (optional) maps a package's sys.modules name to the `__version__` the
+    process held (the Python phase reads them from a full dump's heap)."""
     system = target.system
     modules = list(target.modules)
     vers = Versions(image_version)
@@ -79,7 +83,10 @@ def describe_environment(
     feats, feat_sources, feat_summary = cpu_features(system, target.xstate_enabled_features)
 
     python, python_module, python_exe = find_python(modules, vers)
-    tf_paths, tf_version, tf_source = find_tensorflow(modules, vers, _guarded(installed_package, notes))
+    loaded = dict(loaded_versions or {})
+    tf_paths, tf_version, tf_source = find_tensorflow(
+        modules, vers, _guarded(installed_package, notes), loaded.get("tensorflow")
+    )
     cuda = find_cuda(modules, vers)
     compat = compatibility(cuda, tf_version, python, wine is not None)
     if tf_paths and not tf_version:
@@ -110,6 +117,7 @@ def describe_environment(
         compatibility=compat,
         notes=tuple(notes),
         runtime_collisions=collisions,
+        python_packages=tuple(PythonPackage(n, v, f"{n}.__version__ in the dump's memory") for n, v in loaded.items()),
     )
 
 

@@ -1,6 +1,7 @@
-"""TensorFlow's modules and version: from version resources, else from the installed
-package that owns the module (its dist-info RECORD, or the wheel --fetch-images took that
-very build from), else from the install path."""
+"""TensorFlow's modules and version: from version resources, else from the process's own
+`tensorflow.__version__` (a full dump's heap), else from the installed package that owns the
+module (its dist-info RECORD, or the wheel --fetch-images took that very build from), else
+from the install path."""
 
 from __future__ import annotations
 
@@ -35,15 +36,20 @@ _VERSION_TEXT = r"(?i)^\d+\.\d+(?:\.\d+)?(?:[-.]?(?:rc|dev|a|b)\d*)?$"
 
 
 def find_tensorflow(
-    modules: Sequence[Module], vers: Versions, package: Optional[PackageLookup] = None
+    modules: Sequence[Module], vers: Versions, package: Optional[PackageLookup] = None, loaded: Optional[str] = None
 ) -> Tuple[Tuple[str, ...], Optional[str], Optional[str]]:
+    """TensorFlow's module paths (the main extension first), its version and where the
+    version came from. `loaded`: `tensorflow.__version__` as the process held it (a full
+    dump's heap), taken after the modules' own version records and before any installation's."""
     found = [
         m
         for m in modules
         if _TF_NAME.match(m.name) or (_TF_DIR.search(m.path) and m.name.lower().endswith((".pyd", ".dll")))
     ]
+    from_memory = "tensorflow.__version__ in the dump's memory (sys.modules)"
+    loaded = loaded if loaded and re.match(_VERSION_TEXT, loaded) else None
     if not found:
-        return (), None, None
+        return ((), loaded, from_memory) if loaded else ((), None, None)
     # The main extension first: renderers show the first path.
     found.sort(
         key=lambda m: (
@@ -73,6 +79,8 @@ def find_tensorflow(
                     text,
                     f"VS_FIXEDFILEINFO of {m.name} ({'dump' if src == 'module record' else 'image'})",
                 )
+    if loaded:
+        return tuple(x.path for x in found), loaded, from_memory
     if package is not None:
         owner = package(primary)
         if owner is not None and re.match(_VERSION_TEXT, owner.version):

@@ -181,6 +181,11 @@ def _environment_facts(env: Environment) -> List[Fact]:
         if env.tensorflow:
             value += [words(" ("), Span(env.tensorflow[0], LITERAL), words(")")]
         out.append(Fact("TensorFlow", tuple(value), "TensorFlow"))
+    others = [p for p in env.python_packages if p.name != "tensorflow"]  # TensorFlow has its line
+    if others:
+        listed = ", ".join(f"{p.name} {p.version}" for p in others)
+        said = (text(listed, 1000), words(" (their __version__ in the dump's memory)"))
+        out.append(Fact("Python packages", said, "Packages"))
     for comp in env.cuda:
         line = (text(comp.version or "?"), words(" ("), Span(comp.module, LITERAL), words(")"))
         out.append(Fact(comp.name, line, comp.name))
