@@ -30,6 +30,13 @@ compiles the release headers with mingw-w64 and compares, where they are at hand
 - sys.modules: PyInterpreterState.modules (3.8-3.11), .imports.modules (3.12+; 3.13 says
   where itself, `_Py_DebugOffsets.interpreter_state.imports_modules`).
 
+A dict is searched for a str key as the interpreter searches it: the key's hash (strhash.py,
+keyed by the exported _Py_HashSecret) picks a slot of the index table (1, 2, 4 or 8 bytes a
+slot, by the table's size) and the probe follows the perturbation sequence of
+Objects/dictobject.c to the entry or an empty slot; a few pages read instead of every key's
+(what `dumpkit capture` then records stays small). Where the secret or the table cannot be
+read, every key is read and compared.
+
 Everything read is dump data: each read has a fixed size or a cap, every loop a bound, nothing
 recurses; memory the dump lacks, a wrong type or a structure that does not hold together
 makes a read return None, never raise. Types are checked where cheap: against the exported
@@ -44,6 +51,7 @@ from dumpkit.cpython.clayout import offsets
 from dumpkit.cpython.debug_offsets import DebugOffsetsError, layout_from_record, parse_fields, record_size
 from dumpkit.cpython.interpreter import Interpreter, find_interpreter
 from dumpkit.cpython.layouts import LAYOUTS, OBJECT_HEAD, P, VAR_HEAD, Layout
+from dumpkit.cpython.strhash import str_hash
 from dumpkit.records import record
 from dumpkit.target import MemoryNotInDump, Target
 
@@ -66,6 +74,10 @@ TPFLAGS_INLINE_VALUES = 1 << 2  # 3.13+
 TPFLAGS_MANAGED_DICT = 1 << 4  # 3.11+
 TPFLAGS_HEAPTYPE = 1 << 9
 DICT_KEYS_GENERAL = 0  # Include/internal/pycore_dict.h: enum DictKeysKind (3.11+)
+DKIX_EMPTY = -1  # an index slot never used: a probe ends there (Objects/dictobject.c)
+PERTURB_SHIFT = 5
+MAX_PROBES = 1 << 12  # a probe visits a few slots; a table that loops is not followed further
+_UNANSWERED: Any = object()  # a probe that could not tell: the caller reads every key
 
 # --- the structures, as the headers declare them -------------------------------------------
 # Include/cpython/object.h: struct _typeobject, up to tp_vectorcall (3.8+)
@@ -380,11 +392,20 @@ class Objects:
     returns None for what cannot be read or is not what it should be; none raises on dump
     data. Reads go through a small page cache (a live debugger pays per call)."""
 
-    def __init__(self, target: Target, layout: ObjectLayout, runtime: int, types: Optional[Dict[str, int]] = None):
+    def __init__(
+        self,
+        target: Target,
+        layout: ObjectLayout,
+        runtime: int,
+        types: Optional[Dict[str, int]] = None,
+        hash_secret: Optional[int] = None,
+    ):
         self.target = target
         self.layout = layout
         self.runtime = runtime
         self.types = dict(types or {})  # type name -> the type object's address (exports)
+        self.hash_secret = hash_secret  # where _Py_HashSecret is (exports): str keys are probed for, not scanned
+        self._secret: Optional[Tuple[int, int]] = None
         self._pages: Dict[int, bytes] = {}
         self._type_names: Dict[int, Optional[str]] = {}
         self._strings: Dict[int, Optional[str]] = {}
@@ -514,9 +535,9 @@ class Objects:
         return -value if negative else value
 
     # --- dicts -------------------------------------------------------------------------------
-    def _entries(self, keys: int) -> Optional[Tuple[bytes, int, int, int]]:
-        """(the entries' bytes, entry size, offset of the key, of the value in an entry) of a
-        PyDictKeysObject: dk_nentries of them, at most MAX_ENTRIES."""
+    def _shape(self, keys: int) -> Optional[Tuple[int, int, int, bool]]:
+        """(dk_size, bytes of the index table, dk_nentries, whether entries carry a hash) of
+        a PyDictKeysObject that holds together."""
         lay = self.layout
         head = self.read(keys, lay.keys_indices)
         if head is None:
@@ -537,13 +558,71 @@ class Objects:
             index_bytes, general = size * width, True
         if not 0 <= nentries <= size:
             return None
+        return size, index_bytes, nentries, general
+
+    def _entries(self, keys: int) -> Optional[Tuple[bytes, int, int, int]]:
+        """(the entries' bytes, entry size, offset of the key, of the value in an entry) of a
+        PyDictKeysObject: dk_nentries of them, at most MAX_ENTRIES."""
+        shape = self._shape(keys)
+        if shape is None:
+            return None
+        size, index_bytes, nentries, general = shape
         count = min(nentries, MAX_ENTRIES)
         entry, key_at = (24, 8) if general else (16, 0)
-        start = keys + lay.keys_indices + index_bytes
+        start = keys + self.layout.keys_indices + index_bytes
         raw = self.read(start, count * entry) if count else b""
         if raw is None:
             return None
         return raw, entry, key_at, key_at + 8
+
+    def _hash(self, text: str) -> Optional[int]:
+        """hash(text) in the process (its _Py_HashSecret), None when that is not readable."""
+        if self._secret is None:
+            raw = self.read(self.hash_secret, 16) if self.hash_secret else None
+            if raw is None:
+                return None
+            self._secret = (_U64(raw)[0], _U64(raw, 8)[0])
+        return str_hash(text, self._secret, self.layout.version)
+
+    def _probe(self, obj: int, key: str) -> Any:
+        """The value a dict holds for a str key, found as the interpreter finds it: the
+        key's hash picks a slot of the index table and the probe follows the perturbation
+        sequence (Objects/dictobject.c) to the entry or to an empty slot (None: absent).
+        _UNANSWERED when the hash, the table or an entry cannot be read: the caller scans."""
+        lay = self.layout
+        keys = self.pointer(obj + lay.dict_keys)
+        values = self.pointer(obj + lay.dict_values)
+        shape = self._shape(keys) if keys else None
+        wanted = self._hash(key) if shape is not None else None
+        if keys is None or values is None or shape is None or wanted is None:
+            return _UNANSWERED
+        size, index_bytes, nentries, general = shape
+        width = index_bytes // size
+        entry, key_at = (24, 8) if general else (16, 0)
+        entries = keys + lay.keys_indices + index_bytes
+        mask, i, perturb = size - 1, wanted & (size - 1), wanted
+        for _ in range(min(size, MAX_PROBES)):
+            raw = self.read(keys + lay.keys_indices + i * width, width)
+            if raw is None:
+                return _UNANSWERED
+            ix = int.from_bytes(raw, "little", signed=True)
+            if ix == DKIX_EMPTY:
+                return None
+            if 0 <= ix < nentries:
+                found = self.read(entries + ix * entry, entry)
+                if found is None:
+                    return _UNANSWERED
+                (candidate,) = _U64(found, key_at)
+                if (not general or _U64(found)[0] == wanted) and candidate and self.text(candidate) == key:
+                    if not values:
+                        return _U64(found, key_at + 8)[0] or None
+                    split = self._values(values, ix + 1)  # a split table's values live apart
+                    if split is None or ix >= len(split):
+                        return _UNANSWERED
+                    return split[ix] or None
+            perturb >>= PERTURB_SHIFT
+            i = (i * 5 + perturb + 1) & mask
+        return _UNANSWERED
 
     def _values(self, values: int, count: int) -> Optional[List[int]]:
         """The first `count` slots of a split table's PyDictValues (3.13: at most its capacity)."""
@@ -598,7 +677,13 @@ class Objects:
         return None
 
     def dict_get(self, obj: int, key: str) -> Optional[int]:
-        """The value a dict holds for a str key (compared by text)."""
+        """The value a dict holds for a str key (compared by text): probed for by its hash,
+        else every key read."""
+        if not self.is_a(obj, "dict"):
+            return None
+        found = self._probe(obj, key)
+        if found is not _UNANSWERED:
+            return found
         pairs = self.dict_items(obj)
         return None if pairs is None else self._find(pairs, key)
 
@@ -711,4 +796,5 @@ def open_objects(
     if objects is None:
         return None
     types = {name: export_address(symbol) for name, symbol in _EXPORTED_TYPES.items()}
-    return Objects(target, objects, runtime, {k: v for k, v in types.items() if v is not None})
+    known = {k: v for k, v in types.items() if v is not None}
+    return Objects(target, objects, runtime, known, export_address("_Py_HashSecret"))

@@ -5,8 +5,9 @@ them: `sys.modules[name].__version__` of the main interpreter, read from a dump'
 that ran, with no image, installation or index at hand.
 
 A MiniDumpNormal dump does not hold the heap: the result is empty, with `problem` saying
-so. Never raises on dump data; sys.modules is passed over once (objects.MAX_ENTRIES at
-most) and only the names asked for are read further."""
+so. Never raises on dump data; each name is looked up in sys.modules as the interpreter
+would (objects.py probes by the str's hash), so a reading touches a few pages per name, and
+`dumpkit capture` records them for its Python-aware dump."""
 
 from __future__ import annotations
 
@@ -87,15 +88,12 @@ def package_versions(objects: Objects, names: Sequence[str]) -> PackageVersions:
     """`__version__` of each of `names` among the main interpreter's sys.modules, in the
     order of `names`."""
     modules = _main_modules(objects)
-    items = objects.dict_items(modules) if modules else None
-    if items is None:
+    if modules is None or not objects.is_a(modules, "dict"):
         return PackageVersions({}, "sys.modules is not in the dump (the heap: a full-memory dump has it)")
-    wanted = set(names)
     versions: Dict[str, str] = {}
-    for key, module in items:
-        name = objects.text(key)
-        if name in wanted and name not in versions:
-            version = _version_of(objects, module)
-            if version is not None:
-                versions[name] = version
-    return PackageVersions({n: versions[n] for n in names if n in versions})
+    for name in dict.fromkeys(names):  # each probed for by its hash: a few pages, not every key
+        module = objects.dict_get(modules, name)
+        version = _version_of(objects, module) if module else None
+        if version is not None:
+            versions[name] = version
+    return PackageVersions(versions)
