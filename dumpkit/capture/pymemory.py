@@ -5,8 +5,9 @@ found by reading it.
 Python stacks out of the stopped process, and records every byte range it reads: the
 interpreter DLL's header and export table (where _PyRuntime and the type objects are), the
 runtime state in its data section, the interpreter and thread states, every frame, code
-object, line table and the strings they name. A dump that holds those ranges gives the
-same Python stacks with no heap scan and no full-memory dump. What a later reading of the
+object, line table and the strings they name; then threading's thread names and the
+imported packages' versions (sys.modules). A dump that holds those ranges gives the same
+Python stacks, names and versions with no heap scan and no full-memory dump. What a later reading of the
 dump needs is exactly what this reading needed, because it is the same code. The command
 line is found the same way, by analysis.process's reader, and kept byte for byte.
 
@@ -105,6 +106,17 @@ def python_memory(process: Process) -> Optional[PythonMemory]:
     except (PEError, MemoryNotInDump):
         pass  # read_python_state says the runtime could not be located
     state = read_python_state(cast(Target, recorder), exports, interp)
+    if exports is not None:
+        # what the analysis reads from the heap besides the stacks: the threads' names and
+        # the imported packages' versions (sys.modules, a few pages of module-name strings)
+        from dumpkit.cpython.package_versions import REPORTED_PACKAGES, read_package_versions
+        from dumpkit.cpython.thread_names import read_thread_names
+
+        try:
+            read_thread_names(cast(Target, recorder), exports, interp)
+            read_package_versions(cast(Target, recorder), exports, interp, REPORTED_PACKAGES)
+        except MemoryNotInDump:
+            pass  # over MAX_BYTES: the stacks, read first, are in
     return PythonMemory(state, _pages(recorder.reads))
 
 

@@ -1,7 +1,8 @@
 """The memory `dumpkit capture` adds for the Python stacks is enough: on every committed
 full-memory dump of a real Python process (standing in for the stopped process), the
 Python stacks read from only the ranges pymemory recorded equal those read from the whole
-dump, thread by thread and frame by frame."""
+dump, thread by thread and frame by frame, and so do the threads' names and the imported
+packages' versions."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from dumpkit.capture.pymemory import PAGE, python_memory
 from dumpkit.cpython import Status
 from dumpkit.sources.minidump import open_dump
 from dumpkit.target import MemoryNotInDump
-from tests.support.samples import SAMPLES
+from dumpkit.cpython.package_versions import REPORTED_PACKAGES, read_package_versions
+from dumpkit.cpython.thread_names import read_thread_names
+from tests.support.samples import SAMPLES, interpreter_exports, python_manifest
 
 FULL = sorted(SAMPLES.glob("python/*_full*.dmp.xz")) + sorted(SAMPLES.glob("pyversions/*full*.dmp.xz"))
 
@@ -59,8 +62,32 @@ def test_the_recorded_ranges_hold_every_threads_python_stack(dump: Path, plain):
         assert any(t.frames for t in found.state.threads)
         assert all(lo % PAGE == 0 and n % PAGE == 0 for lo, n in found.ranges)
         assert found.size < 8 << 20  # interpreter memory, not the heap
-        again = python_memory(OnlyRanges(target, found.ranges))
+        held = OnlyRanges(target, found.ranges)
+        again = python_memory(held)
         assert again is not None and _stacks(again.state) == _stacks(found.state)
+        exports, interp = interpreter_exports(target, [])
+        whole = read_package_versions(target, exports, interp, REPORTED_PACKAGES)
+        assert read_package_versions(held, exports, interp, REPORTED_PACKAGES) == whole  # type: ignore[arg-type]
+        names = read_thread_names(target, exports, interp)
+        assert read_thread_names(held, exports, interp) == names  # type: ignore[arg-type]
+    finally:
+        target.close()
+
+
+def test_a_captured_numpy_process_keeps_the_numpy_version(plain):
+    """The full-memory NumPy crash as the stopped process: the ranges name the NumPy its
+    program printed (the manifest's MARKER)."""
+    facts = next((f for f in python_manifest() if f["dump_type"] == "full" and f["marker"].get("numpy")), None)
+    if facts is None:
+        pytest.skip("no full-memory NumPy sample here")
+    target = open_dump(str(plain(SAMPLES / "python" / facts["file"])))
+    try:
+        found = python_memory(target)
+        assert found is not None
+        exports, interp = interpreter_exports(target, [])
+        held = OnlyRanges(target, found.ranges)
+        versions = read_package_versions(held, exports, interp, REPORTED_PACKAGES)  # type: ignore[arg-type]
+        assert versions.versions == {"numpy": facts["marker"]["numpy"]}
     finally:
         target.close()
 

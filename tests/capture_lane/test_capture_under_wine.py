@@ -157,6 +157,10 @@ def test_an_access_violation_on_a_worker_thread(capture_lane, workdir, tmp_path,
     assert set(stacks) == {t["native_id"] for t in marker["threads"]}
     for thread in marker["threads"]:
         assert stacks[thread["native_id"]] == [tuple(f) for f in thread["frames"]]
+    if all("name" in t for t in marker["threads"]):
+        assert {t.thread_id: t.name for t in report.python.threads} == {
+            t["native_id"]: t["name"] for t in marker["threads"]
+        }
 
 
 @pytest.mark.parametrize("version", PY_RECURSION_VERSIONS)

@@ -80,6 +80,10 @@ def test_a_hung_program_is_dumped_at_once_with_its_python_stacks_and_left_runnin
     assert set(stacks) == {t["native_id"] for t in marker["threads"]}
     for thread in marker["threads"]:
         assert stacks[thread["native_id"]] == [tuple(f) for f in thread["frames"]], thread["name"]
+    # threading's names, from the few heap pages the capture recorded for them
+    assert {t.thread_id: t.name for t in report.python.threads} == {
+        t["native_id"]: t["name"] for t in marker["threads"]
+    }
     assert report.process.command_line is not None and "lock_deadlock.py" in report.process.command_line
 
 
