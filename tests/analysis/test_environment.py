@@ -19,7 +19,7 @@ from dumpkit.analysis.environment import (
 )
 from dumpkit.pe import PEImage, VersionInfo
 from dumpkit.sources.minidump import open_dump
-from dumpkit.target import Module, SystemInfo
+from dumpkit.target import InstalledPackage, Module, SystemInfo
 
 from tests.support.samples import SAMPLE_BIN, real_dump, sample_path
 from tests.support.fakes.target import MemoryTarget
@@ -402,3 +402,26 @@ def test_the_processs_own_tensorflow_version_comes_before_installations_and_path
         _target(_win10_amd64(), [pyd]), image_version=lambda m: None, loaded_versions={"tensorflow": "unknown"}
     )
     assert env.tensorflow_version == "2.3.0" and env.tensorflow_version_source.startswith("path hint")
+
+
+def test_numpys_version_from_its_installation_when_the_heap_has_none():
+    """NumPy's extension module names its distribution; the heap's own __version__ wins."""
+    umath = _mod(r"C:\venv\Lib\site-packages\numpy\core\_multiarray_umath.cp311-win_amd64.pyd")
+    numpy2 = _mod(r"C:\venv\Lib\site-packages\numpy\_core\_multiarray_umath.cp312-win_amd64.pyd")
+    record = r"C:\venv\Lib\site-packages\numpy-1.26.4.dist-info"
+
+    def installed(module):
+        return InstalledPackage("numpy", "1.26.4", record) if "_multiarray_umath" in module.name else None
+
+    for module in (umath, numpy2):
+        env = describe_environment(_target(_win10_amd64(), [module]), installed_package=installed)
+        assert [(p.name, p.version, p.source) for p in env.python_packages] == [
+            ("numpy", "1.26.4", f"installed package numpy 1.26.4, whose RECORD lists {module.name} ({record})")
+        ]
+    env = describe_environment(
+        _target(_win10_amd64(), [umath]), installed_package=installed, loaded_versions={"numpy": "1.26.3"}
+    )
+    assert [(p.name, p.version) for p in env.python_packages] == [("numpy", "1.26.3")]
+    assert env.python_packages[0].source == "numpy.__version__ in the dump's memory"
+    elsewhere = _mod(r"C:\venv\Lib\site-packages\vendored\_multiarray_umath.cp311-win_amd64.pyd")
+    assert describe_environment(_target(_win10_amd64(), [elsewhere]), installed_package=installed).python_packages == ()

@@ -47,6 +47,10 @@ def _sources(report: dict) -> dict:
     return {m["name"]: m.get("image_source") or "" for m in report["modules"]}
 
 
+def _numpy(report: dict):
+    return next((p for p in report["environment"].get("python_packages", ()) if p["name"] == "numpy"), None)
+
+
 def test_numpy_from_its_wheel_gives_the_report_the_images_at_hand_give(tmp_path):
     dump = sample_path("python/numpy_strided_av.dmp")
     whl = wheel("numpy")
@@ -55,6 +59,11 @@ def test_numpy_from_its_wheel_gives_the_report_the_images_at_hand_give(tmp_path)
         zf.extractall(site)
     at_hand = _report(dump, "--image-path", site / "numpy")
     without = _report(dump)
+    umath = "_multiarray_umath.cp38-win_amd64.pyd"
+    numpy = _numpy(at_hand)  # the installation beside the image: its RECORD lists the module
+    assert numpy and numpy["version"] == whl.name.split("-")[1]
+    assert numpy["source"].startswith(f"installed package numpy {numpy['version']}, whose RECORD lists {umath}")
+    assert _numpy(without) is None  # a MiniDumpNormal far from the machine: nothing says it
     fix = {m["module"]: m["fix"] for m in without["images"]["missing"]}
     assert "--fetch-images would look for it in the wheels of numpy" in fix["_multiarray_umath.cp38-win_amd64.pyd"]
     with IndexServer() as srv:
@@ -63,6 +72,9 @@ def test_numpy_from_its_wheel_gives_the_report_the_images_at_hand_give(tmp_path)
         fetched = _report(dump, "--fetch-images", env=env)
         assert _said(fetched) == _said(at_hand) != _said(without)
         assert _sources(fetched)["_multiarray_umath.cp38-win_amd64.pyd"].startswith("fetched: ")
+        assert _numpy(fetched) == dict(
+            numpy, source=f"the wheel {whl.name} holds this build of {umath} (--fetch-images took it from there)"
+        )
         ranged = [r for r in srv.log if r[0].endswith(".whl")]
         assert all(r[1] for r in ranged)  # ranges only: not the 14.9 MB wheel
         srv.log.clear()
@@ -96,6 +108,7 @@ def test_bundle_and_triage_with_fetched_images(tmp_path):
     offline = dict(env, DUMPKIT_CACHE=str(tmp_path / "empty-cache"), PIP_INDEX_URL="http://127.0.0.1:9/simple")
     again = _report(out, env=offline)  # the server is gone: only the bundle's pages
     assert _said(again) == _said(fetched)
+    assert _numpy(again) == _numpy(fetched) is not None  # the bundle carries the wheel's name
     with zipfile.ZipFile(out) as zf:
         manifest = json.loads(zf.read("manifest.json"))
     kept = {m["name"]: m for m in manifest["modules"]}

@@ -3,7 +3,7 @@
 OS and build, CPU and its AVX support, Python, the TensorFlow module, the CUDA runtime /
 cuDNN / CUDA libraries / NVIDIA driver, and whether they fit TensorFlow's tested Windows
 GPU configurations (`tf_builds`); the versions of the Python packages the process had
-imported, when the Python phase read them from the heap.
+imported (from the heap, else from the installation of their extension modules).
 
 Pure over a `Target`: no file I/O here. Versions come from the dump's own module records
 (VS_FIXEDFILEINFO); the caller may pass `image_version(module)`, which reads the PE version
@@ -21,12 +21,13 @@ from typing import List, Mapping, Optional
 from dumpkit.analysis.environment.compatibility import compatibility
 from dumpkit.analysis.environment.cpu import cpu_features, cpu_name
 from dumpkit.analysis.environment.cuda import cuda_toolkit_version, find_cuda, nvidia_driver_version
+from dumpkit.analysis.environment.pypackages import PackageLookup, python_packages
 from dumpkit.analysis.environment.python import find_python, python_version_from_file_version
 from dumpkit.analysis.environment.runtimes import ImageFacts, ImageFactsLookup, runtime_collisions
-from dumpkit.analysis.environment.tensorflow import PackageLookup, find_tensorflow
+from dumpkit.analysis.environment.tensorflow import find_tensorflow
 from dumpkit.analysis.environment.versions import VersionLookup, Versions
 from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
-from dumpkit.analysis.model import Environment, PythonPackage
+from dumpkit.analysis.model import Environment
 from dumpkit.target import Target
 
 __all__ = [
@@ -117,7 +118,7 @@ def describe_environment(
         compatibility=compat,
         notes=tuple(notes),
         runtime_collisions=collisions,
-        python_packages=tuple(PythonPackage(n, v, f"{n}.__version__ in the dump's memory") for n, v in loaded.items()),
+        python_packages=python_packages(modules, loaded, _guarded(installed_package, notes)),
     )
 
 

@@ -6,13 +6,11 @@ from the install path."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
+from dumpkit.analysis.environment.pypackages import PackageLookup, owner_source
 from dumpkit.analysis.environment.versions import Versions, trim_version, version_groups
-from dumpkit.packages import InstalledPackage
 from dumpkit.target import Module
-
-PackageLookup = Callable[[Module], Optional[InstalledPackage]]
 
 
 _TF_NAME = re.compile(
@@ -84,11 +82,7 @@ def find_tensorflow(
     if package is not None:
         owner = package(primary)
         if owner is not None and re.match(_VERSION_TEXT, owner.version):
-            if owner.record.lower().endswith(".whl"):
-                how = f"the wheel {owner.record} holds this build of {primary.name} (--fetch-images took it from there)"
-            else:
-                how = f"installed package {owner.name} {owner.version}, whose RECORD lists {primary.name} ({owner.record})"
-            return tuple(x.path for x in found), owner.version, how
+            return tuple(x.path for x in found), owner.version, owner_source(owner, primary)
     for m in found:
         hint = re.search(_TF_PATH_VERSION, m.path)
         if hint:

@@ -182,10 +182,17 @@ def _environment_facts(env: Environment) -> List[Fact]:
             value += [words(" ("), Span(env.tensorflow[0], LITERAL), words(")")]
         out.append(Fact("TensorFlow", tuple(value), "TensorFlow"))
     others = [p for p in env.python_packages if p.name != "tensorflow"]  # TensorFlow has its line
-    if others:
-        listed = ", ".join(f"{p.name} {p.version}" for p in others)
-        said = (text(listed, 1000), words(" (their __version__ in the dump's memory)"))
-        out.append(Fact("Python packages", said, "Packages"))
+    held = [p for p in others if p.source.endswith("in the dump's memory")]
+    said: List[Span] = []
+    if held:
+        said += [text(", ".join(f"{p.name} {p.version}" for p in held), 1000)]
+        said += [words(" (their __version__ in the dump's memory)")]
+    for p in others:
+        if p not in held:  # from an installation or a wheel: each says which
+            said += [words("; ")] if said else []
+            said += [text(f"{p.name} {p.version}"), words(" ("), text(p.source, 1000), words(")")]
+    if said:
+        out.append(Fact("Python packages", tuple(said), "Packages"))
     for comp in env.cuda:
         line = (text(comp.version or "?"), words(" ("), Span(comp.module, LITERAL), words(")"))
         out.append(Fact(comp.name, line, comp.name))
