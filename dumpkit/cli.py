@@ -232,6 +232,7 @@ def triage(
     image_path: Optional[List[str]] = ImagePathOpt,
     symbol_path: Optional[List[str]] = SymbolPathOpt,
     fetch_images: bool = FetchImagesOpt,
+    recorded_paths: bool = RecordedPathsOpt,
     fmt_name: Optional[str] = typer.Option(
         None,
         "--format",
@@ -285,6 +286,7 @@ def triage(
         progress=progress,
         memory_cap=memory_cap,
         fetch_images=fetch_images,
+        recorded_paths=recorded_paths,
     )
     raise typer.Exit(code)
 

@@ -55,6 +55,8 @@ TRIAGE_OPTIONS: Dict[str, Tuple[str, str]] = {
     "--progress": ("progress", ON),
     "--no-progress": ("progress", OFF),
     "--memory-cap": ("memory_cap", TEXT),
+    "--recorded-paths": ("recorded_paths", ON),
+    "--no-recorded-paths": ("recorded_paths", OFF),
 }
 
 # `stack` and `info`: where images come from, as analyze's, and their own options

@@ -76,6 +76,7 @@ def run_triage(
     progress: Optional[bool] = None,
     memory_cap: Optional[str] = None,
     fetch_images: bool = False,
+    recorded_paths: bool = True,
 ) -> int:
     """The groups written where asked; returns the exit code. `timeout` 0 is no limit."""
     fmt = report_format(fmt_name, output if output and os.path.splitext(output)[1] else None)
@@ -95,6 +96,7 @@ def run_triage(
             progress,
             memory_cap,
             fetch_images,
+            recorded_paths,
         )
     except UsageError as e:
         raise fail(str(e)) from None
@@ -113,6 +115,7 @@ def _triage(
     progress: Optional[bool],
     memory_cap: Optional[str] = None,
     fetch_images: bool = False,
+    recorded_paths: bool = True,
 ) -> int:
     from dumpkit.report import triage as render
     from dumpkit.report.view.triage import triage_document, triage_view
@@ -144,6 +147,7 @@ def _triage(
         report_dir=report_dir,
         report_writer=render.per_dump_html if report_dir else None,
         fetch_images=fetch_images,
+        use_recorded_paths=recorded_paths,
         unpack_ratio=ratio,
     )
     try:

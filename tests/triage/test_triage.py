@@ -653,3 +653,35 @@ def test_a_group_made_without_the_images_says_which_it_lacked(tmp_path):
     line = next(x for x in text.splitlines() if "images missing" in x)
     assert line.strip().startswith("images missing (--image-path or --fetch-images would name more frames): ")
     assert "ucrtbase.dll in 3 of 3 dumps" in line and "python38.dll in 1 of 3 dumps" in line
+
+
+def test_no_recorded_paths_triages_as_a_machine_without_the_crashed_programs_files(tmp_path):
+    """A Wine prefix whose Z: drive holds the program's own files where the dump recorded
+    them: triage finds them there, and with --no-recorded-paths it does not, as analyze."""
+    dump = sample_path("recursion_cycle3.dmp")
+    recorded = tmp_path / "prefix" / "drive_z" / "work" / "main" / "sample_dumps" / "bin"  # Z:\work\main\...
+    recorded.mkdir(parents=True)
+    for name in ("tfhost.exe", "opkernels.dll"):
+        shutil.copy(SAMPLE_BIN / name, recorded / name)
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    shutil.copy(dump, folder / dump.name)
+    env = dict(os.environ, WINEPREFIX=str(tmp_path / "prefix"))
+
+    def groups(*args: str) -> list:
+        r = subprocess.run(
+            [sys.executable, "-m", "dumpkit", "triage", str(folder), "--format", "json", "--jobs", "1", *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert r.returncode in (0, 1), r.stderr
+        return json.loads(r.stdout)["groups"]
+
+    found, away = groups(), groups("--no-recorded-paths")
+    assert len(found) == len(away) == 1
+    assert "opkernels.dll!visit" in found[0]["signature"]
+    assert "opkernels.dll" not in {m["module"] for m in found[0]["missing_images"]}
+    assert "opkernels.dll!visit" not in away[0]["signature"]
+    assert "opkernels.dll" in {m["module"] for m in away[0]["missing_images"]}
