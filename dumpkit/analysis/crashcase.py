@@ -17,7 +17,7 @@ from dumpkit.problems import Problems
 from dumpkit.records import replace
 from dumpkit.target import Target
 from dumpkit.unwind.codemap import CodeMap
-from dumpkit.unwind.frames import StackWalk, Trust
+from dumpkit.unwind.frames import StackWalk
 
 # threads whose stack ranges a case carries (a hostile thread list can name millions)
 CASE_STACKS = 4096
@@ -38,7 +38,7 @@ def python_entry(
         return None
     if ending is not None and ending.caller_frame is not None:
         caller = ending.caller_frame
-        if caller >= len(walk.frames) or walk.frames[caller].trust == Trust.SCAN:
+        if caller >= len(walk.frames) or ending.caller_scanned:
             return None  # a bare stack word as the caller: what lies below it is as unconfirmed
         pythread = python.thread(crash.thread_id) if python is not None else None
         return _ending_entry(walk, caller, pythread, installation)

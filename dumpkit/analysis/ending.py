@@ -21,7 +21,7 @@ from dumpkit.analysis.model import CrashInfo, Ending, EndingRoute
 from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.raiser import RUNTIME_MODULES
 from dumpkit.records import replace
-from dumpkit.unwind.frames import Frame
+from dumpkit.unwind.frames import Frame, Trust
 
 LOOK = 24  # the ending machinery is never deeper than this
 
@@ -250,7 +250,7 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
         # _Py_FatalErrorFunc (at most two in a row: below that is the interpreter's caller)
         if _unnamed_runtime(f):
             continue
-        if "!" not in f.function_name or f.function_name.split("!", 1)[1].startswith("func_"):
+        if not f.named:
             if is_interpreter(f.module):
                 unnamed_run += 1
                 if unnamed_run <= 2:
@@ -264,6 +264,7 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
         caller_index += 1
     caller_at: Optional[int] = caller_index if caller_index < len(frames) else None
     caller = frames[caller_at].function_name if caller_at is not None else None
+    scanned = caller_at is not None and frames[caller_at].trust == Trust.SCAN
     route = _route(calls, python_fatal, fastfail_abort)
     function, code, how = stop if stop is not None else (None, None, None)
     outermost = tuple(reversed(calls))
@@ -276,15 +277,13 @@ def ending(crash: Optional[CrashInfo], frames: Sequence[Frame], comment: Optiona
         caller=caller,
         caller_frame=caller_at,
         fatal_module=fatal_module,
+        caller_scanned=scanned,
     )
 
 
 def _unnamed_runtime(f: Frame) -> bool:
     """A frame of the system or the C runtime that no symbol names (its image not at hand)."""
-    unnamed = "!" not in f.function_name or f.function_name.split("!", 1)[1].startswith("func_")
-    return (
-        unnamed and (f.module or "").lower() in RUNTIME_MODULES
-    )  # the runtime's unnamed frames can still be the way out
+    return not f.named and (f.module or "").lower() in RUNTIME_MODULES  # can still be the way out
 
 
 def _route(calls: Sequence[str], python_fatal: Optional[str], fastfail_abort: bool) -> EndingRoute:

@@ -310,7 +310,9 @@ class Ending:
     abort()'s subcode. `calls`: the way-out functions from the outermost ("abort()",
     "raise()", "_exit()", "ExitProcess", "RtlExitUserProcess"); `caller`: the first frame
     below them, at `caller_frame`; `fatal_module`: the python3X.dll whose fatal-error path
-    ran; `reason`: the text that says why, when the dump holds it."""
+    ran; `reason`: the text that says why, when the dump holds it; `caller_scanned`: the
+    caller is only a stack word found by scanning, with no code to confirm a call before it
+    (a pointer into the module's data looks the same)."""
 
     route: EndingRoute
     exit_code: Optional[int] = None
@@ -321,6 +323,7 @@ class Ending:
     caller_frame: Optional[int] = None
     fatal_module: Optional[str] = None
     reason: Optional[EndingReason] = None
+    caller_scanned: bool = False  # JSON: left out (the crashing thread's frames say it)
 
 
 class WaitKind(Word):

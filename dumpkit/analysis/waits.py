@@ -143,11 +143,6 @@ def _short(f: Frame) -> Optional[str]:
     return _CLONE.sub("", name.split("!", 1)[1]).lower().lstrip("_")
 
 
-def _named(f: Frame) -> bool:
-    name = f.function_name
-    return "!" in name and not name.split("!", 1)[1].startswith("func_")
-
-
 def thread_wait(tid: int, frames: Sequence[Frame], python_line: Optional[str] = None) -> ThreadWait:
     """What the thread with `frames` (its walk, top first) waits on, and who waits: the
     first frame below the wait machinery. `python_line`: its innermost Python frame of the
@@ -164,13 +159,13 @@ def thread_wait(tid: int, frames: Sequence[Frame], python_line: Optional[str] = 
             continue
         if best is None and f.index == 0:
             continue  # frame 0 may be a stub with no name of its own (a syscall's)
-        if not _named(f) and (f.module or "").lower() in _SYSTEM and best is not None:
+        if not f.named and (f.module or "").lower() in _SYSTEM and best is not None:
             continue  # an unnamed system frame inside the wait (kernelbase's helpers)
-        if best is not None and is_interpreter(f.module) and not _named(f) and f.index <= last + 4:
+        if best is not None and is_interpreter(f.module) and not f.named and f.index <= last + 4:
             continue  # CPython's static helpers between its wait and its export
         break
     if best is None:
-        named = any(_named(f) for f in frames[:3])
+        named = any(f.named for f in frames[:3])
         kind = WaitKind.RUNNING if named else WaitKind.UNKNOWN
         caller = frames[0].function_name if frames else None
         return ThreadWait(tid, kind, WORDS[kind], 0 if frames else None, caller, python_line)
@@ -196,7 +191,7 @@ def _gil_by_eval_loop(frames: Sequence[Frame], last: int) -> bool:
         short = _short(f)
         if short in ("pyeval_evalframedefault", "py_handlepending"):
             return True
-        if _named(f):
+        if f.named:
             return False
     return False
 

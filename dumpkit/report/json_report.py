@@ -10,6 +10,7 @@ from dumpkit.analysis.model import (
     CallEdge,
     Contents,
     CrashInfo,
+    Ending,
     Environment,
     FrameRecord,
     PythonReport,
@@ -63,6 +64,7 @@ _SHOWN_AS: Dict[type, Dict[str, Optional[str]]] = {
     ThreadReport: {"stop": "stop_reason", "frame_limit": None},
     PythonThreadReport: {"frame_addresses": None, "thread_state": None},
     PythonReport: {"package_versions": None},  # shown as environment.python_packages
+    Ending: {"caller_scanned": None},  # the crashing thread's frames say how the caller was found
 }
 
 

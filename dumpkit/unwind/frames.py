@@ -175,6 +175,13 @@ class Frame:
             return f"{self.module}+{self.rva:#x}"
         return f"{self.ip:#x}"
 
+    @property
+    def named(self) -> bool:
+        """A symbol, an export or a PDB names the function: not `module+0x...` and not the
+        `func_XXXX` a bare unwind entry gets."""
+        name = self.function_name
+        return "!" in name and not name.split("!", 1)[1].startswith("func_")
+
 
 K = TypeVar("K")
 

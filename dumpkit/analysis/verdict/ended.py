@@ -115,7 +115,7 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
     crash = case.crash
     assert end is not None and crash is not None
     reason = end.reason
-    confirmed = _confirmed_caller(case, end)
+    confirmed = end.caller is not None and not end.caller_scanned
     caller = _caller_words(case, end)
     # a ctypes call straight into the way out (TerminateProcess through ctypes.windll): the
     # caller is libffi's, and how Python got there is said after the headline
@@ -218,20 +218,11 @@ def _abort_steps(end: Ending, caller: str, call: str) -> List[Step]:
     return [FIND_WHO_ENDED.given(caller=caller, call=call)]
 
 
-def _confirmed_caller(case: Case, end: Ending) -> bool:
-    """Is the ending's caller a frame the walk reached by more than a bare stack word? A
-    word found by scanning with no code to check it against (the caller's image not at
-    hand) may be any pointer into the module: a global's address looks the same."""
-    index = end.caller_frame
-    frames = case.frames
-    return end.caller is not None and index is not None and index < len(frames) and frames[index].trust != Trust.SCAN
-
-
 def _caller_words(case: Case, end: Ending) -> str:
     """The caller as the headline names it: its name when the walk confirmed it; a scanned
     word said to be unconfirmed; where the walk stopped when it never got past the way out."""
-    if _confirmed_caller(case, end):
-        return end.caller or ""
+    if end.caller is not None and not end.caller_scanned:
+        return end.caller
     if end.caller is not None:
         return f"{end.caller} (unconfirmed: a word found by stack scanning)"
     frames = case.frames
