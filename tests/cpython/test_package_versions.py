@@ -3,7 +3,8 @@
 against what the crashing program printed of itself (its MARKER line in the manifest:
 numpy.__version__), never against dumpkit:
 
-- sample_dumps/python's full-memory NumPy crash names the NumPy that ran, in JSON
+- every sample whose dump holds the heap (the full-memory NumPy crash, the bundle of the
+  full-memory TensorFlow CHECK failure) names the NumPy and TensorFlow that ran, in JSON
   (`environment.python_packages`) and in the text report's "Packages" row;
 - its MiniDumpNormal twin, without the heap, names none and says why;
 - synthetic memory covers what the real dumps do not show: a __version__ that is not a
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List
+from pathlib import Path
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -21,7 +23,15 @@ from dumpkit.cpython.layouts import LAYOUTS
 from dumpkit.cpython.objects import object_layout
 from dumpkit.cpython.package_versions import REPORTED_PACKAGES, package_versions, read_package_versions
 from tests.support.cpython_heap import THREAD_TYPE, Heap
-from tests.support.samples import WINPYTHON, interpreter_exports, open_any, python_dump, python_manifest, run_cli
+from tests.support.samples import (
+    SAMPLES,
+    WINPYTHON,
+    interpreter_exports,
+    open_any,
+    python_dump,
+    python_manifest,
+    run_cli,
+)
 
 FROM_MEMORY = "numpy.__version__ in the dump's memory"
 
@@ -31,20 +41,46 @@ def _numpy_dumps(dump_type: str) -> List[dict]:
 
 
 def _name(facts: dict) -> str:
-    return facts["file"].split(".")[0]
+    return facts.get("name") or facts["file"].split(".")[0]
 
 
-@pytest.mark.parametrize("facts", _numpy_dumps("full"), ids=_name)
-def test_a_full_dump_names_the_numpy_that_ran(facts, plain):
-    dump = plain(python_dump(facts))
-    ran = facts["marker"]["numpy"]
-    r = run_cli("analyze", dump, "--format", "json")
-    assert r.returncode == 0, r.stderr
-    env = json.loads(r.stdout)["environment"]
-    assert {"name": "numpy", "version": ran, "source": FROM_MEMORY} in env["python_packages"]
-    assert "package_versions" not in json.loads(r.stdout)["python"]  # said once, in the environment
-    text = run_cli("analyze", dump).stdout
-    assert re.search(rf"^Packages +numpy {re.escape(ran)} \(their __version__ in the dump's memory\)$", text, re.M)
+def _full_dumps_that_said_their_versions() -> List[Tuple[str, Path, Dict[str, str]]]:
+    """(name, what is committed of it, the versions its program printed) for every sample
+    whose dump holds the heap (full memory: the dump, or the bundle made from it)."""
+    found = []
+    for manifest in sorted(SAMPLES.glob("*/manifest.json")):
+        for facts in json.loads(manifest.read_text())["dumps"]:
+            marker = facts.get("marker") or {}
+            ran = {k: marker[k] for k in ("tensorflow", "numpy") if isinstance(marker.get(k), str)}
+            name = _name(facts)
+            if not ran or not (facts.get("dump_type") == "full" or "_full" in name):
+                continue
+            committed = manifest.parent / facts["file"] if facts.get("file") else SAMPLES / "bundles" / f"{name}.dkb"
+            found.append((name, committed, ran))
+    return found
+
+
+FULL = _full_dumps_that_said_their_versions()
+
+
+@pytest.mark.parametrize("name, committed, ran", FULL, ids=[name for name, _, _ in FULL])
+def test_a_full_dump_names_the_versions_that_ran(name, committed, ran, plain):
+    if not committed.exists():
+        pytest.skip(f"{committed.name} is not here")
+    r = run_cli("analyze", plain(committed), "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    report = json.loads(r.stdout)
+    env = report["environment"]
+    for package, version in ran.items():
+        said = {"name": package, "version": version, "source": f"{package}.__version__ in the dump's memory"}
+        assert said in env.get("python_packages", []), (package, env.get("python_packages"))
+    if "tensorflow" in ran:
+        assert env["tensorflow_version"] == ran["tensorflow"]
+    assert "package_versions" not in report["python"]  # said once, in the environment
+    if "numpy" in ran:
+        text = run_cli("analyze", plain(committed), "--width", "400").stdout  # the row on one line
+        row = rf"^Packages +(\S+ \S+, )*numpy {re.escape(ran['numpy'])}(, \S+ \S+)* \(their __version__ in the dump's memory\)$"
+        assert re.search(row, text, re.M), text
 
 
 @pytest.mark.parametrize("facts", _numpy_dumps("normal"), ids=_name)
@@ -58,10 +94,11 @@ def test_a_dump_without_the_heap_names_no_versions_and_says_why(facts, plain):
     assert "python_packages" not in json.loads(r.stdout)["environment"]
 
 
-def test_the_tests_have_a_full_numpy_dump():
-    if not python_manifest():
-        pytest.skip("sample_dumps/python is not here")
-    assert _numpy_dumps("full"), "no full-memory NumPy sample in sample_dumps/python/manifest.json"
+def test_the_tests_have_full_dumps_of_numpy_and_tensorflow():
+    if not FULL:
+        pytest.skip("sample_dumps is not here")
+    said = [set(ran) for _, _, ran in FULL]
+    assert {"numpy"} in said and any("tensorflow" in s for s in said)
 
 
 # --- synthetic memory: what the real dumps do not show -------------------------------------
