@@ -7,9 +7,10 @@ interpreter DLL's header and export table (where _PyRuntime and the type objects
 runtime state in its data section, the interpreter and thread states, every frame, code
 object, line table and the strings they name; then threading's thread names and the
 imported packages' versions (sys.modules). A dump that holds those ranges gives the same
-Python stacks, names and versions with no heap scan and no full-memory dump. What a later reading of the
-dump needs is exactly what this reading needed, because it is the same code. The command
-line is found the same way, by analysis.process's reader, and kept byte for byte.
+Python stacks, names and versions with no heap scan and no full-memory dump. What a later
+reading of the dump needs is exactly what this reading needed, because it is the same code.
+The command line is found the same way, by analysis.process's reader, and kept byte for
+byte.
 
 Pure: the process is anything with `read`/`read_available` and `modules`; a full-memory
 dump stands in for a live process in the tests."""
@@ -108,7 +109,7 @@ def python_memory(process: Process) -> Optional[PythonMemory]:
     state = read_python_state(cast(Target, recorder), exports, interp)
     if exports is not None:
         # what the analysis reads from the heap besides the stacks: the threads' names and
-        # the imported packages' versions (sys.modules, a few pages of module-name strings)
+        # the imported packages' versions (looked up in sys.modules by hash: a few pages)
         from dumpkit.cpython.package_versions import REPORTED_PACKAGES, read_package_versions
         from dumpkit.cpython.thread_names import read_thread_names
 
