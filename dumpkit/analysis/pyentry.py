@@ -267,8 +267,20 @@ def python_entry(
     callee = next((m for m in reversed(between) if m), None)
     if callee is None and start > 0:
         callee = frames[start - 1].module  # only stale words between: the native code above is what was called
+    # a bare scanned word of the interpreter (its code not at hand to show a call) may be a
+    # stale return address or a pointer to its data: said so, as an ending's caller is
+    unconfirmed = (
+        ", unconfirmed: a word found by stack scanning" if getattr(frames[below], "trust", None) == "scan" else ""
+    )
     return PythonEntry(
-        NATIVE, f"through {callee} (called by {interpreter})", callee, (), below, python_frame, interpreter, at
+        NATIVE,
+        f"through {callee} (called by {interpreter}{unconfirmed})",
+        callee,
+        (),
+        below,
+        python_frame,
+        interpreter,
+        at,
     )
 
 

@@ -9,6 +9,7 @@ what would tell them apart. The same dumps with their images are tested elsewher
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 
 import pytest
@@ -87,3 +88,16 @@ def test_a_stale_runtime_word_is_not_how_python_reached_the_recursion(path):
     assert "recursion nativelib.dll" in headline
     said = headline.split("called from Python through ", 1)[1] if "called from Python through " in headline else ""
     assert not said.startswith(("ucrtbase", "kernel32", "kernelbase", "ntdll")), headline
+
+
+def test_the_interpreter_below_the_native_code_is_not_claimed_from_a_bare_stack_word():
+    """Without python3X.dll's image the interpreter's frames below the recursion are bare
+    stack words (no code to show a call before them): a stale return address or a pointer
+    into its data looks the same. A caller named from one says it is unconfirmed."""
+    named = []
+    for path in CTYPES_RAW:
+        headline = _report(path).verdict.headline
+        said = re.findall(r"\(called by python3\d+\.dll([^)]*)\)", headline)
+        assert all(s == ", unconfirmed: a word found by stack scanning" for s in said), headline
+        named += said
+    assert named, "no headline names the interpreter below the native code: the check above checked nothing"
