@@ -53,6 +53,7 @@ def _stacks(state) -> List[tuple]:
     return [(t.thread_id, [(f.function, f.filename, f.line) for f in t.frames]) for t in state.threads]
 
 
+@pytest.mark.slow  # 12 full dumps read twice: the full run's, not the py38 lane's budget
 @pytest.mark.parametrize("dump", FULL, ids=lambda p: p.name)
 def test_the_recorded_ranges_hold_every_threads_python_stack(dump: Path, plain):
     target = open_dump(str(plain(dump)))
@@ -74,6 +75,7 @@ def test_the_recorded_ranges_hold_every_threads_python_stack(dump: Path, plain):
         target.close()
 
 
+@pytest.mark.slow  # a 77 MB full dump read as the stopped process
 def test_a_captured_numpy_process_keeps_the_numpy_version(plain):
     """The full-memory NumPy crash as the stopped process: the ranges name the NumPy its
     program printed (the manifest's MARKER)."""

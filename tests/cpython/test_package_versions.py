@@ -63,6 +63,7 @@ def _full_dumps_that_said_their_versions() -> List[Tuple[str, Path, Dict[str, st
 FULL = _full_dumps_that_said_their_versions()
 
 
+@pytest.mark.slow  # analyze of full dumps (77 MB), twice each: the full run's
 @pytest.mark.parametrize("name, committed, ran", FULL, ids=[name for name, _, _ in FULL])
 def test_a_full_dump_names_the_versions_that_ran(name, committed, ran, plain):
     if not committed.exists():
@@ -83,6 +84,7 @@ def test_a_full_dump_names_the_versions_that_ran(name, committed, ran, plain):
         assert re.search(row, text, re.M), text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("facts", _numpy_dumps("normal"), ids=_name)
 def test_a_dump_without_the_heap_names_no_versions_and_says_why(facts, plain):
     target = open_any(plain(python_dump(facts)))

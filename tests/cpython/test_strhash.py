@@ -57,6 +57,7 @@ def _keys(objects, modules: int) -> List[tuple]:
     return [(objects.text(k), k, v) for k, v in objects.dict_items(modules)]
 
 
+@pytest.mark.slow  # 26 full dumps, every key probed: the full run's, not the py38 lane's budget
 @pytest.mark.parametrize("dump", FULL, ids=lambda p: p.name.split(".")[0])
 def test_every_sys_modules_key_is_found_by_its_hash(dump: Path, plain):
     target = open_dump(str(plain(dump)))
