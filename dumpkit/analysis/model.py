@@ -610,6 +610,9 @@ class UnloadedModuleRecord:
     timestamp: int
 
 
+IN_MEMORY = "in the dump's memory"  # how a version read from the process's heap is sourced
+
+
 @record
 class PythonPackage:
     """A package the Python process had imported, with the version it ran."""
@@ -617,6 +620,11 @@ class PythonPackage:
     name: str  # its sys.modules key: "numpy", "google.protobuf"
     version: str
     source: str  # where `version` was read: "numpy.__version__ in the dump's memory"
+
+    @property
+    def from_memory(self) -> bool:
+        """The process's own `__version__` (the heap), not an installation's or a wheel's."""
+        return self.source.endswith(IN_MEMORY)
 
 
 @record

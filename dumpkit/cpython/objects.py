@@ -535,9 +535,9 @@ class Objects:
         return -value if negative else value
 
     # --- dicts -------------------------------------------------------------------------------
-    def _shape(self, keys: int) -> Optional[Tuple[int, int, int, bool]]:
-        """(dk_size, bytes of the index table, dk_nentries, whether entries carry a hash) of
-        a PyDictKeysObject that holds together."""
+    def _shape(self, keys: int) -> Optional[Tuple[int, int, int, bool, int, int]]:
+        """(dk_size, bytes of the index table, dk_nentries, whether entries carry a hash,
+        entry size, offset of the key in an entry) of a PyDictKeysObject that holds together."""
         lay = self.layout
         head = self.read(keys, lay.keys_indices)
         if head is None:
@@ -558,7 +558,8 @@ class Objects:
             index_bytes, general = size * width, True
         if not 0 <= nentries <= size:
             return None
-        return size, index_bytes, nentries, general
+        entry, key_at = (24, 8) if general else (16, 0)  # (hash, key, value) or (key, value)
+        return size, index_bytes, nentries, general, entry, key_at
 
     def _entries(self, keys: int) -> Optional[Tuple[bytes, int, int, int]]:
         """(the entries' bytes, entry size, offset of the key, of the value in an entry) of a
@@ -566,9 +567,8 @@ class Objects:
         shape = self._shape(keys)
         if shape is None:
             return None
-        size, index_bytes, nentries, general = shape
+        size, index_bytes, nentries, general, entry, key_at = shape
         count = min(nentries, MAX_ENTRIES)
-        entry, key_at = (24, 8) if general else (16, 0)
         start = keys + self.layout.keys_indices + index_bytes
         raw = self.read(start, count * entry) if count else b""
         if raw is None:
@@ -596,9 +596,8 @@ class Objects:
         wanted = self._hash(key) if shape is not None else None
         if keys is None or values is None or shape is None or wanted is None:
             return _UNANSWERED
-        size, index_bytes, nentries, general = shape
+        size, index_bytes, nentries, general, entry, key_at = shape
         width = index_bytes // size
-        entry, key_at = (24, 8) if general else (16, 0)
         entries = keys + lay.keys_indices + index_bytes
         mask, i, perturb = size - 1, wanted & (size - 1), wanted
         for _ in range(min(size, MAX_PROBES)):

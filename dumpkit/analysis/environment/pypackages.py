@@ -6,9 +6,9 @@ module's file, or the wheel --fetch-images took that very build from)."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, List, Mapping, Optional, Sequence, Tuple
 
-from dumpkit.analysis.model import PythonPackage
+from dumpkit.analysis.model import IN_MEMORY, PythonPackage
 from dumpkit.target import InstalledPackage, Module
 
 PackageLookup = Callable[[Module], Optional[InstalledPackage]]
@@ -46,12 +46,9 @@ def python_packages(
 ) -> Tuple[PythonPackage, ...]:
     """Every package with a version: those the heap gave, in their order, then those an
     installation names that the heap did not."""
-    found: List[PythonPackage] = [
-        PythonPackage(n, v, f"{n}.__version__ in the dump's memory") for n, v in loaded.items()
-    ]
-    known: Dict[str, bool] = {p.name: True for p in found}
+    found: List[PythonPackage] = [PythonPackage(n, v, f"{n}.__version__ {IN_MEMORY}") for n, v in loaded.items()]
     for name, pattern in _EXTENSIONS:
-        if name not in known and package is not None:
+        if name not in loaded and package is not None:
             installed = _installed(name, pattern, modules, package)
             if installed is not None:
                 found.append(installed)

@@ -182,7 +182,7 @@ def _environment_facts(env: Environment) -> List[Fact]:
             value += [words(" ("), Span(env.tensorflow[0], LITERAL), words(")")]
         out.append(Fact("TensorFlow", tuple(value), "TensorFlow"))
     others = [p for p in env.python_packages if p.name != "tensorflow"]  # TensorFlow has its line
-    held = [p for p in others if p.source.endswith("in the dump's memory")]
+    held = [p for p in others if p.from_memory]
     said: List[Span] = []
     if held:
         said += [text(", ".join(f"{p.name} {p.version}" for p in held), 1000)]
