@@ -20,6 +20,14 @@ from dumpkit.unwind.frames import without_offset
 PYTHON_DLL = re.compile(r"^python(\d)(\d{1,2})(_d)?\.dll$", re.I)
 UNNAMED = re.compile(r"^func_[0-9a-f]+$|^\S+\+0x[0-9a-f]+$|^0x[0-9a-f]+$")
 
+
+def no_c_name(name: str) -> bool:
+    """Has the function no C name here: unnamed, or named only by CPython's tables
+    (`list.__repr__`, pe/pynames.py: a dot no C identifier has), so that its code, not its
+    name, says what it calls?"""
+    return bool(UNNAMED.match(name)) or "." in name
+
+
 # The functions each Python-level call runs through (CPython 3.8-3.13).
 EVAL_LOOP = frozenset({"_PyEval_EvalFrameDefault", "_PyEval_EvalFrame", "PyEval_EvalFrameEx", "_PyEval_Vector"})
 
@@ -50,6 +58,17 @@ PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     ("getattr", "attribute lookup (__getattr__ / properties calling each other)", ("PyObject_GetAttr",), ()),
     ("call", "calls between C functions and callables (PyObject_Call)", ("PyObject_Call", "_PyObject_MakeTpCall"), ()),
 )
+
+# The type slot of each protocol, as CPython's tables name a static function (pe/pynames.py):
+# a cycle through `list.__repr__` is repr() recursing.
+PROTOCOL_SLOTS: Dict[str, str] = {
+    "repr": ".__repr__",
+    "str": ".__str__",
+    "comparison": ".tp_richcompare",
+    "hash": ".__hash__",
+    "getattr": ".__getattribute__",
+    "call": ".__call__",
+}
 
 # The special method through which Python code recurses when a protocol's C code is in a
 # cycle with the eval loop, and the built-in that calls it: (method, built-in).
@@ -107,6 +126,10 @@ def _protocol(names: Sequence[str], facts: Mapping[str, CodeFacts]) -> Optional[
         named = next((n for n in names if n in entry_points), None)
         if named is not None:
             return key, words, f"{named} is in the cycle"
+        slot = PROTOCOL_SLOTS.get(key)
+        filled = next((n for n in names if n.endswith(slot)), None) if slot else None
+        if filled is not None:
+            return key, words, f"{filled} (a type's slot, as CPython's type table names it) is in the cycle"
         called = next((n for n in entry_points if n in callees), None)
         if called is not None:
             return key, words, f"the cycle's code calls {called}"
@@ -134,7 +157,7 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
     names = [n for _, n in members]
     modules = [m for m, _ in members]
     depth = cycle.repetitions
-    unnamed = sorted({f for f, (_, n) in zip(cycle.functions, members) if UNNAMED.match(n)})
+    unnamed = sorted({f for f, (_, n) in zip(cycle.functions, members) if no_c_name(n)})
     evidence: List[str] = []
     python_dlls = sorted({m for m in modules if m and PYTHON_DLL.match(m)})
     interpreter = python_dlls[0] if python_dlls else None
@@ -220,9 +243,9 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
 
 
 def facts_needed(cycle: Cycle) -> Tuple[str, ...]:
-    """The cycle members whose code is worth reading: the unnamed ones (names say enough
-    for the others)."""
-    return tuple(f for f in cycle.functions if UNNAMED.match(split_name(f)[1]))
+    """The cycle members whose code is worth reading: those without a C name (C names say
+    enough for the others)."""
+    return tuple(f for f in cycle.functions if no_c_name(split_name(f)[1]))
 
 
 def by_name(functions: Sequence[str], facts: Sequence[CodeFacts]) -> Dict[str, CodeFacts]:

@@ -24,6 +24,7 @@ from typing import Callable, List, Optional, Tuple
 from dumpkit.pe import coff, debug, exports, imports, resources
 from dumpkit.pe.backing import Backing, BytesBacking, FileBacking, ReadVA
 from dumpkit.pe.errors import PEError
+from dumpkit.pe.pynames import PythonNames, python_names
 from dumpkit.pe.exception import PDATA_ENTRY, RuntimeFunction, UnwindReader, search_runtime_functions
 from dumpkit.pe.headers import DataDirectory, Section, parse_headers
 from dumpkit.pe.imports import ImportTable
@@ -67,6 +68,8 @@ class PEImage(UnwindReader):
         self._coff: Optional[List[Tuple[int, str]]] = None
         self._coff_rvas: List[int] = []
         self._imports: Optional[ImportTable] = None
+        self._python_names: Optional[PythonNames] = None
+        self._python_names_done = False
         self._take_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
         exc = self.directory(DIR_EXCEPTION)
@@ -303,6 +306,17 @@ class PEImage(UnwindReader):
             except (PEError, MemoryNotInDump):  # said in `problems` by the parser
                 self._imports = ImportTable((), False)
         return self._imports
+
+    # ---------------------------------------------------------------- CPython's tables (pe/pynames.py)
+    def python_name(self, rva: int) -> Optional[str]:
+        """The name CPython's method and type tables in this image give the function that
+        starts at `rva` (`list.__repr__`, `nt.abort`), or None. The data is read at the
+        first question, once."""
+        if not self._python_names_done:
+            self._python_names_done = True
+            self._python_names = python_names(self)
+        names = self._python_names
+        return names.name(rva) if names is not None else None
 
     # ---------------------------------------------------------------- COFF symbols (pe/coff.py)
     def coff_functions(self) -> List[Tuple[int, str]]:

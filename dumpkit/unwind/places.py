@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, Tuple
 
 from dumpkit.pe import PEError, PEImage, RuntimeFunction
+from dumpkit.pe.pynames import is_python_image
 from dumpkit.symbols import display_name
 from dumpkit.function_tables import DynamicEntry
 from dumpkit.target import MemoryNotInDump, Module
@@ -78,6 +79,12 @@ def symbol_for(
             name, at = near
             return f"{module.name}!{display_name(name)}{_offset(rva - at)}"
     if start is not None:
+        if image is not None and is_python_image(module.name):
+            # a static function of python3X.dll or an extension: the name CPython's own
+            # method and type tables give it (`list.__repr__`), when they hold it
+            python = image.python_name(start)
+            if python is not None:
+                return f"{module.name}!{python}{_offset(rva - start)}"
         return f"{module.name}!func_{start:x}{_offset(rva - start)}"
     return None
 

@@ -1,0 +1,347 @@
+"""Python names for the C functions of python3X.dll and of extension modules, read from the
+tables CPython itself keeps in the image's data: the PyMethodDef arrays of modules and
+types (`nt.abort`, `list.append`), static PyTypeObjects' own slots (`list.__repr__`,
+`numpy.ndarray.tp_richcompare`; not the number, sequence and mapping sub-tables), and
+the PyType_Slot arrays of types made from a PyType_Spec (`_pickle.Pickler.dump`).
+
+Why: python.org ships no PDBs beside its DLLs, wheels ship none for their .pyd files, and
+the functions that matter in a Python process's crash (the repr of a list that calls repr
+of its items, os.abort(), NumPy's comparison of object arrays) are static: no export names
+them, so the walk says `func_3ca9c`. The interpreter names them for Python code the same
+way: a function reached through one of these tables is what `repr(x)` or `os.abort()`
+calls.
+
+How: the function's address (the image's preferred base + its RVA in a file image, the
+load address in a memory image) is searched for as an aligned pointer in the writable data
+sections, where C compilers put these non-const static tables. Each place it is found is
+tried as a PyMethodDef's `ml_meth` (name, flags and doc must read as one; the table's
+owner is the PyModuleDef, static type or PyType_Spec that points to its first entry), as a
+slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
+its reference count small), and as a PyType_Slot. The offsets are those of 64-bit CPython
+3.x, checked on python.org's 3.8-3.13 builds; 3.14 keeps them, but its static types'
+reference counts were not seen. A function several tables hold is named by the plainest of
+those names (`name`).
+
+Bounded: images whose data sections exceed MAX_DATA are not read; at most MAX_HITS places
+per pointer and MAX_ENTRIES entries per table are looked at."""
+
+from __future__ import annotations
+
+import re
+import struct
+import weakref
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+
+from dumpkit.pe.errors import PEError
+from dumpkit.pe.winnt import IMAGE_SCN_CNT_CODE, IMAGE_SCN_MEM_EXECUTE
+from dumpkit.target import MemoryNotInDump
+
+if TYPE_CHECKING:
+    from dumpkit.pe.image import PEImage
+
+MAX_DATA = 4 << 20  # writable data read per image: python3X.dll has 0.4-1.5 MiB, TensorFlow's
+# pybind11 DLL 8.5 MiB and no static tables (its frames would pay ~12 ms a name for nothing)
+MAX_HITS = 64  # places one pointer value is checked at
+MAX_ENTRIES = 4096  # PyMethodDef entries walked back to a table's start
+MAX_SLOTS = 128  # PyType_Slot entries walked back to a spec's slot array start
+_INITIALIZED_DATA = 0x40  # IMAGE_SCN_CNT_INITIALIZED_DATA
+_DISCARDABLE = 0x02000000
+_WRITABLE = 0x80000000  # IMAGE_SCN_MEM_WRITE
+
+_NAME_READ = 130  # bytes read for a name: 128 characters and the NUL
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+_DOTTED = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*){0,8}\Z")
+
+METHOD_SIZE = 32  # PyMethodDef: ml_name, ml_meth, ml_flags (int, padded), ml_doc
+_METH_BITS = 0x3FF  # VARARGS KEYWORDS NOARGS O CLASS STATIC COEXIST FASTCALL STACKLESS METHOD
+_METH_CALL = 0x28F  # a calling convention must be among the flags
+
+# PyTypeObject (64-bit): ob_refcnt 0, ob_type 8, ob_size 16, tp_name 24, tp_basicsize 32, tp_itemsize 40
+TYPE_SIZE, TYPE_NAME, TYPE_BASICSIZE, TYPE_ITEMSIZE = 16, 24, 32, 40
+TYPE_METHODS = 232
+# the type's own function slots: offset -> the name Python code knows the slot by
+TYPE_SLOTS: Dict[int, str] = {
+    48: "tp_dealloc",
+    88: "__repr__",
+    120: "__hash__",
+    128: "__call__",
+    136: "__str__",
+    144: "__getattribute__",
+    152: "__setattr__",
+    184: "tp_traverse",
+    192: "tp_clear",
+    200: "tp_richcompare",
+    216: "__iter__",
+    224: "__next__",
+    272: "__get__",
+    280: "__set__",
+    296: "__init__",
+    312: "__new__",
+}
+# PyType_Slot ids (Include/typeslots.h, stable ABI) of function slots
+SPEC_SLOTS: Dict[int, str] = {
+    3: "__setitem__",
+    4: "__len__",
+    5: "__getitem__",
+    7: "__add__",
+    29: "__mul__",
+    36: "__sub__",
+    39: "__setitem__",
+    41: "__contains__",
+    44: "__getitem__",
+    45: "__len__",
+    50: "__call__",
+    51: "tp_clear",
+    52: "tp_dealloc",
+    58: "__getattribute__",
+    59: "__hash__",
+    60: "__init__",
+    62: "__iter__",
+    63: "__next__",
+    65: "__new__",
+    66: "__repr__",
+    67: "tp_richcompare",
+    69: "__setattr__",
+    70: "__str__",
+    71: "tp_traverse",
+    80: "tp_finalize",
+}
+SPEC_METHODS = 64  # Py_tp_methods
+# PyModuleDef (64-bit): m_base (40 bytes), m_name 40, m_doc 48, m_size 56, m_methods 64
+MODULE_NAME, MODULE_SIZE, MODULE_METHODS = 40, 56, 64
+SPEC_SLOTS_AT = 24  # PyType_Spec: name, basicsize, itemsize, flags (ints), slots
+
+
+def is_python_image(module_name: str) -> bool:
+    """Is this the interpreter's DLL or an extension module (.pyd), where the tables live?"""
+    low = module_name.lower()
+    return low.endswith(".pyd") or (low.startswith("python3") and low.endswith(".dll"))
+
+
+class PythonNames:
+    """The names one image's tables give its functions. `writable`: (rva, bytes) of its
+    writable data sections, where the tables are; `read(rva, size)`: any other bytes of the
+    image (the names, in its read-only data), None where they cannot be read; `base`: what
+    its pointers are relative to (its preferred base in a file, its load address in memory)."""
+
+    def __init__(
+        self,
+        writable: List[Tuple[int, bytes]],
+        read: Callable[[int, int], Optional[bytes]],
+        base: int,
+        size_of_image: int,
+    ):
+        self._writable = sorted(writable)
+        self._read = read
+        self._base = base
+        self._size = size_of_image
+        self._cache: Dict[int, Optional[str]] = {}
+        self._pages: Dict[int, Optional[bytes]] = {}  # the other data, read a page at a time
+        self._tables: Dict[int, int] = {}  # a PyMethodDef entry -> its table's first entry
+
+    # ------------------------------------------------------------ reading the data
+    def _at(self, rva: int, size: int) -> Optional[bytes]:
+        for start, data in self._writable:
+            if start <= rva and rva + size <= start + len(data):
+                return data[rva - start : rva - start + size]
+        out = b""
+        for page in range(rva >> 12, ((rva + size - 1) >> 12) + 1):
+            if page not in self._pages:
+                at = page << 12
+                self._pages[page] = self._read(at, min(4096, self._size - at)) if at < self._size else None
+            got = self._pages[page]
+            if got is None:
+                return None
+            out += got
+        skip = rva & 0xFFF
+        return out[skip : skip + size] if len(out) >= skip + size else None
+
+    def _u64(self, rva: int) -> Optional[int]:
+        b = self._at(rva, 8)
+        return None if b is None else int.from_bytes(b, "little")
+
+    def _u32(self, rva: int) -> Optional[int]:
+        b = self._at(rva, 4)
+        return None if b is None else int.from_bytes(b, "little")
+
+    def _rva_of(self, pointer: Optional[int]) -> Optional[int]:
+        if pointer is None or pointer < self._base or pointer - self._base >= self._size:
+            return None
+        return pointer - self._base
+
+    def _text(self, pointer: Optional[int], dotted: bool) -> Optional[str]:
+        """The identifier (dotted: a module path) a pointer in the image points to."""
+        rva = self._rva_of(pointer)
+        if rva is None:
+            return None
+        raw = self._at(rva, min(_NAME_READ, self._size - rva))
+        end = raw.find(b"\0") if raw is not None else -1
+        if raw is None or end < 0:
+            return None
+        raw = raw[:end]
+        return raw.decode("ascii") if (_DOTTED if dotted else _IDENT).match(raw) else None
+
+    def _refs(self, rva: int) -> List[int]:
+        """RVAs of the 8-aligned places that hold a pointer to `rva`, at most MAX_HITS."""
+        needle = struct.pack("<Q", self._base + rva)
+        out: List[int] = []
+        for start, data in self._writable:
+            at = data.find(needle)
+            while at >= 0 and len(out) < MAX_HITS:
+                if (start + at) % 8 == 0:
+                    out.append(start + at)
+                at = data.find(needle, at + 1)
+        return out
+
+    # ------------------------------------------------------------ the tables
+    def _method_name(self, entry: int) -> Optional[str]:
+        """ml_name of the PyMethodDef at `entry`, when it reads as one."""
+        flags, pad = self._u32(entry + 16), self._u32(entry + 20)
+        if flags is None or pad != 0 or flags & ~_METH_BITS or not flags & _METH_CALL:
+            return None
+        doc = self._u64(entry + 24)
+        if doc is None or (doc != 0 and self._rva_of(doc) is None):
+            return None
+        meth = self._rva_of(self._u64(entry + 8))
+        if meth is None:
+            return None
+        return self._text(self._u64(entry), dotted=False)
+
+    def _table_start(self, entry: int) -> int:
+        if entry in self._tables:
+            return self._tables[entry]
+        walked = [entry]
+        start = entry
+        for _ in range(MAX_ENTRIES):
+            if start - METHOD_SIZE in self._tables:
+                start = self._tables[start - METHOD_SIZE]
+                break
+            if self._method_name(start - METHOD_SIZE) is None:
+                break
+            start -= METHOD_SIZE
+            walked.append(start)
+        for at in walked:
+            self._tables[at] = start
+        return start
+
+    def _type_name(self, obj: int) -> Optional[str]:
+        """tp_name of a static PyTypeObject at `obj`, when it reads as one: a reference count
+        below 2**32 (1, 3.12's immortal 0xFFFFFFFF, or what the process made of 1 in memory;
+        a pointer, as a PyType_Spec has there, is not one), an
+        ob_size of 0 (PyVarObject_HEAD_INIT(type, 0)), sane sizes, and a dotted name that is
+        not a dunder (PyMemberDef and slot-wrapper tables hold those at the same offset)."""
+        refcnt, size = self._u64(obj), self._u64(obj + TYPE_SIZE)
+        if refcnt is None or not 0 < refcnt < 1 << 32 or size != 0:
+            return None
+        basic, item = self._u64(obj + TYPE_BASICSIZE), self._u64(obj + TYPE_ITEMSIZE)
+        if basic is None or item is None or not 16 <= basic <= 1 << 24 or item > 1 << 16:
+            return None
+        name = self._text(self._u64(obj + TYPE_NAME), dotted=True)
+        return None if name is None or name.startswith("__") else name
+
+    def _spec_name(self, slot_rva: int) -> Optional[str]:
+        """The name of the PyType_Spec whose slot array holds the PyType_Slot at `slot_rva`."""
+        start = slot_rva
+        for _ in range(MAX_SLOTS):
+            before, pad = self._u32(start - 16), self._u32(start - 12)
+            if before is None or pad != 0 or not 1 <= before <= 90:
+                break
+            start -= 16
+        for ref in self._refs(start):
+            spec = ref - SPEC_SLOTS_AT
+            size = self._u32(spec + 8)
+            if size is not None and size <= 1 << 24:
+                name = self._text(self._u64(spec), dotted=True)
+                if name is not None:
+                    return name
+        return None
+
+    def _owner_of_table(self, table: int) -> Optional[str]:
+        """The module or type whose method table starts at `table`: a PyModuleDef's m_name, a
+        static type's or a PyType_Spec's name."""
+        for ref in self._refs(table):
+            module = self._text(self._u64(ref - MODULE_METHODS + MODULE_NAME), dotted=True)
+            size = self._u64(ref - MODULE_METHODS + MODULE_SIZE)
+            if module is not None and size is not None and (size == (1 << 64) - 1 or size < 1 << 24):
+                return module
+            tp = self._type_name(ref - TYPE_METHODS)
+            if tp is not None:
+                return tp
+            if self._u32(ref - 8) == SPEC_METHODS and self._u32(ref - 4) == 0:
+                spec = self._spec_name(ref - 8)
+                if spec is not None:
+                    return spec
+        return None
+
+    def _names(self, rva: int) -> List[str]:
+        """Every name the tables give the function at `rva`."""
+        found: List[str] = []
+        for ref in self._refs(rva):
+            method = self._method_name(ref - 8)
+            if method is not None:
+                owner = self._owner_of_table(self._table_start(ref - 8))
+                if owner is not None:
+                    found.append(f"{owner}.{method}")
+                continue
+            for offset, slot in TYPE_SLOTS.items():
+                tp = self._type_name(ref - offset)
+                if tp is not None:
+                    found.append(f"{tp}.{slot}")
+            slot_id, pad = self._u32(ref - 8), self._u32(ref - 4)
+            if slot_id in SPEC_SLOTS and pad == 0:
+                spec = self._spec_name(ref - 8)
+                if spec is not None:
+                    found.append(f"{spec}.{SPEC_SLOTS[slot_id]}")
+        return list(dict.fromkeys(found))
+
+    def name(self, rva: int) -> Optional[str]:
+        """The Python name of the function that starts at `rva`, or None. A function several
+        tables hold (aliases such as `_thread.lock.acquire`, `acquire_lock` and `__enter__`;
+        one implementation shared by types, as BaseException's __new__ is by every built-in
+        exception; identical code the linker folded) is named by the plainest of them: a
+        method before a slot or a dunder, the shortest, then the first alphabetically."""
+        if rva not in self._cache:
+            names = self._names(rva)
+            self._cache[rva] = min(names, key=_plainness) if names else None
+        return self._cache[rva]
+
+
+def _plainness(name: str) -> Tuple[bool, int, str]:
+    attribute = name.rsplit(".", 1)[-1]
+    return attribute.startswith(("_", "tp_")), len(name), name
+
+
+def python_names(image: PEImage) -> Optional[PythonNames]:
+    """The names `image`'s tables give, or None when its writable data is larger than
+    MAX_DATA or cannot be read (a memory image whose data pages the dump lacks)."""
+    wanted = [
+        s
+        for s in image.sections
+        if s.characteristics & _INITIALIZED_DATA
+        and s.characteristics & _WRITABLE
+        and not s.characteristics & (IMAGE_SCN_CNT_CODE | IMAGE_SCN_MEM_EXECUTE | _DISCARDABLE)
+    ]
+    if not wanted or sum(s.mapped_size for s in wanted) > MAX_DATA:
+        return None
+    writable: List[Tuple[int, bytes]] = []
+    for s in wanted:
+        try:
+            writable.append((s.rva, image.read_rva(s.rva, s.mapped_size)))
+        except (PEError, MemoryNotInDump):
+            continue
+    if not writable:
+        return None
+
+    held = weakref.ref(image)  # the image keeps its names: no reference cycle back to it
+
+    def read(rva: int, size: int) -> Optional[bytes]:
+        owner = held()
+        if owner is None:
+            return None
+        try:
+            return owner.read_rva(rva, size)
+        except (PEError, MemoryNotInDump):
+            return None
+
+    base = image.base if image.source == "memory" else image.image_base
+    return PythonNames(writable, read, base, image.size_of_image)
