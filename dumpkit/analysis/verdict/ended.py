@@ -15,6 +15,7 @@ from dumpkit.analysis.advice import Step
 from dumpkit.analysis.ending import LOOK
 from dumpkit.analysis.model import Confidence, Ending, EndingRoute, VerdictKind
 from dumpkit.analysis.moduleroles import is_ctypes_machinery
+from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.unwind.frames import SCANNED, Trust
 
@@ -222,12 +223,27 @@ def _caller_words(case: Case, end: Ending) -> str:
     """The caller as the headline names it: its name when the walk confirmed it; a scanned
     word said to be unconfirmed; where the walk stopped when it never got past the way out."""
     if end.caller is not None and not end.caller_scanned:
-        return end.caller
+        return end.caller + python_call(end.caller)
     if end.caller is not None:
         return f"{end.caller} (unconfirmed: a word found by stack scanning)"
     frames = case.frames
     stop = f" (it stops at {frames[-1].function_name})" if frames else ""
     return f"a frame the walk could not reach{stop}"
+
+
+# C modules of the interpreter whose functions Python code calls through another module's
+# name: on Windows `os` is `nt`'s functions, `signal` re-exports `_signal`'s
+_CALLED_AS = {"nt": "os", "_signal": "signal"}
+
+
+def python_call(caller: str) -> str:
+    """' (os.abort() in Python)' for an interpreter function CPython's tables named
+    `python312.dll!nt.abort`: the call the Python code made; '' for any other caller."""
+    module, _, name = caller.partition("!")
+    owner, dot, function = name.partition(".")
+    if not is_interpreter(module) or not dot or owner not in _CALLED_AS or not function.isidentifier():
+        return ""
+    return f" ({_CALLED_AS[owner]}.{function}() in Python)"
 
 
 def _confirm_steps(case: Case, call: str) -> List[Step]:
