@@ -182,12 +182,16 @@ class PythonNames:
         return raw.decode("ascii") if (_DOTTED if dotted else _IDENT).match(raw) else None
 
     def _refs(self, rva: int) -> List[int]:
-        """RVAs of the 8-aligned places that hold a pointer to `rva`, at most MAX_HITS."""
+        """RVAs of the 8-aligned places that hold a pointer to `rva`: at most MAX_HITS, among
+        the first 4 * MAX_HITS matches (aligned or not: a hostile image's data cannot make
+        the search go on)."""
         needle = struct.pack("<Q", self._base + rva)
         out: List[int] = []
+        seen = 0
         for start, data in self._writable:
             at = data.find(needle)
-            while at >= 0 and len(out) < MAX_HITS:
+            while at >= 0 and len(out) < MAX_HITS and seen < 4 * MAX_HITS:
+                seen += 1
                 if (start + at) % 8 == 0:
                     out.append(start + at)
                 at = data.find(needle, at + 1)
