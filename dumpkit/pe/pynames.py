@@ -47,6 +47,7 @@ MAX_SLOTS = 128  # PyType_Slot entries walked back to a spec's slot array start
 _INITIALIZED_DATA = 0x40  # IMAGE_SCN_CNT_INITIALIZED_DATA
 _DISCARDABLE = 0x02000000
 _WRITABLE = 0x80000000  # IMAGE_SCN_MEM_WRITE
+_USER_END = 1 << 47  # above: no user-mode address of a 64-bit process
 
 _NAME_READ = 130  # bytes read for a name: 128 characters and the NUL
 _IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
@@ -203,8 +204,10 @@ class PythonNames:
         flags, pad = self._u32(entry + 16), self._u32(entry + 20)
         if flags is None or pad != 0 or flags & ~_METH_BITS or not flags & _METH_CALL:
             return None
+        # the doc is the image's own text in a file, but a running process may have pointed
+        # it at the heap (NumPy's add_newdoc does): any user-mode address will do
         doc = self._u64(entry + 24)
-        if doc is None or (doc != 0 and self._rva_of(doc) is None):
+        if doc is None or doc >= _USER_END:
             return None
         meth = self._rva_of(self._u64(entry + 8))
         if meth is None:

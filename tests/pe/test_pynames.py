@@ -125,3 +125,21 @@ def test_a_lock_wait_is_named_by_the_method_python_code_called():
     symbols = [f.symbol or "" for t in report.threads for f in t.frames]
     assert any(s.startswith("python312.dll!_thread.lock.acquire+") for s in symbols)
     assert not any("lock.acquire_lock" in s or "lock.__enter__" in s for s in symbols)
+
+
+def test_numpys_reduce_is_named_from_the_running_process_tables():
+    """numpy_strided_av (sample_dumps/python/src): `view.sum()` on an as_strided view past
+    its buffer; numpy.core._methods._sum calls `np.add.reduce`, whose C function is
+    `ufunc.reduce` in the ufunc type's method table. The full dump holds NumPy's image as
+    the process had it, with docstrings NumPy pointed at the heap at import (add_newdoc):
+    the table is still read as one."""
+    from dumpkit.commands.inputs import open_target
+
+    target, problems = open_target(str(SAMPLES / "python" / "numpy_strided_av_full.trimmed.dmp.xz"))
+    try:
+        report = analyze(target, Options(use_recorded_paths=False), problems=problems).report
+    finally:
+        target.close()
+    crashing = next(t for t in report.threads if t.is_crashing)
+    symbols = [f.symbol or "" for f in crashing.frames]
+    assert any(s.startswith("_multiarray_umath.cp38-win_amd64.pyd!numpy.ufunc.reduce+") for s in symbols), symbols
