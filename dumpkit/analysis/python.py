@@ -123,11 +123,12 @@ def _protocol(names: Sequence[str], facts: Mapping[str, CodeFacts]) -> Optional[
     callees = {split_name(c)[1] for f in facts.values() for c in f.callees}
     strings = [s for f in facts.values() for s in f.strings]
     for key, words, entry_points, prefixes in PROTOCOLS:
+        slot = PROTOCOL_SLOTS.get(key)
+        filled = next((n for n in names if n.endswith(slot)), None) if slot else None
+        words = _of_type(words, filled)
         named = next((n for n in names if n in entry_points), None)
         if named is not None:
             return key, words, f"{named} is in the cycle"
-        slot = PROTOCOL_SLOTS.get(key)
-        filled = next((n for n in names if n.endswith(slot)), None) if slot else None
         if filled is not None:
             return key, words, f"{filled} (a type's slot, as CPython's type table names it) is in the cycle"
         called = next((n for n in entry_points if n in callees), None)
@@ -137,6 +138,21 @@ def _protocol(names: Sequence[str], facts: Mapping[str, CodeFacts]) -> Optional[
         if text is not None:
             return key, words, f"the cycle's code uses the string {text.strip()!r}"
     return None
+
+
+# the built-in containers whose slot in a cycle says what was nested
+_CONTAINERS = {"list": "lists", "tuple": "tuples", "dict": "dicts", "set": "sets", "frozenset": "frozensets"}
+
+
+def _of_type(words: str, slot_function: Optional[str]) -> str:
+    """'repr() of nested lists (...)' for 'repr() of nested containers (...)' when the
+    cycle holds `list.__repr__`: the type whose slot recursed is the type that was nested."""
+    if slot_function is None:
+        return words
+    plural = _CONTAINERS.get(slot_function.rsplit(".", 1)[0])
+    if plural is None:
+        return words
+    return words.replace("nested containers", f"nested {plural}").replace("nested objects", f"nested {plural}")
 
 
 def _tensorflow_api(functions: Sequence[str]) -> Optional[Tuple[str, str]]:

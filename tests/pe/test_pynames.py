@@ -69,6 +69,8 @@ def test_a_list_nested_a_million_deep_recurses_through_list_repr():
         target.close()
     assert "python38.dll!list.__repr__" in report.signature.text
     assert "func_" not in report.signature.text.split("|")[1]
+    # the type whose slot recursed is what was nested
+    assert "through repr() of nested lists" in report.verdict.headline
 
 
 def _endings_facts():
