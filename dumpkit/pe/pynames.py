@@ -1,7 +1,8 @@
 """Python names for the C functions of python3X.dll and of extension modules, read from the
 tables CPython itself keeps in the image's data: the PyMethodDef arrays of modules and
-types (`nt.abort`, `list.append`), static PyTypeObjects' own slots (`list.__repr__`,
-`numpy.ndarray.tp_richcompare`; not the number, sequence and mapping sub-tables), and
+types (`nt.abort`, `list.append`), static PyTypeObjects' slots (`list.__repr__`,
+`numpy.ndarray.tp_richcompare`) and those of their number, sequence and mapping
+sub-tables (`dict.__getitem__`, `int.__add__`), and
 the PyType_Slot arrays of types made from a PyType_Spec (`_pickle.Pickler.dump`).
 
 Why: python.org ships no PDBs beside its DLLs, wheels ship none for their .pyd files, and
@@ -17,7 +18,8 @@ sections, where C compilers put these non-const static tables. Each place it is 
 tried as a PyMethodDef's `ml_meth` (name, flags and doc must read as one; the table's
 owner is the PyModuleDef, static type or PyType_Spec that points to its first entry), as a
 slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
-its reference count small), and as a PyType_Slot. The offsets are those of 64-bit CPython
+its reference count small), as a slot of a sub-table that such a type points to, and as a
+PyType_Slot. The offsets are those of 64-bit CPython
 3.x, checked on python.org's 3.8-3.13 builds; 3.14 keeps them, but its static types'
 reference counts were not seen. A function several tables hold is named by the plainest of
 those names (`name`).
@@ -27,8 +29,10 @@ per pointer and MAX_ENTRIES entries per table are looked at."""
 
 from __future__ import annotations
 
+import array
+import bisect
 import re
-import struct
+import sys
 import weakref
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
 
@@ -60,6 +64,32 @@ _METH_CALL = 0x28F  # a calling convention must be among the flags
 # PyTypeObject (64-bit): ob_refcnt 0, ob_type 8, ob_size 16, tp_name 24, tp_basicsize 32, tp_itemsize 40
 TYPE_SIZE, TYPE_NAME, TYPE_BASICSIZE, TYPE_ITEMSIZE = 16, 24, 32, 40
 TYPE_METHODS = 232
+# the number, sequence and mapping sub-tables a static type points to (tp_as_number at 96,
+# tp_as_sequence 104, tp_as_mapping 112): offset in the sub-table -> the slot's Python name
+NUMBER_SLOTS: Dict[int, str] = {
+    i * 8: name
+    for i, name in enumerate(
+        "__add__ __sub__ __mul__ __mod__ __divmod__ __pow__ __neg__ __pos__ __abs__ __bool__ __invert__ "
+        "__lshift__ __rshift__ __and__ __xor__ __or__ __int__ - __float__ __iadd__ __isub__ __imul__ __imod__ "
+        "__ipow__ __ilshift__ __irshift__ __iand__ __ixor__ __ior__ __floordiv__ __truediv__ __ifloordiv__ "
+        "__itruediv__ __index__ __matmul__ __imatmul__".split()
+    )
+    if name != "-"  # nb_reserved
+}
+SEQUENCE_SLOTS: Dict[int, str] = {
+    0: "__len__",
+    8: "__add__",  # sq_concat
+    16: "__mul__",  # sq_repeat
+    24: "__getitem__",  # sq_item
+    40: "__setitem__",  # sq_ass_item
+    56: "__contains__",
+    64: "__iadd__",  # sq_inplace_concat
+    72: "__imul__",  # sq_inplace_repeat
+}
+MAPPING_SLOTS: Dict[int, str] = {0: "__len__", 8: "__getitem__", 16: "__setitem__"}
+SUBTABLES = ((96, NUMBER_SLOTS), (104, SEQUENCE_SLOTS), (112, MAPPING_SLOTS))
+SUBTABLE_SPAN = 280  # from a sub-table's start to its last slot (PyNumberMethods' 36th)
+MAX_POINTERS = 1 << 20  # matches looked at when the pointers into the image are indexed
 # the type's own function slots: offset -> the name Python code knows the slot by
 TYPE_SLOTS: Dict[int, str] = {
     48: "tp_dealloc",
@@ -139,6 +169,7 @@ class PythonNames:
         self._cache: Dict[int, Optional[str]] = {}
         self._pages: Dict[int, Optional[bytes]] = {}  # the other data, read a page at a time
         self._tables: Dict[int, int] = {}  # a PyMethodDef entry -> its table's first entry
+        self._sorted: Optional[List[int]] = None  # see _pointers
 
     # ------------------------------------------------------------ reading the data
     def _at(self, rva: int, size: int) -> Optional[bytes]:
@@ -182,21 +213,43 @@ class PythonNames:
         raw = raw[:end]
         return raw.decode("ascii") if (_DOTTED if dotted else _IDENT).match(raw) else None
 
+    def _pointers(self) -> List[int]:
+        """Every aligned pointer into the image in its writable data, as `target RVA << 32 |
+        place RVA`, sorted. Made once, at the first question: a pointer into the image
+        shares its five upper bytes with the image's addresses within one 16 MiB, so the
+        regular-expression engine finds those bytes (in C) rather than Python reading every
+        word; at most MAX_POINTERS matches a section."""
+        if self._sorted is None:
+            lo, hi = self._base, self._base + self._size
+            found: List[int] = []
+            for window in range(lo >> 24, ((hi - 1) >> 24) + 1):
+                upper = re.compile(re.escape((window & 0xFFFFFFFFFF).to_bytes(5, "little")))
+                for start, data in self._writable:
+                    words = array.array("Q")
+                    words.frombytes(data[: len(data) // 8 * 8])
+                    if sys.byteorder != "little":
+                        words.byteswap()
+                    at = [m.start() - 3 for m in upper.finditer(data, 3)][:MAX_POINTERS]
+                    # sections start page-aligned: a place's alignment is its offset's
+                    found += [(words[i >> 3] - lo) << 32 | (start + i) for i in at if not i & 7]
+            self._sorted = sorted(k for k in found if 0 <= k >> 32 < hi - lo)
+        return self._sorted
+
+    def _pointing(self, first: int, last: int) -> List[Tuple[int, int]]:
+        """(place, target) RVAs of the pointers whose target RVA is in [first, last], at most
+        MAX_HITS."""
+        keys = self._pointers()
+        i = bisect.bisect_left(keys, max(first, 0) << 32)
+        j = bisect.bisect_left(keys, (last + 1) << 32, i, min(len(keys), i + MAX_HITS))
+        return [(k & 0xFFFFFFFF, k >> 32) for k in keys[i:j]]
+
     def _refs(self, rva: int) -> List[int]:
-        """RVAs of the 8-aligned places that hold a pointer to `rva`: at most MAX_HITS, among
-        the first 4 * MAX_HITS matches (aligned or not: a hostile image's data cannot make
-        the search go on)."""
-        needle = struct.pack("<Q", self._base + rva)
-        out: List[int] = []
-        seen = 0
-        for start, data in self._writable:
-            at = data.find(needle)
-            while at >= 0 and len(out) < MAX_HITS and seen < 4 * MAX_HITS:
-                seen += 1
-                if (start + at) % 8 == 0:
-                    out.append(start + at)
-                at = data.find(needle, at + 1)
-        return out
+        """RVAs of the aligned places in the writable data that point to `rva`."""
+        return [place for place, _ in self._pointing(rva, rva)]
+
+    def _pointers_into(self, rva: int, span: int) -> List[Tuple[int, int]]:
+        """(place, target) RVAs of the aligned pointers whose target is in [rva - span, rva]."""
+        return self._pointing(rva - span, rva)
 
     # ------------------------------------------------------------ the tables
     def _method_name(self, entry: int) -> Optional[str]:
@@ -290,6 +343,7 @@ class PythonNames:
                 if owner is not None:
                     found.append(f"{owner}.{method}")
                 continue
+            before = len(found)
             for offset, slot in TYPE_SLOTS.items():
                 tp = self._type_name(ref - offset)
                 if tp is not None:
@@ -299,6 +353,14 @@ class PythonNames:
                 spec = self._spec_name(ref - 8)
                 if spec is not None:
                     found.append(f"{spec}.{SPEC_SLOTS[slot_id]}")
+            if len(found) > before:
+                continue  # a slot of the type itself or of a spec: no sub-table holds this place
+            for place, table in self._pointers_into(ref, SUBTABLE_SPAN):
+                for pointer_at, slots in SUBTABLES:
+                    slot = slots.get(ref - table)
+                    tp = self._type_name(place - pointer_at) if slot is not None else None
+                    if tp is not None:
+                        found.append(f"{tp}.{slot}")
         return list(dict.fromkeys(found))
 
     def name(self, rva: int) -> Optional[str]:
