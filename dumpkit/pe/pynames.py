@@ -34,14 +34,12 @@ import bisect
 import re
 import sys
 import weakref
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from dumpkit.pe.errors import PEError
+from dumpkit.pe.headers import Section
 from dumpkit.pe.winnt import IMAGE_SCN_CNT_CODE, IMAGE_SCN_MEM_EXECUTE
 from dumpkit.target import MemoryNotInDump
-
-if TYPE_CHECKING:
-    from dumpkit.pe.image import PEImage
 
 MAX_DATA = 4 << 20  # writable data read per image: python3X.dll has 0.4-1.5 MiB, TensorFlow's
 # pybind11 DLL 8.5 MiB and no static tables (its frames would pay ~12 ms a name for nothing)
@@ -357,10 +355,10 @@ class PythonNames:
                 continue  # a slot of the type itself or of a spec: no sub-table holds this place
             for place, table in self._pointers_into(ref, SUBTABLE_SPAN):
                 for pointer_at, slots in SUBTABLES:
-                    slot = slots.get(ref - table)
-                    tp = self._type_name(place - pointer_at) if slot is not None else None
+                    held = slots.get(ref - table)
+                    tp = self._type_name(place - pointer_at) if held is not None else None
                     if tp is not None:
-                        found.append(f"{tp}.{slot}")
+                        found.append(f"{tp}.{held}")
         return list(dict.fromkeys(found))
 
     def name(self, rva: int) -> Optional[str]:
@@ -380,7 +378,21 @@ def _plainness(name: str) -> Tuple[bool, int, str]:
     return attribute.startswith(("_", "tp_")), len(name), name
 
 
-def python_names(image: PEImage) -> Optional[PythonNames]:
+class _Image(Protocol):
+    """What is read of a PEImage (pe/image.py, which asks this module)."""
+
+    source: str
+    base: int
+    image_base: int
+    size_of_image: int
+
+    @property
+    def sections(self) -> Sequence[Section]: ...
+
+    def read_rva(self, rva: int, size: int) -> bytes: ...
+
+
+def python_names(image: _Image) -> Optional[PythonNames]:
     """The names `image`'s tables give, or None when its writable data is larger than
     MAX_DATA or cannot be read (a memory image whose data pages the dump lacks)."""
     wanted = [
