@@ -170,7 +170,7 @@ def test_a_pdb_read_outside_the_captured_pages_is_not_in_the_bundle(pdb_bundle):
 
 
 def test_a_version_1_bundle_without_pdbs_still_reads(pdb_bundle, tmp_path):
-    """Bundles written before PDBs travelled (format 1, the committed NumPy and TF ones):
+    """Bundles written before PDBs travelled (format 1):
     read as they were, their PDB-named frames falling back to what the image names."""
     from dumpkit.sources.bundle import open_bundle
 
@@ -264,15 +264,27 @@ def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
 
 @pytest.mark.slow
 def test_cli_bundle_redacts_a_bundle(tmp_path):
-    """The committed TensorFlow bundle (format 1, no images here) bundled again with --redact:
-    a format 2 bundle of the same images, holding the pages of them today's analysis reads
-    (none the original lacks; a page the walk no longer asks about is left out), whose report
-    is the original's with the user name starred."""
+    """The committed TensorFlow bundle, as format 1 wrote it (no PDBs; made here from the
+    committed format 2 one, as the test above makes one), bundled again with --redact and
+    no images: a format 2 bundle of the same images, holding the pages of them today's
+    analysis reads (none the original lacks; a page the walk no longer asks about is left
+    out), whose report is the original's with the user name starred."""
     from tests.support.samples import PY_SAMPLES
 
-    source = PY_SAMPLES / "tf_nest_flatten.dkb"
-    if not source.exists():
+    committed = PY_SAMPLES / "tf_nest_flatten.dkb"
+    if not committed.exists():
         pytest.skip("tf_nest_flatten.dkb not present")
+    with zipfile.ZipFile(committed) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    manifest = json.loads(members.pop("manifest.json"))
+    manifest["version"] = 1
+    manifest.pop("pdbs", None)
+    source = tmp_path / "v1.dkb"
+    with zipfile.ZipFile(source, "w", compression=zipfile.ZIP_LZMA) as zf:
+        zf.writestr("manifest.json", json.dumps(manifest))
+        for name, data in members.items():
+            if not name.startswith("pdbs/"):
+                zf.writestr(name, data)
     out = tmp_path / "r.dkb"
     r = run_cli("bundle", source, "--redact", "-o", out)
     assert r.returncode == 0, r.stderr

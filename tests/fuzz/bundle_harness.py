@@ -45,7 +45,7 @@ from tests.fuzz import harness  # noqa: E402  (the path above first)
 # Bundles written on first use from these sample dumps and their images: a small native
 # crash, a recursion through static functions whose names only its PDB gives (PDB pages in
 # the bundle), the recursion's bundle with only the memory read (format 4: the dump's kept
-# pieces, served at their offsets), and the committed NumPy bundle (format 1, a Python process).
+# pieces, served at their offsets), and the committed NumPy bundle (a Python process).
 SEED_DUMPS = ("null_deref.dmp", "pdb_static_cycle.dmp", "pdb_static_fastfail.dmp")
 SLIM_SEED_DUMPS = ("recursion_cycle3.dmp",)
 COMMITTED_SEEDS = ("python/numpy_object_recursion.dkb",)
