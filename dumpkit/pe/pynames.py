@@ -13,24 +13,26 @@ way: a function reached through one of these tables is what `repr(x)` or `os.abo
 calls.
 
 How: the function's address (the image's preferred base + its RVA in a file image, the
-load address in a memory image) is searched for as an aligned pointer in the writable data
-sections, where C compilers put these non-const static tables. Each place it is found is
+load address in a memory image) is looked up among the aligned pointers into the image in
+its writable data sections, where C compilers put these non-const static tables (indexed
+once per image, sorted: `_pointers`). Each place it is found at is
 tried as a PyMethodDef's `ml_meth` (name, flags and doc must read as one; the table's
 owner is the PyModuleDef, static type or PyType_Spec that points to its first entry), as a
 slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
 its reference count small), as a slot of a sub-table that such a type points to, and as a
-PyType_Slot. The offsets are those of 64-bit CPython
-3.x, checked on python.org's 3.8-3.13 builds; 3.14 keeps them, but its static types'
-reference counts were not seen. A function several tables hold is named by the plainest of
-those names (`name`).
+PyType_Slot. The offsets are those of 64-bit CPython 3.x, checked on python.org's 3.8-3.13
+builds; 3.14 keeps them, but its static types' reference counts were not seen. A function
+several tables hold is named by the plainest of those names (`name`).
 
-Bounded: images whose data sections exceed MAX_DATA are not read; at most MAX_HITS places
-per pointer and MAX_ENTRIES entries per table are looked at."""
+Bounded: images whose writable data exceed MAX_DATA are not read; at most MAX_POINTERS
+matches a section are indexed, and MAX_HITS places per pointer, MAX_ENTRIES entries per
+table and MAX_SLOTS slots per spec are looked at."""
 
 from __future__ import annotations
 
 import array
 import bisect
+import itertools
 import re
 import sys
 import weakref
@@ -227,19 +229,25 @@ class PythonNames:
                     words.frombytes(data[: len(data) // 8 * 8])
                     if sys.byteorder != "little":
                         words.byteswap()
-                    at = [m.start() - 3 for m in upper.finditer(data, 3)][:MAX_POINTERS]
+                    at = [m.start() - 3 for m in itertools.islice(upper.finditer(data, 3), MAX_POINTERS)]
                     # sections start page-aligned: a place's alignment is its offset's
                     found += [(words[i >> 3] - lo) << 32 | (start + i) for i in at if not i & 7]
             self._sorted = sorted(k for k in found if 0 <= k >> 32 < hi - lo)
         return self._sorted
 
     def _pointing(self, first: int, last: int) -> List[Tuple[int, int]]:
-        """(place, target) RVAs of the pointers whose target RVA is in [first, last], at most
-        MAX_HITS."""
+        """(place, target) RVAs of the pointers whose target RVA is in [first, last]: at most
+        MAX_HITS places for each target (a type object is the ob_type of thousands of static
+        objects in 3.12's data; they must not hide the other targets of the range)."""
         keys = self._pointers()
+        out: List[Tuple[int, int]] = []
         i = bisect.bisect_left(keys, max(first, 0) << 32)
-        j = bisect.bisect_left(keys, (last + 1) << 32, i, min(len(keys), i + MAX_HITS))
-        return [(k & 0xFFFFFFFF, k >> 32) for k in keys[i:j]]
+        while i < len(keys) and keys[i] >> 32 <= last:  # bounded: each turn moves to the next target
+            target = keys[i] >> 32
+            end = bisect.bisect_left(keys, (target + 1) << 32, i)
+            out += [(k & 0xFFFFFFFF, target) for k in keys[i : min(end, i + MAX_HITS)]]
+            i = end
+        return out
 
     def _refs(self, rva: int) -> List[int]:
         """RVAs of the aligned places in the writable data that point to `rva`."""
