@@ -1,8 +1,9 @@
 """The capture lane's environment: `dumpkit capture` run by each genuine Windows CPython
 (3.8-3.13) under Wine, on crashing scripts run by the same interpreter.
 
-Built on the real-pykd lane's environment (tests/support/wine: Wine, its prefix, and
-a CPython 3.8 with dumpkit's Windows dependencies unpacked into Lib\\site-packages): 3.8 is
+Built on the real-pykd lane's environment (tests/support/wine: Wine and a CPython 3.8 with
+dumpkit's Windows dependencies unpacked into Lib\\site-packages; the prefix is this lane's
+own, made as the Windows lane's is): 3.8 is
 that interpreter itself; 3.9-3.13 are scratch copies of ../shared/winpython's embeddable
 builds whose `._pth` file adds that site-packages folder (the dependencies are pure Python,
 and capstone's wheel is not tied to a Python version). The checkout is run from where it
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Sequence
 
-from tests.support.wine import ROOT, Env, Unavailable, build, cache_dir, windows_path
+from tests.support.wine import ROOT, Env, Unavailable, cache_dir, windows_path
 from tests.support.wine import _run as run_under_wine  # stdin /dev/null, pipes, a time limit
+from tests.windows_lane import winpy
 
 HERE = Path(__file__).resolve().parent
 SHARED_PYTHONS = ROOT.parent / "shared" / "winpython"
@@ -88,7 +90,10 @@ def _scratch(version: str, site_packages: Path, root: Path) -> Path:
 
 
 def lane(log=print) -> CaptureLane:
-    env = build(log)
+    # The real-pykd lane's environment with a Wine prefix of this lane's own (as the Windows
+    # lane has): CI runs this lane beside the debugger-host lane, and each lane ends its
+    # prefix's wineserver when it finishes, which would kill the other's programs.
+    env = winpy.build(log=log, name="capture-lane")
     site_packages = env.python_dir / "Lib" / "site-packages"
     root = cache_dir() / "capture-lane"
     root.mkdir(parents=True, exist_ok=True)
