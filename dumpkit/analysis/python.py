@@ -32,7 +32,9 @@ def no_c_name(name: str) -> bool:
 EVAL_LOOP = frozenset({"_PyEval_EvalFrameDefault", "_PyEval_EvalFrame", "PyEval_EvalFrameEx", "_PyEval_Vector"})
 
 # Object protocols, recognised by an exported entry point in the cycle or called by its
-# code, or by a string its code loads: (what, plain words, names, string prefixes).
+# code (or the `slot_tp_*` function through which the protocol calls a class's special
+# method, pe/pynames.py), or by a string its code loads: (what, plain words, names, string
+# prefixes).
 PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
     (
         "json",
@@ -46,17 +48,32 @@ PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
         (),
         ("__reduce__ must return", " while pickling an object", "can't pickle", "Can't pickle"),
     ),
-    ("repr", "repr() of nested containers (each repr calls repr on its items)", ("PyObject_Repr", "Py_ReprEnter"), ()),
-    ("str", "str() of nested objects", ("PyObject_Str",), ()),
+    (
+        "repr",
+        "repr() of nested containers (each repr calls repr on its items)",
+        ("PyObject_Repr", "Py_ReprEnter", "slot_tp_repr"),
+        (),
+    ),
+    ("str", "str() of nested objects", ("PyObject_Str", "slot_tp_str"), ()),
     (
         "comparison",
         "rich comparison (==, <, ...) of nested containers",
-        ("PyObject_RichCompare", "PyObject_RichCompareBool"),
+        ("PyObject_RichCompare", "PyObject_RichCompareBool", "slot_tp_richcompare"),
         (" in comparison",),
     ),
-    ("hash", "hash() of nested objects", ("PyObject_Hash",), ()),
-    ("getattr", "attribute lookup (__getattr__ / properties calling each other)", ("PyObject_GetAttr",), ()),
-    ("call", "calls between C functions and callables (PyObject_Call)", ("PyObject_Call", "_PyObject_MakeTpCall"), ()),
+    ("hash", "hash() of nested objects", ("PyObject_Hash", "slot_tp_hash"), ()),
+    (
+        "getattr",
+        "attribute lookup (__getattr__ / properties calling each other)",
+        ("PyObject_GetAttr", "slot_tp_getattr_hook", "_Py_slot_tp_getattr_hook"),
+        (),
+    ),
+    (
+        "call",
+        "calls between C functions and callables (PyObject_Call)",
+        ("PyObject_Call", "_PyObject_MakeTpCall", "slot_tp_call"),
+        (),
+    ),
 )
 
 # The type slot of each protocol, as CPython's tables name a static function (pe/pynames.py):

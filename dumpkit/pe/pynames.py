@@ -2,8 +2,10 @@
 tables CPython itself keeps in the image's data: the PyMethodDef arrays of modules and
 types (`nt.abort`, `list.append`), static PyTypeObjects' slots (`list.__repr__`,
 `numpy.ndarray.tp_richcompare`) and those of their number, sequence and mapping
-sub-tables (`dict.__getitem__`, `int.__add__`), and
-the PyType_Slot arrays of types made from a PyType_Spec (`_pickle.Pickler.dump`).
+sub-tables (`dict.__getitem__`, `int.__add__`),
+the PyType_Slot arrays of types made from a PyType_Spec (`_pickle.Pickler.dump`), and
+typeobject.c's `slotdefs`, which gives a class's special methods their C entry points
+(`slot_tp_repr`, CPython's own name for the function repr() of an instance calls).
 
 Why: python.org ships no PDBs beside its DLLs, wheels ship none for their .pyd files, and
 the functions that matter in a Python process's crash (the repr of a list that calls repr
@@ -19,8 +21,9 @@ once per image, sorted: `_pointers`). Each place it is found at is
 tried as a PyMethodDef's `ml_meth` (name, flags and doc must read as one; the table's
 owner is the PyModuleDef, static type or PyType_Spec that points to its first entry), as a
 slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
-its reference count small), as a slot of a sub-table that such a type points to, and as a
-PyType_Slot. The offsets are those of 64-bit CPython 3.x, checked on python.org's 3.8-3.13
+its reference count small), as a slot of a sub-table that such a type points to, as a
+PyType_Slot, and as the function of a `slotdefs` entry (it and a neighbour must read as
+entries). The offsets are those of 64-bit CPython 3.x, checked on python.org's 3.8-3.13
 builds; 3.14 keeps them, but its static types' reference counts were not seen. A function
 several tables hold is named by the plainest of those names (`name`).
 
@@ -138,6 +141,30 @@ SPEC_SLOTS: Dict[int, str] = {
     80: "tp_finalize",
 }
 SPEC_METHODS = 64  # Py_tp_methods
+# typeobject.c's `slotdefs`: for each special method a class may define, the C function a heap
+# type's slot gets (`slot_tp_repr` calls the class's __repr__). An entry (64-bit, 56 bytes):
+# name 0, offset 8 (int, padded), function 16, wrapper 24, doc 32, flags 40 (int, padded),
+# name_strobj 48 (NULL in the file, a str once the interpreter ran). The offset is the
+# slot's in PyHeapTypeObject, whose PyTypeObject comes first; the type's own slots keep the
+# same offsets in 3.8-3.13, as TYPE_SLOTS does. The functions' names in CPython's source:
+SLOTDEF_SIZE = 56
+SLOT_FUNCTIONS: Dict[int, str] = {
+    88: "slot_tp_repr",
+    120: "slot_tp_hash",
+    128: "slot_tp_call",
+    136: "slot_tp_str",
+    144: "slot_tp_getattr_hook",  # _Py_slot_tp_getattr_hook from 3.12
+    152: "slot_tp_setattro",
+    200: "slot_tp_richcompare",
+    216: "slot_tp_iter",
+    224: "slot_tp_iternext",
+    272: "slot_tp_descr_get",
+    280: "slot_tp_descr_set",
+    296: "slot_tp_init",
+    312: "slot_tp_new",
+    392: "slot_tp_finalize",
+}
+_SLOTDEF_OFFSET_END = 1 << 10  # past PyHeapTypeObject's slots: not a slotdefs entry
 # PyModuleDef (64-bit): m_base (40 bytes), m_name 40, m_doc 48, m_size 56, m_methods 64
 MODULE_NAME, MODULE_SIZE, MODULE_METHODS = 40, 56, 64
 SPEC_SLOTS_AT = 24  # PyType_Spec: name, basicsize, itemsize, flags (ints), slots
@@ -339,10 +366,41 @@ class PythonNames:
                     return spec
         return None
 
+    def _slotdef(self, entry: int) -> Optional[int]:
+        """The slot offset of the `slotdefs` entry at `entry`, when it reads as one: its name
+        and doc point into the image (the doc may be NULL), its wrapper too (NULL where the
+        method has none, as __getattr__), flags 0 or PyWrapperFlag_KEYWORDS, no padding set."""
+        offset, pad = self._u32(entry + 8), self._u32(entry + 12)
+        flags, pad2 = self._u32(entry + 40), self._u32(entry + 44)
+        if offset is None or pad != 0 or pad2 != 0 or flags not in (0, 1) or not 0 < offset < _SLOTDEF_OFFSET_END:
+            return None
+        if self._rva_of(self._u64(entry)) is None or self._u64(entry + 16) is None:
+            return None
+        for at in (entry + 24, entry + 32):  # wrapper, doc
+            pointer = self._u64(at)
+            if pointer is None or (pointer != 0 and self._rva_of(pointer) is None):
+                return None
+        return offset
+
+    def _slot_function(self, ref: int) -> Optional[str]:
+        """CPython's name for the function `ref` holds as a `slotdefs` entry's function: the
+        entry must read as one and so must the entry before or after it (the table has ~90)."""
+        entry = ref - 16
+        name = SLOT_FUNCTIONS.get(self._slotdef(entry) or 0)
+        if name is None:
+            return None
+        if self._slotdef(entry - SLOTDEF_SIZE) is None and self._slotdef(entry + SLOTDEF_SIZE) is None:
+            return None
+        return name
+
     def _names(self, rva: int) -> List[str]:
         """Every name the tables give the function at `rva`."""
         found: List[str] = []
         for ref in self._refs(rva):
+            slot_function = self._slot_function(ref)
+            if slot_function is not None:
+                found.append(slot_function)
+                continue
             method = self._method_name(ref - 8)
             if method is not None:
                 owner = self._owner_of_table(self._table_start(ref - 8))

@@ -166,6 +166,11 @@ def test_a_repr_method_calling_repr_is_named_and_its_calls_confirmed(entry):
     assert verdict.kind == "recursion" and verdict.confidence == "high", verdict.evidence
     assert "a Python __repr__ method calling repr() recursed" in verdict.headline
     assert not any("FAILED" in e for e in verdict.evidence)
+    # PyObject_Repr reaches the class's __repr__ through the heap type's tp_repr, which
+    # CPython fills with slot_tp_repr (named from its `slotdefs` table, pe/pynames.py)
+    cycle = [f.split("!", 1)[1] for f in report.threads[0].cycles[0].functions]  # callees first
+    assert cycle[cycle.index("PyObject_Repr") - 1] == "slot_tp_repr", cycle
+    assert "slot_tp_repr" in report.signature.text
 
 
 def test_a_tail_jump_into_the_next_function_is_a_confirmed_call():

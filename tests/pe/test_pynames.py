@@ -49,6 +49,28 @@ def test_exported_slot_functions_are_named_by_the_slot_they_fill(minor):
         assert image.python_name(exports[export]) is None, export
 
 
+@pytest.mark.parametrize("minor", MINORS)
+def test_each_slot_function_of_slotdefs_is_one_static_function(minor):
+    """typeobject.c's `slotdefs` gives each `slot_tp_*` function to one or more special
+    methods (slot_tp_richcompare to all six comparisons): each name goes to exactly one
+    function of the image, none of them exported, and no other function gets one."""
+    from dumpkit.pe.pynames import SLOT_FUNCTIONS, python_names
+
+    image = _interpreter(minor)
+    names = python_names(image)
+    assert names is not None
+    exported = {rva for rva, _ in image.exports()}
+    named: dict = {}
+    for key in names._pointers():
+        target = key >> 32
+        name = image.python_name(target)
+        if name is not None and name.startswith("slot_tp_"):
+            named.setdefault(name, set()).add(target)
+    assert set(named) == set(SLOT_FUNCTIONS.values())
+    assert all(len(rvas) == 1 for rvas in named.values()), named
+    assert not any(rvas & exported for rvas in named.values())
+
+
 def test_only_the_interpreter_and_extension_modules_are_asked():
     assert is_python_image("python312.dll") and is_python_image("_ctypes.pyd")
     assert is_python_image("_multiarray_umath.cp311-win_amd64.pyd")
