@@ -69,6 +69,12 @@ PROTOCOLS: Tuple[Tuple[str, str, Tuple[str, ...], Tuple[str, ...]], ...] = (
         (),
     ),
     (
+        "subscript",
+        "subscripts (obj[key]) of nested objects",
+        ("PyObject_GetItem", "slot_mp_subscript", "slot_sq_item"),
+        (),
+    ),
+    (
         "call",
         "calls between C functions and callables (PyObject_Call)",
         ("PyObject_Call", "_PyObject_MakeTpCall", "slot_tp_call"),
@@ -84,6 +90,7 @@ PROTOCOL_SLOTS: Dict[str, str] = {
     "comparison": ".tp_richcompare",
     "hash": ".__hash__",
     "getattr": ".__getattribute__",
+    "subscript": ".__getitem__",
     "call": ".__call__",
 }
 
@@ -95,6 +102,7 @@ SPECIAL_METHODS: Dict[str, Tuple[str, str]] = {
     "comparison": ("__eq__ (or another rich comparison)", "a comparison"),
     "hash": ("__hash__", "hash()"),
     "getattr": ("__getattr__ (or a property)", "an attribute lookup"),
+    "subscript": ("__getitem__", "obj[key]"),
     "pickle": ("__reduce__ (or __getstate__)", "pickle"),
     "json": ("json default=", "json.dumps"),
 }

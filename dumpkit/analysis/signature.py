@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 9 (RULES):
+Rules, version 10 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
@@ -69,6 +69,11 @@ Rules, version 9 (RULES):
    recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
 
+Version 9 had the same rules over other names: the functions through which a class's
+number, mapping, sequence and async methods are called (`python310.dll!func_3fae4` is
+`python310.dll!slot_mp_subscript` in a `__getitem__` that subscripts its child, named from
+`slotdefs` past PyTypeObject, pe/pynames.py) were `func_<rva>`.
+
 Version 8 had the same rules over other names: the `slot_tp_*` functions through which a
 class's special methods are called (`python311.dll!func_a4298` is
 `python311.dll!slot_tp_repr`, named from typeobject.c's `slotdefs`, pe/pynames.py) were
@@ -119,7 +124,7 @@ from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 9
+RULES = 10
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.

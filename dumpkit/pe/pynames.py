@@ -165,6 +165,34 @@ SLOT_FUNCTIONS: Dict[int, str] = {
     392: "slot_tp_finalize",
 }
 _SLOTDEF_OFFSET_END = 1 << 10  # past PyHeapTypeObject's slots: not a slotdefs entry
+# The sub-tables PyHeapTypeObject holds after its PyTypeObject (as_async, as_number,
+# as_mapping, as_sequence, as_buffer) start where PyTypeObject ends, which moves between
+# versions (the number table at 440 in 3.8, 432 in 3.9, 440 in 3.10-3.11, 448 in 3.12-3.13);
+# the table says where: its first `__add__` is nb_add, PyNumberMethods' first member, and
+# the members after it keep their order and size in 3.8-3.13. A slot's function is "slot_"
+# and its member's name (SLOT1BINFULL and the rest write it so), with one alias: typeobject.c
+# defines slot_mp_length as slot_sq_length. Members whose entry has no function
+# (sq_concat, sq_repeat and their in-place forms) never name one.
+NUMBER_MEMBERS = (
+    "nb_add nb_subtract nb_multiply nb_remainder nb_divmod nb_power nb_negative nb_positive"
+    " nb_absolute nb_bool nb_invert nb_lshift nb_rshift nb_and nb_xor nb_or nb_int nb_reserved"
+    " nb_float nb_inplace_add nb_inplace_subtract nb_inplace_multiply nb_inplace_remainder"
+    " nb_inplace_power nb_inplace_lshift nb_inplace_rshift nb_inplace_and nb_inplace_xor"
+    " nb_inplace_or nb_floor_divide nb_true_divide nb_inplace_floor_divide nb_inplace_true_divide"
+    " nb_index nb_matrix_multiply nb_inplace_matrix_multiply"
+).split()
+HEAP_MEMBERS = (
+    NUMBER_MEMBERS
+    + (
+        "mp_length mp_subscript mp_ass_subscript"
+        " sq_length sq_concat sq_repeat sq_item was_sq_slice sq_ass_item was_sq_ass_slice sq_contains"
+        " sq_inplace_concat sq_inplace_repeat"
+        " bf_getbuffer bf_releasebuffer"  # __buffer__ / __release_buffer__, from 3.12
+    ).split()
+)
+ASYNC_MEMBERS = ("am_await", "am_aiter", "am_anext")  # from the table's `__await__`, am_await
+SLOT_ALIASES = {"slot_mp_length": "slot_sq_length"}
+MAX_SLOTDEFS = 256  # entries read each way from one when a table's layout is looked for (3.13: 94)
 # PyModuleDef (64-bit): m_base (40 bytes), m_name 40, m_doc 48, m_size 56, m_methods 64
 MODULE_NAME, MODULE_SIZE, MODULE_METHODS = 40, 56, 64
 SPEC_SLOTS_AT = 24  # PyType_Spec: name, basicsize, itemsize, flags (ints), slots
@@ -197,6 +225,7 @@ class PythonNames:
         self._pages: Dict[int, Optional[bytes]] = {}  # the other data, read a page at a time
         self._tables: Dict[int, int] = {}  # a PyMethodDef entry -> its table's first entry
         self._sorted: Optional[List[int]] = None  # see _pointers
+        self._slot_tables: Dict[int, Tuple[Optional[int], Optional[int]]] = {}  # see _heap_bases
 
     # ------------------------------------------------------------ reading the data
     def _at(self, rva: int, size: int) -> Optional[bytes]:
@@ -386,12 +415,57 @@ class PythonNames:
         """CPython's name for the function `ref` holds as a `slotdefs` entry's function: the
         entry must read as one and so must the entry before or after it (the table has ~90)."""
         entry = ref - 16
-        name = SLOT_FUNCTIONS.get(self._slotdef(entry) or 0)
-        if name is None:
+        offset = self._slotdef(entry)
+        if offset is None:
             return None
         if self._slotdef(entry - SLOTDEF_SIZE) is None and self._slotdef(entry + SLOTDEF_SIZE) is None:
             return None
+        name = SLOT_FUNCTIONS.get(offset)
+        if name is None and offset > max(SLOT_FUNCTIONS):
+            name = self._heap_slot_function(entry, offset)
         return name
+
+    def _heap_slot_function(self, entry: int, offset: int) -> Optional[str]:
+        """The function of a sub-table's slot (slot_nb_add, slot_mp_subscript, ...), placed
+        by the table's own nb_add and am_await entries (see NUMBER_MEMBERS)."""
+        number, awaits = self._heap_bases(entry)
+        if number is None:
+            return None
+        if offset >= number:
+            index, rest = divmod(offset - number, 8)
+            member = HEAP_MEMBERS[index] if rest == 0 and index < len(HEAP_MEMBERS) else None
+        else:
+            index, rest = divmod(offset - (awaits if awaits is not None else offset + 1), 8)
+            member = ASYNC_MEMBERS[index] if rest == 0 and 0 <= index < len(ASYNC_MEMBERS) else None
+        if member is None:
+            return None
+        name = f"slot_{member}"
+        return SLOT_ALIASES.get(name, name)
+
+    def _heap_bases(self, entry: int) -> Tuple[Optional[int], Optional[int]]:
+        """(offset of nb_add, offset of am_await) in the `slotdefs` table holding `entry`:
+        its first `__add__` and its `__await__` entries, read once per table."""
+        first = entry
+        for _ in range(MAX_SLOTDEFS):
+            if self._slotdef(first - SLOTDEF_SIZE) is None:
+                break
+            first -= SLOTDEF_SIZE
+        if first not in self._slot_tables:
+            adds: List[int] = []
+            awaits: List[int] = []
+            at = first
+            for _ in range(2 * MAX_SLOTDEFS):
+                offset = self._slotdef(at)
+                if offset is None:
+                    break
+                name = self._text(self._u64(at), dotted=False)
+                if name == "__add__":
+                    adds.append(offset)
+                elif name == "__await__":
+                    awaits.append(offset)
+                at += SLOTDEF_SIZE
+            self._slot_tables[first] = (min(adds) if adds else None, min(awaits) if awaits else None)
+        return self._slot_tables[first]
 
     def _names(self, rva: int) -> List[str]:
         """Every name the tables give the function at `rva`."""

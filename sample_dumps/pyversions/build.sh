@@ -72,6 +72,9 @@ slot_recursion_py310|310|normal|slot_recursion|
 slot_recursion_py311|311|normal|slot_recursion|
 slot_recursion_py312|312|check|slot_recursion|
 slot_recursion_py313|313|check|slot_recursion|
+getitem_recursion_py39|39|normal|getitem_recursion|
+getitem_recursion_py310|310|normal|getitem_recursion|
+getitem_recursion_py311|311|check|getitem_recursion|
 py_recursion_full_py39|39|full|py_recursion|10000
 py_recursion_full_py310|310|full|py_recursion|10000
 slot_recursion_full_py311|311|full|slot_recursion|10000

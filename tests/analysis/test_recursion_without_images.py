@@ -25,6 +25,7 @@ pytestmark = pytest.mark.slow  # 17 raw dumps analysed: the full run's (and not 
 _PYTHON_CODE = {
     "py_recursion": True,
     "slot_recursion": True,
+    "getitem_recursion": True,
     "repr_recursion": False,
     "json_recursion": False,
     "pickle_recursion": False,

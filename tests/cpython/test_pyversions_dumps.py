@@ -173,6 +173,23 @@ def test_a_repr_method_calling_repr_is_named_and_its_calls_confirmed(entry):
     assert "slot_tp_repr" in report.signature.text
 
 
+@pytest.mark.parametrize("entry", [d for d in NORMAL if d["scenario"] == "getitem_recursion"], ids=_ids)
+def test_a_getitem_method_subscripting_its_child_is_named_through_the_mapping_slot(entry):
+    """Node.__getitem__ returns self.child[key] down a million-node chain (src/
+    getitem_recursion.py): the subscript reaches the class's method through the heap type's
+    mp_subscript, which CPython fills with slot_mp_subscript. PyHeapTypeObject's mapping
+    table moves between versions; the name comes from where `slotdefs` says it is."""
+    report = _report(entry["name"], True)
+    verdict = report.verdict
+    method = entry["marker"]["cycle"][0]
+    assert verdict.kind == "recursion" and verdict.confidence == "high", verdict.evidence
+    assert f"a Python {method} method calling obj[key] recursed" in verdict.headline
+    cycle = [f.split("!", 1)[1] for f in report.threads[0].cycles[0].functions]
+    # a class with __getitem__ fills both mp_subscript and sq_item; obj[key] takes the first
+    assert "slot_mp_subscript" in cycle and "slot_sq_item" not in cycle, cycle
+    assert "slot_mp_subscript" in report.signature.text
+
+
 def test_a_tail_jump_into_the_next_function_is_a_confirmed_call():
     entry = next(d for d in NORMAL if d["name"] == "slot_recursion_py311")
     report = _report(entry["name"], True)

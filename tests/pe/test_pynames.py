@@ -6,7 +6,9 @@ against what real programs called before they crashed or ended."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
+from typing import Dict, FrozenSet, Set, Tuple
 
 import pytest
 
@@ -49,25 +51,62 @@ def test_exported_slot_functions_are_named_by_the_slot_they_fill(minor):
         assert image.python_name(exports[export]) is None, export
 
 
+@lru_cache(maxsize=None)
+def _slot_functions(minor: int) -> Tuple[Dict[str, FrozenSet[int]], FrozenSet[int]]:
+    """({slot_* name: the RVAs the tables give it}, the exported RVAs) of python3X.dll, over
+    every pointer into the image its data holds."""
+    from dumpkit.pe.pynames import python_names
+
+    image = _interpreter(minor)
+    names = python_names(image)
+    assert names is not None
+    named: Dict[str, Set[int]] = {}
+    for key in names._pointers():
+        target = key >> 32
+        name = image.python_name(target)
+        if name is not None and name.startswith("slot_"):
+            named.setdefault(name, set()).add(target)
+    return {k: frozenset(v) for k, v in named.items()}, frozenset(rva for rva, _ in image.exports())
+
+
 @pytest.mark.parametrize("minor", MINORS)
 def test_each_slot_function_of_slotdefs_is_one_static_function(minor):
     """typeobject.c's `slotdefs` gives each `slot_tp_*` function to one or more special
     methods (slot_tp_richcompare to all six comparisons): each name goes to exactly one
     function of the image, none of them exported, and no other function gets one."""
-    from dumpkit.pe.pynames import SLOT_FUNCTIONS, python_names
+    from dumpkit.pe.pynames import SLOT_FUNCTIONS
 
-    image = _interpreter(minor)
-    names = python_names(image)
-    assert names is not None
-    exported = {rva for rva, _ in image.exports()}
-    named: dict = {}
-    for key in names._pointers():
-        target = key >> 32
-        name = image.python_name(target)
-        if name is not None and name.startswith("slot_tp_"):
-            named.setdefault(name, set()).add(target)
+    every, exported = _slot_functions(minor)
+    named = {k: v for k, v in every.items() if k.startswith("slot_tp_")}
     assert set(named) == set(SLOT_FUNCTIONS.values())
     assert all(len(rvas) == 1 for rvas in named.values()), named
+    assert not any(rvas & exported for rvas in named.values())
+
+
+# CPython's slot_* functions of the sub-tables (typeobject.c): "slot_" and the member's
+# name for every member whose `slotdefs` entry has a function (not nb_reserved, sq_concat,
+# sq_repeat, their in-place forms or the was_sq_* ones); slot_mp_length is a macro for
+# slot_sq_length; __buffer__ and __release_buffer__ came in 3.12
+_NUMBER = """add subtract multiply remainder divmod power negative positive absolute bool invert lshift
+rshift and xor or int float inplace_add inplace_subtract inplace_multiply inplace_remainder inplace_power
+inplace_lshift inplace_rshift inplace_and inplace_xor inplace_or floor_divide true_divide
+inplace_floor_divide inplace_true_divide index matrix_multiply inplace_matrix_multiply""".split()
+_SUB_TABLE_SLOTS = {f"slot_nb_{m}" for m in _NUMBER} | {"slot_mp_subscript", "slot_mp_ass_subscript"}
+_SUB_TABLE_SLOTS |= {"slot_sq_length", "slot_sq_item", "slot_sq_ass_item", "slot_sq_contains"}
+_SUB_TABLE_SLOTS |= {"slot_am_await", "slot_am_aiter", "slot_am_anext"}
+
+
+@pytest.mark.parametrize("minor", MINORS)
+def test_each_sub_table_slot_function_is_one_static_function(minor):
+    """The number, mapping, sequence, async and buffer slots' functions sit in the heap
+    type after PyTypeObject, whose size differs between versions: each of CPython's names
+    goes to exactly one function of the image, none exported, and no function gets two."""
+    every, exported = _slot_functions(minor)
+    named = {k: v for k, v in every.items() if not k.startswith("slot_tp_")}
+    buffers = {"slot_bf_getbuffer", "slot_bf_releasebuffer"} if minor >= 12 else set()
+    assert set(named) == _SUB_TABLE_SLOTS | buffers
+    assert all(len(rvas) == 1 for rvas in named.values()), named
+    assert len(frozenset().union(*named.values())) == len(named)
     assert not any(rvas & exported for rvas in named.values())
 
 
