@@ -429,17 +429,16 @@ class PythonNames:
         """The function of a sub-table's slot (slot_nb_add, slot_mp_subscript, ...), placed
         by the table's own nb_add and am_await entries (see NUMBER_MEMBERS)."""
         number, awaits = self._heap_bases(entry)
-        if number is None:
-            return None
-        if offset >= number:
-            index, rest = divmod(offset - number, 8)
-            member = HEAP_MEMBERS[index] if rest == 0 and index < len(HEAP_MEMBERS) else None
+        if number is not None and offset >= number:
+            start, members = number, HEAP_MEMBERS
+        elif awaits is not None and offset >= awaits:
+            start, members = awaits, list(ASYNC_MEMBERS)
         else:
-            index, rest = divmod(offset - (awaits if awaits is not None else offset + 1), 8)
-            member = ASYNC_MEMBERS[index] if rest == 0 and 0 <= index < len(ASYNC_MEMBERS) else None
-        if member is None:
             return None
-        name = f"slot_{member}"
+        index, rest = divmod(offset - start, 8)
+        if rest or index >= len(members):
+            return None
+        name = f"slot_{members[index]}"
         return SLOT_ALIASES.get(name, name)
 
     def _heap_bases(self, entry: int) -> Tuple[Optional[int], Optional[int]]:
