@@ -181,7 +181,7 @@ NUMBER_MEMBERS = (
     " nb_inplace_or nb_floor_divide nb_true_divide nb_inplace_floor_divide nb_inplace_true_divide"
     " nb_index nb_matrix_multiply nb_inplace_matrix_multiply"
 ).split()
-HEAP_MEMBERS = (
+HEAP_MEMBERS = tuple(
     NUMBER_MEMBERS
     + (
         "mp_length mp_subscript mp_ass_subscript"
@@ -432,7 +432,7 @@ class PythonNames:
         if number is not None and offset >= number:
             start, members = number, HEAP_MEMBERS
         elif awaits is not None and offset >= awaits:
-            start, members = awaits, list(ASYNC_MEMBERS)
+            start, members = awaits, ASYNC_MEMBERS
         else:
             return None
         index, rest = divmod(offset - start, 8)
