@@ -432,7 +432,7 @@ def _25(self, a0, a1, a2, a3, a4):
     _set(self, "\x004", a4)
 
 
-def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
+def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -455,6 +455,7 @@ def _26(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0015", a15)
     _set(self, "\x0016", a16)
     _set(self, "\x0017", a17)
+    _set(self, "\x0018", a18)
 
 
 def _27(self, a0, a1, a2, a3, a4, a5):
@@ -512,7 +513,7 @@ SHAPES = {
     ("aaaaaaaaaaf", False): _23,
     ("aaaaafaaaaaaaaaaaa", False): _24,
     ("aaaaf", False): _25,
-    ("aaaafaaaaaaafaaaaa", False): _26,
+    ("aaaafaaaaaaafaaaaaa", False): _26,
     ("aafaaa", False): _27,
     ("faafff", False): _28,
 }

@@ -273,6 +273,41 @@ class ProcessInfo:
 
 
 @record
+class ProcessMemory:
+    """MINIDUMP_PROCESS_VM_COUNTERS_1/_2 (ProcessVmCountersStream): what the process used
+    when the dump was written, in bytes. Windows 10's dbghelp writes it; Wine's does not.
+    None where the record's revision or flags leave a counter out."""
+
+    private_commit: int  # PrivateUsage: the commit charge the process alone holds ("private bytes")
+    peak_private_commit: int  # PeakPagefileUsage
+    working_set: int
+    peak_working_set: int
+    virtual_size: Optional[int] = None  # reserved and committed address space (flag VIRTUALSIZE)
+    peak_virtual_size: Optional[int] = None
+    job_private_commit: Optional[int] = None  # the job object's counters (flag JOB)
+    job_peak_private_commit: Optional[int] = None
+    job_private_commit_limit: Optional[int] = None  # None: the job sets no limit
+    job_total_commit_limit: Optional[int] = None
+
+
+@record
+class SystemMemory:
+    """MINIDUMP_SYSTEM_MEMORY_INFO_1 (SystemMemoryInfoStream): the machine's memory when the
+    dump was written, in bytes. The commit limit is RAM plus the paging files: past it no
+    process can commit memory, whatever RAM is free. None where the flags leave it out."""
+
+    page_size: int
+    physical_memory: int  # NumberOfPhysicalPages
+    processors: int
+    lowest_user_address: int  # the process's own address space, from MinimumUserModeAddress
+    highest_user_address: int  # MaximumUserModeAddress: 0x7ffeffff for a 32-bit process without /LARGEADDRESSAWARE
+    available_memory: Optional[int] = None  # the basic performance part (flag BASICPERF)
+    committed: Optional[int] = None  # the commit charge of every process and the kernel
+    commit_limit: Optional[int] = None
+    peak_commitment: Optional[int] = None  # since the machine started
+
+
+@record
 class MemoryRegion:
     """One MINIDUMP_MEMORY_INFO entry: the process's address-space map, not captured bytes."""
 
@@ -477,6 +512,10 @@ class Target(Protocol):
     comment: Optional[str]
     # the process's open handles (HandleDataStream), empty when the dump has none
     handles: Tuple[Handle, ...]
+    # what the process and the machine had committed when the dump was written
+    # (ProcessVmCountersStream, SystemMemoryInfoStream); None when the dump lacks them
+    process_memory: Optional[ProcessMemory]
+    system_memory: Optional[SystemMemory]
     # What travelled with a dump read from a bundle (sources/bundle.py): the image and PDB
     # pages its first analysis read, with the installation's facts, and what the bundle
     # says of the dump. None for a plain dump and a live session.

@@ -20,6 +20,11 @@ def human_bytes(n: Optional[int]) -> str:
     return f"{n} bytes"
 
 
+def memory_size(n: int) -> str:
+    """A machine's or a process's memory: '15.9 GiB' from 1 GiB up, else as `human_bytes`."""
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else human_bytes(n)
+
+
 def plural(n: int, noun: str) -> str:
     """'1 frame', '2 frames', '1,048,444 frames'."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")

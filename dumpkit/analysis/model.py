@@ -675,6 +675,37 @@ class RuntimeCollision:
     unknown: Tuple[str, ...] = ()
 
 
+class MemoryLimit(Word):
+    """A limit on memory the process had reached when the dump was written (analysis/memory.py)."""
+
+    COMMIT_LIMIT = "commit_limit"  # the machine's: RAM plus the paging files, for every process
+    JOB_COMMIT_LIMIT = "job_commit_limit"  # that of the job object the process ran in
+    ADDRESS_SPACE = "address_space"  # a 32-bit process's own address space
+
+
+@record
+class MemoryUse:
+    """What the process and the machine had committed when the dump was written, in bytes,
+    from the dump's ProcessVmCounters and SystemMemoryInfo streams; None where it does not
+    say. `limits_reached` and `findings` (one sentence each, with its numbers): the limits
+    the process was at or near, past which allocations fail."""
+
+    private_commit: Optional[int] = None  # this process's commit charge ("private bytes")
+    peak_private_commit: Optional[int] = None
+    working_set: Optional[int] = None
+    peak_working_set: Optional[int] = None
+    virtual_size: Optional[int] = None  # its reserved and committed address space
+    address_space: Optional[int] = None  # the size of its user address space
+    physical_memory: Optional[int] = None  # the machine's RAM
+    available_memory: Optional[int] = None
+    system_commit: Optional[int] = None  # every process's and the kernel's commit charge
+    system_commit_limit: Optional[int] = None
+    job_commit: Optional[int] = None  # the job object's, when the process ran in one with a limit
+    job_commit_limit: Optional[int] = None
+    limits_reached: Tuple[MemoryLimit, ...] = ()
+    findings: Tuple[str, ...] = ()
+
+
 @record
 class Environment:
     os: Optional[str] = None
@@ -695,6 +726,7 @@ class Environment:
     notes: Tuple[str, ...] = ()  # caveats a reader needs (Wine, stand-in evidence...)
     runtime_collisions: Tuple[RuntimeCollision, ...] = ()  # runtime DLLs loaded together that do not fit
     python_packages: Tuple[PythonPackage, ...] = ()  # versions the process held (a full dump's heap)
+    memory: Optional[MemoryUse] = None  # the process's and the machine's memory (analysis/memory.py)
 
 
 class VerdictKind(Word):

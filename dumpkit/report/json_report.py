@@ -96,6 +96,7 @@ _OMITTED_WHEN_NONE: Dict[type, Tuple[str, ...]] = {
     Report: ("ending",),
     PythonThreadReport: ("name",),
     PythonReport: ("gil",),
+    Environment: ("memory",),
 }
 
 # Lists added after schema version 1 that most reports have empty: left out when empty.

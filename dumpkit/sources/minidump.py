@@ -36,7 +36,9 @@ from dumpkit.target import (
     Module,
     ModuleMap,
     ProcessInfo,
+    ProcessMemory,
     SystemInfo,
+    SystemMemory,
     Thread,
     UnloadedModule,
 )
@@ -181,6 +183,8 @@ class MinidumpTarget:
         self.build_string: Optional[str] = streams.build_string
         self.comment: Optional[str] = streams.comment
         self.handles: Tuple[Handle, ...] = streams.handles
+        self.process_memory: Optional[ProcessMemory] = streams.process_memory
+        self.system_memory: Optional[SystemMemory] = streams.system_memory
         self.xstate_enabled_features: Optional[int] = streams.xstate_enabled_features
         self.threads: List[Thread] = streams.threads
         self.modules: List[Module] = streams.modules

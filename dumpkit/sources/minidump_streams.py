@@ -23,6 +23,7 @@ from dumpkit.function_tables import FunctionTable
 from dumpkit.problems import Problems
 from dumpkit.records import record, replace
 from dumpkit.sources.memory import Buffer
+from dumpkit.sources.memory_counters import parse_system_memory, parse_vm_counters
 from dumpkit.target import (
     X86_FAMILY,
     CodeViewRecord,
@@ -33,9 +34,11 @@ from dumpkit.target import (
     MemoryRegion,
     Module,
     ProcessInfo,
+    ProcessMemory,
     Registers,
     StreamEntry,
     SystemInfo,
+    SystemMemory,
     Thread,
     UnloadedModule,
 )
@@ -261,6 +264,8 @@ class MinidumpStreams:
     missing_lists: Tuple[str, ...]
     comment: Optional[str] = None  # CommentStreamA / CommentStreamW: what the dump's writer said
     handles: Tuple[Handle, ...] = ()  # HandleDataStream: the process's open handles
+    process_memory: Optional[ProcessMemory] = None  # ProcessVmCountersStream
+    system_memory: Optional[SystemMemory] = None  # SystemMemoryInfoStream
 
 
 def read_streams(data: Buffer, size: int, path: str, problems: Problems) -> MinidumpStreams:
@@ -333,6 +338,8 @@ class _StreamReader:
         self.xstate_enabled_features: Optional[int] = None
         self.comments: List[str] = []
         self.handles: List[Handle] = []
+        self.process_memory: Optional[ProcessMemory] = None
+        self.system_memory: Optional[SystemMemory] = None
         self._thread_names: Dict[int, str] = {}
         self._string_budget = STRING_BUDGET
         self._mem_ranges: List[Tuple[int, int, int]] = []
@@ -433,6 +440,8 @@ class _StreamReader:
             (10, self._parse_comment_a),
             (11, self._parse_comment_w),
             (12, self._parse_handle_data),
+            (21, self._parse_system_memory),
+            (22, self._parse_vm_counters),
         ]
         handled = {stype for stype, _h in handlers}
         beyond = [
@@ -486,6 +495,8 @@ class _StreamReader:
             missing_lists=missing_lists,
             comment="\n".join(self.comments) or None,
             handles=tuple(self.handles),
+            process_memory=self.process_memory,
+            system_memory=self.system_memory,
         )
 
     def _expected_size(self, dir_rva: int, claimed: int, entries: List[StreamEntry]) -> int:
@@ -597,6 +608,12 @@ class _StreamReader:
             xsize, _ctx_size, enabled = struct.unpack_from("<IIQ", data, 832)
             if xsize:
                 self.xstate_enabled_features = enabled
+
+    def _parse_vm_counters(self, data: bytes) -> None:
+        self.process_memory = parse_vm_counters(data)
+
+    def _parse_system_memory(self, data: bytes) -> None:
+        self.system_memory = parse_system_memory(data)
 
     def _parse_memory_list(self, data: bytes) -> None:
         (count,) = struct.unpack_from("<I", data, 0)

@@ -67,8 +67,10 @@ from dumpkit.target import (
     Module,
     ModuleMap,
     ProcessInfo,
+    ProcessMemory,
     Registers,
     SystemInfo,
+    SystemMemory,
     Thread,
     UnloadedModule,
 )
@@ -179,6 +181,8 @@ class PykdTarget:
         self.build_string: Optional[str] = None
         self.comment: Optional[str] = None  # a dump's comment streams are not reachable through pykd
         self.handles: Tuple[Handle, ...] = ()  # nor its handle data
+        self.process_memory: Optional[ProcessMemory] = None  # nor its memory counters
+        self.system_memory: Optional[SystemMemory] = None
         self.image_store: Optional[ImageStore] = None  # the debugger finds images itself
         self.bundle: Optional[BundleManifest] = None
         self.xstate_enabled_features: Optional[int] = None

@@ -24,7 +24,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, Optional
 
-from dumpkit.words import human_bytes
+from dumpkit.words import memory_size
 
 if TYPE_CHECKING:
     from dumpkit.triage.winjob import JobCap
@@ -107,7 +107,7 @@ def job() -> Optional["JobCap"]:
 
 def describe(size: int) -> str:
     """A cap as the user wrote it, near enough: GiB from 1 GiB up, else as words writes sizes."""
-    return f"{size / (1 << 30):.1f} GiB" if size >= 1 << 30 else human_bytes(size)
+    return memory_size(size)
 
 
 def private_bytes() -> Optional[int]:

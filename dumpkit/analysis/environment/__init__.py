@@ -1,6 +1,6 @@
 """The environment a TensorFlow issue report asks for, read from a dump.
 
-OS and build, CPU and its AVX support, Python, the TensorFlow module, the CUDA runtime /
+OS and build, CPU and its AVX support, the memory committed (analysis/memory.py), Python, the TensorFlow module, the CUDA runtime /
 cuDNN / CUDA libraries / NVIDIA driver, and whether they fit TensorFlow's tested Windows
 GPU configurations (`tf_builds`); the versions of the Python packages the process had
 imported (from the heap, else from the installation of their extension modules).
@@ -27,6 +27,7 @@ from dumpkit.analysis.environment.runtimes import ImageFacts, ImageFactsLookup, 
 from dumpkit.analysis.environment.tensorflow import find_tensorflow
 from dumpkit.analysis.environment.versions import VersionLookup, Versions
 from dumpkit.analysis.environment.windows import os_build, os_name, wine_description
+from dumpkit.analysis.memory import memory_use
 from dumpkit.analysis.model import Environment
 from dumpkit.target import Target
 
@@ -119,6 +120,7 @@ def describe_environment(
         notes=tuple(notes),
         runtime_collisions=collisions,
         python_packages=python_packages(modules, loaded, _guarded(installed_package, notes)),
+        memory=memory_use(target.process_memory, target.system_memory),
     )
 
 

@@ -27,6 +27,7 @@ from dumpkit.analysis.verdict import (
     stack_overflow,
 )
 from dumpkit.analysis.verdict.collision import with_collision
+from dumpkit.analysis.verdict.memory import with_memory_limits
 from dumpkit.analysis.verdict.case import (
     ACCESS_VIOLATION,
     CXX_EXCEPTION,
@@ -88,7 +89,7 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     decision = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps) if not _ended(case) else None
     if decision is None:
         decision = ended.decide(case, evidence, steps)
-    decision = with_collision(decision, case)
+    decision = with_memory_limits(with_collision(decision, case), case)
     verdict, findings = _from_python(decision.verdict, list(decision.findings), case)
     verdict = replace(verdict, next_steps=texts(_for_what_is_loaded(decision.steps, case)))
     return _within_the_evidence(verdict, case), findings

@@ -22,7 +22,7 @@ from dumpkit.analysis.model import (
 )
 from dumpkit.analysis.blame import ABOVE_RECURSION
 from dumpkit.analysis.recursion import call_order, outside_entry_path
-from dumpkit.report.view.contents import iso_time, register_cells
+from dumpkit.report.view.contents import iso_time, memory_words, register_cells
 from dumpkit.report.view.python import PythonView, python_view
 from dumpkit.report.view.inline import CODE, LITERAL, PROSE, THREAD, Line, Span, text, words
 from dumpkit.report.view.stacks import (
@@ -196,6 +196,10 @@ def _environment_facts(env: Environment) -> List[Fact]:
     for comp in env.cuda:
         line = (text(comp.version or "?"), words(" ("), Span(comp.module, LITERAL), words(")"))
         out.append(Fact(comp.name, line, comp.name))
+    if env.memory is not None:
+        said_of_memory = memory_words(env.memory)
+        if said_of_memory:
+            out.append(Fact("Memory", (words(said_of_memory),), "Memory"))
     return out
 
 
@@ -248,6 +252,8 @@ def collision_view(c: RuntimeCollision) -> CollisionView:
 def facts(report: Report) -> Facts:
     env = report.environment
     remarks = tuple(Remark(s, False) for s in env.compatibility) + tuple(Remark(n, True) for n in env.notes)
+    if env.memory is not None:  # a limit the verdict says stays out of the remarks
+        remarks += tuple(Remark(s, False) for s in env.memory.findings if s not in report.verdict.evidence)
     raised_by = report.crash.raised_by if report.crash is not None else None
     return Facts(
         tuple(_exception_facts(report)),

@@ -18,8 +18,10 @@ from dumpkit.target import (
     Module,
     ModuleMap,
     ProcessInfo,
+    ProcessMemory,
     Problems,
     SystemInfo,
+    SystemMemory,
     Thread,
     UnloadedModule,
 )
@@ -97,6 +99,8 @@ class MemoryTarget:
         xstate_enabled_features: Optional[int] = None,
         comment: Optional[str] = None,
         handles: Sequence[Handle] = (),
+        process_memory: Optional[ProcessMemory] = None,
+        system_memory: Optional[SystemMemory] = None,
         name: str = "synthetic.dmp",
     ):
         self.memory = memory if isinstance(memory, Memory) else Memory(memory)
@@ -118,6 +122,8 @@ class MemoryTarget:
         self.xstate_enabled_features = xstate_enabled_features
         self.comment = comment
         self.handles: Tuple[Handle, ...] = tuple(handles)
+        self.process_memory = process_memory
+        self.system_memory = system_memory
 
     @property
     def memory_range_count(self) -> Optional[int]:

@@ -1,0 +1,212 @@
+"""What the process and the machine had committed when the dump was written, and the limits
+it had reached (sources/memory_counters.py, analysis/memory.py, verdict/memory.py).
+
+Windows' own dbghelp writes the two streams into every minidump; Wine's writes neither, so
+the real dumps are those of ../shared/real_dumps (skipped without it). None of those
+processes ran out of memory: the tests that need one set a real dump's counters to the
+limit in a copy, as a machine at its limit would have written them, and read that copy
+through the CLI as a user would."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Callable, List
+
+import pytest
+
+from dumpkit.analysis.memory import memory_use
+from dumpkit.analysis.model import MemoryLimit
+from dumpkit.sources.memory_counters import parse_vm_counters
+from dumpkit.sources.minidump import open_dump
+from dumpkit.target import ProcessMemory, SystemMemory
+
+from tests.support.samples import real_dump, real_dumps, run_cli, sample_path
+
+SYSTEM_MEMORY_INFO = 21
+PROCESS_VM_COUNTERS = 22
+GIB = 1 << 30
+
+
+def _with_counters() -> List[Path]:
+    found = []
+    for path in real_dumps():
+        types = {e.type for e in open_dump(str(path)).dump.streams}
+        if {SYSTEM_MEMORY_INFO, PROCESS_VM_COUNTERS} <= types:
+            found.append(path)
+    return found
+
+
+WITH_COUNTERS = _with_counters()
+# the x64 electron crash of node-minidump's tests: Windows 10, 4 GiB of RAM
+ELECTRON = "node-minidump/windows.dmp"
+
+
+def _stream(data: bytearray, stream_type: int) -> int:
+    """The file offset of a stream's data."""
+    _sig, _ver, count, directory = struct.unpack_from("<IIII", data)
+    for i in range(count):
+        kind, _size, rva = struct.unpack_from("<III", data, directory + 12 * i)
+        if kind == stream_type:
+            return rva
+    raise AssertionError(f"no stream {stream_type}")
+
+
+def _edited(src: Path, out: Path, edit: Callable[[bytearray], None]) -> Path:
+    data = bytearray(src.read_bytes())
+    edit(data)
+    out.write_bytes(bytes(data))
+    return out
+
+
+def _machine_at_its_limit(data: bytearray) -> None:
+    """SystemMemoryInfo's basic performance part (available, committed, limit, peak pages):
+    the commit charge at 99.5% of the limit, as it is when an allocation has just failed."""
+    at = _stream(data, SYSTEM_MEMORY_INFO) + 116
+    available, _committed, limit, _peak = struct.unpack_from("<4Q", data, at)
+    struct.pack_into("<4Q", data, at, available // 20, limit - limit // 200, limit, limit)
+
+
+def _job_limit_at_commit(data: bytearray) -> None:
+    """ProcessVmCounters_2 as for a process in a job object whose per-process commit limit
+    it had reached: the JOB flag, the job's counters and its limit."""
+    at = _stream(data, PROCESS_VM_COUNTERS)
+    (flags,) = struct.unpack_from("<H", data, at + 2)
+    (private,) = struct.unpack_from("<Q", data, at + 8 + 10 * 8)
+    struct.pack_into("<H", data, at + 2, flags | 0x10)
+    struct.pack_into("<4Q", data, at + 8 + 14 * 8, private, private, private + private // 100, 0)
+
+
+@pytest.mark.parametrize("dump", WITH_COUNTERS, ids=[p.name for p in WITH_COUNTERS])
+def test_counters_of_real_windows_dumps_agree_with_the_rest_of_the_dump(dump):
+    """A layout read one field off would not give these: the processor count the
+    SystemInfo stream records, the address-space top Windows gives a 32- or 64-bit
+    process, a 4 KiB page, each counter at or under its peak and the charge under its limit."""
+    t = open_dump(str(dump))
+    system, process = t.system_memory, t.process_memory
+    assert system is not None and process is not None
+    assert system.processors == t.system.number_of_processors
+    assert system.page_size == 4096
+    top = 0x7FFEFFFF if t.system.processor_architecture == 0 else 0x7FFFFFFEFFFF
+    assert system.highest_user_address == top
+    assert system.committed is not None and system.commit_limit is not None
+    assert 0 < system.committed <= system.commit_limit
+    assert 0 < system.physical_memory <= system.commit_limit
+    assert system.available_memory is not None and system.available_memory <= system.physical_memory
+    assert 0 < process.working_set <= process.peak_working_set
+    assert 0 < process.private_commit <= process.peak_private_commit < system.commit_limit
+    assert process.virtual_size is not None and process.peak_virtual_size is not None
+    assert process.private_commit <= process.virtual_size <= process.peak_virtual_size
+
+
+@pytest.mark.parametrize("dump", WITH_COUNTERS, ids=[p.name for p in WITH_COUNTERS])
+def test_a_process_that_had_memory_to_spare_is_not_called_out_of_memory(dump):
+    r = run_cli("analyze", dump, "--format", "json")
+    doc = json.loads(r.stdout)
+    memory = doc["environment"]["memory"]
+    assert memory["limits_reached"] == [] and memory["findings"] == []
+    assert "out of memory" not in doc["verdict"]["headline"]
+    t = open_dump(str(dump))
+    assert memory["private_commit"] == t.process_memory.private_commit
+    assert memory["system_commit_limit"] == t.system_memory.commit_limit
+
+
+def test_the_report_gives_the_process_and_the_machine_memory():
+    r = run_cli("analyze", real_dump(ELECTRON))
+    row = r.stdout[r.stdout.index("\nMemory ") :].split("\n\n")[0]
+    row = " ".join(row.split())
+    assert "this process: 39.8 MiB committed, 55.2 MiB working set" in row
+    assert "the machine: 3.5 GiB committed of a 6.0 GiB commit limit (59%), 4.0 GiB RAM, 1.3 GiB available" in row
+    info = run_cli("info", real_dump(ELECTRON)).stdout
+    assert "\nMemory   this process: 39.8 MiB committed" in info
+
+
+def test_a_dump_without_the_counters_says_nothing_of_memory():
+    """Wine writes neither stream: no row, and JSON leaves `memory` out."""
+    dump = sample_path("null_deref.dmp")
+    assert "\nMemory " not in run_cli("analyze", dump).stdout
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    assert "memory" not in doc["environment"]
+
+
+def test_a_machine_at_its_commit_limit_is_in_the_verdict(tmp_path):
+    src = real_dump(ELECTRON)
+    before = json.loads(run_cli("analyze", src, "--format", "json").stdout)["verdict"]
+    dump = _edited(src, tmp_path / "at_limit.dmp", _machine_at_its_limit)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    verdict, memory = doc["verdict"], doc["environment"]["memory"]
+    assert (
+        verdict["headline"] == before["headline"] + ", while the machine was out of memory (its commit limit reached)"
+    )
+    assert memory["limits_reached"] == ["commit_limit"]
+    (finding,) = memory["findings"]
+    assert finding.startswith("The machine's commit charge was at its limit when the dump was written: 5.9 GiB of 6.0")
+    assert "this process held 39.8 MiB of it, other programs the rest" in finding
+    assert verdict["evidence"][-1] == finding
+    assert verdict["next_steps"][0].startswith("Raise the commit limit: a larger paging file")
+    assert verdict["kind"] == before["kind"] and verdict["confidence"] == before["confidence"]
+    text = run_cli("analyze", dump).stdout
+    assert text.count("The machine's commit charge was at its limit") == 1  # in the verdict, not again under the facts
+
+
+def test_a_process_at_its_job_objects_limit_is_in_the_verdict(tmp_path):
+    dump = _edited(real_dump(ELECTRON), tmp_path / "job.dmp", _job_limit_at_commit)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    assert doc["verdict"]["headline"].endswith(", while the process was at its job object's memory limit")
+    memory = doc["environment"]["memory"]
+    assert memory["limits_reached"] == ["job_commit_limit"]
+    assert memory["job_commit_limit"] > memory["job_commit"] == memory["private_commit"]
+    assert doc["verdict"]["next_steps"][0].startswith("Raise the job object's memory limit")
+
+
+def test_a_damaged_counter_stream_is_a_problem_and_the_rest_is_reported(tmp_path):
+    def shorten(data: bytearray) -> None:
+        _sig, _ver, count, directory = struct.unpack_from("<IIII", data)
+        for i in range(count):
+            if struct.unpack_from("<I", data, directory + 12 * i)[0] == SYSTEM_MEMORY_INFO:
+                struct.pack_into("<I", data, directory + 12 * i + 4, 40)
+
+    dump = _edited(real_dump(ELECTRON), tmp_path / "short.dmp", shorten)
+    r = run_cli("analyze", dump, "--format", "json")
+    doc = json.loads(r.stdout)
+    assert "SystemMemoryInfoStream: unreadable (40 bytes, need at least 148)" in doc["soft_errors"]
+    memory = doc["environment"]["memory"]
+    assert memory["system_commit"] is None and memory["private_commit"] is not None
+    assert doc["verdict"]["kind"] == "access_violation"
+
+
+# -- the judgement itself, over the records the streams give -----------------------------
+
+
+def _process(private: int, virtual: int = 0) -> ProcessMemory:
+    return ProcessMemory(private, private, private // 2, private // 2, virtual_size=virtual or None)
+
+
+def _machine(committed: int, limit: int, top: int = 0x7FFFFFFEFFFF) -> SystemMemory:
+    return SystemMemory(4096, 16 * GIB, 8, 0x10000, top, 4 * GIB, committed, limit, limit)
+
+
+def test_a_limit_is_reached_at_95_percent_of_it():
+    assert memory_use(_process(GIB), _machine(19 * GIB - 1, 20 * GIB)).limits_reached == ()
+    at = memory_use(_process(GIB), _machine(19 * GIB, 20 * GIB))
+    assert at.limits_reached == (MemoryLimit.COMMIT_LIMIT,)
+    assert "19.0 GiB of 20.0 GiB (95%)" in at.findings[0]
+
+
+def test_only_a_32bit_process_runs_out_of_address_space():
+    small = memory_use(_process(GIB, virtual=1950 << 20), _machine(GIB, 16 * GIB, top=0x7FFEFFFF))
+    assert small.limits_reached == (MemoryLimit.ADDRESS_SPACE,)
+    assert small.address_space == (2 * GIB - 0x20000)
+    assert "used up its address space" in small.findings[0]
+    big = memory_use(_process(GIB, virtual=2000 * GIB), _machine(GIB, 16 * GIB))
+    assert big.limits_reached == ()
+
+
+def test_revision_1_counters_are_read_where_revision_1_keeps_them():
+    """MINIDUMP_PROCESS_VM_COUNTERS_1 has no Flags and keeps PrivateUsage where revision 2
+    keeps PeakVirtualSize."""
+    raw = struct.pack("<HHI9Q", 1, 0, 77, 9 << 20, 8 << 20, 1, 2, 3, 4, 6 << 20, 7 << 20, 6 << 20)
+    assert parse_vm_counters(raw) == ProcessMemory(6 << 20, 7 << 20, 8 << 20, 9 << 20)
+    with pytest.raises(ValueError, match="revision 1 needs 80"):
+        parse_vm_counters(raw[:60])
