@@ -14,6 +14,8 @@ from dumpkit.report.view.triage import HEADERS, TriageView, link, rows_as_cells
 CELL = 300
 # what a group's dumps lacked; their frames there were scanned, so the signature stops short
 IMAGES_MISSING = "images missing (--image-path or --fetch-images would name more frames)"
+# its dumps written while the process was at a memory limit: an allocation most likely failed
+AT_MEMORY_LIMIT = "out of memory when written"
 
 
 def render_triage_text(view: TriageView) -> str:
@@ -26,6 +28,8 @@ def render_triage_text(view: TriageView) -> str:
             out.append(f"    python recursion: {clean(r.python, CELL)}")
         if r.missing_images:
             out.append(f"    {IMAGES_MISSING}: {clean(r.missing_images, CELL)}")
+        if r.memory_limits:
+            out.append(f"    {AT_MEMORY_LIMIT}: {r.memory_limits}")
         out.append("")
     if view.failures:
         out.append(f"Not analysed ({len(view.failures)}):")
@@ -47,6 +51,8 @@ def render_triage_markdown(view: TriageView) -> str:
                 signature += "<br>python recursion: " + markdown_prose(r.python, CELL, table_cell=True)
             if r.missing_images:
                 signature += f"<br>{IMAGES_MISSING}: " + markdown_prose(r.missing_images, CELL, table_cell=True)
+            if r.memory_limits:
+                signature += f"<br>{AT_MEMORY_LIMIT}: " + markdown_prose(r.memory_limits, CELL, table_cell=True)
             row = (n, signature, verdict, count, cell_code(modules[:CELL]), first, last)
             out.append("| " + " | ".join(row + (cell_code(example[:CELL]),)) + " |")
         out.append("")
@@ -89,6 +95,11 @@ def render_triage_html(view: TriageView) -> str:
                 + (
                     f"<br><small>{IMAGES_MISSING}: {html_text(r.missing_images, CELL)}</small>"
                     if r.missing_images
+                    else ""
+                )
+                + (
+                    f"<br><small>{AT_MEMORY_LIMIT}: {html_text(r.memory_limits, CELL)}</small>"
+                    if r.memory_limits
                     else ""
                 ),
                 html_text(r.verdict),

@@ -292,6 +292,7 @@ def _analyse_one(job: Job, path: str, sha: Optional[str]) -> DumpRecord:
         modules=_modules_named(report, modules),
         python_recursion=python_recursion(report.python, report.crash.thread_id if report.crash else None),
         missing_images=tuple(m.module for m in report.images.missing[:MAX_MISSING]) if report.images else (),
+        memory_limits=report.environment.memory.limits_reached if report.environment.memory else (),
         problems=len(report.soft_errors),
         seconds=round(time.monotonic() - started, 3),
         report=written,

@@ -29,6 +29,8 @@ class Group:
     # most dumps first. Their frames are scanned, so the signature stops before them: with
     # the images (--image-path, --fetch-images) the group may split by where it crashed.
     missing_images: Tuple[Tuple[str, int], ...] = ()
+    # (limit, its dumps): the memory limits its dumps' processes were at, in most dumps first
+    memory_limits: Tuple[Tuple[str, int], ...] = ()
 
 
 def _ranked(counts: Dict[str, int]) -> Tuple[str, ...]:
@@ -48,7 +50,10 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
         modules: Dict[str, int] = {}
         python: Dict[str, int] = {}
         missing: Dict[str, int] = {}
+        limits: Dict[str, int] = {}
         for r in rs:
+            for limit in r.memory_limits:
+                limits[limit] = limits.get(limit, 0) + 1
             for name in r.missing_images:
                 missing[name] = missing.get(name, 0) + 1
             if r.python_recursion:
@@ -71,6 +76,7 @@ def group(records: Sequence[DumpRecord]) -> List[Group]:
                 members=tuple(idx),
                 python_recursions=tuple((p, python[p]) for p in _ranked(python)),
                 missing_images=tuple((m, missing[m]) for m in _ranked(missing)),
+                memory_limits=tuple((m, limits[m]) for m in _ranked(limits)),
             )
         )
     groups.sort(key=lambda g: (-g.count, g.signature))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple, Type
 
-from dumpkit.analysis.model import Confidence, VerdictKind
+from dumpkit.analysis.model import Confidence, MemoryLimit, VerdictKind
 from dumpkit.records import fields, record, replace
 from dumpkit.words import Word
 
@@ -19,7 +19,7 @@ class Status(Word):
 
 
 ANALYSED, FAILED, TIMED_OUT = Status.ANALYSED, Status.FAILED, Status.TIMED_OUT
-RECORD_VERSION = 3  # 2 added python_recursion, 3 missing_images
+RECORD_VERSION = 4  # 2 added python_recursion, 3 missing_images, 4 memory_limits
 
 
 @record
@@ -43,6 +43,9 @@ class DumpRecord:
     # modules on the crashing stack whose images were not found, most frames first: their
     # frames were found by stack scanning, so the signature stops short of them (rule 5)
     missing_images: Tuple[str, ...] = ()
+    # the memory limits the process was at when its dump was written (environment.memory's
+    # limits_reached): a crash at the commit limit is most likely an allocation that failed
+    memory_limits: Tuple[MemoryLimit, ...] = ()
     problems: int = 0  # problems met reading the dump (the report lists them)
     seconds: float = 0.0  # analysis time
     report: Optional[str] = None  # the per-dump report written for it, relative to the output folder
@@ -58,6 +61,7 @@ class DumpRecord:
         d = {name: getattr(self, name) for name in _FIELD_NAMES}
         d["modules"] = list(self.modules)
         d["missing_images"] = list(self.missing_images)
+        d["memory_limits"] = list(self.memory_limits)
         return d
 
     @staticmethod
@@ -76,6 +80,13 @@ class DumpRecord:
         if not isinstance(missing, (list, tuple)) or not all(isinstance(m, str) for m in missing):
             return None
         kept["missing_images"] = tuple(missing)
+        limits = kept.get("memory_limits") or ()
+        if not isinstance(limits, (list, tuple)):
+            return None
+        try:
+            kept["memory_limits"] = tuple(MemoryLimit(v) for v in limits)
+        except ValueError:  # not one of ours (another version's, or edited)
+            return None
         for name, kind in _REQUIRED.items():
             value = kept.get(name)
             if not isinstance(value, kind) or isinstance(value, bool):  # JSON's true is no size

@@ -210,3 +210,21 @@ def test_revision_1_counters_are_read_where_revision_1_keeps_them():
     assert parse_vm_counters(raw) == ProcessMemory(6 << 20, 7 << 20, 8 << 20, 9 << 20)
     with pytest.raises(ValueError, match="revision 1 needs 80"):
         parse_vm_counters(raw[:60])
+
+
+def test_triage_tells_the_dumps_written_at_the_commit_limit_within_a_group(tmp_path):
+    """One crash, one signature: written once far from the limit and once at it. The group
+    says how many of its dumps were out of memory; each record says whether it was."""
+    folder = tmp_path / "fleet"
+    folder.mkdir()
+    src = real_dump(ELECTRON)
+    (folder / "a_spare.dmp").write_bytes(src.read_bytes())
+    _edited(src, folder / "b_at_limit.dmp", _machine_at_its_limit)
+    doc = json.loads(run_cli("triage", folder, "--format", "json", "--jobs", "1").stdout)
+    by_name = {Path(d["path"]).name: d for d in doc["dumps"]}
+    assert by_name["a_spare.dmp"]["memory_limits"] == []
+    assert by_name["b_at_limit.dmp"]["memory_limits"] == ["commit_limit"]
+    (group,) = doc["groups"]
+    assert group["count"] == 2 and group["memory_limits"] == [{"limit": "commit_limit", "count": 1}]
+    text = run_cli("triage", folder, "--jobs", "1").stdout
+    assert "out of memory when written: the machine's commit limit in 1 of 2 dumps" in text

@@ -29,6 +29,7 @@ class GroupRow:
     example_report: Optional[str]  # its per-dump report, relative to the triage page
     python: str  # 'walk (job.py) > visit (job.py) in 2 of 3 dumps; ...', or '' when none
     missing_images: str  # 'python312.dll in 24 of 26 dumps; ...', or '' when every image was found
+    memory_limits: str  # "the machine's commit limit in 3 of 5 dumps", or '' when none was at a limit
 
 
 @record
@@ -85,6 +86,7 @@ def triage_view(records: Sequence[DumpRecord], interrupted: bool = False, second
             example_report=g.example.report,
             python=_python_recursions(g),
             missing_images=_missing_images(g),
+            memory_limits=_memory_limits(g),
         )
         for i, g in enumerate(groups, 1)
     )
@@ -109,6 +111,19 @@ def _missing_images(g: Group) -> str:
     return "; ".join(shown) + (f"; {more:,} more" if more > 0 else "")
 
 
+LIMIT_NAMES = {
+    "commit_limit": "the machine's commit limit",
+    "job_commit_limit": "its job object's memory limit",
+    "address_space": "the end of its 32-bit address space",
+}
+
+
+def _memory_limits(g: Group) -> str:
+    """How many of its dumps were written at a memory limit: a crash signature shared by
+    dumps at the commit limit and dumps far from it is told apart here."""
+    return "; ".join(f"{LIMIT_NAMES.get(m, m)} in {n:,} of {g.count:,} dumps" for m, n in g.memory_limits)
+
+
 def _group_doc(g: Group) -> Dict[str, Any]:
     return {
         "signature": g.signature,
@@ -122,6 +137,7 @@ def _group_doc(g: Group) -> Dict[str, Any]:
         "dumps": list(g.members),
         "python_recursions": [{"functions": p, "count": n} for p, n in g.python_recursions],
         "missing_images": [{"module": m, "count": n} for m, n in g.missing_images],
+        "memory_limits": [{"limit": m, "count": n} for m, n in g.memory_limits],
     }
 
 
