@@ -12,7 +12,8 @@ zeros (what an older bundle holds for bytes it did not keep) is no record: None.
 from __future__ import annotations
 
 import struct
-from typing import Optional
+import re
+from typing import Dict, Optional, Tuple
 
 from dumpkit.target import ProcessMemory, SystemMemory
 
@@ -49,7 +50,7 @@ def parse_vm_counters(data: bytes) -> Optional[ProcessMemory]:
     _pws, _shared, _job_shared, job_private, job_peak, job_limit, job_total_limit = counters[11:]
     if not any(counters):
         return None
-    job = bool(flags & _JOB)
+    job = bool(flags & _JOB) and bool(job_limit or job_total_limit)  # the job's counters matter under a limit
     return ProcessMemory(
         private_commit=private,
         peak_private_commit=peak_private,
@@ -62,6 +63,94 @@ def parse_vm_counters(data: bytes) -> Optional[ProcessMemory]:
         job_private_commit_limit=job_limit if job and job_limit else None,
         job_total_commit_limit=job_total_limit if job and job_total_limit else None,
     )
+
+
+# -- the same counters as Microsoft's debugger engine prints them (`.dumpdebug`) -------------
+# In a WinDbg session dbgeng reads the file; PykdTarget reads its words. Each stream is a
+# `Stream N: type NAME (21), ...` line, then `  Field  :  value` lines under section lines
+# (`  BasicInfo`, `  Process Counters`...); values are decimal with thousands commas or hex.
+# The VM counters' Flags are not printed: a counter the engine leaves out is None.
+
+_STREAM = re.compile(r"^Stream \d+: type (\S+)")
+_FIELD = re.compile(r"^\s+(\w+)\s*:\s*(0x[0-9a-fA-F]+|[0-9][0-9,]*)\s*$")
+_SECTION = re.compile(r"^  (\w[\w ]*?)\s*$")
+
+Fields = Dict[Tuple[str, str], int]  # (section, field) -> value; the stream's own fields under ""
+
+
+def dumpdebug_fields(text: str) -> Dict[str, Fields]:
+    """The two streams' fields from `.dumpdebug`'s text, by stream name."""
+    out: Dict[str, Fields] = {}
+    current: Optional[Fields] = None
+    section = ""
+    for line in text.splitlines():
+        m = _STREAM.match(line)
+        if m:
+            current = out.setdefault(m.group(1), {}) if m.group(1) in _ENGINE_STREAMS else None
+            section = ""
+            continue
+        if current is None:
+            continue
+        f = _FIELD.match(line)
+        if f:
+            raw = f.group(2)
+            current.setdefault(
+                (section, f.group(1)), int(raw, 16) if raw.startswith("0x") else int(raw.replace(",", ""))
+            )
+            continue
+        s = _SECTION.match(line)
+        if s:
+            section = s.group(1)
+    return out
+
+
+_ENGINE_STREAMS = ("SystemMemoryInfoStream", "ProcessVmCountersStream")
+
+
+def from_dumpdebug(text: str) -> Tuple[Optional[ProcessMemory], Optional[SystemMemory]]:
+    """What `parse_vm_counters` and `parse_system_memory` read from the file, read from the
+    engine's words instead; None for a stream it does not print or prints incompletely."""
+    streams = dumpdebug_fields(text)
+    return _engine_process(streams.get("ProcessVmCountersStream", {})), _engine_system(
+        streams.get("SystemMemoryInfoStream", {})
+    )
+
+
+def _engine_process(f: Fields) -> Optional[ProcessMemory]:
+    c = "Process Counters"
+    needed = [(c, n) for n in ("PrivateUsage", "PeakPagefileUsage", "WorkingSetSize", "PeakWorkingSetSize")]
+    if not all(k in f for k in needed):
+        return None
+    job_limit = f.get(("Job Counters", "JobPrivateCommitLimit")) or None
+    job_total = f.get(("Job Counters", "JobTotalCommitLimit")) or None
+    job = job_limit is not None or job_total is not None
+    private, peak_private, ws, peak_ws = (f[k] for k in needed)
+    return ProcessMemory(
+        private_commit=private,
+        peak_private_commit=peak_private,
+        working_set=ws,
+        peak_working_set=peak_ws,
+        virtual_size=f.get((c, "VirtualSize")),
+        peak_virtual_size=f.get((c, "PeakVirtualSize")),
+        job_private_commit=f.get(("Job Counters", "JobPrivateCommitUsage")) if job else None,
+        job_peak_private_commit=f.get(("Job Counters", "JobPeakPrivateCommitUsage")) if job else None,
+        job_private_commit_limit=job_limit,
+        job_total_commit_limit=job_total,
+    )
+
+
+def _engine_system(f: Fields) -> Optional[SystemMemory]:
+    b = "BasicInfo"
+    names = ("PageSize", "NumberOfPhysicalPages", "NumberOfProcessors", "MinimumUserModeAddress")
+    needed = [(b, n) for n in names + ("MaximumUserModeAddress",)]
+    if not all(k in f for k in needed):
+        return None
+    page, pages, cpus, low, high = (f[k] for k in needed)
+    if page == 0 or page & (page - 1):
+        return None
+    perf = [f.get(("BasicPerfInfo", n)) for n in ("AvailablePages", "CommittedPages", "CommitLimit", "PeakCommitment")]
+    available, committed, limit, peak = (None if n is None else n * page for n in perf)
+    return SystemMemory(page, pages * page, cpus, low, high, available, committed, limit, peak)
 
 
 def parse_system_memory(data: bytes) -> Optional[SystemMemory]:

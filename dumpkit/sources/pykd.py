@@ -52,6 +52,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.spans import gaps, join
 from dumpkit.problems import Problems
+from dumpkit.sources.memory_counters import from_dumpdebug
 from dumpkit.target import (
     GPR_NAMES,
     PROCESSOR_ARCHITECTURE_AMD64,
@@ -181,7 +182,8 @@ class PykdTarget:
         self.build_string: Optional[str] = None
         self.comment: Optional[str] = None  # a dump's comment streams are not reachable through pykd
         self.handles: Tuple[Handle, ...] = ()  # nor its handle data
-        self.process_memory: Optional[ProcessMemory] = None  # nor its memory counters
+        # the memory counters, from `.dumpdebug` in a dump session (a live process: not read)
+        self.process_memory: Optional[ProcessMemory] = None
         self.system_memory: Optional[SystemMemory] = None
         self.image_store: Optional[ImageStore] = None  # the debugger finds images itself
         self.bundle: Optional[BundleManifest] = None
@@ -481,7 +483,9 @@ class PykdTarget:
         if not self.is_dump:
             path = f"live process ({path or 'debugger session'})"
         if self.is_dump:
-            self._dump_ranges, self._dump_fields, self._dump_streams = _parse_dumpdebug(self._command(".dumpdebug"))
+            said = self._command(".dumpdebug")
+            self._dump_ranges, self._dump_fields, self._dump_streams = _parse_dumpdebug(said)
+            self.process_memory, self.system_memory = from_dumpdebug(said)
         size = 0
         if self.is_dump and path and os.path.isfile(path):
             try:

@@ -758,10 +758,64 @@ def _cmd_dumpdebug(s: _State, _cmd: str) -> str:
             lines.append(f"  ProcessorLevel          {si.processor_level:04X}")
             lines.append(f"  ProcessorRevision       {si.processor_revision:04X}")
             lines.append(f"  NumberOfProcessors      {si.number_of_processors:02X}")
+        if e.name == "SystemMemoryInfoStream" and s.target.system_memory is not None:
+            lines += _system_memory_lines(s.target.system_memory)
+        if e.name == "ProcessVmCountersStream" and s.target.process_memory is not None:
+            lines += _vm_counter_lines(s.target.process_memory)
         if e.name in ("MemoryListStream", "Memory64ListStream"):
             lines += [f"  {len(s.ranges)} memory ranges", "  range#    RVA      Address             Size"]
             lines += [f"{i:8d} 00000000    {_tick16(a)}   {_tick16(b - a)}" for i, (a, b) in enumerate(s.ranges)]
     return "\n".join(lines) + "\n"
+
+
+def _dd_field(name: str, value: str, depth: int = 2) -> str:
+    """A `.dumpdebug` counter line as dbgeng prints it: the name, a colon, the value right-aligned."""
+    return f"{' ' * depth}{name:<{42 - depth}}:{value:>33}"
+
+
+def _system_memory_lines(m) -> List[str]:
+    """SystemMemoryInfoStream's block as the real engine prints it (tests/sources/dumpdebug):
+    sizes in hex, counts of pages with thousands commas, the basic part and the performance part."""
+    page = m.page_size
+    lines = [_dd_field("Revision", "1"), _dd_field("Flags", "0xf"), "  BasicInfo"]
+    lines += [
+        _dd_field("PageSize", f"{page:#x}", 4),
+        _dd_field("NumberOfPhysicalPages", f"{m.physical_memory // page:,}", 4),
+        _dd_field("MinimumUserModeAddress", f"{m.lowest_user_address:#x}", 4),
+        _dd_field("MaximumUserModeAddress", f"{m.highest_user_address:#x}", 4),
+        _dd_field("NumberOfProcessors", f"{m.processors:,}", 4),
+    ]
+    perf = (m.available_memory, m.committed, m.commit_limit, m.peak_commitment)
+    if all(v is not None for v in perf):
+        lines.append("  BasicPerfInfo")
+        names = ("AvailablePages", "CommittedPages", "CommitLimit", "PeakCommitment")
+        lines += [_dd_field(n, f"{v // page:,}", 4) for n, v in zip(names, perf)]
+    return lines
+
+
+def _vm_counter_lines(m) -> List[str]:
+    """ProcessVmCountersStream's block as the real engine prints it: no Flags line, byte
+    counts in hex, the job's counters (0 where the job sets no limit)."""
+    counters = [
+        ("PeakWorkingSetSize", m.peak_working_set),
+        ("WorkingSetSize", m.working_set),
+        ("PagefileUsage", m.private_commit),
+        ("PeakPagefileUsage", m.peak_private_commit),
+        ("PeakVirtualSize", m.peak_virtual_size),
+        ("VirtualSize", m.virtual_size),
+        ("PrivateUsage", m.private_commit),
+    ]
+    lines = [_dd_field("Revision", "2"), "  Process Counters"]
+    lines += [_dd_field(n, f"{v:#x}", 4) for n, v in counters if v is not None]
+    job = [
+        ("JobPrivateCommitUsage", m.job_private_commit),
+        ("JobPeakPrivateCommitUsage", m.job_peak_private_commit),
+        ("JobPrivateCommitLimit", m.job_private_commit_limit),
+        ("JobTotalCommitLimit", m.job_total_commit_limit),
+    ]
+    lines.append("  Job Counters")
+    lines += [_dd_field(n, f"{v or 0:,}", 4) for n, v in job]
+    return lines
 
 
 def _tick16(v: int) -> str:
