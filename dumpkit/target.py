@@ -275,8 +275,8 @@ class ProcessInfo:
 @record
 class ProcessMemory:
     """MINIDUMP_PROCESS_VM_COUNTERS_1/_2 (ProcessVmCountersStream): what the process used
-    when the dump was written, in bytes. Windows 10's dbghelp writes it; Wine's does not.
-    None where the record's revision or flags leave a counter out."""
+    when the dump was written, in bytes. Windows 10's dbghelp writes it (older ones and
+    Wine's do not). None where the record's revision or flags leave a counter out."""
 
     private_commit: int  # PrivateUsage: the commit charge the process alone holds ("private bytes")
     peak_private_commit: int  # PeakPagefileUsage
@@ -284,9 +284,13 @@ class ProcessMemory:
     peak_working_set: int
     virtual_size: Optional[int] = None  # reserved and committed address space (flag VIRTUALSIZE)
     peak_virtual_size: Optional[int] = None
-    job_private_commit: Optional[int] = None  # the job object's counters (flag JOB)
+    # The job object's counters (flag JOB), kept only when it sets a limit. Both limits are
+    # the job's, over all its processes: the private one on its private commit, the total
+    # one on that plus its shared commit. A per-process limit is not recorded.
+    job_private_commit: Optional[int] = None
     job_peak_private_commit: Optional[int] = None
-    job_private_commit_limit: Optional[int] = None  # None: the job sets no limit
+    job_shared_commit: Optional[int] = None
+    job_private_commit_limit: Optional[int] = None  # None: the job sets no such limit
     job_total_commit_limit: Optional[int] = None
 
 

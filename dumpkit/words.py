@@ -25,6 +25,12 @@ def memory_size(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else human_bytes(n)
 
 
+def percent_of(part: int, whole: int) -> int:
+    """`part` as a whole percentage of `whole`, rounded down and at most 100: 99.6% of a
+    limit is not yet 100%."""
+    return min(100, 100 * part // whole) if whole > 0 else 0
+
+
 def plural(n: int, noun: str) -> str:
     """'1 frame', '2 frames', '1,048,444 frames'."""
     return f"{n:,} {noun}" + ("" if n == 1 else "s")

@@ -680,7 +680,6 @@ class MemoryLimit(Word):
 
     COMMIT_LIMIT = "commit_limit"  # the machine's: RAM plus the paging files, for every process
     JOB_COMMIT_LIMIT = "job_commit_limit"  # that of the job object the process ran in
-    ADDRESS_SPACE = "address_space"  # a 32-bit process's own address space
 
 
 @record
@@ -695,13 +694,12 @@ class MemoryUse:
     working_set: Optional[int] = None
     peak_working_set: Optional[int] = None
     virtual_size: Optional[int] = None  # its reserved and committed address space
-    address_space: Optional[int] = None  # the size of its user address space
     physical_memory: Optional[int] = None  # the machine's RAM
     available_memory: Optional[int] = None
     system_commit: Optional[int] = None  # every process's and the kernel's commit charge
     system_commit_limit: Optional[int] = None
-    job_commit: Optional[int] = None  # the job object's, when the process ran in one with a limit
-    job_commit_limit: Optional[int] = None
+    job_commit: Optional[int] = None  # what a job object the process ran in counts against its limit
+    job_commit_limit: Optional[int] = None  # that limit, when the job sets one
     limits_reached: Tuple[MemoryLimit, ...] = ()
     findings: Tuple[str, ...] = ()
 

@@ -20,6 +20,7 @@ from dumpkit.analysis.memory import memory_use
 from dumpkit.analysis.model import MemoryLimit
 from dumpkit.sources.memory_counters import parse_vm_counters
 from dumpkit.sources.minidump import open_dump
+from dumpkit.records import replace
 from dumpkit.target import ProcessMemory, SystemMemory
 
 from tests.support.samples import real_dump, real_dumps, run_cli, sample_path
@@ -68,16 +69,6 @@ def _machine_at_its_limit(data: bytearray) -> None:
     struct.pack_into("<4Q", data, at, available // 20, limit - limit // 200, limit, limit)
 
 
-def _job_limit_at_commit(data: bytearray) -> None:
-    """ProcessVmCounters_2 as for a process in a job object whose per-process commit limit
-    it had reached: the JOB flag, the job's counters and its limit."""
-    at = _stream(data, PROCESS_VM_COUNTERS)
-    (flags,) = struct.unpack_from("<H", data, at + 2)
-    (private,) = struct.unpack_from("<Q", data, at + 8 + 10 * 8)
-    struct.pack_into("<H", data, at + 2, flags | 0x10)
-    struct.pack_into("<4Q", data, at + 8 + 14 * 8, private, private, private + private // 100, 0)
-
-
 @pytest.mark.parametrize("dump", WITH_COUNTERS, ids=[p.name for p in WITH_COUNTERS])
 def test_counters_of_real_windows_dumps_agree_with_the_rest_of_the_dump(dump):
     """A layout read one field off would not give these: the processor count the
@@ -117,9 +108,14 @@ def test_the_report_gives_the_process_and_the_machine_memory():
     row = r.stdout[r.stdout.index("\nMemory ") :].split("\n\n")[0]
     row = " ".join(row.split())
     assert "this process: 39.8 MiB committed, 55.2 MiB working set" in row
-    assert "the machine: 3.5 GiB committed of a 6.0 GiB commit limit (59%), 4.0 GiB RAM, 1.3 GiB available" in row
+    assert "the machine: 3.5 GiB committed of its 6.0 GiB commit limit (59%), 4.0 GiB RAM, 1.3 GiB available" in row
+    for fmt in ("markdown", "html"):
+        assert (
+            "3.5 GiB committed of its 6.0 GiB commit limit (59%)"
+            in run_cli("analyze", real_dump(ELECTRON), "--format", fmt).stdout
+        )
     info = run_cli("info", real_dump(ELECTRON)).stdout
-    assert "\nMemory   this process: 39.8 MiB committed" in info
+    assert "\nCommit   this process: 39.8 MiB committed" in info
 
 
 def test_a_dump_without_the_counters_says_nothing_of_memory():
@@ -130,34 +126,105 @@ def test_a_dump_without_the_counters_says_nothing_of_memory():
     assert "memory" not in doc["environment"]
 
 
-def test_a_machine_at_its_commit_limit_is_in_the_verdict(tmp_path):
+def test_an_access_violation_at_null_at_the_commit_limit_says_so(tmp_path):
     src = real_dump(ELECTRON)
     before = json.loads(run_cli("analyze", src, "--format", "json").stdout)["verdict"]
     dump = _edited(src, tmp_path / "at_limit.dmp", _machine_at_its_limit)
     doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
     verdict, memory = doc["verdict"], doc["environment"]["memory"]
-    assert (
-        verdict["headline"] == before["headline"] + ", while the machine was out of memory (its commit limit reached)"
-    )
+    assert verdict["headline"] == before["headline"] + ", while the machine's commit charge was at 99% of its limit"
     assert memory["limits_reached"] == ["commit_limit"]
     (finding,) = memory["findings"]
-    assert finding.startswith("The machine's commit charge was at its limit when the dump was written: 5.9 GiB of 6.0")
-    assert "this process held 39.8 MiB of it, other programs the rest" in finding
+    assert finding.startswith(
+        "The machine's commit charge was at 99% of its limit when the dump was written: 5.9 GiB of 6.0 GiB, "
+        "of which this process held 39.8 MiB (other processes and the kernel the rest)."
+    )
     assert verdict["evidence"][-1] == finding
     assert verdict["next_steps"][0].startswith("Raise the commit limit: a larger paging file")
     assert verdict["kind"] == before["kind"] and verdict["confidence"] == before["confidence"]
     text = run_cli("analyze", dump).stdout
-    assert text.count("The machine's commit charge was at its limit") == 1  # in the verdict, not again under the facts
+    assert text.count("The machine's commit charge was at 99%") == 1  # in the verdict, not again under the facts
 
 
-def test_a_process_at_its_job_objects_limit_is_in_the_verdict(tmp_path):
-    dump = _edited(real_dump(ELECTRON), tmp_path / "job.dmp", _job_limit_at_commit)
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("breakpad/tiny-exe-fastfail.dmp", True),  # abort(): FAST_FAIL_FATAL_APP_EXIT
+        ("breakpad/write_av_non_canonical.dmp", False),  # a wild pointer, not NULL
+        ("rust-minidump/invalid-parameter.dmp", False),  # STATUS_INVALID_PARAMETER
+    ],
+)
+def test_only_a_crash_a_refused_allocation_leads_to_is_put_down_to_the_limit(tmp_path, name, said):
+    src = real_dump(name)
+    before = json.loads(run_cli("analyze", src, "--format", "json").stdout)["verdict"]["headline"]
+    dump = _edited(src, tmp_path / "at_limit.dmp", _machine_at_its_limit)
     doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
-    assert doc["verdict"]["headline"].endswith(", while the process was at its job object's memory limit")
+    assert doc["environment"]["memory"]["limits_reached"] == ["commit_limit"]
+    clause = ", while the machine's commit charge was at 99% of its limit"
+    assert doc["verdict"]["headline"] == (before + clause if said else before)
+    if not said:  # the limit stays a line under the facts
+        assert "The machine's commit charge was at 99% of its limit" in run_cli("analyze", dump).stdout
+
+
+def test_a_job_at_its_limit_is_measured_by_the_jobs_own_commit(tmp_path):
+    """Three processes' worth in the job against its private-commit limit: the job's count,
+    not this process's own, is what the limit is on."""
+
+    def job_of_three(data: bytearray) -> None:
+        at = _stream(data, PROCESS_VM_COUNTERS)
+        (flags,) = struct.unpack_from("<H", data, at + 2)
+        (private,) = struct.unpack_from("<Q", data, at + 8 + 10 * 8)
+        struct.pack_into("<H", data, at + 2, flags | 0x10)
+        # JobSharedCommitUsage, JobPrivateCommitUsage, JobPeakPrivateCommitUsage, JobPrivateCommitLimit, JobTotalCommitLimit
+        struct.pack_into("<5Q", data, at + 8 + 13 * 8, 0, 3 * private, 3 * private, 3 * private + private // 10, 0)
+
+    dump = _edited(real_dump(ELECTRON), tmp_path / "job.dmp", job_of_three)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
     memory = doc["environment"]["memory"]
     assert memory["limits_reached"] == ["job_commit_limit"]
-    assert memory["job_commit_limit"] > memory["job_commit"] == memory["private_commit"]
+    assert memory["job_commit"] == 3 * memory["private_commit"] < memory["job_commit_limit"]
+    assert doc["verdict"]["headline"].endswith(", while its job object's commit was at 96% of the job's limit")
     assert doc["verdict"]["next_steps"][0].startswith("Raise the job object's memory limit")
+
+
+def _flags_cleared(stream_type: int, bits: int) -> Callable[[bytearray], None]:
+    def edit(data: bytearray) -> None:
+        at = _stream(data, stream_type) + 2
+        (flags,) = struct.unpack_from("<H", data, at)
+        struct.pack_into("<H", data, at, flags & ~bits)
+
+    return edit
+
+
+def test_counters_the_flags_leave_out_are_not_read(tmp_path):
+    src = real_dump(ELECTRON)
+    whole = open_dump(str(src))
+
+    # VIRTUALSIZE and EX cleared: no virtual size, and the commit charge from PagefileUsage
+    # (PrivateUsage overwritten to show it is not read)
+    def no_virtual_no_ex(data: bytearray) -> None:
+        _flags_cleared(PROCESS_VM_COUNTERS, 0x2 | 0x4)(data)
+        struct.pack_into("<Q", data, _stream(data, PROCESS_VM_COUNTERS) + 8 + 10 * 8, 12345)
+
+    t = open_dump(str(_edited(src, tmp_path / "vm.dmp", no_virtual_no_ex)))
+    assert t.process_memory.virtual_size is None
+    assert t.process_memory.private_commit == whole.process_memory.private_commit
+    # BASICPERF cleared: RAM still known, the commit charge and limit not
+    t = open_dump(str(_edited(src, tmp_path / "sys.dmp", _flags_cleared(SYSTEM_MEMORY_INFO, 0x2))))
+    assert t.system_memory.physical_memory == whole.system_memory.physical_memory
+    assert t.system_memory.committed is None and t.system_memory.commit_limit is None
+
+
+def test_a_stream_of_zeros_is_no_counters_and_no_damage(tmp_path):
+    def zeroed(data: bytearray) -> None:
+        at = _stream(data, SYSTEM_MEMORY_INFO)
+        data[at : at + 492] = bytes(492)
+
+    dump = _edited(real_dump(ELECTRON), tmp_path / "zero.dmp", zeroed)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    assert not any("SystemMemoryInfo" in p for p in doc["soft_errors"])
+    assert doc["environment"]["memory"]["system_commit"] is None
+    assert doc["environment"]["memory"]["private_commit"] is not None
 
 
 def test_a_damaged_counter_stream_is_a_problem_and_the_rest_is_reported(tmp_path):
@@ -179,28 +246,41 @@ def test_a_damaged_counter_stream_is_a_problem_and_the_rest_is_reported(tmp_path
 # -- the judgement itself, over the records the streams give -----------------------------
 
 
-def _process(private: int, virtual: int = 0) -> ProcessMemory:
-    return ProcessMemory(private, private, private // 2, private // 2, virtual_size=virtual or None)
+def _process(private: int) -> ProcessMemory:
+    return ProcessMemory(private, private, private // 2, private // 2)
 
 
-def _machine(committed: int, limit: int, top: int = 0x7FFFFFFEFFFF) -> SystemMemory:
-    return SystemMemory(4096, 16 * GIB, 8, 0x10000, top, 4 * GIB, committed, limit, limit)
+def _machine(committed: int, limit: int) -> SystemMemory:
+    return SystemMemory(4096, 16 * GIB, 8, 0x10000, 0x7FFFFFFEFFFF, 4 * GIB, committed, limit, limit)
 
 
 def test_a_limit_is_reached_at_95_percent_of_it():
     assert memory_use(_process(GIB), _machine(19 * GIB - 1, 20 * GIB)).limits_reached == ()
     at = memory_use(_process(GIB), _machine(19 * GIB, 20 * GIB))
     assert at.limits_reached == (MemoryLimit.COMMIT_LIMIT,)
-    assert "19.0 GiB of 20.0 GiB (95%)" in at.findings[0]
+    assert at.findings[0].startswith("The machine's commit charge was at 95% of its limit")
 
 
-def test_only_a_32bit_process_runs_out_of_address_space():
-    small = memory_use(_process(GIB, virtual=1950 << 20), _machine(GIB, 16 * GIB, top=0x7FFEFFFF))
-    assert small.limits_reached == (MemoryLimit.ADDRESS_SPACE,)
-    assert small.address_space == (2 * GIB - 0x20000)
-    assert "used up its address space" in small.findings[0]
-    big = memory_use(_process(GIB, virtual=2000 * GIB), _machine(GIB, 16 * GIB))
-    assert big.limits_reached == ()
+def test_a_job_is_held_to_each_of_its_limits_by_what_that_limit_counts():
+    """The private limit is on the job's private commit; the total limit on that plus its
+    shared commit. The nearer one is the one reported."""
+    job = ProcessMemory(
+        GIB,
+        GIB,
+        GIB,
+        GIB,
+        job_private_commit=6 * GIB,
+        job_peak_private_commit=6 * GIB,
+        job_shared_commit=3 * GIB,
+        job_private_commit_limit=8 * GIB,
+        job_total_commit_limit=9 * GIB,
+    )
+    use = memory_use(job, None)
+    assert (use.job_commit, use.job_commit_limit) == (9 * GIB, 9 * GIB)
+    assert use.limits_reached == (MemoryLimit.JOB_COMMIT_LIMIT,)
+    private_only = memory_use(replace(job, job_total_commit_limit=None), None)
+    assert (private_only.job_commit, private_only.job_commit_limit) == (6 * GIB, 8 * GIB)
+    assert private_only.limits_reached == ()
 
 
 def test_revision_1_counters_are_read_where_revision_1_keeps_them():

@@ -104,5 +104,5 @@ def test_tfstack_says_what_the_cli_says_of_a_process_at_the_commit_limit(pykd, t
     windbg = json.loads(pykd._output_for_tests())
     assert rc in (0, 1)
     assert windbg["verdict"]["headline"] == cli["verdict"]["headline"]
-    assert windbg["verdict"]["headline"].endswith("while the machine was out of memory (its commit limit reached)")
+    assert windbg["verdict"]["headline"].endswith(", while the machine's commit charge was at 100% of its limit")
     assert windbg["environment"]["memory"] == cli["environment"]["memory"]

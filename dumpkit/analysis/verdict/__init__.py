@@ -89,10 +89,11 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     decision = _BY_CODE.get(crash.code, other.decide)(case, evidence, steps) if not _ended(case) else None
     if decision is None:
         decision = ended.decide(case, evidence, steps)
-    decision = with_memory_limits(with_collision(decision, case), case)
+    decision = with_collision(decision, case)
     verdict, findings = _from_python(decision.verdict, list(decision.findings), case)
-    verdict = replace(verdict, next_steps=texts(_for_what_is_loaded(decision.steps, case)))
-    return _within_the_evidence(verdict, case), findings
+    decision = with_memory_limits(Decision(verdict, decision.steps, tuple(findings)), case)
+    verdict = replace(decision.verdict, next_steps=texts(_for_what_is_loaded(decision.steps, case)))
+    return _within_the_evidence(verdict, case), list(decision.findings)
 
 
 def _ended(case: Case) -> bool:

@@ -1,31 +1,26 @@
-"""A memory limit in the verdict: when the dump shows that the process was at the machine's
-commit limit, its job object's, or the end of its 32-bit address space
-(analysis/memory.py), an allocation had no room. That is what most likely led to an access
-violation at a NULL from malloc, an abort() over std::bad_alloc, a fail-fast, a heap error
-or a stack page that could not be committed. The headline says "while", not "because": the
-dump shows the limit, not the failed allocation. A verdict whose cause the stack or the CPU
-already shows (a recursion, an oversized frame, an illegal instruction, a missing DLL)
-keeps its headline, and the limit stays an environment finding."""
+"""A memory limit in the verdict: when the dump shows the process at the machine's commit
+limit or its job object's (analysis/memory.py), and the crash is one a refused allocation
+leads to, the verdict says so. Those crashes: an access violation in the NULL page (a malloc
+result used unchecked), abort() (std::bad_alloc escaping to std::terminate) as a fail-fast
+or an ending, a Fatal Python error (a MemoryError where none may be raised), an unhandled
+C++ exception that is or may be std::bad_alloc, and STATUS_NO_MEMORY / STATUS_COMMITMENT_LIMIT.
+The headline says "while", not "because": the dump shows the limit, not the refused
+allocation. Any other verdict keeps its headline; the limit is then a line under the facts."""
 
 from __future__ import annotations
 
 from typing import Dict, Tuple
 
 from dumpkit.analysis.advice import Step
+from dumpkit.analysis.memory import limit_clause
 from dumpkit.analysis.model import Evidence, MemoryLimit, VerdictKind
 from dumpkit.analysis.verdict.case import Case, Decision
 from dumpkit.records import replace
 
-# verdicts whose cause is not an allocation that failed
-_OWN_CAUSE = frozenset(
-    {VerdictKind.RECURSION, VerdictKind.OVERSIZED_FRAME, VerdictKind.ILLEGAL_INSTRUCTION, VerdictKind.DELAY_LOAD}
-)
-
-_WHILE: Dict[MemoryLimit, str] = {
-    MemoryLimit.COMMIT_LIMIT: "while the machine was out of memory (its commit limit reached)",
-    MemoryLimit.JOB_COMMIT_LIMIT: "while the process was at its job object's memory limit",
-    MemoryLimit.ADDRESS_SPACE: "while the 32-bit process's address space was used up",
-}
+NULL_PAGE_END = 0x10000  # Windows never maps the first 64 KiB: an access there is through NULL
+FAST_FAIL_FATAL_APP_EXIT = 7  # abort()
+STATUS_NO_MEMORY = 0xC0000017
+STATUS_COMMITMENT_LIMIT = 0xC000012D
 
 LESS_AT_ONCE = (
     "use less memory at once: a smaller batch, a smaller model or lower precision, fewer worker processes "
@@ -42,25 +37,39 @@ _STEPS: Dict[MemoryLimit, Step] = {
         "Raise the job object's memory limit (a container's --memory, the service's or the CI runner's setting), "
         "or " + LESS_AT_ONCE + ".",
     ),
-    MemoryLimit.ADDRESS_SPACE: Step(
-        "memory.address_space",
-        "Run a 64-bit Python: a 32-bit process has 2 GiB of address space (4 GiB when /LARGEADDRESSAWARE on 64-bit "
-        "Windows), and TensorFlow and most ML wheels have no 32-bit builds.",
-    ),
 }
 
 
+def allocation_can_explain(case: Case, kind: VerdictKind) -> bool:
+    """The crash is one a refused allocation leads to (the module docstring lists them)."""
+    crash = case.crash
+    if crash is None:
+        return False
+    if kind is VerdictKind.ACCESS_VIOLATION:
+        return crash.access_address is not None and crash.access_address < NULL_PAGE_END
+    if kind is VerdictKind.FASTFAIL:
+        return crash.fastfail_code == FAST_FAIL_FATAL_APP_EXIT
+    if kind is VerdictKind.CXX_EXCEPTION:
+        return not crash.cxx_types or any("bad_alloc" in t for t in crash.cxx_types)
+    if kind is VerdictKind.EXCEPTION:
+        return crash.code in (STATUS_NO_MEMORY, STATUS_COMMITMENT_LIMIT)
+    return kind in (VerdictKind.ABORT, VerdictKind.FATAL_PYTHON_ERROR)
+
+
 def with_memory_limits(decision: Decision, case: Case) -> Decision:
-    """`decision` with the memory limits the process had reached said: the headline ends
-    with the first, the evidence gives each with its numbers, their ways out come first."""
+    """`decision` with the memory limits the process was at said: the headline ends with the
+    first, the evidence gives each with its numbers, and their ways out follow a runtime
+    collision's (which names the module that struck) and come before the others."""
     memory = case.environment.memory
     v = decision.verdict
-    if memory is None or not memory.limits_reached or v.kind in _OWN_CAUSE:
+    if memory is None or not memory.limits_reached or not allocation_can_explain(case, v.kind):
         return decision
-    headline = f"{v.headline}, {_WHILE[memory.limits_reached[0]]}"
-    evidence = v.evidence + memory.findings
-    steps: Tuple[Step, ...] = tuple(_STEPS[kind] for kind in memory.limits_reached) + decision.steps
-    verdict = replace(v, headline=headline, evidence=evidence)
+    headline = f"{v.headline}, while {limit_clause(memory, memory.limits_reached[0])}"
+    verdict = replace(v, headline=headline, evidence=v.evidence + memory.findings)
+    steps_so_far = decision.steps
+    collision = next((i for i, s in enumerate(steps_so_far) if not s.id.startswith("collision.")), len(steps_so_far))
+    ours: Tuple[Step, ...] = tuple(_STEPS[kind] for kind in memory.limits_reached)
+    steps = steps_so_far[:collision] + ours + steps_so_far[collision:]
     said = tuple(Evidence(e) for e in memory.findings)
     findings = tuple(
         replace(f, title=headline, evidence=f.evidence + said) if f.title == v.headline else f

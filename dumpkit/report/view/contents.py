@@ -10,7 +10,7 @@ from dumpkit.analysis.facts import POINTER_REGISTERS
 from dumpkit.analysis.model import Contents, CrashInfo, Environment, MemoryUse, SystemSummary
 from dumpkit.report.view.inline import Line, Span, text, words
 from dumpkit.report.view.stacks import pointer_digits
-from dumpkit.words import memory_size, plural
+from dumpkit.words import memory_size, percent_of, plural
 from dumpkit.records import record
 
 EXCEPTION_NONCONTINUABLE = 1
@@ -121,8 +121,8 @@ def _process(s: Optional[SystemSummary]) -> InfoLine:
 
 
 def memory_words(m: MemoryUse) -> str:
-    """'this process: 2.7 GiB committed (peak 2.7 GiB), 2.4 GiB working set; the machine:
-    6.1 GiB committed of a 10.2 GiB commit limit (60%), 8.0 GiB RAM, 3.5 GiB available'."""
+    """'this process: 2.7 GiB committed (peak 2.8 GiB), 2.4 GiB working set; the machine:
+    6.1 GiB committed of its 10.2 GiB commit limit (60%), 8.0 GiB RAM, 3.5 GiB available'."""
     process: List[str] = []
     if m.private_commit is not None:
         peak = m.peak_private_commit
@@ -131,13 +131,11 @@ def memory_words(m: MemoryUse) -> str:
             process[-1] += f" (peak {memory_size(peak)})"
     if m.working_set is not None:
         process.append(f"{memory_size(m.working_set)} working set")
-    if m.job_commit_limit is not None:
-        process.append(f"its job object's limit {memory_size(m.job_commit_limit)}")
+    if m.job_commit is not None and m.job_commit_limit:
+        process.append(f"its job object {_of_limit(m.job_commit, m.job_commit_limit, 'limit')}")
     machine: List[str] = []
     if m.system_commit is not None and m.system_commit_limit:
-        share = min(100, 100 * m.system_commit // m.system_commit_limit)
-        limit = memory_size(m.system_commit_limit)
-        machine.append(f"{memory_size(m.system_commit)} committed of a {limit} commit limit ({share}%)")
+        machine.append(_of_limit(m.system_commit, m.system_commit_limit, "commit limit"))
     if m.physical_memory:
         machine.append(f"{memory_size(m.physical_memory)} RAM")
     if m.available_memory is not None:
@@ -145,6 +143,10 @@ def memory_words(m: MemoryUse) -> str:
     parts = [f"this process: {', '.join(process)}"] if process else []
     parts += [f"the machine: {', '.join(machine)}"] if machine else []
     return "; ".join(parts)
+
+
+def _of_limit(used: int, limit: int, what: str) -> str:
+    return f"{memory_size(used)} committed of its {memory_size(limit)} {what} ({percent_of(used, limit)}%)"
 
 
 def _exception(e: Optional[CrashInfo], absent: Optional[str], width: int) -> List[InfoLine]:
@@ -196,8 +198,9 @@ def contents_view(d: Contents) -> ContentsView:
     ]
     head += _system(d.system, d.environment)
     head.append(_process(d.system))
-    if d.environment.memory is not None and memory_words(d.environment.memory):
-        head.append(InfoLine((words("Memory   "), text(memory_words(d.environment.memory), 1000))))
+    said_of_memory = memory_words(d.environment.memory) if d.environment.memory is not None else ""
+    if said_of_memory:
+        head.append(InfoLine((words("Commit   "), text(said_of_memory, 1000))))
     head += _exception(d.crash, d.crash_absent, width)
     threads = []
     for th in d.threads:

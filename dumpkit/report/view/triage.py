@@ -7,6 +7,8 @@ import datetime
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.memory import LIMIT_WORDS
+from dumpkit.analysis.model import MemoryLimit
 from dumpkit.triage.group import Group, group
 from dumpkit.triage.record import DumpRecord
 from dumpkit.records import record
@@ -111,17 +113,10 @@ def _missing_images(g: Group) -> str:
     return "; ".join(shown) + (f"; {more:,} more" if more > 0 else "")
 
 
-LIMIT_NAMES = {
-    "commit_limit": "the machine's commit limit",
-    "job_commit_limit": "its job object's memory limit",
-    "address_space": "the end of its 32-bit address space",
-}
-
-
 def _memory_limits(g: Group) -> str:
     """How many of its dumps were written at a memory limit: a crash signature shared by
     dumps at the commit limit and dumps far from it is told apart here."""
-    return "; ".join(f"{LIMIT_NAMES.get(m, m)} in {n:,} of {g.count:,} dumps" for m, n in g.memory_limits)
+    return "; ".join(f"{LIMIT_WORDS[MemoryLimit(m)]} in {n:,} of {g.count:,} dumps" for m, n in g.memory_limits)
 
 
 def _group_doc(g: Group) -> Dict[str, Any]:

@@ -777,7 +777,9 @@ def _system_memory_lines(m) -> List[str]:
     """SystemMemoryInfoStream's block as the real engine prints it (tests/sources/dumpdebug):
     sizes in hex, counts of pages with thousands commas, the basic part and the performance part."""
     page = m.page_size
-    lines = [_dd_field("Revision", "1"), _dd_field("Flags", "0xf"), "  BasicInfo"]
+    perf = (m.available_memory, m.committed, m.commit_limit, m.peak_commitment)
+    flags = 0xF if all(v is not None for v in perf) else 0xD  # MINIDUMP_SYSMEMINFO1_BASICPERF is 0x2
+    lines = [_dd_field("Revision", "1"), _dd_field("Flags", f"{flags:#x}"), "  BasicInfo"]
     lines += [
         _dd_field("PageSize", f"{page:#x}", 4),
         _dd_field("NumberOfPhysicalPages", f"{m.physical_memory // page:,}", 4),
@@ -785,8 +787,7 @@ def _system_memory_lines(m) -> List[str]:
         _dd_field("MaximumUserModeAddress", f"{m.highest_user_address:#x}", 4),
         _dd_field("NumberOfProcessors", f"{m.processors:,}", 4),
     ]
-    perf = (m.available_memory, m.committed, m.commit_limit, m.peak_commitment)
-    if all(v is not None for v in perf):
+    if flags & 0x2:
         lines.append("  BasicPerfInfo")
         names = ("AvailablePages", "CommittedPages", "CommitLimit", "PeakCommitment")
         lines += [_dd_field(n, f"{v // page:,}", 4) for n, v in zip(names, perf)]
@@ -808,6 +809,7 @@ def _vm_counter_lines(m) -> List[str]:
     lines = [_dd_field("Revision", "2"), "  Process Counters"]
     lines += [_dd_field(n, f"{v:#x}", 4) for n, v in counters if v is not None]
     job = [
+        ("JobSharedCommitUsage", m.job_shared_commit),
         ("JobPrivateCommitUsage", m.job_private_commit),
         ("JobPeakPrivateCommitUsage", m.job_peak_private_commit),
         ("JobPrivateCommitLimit", m.job_private_commit_limit),
