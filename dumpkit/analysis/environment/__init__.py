@@ -1,9 +1,10 @@
 """The environment a TensorFlow issue report asks for, read from a dump.
 
-OS and build, CPU and its AVX support, the memory committed (analysis/memory.py), Python, the TensorFlow module, the CUDA runtime /
-cuDNN / CUDA libraries / NVIDIA driver, and whether they fit TensorFlow's tested Windows
-GPU configurations (`tf_builds`); the versions of the Python packages the process had
-imported (from the heap, else from the installation of their extension modules).
+OS and build, CPU and its AVX support, the memory committed (analysis/memory.py), Python,
+the TensorFlow module, the CUDA runtime / cuDNN / CUDA libraries / NVIDIA driver, and
+whether they fit TensorFlow's tested Windows GPU configurations (`tf_builds`); the
+versions of the Python packages the process had imported (from the heap, else from the
+installation of their extension modules).
 
 Pure over a `Target`: no file I/O here. Versions come from the dump's own module records
 (VS_FIXEDFILEINFO); the caller may pass `image_version(module)`, which reads the PE version
