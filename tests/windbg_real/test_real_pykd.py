@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import sys
 from pathlib import Path
 from typing import Dict
 
 import pytest
 
-from tests.support.samples import SAMPLE_BIN, SAMPLES
+from tests.support.samples import SAMPLE_BIN, SAMPLES, real_dump, run_cli
 from tests.support import wine as lane
 from tests.support.wine import story
 
@@ -229,3 +230,32 @@ def test_with_the_same_pdbs_the_debugger_and_the_cli_name_the_same_functions(nam
     # the PDB's static names are there at all (else this compares func_<rva> with itself)
     assert any(n.startswith("pdbkernels.dll!") and "func_" not in n for n in theirs.values())
     assert theirs == {k: names[k] for k in theirs}
+
+
+# ------------------------------------------------- memory counters (.dumpdebug, real dumps)
+
+
+def test_the_real_engine_gives_the_memory_the_cli_reads_from_the_file(env, tmp_path):
+    """A copy of a real Windows dump (node-minidump's electron crash) with its machine at the
+    commit limit: `!tfstack` on Microsoft's engine reads the counters from `.dumpdebug` and
+    tells the CLI's memory record and headline (tests/analysis/test_memory_use.py makes the
+    same copy)."""
+    src = real_dump("node-minidump/windows.dmp")
+    data = bytearray(src.read_bytes())
+    _sig, _ver, count, directory = struct.unpack_from("<IIII", data)
+    for i in range(count):
+        kind, _size, rva = struct.unpack_from("<III", data, directory + 12 * i)
+        if kind == 21:  # SystemMemoryInfo: the commit charge at 99.5% of the limit
+            available, _committed, limit, _peak = struct.unpack_from("<4Q", data, rva + 116)
+            struct.pack_into("<4Q", data, rva + 116, available // 20, limit - limit // 200, limit, limit)
+    dump = tmp_path / "memory-at-limit.dmp"
+    dump.write_bytes(bytes(data))
+    cli = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    debugger = env.debugger(dump, runs=[{"args": ["--json"]}], timeout=600)
+    run = debugger["runs"][0]
+    assert run["error"] is None, run["error"]
+    windbg = json.loads(run["output"])
+    assert windbg["environment"]["memory"] == cli["environment"]["memory"]
+    assert windbg["environment"]["memory"]["limits_reached"] == ["commit_limit"]
+    assert windbg["verdict"]["headline"] == cli["verdict"]["headline"]
+    assert cli["verdict"]["headline"].endswith(", while the machine's commit charge was at 99% of its limit")
