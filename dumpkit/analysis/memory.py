@@ -26,6 +26,9 @@ from dumpkit.words import memory_size, percent_of
 # A limit is "reached" at this share of it: the allocation that failed is not in the counters,
 # and a large one (a tensor, a model's weights) fails with a few percent of the limit still free.
 NEAR_LIMIT_PERCENT = 95
+# RAM available (free or on standby) under this share of it: the memory manager is taking pages
+# from working sets to the paging file, and threads that touch them wait on the disk
+SHORT_OF_RAM_PERCENT = 5
 
 # how a verdict and a triage group name each limit
 LIMIT_WORDS: Dict[MemoryLimit, str] = {
@@ -48,6 +51,7 @@ def memory_use(process: Optional[ProcessMemory], system: Optional[SystemMemory])
     job_commit, job_limit = _job(process)
     if job_commit is not None and job_limit is not None and _near(job_commit, job_limit):
         found.append((MemoryLimit.JOB_COMMIT_LIMIT, _job_at_limit(job_commit, job_limit)))
+    paging = _short_of_ram(system) if system is not None else None
     return MemoryUse(
         private_commit=private,
         peak_private_commit=process.peak_private_commit if process is not None else None,
@@ -61,7 +65,7 @@ def memory_use(process: Optional[ProcessMemory], system: Optional[SystemMemory])
         job_commit=job_commit,
         job_commit_limit=job_limit,
         limits_reached=tuple(kind for kind, _ in found),
-        findings=tuple(sentence for _, sentence in found),
+        findings=tuple(sentence for _, sentence in found) + ((paging,) if paging else ()),
     )
 
 
@@ -92,6 +96,17 @@ def _job(process: Optional[ProcessMemory]) -> Tuple[Optional[int], Optional[int]
     if not pairs:
         return None, None
     return max(pairs, key=lambda p: p[0] / p[1])
+
+
+def _short_of_ram(system: SystemMemory) -> Optional[str]:
+    available, ram = system.available_memory, system.physical_memory
+    if available is None or not ram or 100 * available >= SHORT_OF_RAM_PERCENT * ram:
+        return None
+    return (
+        f"The machine was short of RAM when the dump was written: {memory_size(available)} of its {memory_size(ram)} "
+        f"available ({percent_of(available, ram)}%). Windows then moves memory out to the paging file and back, and a "
+        "thread that touches memory on disk waits for it: a process can seem stuck while it pages."
+    )
 
 
 def _share(used: int, limit: int) -> str:

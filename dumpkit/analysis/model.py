@@ -686,8 +686,9 @@ class MemoryLimit(Word):
 class MemoryUse:
     """What the process and the machine had committed when the dump was written, in bytes,
     from the dump's ProcessVmCounters and SystemMemoryInfo streams; None where it does not
-    say. `limits_reached` and `findings` (one sentence each, with its numbers): the limits
-    the process was at or near, past which allocations fail."""
+    say. `limits_reached`: the limits the commit was at or near, past which allocations fail;
+    `findings`: one sentence for each, with its numbers, then one when the machine was short
+    of RAM (paging)."""
 
     private_commit: Optional[int] = None  # this process's commit charge ("private bytes")
     peak_private_commit: Optional[int] = None

@@ -10,6 +10,7 @@ through the CLI as a user would."""
 from __future__ import annotations
 
 import json
+import lzma
 import struct
 from pathlib import Path
 from typing import Callable, List
@@ -66,7 +67,7 @@ def _machine_at_its_limit(data: bytearray) -> None:
     the commit charge at 99.5% of the limit, as it is when an allocation has just failed."""
     at = _stream(data, SYSTEM_MEMORY_INFO) + 116
     available, _committed, limit, _peak = struct.unpack_from("<4Q", data, at)
-    struct.pack_into("<4Q", data, at, available // 20, limit - limit // 200, limit, limit)
+    struct.pack_into("<4Q", data, at, available, limit - limit // 200, limit, limit)
 
 
 @pytest.mark.parametrize("dump", WITH_COUNTERS, ids=[p.name for p in WITH_COUNTERS])
@@ -241,6 +242,47 @@ def test_a_damaged_counter_stream_is_a_problem_and_the_rest_is_reported(tmp_path
     memory = doc["environment"]["memory"]
     assert memory["system_commit"] is None and memory["private_commit"] is not None
     assert doc["verdict"]["kind"] == "access_violation"
+
+
+def _short_of_ram(data: bytearray) -> None:
+    """SystemMemoryInfo's available pages at 1% of the machine's RAM."""
+    at = _stream(data, SYSTEM_MEMORY_INFO)
+    (pages,) = struct.unpack_from("<I", data, at + 4 + 8)  # BasicInfo.NumberOfPhysicalPages
+    struct.pack_into("<Q", data, at + 116, pages // 100)
+
+
+def test_a_snapshot_of_a_machine_short_of_ram_says_it_in_its_evidence(tmp_path):
+    """A real hang dump (python.org's 3.11 under Wine, a thread stuck on queue.get) has no
+    memory streams; Wine leaves an unused entry in its directory, which here points to the
+    SystemMemoryInfo of a real Windows dump whose machine had 1% of its RAM available."""
+    counters = bytearray(real_dump(ELECTRON).read_bytes())
+    _short_of_ram(counters)
+    at = _stream(counters, SYSTEM_MEMORY_INFO)
+    stream = bytes(counters[at : at + 492])
+    hang = bytearray(lzma.open(sample_path("hangs/queue_wait_py311.dmp.xz")).read())
+    _sig, _ver, count, directory = struct.unpack_from("<IIII", hang)
+    unused = next(i for i in range(count) if struct.unpack_from("<I", hang, directory + 12 * i)[0] == 0)
+    struct.pack_into("<III", hang, directory + 12 * unused, SYSTEM_MEMORY_INFO, len(stream), len(hang))
+    dump = tmp_path / "queue_wait_short_of_ram.dmp"
+    dump.write_bytes(bytes(hang) + stream)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    verdict = doc["verdict"]
+    assert verdict["kind"] == "no_exception"
+    (finding,) = doc["environment"]["memory"]["findings"]
+    assert finding.startswith("The machine was short of RAM when the dump was written: ")
+    assert "MiB of its 4.0 GiB available (0%)" in finding
+    assert finding in verdict["evidence"]
+    assert doc["environment"]["memory"]["limits_reached"] == []
+
+
+def test_a_crash_on_a_machine_short_of_ram_keeps_its_headline(tmp_path):
+    src = real_dump(ELECTRON)
+    before = json.loads(run_cli("analyze", src, "--format", "json").stdout)["verdict"]
+    dump = _edited(src, tmp_path / "short.dmp", _short_of_ram)
+    doc = json.loads(run_cli("analyze", dump, "--format", "json").stdout)
+    assert doc["verdict"]["headline"] == before["headline"] and doc["verdict"]["evidence"] == before["evidence"]
+    assert doc["environment"]["memory"]["findings"][0].startswith("The machine was short of RAM")
+    assert "The machine was short of RAM" in run_cli("analyze", dump).stdout  # a line under the facts
 
 
 # -- the judgement itself, over the records the streams give -----------------------------

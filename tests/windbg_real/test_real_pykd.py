@@ -247,7 +247,7 @@ def test_the_real_engine_gives_the_memory_the_cli_reads_from_the_file(env, tmp_p
         kind, _size, rva = struct.unpack_from("<III", data, directory + 12 * i)
         if kind == 21:  # SystemMemoryInfo: the commit charge at 99.5% of the limit
             available, _committed, limit, _peak = struct.unpack_from("<4Q", data, rva + 116)
-            struct.pack_into("<4Q", data, rva + 116, available // 20, limit - limit // 200, limit, limit)
+            struct.pack_into("<4Q", data, rva + 116, available, limit - limit // 200, limit, limit)
     dump = tmp_path / "memory-at-limit.dmp"
     dump.write_bytes(bytes(data))
     cli = json.loads(run_cli("analyze", dump, "--format", "json").stdout)

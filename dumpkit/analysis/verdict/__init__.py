@@ -27,7 +27,7 @@ from dumpkit.analysis.verdict import (
     stack_overflow,
 )
 from dumpkit.analysis.verdict.collision import with_collision
-from dumpkit.analysis.verdict.memory import with_memory_limits
+from dumpkit.analysis.verdict.memory import with_memory_limits, with_memory_said
 from dumpkit.analysis.verdict.case import (
     ACCESS_VIOLATION,
     CXX_EXCEPTION,
@@ -82,7 +82,8 @@ def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
         ), []
     if crash is None:
         snapshot = hang.decide(case)
-        return replace(snapshot.verdict, next_steps=texts(snapshot.steps)), list(snapshot.findings)
+        said = with_memory_said(snapshot.verdict, case)
+        return replace(said, next_steps=texts(snapshot.steps)), list(snapshot.findings)
     evidence = [exception_line(crash, case.frame0)]
     # the table's steps minus "get a dump and run dumpkit analyze": this is that analysis
     steps = list(codes.steps_given_a_dump(codes.lookup_status(crash.code).steps))

@@ -13,7 +13,7 @@ from typing import Dict, Tuple
 
 from dumpkit.analysis.advice import Step
 from dumpkit.analysis.memory import limit_clause
-from dumpkit.analysis.model import Evidence, MemoryLimit, VerdictKind
+from dumpkit.analysis.model import Evidence, MemoryLimit, Verdict, VerdictKind
 from dumpkit.analysis.verdict.case import Case, Decision
 from dumpkit.records import replace
 
@@ -56,6 +56,16 @@ def allocation_can_explain(case: Case, kind: VerdictKind) -> bool:
     return kind in (VerdictKind.ABORT, VerdictKind.FATAL_PYTHON_ERROR)
 
 
+def with_memory_said(verdict: Verdict, case: Case) -> Verdict:
+    """A snapshot with no exception whose threads show no deadlock and no GIL holder: what
+    the counters show (a limit, RAM so short the machine pages) goes into its evidence, for
+    a process can seem stuck while it pages or while its allocations are refused."""
+    memory = case.environment.memory
+    if memory is None or not memory.findings or verdict.kind is not VerdictKind.NO_EXCEPTION:
+        return verdict
+    return replace(verdict, evidence=verdict.evidence + memory.findings)
+
+
 def with_memory_limits(decision: Decision, case: Case) -> Decision:
     """`decision` with the memory limits the process was at said: the headline ends with the
     first, the evidence gives each with its numbers, and their ways out follow a runtime
@@ -65,7 +75,7 @@ def with_memory_limits(decision: Decision, case: Case) -> Decision:
     if memory is None or not memory.limits_reached or not allocation_can_explain(case, v.kind):
         return decision
     headline = f"{v.headline}, while {limit_clause(memory, memory.limits_reached[0])}"
-    verdict = replace(v, headline=headline, evidence=v.evidence + memory.findings)
+    verdict = replace(v, headline=headline, evidence=v.evidence + memory.findings)  # a short RAM too
     steps_so_far = decision.steps
     collision = next((i for i, s in enumerate(steps_so_far) if not s.id.startswith("collision.")), len(steps_so_far))
     ours: Tuple[Step, ...] = tuple(_STEPS[kind] for kind in memory.limits_reached)
