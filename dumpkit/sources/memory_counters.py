@@ -106,8 +106,8 @@ def parse_system_memory(data: bytes) -> Optional[SystemMemory]:
 # SystemMemoryInfo's Flags are printed; the VM counters' are not, and the engine prints every
 # counter, 0 where the record leaves it out (tests/sources/dumpdebug): 0 reads as absent.
 
-_ENGINE_STREAMS = ("SystemMemoryInfoStream", "ProcessVmCountersStream")
-_STREAM = re.compile(r"^Stream \d+: type (\S+)")
+COUNTER_STREAMS = ("SystemMemoryInfoStream", "ProcessVmCountersStream")
+DUMPDEBUG_STREAM = re.compile(r"^Stream \d+: type (\S+)")  # a stream's first line; PykdTarget's reader too
 _FIELD = re.compile(r"^\s+(\w+)\s*:\s*(0x[0-9a-fA-F]+|[0-9][0-9,]*)\s*$")
 _SECTION = re.compile(r"^  (\w[\w ]*?)\s*$")
 
@@ -120,9 +120,9 @@ def dumpdebug_fields(text: str) -> Dict[str, Fields]:
     current: Optional[Fields] = None
     section = ""
     for line in text.splitlines():
-        m = _STREAM.match(line)
+        m = DUMPDEBUG_STREAM.match(line)
         if m:
-            current = out.setdefault(m.group(1), {}) if m.group(1) in _ENGINE_STREAMS else None
+            current = out.setdefault(m.group(1), {}) if m.group(1) in COUNTER_STREAMS else None
             section = ""
             continue
         if current is None:

@@ -52,7 +52,7 @@ from typing import Dict, Iterator, List, Optional, Tuple
 
 from dumpkit.spans import gaps, join
 from dumpkit.problems import Problems
-from dumpkit.sources.memory_counters import from_dumpdebug
+from dumpkit.sources.memory_counters import COUNTER_STREAMS, DUMPDEBUG_STREAM, from_dumpdebug
 from dumpkit.target import (
     GPR_NAMES,
     PROCESSOR_ARCHITECTURE_AMD64,
@@ -131,7 +131,6 @@ _LMV_MAPPED = re.compile(r"^\s+Mapped memory image file:\s*(\S.*?)\s*$")
 # `.dumpdebug`: streams start `Stream N: type NAME (T), ...`; the memory list streams
 # (MemoryListStream, Memory64ListStream) list `range#  RVA  Address  Size` rows, and the
 # SystemInfo stream `Name  value` rows.
-_DD_STREAM = re.compile(r"^Stream \d+: type (\S+)")
 _DD_RANGE = re.compile(rf"^\s*\d+\s+[0-9a-fA-F]+\s+({_HEX_ADDR})\s+({_HEX_ADDR})\s*$")
 _DD_FIELD = re.compile(r"^\s+(ProcessorLevel|ProcessorRevision)\s+([0-9a-fA-F]+)\b")
 
@@ -483,9 +482,9 @@ class PykdTarget:
         if not self.is_dump:
             path = f"live process ({path or 'debugger session'})"
         if self.is_dump:
-            said = self._command(".dumpdebug")
-            self._dump_ranges, self._dump_fields, self._dump_streams = _parse_dumpdebug(said)
-            self.process_memory, self.system_memory = from_dumpdebug(said)
+            said = _parse_dumpdebug(self._command(".dumpdebug"))
+            self._dump_ranges, self._dump_fields, self._dump_streams, counters = said
+            self.process_memory, self.system_memory = from_dumpdebug(counters)
         size = 0
         if self.is_dump and path and os.path.isfile(path):
             try:
@@ -874,20 +873,26 @@ def _mapped_images(lmv_output: str) -> Dict[int, str]:
     return out
 
 
-def _parse_dumpdebug(text: str) -> Tuple[List[Tuple[int, int]], Dict[str, int], frozenset]:
+def _parse_dumpdebug(text: str) -> Tuple[List[Tuple[int, int]], Dict[str, int], frozenset, str]:
     """(the dump's memory ranges as sorted (start, end), SystemInfo fields, stream type
-    names) from `.dumpdebug`."""
+    names, the memory-counter streams' lines for memory_counters.from_dumpdebug) from
+    `.dumpdebug`, in one pass: a full dump's lists a million ranges."""
     ranges: List[Tuple[int, int]] = []
     fields: Dict[str, int] = {}
     streams = set()
+    counters: List[str] = []
     stream = ""
     for line in text.splitlines():
-        m = _DD_STREAM.match(line)
+        m = DUMPDEBUG_STREAM.match(line)
         if m:
             stream = m.group(1)
             streams.add(stream)
+            if stream in COUNTER_STREAMS:
+                counters.append(line)
             continue
-        if stream in ("MemoryListStream", "Memory64ListStream"):
+        if stream in COUNTER_STREAMS:
+            counters.append(line)
+        elif stream in ("MemoryListStream", "Memory64ListStream"):
             m = _DD_RANGE.match(line)
             if m:
                 start, size = _hex(m.group(1)), _hex(m.group(2))
@@ -898,7 +903,7 @@ def _parse_dumpdebug(text: str) -> Tuple[List[Tuple[int, int]], Dict[str, int], 
             if m:
                 fields[m.group(1)] = int(m.group(2), 16)
     ranges.sort()
-    return ranges, fields, frozenset(streams)
+    return ranges, fields, frozenset(streams), "\n".join(counters)
 
 
 def _version(ms: int, ls: int) -> str:

@@ -739,7 +739,7 @@ def test_debugger_outputs_are_parsed_as_the_real_engine_prints_them():
         0x7B600000: "C:\\windows\\system32\\kernel32.dll",
         0x140000000: "z:\\work\\wt-windbg\\sample_dumps\\bin\\tfhost.exe",
     }
-    ranges, fields, streams = _parse_dumpdebug(REAL_DUMPDEBUG)
+    ranges, fields, streams, _counters = _parse_dumpdebug(REAL_DUMPDEBUG)
     assert ranges == [
         (0x10000, 0x12000),
         (0x21F9B0, 0x220000),
