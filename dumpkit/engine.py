@@ -253,6 +253,7 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     packages = InstalledPackages(target, code.images)
     # read: judged on what reading met, as `info` judges it (walk problems come later)
     crash_absent = facts.crash_absent(target, problems)
+    read_problems = tuple(problems.items)
 
     # walk
     walks = walk_all(target, walker, options, problems)
@@ -313,7 +314,7 @@ def analyze(target: Target, options: Optional[Options] = None, *, problems: Prob
     case = crash_case(
         target, code, crash, threads, crash_walk, env, python, coverage, problems, options.oversized_threshold, ending
     )
-    case = replace(case, waits=thread_waits, deadlocks=cycles_of_waits)
+    case = replace(case, waits=thread_waits, deadlocks=cycles_of_waits, read_problems=read_problems)
     verdict, findings = decide(case)
     report = report_document(
         target,

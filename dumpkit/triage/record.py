@@ -19,7 +19,8 @@ class Status(Word):
 
 
 ANALYSED, FAILED, TIMED_OUT = Status.ANALYSED, Status.FAILED, Status.TIMED_OUT
-RECORD_VERSION = 4  # 2 added python_recursion, 3 missing_images, 4 memory_limits
+RECORD_VERSION = 5  # 2 added python_recursion, 3 missing_images, 4 memory_limits; 5: a snapshot is
+# no longer headlined "damaged" for a walk's problems (a cached headline would be stale)
 
 
 @record

@@ -88,10 +88,21 @@ def test_native_recursion_keeps_the_native_advice():
 
 
 def test_damaged_dump_without_exception_says_so():
-    v, _ = decide(_target(["dump has no thread list"]), None, None, None, (), Environment())
+    problem = "dump has no thread list"
+    v = decide_case(Case(None, problems=(problem,), read_problems=(problem,)))[0]
     assert v.kind == "no_exception" and "damaged" in v.headline and v.confidence == "low"
+    assert v.evidence == (problem,)
     v, _ = decide(_target(), None, None, None, (), Environment())
     assert "written on request" in v.headline
+
+
+def test_a_walk_problem_does_not_make_a_snapshot_damaged():
+    """A stack walk that stopped early (a module's image not here) is no sign that the dump
+    lost an exception record: a snapshot stays a snapshot."""
+    walk_problem = "thread 280: frame 10: caller SP 0x1631060 not above 0x1e4f320; stopped"
+    v = decide_case(Case(None, problems=(walk_problem,), read_problems=()))[0]
+    assert "damaged" not in v.headline and "written on request" in v.headline
+    assert not any("Get the dump again" in s for s in v.next_steps)
 
 
 def _heap_case(names):

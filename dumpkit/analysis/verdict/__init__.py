@@ -72,12 +72,14 @@ _GET_IT_AGAIN = Step(
 
 def decide(case: Case) -> Tuple[Verdict, List[Finding]]:
     crash = case.crash
-    if crash is None and case.problems:
+    # Damaged by what reading it met: a walk's problems (a module without its image, a
+    # stack that ends early) say nothing about whether an exception record was lost.
+    if crash is None and case.read_problems:
         return Verdict(
             VerdictKind.NO_EXCEPTION,
-            f"No exception record could be read: the dump is damaged ({len(case.problems)} problem(s) listed below)",
+            f"No exception record could be read: the dump is damaged ({len(case.read_problems)} problem(s) listed below)",
             Confidence.LOW,
-            tuple(case.problems[:5]),
+            tuple(case.read_problems[:5]),
             texts((_GET_IT_AGAIN,)),
         ), []
     if crash is None:

@@ -62,7 +62,8 @@ class Case:
 
     `frames` are the crashing thread's walked frames (all of them; `thread.frames` keeps
     only head and tail); `frame_limit` is the --max-frames the walk stopped at, if it did;
-    `problems` the non-fatal problems met reading the dump so far; `stacks` the captured
+    `problems` the non-fatal problems met so far (reading and walking); `read_problems` those
+    reading the dump met, before any walk (what says the dump itself is damaged); `stacks` the captured
     stack range of every thread, (thread id, low, high); `read_code` reads code bytes
     (module image first, then the dump) to show the faulting instruction."""
 
@@ -73,6 +74,7 @@ class Case:
     sizes: Sequence[FrameSize] = ()
     environment: Environment = field(default_factory=Environment)
     problems: Sequence[str] = ()
+    read_problems: Sequence[str] = ()
     bits: int = 64
     stacks: Sequence[Tuple[int, int, int]] = ()
     threshold: int = OVERSIZED_FRAME
