@@ -399,7 +399,7 @@ def _23(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10):
     _set(self, "\x0010", a10)
 
 
-def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17):
+def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18):
     _set(self, "\x000", a0)
     _set(self, "\x001", a1)
     _set(self, "\x002", a2)
@@ -420,6 +420,7 @@ def _24(self, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a
     _set(self, "\x0015", a15)
     _set(self, "\x0016", a16)
     _set(self, "\x0017", a17)
+    _set(self, "\x0018", a18)
 
 
 def _25(self, a0, a1, a2, a3, a4):
@@ -511,7 +512,7 @@ SHAPES = {
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _21,
     ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", False): _22,
     ("aaaaaaaaaaf", False): _23,
-    ("aaaaafaaaaaaaaaaaa", False): _24,
+    ("aaaaafaaaaaaaaaaaaa", False): _24,
     ("aaaaf", False): _25,
     ("aaaafaaaaaaafaaaaaa", False): _26,
     ("aafaaa", False): _27,

@@ -42,6 +42,11 @@ def listing(names: Sequence[str], shown: int) -> str:
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
+def joined(names: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 class Word(str, Enum):
     """A str-valued enum, the base of every word the model carries (verdict kind,
     confidence, severity, call kind, trust, stop reason): it compares, hashes and

@@ -366,6 +366,9 @@ class ThreadWait:
     name: Optional[str] = None  # the thread's name, where the dump or the interpreter records one
     held: Optional[str] = None  # what `obj` is: "critical section", "Lock", "RLock"
     owner_at: Optional[str] = None  # the owner's Python line where it entered the lock (a `with` block)
+    # an UNKNOWN wait's system DLLs whose nameless frames (their images not here) are the
+    # thread's top: their images would name the wait
+    unnamed_in: Tuple[str, ...] = ()
 
 
 @record

@@ -17,7 +17,8 @@ from typing import Dict, Optional, Sequence, Tuple
 from dumpkit.analysis.model import PythonReport, ThreadReport, ThreadWait, WaitKind
 from dumpkit.analysis.pyentry import is_interpreter, user_python
 from dumpkit.records import replace
-from dumpkit.unwind.frames import Frame, StackWalk
+from dumpkit.words import joined
+from dumpkit.unwind.frames import SCANNED, Frame, StackWalk
 
 LOOK = 24  # the wait machinery is never deeper than this
 
@@ -146,9 +147,37 @@ def _short(f: Frame) -> Optional[str]:
 def thread_wait(tid: int, frames: Sequence[Frame], python_line: Optional[str] = None) -> ThreadWait:
     """What the thread with `frames` (its walk, top first) waits on, and who waits: the
     first frame below the wait machinery. `python_line`: its innermost Python frame of the
-    user's code, when the dump holds the Python stack."""
+    user's code, when the dump holds the Python stack.
+
+    A thread whose top frames are nameless frames of the system's DLLs (their images are
+    not here, as on a machine other than the one that wrote the dump) is not said to be
+    running: a thread stopped in ntdll.dll is most often in a wait, and which one is not
+    known. Those DLLs are kept (`unnamed_in`) for the step that names them. Nothing is
+    read below them: without their unwind data the walk went on by scanning, and a stale
+    return address of an earlier lock or GIL call looks the same as a live one."""
+    best, last, hidden = _machinery(frames)
+    if best is None:
+        named = any(f.named for f in frames[:3])
+        caller = frames[0].function_name if frames else None
+        if hidden:
+            return ThreadWait(tid, WaitKind.UNKNOWN, _nameless(hidden), 0, caller, python_line, unnamed_in=hidden)
+        kind = WaitKind.RUNNING if named else WaitKind.UNKNOWN
+        return ThreadWait(tid, kind, WORDS[kind], 0 if frames else None, caller, python_line)
+    kind, at = best
+    below = last + 1 if last + 1 < len(frames) else None
+    caller = frames[below].function_name if below is not None else None
+    if kind in (WaitKind.HANDLE, WaitKind.CONDITION_VARIABLE) and _gil_by_eval_loop(frames, last):
+        kind = WaitKind.GIL  # the eval loop taking back the GIL: take_gil is static, so no name
+    return ThreadWait(tid, kind, WORDS[kind], below, caller, python_line, wait_frame=at)
+
+
+def _machinery(frames: Sequence[Frame]) -> Tuple[Optional[Tuple[WaitKind, int]], int, Tuple[str, ...]]:
+    """The outermost wait in the top frames, (kind, its frame) or None; the last frame of
+    the wait machinery; and the system DLLs of the nameless frames met before any wait was
+    named."""
     best: Optional[Tuple[WaitKind, int]] = None  # the kind said so far, and its frame
     last = -1  # the last frame of the wait machinery
+    hidden: Dict[str, str] = {}  # system DLLs whose frames have no names, above any wait (lower case: as named)
     for f in frames[:LOOK]:
         short = _short(f)
         kind = _WAITS.get(short) if short is not None else None
@@ -157,24 +186,24 @@ def thread_wait(tid: int, frames: Sequence[Frame], python_line: Optional[str] = 
                 best = (kind, f.index)
             last = f.index
             continue
+        module = (f.module or "").lower()
+        if not f.named and module in _SYSTEM:
+            if best is None:
+                if f.trust in SCANNED:
+                    break  # a guess below the nameless top: it says nothing of the thread's wait
+                hidden.setdefault(module, f.module or module)  # the wait may be in it, unnamed
+            continue  # (below a wait: an unnamed system frame inside it, kernelbase's helpers)
         if best is None and f.index == 0:
             continue  # frame 0 may be a stub with no name of its own (a syscall's)
-        if not f.named and (f.module or "").lower() in _SYSTEM and best is not None:
-            continue  # an unnamed system frame inside the wait (kernelbase's helpers)
         if best is not None and is_interpreter(f.module) and not f.named and f.index <= last + 4:
             continue  # CPython's static helpers between its wait and its export
         break
-    if best is None:
-        named = any(f.named for f in frames[:3])
-        kind = WaitKind.RUNNING if named else WaitKind.UNKNOWN
-        caller = frames[0].function_name if frames else None
-        return ThreadWait(tid, kind, WORDS[kind], 0 if frames else None, caller, python_line)
-    kind, at = best
-    below = last + 1 if last + 1 < len(frames) else None
-    caller = frames[below].function_name if below is not None else None
-    if kind in (WaitKind.HANDLE, WaitKind.CONDITION_VARIABLE) and _gil_by_eval_loop(frames, last):
-        kind = WaitKind.GIL  # the eval loop taking back the GIL: take_gil is static, so no name
-    return ThreadWait(tid, kind, WORDS[kind], below, caller, python_line, wait_frame=at)
+    return best, last, tuple(hidden.values())
+
+
+def _nameless(dlls: Sequence[str]) -> str:
+    images = "images are" if len(dlls) > 1 else "image is"
+    return f"is in {joined(dlls)}, whose {images} not here: whether it waits, and on what, is not known"
 
 
 _SYSTEM = frozenset({"ntdll.dll", "kernelbase.dll", "kernel32.dll", "ucrtbase.dll", "msvcrt.dll", "ws2_32.dll"})

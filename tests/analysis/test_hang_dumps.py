@@ -259,3 +259,42 @@ def test_triage_groups_hang_dumps_by_what_they_wait_on(tmp_path: Path) -> None:
         deadlocks
     )
     assert by_signature["GIL_HELD | wait_for_device (gil_held.py:56)"] == len(gil)
+
+
+def _without_system_images(name: str) -> Report:
+    """The raw dump read as on a machine without the system's DLLs: the interpreter and the
+    program's own DLLs given, Wine's ntdll.dll, kernelbase.dll and the rest not."""
+    path = HANGS / MANIFEST[name]["file"]
+    interpreter = WINPYTHON / f"cpython-{MANIFEST[name]['python_minor']}-amd64"
+    if not path.exists() or not interpreter.is_dir():
+        pytest.skip(f"{path.name}: the raw dump or its interpreter (../shared/winpython) is not here")
+    target = open_dump_bytes(lzma.decompress(path.read_bytes()), path.name)
+    folders = (str(interpreter), str(HANGS / "bin"))
+    try:
+        return analyze(
+            target, Options(image_paths=folders, use_recorded_paths=False), problems=target.soft_errors
+        ).report
+    finally:
+        target.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for n in MANIFEST if MANIFEST[n]["tool"] == "capture"))
+def test_without_the_system_images_no_waiting_thread_is_called_running(name: str) -> None:
+    """Every thread of these dumps waits (the program said on what). Without the images of
+    the DLLs the waits are in, a thread stopped in them is not known to wait, and must not
+    be called running; the dump is a snapshot, not a damaged file, however the walks ended
+    below the nameless frames; and the first step names the images that would tell."""
+    report = _without_system_images(name)
+    waits = {w.tid: w for w in report.waits}
+    for thread in MANIFEST[name]["threads"]:
+        wait = waits[thread["tid"]]
+        assert wait.kind is not WaitKind.RUNNING, (thread["name"], wait)
+        if wait.kind is WaitKind.UNKNOWN:
+            assert wait.unnamed_in and "ntdll.dll" in wait.unnamed_in
+            assert "whose images are not here" in wait.what or "whose image is not here" in wait.what
+    verdict = report.verdict
+    assert "damaged" not in verdict.headline
+    assert verdict.kind is VerdictKind.NO_EXCEPTION and "written on request" in verdict.headline
+    assert verdict.next_steps[0].startswith("Give dumpkit the images of ntdll.dll")
+    assert "Wine's own DLLs" in verdict.next_steps[0]

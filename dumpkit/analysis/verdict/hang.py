@@ -18,7 +18,7 @@ from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.analysis.moduleroles import is_ctypes_machinery
 from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.waits import RELEASES_GIL
-from dumpkit.words import plural
+from dumpkit.words import joined, plural
 
 if TYPE_CHECKING:
     from dumpkit.analysis.model import CrashSignature
@@ -38,6 +38,19 @@ READ_THE_WAITS = Step(
     "no_exception.read_the_waits",
     "Look at what each thread waits on (below) and who feeds or releases it: a queue nobody puts to, an "
     "event nobody sets, a thread that never ends.",
+)
+NAME_THE_WAITS = Step(
+    "hang.name_the_waits",
+    "Give dumpkit the images of {dlls} to name what {threads} in: {how}.",
+    (("dlls", "the system's DLLs"), ("threads", "the threads wait"), ("how", "--fetch-images")),
+)
+WINDOWS_IMAGES = (
+    "--fetch-images takes Windows' own DLLs from Microsoft's symbol server (or --image-path a copy of "
+    "C:\\Windows\\System32 from the machine that wrote the dump)"
+)
+WINE_IMAGES = (
+    "they are Wine's own DLLs: --image-path the Wine installation's PE DLL folder (Debian: "
+    "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows)"
 )
 NOT_OWNED = Step(
     "hang.owner_unknown",
@@ -99,8 +112,24 @@ def decide(case: Case) -> Decision:
                 f"{who(w)} waits for {article.get(w.held or '', 'what')} held by {who(by[w.owner])}{_at(by[w.owner])}"
             )
     unowned = any(w.kind in (WaitKind.PYTHON_LOCK, WaitKind.CRITICAL_SECTION) and w.owner is None for w in waits)
-    steps = [READ_THE_WAITS] + ([NOT_OWNED] if unowned else [])
+    steps = _name_the_waits(waits, bool(case.environment.wine)) + [READ_THE_WAITS] + ([NOT_OWNED] if unowned else [])
     return conclude(VerdictKind.NO_EXCEPTION, headline, Confidence.HIGH, evidence, steps, None)
+
+
+def _name_the_waits(waits: Sequence[ThreadWait], wine: bool) -> List[Step]:
+    """The images that would name the waits of threads stopped in nameless system code
+    (waits.thread_wait's `unnamed_in`), first: without them no wait can be read."""
+    nameless = [w for w in waits if w.unnamed_in]
+    if not nameless:
+        return []
+    dlls = list(dict.fromkeys(d for w in nameless for d in w.unnamed_in))
+    return [
+        NAME_THE_WAITS.given(
+            dlls=joined(dlls),
+            threads=plural(len(nameless), "thread") + (" waits" if len(nameless) == 1 else " wait"),
+            how=WINE_IMAGES if wine else WINDOWS_IMAGES,
+        )
+    ]
 
 
 def _at(w: ThreadWait) -> str:
