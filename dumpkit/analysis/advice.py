@@ -30,6 +30,22 @@ THREAD_STACK_SIZE_ON_WINDOWS = (
     "keeps its fixed 2 MB"
 )
 
+# How to give dumpkit the system's own DLLs (ntdll.dll, kernelbase.dll...), whose names a
+# wait or an exit stop is read from: Windows' come from Microsoft's symbol server, Wine's
+# from its installation.
+WINDOWS_IMAGES = (
+    "--fetch-images takes Windows' own DLLs from Microsoft's symbol server (or --image-path a copy of "
+    "C:\\Windows\\System32 from the machine that wrote the dump)"
+)
+WINE_IMAGES = (
+    "Wine's own DLLs are in the Wine installation's PE DLL folder: --image-path it (Debian: "
+    "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows)"
+)
+
+
+def system_images(wine: bool) -> str:
+    return WINE_IMAGES if wine else WINDOWS_IMAGES
+
 
 @record
 class Step:

@@ -332,3 +332,22 @@ def test_an_exits_signature_never_holds_the_way_out(name):
     signature = raw_report_without_images(name).signature
     assert signature is not None and signature.kind.startswith(("EXIT", "ABORT", "FATAL_PYTHON_ERROR"))
     assert not any(word in element for element in signature.frames for word in WAY_OUT), signature.text
+
+
+@pytest.mark.slow  # 29 raw dumps analysed: the full run's
+@pytest.mark.parametrize("name", RAW_EXITS)
+def test_with_no_image_at_all_an_exit_stop_is_said_to_be_most_likely_a_debuggers(name):
+    """No image at all, not even ntdll.dll's: the breakpoint at frame 0 has no name, so the
+    exit cannot be read. The first step says what a breakpoint there most often is, and
+    which image would tell (here Wine's folder: the dump says it ran under Wine)."""
+    from dumpkit.commands.inputs import open_target
+
+    target, problems = open_target(str(SAMPLES / "endings" / ENDINGS[name]["file"]))
+    try:
+        got = analyze(target, Options(image_paths=[], use_recorded_paths=False), problems=problems).report
+    finally:
+        target.close()
+    assert got.ending is None and got.verdict.headline.startswith("0x80000003 breakpoint in ntdll.dll+0x")
+    first = got.verdict.next_steps[0]
+    assert first.startswith("Frame 0 is in ntdll.dll, whose image is not here: a breakpoint there is most often")
+    assert "the exit code" in first and "Wine's own DLLs are in the Wine installation's PE DLL folder" in first

@@ -297,4 +297,4 @@ def test_without_the_system_images_no_waiting_thread_is_called_running(name: str
     assert "damaged" not in verdict.headline
     assert verdict.kind is VerdictKind.NO_EXCEPTION and "written on request" in verdict.headline
     assert verdict.next_steps[0].startswith("Give dumpkit the images of ntdll.dll")
-    assert "Wine's own DLLs" in verdict.next_steps[0]
+    assert "Wine's own DLLs are in the Wine installation's PE DLL folder" in verdict.next_steps[0]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.advice import Step
+from dumpkit.analysis.advice import Step, system_images
 from dumpkit.analysis.holders import joins, who
 from dumpkit.analysis.model import Confidence, ThreadWait, VerdictKind, WaitKind
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
@@ -43,14 +43,6 @@ NAME_THE_WAITS = Step(
     "hang.name_the_waits",
     "Give dumpkit the images of {dlls} to name what {threads} in: {how}.",
     (("dlls", "the system's DLLs"), ("threads", "the threads wait"), ("how", "--fetch-images")),
-)
-WINDOWS_IMAGES = (
-    "--fetch-images takes Windows' own DLLs from Microsoft's symbol server (or --image-path a copy of "
-    "C:\\Windows\\System32 from the machine that wrote the dump)"
-)
-WINE_IMAGES = (
-    "they are Wine's own DLLs: --image-path the Wine installation's PE DLL folder (Debian: "
-    "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows)"
 )
 NOT_OWNED = Step(
     "hang.owner_unknown",
@@ -127,7 +119,7 @@ def _name_the_waits(waits: Sequence[ThreadWait], wine: bool) -> List[Step]:
         NAME_THE_WAITS.given(
             dlls=joined(dlls),
             threads=plural(len(nameless), "thread") + (" waits" if len(nameless) == 1 else " wait"),
-            how=WINE_IMAGES if wine else WINDOWS_IMAGES,
+            how=system_images(wine),
         )
     ]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence, Tuple
 
-from dumpkit.analysis.advice import Step
+from dumpkit.analysis.advice import Step, system_images
+from dumpkit.analysis.codes.model import STATUS_BREAKPOINT
 from dumpkit.analysis.model import Confidence, CrashInfo, VerdictKind
 from dumpkit.analysis.raiser import Raiser, find_raiser, is_runtime_frame
 from dumpkit.analysis.verdict.case import (
@@ -50,12 +51,37 @@ def decide(case: Case, evidence: List[str], steps: List[Step]) -> Decision:
             )
     elif crash.code == FATAL_APP_EXIT and crash.raised_by:
         steps.append(CHECK_THE_CALLER.given(function=crash.raised_by))
+    elif crash.code == STATUS_BREAKPOINT:
+        steps[:0] = _nameless_stop(case)
     if not steps:
         steps = [START_AT_FRAME_0.given(at=at)]
     return conclude(VerdictKind.EXCEPTION, headline, Confidence.MEDIUM, evidence, steps, crash.thread_id)
 
 
+# The system DLLs whose exit functions a debugger stops at (analysis/ending.py's EXIT_STOPS)
+_EXIT_DLLS = frozenset({"ntdll.dll", "kernel32.dll", "kernelbase.dll"})
+
+
+def _nameless_stop(case: Case) -> List[Step]:
+    """A breakpoint exactly at frame 0 in a system DLL whose image is not here: most often a
+    debugger's own stop, at an exit (procdump -t, bp ntdll!RtlExitUserProcess), which
+    ending.exit_stop reads once the function has its name."""
+    crash, top = case.crash, case.frames[0] if case.frames else None
+    if crash is None or top is None or top.named or top.ip != crash.address:
+        return []
+    dll = top.module or ""
+    if dll.lower() not in _EXIT_DLLS:
+        return []
+    return [NAME_THE_STOP.given(dll=dll, how=system_images(bool(case.environment.wine)))]
+
+
 # The next steps of the other exceptions.
+NAME_THE_STOP = Step(
+    "breakpoint.name_the_stop",
+    "Frame 0 is in {dll}, whose image is not here: a breakpoint there is most often a debugger's own stop, at "
+    "the process's exit (procdump -t, a breakpoint on ntdll!RtlExitUserProcess or NtTerminateProcess) or as "
+    "it attached. Give dumpkit {dll}'s image to name the function and, at an exit, the exit code: {how}.",
+)
 CHECK_THE_CALLER = Step(
     "fatal_app_exit.check_the_caller", "The call that aborted is in {function}; check what it was checking."
 )
