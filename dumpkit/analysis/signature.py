@@ -43,6 +43,9 @@ Rules, version 10 (RULES):
    without its folder, and the line, which is what makes two deadlocks the same), sorted;
    GIL_HELD followed by the holder's line; else HANG followed by the line of the wait a
    reader starts at (verdict/hang.py). No frames: a hang's native frames are the wait's.
+   Where threads stopped in system DLLs whose images are not here (no wait can be named,
+   analysis/waits.py) and the dump holds their Python stacks: SNAPSHOT followed by those
+   threads' lines, sorted, a Thread.join left out (it only follows another thread).
 8. A process that ended itself (analysis/ending.py): the kind is FATAL_PYTHON_ERROR, ABORT
    or EXIT(code), the same whether Windows carried an abort() out as a fail-fast (subcode 7)
    or as exit code 3 under Wine, and followed, in parentheses, by what the runtime said
@@ -68,6 +71,9 @@ Rules, version 10 (RULES):
    made the call was (up to 3.10 each Python call nests two C frames, which reads as a
    recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
+
+Version 10 gave a snapshot whose waits have no names (the system DLLs' images not here) no
+signature: a folder of them made one group, whatever each process was doing.
 
 Version 9 had the same rules over other names: the functions through which a class's
 number, mapping, sequence and async methods are called (`python310.dll!func_3fae4` is
@@ -124,7 +130,7 @@ from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 10
+RULES = 11
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
@@ -454,9 +460,9 @@ def _line_element(label: str) -> str:
 
 
 def hang_signature(kind: str, lines: Sequence[str]) -> CrashSignature:
-    """Rule 9's signature: `kind` (DEADLOCK, GIL_HELD, HANG) and the lines that say it."""
+    """Rule 9's signature: `kind` (DEADLOCK, GIL_HELD, HANG, SNAPSHOT) and the lines that say it."""
     elements = tuple(_line_element(x) for x in lines if x)
-    if kind == "DEADLOCK":
+    if kind in ("DEADLOCK", "SNAPSHOT"):
         elements = tuple(sorted(elements))
     elements = elements[:MAX_ELEMENTS]
     return CrashSignature(SEPARATOR.join((kind,) + elements), kind, elements, RULES)

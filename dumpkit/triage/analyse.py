@@ -147,6 +147,16 @@ def _probe() -> RememberingProbe:
 MAX_MISSING = 8  # modules a record names as missing their images
 
 
+def _missing_images(report: Report) -> Tuple[str, ...]:
+    """The crashing stack's modules whose images were not found; for a snapshot, the system
+    DLLs its threads stopped in whose images would name their waits (waits.thread_wait)."""
+    if report.images is not None and report.images.missing:
+        return tuple(m.module for m in report.images.missing[:MAX_MISSING])
+    if report.crash is not None:
+        return ()
+    return tuple(dict.fromkeys(d for w in report.waits for d in w.unnamed_in))[:MAX_MISSING]
+
+
 def _modules_named(report: Report, modules: Sequence[Module]) -> Tuple[str, ...]:
     """The modules the signature's frames name, with their file versions when known
     (`modules`: the dump's; of two of one name, the one at the higher base)."""
@@ -291,7 +301,7 @@ def _analyse_one(job: Job, path: str, sha: Optional[str]) -> DumpRecord:
         confidence=report.verdict.confidence,
         modules=_modules_named(report, modules),
         python_recursion=python_recursion(report.python, report.crash.thread_id if report.crash else None),
-        missing_images=tuple(m.module for m in report.images.missing[:MAX_MISSING]) if report.images else (),
+        missing_images=_missing_images(report),
         memory_limits=report.environment.memory.limits_reached if report.environment.memory else (),
         problems=len(report.soft_errors),
         seconds=round(time.monotonic() - started, 3),

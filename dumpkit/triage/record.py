@@ -42,7 +42,8 @@ class DumpRecord:
     # (analysis.signature.python_recursion): 'walk (job.py) > visit (job.py)'
     python_recursion: Optional[str] = None
     # modules on the crashing stack whose images were not found, most frames first: their
-    # frames were found by stack scanning, so the signature stops short of them (rule 5)
+    # frames were found by stack scanning, so the signature stops short of them (rule 5);
+    # for a snapshot, the system DLLs whose images would name its threads' waits
     missing_images: Tuple[str, ...] = ()
     # the memory limits the process was at when its dump was written (environment.memory's
     # limits_reached): a crash at the commit limit is most likely an allocation that failed

@@ -298,3 +298,34 @@ def test_without_the_system_images_no_waiting_thread_is_called_running(name: str
     assert verdict.kind is VerdictKind.NO_EXCEPTION and "written on request" in verdict.headline
     assert verdict.next_steps[0].startswith("Give dumpkit the images of ntdll.dll")
     assert "Wine's own DLLs are in the Wine installation's PE DLL folder" in verdict.next_steps[0]
+
+
+@pytest.mark.slow
+def test_triage_without_the_system_images_groups_by_where_the_python_code_was() -> None:
+    """A fleet read away from its machines: no wait can be named, so each dump's signature is
+    its threads' Python lines (SNAPSHOT), which groups the dumps by what the program was
+    doing, one group per scenario whichever Python and dump kind, a deadlock over the same
+    lines as with the images; each record names ntdll.dll as the image to give."""
+    from dumpkit.triage.analyse import Job, analyse_one
+    from dumpkit.triage.group import group
+
+    names = sorted(n for n in MANIFEST if MANIFEST[n]["tool"] == "capture")
+    interpreters = {n: WINPYTHON / f"cpython-{MANIFEST[n]['python_minor']}-amd64" for n in names}
+    if not names or not all(p.is_dir() for p in interpreters.values()):
+        pytest.skip("the raw hang dumps' interpreters (../shared/winpython) are not here")
+    records = {
+        n: analyse_one(
+            Job(image_paths=(str(interpreters[n]), str(HANGS / "bin")), use_recorded_paths=False),
+            str(HANGS / MANIFEST[n]["file"]),
+        )
+        for n in names
+    }
+    assert all(r.ok and r.kind == "SNAPSHOT" for r in records.values()), {n: r.signature for n, r in records.items()}
+    assert all("ntdll.dll" in r.missing_images for r in records.values())
+    scenarios = {MANIFEST[n]["scenario"] for n in names}
+    groups = group(list(records.values()))
+    assert len(groups) == len(scenarios)
+    for g in groups:
+        assert len({MANIFEST[n]["scenario"] for n, r in records.items() if r.signature == g.signature}) == 1
+    deadlock = next(r for n, r in records.items() if MANIFEST[n]["scenario"] == "lock_deadlock")
+    assert deadlock.signature == "SNAPSHOT | read_catalog (lock_deadlock.py:60) | update_index (lock_deadlock.py:42)"

@@ -238,4 +238,8 @@ def snapshot_signature(case: Case) -> Optional["CrashSignature"]:
     telling = _most_telling(waits)
     if telling is not None:
         return hang_signature("HANG", [telling.python_line or telling.caller or ""])
+    # no wait named (the system DLLs' images not here): where the threads' Python code was
+    lines = {w.python_line for w in waits if w.unnamed_in and w.python_line and not joins(w)}
+    if lines:
+        return hang_signature("SNAPSHOT", sorted(lines))
     return None
