@@ -44,8 +44,10 @@ Rules, version 10 (RULES):
    GIL_HELD followed by the holder's line; else HANG followed by the line of the wait a
    reader starts at (verdict/hang.py). No frames: a hang's native frames are the wait's.
    Where threads stopped in system DLLs whose images are not here (no wait can be named,
-   analysis/waits.py) and the dump holds their Python stacks: SNAPSHOT followed by those
-   threads' lines, sorted, a Thread.join left out (it only follows another thread).
+   analysis/waits.py): GIL_HELD followed by the holder's line when the interpreter's state
+   names the holder and counts threads waiting for the GIL; else, where the dump holds
+   their Python stacks, SNAPSHOT followed by those threads' lines, sorted, a Thread.join
+   left out (it only follows another thread).
 8. A process that ended itself (analysis/ending.py): the kind is FATAL_PYTHON_ERROR, ABORT
    or EXIT(code), the same whether Windows carried an abort() out as a fail-fast (subcode 7)
    or as exit code 3 under Wine, and followed, in parentheses, by what the runtime said

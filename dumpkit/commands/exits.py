@@ -33,7 +33,9 @@ def warn_problems(problems: List[str]) -> None:
     from dumpkit.report.escape import clean  # a problem may quote dump-controlled text
 
     n = len(problems)
-    sys.stderr.write(f"dumpkit: warning: {n} problem{'s' if n != 1 else ''} reading the dump (see the report)\n")
+    sys.stderr.write(
+        f"dumpkit: warning: {n} problem{'s' if n != 1 else ''} reading the dump or walking its stacks (see the report)\n"
+    )
     for e in problems[:MAX_WARNINGS]:
         sys.stderr.write(f"dumpkit: warning: {clean(e, 1000)}\n")
     if n > MAX_WARNINGS:

@@ -39,6 +39,11 @@ READ_THE_WAITS = Step(
     "Look at what each thread waits on (below) and who feeds or releases it: a queue nobody puts to, an "
     "event nobody sets, a thread that never ends.",
 )
+IF_BLOCKED_RELEASE_THE_GIL = Step(
+    "hang.if_blocked_release_the_gil",
+    "If the GIL's holder is blocked in a native call (the images above would show it), release the GIL around "
+    "the call: call it through ctypes.CDLL (which releases the GIL), or Py_BEGIN_ALLOW_THREADS in the extension.",
+)
 NAME_THE_WAITS = Step(
     "hang.name_the_waits",
     "Give dumpkit the images of {dlls} to name what {threads} in: {how}.",
@@ -78,6 +83,9 @@ def decide(case: Case) -> Decision:
         ]
         evidence += [f"{who(w)}{_at(w)} {w.what}" for w in waiting]
         return conclude(VerdictKind.GIL_HELD, headline, confidence, evidence, [RELEASE_THE_GIL], None)
+    by_count = counted_holder(waits, gil)
+    if by_count is not None and gil is not None and gil.waiters:
+        return _held_while_nameless(by_count, gil.waiters, waits, bool(case.environment.wine))
     headline = "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash"
     evidence = ["the dump has no Exception stream"]
     if waits:
@@ -122,6 +130,36 @@ def _name_the_waits(waits: Sequence[ThreadWait], wine: bool) -> List[Step]:
             how=system_images(wine),
         )
     ]
+
+
+def counted_holder(waits: Sequence[ThreadWait], gil: Optional["GilRecord"]) -> Optional[ThreadWait]:
+    """The GIL's holder where no thread's wait could be named (they stopped in system DLLs
+    whose images are not here) but the interpreter's state names the holder and counts
+    threads waiting for the GIL (its condition variable's waiters, 3.8-3.12)."""
+    if gil is None or not gil.held or gil.holder_thread_id is None or not gil.waiters or gil.problems:
+        return None
+    if not any(w.unnamed_in for w in waits) or any(w.kind is WaitKind.GIL for w in waits):
+        return None
+    return next((w for w in waits if w.tid == gil.holder_thread_id), None)
+
+
+def _held_while_nameless(holder: ThreadWait, waiters: int, waits: Sequence[ThreadWait], wine: bool) -> Decision:
+    """The GIL held while others wait for it, from the interpreter's state alone: what the
+    holder does is not named, so whether it is stuck is not known (a busy thread holds the
+    GIL as often); the images that would tell come first."""
+    doing = f" while it is in {joined(holder.unnamed_in)}" if holder.unnamed_in else ""
+    verb = "waits" if waiters == 1 else "wait"
+    headline = (
+        f"{who(holder).capitalize()}{_at(holder)} holds the GIL{doing}; {plural(waiters, 'thread')} {verb} for the GIL"
+    )
+    evidence = [
+        "the dump has no Exception stream: a snapshot of the running process",
+        f"{who(holder)} holds the GIL: the interpreter's state records it (the GIL's last_holder)",
+        f"{plural(waiters, 'thread')} {verb} for the GIL: the GIL's condition variable counts them; which ones, and "
+        "whether the holder itself waits, is not named (the frames they stopped in have no names)",
+    ]
+    steps = _name_the_waits(waits, wine) + [IF_BLOCKED_RELEASE_THE_GIL]
+    return conclude(VerdictKind.GIL_HELD, headline, Confidence.MEDIUM, evidence, steps, None)
 
 
 def _at(w: ThreadWait) -> str:
@@ -235,6 +273,9 @@ def snapshot_signature(case: Case) -> Optional["CrashSignature"]:
     if held is not None:
         holder = held[0]
         return hang_signature("GIL_HELD", [holder.python_line or holder.caller or ""])
+    counted = counted_holder(waits, gil)
+    if counted is not None:
+        return hang_signature("GIL_HELD", [counted.python_line or counted.caller or ""])
     telling = _most_telling(waits)
     if telling is not None:
         return hang_signature("HANG", [telling.python_line or telling.caller or ""])
