@@ -89,8 +89,8 @@ def decide(case: Case) -> Decision:
     headline = "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash"
     evidence = ["the dump has no Exception stream"]
     if waits:
-        counted = Counter(w.kind for w in waits)
-        said = ", ".join(f"{n} {_kind_words(k, n)}" for k, n in counted.most_common())
+        counted = Counter(_KIND_WORDS[w.kind] if not w.unnamed_in else _NAMELESS for w in waits)
+        said = ", ".join(f"{n} {'thread' if n == 1 else 'threads'} {words}" for words, n in counted.most_common())
         telling = _most_telling(waits)
         if telling is not None:
             headline = (
@@ -182,10 +182,7 @@ _KIND_WORDS = {
     WaitKind.RUNNING: "running",
     WaitKind.UNKNOWN: "in unnamed code",
 }
-
-
-def _kind_words(kind: WaitKind, n: int) -> str:
-    return ("thread " if n == 1 else "threads ") + _KIND_WORDS[kind]
+_NAMELESS = "stopped in system DLLs whose images are not here"  # an UNKNOWN wait with unnamed_in
 
 
 def gil_free(gil: Optional["GilRecord"]) -> bool:
