@@ -63,10 +63,13 @@ def _report(name: str, source: str) -> Report:
         target = open_bundle(str(path))
         options = Options(use_recorded_paths=False)
     else:
+        # "raw": with every image; "raw, no system": as on a machine without the system's DLLs
+        # (the interpreter's and the program's own given, Wine's ntdll.dll, kernelbase.dll... not)
         path = HANGS / MANIFEST[name]["file"]
         interpreter = WINPYTHON / f"cpython-{MANIFEST[name]['python_minor']}-amd64"
-        folders = [p for p in (WINE_DLLS, interpreter, HANGS / "bin") if p.is_dir()]
-        if not path.exists() or len(folders) < 3:
+        wanted = (interpreter, HANGS / "bin") if source == "raw, no system" else (WINE_DLLS, interpreter, HANGS / "bin")
+        folders = [p for p in wanted if p.is_dir()]
+        if not path.exists() or len(folders) < len(wanted):
             pytest.skip(f"{path.name}: the raw dump or its images (Wine's DLLs, the interpreters) are not here")
         target = open_dump_bytes(lzma.decompress(path.read_bytes()), path.name)
         options = Options(image_paths=tuple(str(p) for p in folders), use_recorded_paths=False)
@@ -262,20 +265,7 @@ def test_triage_groups_hang_dumps_by_what_they_wait_on(tmp_path: Path) -> None:
 
 
 def _without_system_images(name: str) -> Report:
-    """The raw dump read as on a machine without the system's DLLs: the interpreter and the
-    program's own DLLs given, Wine's ntdll.dll, kernelbase.dll and the rest not."""
-    path = HANGS / MANIFEST[name]["file"]
-    interpreter = WINPYTHON / f"cpython-{MANIFEST[name]['python_minor']}-amd64"
-    if not path.exists() or not interpreter.is_dir():
-        pytest.skip(f"{path.name}: the raw dump or its interpreter (../shared/winpython) is not here")
-    target = open_dump_bytes(lzma.decompress(path.read_bytes()), path.name)
-    folders = (str(interpreter), str(HANGS / "bin"))
-    try:
-        return analyze(
-            target, Options(image_paths=folders, use_recorded_paths=False), problems=target.soft_errors
-        ).report
-    finally:
-        target.close()
+    return _report(name, "raw, no system")
 
 
 @pytest.mark.slow
