@@ -123,6 +123,24 @@ def pdata_unreadable(img: PEImage) -> Optional[str]:
     return None
 
 
+_CODE_SAMPLES = 8  # functions whose first byte is looked for in a memory image
+
+
+def code_in_dump(img: PEImage) -> bool:
+    """Whether the dump holds the image's code, not only its tables: the first byte of one
+    of _CODE_SAMPLES functions spread over its exception directory. A full-memory dump
+    holds all of it; a dump `dumpkit capture` wrote holds the tables a walk reads and no
+    code (capture/walkdata.py), and a file of the same build, where one is found, is
+    better (the code the call-site and prologue checks read, a COFF symbol table)."""
+    for index in _spread(img.pdata_count, _CODE_SAMPLES):
+        try:
+            img.read_rva(img.pdata_entry(index).begin_rva, 1)
+            return True
+        except (MemoryNotInDump, PEError):
+            continue
+    return False
+
+
 def _spread(count: int, samples: int) -> List[int]:
     """Up to `samples` indexes spread evenly over range(count), first and last included."""
     if count <= samples:

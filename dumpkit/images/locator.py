@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # the PDB reader is imported when a PDB is found (most dumps 
     from dumpkit.symbols.pdb import PdbSource, PdbSymbols
 from dumpkit.images.backings import RecordingBacking, XzBacking
 from dumpkit.images.paths import LIVE, NOT_PE, FileProbe, module_file_name, windows_path_candidates
-from dumpkit.images.checks import image_check, image_key, pdata_unreadable, pdb_check, pointed_files
+from dumpkit.images.checks import image_check, image_key, code_in_dump, pdata_unreadable, pdb_check, pointed_files
 
 
 SOURCES = ("dump-memory", "bundle", "recorded-path", "image-path", "symbol-store", "symbol-server", "fetched")
@@ -204,6 +204,8 @@ class ImageLocator:
         reason = pdata_unreadable(img)
         if reason is None:
             detail = f"PE header and exception directory ({img.pdata_count} entries) at {module.base:#x}"
+            if not code_in_dump(img):  # the tables alone (a capture's dump): a file first, where one is found
+                return LocatedImage(img, "dump-memory", f"{detail}, without its code"), "its code is not in the dump"
             return LocatedImage(img, "dump-memory", detail), None
         return LocatedImage(img, "dump-memory", f"PE header at {module.base:#x}; {reason}"), reason
 

@@ -95,6 +95,24 @@ def test_memory_with_pdata_but_no_unwind_info_yields_to_a_matching_file(synth, t
         assert found.source == "dump-memory" and "unwind info not in the dump" in found.detail
 
 
+def test_memory_with_the_tables_but_no_code_yields_to_a_matching_file(synth, tmp_path):
+    """A dump `dumpkit capture` wrote holds a module's tables (headers, exports, .pdata,
+    .xdata) and not its code: it unwinds and names alone, but a matching file, where one is
+    found, also has the code the call-site and prologue checks read."""
+    t = synth.info["text"]
+    no_code = synth.reader(missing=[(t, synth.info["xdata"])])
+    (tmp_path / "img").mkdir()
+    good = synth.write(tmp_path / "img" / "synth.dll")
+    with ImageLocator(image_paths=[str(tmp_path / "img")], use_recorded_path=False) as loc:
+        found = loc.locate(module_for(synth), no_code)
+        assert (found.source, found.image.path) == ("image-path", good)
+    with ImageLocator(use_recorded_path=False) as loc:
+        found = loc.locate(module_for(synth), no_code)
+        assert found.source == "dump-memory" and found.detail.endswith("entries) at 0x180000000, without its code")
+        f1 = found.image.lookup_function(synth.info["f1"])
+        assert found.image.unwind_info(f1.unwind_rva).frame_register == 5
+
+
 def test_huge_exception_directory_in_memory_is_checked_by_sampling():
     from tests.support.synth_pe import make_big_pdata_image
 
