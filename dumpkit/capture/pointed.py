@@ -89,27 +89,33 @@ def _read(read_available: ReadAvailable, spans: Sequence[Span], budget: int) -> 
 
 
 def pointed_memory(
-    stack: bytes, skip: Sequence[Span], read_available: ReadAvailable, max_total: int = MAX_TOTAL
+    stack: bytes,
+    skip: Sequence[Span],
+    read_available: ReadAvailable,
+    max_total: int = MAX_TOTAL,
+    held: Sequence[Span] = (),
 ) -> List[Tuple[int, bytes]]:
     """The pieces (address, bytes) of memory that the words of `stack` (the top of the
     dying thread's stack, from its stack pointer up) point to, and what those point to in
     turn, outside `skip` (the modules' images and the stack itself, which the dump has or
-    whose files the analysis reads)."""
-    skip = merge(skip)
+    whose files the analysis reads). `held`: what is kept already (an earlier stack's
+    pieces): not read again, but an object there still gets its type's name."""
+    skip, held = merge(skip), merge(held)
     seen: Set[int] = set()
     targets = _targets(stack[:STACK_BYTES], skip, seen)
-    first = _read(read_available, _windows(targets, BEFORE, AFTER), max_total)
+    fresh_targets = [t for t in targets if not _inside(t, held)]
+    first = _read(read_available, _windows(fresh_targets, BEFORE, AFTER), max_total)
     used = sum(len(d) for _, d in first)
     inner: List[int] = []
     for _, data in first:
         inner += _targets(data, skip, seen)
         if len(inner) >= MAX_POINTERS:
             break
-    have = merge((a, a + len(d)) for a, d in first)
+    have = merge([*held, *((a, a + len(d)) for a, d in first)])
     fresh = [t for t in inner[:MAX_POINTERS] if not _inside(t, have)]
     second = _read(read_available, _windows(fresh, SECOND_BEFORE, SECOND_AFTER), max_total - used)
     used += sum(len(d) for _, d in second)
-    names = _type_names(targets, [*first, *second], skip, read_available, max_total - used)
+    names = _type_names(targets, [*first, *second], read_available, max_total - used)
     return first + second + names
 
 
@@ -124,23 +130,31 @@ def _word_at(pieces: Sequence[Tuple[int, bytes]], starts: Sequence[int], address
 
 
 def _type_names(
-    targets: Sequence[int],
-    pieces: Sequence[Tuple[int, bytes]],
-    skip: Sequence[Span],
-    read_available: ReadAvailable,
-    budget: int,
+    targets: Sequence[int], pieces: Sequence[Tuple[int, bytes]], read_available: ReadAvailable, budget: int
 ) -> List[Tuple[int, bytes]]:
     """How a Python object says what it is: its type (ob_type, +8) and the type's name
     (tp_name, +24). A heap type's name is a third pointer away from the stack (3.12 made
     _thread.lock and most of the standard library's types heap types), past the two levels
-    above; a hung thread's lock is only known for one by that name."""
+    above; a hung thread's lock is only known for one by that name. A static type's name is
+    in its module's read-only data, which an image file also has; it is kept all the same
+    (TYPE_NAME bytes), so that the dump names its objects on a machine without the file."""
     ordered = sorted(pieces)
     starts = [a for a, _ in ordered]
+
+    def word(address: int) -> int:
+        # what was read here, else the process (a type object an earlier stack's windows
+        # already brought, which this stack's pieces do not repeat)
+        found = _word_at(ordered, starts, address)
+        if found or not LOWEST <= address <= HIGHEST:
+            return found
+        data = read_available(address, 8)
+        return struct.unpack("<Q", data)[0] if len(data) == 8 else 0
+
     names: List[int] = []
     seen: Set[int] = set()
     for t in targets:
-        name = _word_at(ordered, starts, _word_at(ordered, starts, t + 8) + 24)
-        if LOWEST <= name <= HIGHEST and name not in seen and not _inside(name, skip):
+        name = word(word(t + 8) + 24)
+        if LOWEST <= name <= HIGHEST and name not in seen:
             seen.add(name)
             names.append(name)
             if len(names) >= MAX_POINTERS:
@@ -161,7 +175,7 @@ def pointed_by_stacks(
     used = 0
     for i, stack in enumerate(stacks):
         share = (max_total - used) // (len(stacks) - i)
-        got = pointed_memory(stack, [*skip, *taken], read_available, share)
+        got = pointed_memory(stack, skip, read_available, share, held=taken)
         out += got
         used += sum(len(d) for _, d in got)
         taken = merge([*taken, *((a, a + len(d)) for a, d in got)])
