@@ -44,6 +44,8 @@ from dumpkit.capture.live import LiveProcess
 from dumpkit.capture.pointed import pointed_by_stacks, pointed_memory, unchanging_image_spans
 from dumpkit.capture.policy import ExitDumps
 from dumpkit.capture.pymemory import PythonMemory, command_line_memory, page_bytes, python_memory
+from dumpkit.capture.walkdata import STACK_BYTES, as_ranges, walk_tables
+from dumpkit.analysis.holders import TSTATE_SCAN
 from dumpkit.capture.snapshot import COMMENT, Snapshot
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
@@ -193,6 +195,7 @@ def write_dump(
     if not full:
         threads = _written_threads(path)
         pieces += page_bytes(live, command_line_memory(live, threads))
+        pieces += _walk_tables(live, threads)
         pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
     added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
     return memory, added, sum(len(d) for _, d in pointed)
@@ -311,7 +314,8 @@ def _snapshot(process: int, pid: int, out_dir: str, full: bool) -> Snapshot:
             if memory is not None and memory.ranges:
                 pieces += page_bytes(live, memory.ranges)
             pieces += page_bytes(live, command_line_memory(live, threads))
-            pointed = _pointed_by_threads(live, threads)
+            pieces += _walk_tables(live, threads)
+            pointed = _pointed_by_threads(live, threads, memory)
     finally:
         resumed = win32.NtResumeProcess(process)
         suspended = time.perf_counter() - started
@@ -330,17 +334,38 @@ def _snapshot(process: int, pid: int, out_dir: str, full: bool) -> Snapshot:
     )
 
 
-def _pointed_by_threads(live: LiveProcess, threads: Sequence[Thread]) -> List[Tuple[int, bytes]]:
+def _pointed_by_threads(
+    live: LiveProcess, threads: Sequence[Thread], memory: Optional[PythonMemory]
+) -> List[Tuple[int, bytes]]:
     """What every thread's stack points to (pointed.py), the writable sections of the
-    modules included, from each thread's stack pointer up."""
+    modules included, from each thread's stack pointer up; and what each Python thread's
+    PyThreadState points to (the weakref to a Thread's _tstate_lock, which says whose end
+    a join waits for: analysis/holders.py)."""
     stacks = []
     for t in threads:
         if t.stack_size and t.context is not None:
             top = max(t.context.sp, t.stack_start)
             stacks.append(live.read_available(top, max(0, t.stack_end - top)))
+    if memory is not None:
+        stacks += [live.read_available(p.thread_state, TSTATE_SCAN) for p in memory.state.threads if p.thread_state]
     skip = [span for m in live.modules for span in _unchanging(live, m)]
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
     return pointed_by_stacks(stacks, skip, live.read_available)
+
+
+def _walk_tables(live: LiveProcess, threads: Sequence[Thread]) -> List[Tuple[int, bytes]]:
+    """What a walk reads of the images of the modules on the threads' stacks (walkdata.py):
+    the dump then reads the same on a machine without those images."""
+    ips: List[int] = []
+    stacks: List[bytes] = []
+    for t in threads:
+        if t.context is None:
+            continue
+        ips.append(t.context.ip)
+        if t.stack_size:
+            top = max(t.context.sp, t.stack_start)
+            stacks.append(live.read_available(top, min(STACK_BYTES, max(0, t.stack_end - top))))
+    return page_bytes(live, as_ranges(walk_tables(live.read, live.modules, ips, stacks)))
 
 
 def _unchanging(live: LiveProcess, module: Module) -> List[Span]:
