@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 from bisect import bisect_right
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Sequence, Set, Tuple
 
 from dumpkit.pe.headers import PEError
 from dumpkit.pe.image import PEImage
@@ -73,21 +73,21 @@ def image_tables(read: ReadVA, module: Module) -> List[Span]:
     return merge(spans)
 
 
-def modules_on_stacks(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Module]:
-    """The modules a thread's instruction pointer is in or a word of `stacks` (each the top
-    STACK_BYTES of a thread's stack, 8-byte aligned) points into, most hits first."""
-    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
-    bases = [m.base for m in ordered]
-    if not ordered:
-        return []
-    low, high = ordered[0].base, max(m.base + m.size for m in ordered)
-    hits: Dict[int, int] = {}
+def _pointing(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> Dict[int, Set[int]]:
+    """Module index (in `modules`, sorted by base) -> the distinct instruction pointers and
+    words of `stacks` (each the top STACK_BYTES of a thread's stack, 8-byte aligned) that
+    point into it. One pass over the words, a binary search each."""
+    bases = [m.base for m in modules]
+    if not modules:
+        return {}
+    low, high = modules[0].base, max(m.base + m.size for m in modules)
+    hits: Dict[int, Set[int]] = {}
 
     def count(word: int) -> None:
         if low <= word < high:
             i = bisect_right(bases, word) - 1
-            if i >= 0 and word < ordered[i].base + ordered[i].size:
-                hits[i] = hits.get(i, 0) + 1
+            if i >= 0 and word < modules[i].base + modules[i].size:
+                hits.setdefault(i, set()).add(word)
 
     for ip in ips:
         count(ip)
@@ -95,16 +95,28 @@ def modules_on_stacks(modules: Sequence[Module], ips: Sequence[int], stacks: Seq
         data = stack[: STACK_BYTES - STACK_BYTES % 8]
         for (word,) in struct.iter_unpack("<Q", data[: len(data) - len(data) % 8]):
             count(word)
-    return [ordered[i] for i, _ in sorted(hits.items(), key=lambda kv: (-kv[1], ordered[kv[0]].base))]
+    return hits
+
+
+def modules_on_stacks(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Module]:
+    """The modules a thread's instruction pointer is in or a word of `stacks` points into,
+    those pointed at in the most places first."""
+    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
+    hits = _pointing(ordered, ips, stacks)
+    return [ordered[i] for i in sorted(hits, key=lambda i: (-len(hits[i]), ordered[i].base))]
 
 
 def walk_tables(read: ReadVA, modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Span]:
-    """The image tables (image_tables) of the modules on the threads' stacks, most pointed-at
-    first, and the code the walk reads (code_windows), until MAX_TOTAL bytes."""
+    """The image tables (image_tables) of the modules on the threads' stacks, those pointed
+    at in the most places first, and the code the walk reads (code_windows), until
+    MAX_TOTAL bytes."""
+    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
+    hits = _pointing(ordered, ips, stacks)
     out: List[Span] = []
     total = 0
-    for module in modules_on_stacks(modules, ips, stacks):
-        spans = image_tables(read, module) + code_windows(read, module, ips, stacks)
+    for i in sorted(hits, key=lambda i: (-len(hits[i]), ordered[i].base)):
+        module = ordered[i]
+        spans = image_tables(read, module) + code_windows(read, module, [p for p in ips if p in hits[i]], hits[i])
         size = sum(b - a for a, b in merge(spans))
         if total + size > MAX_TOTAL:
             continue
@@ -113,19 +125,19 @@ def walk_tables(read: ReadVA, modules: Sequence[Module], ips: Sequence[int], sta
     return merge(out)
 
 
-def code_windows(read: ReadVA, module: Module, ips: Sequence[int], stacks: Sequence[bytes]) -> List[Span]:
+def code_windows(read: ReadVA, module: Module, ips: Sequence[int], words: Iterable[int]) -> List[Span]:
     """What a walk reads of `module`'s code: the function each instruction pointer in it is
     in (or NEAR_IP either side, where no unwind entry covers it), and CALL_SITE around each
-    word of `stacks` that points into its executable sections; [] when its headers cannot
-    be read."""
+    of `words` (stack words) that points into its executable sections, at most
+    MAX_CALL_SITES; [] when its headers cannot be read."""
     try:
         img = PEImage.from_memory(read, module.base)
     except (PEError, MemoryNotInDump):
         return []
     base, end = module.base, module.base + module.size
-    code = [
+    code = merge(
         (base + s.rva, base + s.rva + s.mapped_size) for s in img.sections if s.characteristics & IMAGE_SCN_MEM_EXECUTE
-    ]
+    )
     out: List[Span] = []
     for ip in ips:
         if not base <= ip < end:
@@ -138,13 +150,8 @@ def code_windows(read: ReadVA, module: Module, ips: Sequence[int], stacks: Seque
             out.append((base + f.begin_rva, base + min(f.end_rva, f.begin_rva + MAX_FUNCTION)))
         else:
             out.append((max(base, ip - NEAR_IP), min(end, ip + NEAR_IP)))
-    sites = 0
-    for stack in stacks:
-        data = stack[: STACK_BYTES - STACK_BYTES % 8]
-        for (word,) in struct.iter_unpack("<Q", data[: len(data) - len(data) % 8]):
-            if base <= word < end and sites < MAX_CALL_SITES and any(a <= word < b for a, b in code):
-                out.append((max(base, word - CALL_SITE[0]), min(end, word + CALL_SITE[1])))
-                sites += 1
+    sites = sorted(w for w in words if any(a <= w < b for a, b in code))[:MAX_CALL_SITES]
+    out += [(max(base, w - CALL_SITE[0]), min(end, w + CALL_SITE[1])) for w in sites]
     return merge(out)
 
 

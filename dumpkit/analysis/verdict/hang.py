@@ -83,7 +83,7 @@ def decide(case: Case) -> Decision:
         ]
         evidence += [f"{who(w)}{_at(w)} {w.what}" for w in waiting]
         return conclude(VerdictKind.GIL_HELD, headline, confidence, evidence, [RELEASE_THE_GIL], None)
-    by_count = counted_holder(waits, gil)
+    by_count = _counted_holder(waits, gil)
     if by_count is not None and gil is not None and gil.waiters:
         return _held_while_nameless(by_count, gil.waiters, waits, bool(case.environment.wine))
     headline = "No exception in this dump: it was written on request (a hang, a live snapshot), not by a crash"
@@ -132,7 +132,7 @@ def _name_the_waits(waits: Sequence[ThreadWait], wine: bool) -> List[Step]:
     ]
 
 
-def counted_holder(waits: Sequence[ThreadWait], gil: Optional["GilRecord"]) -> Optional[ThreadWait]:
+def _counted_holder(waits: Sequence[ThreadWait], gil: Optional["GilRecord"]) -> Optional[ThreadWait]:
     """The GIL's holder where no thread's wait could be named (they stopped in system DLLs
     whose images are not here) but the interpreter's state names the holder and counts
     threads waiting for the GIL (its condition variable's waiters, 3.8-3.12)."""
@@ -270,7 +270,7 @@ def snapshot_signature(case: Case) -> Optional["CrashSignature"]:
     if held is not None:
         holder = held[0]
         return hang_signature("GIL_HELD", [holder.python_line or holder.caller or ""])
-    counted = counted_holder(waits, gil)
+    counted = _counted_holder(waits, gil)
     if counted is not None:
         return hang_signature("GIL_HELD", [counted.python_line or counted.caller or ""])
     telling = _most_telling(waits)
