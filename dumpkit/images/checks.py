@@ -127,18 +127,18 @@ _CODE_SAMPLES = 8  # functions whose first byte is looked for in a memory image
 
 
 def code_in_dump(img: PEImage) -> bool:
-    """Whether the dump holds the image's code, not only its tables: the first byte of one
+    """Whether the dump holds the image's code, not only its tables: the first byte of each
     of _CODE_SAMPLES functions spread over its exception directory. A full-memory dump
-    holds all of it; a dump `dumpkit capture` wrote holds the tables a walk reads and no
-    code (capture/walkdata.py), and a file of the same build, where one is found, is
-    better (the code the call-site and prologue checks read, a COFF symbol table)."""
+    holds all of it; a dump `dumpkit capture` wrote holds the tables a walk reads and only
+    the code near the threads (capture/walkdata.py), and a file of the same build, where
+    one is found, is better (the code the call-site and prologue checks read, a COFF
+    symbol table)."""
     for index in _spread(img.pdata_count, _CODE_SAMPLES):
         try:
             img.read_rva(img.pdata_entry(index).begin_rva, 1)
-            return True
         except (MemoryNotInDump, PEError):
-            continue
-    return False
+            return False
+    return True
 
 
 def _spread(count: int, samples: int) -> List[int]:
