@@ -9,7 +9,8 @@ thread's wait has no name, and an exit stop is a bare breakpoint. What the walk 
 image is small: its headers, its exception directory (.pdata), the unwind information the
 entries point to (.xdata), and the export directory for the names: about 100-400 KB for a
 system DLL. The analysis reads an image from the dump's memory when its header and
-exception directory are there (images/locator.py), before any file.
+exception directory are there and no file of the build is found (images/locator.py: a file
+has all the code, which the dump holds only near the threads).
 
 Which modules: those a thread's instruction pointer is in, or a word near the top of its
 stack points into, most pointed-at first. And of their code, what the walk reads of it:
