@@ -195,7 +195,7 @@ def write_dump(
     if not full:
         threads = _written_threads(path)
         pieces += page_bytes(live, command_line_memory(live, threads))
-        pieces += _walk_tables(live, threads)
+        pieces += _walk_tables(live, threads, _stack_tops(live, threads, STACK_BYTES))
         pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
     added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
     return memory, added, sum(len(d) for _, d in pointed)
@@ -314,8 +314,9 @@ def _snapshot(process: int, pid: int, out_dir: str, full: bool) -> Snapshot:
             if memory is not None and memory.ranges:
                 pieces += page_bytes(live, memory.ranges)
             pieces += page_bytes(live, command_line_memory(live, threads))
-            pieces += _walk_tables(live, threads)
-            pointed = _pointed_by_threads(live, threads, memory)
+            stacks = _stack_tops(live, threads)
+            pieces += _walk_tables(live, threads, stacks)
+            pointed = _pointed_by_threads(live, threads, stacks, memory)
     finally:
         resumed = win32.NtResumeProcess(process)
         suspended = time.perf_counter() - started
@@ -334,37 +335,38 @@ def _snapshot(process: int, pid: int, out_dir: str, full: bool) -> Snapshot:
     )
 
 
-def _pointed_by_threads(
-    live: LiveProcess, threads: Sequence[Thread], memory: Optional[PythonMemory]
-) -> List[Tuple[int, bytes]]:
-    """What every thread's stack points to (pointed.py), the writable sections of the
-    modules included, from each thread's stack pointer up; and what each Python thread's
-    PyThreadState points to (the weakref to a Thread's _tstate_lock, which says whose end
-    a join waits for: analysis/holders.py)."""
-    stacks = []
+def _stack_tops(live: LiveProcess, threads: Sequence[Thread], limit: Optional[int] = None) -> List[bytes]:
+    """Each thread's stack from its stack pointer up (at most `limit` bytes), read once for
+    what the snapshot keeps of what it points to and of the modules it runs in."""
+    out = []
     for t in threads:
         if t.stack_size and t.context is not None:
             top = max(t.context.sp, t.stack_start)
-            stacks.append(live.read_available(top, max(0, t.stack_end - top)))
+            size = max(0, t.stack_end - top)
+            out.append(live.read_available(top, size if limit is None else min(limit, size)))
+    return out
+
+
+def _pointed_by_threads(
+    live: LiveProcess, threads: Sequence[Thread], stacks: Sequence[bytes], memory: Optional[PythonMemory]
+) -> List[Tuple[int, bytes]]:
+    """What every thread's stack (`stacks`, _stack_tops) points to (pointed.py), the
+    writable sections of the modules included; and what each Python thread's PyThreadState
+    points to (the weakref to a Thread's _tstate_lock, which says whose end a join waits
+    for: analysis/holders.py)."""
+    sources = list(stacks)
     if memory is not None:
-        stacks += [live.read_available(p.thread_state, TSTATE_SCAN) for p in memory.state.threads if p.thread_state]
+        sources += [live.read_available(p.thread_state, TSTATE_SCAN) for p in memory.state.threads if p.thread_state]
     skip = [span for m in live.modules for span in _unchanging(live, m)]
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
-    return pointed_by_stacks(stacks, skip, live.read_available)
+    return pointed_by_stacks(sources, skip, live.read_available)
 
 
-def _walk_tables(live: LiveProcess, threads: Sequence[Thread]) -> List[Tuple[int, bytes]]:
-    """What a walk reads of the images of the modules on the threads' stacks (walkdata.py):
-    the dump then reads the same on a machine without those images."""
-    ips: List[int] = []
-    stacks: List[bytes] = []
-    for t in threads:
-        if t.context is None:
-            continue
-        ips.append(t.context.ip)
-        if t.stack_size:
-            top = max(t.context.sp, t.stack_start)
-            stacks.append(live.read_available(top, min(STACK_BYTES, max(0, t.stack_end - top))))
+def _walk_tables(live: LiveProcess, threads: Sequence[Thread], stacks: Sequence[bytes]) -> List[Tuple[int, bytes]]:
+    """What a walk reads of the images of the modules the threads run in or their stacks
+    (`stacks`, _stack_tops) point into (walkdata.py): the dump then reads the same on a
+    machine without those images."""
+    ips = [t.context.ip for t in threads if t.context is not None]
     return page_bytes(live, as_ranges(walk_tables(live.read, live.modules, ips, stacks)))
 
 

@@ -46,14 +46,10 @@ EXPORTS, EXCEPTIONS = 0, 3  # data directory indexes
 ReadVA = Callable[[int, int], bytes]
 
 
-def image_tables(read: ReadVA, module: Module) -> List[Span]:
+def image_tables(img: PEImage, module: Module) -> List[Span]:
     """The spans of `module`'s image a walk and its names read: the headers' page, the export
-    and exception directories, and the unwind information; [] when its headers cannot be
-    read. `read` reads the process's memory (MemoryNotInDump where it has none)."""
-    try:
-        img = PEImage.from_memory(read, module.base)
-    except (PEError, MemoryNotInDump):
-        return []
+    and exception directories, and the unwind information. `img`: the image as the process
+    maps it (PEImage.from_memory over the process's memory)."""
     end = module.base + max(module.size, img.size_of_image)
     spans: List[Span] = [(module.base, module.base + min(max(img.size_of_headers, 1), PAGE))]
     for index in (EXPORTS, EXCEPTIONS):
@@ -63,8 +59,8 @@ def image_tables(read: ReadVA, module: Module) -> List[Span]:
     exc = img.directory(EXCEPTIONS)
     if exc is not None and 0 < exc.size <= MAX_TABLE:
         try:
-            table = read(module.base + exc.rva, exc.size - exc.size % 12)
-        except MemoryNotInDump:
+            table = img.read_rva(exc.rva, exc.size - exc.size % 12)
+        except (PEError, MemoryNotInDump):
             return merge(spans)
         unwind = [u for _, _, u in struct.iter_unpack("<III", table) if u and not u & 1]
         if unwind:
@@ -99,25 +95,31 @@ def _pointing(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[by
     return hits
 
 
+def _ranked(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Tuple[Module, Set[int]]]:
+    """The modules `_pointing` finds, each with its words, pointed at in the most places first."""
+    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
+    hits = _pointing(ordered, ips, stacks)
+    return [(ordered[i], hits[i]) for i in sorted(hits, key=lambda i: (-len(hits[i]), ordered[i].base))]
+
+
 def modules_on_stacks(modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Module]:
     """The modules a thread's instruction pointer is in or a word of `stacks` points into,
     those pointed at in the most places first."""
-    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
-    hits = _pointing(ordered, ips, stacks)
-    return [ordered[i] for i in sorted(hits, key=lambda i: (-len(hits[i]), ordered[i].base))]
+    return [m for m, _ in _ranked(modules, ips, stacks)]
 
 
 def walk_tables(read: ReadVA, modules: Sequence[Module], ips: Sequence[int], stacks: Sequence[bytes]) -> List[Span]:
     """The image tables (image_tables) of the modules on the threads' stacks, those pointed
     at in the most places first, and the code the walk reads (code_windows), until
-    MAX_TOTAL bytes."""
-    ordered = sorted((m for m in modules if m.size), key=lambda m: m.base)
-    hits = _pointing(ordered, ips, stacks)
+    MAX_TOTAL bytes; a module whose headers cannot be read is passed over."""
     out: List[Span] = []
     total = 0
-    for i in sorted(hits, key=lambda i: (-len(hits[i]), ordered[i].base)):
-        module = ordered[i]
-        spans = image_tables(read, module) + code_windows(read, module, [p for p in ips if p in hits[i]], hits[i])
+    for module, words in _ranked(modules, ips, stacks):
+        try:
+            img = PEImage.from_memory(read, module.base)
+        except (PEError, MemoryNotInDump):
+            continue
+        spans = image_tables(img, module) + code_windows(img, module, [p for p in ips if p in words], words)
         size = sum(b - a for a, b in merge(spans))
         if total + size > MAX_TOTAL:
             continue
@@ -126,15 +128,11 @@ def walk_tables(read: ReadVA, modules: Sequence[Module], ips: Sequence[int], sta
     return merge(out)
 
 
-def code_windows(read: ReadVA, module: Module, ips: Sequence[int], words: Iterable[int]) -> List[Span]:
-    """What a walk reads of `module`'s code: the function each instruction pointer in it is
-    in (or NEAR_IP either side, where no unwind entry covers it), and CALL_SITE around each
-    of `words` (stack words) that points into its executable sections, at most
-    MAX_CALL_SITES; [] when its headers cannot be read."""
-    try:
-        img = PEImage.from_memory(read, module.base)
-    except (PEError, MemoryNotInDump):
-        return []
+def code_windows(img: PEImage, module: Module, ips: Sequence[int], words: Iterable[int]) -> List[Span]:
+    """What a walk reads of `module`'s code (`img`, as for image_tables): the function each
+    instruction pointer in it is in (or NEAR_IP either side, where no unwind entry covers
+    it), and CALL_SITE around each of `words` (stack words) that points into its executable
+    sections, at most MAX_CALL_SITES."""
     base, end = module.base, module.base + module.size
     code = merge(
         (base + s.rva, base + s.rva + s.mapped_size) for s in img.sections if s.characteristics & IMAGE_SCN_MEM_EXECUTE

@@ -69,7 +69,7 @@ def test_the_tables_kept_read_as_the_whole_image(path: Path) -> None:
     img = _image(path)
     name = path.name.replace(".xz", "")
     read = _mapped(img, BASE)
-    spans = image_tables(read, _module(img, name))
+    spans = image_tables(PEImage.from_memory(read, BASE), _module(img, name))
     kept = sum(b - a for a, b in spans)
     assert 0 < kept < img.size_of_image // 4, (kept, img.size_of_image)
     from_dump = PEImage.from_memory(_only(read, spans), BASE)
@@ -108,7 +108,7 @@ def test_the_total_is_bounded() -> None:
             raise MemoryNotInDump(va, size)
         return images[base](va, size)
 
-    one = sum(b - a for a, b in image_tables(read, modules[0]))
+    one = sum(b - a for a, b in image_tables(PEImage.from_memory(read, modules[0].base), modules[0]))
     spans = walk_tables(read, modules, [m.base + 0x1000 for m in modules], [])
     total = sum(b - a for a, b in spans)
     assert total <= MAX_TOTAL and total >= MAX_TOTAL - one
