@@ -37,9 +37,9 @@ WINDOWS_IMAGES = (
     "--fetch-images takes Windows' own DLLs from Microsoft's symbol server (or --image-path a copy of "
     "C:\\Windows\\System32 from the machine that wrote the dump)"
 )
+WINE_PE_FOLDER = "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows"  # Debian's wine64
 WINE_IMAGES = (
-    "Wine's own DLLs are in the Wine installation's PE DLL folder: --image-path it (Debian: "
-    "/usr/lib/x86_64-linux-gnu/wine/x86_64-windows)"
+    f"Wine's own DLLs are in the Wine installation's PE DLL folder: --image-path it (Debian: {WINE_PE_FOLDER})"
 )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ntpath
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from dumpkit.analysis.advice import WINE_PE_FOLDER
 from dumpkit.unwind.bulk import tally
 from dumpkit.analysis.model import ImageCoverage, MissingImage
 from dumpkit.target import Module
@@ -30,8 +31,7 @@ def fix_for(module: Module, wine: bool) -> str:
     if _is_windows_module(module):
         if wine:
             return (
-                "it is Wine's own DLL: --image-path the Wine installation's PE DLL folder "
-                "(Debian: /usr/lib/x86_64-linux-gnu/wine/x86_64-windows)"
+                f"it is Wine's own DLL: --image-path the Wine installation's PE DLL folder (Debian: {WINE_PE_FOLDER})"
             )
         return f"it is Windows' own: --symbol-path srv*CACHE*{MICROSOFT_SYMBOLS} (Microsoft's server has its image)"
     folder = ntpath.dirname(module.path) if module.path else ""

@@ -201,6 +201,11 @@ def _machinery(frames: Sequence[Frame]) -> Tuple[Optional[Tuple[WaitKind, int]],
     return best, last, tuple(hidden.values())
 
 
+def nameless_dlls(waits: Sequence[ThreadWait]) -> Tuple[str, ...]:
+    """The system DLLs (`unnamed_in`) whose images would name the waits, in order of first sight."""
+    return tuple(dict.fromkeys(d for w in waits for d in w.unnamed_in))
+
+
 def _nameless(dlls: Sequence[str]) -> str:
     images = "images are" if len(dlls) > 1 else "image is"
     return f"is in {joined(dlls)}, whose {images} not here: whether it waits, and on what, is not known"

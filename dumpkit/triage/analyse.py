@@ -16,6 +16,7 @@ from dumpkit.limits import MAX_FRAMES, OVERSIZED_FRAME
 from dumpkit.analysis.facts import nothing_to_analyse
 from dumpkit.analysis.model import Report
 from dumpkit.analysis.signature import RULES, python_recursion
+from dumpkit.analysis.waits import nameless_dlls
 from dumpkit.gcpause import paused
 from dumpkit.engine import Options, analyze
 from dumpkit.images.fetch import fetch_requested
@@ -154,7 +155,7 @@ def _missing_images(report: Report) -> Tuple[str, ...]:
         return tuple(m.module for m in report.images.missing[:MAX_MISSING])
     if report.crash is not None:
         return ()
-    return tuple(dict.fromkeys(d for w in report.waits for d in w.unnamed_in))[:MAX_MISSING]
+    return nameless_dlls(report.waits)[:MAX_MISSING]
 
 
 def _modules_named(report: Report, modules: Sequence[Module]) -> Tuple[str, ...]:

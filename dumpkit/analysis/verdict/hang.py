@@ -17,7 +17,7 @@ from dumpkit.analysis.model import Confidence, ThreadWait, VerdictKind, WaitKind
 from dumpkit.analysis.verdict.case import Case, Decision, conclude
 from dumpkit.analysis.moduleroles import is_ctypes_machinery
 from dumpkit.analysis.pyentry import is_interpreter
-from dumpkit.analysis.waits import RELEASES_GIL
+from dumpkit.analysis.waits import RELEASES_GIL, nameless_dlls
 from dumpkit.words import joined, plural
 
 if TYPE_CHECKING:
@@ -122,10 +122,9 @@ def _name_the_waits(waits: Sequence[ThreadWait], wine: bool) -> List[Step]:
     nameless = [w for w in waits if w.unnamed_in]
     if not nameless:
         return []
-    dlls = list(dict.fromkeys(d for w in nameless for d in w.unnamed_in))
     return [
         NAME_THE_WAITS.given(
-            dlls=joined(dlls),
+            dlls=joined(nameless_dlls(nameless)),
             threads=plural(len(nameless), "thread") + (" waits" if len(nameless) == 1 else " wait"),
             how=system_images(wine),
         )
