@@ -2,7 +2,8 @@
 tables CPython itself keeps in the image's data: the PyMethodDef arrays of modules and
 types (`nt.abort`, `list.append`), static PyTypeObjects' slots (`list.__repr__`,
 `numpy.ndarray.tp_richcompare`) and those of their number, sequence and mapping
-sub-tables (`dict.__getitem__`, `int.__add__`),
+sub-tables (`dict.__getitem__`, `int.__add__`), the PyGetSetDef arrays of attributes
+(`numpy.ndarray.shape.__set__`: the C function `a.shape = ...` runs),
 the PyType_Slot arrays of types made from a PyType_Spec (`_pickle.Pickler.dump`), and
 typeobject.c's `slotdefs`, which gives a class's special methods their C entry points
 (`slot_tp_repr`, CPython's own name for the function repr() of an instance calls).
@@ -20,7 +21,8 @@ its writable data sections, where C compilers put these non-const static tables 
 once per image, sorted: `_pointers`). Each place it is found at is
 tried as a PyMethodDef's `ml_meth` (name, flags and doc must read as one; the table's
 owner is the PyModuleDef, static type or PyType_Spec that points to its first entry), as a
-slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
+PyGetSetDef's getter or setter (its name and the other pointers must read as one, the table's
+owner found the same way), as a slot of a static type (the type's `tp_name` must be a dotted identifier, its sizes sane,
 its reference count small), as a slot of a sub-table that such a type points to, as a
 PyType_Slot, and as the function of a `slotdefs` entry (it and a neighbour must read as
 entries). The offsets are those of 64-bit CPython 3.x, checked on python.org's 3.8-3.13
@@ -67,6 +69,11 @@ _METH_CALL = 0x28F  # a calling convention must be among the flags
 # PyTypeObject (64-bit): ob_refcnt 0, ob_type 8, ob_size 16, tp_name 24, tp_basicsize 32, tp_itemsize 40
 TYPE_SIZE, TYPE_NAME, TYPE_BASICSIZE, TYPE_ITEMSIZE = 16, 24, 32, 40
 TYPE_METHODS = 232
+TYPE_GETSET = 248  # tp_getset
+# PyGetSetDef (64-bit): name 0, get 8, set 16, doc 24, closure 32; an attribute's getter and
+# setter are named as Python reaches them, through the getset_descriptor's __get__/__set__
+GETSET_SIZE = 40
+GETSET_ROLES = ((8, "__get__"), (16, "__set__"))
 # the number, sequence and mapping sub-tables a static type points to (tp_as_number at 96,
 # tp_as_sequence 104, tp_as_mapping 112): offset in the sub-table -> the slot's Python name
 NUMBER_SLOTS: Dict[int, str] = {
@@ -141,6 +148,7 @@ SPEC_SLOTS: Dict[int, str] = {
     80: "tp_finalize",
 }
 SPEC_METHODS = 64  # Py_tp_methods
+SPEC_GETSET = 73  # Py_tp_getset
 # typeobject.c's `slotdefs`: for each special method a class may define, the C function a heap
 # type's slot gets (`slot_tp_repr` calls the class's __repr__). An entry (64-bit, 56 bytes):
 # name 0, offset 8 (int, padded), function 16, wrapper 24, doc 32, flags 40 (int, padded),
@@ -224,6 +232,7 @@ class PythonNames:
         self._cache: Dict[int, Optional[str]] = {}
         self._pages: Dict[int, Optional[bytes]] = {}  # the other data, read a page at a time
         self._tables: Dict[int, int] = {}  # a PyMethodDef entry -> its table's first entry
+        self._getset_tables: Dict[int, int] = {}  # a PyGetSetDef entry -> its table's first entry
         self._sorted: Optional[List[int]] = None  # see _pointers
         self._slot_tables: Dict[int, Tuple[Optional[int], Optional[int]]] = {}  # see _heap_bases
 
@@ -330,21 +339,52 @@ class PythonNames:
         return self._text(self._u64(entry), dotted=False)
 
     def _table_start(self, entry: int) -> int:
-        if entry in self._tables:
-            return self._tables[entry]
-        walked = [entry]
-        start = entry
-        for _ in range(MAX_ENTRIES):
-            if start - METHOD_SIZE in self._tables:
-                start = self._tables[start - METHOD_SIZE]
-                break
-            if self._method_name(start - METHOD_SIZE) is None:
-                break
-            start -= METHOD_SIZE
-            walked.append(start)
-        for at in walked:
-            self._tables[at] = start
-        return start
+        return _first_entry(entry, METHOD_SIZE, self._method_name, self._tables)
+
+    def _getset_name(self, entry: int) -> Optional[str]:
+        """The attribute name of the PyGetSetDef at `entry`, when it reads as one: a getter,
+        a setter or both in the image, and a doc that is NULL or a user-mode address (NumPy's
+        add_newdoc points it at the heap in a running process). A PyMethodDef read this way
+        has its flags where the setter is, and is refused."""
+        get, set_ = self._u64(entry + 8), self._u64(entry + 16)
+        if get is None or set_ is None or not (get or set_):
+            return None
+        if (get and self._rva_of(get) is None) or (set_ and self._rva_of(set_) is None):
+            return None
+        doc = self._u64(entry + 24)
+        if doc is None or doc >= _USER_END:
+            return None
+        return self._text(self._u64(entry), dotted=False)
+
+    def _getset_start(self, entry: int) -> int:
+        return _first_entry(entry, GETSET_SIZE, self._getset_name, self._getset_tables)
+
+    def _getset_owner(self, table: int) -> Optional[str]:
+        """The static type (tp_getset) or PyType_Spec (a Py_tp_getset slot) whose attribute
+        table starts at `table`."""
+        for ref in self._refs(table):
+            tp = self._type_name(ref - TYPE_GETSET)
+            if tp is not None:
+                return tp
+            if self._u32(ref - 8) == SPEC_GETSET and self._u32(ref - 4) == 0:
+                spec = self._spec_name(ref - 8)
+                if spec is not None:
+                    return spec
+        return None
+
+    def _getset_names(self, ref: int) -> List[str]:
+        """`type.attribute.__get__` / `.__set__` for a function the place `ref` holds as a
+        PyGetSetDef's getter or setter, where the table's owner is found."""
+        out: List[str] = []
+        for at, role in GETSET_ROLES:
+            entry = ref - at
+            attribute = self._getset_name(entry)
+            if attribute is None:
+                continue
+            owner = self._getset_owner(self._getset_start(entry))
+            if owner is not None:
+                out.append(f"{owner}.{attribute}.{role}")
+        return out
 
     def _type_name(self, obj: int) -> Optional[str]:
         """tp_name of a static PyTypeObject at `obj`, when it reads as one: a reference count
@@ -480,6 +520,10 @@ class PythonNames:
                 if owner is not None:
                     found.append(f"{owner}.{method}")
                 continue
+            attributes = self._getset_names(ref)
+            if attributes:
+                found += attributes
+                continue
             before = len(found)
             for offset, slot in TYPE_SLOTS.items():
                 tp = self._type_name(ref - offset)
@@ -565,3 +609,24 @@ def python_names(image: _Image) -> Optional[PythonNames]:
 
     base = image.base if image.source == "memory" else image.image_base
     return PythonNames(writable, read, base, image.size_of_image)
+
+
+def _first_entry(entry: int, size: int, reads: Callable[[int], Optional[str]], known: Dict[int, int]) -> int:
+    """The first entry of the table of `size`-byte entries holding `entry`: walked back to
+    the one before which nothing `reads` as an entry (the table before ends with a NULL
+    sentinel), at most MAX_ENTRIES; every entry walked is remembered in `known`."""
+    if entry in known:
+        return known[entry]
+    walked = [entry]
+    start = entry
+    for _ in range(MAX_ENTRIES):
+        if start - size in known:
+            start = known[start - size]
+            break
+        if reads(start - size) is None:
+            break
+        start -= size
+        walked.append(start)
+    for at in walked:
+        known[at] = start
+    return start

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict, FrozenSet, Set, Tuple
+from typing import Callable, Dict, FrozenSet, Set, Tuple
 
 import pytest
 
@@ -51,9 +51,8 @@ def test_exported_slot_functions_are_named_by_the_slot_they_fill(minor):
         assert image.python_name(exports[export]) is None, export
 
 
-@lru_cache(maxsize=None)
-def _slot_functions(minor: int) -> Tuple[Dict[str, FrozenSet[int]], FrozenSet[int]]:
-    """({slot_* name: the RVAs the tables give it}, the exported RVAs) of python3X.dll, over
+def _names_given(minor: int, keep: Callable[[str], bool]) -> Dict[str, FrozenSet[int]]:
+    """{name: the RVAs the tables give it} of python3X.dll for the names `keep` takes, over
     every pointer into the image its data holds."""
     from dumpkit.pe.pynames import python_names
 
@@ -64,9 +63,16 @@ def _slot_functions(minor: int) -> Tuple[Dict[str, FrozenSet[int]], FrozenSet[in
     for key in names._pointers():
         target = key >> 32
         name = image.python_name(target)
-        if name is not None and name.startswith("slot_"):
+        if name is not None and keep(name):
             named.setdefault(name, set()).add(target)
-    return {k: frozenset(v) for k, v in named.items()}, frozenset(rva for rva, _ in image.exports())
+    return {k: frozenset(v) for k, v in named.items()}
+
+
+@lru_cache(maxsize=None)
+def _slot_functions(minor: int) -> Tuple[Dict[str, FrozenSet[int]], FrozenSet[int]]:
+    """({slot_* name: the RVAs the tables give it}, the exported RVAs) of python3X.dll."""
+    named = _names_given(minor, lambda name: name.startswith("slot_"))
+    return named, frozenset(rva for rva, _ in _interpreter(minor).exports())
 
 
 @pytest.mark.parametrize("minor", MINORS)
@@ -108,6 +114,39 @@ def test_each_sub_table_slot_function_is_one_static_function(minor):
     assert all(len(rvas) == 1 for rvas in named.values()), named
     assert len(frozenset().union(*named.values())) == len(named)
     assert not any(rvas & exported for rvas in named.values())
+
+
+# CPython's own attributes (frameobject.c, funcobject.c, exceptions.c, descrobject.c): a
+# getter and a setter each, in every version 3.8-3.13
+ATTRIBUTES_WITH_SETTERS = ("frame.f_lineno", "function.__code__", "function.__defaults__", "BaseException.args")
+
+
+@lru_cache(maxsize=None)
+def _attribute_functions(minor: int) -> Dict[str, FrozenSet[int]]:
+    """{`type.attribute.__get__` or `.__set__`: the RVAs the tables give it} of python3X.dll."""
+    return _names_given(minor, lambda name: name.count(".") >= 2 and name.endswith((".__get__", ".__set__")))
+
+
+@pytest.mark.parametrize("minor", MINORS)
+def test_attribute_getters_and_setters_are_named_by_their_attribute(minor):
+    """A PyGetSetDef's get and set functions (`frame.f_lineno`, what reading or assigning
+    the attribute runs) are named `type.attribute.__get__` / `.__set__`: each of CPython's
+    attributes with a setter gets both, each name goes to one function, and the only
+    exported ones are the generic `__dict__` pair, which many types' tables share."""
+    image = _interpreter(minor)
+    exports = {name: rva for rva, name in image.exports()}
+    assert image.python_name(exports["PyObject_GenericGetDict"]).endswith(".__dict__.__get__")
+    assert image.python_name(exports["PyObject_GenericSetDict"]).endswith(".__dict__.__set__")
+    named = _attribute_functions(minor)
+    for attribute in ATTRIBUTES_WITH_SETTERS:
+        get, set_ = named.get(f"{attribute}.__get__"), named.get(f"{attribute}.__set__")
+        assert get and set_ and get != set_, (attribute, sorted(named)[:20])
+    assert all(len(rvas) == 1 for rvas in named.values())
+    exported = {rva for rva, _ in image.exports()}
+    shared = {exports["PyObject_GenericGetDict"], exports["PyObject_GenericSetDict"]}
+    assert {n for n, rvas in named.items() if rvas & exported} == {n for n, rvas in named.items() if rvas & shared}, (
+        "an exported function other than the generic __dict__ pair was named as an attribute"
+    )
 
 
 def test_only_the_interpreter_and_extension_modules_are_asked():
