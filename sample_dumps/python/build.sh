@@ -59,6 +59,7 @@ json_recursion|py|normal|json_recursion|
 pickle_recursion|py|normal|pickle_recursion|
 thread_stack_size|py|normal|thread_stack_size|
 numpy_object_recursion|py|normal|numpy_object_recursion|
+numpy_shape_recursion|py|normal|numpy_shape_recursion|
 numpy_strided_av|py|normal|numpy_strided_av|
 numpy_strided_av_full|py|full|numpy_strided_av|
 faulthandler_null|py|normal|faulthandler_null|
@@ -170,15 +171,16 @@ timeout 900 python3 src/pyfacts.py --manifest manifest.json --logs logs \
 # 5. bundles for the dumps whose images are too big to commit (DUMPKIT: the dumpkit command
 #    of this checkout, e.g. from its venv; HOME empty so that no Wine prefix serves the
 #    recorded paths)
-BUNDLED="numpy_object_recursion tf_nest_flatten"
+BUNDLED="numpy_object_recursion numpy_shape_recursion tf_nest_flatten"
 for name in $BUNDLED; do
   src=$HERE/$name.dmp.xz
+  [ -f "$src" ] || src=$HERE/$name.dmp  # a dump of 2 MB or less is not compressed (step 4)
   [ -f "$src" ] || continue  # not remade in this run: its bundle stays
-  xz -dkc "$src" > "$CACHE/bundled/$name.dmp"
+  case $src in *.xz) xz -dkc "$src" > "$CACHE/bundled/$name.dmp" ;; *) cp "$src" "$CACHE/bundled/$name.dmp" ;; esac
   HOME=$(mktemp -d) timeout 1800 ${DUMPKIT:-dumpkit} bundle "$CACHE/bundled/$name.dmp" \
     --image-path "$CACHE/images" -o "$HERE/$name.dkb"
   rm -f "$CACHE/bundled/$name.dmp"
-  mv "$src" "$CACHE/bundled/$name.dmp.xz"
+  case $src in *.xz) mv "$src" "$CACHE/bundled/$name.dmp.xz" ;; *) mv "$src" "$CACHE/bundled/$name.dmp" ;; esac
 done
 echo "build.sh: $(( $(date +%s) - start )) s"
 ls -la

@@ -40,6 +40,15 @@ PROGRAMS: Dict[str, dict] = {
         "extension": "numpy",
         "extension_module": "_multiarray_umath.cp38-win_amd64.pyd",
     },
+    # Python code recursing through NumPy's C code (its ndarray.shape setter): two
+    # Python calls (reshape, __index__) per level
+    "numpy_shape_recursion": {
+        "expected_class": "recursion",
+        "recursion_kind": "python",
+        "extension": "numpy",
+        "extension_module": "_multiarray_umath.cp38-win_amd64.pyd",
+        "attribute_setter": "numpy.ndarray.shape.__set__",
+    },
     "tf_nest_flatten": {
         "expected_class": "recursion",
         "recursion_kind": "extension",
