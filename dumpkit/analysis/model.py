@@ -85,6 +85,10 @@ class Recursing(Word):
     NATIVE = "native"  # other native code
 
 
+# a Python recursion's `what`; one whose calls pass through an extension adds " through ..."
+PYTHON_CALLS = "Python functions calling each other"
+
+
 @record
 class RecursionKind:
     """A recursion in the terms of the code that recursed (analysis/python.py).

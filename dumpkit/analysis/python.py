@@ -13,7 +13,7 @@ import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codefacts import CodeFacts
-from dumpkit.analysis.model import Cycle, RecursionKind, Recursing
+from dumpkit.analysis.model import PYTHON_CALLS, Cycle, RecursionKind, Recursing
 from dumpkit.cpython.interpreter import interpreter_minor
 from dumpkit.unwind.frames import without_offset
 
@@ -191,6 +191,28 @@ def _tensorflow_api(functions: Sequence[str]) -> Optional[Tuple[str, str]]:
     return None
 
 
+def _through_library(functions: Sequence[str]) -> Optional[Tuple[str, str, str]]:
+    """(library, words, evidence) when a cycle of Python calls passes through a known
+    library's extension module: its C code, called by Python code, called Python again.
+    The words name the library's functions the cycle holds by their Python names (an
+    attribute's setter, a method: what the Python code did), else the module."""
+    for function in functions:
+        module, _ = split_name(function)
+        library = _library(module)
+        if library is None:
+            continue
+        named = [n for m, n in (split_name(f) for f in functions) if m == module and "." in n and not UNNAMED.match(n)]
+        named = list(dict.fromkeys(named))[:3]
+        words = f"{library}'s {', '.join(named)} ({module})" if named else f"{library} ({module})"
+        said = (
+            f"the calls pass through {library}'s C code ({module}"
+            + (f": {', '.join(named)}" if named else "")
+            + "), which Python code called and which called Python code again"
+        )
+        return library, words, said
+    return None
+
+
 def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> RecursionKind:
     """What kind of recursion `cycle` is. `facts` maps cycle members (as named in
     `cycle.functions`) to what their code refers to."""
@@ -205,9 +227,17 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
 
     loop = next((n for n in names if n in EVAL_LOOP), None)
     if loop is not None:
+        # each eval-loop frame is a Python call (3.8-3.10; from 3.11 one frame may run
+        # several, so this is the least): a cycle of two functions is two calls a repetition
+        calls = sum(1 for n in names if n in EVAL_LOOP)
+        depth = cycle.repetitions * calls
         evidence.append(
             f"{interpreter or 'the interpreter'}!{loop} (the eval loop) is in the cycle: "
-            "each repetition is one Python-level call"
+            + (
+                "each repetition is one Python-level call"
+                if calls == 1
+                else f"each repetition is {calls} Python-level calls"
+            )
         )
         via = _protocol(names, facts)
         if via is not None and via[0] in SPECIAL_METHODS:
@@ -224,9 +254,14 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
                 depth,
                 protocol=via[0],
             )
-        return RecursionKind(
-            Recursing.PYTHON, "Python functions calling each other", interpreter, tuple(evidence), depth
-        )
+        through = _through_library(cycle.functions)
+        if through is not None:
+            library, words, said = through
+            evidence.append(said)
+            return RecursionKind(
+                Recursing.PYTHON, f"{PYTHON_CALLS} through {words}", interpreter, tuple(evidence), depth, library
+            )
+        return RecursionKind(Recursing.PYTHON, PYTHON_CALLS, interpreter, tuple(evidence), depth)
 
     libraries = [lib for lib in (_library(m) for m in modules) if lib]
     if libraries:

@@ -28,6 +28,10 @@ def test_the_recursion_is_named_in_python_terms(facts, python_report):
     if kind.kind == "python":
         assert "Python functions recursed" in headline
         assert any("eval loop" in e for e in report.verdict.evidence)
+        if facts.get("extension"):  # through an extension's C code: whose, and which of its functions
+            assert kind.library == LIBRARIES[facts["extension"]]
+            assert f"recursed through {kind.library}'s {facts['attribute_setter']}" in headline
+            assert f"{facts['extension_module']}!{facts['attribute_setter']}" in crash.cycles[0].functions
     elif kind.kind == "c_protocol":
         assert kind.protocol == facts["protocol"]
         assert "not Python functions calling each other" in headline
@@ -99,3 +103,25 @@ def test_a_cycle_of_the_interpreters_bare_addresses_is_not_called_c_recursion():
     assert not any("not Python functions" in e for e in kind.evidence)
     later = classify_recursion(_cycle(["python312.dll+0x1000", "python312.dll+0x2000"]), {})
     assert later.kind == "c_protocol" and any("from Python 3.12" in e for e in later.evidence)
+
+
+def test_two_python_calls_a_repetition_count_twice_and_a_library_between_them_is_named():
+    """A cycle with two eval-loop frames is two Python calls a repetition; NumPy's C code
+    between them (an attribute setter reached from Python) is named as what they pass through."""
+    cycle = _cycle(
+        [
+            "python38.dll!_PyEval_EvalFrameDefault",
+            "python38.dll!getset_descriptor.__set__",
+            "_multiarray_umath.cp38-win_amd64.pyd!numpy.ndarray.shape.__set__",
+            "_multiarray_umath.cp38-win_amd64.pyd!func_d8700",
+            "python38.dll!PyNumber_Index",
+            "python38.dll!_PyEval_EvalFrameDefault",
+        ],
+        reps=700,
+    )
+    kind = classify_recursion(cycle, {})
+    assert (kind.kind, kind.library, kind.depth) == ("python", "NumPy", 1400)
+    assert kind.what.endswith("through NumPy's numpy.ndarray.shape.__set__ (_multiarray_umath.cp38-win_amd64.pyd)")
+    assert any("each repetition is 2 Python-level calls" in e for e in kind.evidence)
+    plain = classify_recursion(_cycle(["python38.dll!_PyEval_EvalFrameDefault", "python38.dll!func_10"], 700), {})
+    assert (plain.library, plain.depth, plain.what) == (None, 700, "Python functions calling each other")

@@ -6,6 +6,7 @@ from typing import List, Optional, Tuple
 
 from dumpkit.analysis.advice import PYTHON_THREAD_STACK, THREAD_STACK, THREAD_STACK_SIZE_ON_WINDOWS, Step
 from dumpkit.analysis.model import (
+    PYTHON_CALLS,
     Recursing,
     Confidence,
     CrashInfo,
@@ -132,9 +133,10 @@ def _cause_unseen(case: Case) -> Optional[str]:
     return "; ".join(parts) if parts else None
 
 
-def _per_level(main: Cycle, reserve: Optional[int]) -> str:
-    """'528 bytes of C stack each, so the 1.9 MiB stack holds about 3,800 of them'."""
-    each = main.bytes_per_repetition
+def _per_level(main: Cycle, reserve: Optional[int], per_repetition: int = 1) -> str:
+    """'528 bytes of C stack each, so the 1.9 MiB stack holds about 3,800 of them', for
+    each of the `per_repetition` levels (Python calls) one repetition of the cycle makes."""
+    each = main.bytes_per_repetition // max(1, per_repetition)
     fits = f", so the {human_bytes(reserve)} stack holds about {reserve // each:,} of them" if reserve and each else ""
     return f"{each:,} bytes of C stack each{fits}"
 
@@ -313,6 +315,8 @@ def _in_python_terms(
             who = ""
             find = FIND_THE_PROTOCOL_RECURSION if protocol else FIND_THE_PYTHON_RECURSION
         who_recursed = "Python functions recursed"
+        if kind.library is not None and not protocol:  # through an extension: "through NumPy's ..."
+            who_recursed = f"Python functions recursed{kind.what[len(PYTHON_CALLS) :]}"
         if protocol:
             who_recursed = f"{kind.what} recursed"
             find = find.given(What=kind.what[0].upper() + kind.what[1:])
@@ -320,7 +324,12 @@ def _in_python_terms(
             f"Stack overflow: {who_recursed} {depth} calls deep{who} until the C stack ran out "
             f"({kind.module or 'interpreter'} eval-loop frames, {cost})"
         )
-        steps = [PYTHON_LIMIT_RAISED.given(depth=depth, per_level=_per_level(main, reserve)), find, MAKE_IT_ITERATIVE]
+        calls = kind.depth // main.repetitions if kind.depth and main.repetitions else 1
+        steps = [
+            PYTHON_LIMIT_RAISED.given(depth=depth, per_level=_per_level(main, reserve, calls)),
+            find,
+            MAKE_IT_ITERATIVE,
+        ]
         return headline, evidence, steps
     if kind.kind is Recursing.INTERPRETER:
         headline = (
