@@ -186,6 +186,7 @@ def write_bundle(
         image_paths=list(image_paths),
         symbol_paths=list(symbol_paths),
         store=store,
+        given_first=source is not None,  # re-bundling: whole images given here fill the bundle's gaps
         record_reads=True,
         fetcher=image_fetcher(target, Options(fetch_images=fetch_images, fetch_progress=fetch_progress)),
     )

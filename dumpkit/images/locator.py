@@ -86,8 +86,12 @@ class ImageLocator:
         max_download: Optional[int] = None,
         fetcher: Optional["ImageFetcher"] = None,
         probe: FileProbe = LIVE,
+        given_first: bool = False,
     ):
         self.image_paths = list(image_paths)
+        # Re-bundling: a whole image in a folder or store given here is searched before the
+        # bundle's own copy, which holds only the pages an earlier analysis read.
+        self.given_first = given_first
         # which files the recorded paths name here (a triage keeps the answers; one run its folders)
         self.probe = probe.for_one_run()
         self.fetcher = fetcher  # --fetch-images: asked last, for what nothing else had
@@ -169,13 +173,13 @@ class ImageLocator:
                 return self._keep(mem)
             if mem is not None:
                 fallback = mem
-        for search in (
-            self._from_store,
-            self._from_recorded_path,
-            self._from_image_paths,
-            self._from_symbol_store,
-            self._from_symbol_server,
-        ):
+        given = (self._from_image_paths, self._from_symbol_store)
+        searches = (
+            (*given, self._from_store, self._from_recorded_path)
+            if self.given_first
+            else (self._from_store, self._from_recorded_path, *given)
+        )
+        for search in (*searches, self._from_symbol_server):
             found = search(module)
             if found is not None:
                 if fallback is not None:

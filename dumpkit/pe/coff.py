@@ -31,6 +31,9 @@ def long_section_name(file: Backing, symtab_ptr: int, nsymbols: int, s: Section)
         limit = min(MAX_SECTION_NAME, file.size - start)
         if limit <= 0:
             return s
+        holds = getattr(file, "holds", None)  # a bundle: only what the image it was made from read
+        if holds is not None and not holds(start, limit):
+            return s
         name = file.read(start, limit).split(b"\0", 1)[0].decode("utf-8", "replace")
         if name:
             return Section(name, s.rva, s.virtual_size, s.raw_offset, s.raw_size, s.characteristics)

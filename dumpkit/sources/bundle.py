@@ -85,6 +85,12 @@ class BundleBacking:
     def size(self) -> int:
         return self._size
 
+    def holds(self, offset: int, size: int) -> bool:
+        """Whether a read of these bytes would be served: what the analysis reads only when
+        its image had it at hand (long section names, which a compressed image leaves unread)
+        asks first, so that their absence is not a miss."""
+        return 0 <= offset and 0 <= size and offset + size <= self._size and self._pieces.held(offset, size) is not None
+
     def read(self, offset: int, size: int) -> bytes:
         if offset < 0 or size < 0 or offset + size > self._size:
             raise self._past_end(f"file offset {offset:#x} (+{size:#x}) is past the end of the file")

@@ -5,6 +5,7 @@ front door (write, analyze, stack, info) and --redact."""
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from pathlib import Path
 
@@ -262,6 +263,51 @@ def test_cli_bundle_of_a_bundle_is_the_same_bundle(pdb_bundle, tmp_path):
     assert again.read_bytes() == pdb_bundle.read_bytes()
 
 
+def _misses(path: Path) -> list:
+    """The image pages today's analysis asks a bundle for and does not find in it."""
+    from dumpkit.engine import Options, analyze, stacks
+    from tests.support.samples import open_any
+
+    target = open_any(path)
+    analyze(target, Options(), problems=target.soft_errors)
+    stacks(target, Options(), list(target.threads), python=True, problems=target.soft_errors)
+    return target.image_store.misses
+
+
+def test_a_stale_bundle_bundled_again_with_the_image_at_hand_gets_the_pages_it_lacked(bundle, tmp_path):
+    """A bundle made before the analysis read a page (an older dumpkit) lacks it; bundled
+    again with --image-path, the whole image there serves, not the bundle's partial copy, and
+    the new bundle holds every page. Without the image the gap stays, and is said."""
+    with zipfile.ZipFile(bundle) as zf:
+        members = {i.filename: zf.read(i) for i in zf.infolist()}
+    manifest = json.loads(members["manifest.json"])
+    ok = next(m for m in manifest["modules"] if m["name"] == "opkernels.dll")
+    # its second range (the first is the header): what the walk reads of the code
+    (header, (offset, size), *rest) = ok["ranges"]
+    data = members[ok["member"]]
+    ok["ranges"] = [header, *rest]
+    members[ok["member"]] = data[: header[1]] + data[header[1] + size :]
+    members["manifest.json"] = json.dumps(manifest).encode()
+    stale = tmp_path / "stale.dkb"
+    with zipfile.ZipFile(stale, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    gap = re.compile(r"opkernels\.dll: file offset (0x[0-9a-f]+) ")
+    lacked = [int(m.group(1), 16) for m in map(gap.search, _misses(stale)) if m]
+    assert any(offset <= at < offset + size for at in lacked)
+
+    still = tmp_path / "still.dkb"
+    assert run_cli("bundle", stale, "-o", still).returncode == 0
+    assert _misses(still)
+    mended = tmp_path / "mended.dkb"
+    r = run_cli("bundle", stale, "--image-path", SAMPLE_BIN, "-o", mended)
+    assert r.returncode == 0, r.stderr
+    assert _misses(mended) == []
+    with zipfile.ZipFile(mended) as zf:
+        again = {m["name"]: m for m in json.loads(zf.read("manifest.json"))["modules"]}
+    assert [offset, size] in again["opkernels.dll"]["ranges"]
+
+
 @pytest.mark.slow
 def test_cli_bundle_redacts_a_bundle(tmp_path):
     """The committed TensorFlow bundle, as format 1 wrote it (no PDBs; made here from the
@@ -398,7 +444,9 @@ def test_the_tensorflow_bundle_names_the_version_its_installation_said_without_i
 def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
     """When the analysis starts reading other pages (a new analysis, a changed unwinder), a
     committed bundle goes stale silently: its report loses what the missing pages held.
-    This catches it without the images: regenerate with sample_dumps/python/build.sh step 5."""
+    This catches it without the images: regenerate with sample_dumps/python/build.sh step 5,
+    or mend it: `dumpkit bundle OLD.dkb --image-path FOLDER -o NEW.dkb`, FOLDER holding the
+    images (a wheel's files unpacked, from `pip download` of the pinned requirement)."""
     from dumpkit.engine import Options, analyze, stacks
     from tests.support.samples import PY_SAMPLES, open_any
 
