@@ -51,7 +51,7 @@ from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
 from dumpkit.spans import Span
-from dumpkit.target import MemoryNotInDump, Module, Thread
+from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Thread
 
 MAX_CALLBACK_RANGES = 1 << 20
 INT3 = b"\xcc"
@@ -196,7 +196,8 @@ def write_dump(
         threads = _written_threads(path)
         pieces += page_bytes(live, command_line_memory(live, threads))
         pieces += _walk_tables(live, threads, _stack_tops(live, threads, STACK_BYTES))
-        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP])
+        registers = [regs[win32.CONTEXT_RAX + 8 * i] for i in range(16) if i != 4]  # all but rsp
+        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP], registers)
     added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
     return memory, added, sum(len(d) for _, d in pointed)
 
@@ -257,8 +258,10 @@ def _written_threads(path: str) -> List[Thread]:
         written.close()
 
 
-def _pointed_bytes(live: LiveProcess, threads: Sequence[Thread], tid: int, sp: int) -> List[Tuple[int, bytes]]:
-    """The memory the dying thread's stack points to (pointed.py), beyond the modules'
+def _pointed_bytes(
+    live: LiveProcess, threads: Sequence[Thread], tid: int, sp: int, registers: Sequence[int]
+) -> List[Tuple[int, bytes]]:
+    """The memory the dying thread's stack and `registers` point to (pointed.py), beyond the modules'
     images and the stacks the dump holds. The command line's bytes (read through the TEBs
     the dump recorded, as the analysis will: MiniDumpWithProcessThreadData holds them on
     Windows; Wine's dbghelp writes no TEB or PEB) are added beside them."""
@@ -269,7 +272,7 @@ def _pointed_bytes(live: LiveProcess, threads: Sequence[Thread], tid: int, sp: i
     stack = live.read_available(top, max(0, thread.stack_end - top))
     skip = [(m.base, m.base + m.size) for m in live.modules]
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
-    return pointed_memory(stack, skip, live.read_available)
+    return pointed_memory(stack, skip, live.read_available, registers=registers)
 
 
 # what MiniDumpWriteDump and the readers need of a process that is dumped but not debugged
@@ -359,7 +362,14 @@ def _pointed_by_threads(
         sources += [live.read_available(p.thread_state, TSTATE_SCAN) for p in memory.state.threads if p.thread_state]
     skip = [span for m in live.modules for span in _unchanging(live, m)]
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
-    return pointed_by_stacks(sources, skip, live.read_available)
+    # each stack's thread's registers, in _stack_tops' order: a lock a wait was just given
+    # may be in a register only
+    registers = [
+        [v for name, v in t.context.values.items() if name in GPR_NAMES and name != "rsp"]
+        for t in threads
+        if t.stack_size and t.context is not None
+    ]
+    return pointed_by_stacks(sources, skip, live.read_available, registers=registers)
 
 
 def _walk_tables(live: LiveProcess, threads: Sequence[Thread], stacks: Sequence[bytes]) -> List[Tuple[int, bytes]]:

@@ -28,6 +28,7 @@ STACK_BYTES = 128 << 10  # from the stack pointer up: where the dying frames and
 BEFORE, AFTER = 64, 448  # a window around each pointer: an object's head and its text
 SECOND_BEFORE, SECOND_AFTER = 0, 256  # around what the first windows point to
 TYPE_NAME = 64  # bytes kept of an object's type's name
+TYPE_HEAD = 32  # bytes kept of the type object itself: through tp_name (+24)
 MAX_POINTERS = 4096  # distinct targets per level
 MAX_TOTAL = 4 << 20  # bytes added in all
 IMAGE_SCN_MEM_WRITE = 0x80000000  # a section the process may change (.data, .bss)
@@ -94,15 +95,20 @@ def pointed_memory(
     read_available: ReadAvailable,
     max_total: int = MAX_TOTAL,
     held: Sequence[Span] = (),
+    registers: Sequence[int] = (),
 ) -> List[Tuple[int, bytes]]:
     """The pieces (address, bytes) of memory that the words of `stack` (the top of the
     dying thread's stack, from its stack pointer up) point to, and what those point to in
     turn, outside `skip` (the modules' images and the stack itself, which the dump has or
-    whose files the analysis reads). `held`: what is kept already (an earlier stack's
-    pieces): not read again, but an object there still gets its type's name."""
+    whose files the analysis reads). `registers`: the thread's general-purpose registers,
+    looked at first: the object a function was working on when it stopped (the one an access
+    violation read through, the lock a wait was given) is often in a register and nowhere on
+    the stack yet. `held`: what is kept already (an earlier stack's pieces): not read again,
+    but an object there still gets its type's name."""
     skip, held = merge(skip), merge(held)
     seen: Set[int] = set()
-    targets = _targets(stack[:STACK_BYTES], skip, seen)
+    in_registers = struct.pack(f"<{len(registers)}Q", *(r & (1 << 64) - 1 for r in registers))
+    targets = _targets(in_registers + stack[:STACK_BYTES], skip, seen)
     fresh_targets = [t for t in targets if not _inside(t, held)]
     first = _read(read_available, _windows(fresh_targets, BEFORE, AFTER), max_total)
     used = sum(len(d) for _, d in first)
@@ -137,7 +143,9 @@ def _type_names(
     _thread.lock and most of the standard library's types heap types), past the two levels
     above; a hung thread's lock is only known for one by that name. A static type's name is
     in its module's read-only data, which an image file also has; it is kept all the same
-    (TYPE_NAME bytes), so that the dump names its objects on a machine without the file."""
+    (TYPE_NAME bytes), so that the dump names its objects on a machine without the file. The
+    type object's head (TYPE_HEAD bytes, through tp_name) is kept too: a static type lives in
+    its DLL's writable data, which no file answers for (3.8's _thread.RLock in python38.dll)."""
     ordered = sorted(pieces)
     starts = [a for a, _ in ordered]
 
@@ -151,31 +159,46 @@ def _type_names(
         return struct.unpack("<Q", data)[0] if len(data) == 8 else 0
 
     names: List[int] = []
+    kinds: List[int] = []
     seen: Set[int] = set()
     for t in targets:
-        name = word(word(t + 8) + 24)
+        kind = word(t + 8)
+        name = word(kind + 24)
         if LOWEST <= name <= HIGHEST and name not in seen:
             seen.add(name)
             names.append(name)
             if len(names) >= MAX_POINTERS:
                 break
+        if LOWEST <= name <= HIGHEST and kind not in seen:
+            # the type's head up to tp_name: a static type lives in its DLL's writable data,
+            # which a second-level window reaches only while the budget of pointers lasts
+            seen.add(kind)
+            kinds.append(kind)
     have = merge((a, a + len(d)) for a, d in ordered)
-    return _read(read_available, _windows([n for n in names if not _inside(n, have)], 0, TYPE_NAME), budget)
+    wanted = [(n, n + TYPE_NAME) for n in names if not _inside(n, have)]
+    wanted += [(k, k + TYPE_HEAD) for k in kinds[:MAX_POINTERS] if not _inside(k + 24, have)]
+    return _read(read_available, merge(((lo & ~15, (hi + 15) & ~15) for lo, hi in wanted)), budget)
 
 
 def pointed_by_stacks(
-    stacks: Sequence[bytes], skip: Sequence[Span], read_available: ReadAvailable, max_total: int = MAX_TOTAL
+    stacks: Sequence[bytes],
+    skip: Sequence[Span],
+    read_available: ReadAvailable,
+    max_total: int = MAX_TOTAL,
+    registers: Sequence[Sequence[int]] = (),
 ) -> List[Tuple[int, bytes]]:
     """`pointed_memory` for every thread of a process that did not crash (a hang: what each
-    waits on is an object its stack points to, a lock or an event). Each stack gets an equal
-    share of the budget left, so one thread full of pointers cannot starve the others, and
-    what one leaves goes to the next; what an earlier stack brought is not read again."""
+    waits on is an object its stack or its registers point to, a lock or an event; `registers`
+    go with `stacks` in order, as far as they are given). Each stack gets an equal share of the
+    budget left, so one thread full of pointers cannot starve the others, and what one leaves
+    goes to the next; what an earlier stack brought is not read again."""
     out: List[Tuple[int, bytes]] = []
     taken: List[Span] = []
     used = 0
     for i, stack in enumerate(stacks):
         share = (max_total - used) // (len(stacks) - i)
-        got = pointed_memory(stack, skip, read_available, share, held=taken)
+        values = registers[i] if i < len(registers) else ()
+        got = pointed_memory(stack, skip, read_available, share, held=taken, registers=values)
         out += got
         used += sum(len(d) for _, d in got)
         taken = merge([*taken, *((a, a + len(d)) for a, d in got)])

@@ -60,3 +60,44 @@ def test_a_heap_objects_type_name_is_kept_three_pointers_from_the_stack():
     assert b"_thread.lock\0" in b"".join(data for _, data in got)
     kept_at_name = [(a, d) for a, d in got if a <= name < a + len(d)]
     assert kept_at_name and all(len(d) <= 64 + 16 for _, d in kept_at_name)
+
+
+def test_an_object_only_a_register_points_to_is_kept_and_its_text_followed():
+    # a function stopped with its object in a register (the lock a wait was just given, the
+    # object an access violation read through): no stack word points to it
+    text = b"the lock's owner\0"
+    memory = Memory([(HEAP, _words(0x11, TEXT) + b"\0" * 1024), (TEXT, text + b"\0" * 256)])
+    stack = _words(0, 5, MODULE + 0x10)
+    assert pointed_memory(stack, [(MODULE, MODULE + 0x1000)], memory.read_available) == []
+    got = pointed_memory(stack, [(MODULE, MODULE + 0x1000)], memory.read_available, registers=[0, HEAP, 1 << 63])
+    assert any(a <= HEAP < a + len(d) for a, d in got)
+    assert text in b"".join(d for _, d in got)
+
+
+def test_each_threads_registers_go_with_its_own_stack_and_share():
+    from dumpkit.capture.pointed import pointed_by_stacks
+
+    other = HEAP + 0x100000
+    memory = Memory([(HEAP, b"a" * 1024), (other, b"b" * 1024)])
+    got = pointed_by_stacks([_words(0), _words(0)], [], memory.read_available, registers=[[HEAP], [other]])
+    starts = sorted(a for a, _ in got)
+    assert any(a <= HEAP < a + 1024 for a in starts) and any(a <= other < a + 1024 for a in starts)
+    assert pointed_by_stacks([_words(0)], [], memory.read_available, registers=[]) == []
+
+
+def test_an_objects_static_type_is_kept_through_its_name_even_when_the_object_was_kept_earlier():
+    # 3.8's _thread.RLock: the object on the heap (kept already, by an earlier thread's
+    # stack), its type in python38.dll's writable data, the name in its read-only data
+    lock, kind, name = HEAP, MODULE + 0x3B52C0, MODULE + 0x32E190
+    memory = Memory(
+        [
+            (lock, _words(1, kind, 0x7777) + b"\0" * 1024),
+            (kind, _words(1, 0, 0, name) + b"\0" * 1024),
+            (name, b"_thread.RLock\0" + b"\0" * 256),
+        ]
+    )
+    got = pointed_memory(_words(lock), [], memory.read_available, held=[(lock, lock + 512)])
+    kept = Memory(got)
+    assert kept.read_available(kind + 24, 8) == _words(name)
+    assert kept.read_available(name, 14) == b"_thread.RLock\0"
+    assert not any(a <= lock < a + len(d) for a, d in got)  # not read again

@@ -76,9 +76,9 @@ def test_a_hung_program_is_dumped_at_once_with_its_python_stacks_and_left_runnin
     dumps = sorted((tmp_path / "out").glob("*.dmp"))
     assert [d.name for d in dumps] == [said.group(2).rsplit("\\", 1)[-1]]
     report = _analyse(dumps[0], tmp_path, capture_lane.pythons[version])
-    # a snapshot: a deadlock where the dump holds both locks' objects (a thread's RLock can
-    # be in a register only when it was written, and then the waits are listed)
-    assert report.crash is None and report.verdict.kind in ("no_exception", "deadlock")
+    # a snapshot, and the deadlock: the dump holds both locks' objects and their types (3.8's
+    # RLock type is static, in python38.dll's writable data: capture keeps its head)
+    assert report.crash is None and report.verdict.kind == "deadlock", report.verdict.headline
     stacks = _python_stacks(report)
     assert set(stacks) == {t["native_id"] for t in marker["threads"]}
     for thread in marker["threads"]:
