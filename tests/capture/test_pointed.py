@@ -16,6 +16,18 @@ def _words(*values: int) -> bytes:
     return struct.pack(f"<{len(values)}Q", *values)
 
 
+def _typed_object(obj: int, kind: int, name: int, type_name: bytes) -> Memory:
+    """A Python object at `obj` (ob_type at +8), its type at `kind` (tp_name at +24) and
+    the name's characters at `name`, each an allocation of its own."""
+    return Memory(
+        [
+            (obj, _words(1, kind, 0x7777) + b"\0" * 1024),
+            (kind, _words(1, 0, 0, name) + b"\0" * 1024),
+            (name, type_name + b"\0" * 257),
+        ]
+    )
+
+
 def test_a_heap_string_pointed_to_by_the_stack_is_kept_and_module_addresses_are_not():
     message = b"Check failed: dims == 4 (3 vs. 4)\0"
     memory = Memory([(HEAP, b"\0" * 64 + message + b"\0" * 512), (MODULE, b"\xcc" * 4096)])
@@ -49,13 +61,7 @@ def test_a_heap_objects_type_name_is_kept_three_pointers_from_the_stack():
     # 3.12's _thread.lock is a heap type: the stack points to the lock, the lock (+8) to its
     # type, the type (+24) to its name, in a third allocation far from both
     lock, kind, name = HEAP, HEAP + 0x10000, HEAP + 0x40000
-    memory = Memory(
-        [
-            (lock, _words(1, kind, 0x7777) + b"\0" * 1024),
-            (kind, _words(1, 0, 0, name) + b"\0" * 1024),
-            (name, b"_thread.lock\0" + b"\0" * 256),
-        ]
-    )
+    memory = _typed_object(lock, kind, name, b"_thread.lock")
     got = pointed_memory(_words(lock), [], memory.read_available)
     assert b"_thread.lock\0" in b"".join(data for _, data in got)
     kept_at_name = [(a, d) for a, d in got if a <= name < a + len(d)]
@@ -89,13 +95,7 @@ def test_an_objects_static_type_is_kept_through_its_name_even_when_the_object_wa
     # 3.8's _thread.RLock: the object on the heap (kept already, by an earlier thread's
     # stack), its type in python38.dll's writable data, the name in its read-only data
     lock, kind, name = HEAP, MODULE + 0x3B52C0, MODULE + 0x32E190
-    memory = Memory(
-        [
-            (lock, _words(1, kind, 0x7777) + b"\0" * 1024),
-            (kind, _words(1, 0, 0, name) + b"\0" * 1024),
-            (name, b"_thread.RLock\0" + b"\0" * 256),
-        ]
-    )
+    memory = _typed_object(lock, kind, name, b"_thread.RLock")
     got = pointed_memory(_words(lock), [], memory.read_available, held=[(lock, lock + 512)])
     kept = Memory(got)
     assert kept.read_available(kind + 24, 8) == _words(name)
