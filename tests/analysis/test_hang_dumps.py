@@ -62,6 +62,11 @@ def _report(name: str, source: str) -> Report:
             pytest.skip(f"{path} is not here")
         target = open_bundle(str(path))
         options = Options(use_recorded_paths=False)
+    elif source == "alone":
+        # no image at all, not even the interpreter's: what capture kept of them is all
+        path = HANGS / MANIFEST[name]["file"]
+        target = open_dump_bytes(lzma.decompress(path.read_bytes()), path.name)
+        options = Options(use_recorded_paths=False)
     else:
         # "raw": with every image; "raw, no system": as on a machine without the system's DLLs
         # (the interpreter's and the program's own given, Wine's ntdll.dll, kernelbase.dll... not)
@@ -83,14 +88,22 @@ def _bundled() -> List[str]:
     return sorted(n for n in MANIFEST if (BUNDLES / f"{_bundle_name(n)}.dkb").exists())
 
 
+def _walk_tables_kept(fact: dict) -> bool:
+    """A dump that holds ntdll.dll's unwind tables (capture keeps what a walk reads of the
+    modules on the threads' stacks, capture/walkdata.py): it is read with no image at all."""
+    return "ntdll.dll" in fact.get("unwind_tables_in_dump", ())
+
+
 def _cases(where: Callable[[dict], bool] = lambda fact: True) -> list:
     """(dump, source) of the dumps whose manifest entry `where` takes: every bundled dump
-    from its bundle, and every dump raw (skipped where its images are not at hand; in the
-    full suite only, the fast tier reads the bundles)."""
+    from its bundle, every dump that holds the walk tables alone (no image at all), and every
+    dump raw (skipped where its images are not at hand; in the full suite only, the fast tier
+    reads the bundles)."""
     names = [n for n in sorted(MANIFEST) if where(MANIFEST[n])]
     bundled = set(_bundled())
+    alone = [(n, "alone") for n in names if _walk_tables_kept(MANIFEST[n])]
     raw = [pytest.param(n, "raw", marks=pytest.mark.slow, id=f"{n}-raw") for n in names]
-    return [(n, "bundle") for n in names if n in bundled] + raw
+    return [(n, "bundle") for n in names if n in bundled] + alone + raw
 
 
 def _tids(fact: dict) -> Dict[str, int]:
@@ -101,6 +114,25 @@ def _python_aware(fact: dict) -> bool:
     """A dump that holds the objects waited on: full memory, or capture's (it keeps what
     each stack points to); a plain MiniDumpNormal keeps the stacks only."""
     return fact["dump_type"] == "full" or fact["tool"] == "capture"
+
+
+@pytest.mark.parametrize("name", [n for n in sorted(MANIFEST) if _walk_tables_kept(MANIFEST[n])])
+def test_a_dump_that_kept_the_walk_tables_reads_with_no_image_as_with_them(name: str) -> None:
+    """Far from the machine that wrote it, with no ntdll.dll, kernelbase.dll or python3X.dll
+    at hand: every wait named, and the same waits, owners and headline as the bundle (the dump
+    with the pages of the images the analysis read)."""
+    alone, bundled = _report(name, "alone"), _report(name, "bundle")
+    assert alone.waits and all(not w.unnamed_in for w in alone.waits), alone.waits
+    assert [(w.tid, w.kind, w.what, w.obj, w.owner) for w in alone.waits] == [
+        (w.tid, w.kind, w.what, w.obj, w.owner) for w in bundled.waits
+    ]
+    assert alone.verdict.headline == bundled.verdict.headline
+
+
+def test_a_committed_hang_dump_holds_the_walk_tables() -> None:
+    if not MANIFEST:
+        pytest.skip("sample_dumps/hangs is not here")
+    assert any(_walk_tables_kept(fact) for fact in MANIFEST.values())
 
 
 def test_the_hang_dumps_are_bundled_for_every_scenario() -> None:
@@ -269,12 +301,15 @@ def _without_system_images(name: str) -> Report:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(n for n in MANIFEST if MANIFEST[n]["tool"] == "capture"))
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MANIFEST if MANIFEST[n]["tool"] == "capture" and not _walk_tables_kept(MANIFEST[n]))
+)
 def test_without_the_system_images_no_waiting_thread_is_called_running(name: str) -> None:
     """Every thread of these dumps waits (the program said on what). Without the images of
     the DLLs the waits are in, a thread stopped in them is not known to wait, and must not
     be called running; the dump is a snapshot, not a damaged file, however the walks ended
-    below the nameless frames; and the first step names the images that would tell."""
+    below the nameless frames; and the first step names the images that would tell. (A dump
+    that kept the walk tables names its waits without them: the test of the `alone` reads.)"""
     report = _without_system_images(name)
     waits = {w.tid: w for w in report.waits}
     for thread in MANIFEST[name]["threads"]:
@@ -301,7 +336,7 @@ def test_triage_without_the_system_images_groups_by_where_the_python_code_was() 
     doing, one group per scenario whichever Python and dump kind, a deadlock over the same
     lines as with the images; a GIL hang whose interpreter counts the GIL's waiters is
     GIL_HELD by its holder's line, as with the images. Each record names ntdll.dll as the
-    image to give."""
+    image to give. A dump whose capture kept the walk tables is signed as with the images."""
     from dumpkit.triage.analyse import Job, analyse_one
     from dumpkit.triage.group import group
 
@@ -318,15 +353,25 @@ def test_triage_without_the_system_images_groups_by_where_the_python_code_was() 
     }
     assert all(r.ok for r in records.values())
     kinds = {n: "GIL_HELD" if _gil_counted(n) else "SNAPSHOT" for n in names}
+    for n in names:
+        if _walk_tables_kept(MANIFEST[n]):
+            with_images = _report(n, "bundle").signature
+            kinds[n] = with_images.kind
+            assert records[n].signature == with_images.text
     assert {n: r.kind for n, r in records.items()} == kinds
-    assert all("ntdll.dll" in r.missing_images for r in records.values())
+    # the dump's own copy of what a walk reads of ntdll.dll serves where it was kept
+    assert {n: "ntdll.dll" in r.missing_images for n, r in records.items()} == {
+        n: not _walk_tables_kept(MANIFEST[n]) for n in names
+    }
     # one group per scenario, the GIL hangs of 3.13 (no waiters counted) apart
     scenarios = {(MANIFEST[n]["scenario"], kinds[n]) for n in names}
     groups = group(list(records.values()))
     assert len(groups) == len(scenarios)
     for g in groups:
         assert len({MANIFEST[n]["scenario"] for n, r in records.items() if r.signature == g.signature}) == 1
-    deadlock = next(r for n, r in records.items() if MANIFEST[n]["scenario"] == "lock_deadlock")
+    deadlock = next(
+        r for n, r in records.items() if MANIFEST[n]["scenario"] == "lock_deadlock" and kinds[n] == "SNAPSHOT"
+    )
     assert deadlock.signature == "SNAPSHOT | read_catalog (lock_deadlock.py:60) | update_index (lock_deadlock.py:42)"
 
 

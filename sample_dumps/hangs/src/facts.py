@@ -236,6 +236,25 @@ class PeFile:
         return [(va, size) for _n, va, size, _r, ch in self.sections if ch & IMAGE_SCN_MEM_WRITE]
 
 
+def unwind_tables_in_dump(md: Minidump, modules: List[Dict[str, Any]]) -> List[str]:
+    """The modules whose exception directory (.pdata) the dump's memory holds whole, read
+    through the PE header in the dump: what a stack walk needs of an image, when the image
+    itself is not at hand (a MiniDumpNormal holds neither; capture keeps them since
+    2026-12)."""
+    out = []
+    for m in modules:
+        head = md.read(m["base"], 0x400)
+        if head is None or head[:2] != b"MZ":
+            continue
+        pe = u32(head, 0x3C)
+        if pe + 24 + 112 + 4 * 8 > len(head) or head[pe:pe + 4] != b"PE\0\0":
+            continue
+        rva, size = u32(head, pe + 24 + 112 + 3 * 8), u32(head, pe + 24 + 112 + 3 * 8 + 4)
+        if size and md.read(m["base"] + rva, size) is not None:
+            out.append(m["name"].lower())
+    return sorted(out)
+
+
 def load_dump(path: str) -> bytes:
     if path.endswith(".xz"):
         with lzma.open(path) as f:
@@ -489,6 +508,7 @@ def dump_facts(path: str, run: str, log: Dict[str, Any], args: argparse.Namespac
         "comment": md.comment(),
         "memory_ranges": len(md.ranges),
         "memory_bytes": sum(r[1] for r in md.ranges),
+        "unwind_tables_in_dump": unwind_tables_in_dump(md, modules),
         "pid": marker.get("pid"),
         "python_dll": pydll,
     }
