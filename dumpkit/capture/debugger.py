@@ -45,13 +45,14 @@ from dumpkit.capture.pointed import pointed_by_stacks, pointed_memory, unchangin
 from dumpkit.capture.policy import ExitDumps
 from dumpkit.capture.pymemory import PythonMemory, command_line_memory, page_bytes, python_memory
 from dumpkit.capture.walkdata import STACK_BYTES, as_ranges, walk_tables
+from dumpkit.context import parse_x64
 from dumpkit.analysis.holders import TSTATE_SCAN
 from dumpkit.capture.snapshot import COMMENT, Snapshot
 from dumpkit.pe import PEError
 from dumpkit.pe.image import PEImage
 from dumpkit.sources.minidump import open_dump
 from dumpkit.spans import Span
-from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Thread
+from dumpkit.target import GPR_NAMES, MemoryNotInDump, Module, Registers, Thread
 
 MAX_CALLBACK_RANGES = 1 << 20
 INT3 = b"\xcc"
@@ -196,8 +197,8 @@ def write_dump(
         threads = _written_threads(path)
         pieces += page_bytes(live, command_line_memory(live, threads))
         pieces += _walk_tables(live, threads, _stack_tops(live, threads, STACK_BYTES))
-        registers = [regs[win32.CONTEXT_RAX + 8 * i] for i in range(16) if i != 4]  # all but rsp
-        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP], registers)
+        registers, _ = parse_x64(ctypes.string_at(regs.address, win32.CONTEXT_SIZE))
+        pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP], _pointer_registers(registers))
     added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
     return memory, added, sum(len(d) for _, d in pointed)
 
@@ -364,12 +365,14 @@ def _pointed_by_threads(
     skip += [(t.stack_start, t.stack_end) for t in threads if t.stack_size]
     # each stack's thread's registers, in _stack_tops' order: a lock a wait was just given
     # may be in a register only
-    registers = [
-        [v for name, v in t.context.values.items() if name in GPR_NAMES and name != "rsp"]
-        for t in threads
-        if t.stack_size and t.context is not None
-    ]
+    registers = [_pointer_registers(t.context) for t in threads if t.stack_size and t.context is not None]
     return pointed_by_stacks(sources, skip, live.read_available, registers=registers)
+
+
+def _pointer_registers(registers: Registers) -> List[int]:
+    """The general-purpose registers that may hold a pointer to what a thread works on: all
+    but rsp (its stack, which the dump has)."""
+    return [v for name, v in registers.values.items() if name in GPR_NAMES and name != "rsp"]
 
 
 def _walk_tables(live: LiveProcess, threads: Sequence[Thread], stacks: Sequence[bytes]) -> List[Tuple[int, bytes]]:

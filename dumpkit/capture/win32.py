@@ -51,10 +51,8 @@ CONTEXT_ALL_AMD64 = 0x0010001F  # CONTEXT_AMD64 | CONTROL | INTEGER | SEGMENTS |
 CONTEXT_SIZE = 1232  # sizeof(CONTEXT) on x64
 CONTEXT_FLAGS_OFFSET = 0x30
 # register offsets in the x64 CONTEXT (winnt.h): the first two arguments, the stack and
-# instruction pointers; Rax, where the 16 general-purpose registers start (rax, rcx, rdx,
-# rbx, rsp, rbp, rsi, rdi, r8-r15, 8 bytes each)
+# instruction pointers
 CONTEXT_RCX, CONTEXT_RDX, CONTEXT_RSP, CONTEXT_RIP = 0x80, 0x88, 0x98, 0xF8
-CONTEXT_RAX = 0x78
 
 TH32CS_SNAPMODULE = 0x00000008
 TH32CS_SNAPMODULE32 = 0x00000010
