@@ -175,9 +175,9 @@ def _type_names(
             seen.add(kind)
             kinds.append(kind)
     have = merge((a, a + len(d)) for a, d in ordered)
-    wanted = [(n, n + TYPE_NAME) for n in names if not _inside(n, have)]
-    wanted += [(k, k + TYPE_HEAD) for k in kinds[:MAX_POINTERS] if not _inside(k + 24, have)]
-    return _read(read_available, merge(((lo & ~15, (hi + 15) & ~15) for lo, hi in wanted)), budget)
+    wanted = _windows([n for n in names if not _inside(n, have)], 0, TYPE_NAME)
+    wanted += _windows([k for k in kinds if not _inside(k + 24, have)], 0, TYPE_HEAD)
+    return _read(read_available, merge(wanted), budget)
 
 
 def pointed_by_stacks(
