@@ -447,13 +447,9 @@ def test_the_committed_bundles_hold_every_page_todays_analysis_reads(name):
     This catches it without the images: regenerate with sample_dumps/python/build.sh step 5,
     or mend it: `dumpkit bundle OLD.dkb --image-path FOLDER -o NEW.dkb`, FOLDER holding the
     images (a wheel's files unpacked, from `pip download` of the pinned requirement)."""
-    from dumpkit.engine import Options, analyze, stacks
-    from tests.support.samples import PY_SAMPLES, open_any
+    from tests.support.samples import PY_SAMPLES
 
     path = PY_SAMPLES / name
     if not path.exists():
         pytest.skip(f"{name} not present")
-    target = open_any(path)
-    analyze(target, Options(), problems=target.soft_errors)
-    stacks(target, Options(), list(target.threads), python=True, problems=target.soft_errors)
-    assert target.image_store.misses == []
+    assert _misses(path) == []
