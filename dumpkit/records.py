@@ -154,15 +154,20 @@ def _fields(cls: Type[Any], own: Dict[str, Any]) -> None:
     its bases' fields, then its own annotations' in order, each default or `field()` taken
     from the class (a `field()` replaced by its default, or removed)."""
     fields: Dict[str, RecordField] = {}
-    for base in cls.__mro__[-1:0:-1]:
+    bases = cls.__mro__[-2:0:-1]  # object has no fields
+    for base in bases:
         inherited = base.__dict__.get(_FIELDS)
         if inherited is not None:
             fields.update(inherited)
     theirs = _dataclasses_field_type()  # a test's class may use dataclasses.field()
+    own_dict = cls.__dict__
     for name, note in own.items():
         if note.__class__ is not str or "Var" in note or "KW_ONLY" in note:  # the common case, skipped fast
             _refuse_special(cls, name, note)
-        default = getattr(cls, name, MISSING)
+        # the class's own dict first: getattr of a name the class lacks raises inside
+        default = own_dict.get(name, MISSING)
+        if default is MISSING and bases:
+            default = getattr(cls, name, MISSING)  # a base's default, as dataclass takes it
         if default is MISSING or default.__class__ is MemberDescriptorType:  # a slot is not a default
             f = RecordField()
         elif isinstance(default, (RecordField, theirs)):
@@ -325,7 +330,7 @@ def _replace(obj: Any, /, **changes: Any) -> Any:
 # (tools/gen_record_shapes.py), so the import system's bytecode cache holds their code and
 # nothing is compiled at start-up (compile() costs ~0.3 ms a shape); another shape is
 # compiled here on first use.
-_SHAPES: Dict[Tuple[str, bool], CodeType] = {}
+_SHAPES: Dict[Tuple[str, bool], Tuple[CodeType, Tuple[Tuple[int, int], ...]]] = {}
 _PLACEHOLDER = "\0"  # field i's name is the constant "\0i" in a shape's code
 _CO_QUALNAME = sys.version_info >= (3, 11)
 
@@ -347,32 +352,46 @@ def shape_of(cls: Type[Any]) -> Tuple[str, bool]:
 
 def _init(cls: Type[Any], fields: Tuple[RecordField, ...]) -> Callable[..., None]:
     """The record's __init__: each field set in order (an argument, else its factory's or
-    its default value), then __post_init__ when the class has one."""
-    names = [f.name for f in fields]
+    its default value), then __post_init__ when the class has one. One pass over the
+    fields (this runs for every record at start-up)."""
     space: Dict[str, Any] = {"_set": object.__setattr__, "_NO_ARG": _NO_ARG}
-    kinds = [_kind(f) for f in fields]
+    names: List[str] = []
+    kinds: List[str] = []
+    varnames: List[str] = ["self"]
     defaults: List[Any] = []
     for i, f in enumerate(fields):
-        if f.default is not MISSING:
-            space[f"_d_{i}"] = f.default
-        if f.default_factory is not MISSING:
-            space[f"_f_{i}"] = f.default_factory
-        if kinds[i] in "af":
-            if f.default is not MISSING or f.default_factory is not MISSING:
-                defaults.append(f.default if f.default is not MISSING else _NO_ARG)
+        name, default, factory = f.name, f.default, f.default_factory
+        has_default, has_factory = default is not MISSING, factory is not MISSING
+        if has_default:
+            space[f"_d_{i}"] = default
+        if has_factory:
+            space[f"_f_{i}"] = factory
+        names.append(name)
+        if f.init:
+            kinds.append("f" if has_factory and not has_default else "a")
+            varnames.append(name)
+            if has_default or has_factory:
+                defaults.append(default if has_default else _NO_ARG)
             elif defaults:
-                raise TypeError(f"record {cls.__qualname__}: non-default argument {f.name!r} follows default argument")
+                raise TypeError(f"record {cls.__qualname__}: non-default argument {name!r} follows default argument")
+        else:
+            kinds.append("F" if has_factory else "D" if has_default else "-")
     if "self" in names:
         raise TypeError(f"record {cls.__qualname__}: a field named 'self' is not supported")
     shape = ("".join(kinds), hasattr(cls, "__post_init__"))
-    code = _SHAPES.get(shape)
-    if code is None:
+    known = _SHAPES.get(shape)
+    if known is None:
         written = WRITTEN_SHAPES.get(shape)
-        code = _SHAPES[shape] = written.__code__ if written is not None else _shape_code(*shape)
-    consts = tuple(
-        names[int(c[1:])] if isinstance(c, str) and c.startswith(_PLACEHOLDER) else c for c in code.co_consts
-    )
-    varnames = ("self", *(n for n, k in zip(names, kinds) if k in "af"))
+        code = written.__code__ if written is not None else _shape_code(*shape)
+        # where the code's constants name a field: (position, field index)
+        slots = tuple(
+            (at, int(c[1:])) for at, c in enumerate(code.co_consts) if isinstance(c, str) and c.startswith(_PLACEHOLDER)
+        )
+        known = _SHAPES[shape] = (code, slots)
+    code, slots = known
+    consts = list(code.co_consts)
+    for at, i in slots:
+        consts[at] = names[i]
     renamed: Dict[str, Any] = {
         "co_name": "__init__",
         "co_filename": f"<record {cls.__qualname__}>",
@@ -380,7 +399,7 @@ def _init(cls: Type[Any], fields: Tuple[RecordField, ...]) -> Callable[..., None
     }
     if _CO_QUALNAME:
         renamed["co_qualname"] = "__init__"
-    code = code.replace(co_consts=consts, co_varnames=varnames, **renamed)
+    code = code.replace(co_consts=tuple(consts), co_varnames=tuple(varnames), **renamed)
     return FunctionType(code, space, "__init__", tuple(defaults) or None)
 
 
