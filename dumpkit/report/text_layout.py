@@ -11,7 +11,7 @@ terminal each line becomes the rich Text the same calls would have built."""
 
 from __future__ import annotations
 
-import textwrap
+import re
 from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 if TYPE_CHECKING:
@@ -81,18 +81,50 @@ class Styled:
         return out
 
 
+# textwrap's whitespace (string.whitespace's ASCII six), each made a space before the split
+_TO_SPACE = dict.fromkeys(map(ord, "\t\n\x0b\x0c\r"), " ")
+_SPACES = re.compile("( +)")
+
+
+def words_wrapped(text: str, width: int) -> List[str]:
+    """`textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)`, the
+    same lines (tests/report/test_text_layout.py compares them), without importing textwrap:
+    its TextWrapper compiles its word-splitting patterns at import, a millisecond of every
+    text report's start-up, for the hyphen rules this never uses. Greedy: words and the
+    spaces between them fill a line up to `width`; a line's trailing spaces are dropped, and
+    so are a later line's leading ones; a word longer than `width` gets a line of its own."""
+    chunks = [c for c in _SPACES.split(text.expandtabs().translate(_TO_SPACE)) if c]
+    chunks.reverse()
+    lines: List[str] = []
+    while chunks:
+        line: List[str] = []
+        used = 0
+        if lines and chunks[-1].strip() == "":
+            chunks.pop()
+        while chunks and used + len(chunks[-1]) <= width:
+            used += len(chunks[-1])
+            line.append(chunks.pop())
+        if chunks and not line and len(chunks[-1]) > width:
+            line.append(chunks.pop())
+        if line and line[-1].strip() == "":
+            line.pop()
+        if line:
+            lines.append("".join(line))
+    return lines
+
+
 def wrap(prefix: str, body: str, width: int, indent: Optional[int] = None, style: str = "", prefix_style: str = ""):
     """`prefix` then `body` word-wrapped to `width`, continuation lines indented by
     `indent` (default: the prefix's length). Words are never broken."""
     indent = len(prefix) if indent is None else indent
     room = max(20, width - indent)
-    lines = textwrap.wrap(body, room, break_long_words=False, break_on_hyphens=False) or [""]
+    lines = words_wrapped(body, room) or [""]
     # the first line sits after the prefix, which may be longer or shorter than the indent
     first_room = max(20, width - len(prefix))
     if len(lines[0]) > first_room and first_room != room:
-        lines = textwrap.wrap(body, first_room, break_long_words=False, break_on_hyphens=False)
+        lines = words_wrapped(body, first_room)
         rest = " ".join(lines[1:])
-        lines = lines[:1] + (textwrap.wrap(rest, room, break_long_words=False, break_on_hyphens=False) if rest else [])
+        lines = lines[:1] + (words_wrapped(rest, room) if rest else [])
     out = [Styled.assemble((prefix, prefix_style), (lines[0], style))]
     out += [Styled.assemble((" " * indent, ""), (line, style)) for line in lines[1:]]
     return out
