@@ -59,12 +59,19 @@ def colour_ready() -> bool:
         return False
 
 
+# what a POSIX shell takes literally in a word, as shlex.quote's rule has it (ASCII letters,
+# digits and these marks): a path of only these is written as it is
+_SHELL_LITERAL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
+
+
 def shell_quote(path: str) -> str:
-    """`path` quoted for the user's shell: cmd.exe's rules on Windows, POSIX elsewhere."""
+    """`path` quoted for the user's shell: cmd.exe's rules on Windows, POSIX elsewhere
+    (shlex.quote's result, tests/test_console.py compares: shlex's import is ~0.4 ms of
+    every multi-thread text report, which quotes the dump's path in its last line)."""
     if os.name == "nt":
         import subprocess
 
         return subprocess.list2cmdline([path])
-    import shlex  # imported here, as subprocess above: ~0.4 ms of start-up, for a hint most runs never write
-
-    return shlex.quote(path)
+    if path and _SHELL_LITERAL.issuperset(path):
+        return path
+    return "'" + path.replace("'", "'\"'\"'") + "'"  # each ' closes the quote, is quoted, reopens it
