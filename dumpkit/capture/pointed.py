@@ -176,7 +176,7 @@ def _type_names(
             kinds.append(kind)
     have = merge((a, a + len(d)) for a, d in ordered)
     wanted = _windows([n for n in names if not _inside(n, have)], 0, TYPE_NAME)
-    wanted += _windows([k for k in kinds if not _inside(k + 24, have)], 0, TYPE_HEAD)
+    wanted += _windows([k for k in kinds[:MAX_POINTERS] if not _inside(k + 24, have)], 0, TYPE_HEAD)
     return _read(read_available, merge(wanted), budget)
 
 
