@@ -367,15 +367,13 @@ def _init(cls: Type[Any], fields: Tuple[RecordField, ...]) -> Callable[..., None
         if has_factory:
             space[f"_f_{i}"] = factory
         names.append(name)
+        kinds.append(_kind(f))
         if f.init:
-            kinds.append("f" if has_factory and not has_default else "a")
             varnames.append(name)
             if has_default or has_factory:
                 defaults.append(default if has_default else _NO_ARG)
             elif defaults:
                 raise TypeError(f"record {cls.__qualname__}: non-default argument {name!r} follows default argument")
-        else:
-            kinds.append("F" if has_factory else "D" if has_default else "-")
     if "self" in names:
         raise TypeError(f"record {cls.__qualname__}: a field named 'self' is not supported")
     shape = ("".join(kinds), hasattr(cls, "__post_init__"))
