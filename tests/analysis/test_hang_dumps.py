@@ -304,10 +304,14 @@ def _without_system_images(name: str) -> Report:
     return _report(name, "raw, no system")
 
 
+def _needs_system_images(name: str) -> bool:
+    """A capture dump without the walk tables: without the system DLLs' images its waits
+    cannot be named (one with the tables is read `alone`)."""
+    return MANIFEST[name]["tool"] == "capture" and not _walk_tables_kept(MANIFEST[name])
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", sorted(n for n in MANIFEST if MANIFEST[n]["tool"] == "capture" and not _walk_tables_kept(MANIFEST[n]))
-)
+@pytest.mark.parametrize("name", sorted(n for n in MANIFEST if _needs_system_images(n)))
 def test_without_the_system_images_no_waiting_thread_is_called_running(name: str) -> None:
     """Every thread of these dumps waits (the program said on what). Without the images of
     the DLLs the waits are in, a thread stopped in them is not known to wait, and must not
@@ -387,14 +391,7 @@ def _gil_counted(name: str) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    sorted(
-        n
-        for n in MANIFEST
-        if MANIFEST[n]["tool"] == "capture" and _gil_counted(n) and not _walk_tables_kept(MANIFEST[n])
-    ),
-)
+@pytest.mark.parametrize("name", sorted(n for n in MANIFEST if _needs_system_images(n) and _gil_counted(n)))
 def test_without_the_system_images_the_gils_holder_and_its_waiters_come_from_the_interpreter(name: str) -> None:
     """No wait is named, but the interpreter's state names the GIL's holder and counts the
     threads waiting for it: the verdict says so, no more sure than that (whether the holder
