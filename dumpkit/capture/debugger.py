@@ -197,7 +197,7 @@ def write_dump(
         threads = _written_threads(path)
         pieces += page_bytes(live, command_line_memory(live, threads))
         pieces += _walk_tables(live, threads, _stack_tops(live, threads, STACK_BYTES))
-        registers, _ = parse_x64(ctypes.string_at(regs.address, win32.CONTEXT_SIZE))
+        registers, _ = parse_x64(ctypes.string_at(context, win32.CONTEXT_SIZE))
         pointed = _pointed_bytes(live, threads, tid, regs[win32.CONTEXT_RSP], _pointer_registers(registers))
     added = add_memory(path, pieces + pointed).bytes_added if pieces or pointed else 0
     return memory, added, sum(len(d) for _, d in pointed)

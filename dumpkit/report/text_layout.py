@@ -81,7 +81,8 @@ class Styled:
         return out
 
 
-# textwrap's whitespace (string.whitespace's ASCII six), each made a space before the split
+# textwrap's whitespace other than the space itself (tab, newline, VT, FF, CR), each made a
+# space before the split, as textwrap does
 _TO_SPACE = dict.fromkeys(map(ord, "\t\n\x0b\x0c\r"), " ")
 _SPACES = re.compile("( +)")
 
