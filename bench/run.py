@@ -39,6 +39,8 @@ GET_PEERS = "/work/shared/tools/get-peers.sh"
 sys.path.insert(0, HERE)
 import build_inputs  # noqa: E402
 
+# a Unity player's 47-thread crash, from bench/truth_corpus.py's cache
+UNITY = os.path.expanduser("~/.cache/dumpkit-bench/truth/unity_ksp_2018.dmp")
 # Wine 8.0's own ntdll/kernel32 (xz), kept by the project next to the sample binaries
 WINE_IMAGES = os.path.join(SAMPLES, "bin", "wine")
 # name -> (dump, image dir(s) for --image-path, what it is)
@@ -236,6 +238,13 @@ def startup_cases(peers: Optional[dict] = None) -> list:
     ]
     if peers and "rust-minidump" in peers:
         cases.append(("rust-minidump small (json)", [peers["rust-minidump"], "--json", small]))
+    # issue #45 item 3: a ~50-thread third-party crash without its images, under 100 ms
+    # (bench/truth_corpus.py --only unity_ksp_2018 fetches it; left out when it is not there)
+    if os.path.exists(UNITY):
+        cases.append(("analyze 47-thread Unity crash (text)", dk + ["analyze", UNITY]))
+        cases.append(("analyze 47-thread Unity crash (json)", dk + ["analyze", UNITY, "--format", "json"]))
+        if peers and "rust-minidump" in peers:
+            cases.append(("rust-minidump 47-thread Unity crash (json)", [peers["rust-minidump"], "--json", UNITY]))
     return cases
 
 
