@@ -49,6 +49,21 @@ PROGRAMS: Dict[str, dict] = {
         "extension_module": "_multiarray_umath.cp38-win_amd64.pyd",
         "attribute_setter": "numpy.ndarray.shape.__set__",
     },
+    # Python code recursing through NumPy's Cython code (numpy.random): the functions each
+    # level passes through, as Python's traceback names them (CPython 3.11 on Linux, the
+    # same NumPy 1.24.4 source)
+    "numpy_cython_recursion": {
+        "expected_class": "recursion",
+        "recursion_kind": "python",
+        "cython_functions": [
+            "numpy.random._generator.default_rng",
+            "numpy.random._pcg64.PCG64.__init__",
+            "numpy.random.bit_generator.BitGenerator.__init__",
+            "numpy.random.bit_generator.SeedSequence.__init__",
+            "numpy.random.bit_generator.SeedSequence.get_assembled_entropy",
+            "numpy.random.bit_generator._coerce_to_uint32_array",
+        ],
+    },
     "tf_nest_flatten": {
         "expected_class": "recursion",
         "recursion_kind": "extension",
