@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import bisect
 import os
+import re
 import struct
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from dumpkit.pe import coff, debug, exports, imports, resources
+from dumpkit.pe import coff, cython, debug, exports, imports, resources
 from dumpkit.pe.backing import Backing, BytesBacking, FileBacking, ReadVA
 from dumpkit.pe.errors import PEError
 from dumpkit.pe.pynames import PythonNames, python_names
@@ -29,7 +30,14 @@ from dumpkit.pe.exception import PDATA_ENTRY, RuntimeFunction, UnwindReader, sea
 from dumpkit.pe.headers import DataDirectory, Section, parse_headers
 from dumpkit.pe.imports import ImportTable
 from dumpkit.pe.resources import VersionInfo
-from dumpkit.pe.winnt import DIR_DEBUG, DIR_EXCEPTION, DIR_RESOURCE, IMAGE_FILE_MACHINE_AMD64, RUNTIME_FUNCTION
+from dumpkit.pe.winnt import (
+    DIR_DEBUG,
+    DIR_EXCEPTION,
+    DIR_RESOURCE,
+    IMAGE_FILE_MACHINE_AMD64,
+    IMAGE_SCN_MEM_WRITE,
+    RUNTIME_FUNCTION,
+)
 from dumpkit.target import CodeViewRecord, MemoryNotInDump
 
 __all__ = ["PEImage"]
@@ -70,6 +78,9 @@ class PEImage(UnwindReader):
         self._imports: Optional[ImportTable] = None
         self._python_names: Optional[PythonNames] = None
         self._python_names_done = False
+        self._cython_pattern: Optional["re.Pattern[str]"] = None  # see cython_name
+        self._cython_checked = False
+        self._cython_names: Dict[int, Optional[str]] = {}
         self._take_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
         exc = self.directory(DIR_EXCEPTION)
@@ -317,6 +328,44 @@ class PEImage(UnwindReader):
             self._python_names = python_names(self)
         names = self._python_names
         return names.name(rva) if names is not None else None
+
+    def cython_name(self, rva: int) -> Optional[str]:
+        """The traceback name the function at `rva` of a Cython extension module loads
+        (pe/cython.py), or None; worked out once per function."""
+        if rva in self._cython_names:
+            return self._cython_names[rva]
+        name: Optional[str] = None
+        if not self._cython_checked:
+            self._cython_checked = True
+            # the imports first: an image that is not Cython's (TensorFlow's, with ~10^5
+            # exports) is told by them, without a pass over its exports
+            if cython.builds_tracebacks(self.imports()):
+                modules = cython.extension_modules(n for _, n in self.exports())
+                self._cython_pattern = cython.traceback_pattern(modules) if modules else None
+        if self._cython_pattern is not None:
+            try:
+                function = self.lookup_function(rva)
+                if function is not None and function.begin_rva == rva:
+                    code = self.read_rva(rva, min(function.end_rva - rva, cython.MAX_CODE))
+                    name = cython.traceback_name(code, rva, self._constant_string, self._cython_pattern)
+            except (PEError, MemoryNotInDump):
+                name = None
+        self._cython_names[rva] = name
+        return name
+
+    def _constant_string(self, rva: int) -> Optional[str]:
+        """The ASCII string at `rva` in a read-only data section, up to its NUL."""
+        section = self.section_for_rva(rva)
+        if section is None or section.is_executable or section.characteristics & IMAGE_SCN_MEM_WRITE:
+            return None
+        try:
+            raw = self.read_rva(rva, min(cython.MAX_NAME, section.end_rva - rva, self.size_of_image - rva))
+        except (PEError, MemoryNotInDump):
+            return None
+        end = raw.find(b"\0")
+        if end < 0 or not raw[:end].isascii():
+            return None
+        return raw[:end].decode("ascii")
 
     # ---------------------------------------------------------------- COFF symbols (pe/coff.py)
     def coff_functions(self) -> List[Tuple[int, str]]:

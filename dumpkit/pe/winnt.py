@@ -20,6 +20,7 @@ IMAGE_NUMBEROF_DIRECTORY_ENTRIES = 16
 # ----------------------------------------------------------------------------- IMAGE_SECTION_HEADER.Characteristics
 IMAGE_SCN_CNT_CODE = 0x00000020
 IMAGE_SCN_MEM_EXECUTE = 0x20000000
+IMAGE_SCN_MEM_WRITE = 0x80000000
 
 # ----------------------------------------------------------------------------- data directory indexes
 IMAGE_DIRECTORY_ENTRY_EXPORT = 0

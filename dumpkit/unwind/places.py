@@ -83,6 +83,8 @@ def symbol_for(
             # a static function of python3X.dll or an extension: the name CPython's own
             # method and type tables give it (`list.__repr__`), when they hold it
             python = image.python_name(start)
+            if python is None and module.name.lower().endswith(".pyd"):
+                python = image.cython_name(start)  # most of a Cython module's functions
             if python is not None:
                 return f"{module.name}!{python}{_offset(rva - start)}"
         return f"{module.name}!func_{start:x}{_offset(rva - start)}"

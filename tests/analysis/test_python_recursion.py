@@ -45,6 +45,27 @@ def test_the_recursion_is_named_in_python_terms(facts, python_report):
     assert kind.depth is not None and 100 < kind.depth <= facts["depth_built"]
 
 
+CYTHON = [d for d in python_manifest() if d.get("cython_functions")]
+
+
+@pytest.mark.parametrize("facts", CYTHON, ids=[d["file"] for d in CYTHON])
+def test_cython_functions_in_the_cycle_have_their_traceback_names(facts, python_report):
+    """numpy.random is Cython: no table names `default_rng` or SeedSequence's functions,
+    and each is named by the traceback name its own code holds, the name Python prints."""
+    report = python_report(facts)
+    crash = next(t for t in report.threads if t.is_crashing)
+    in_extensions = [f.split("!", 1)[1] for f in crash.cycles[0].functions if f.split("!", 1)[0].endswith(".pyd")]
+    named = {name for name in in_extensions if not name.startswith("func_")}
+    # every name given is a function the program's recursion passes through
+    assert named <= set(facts["cython_functions"]), in_extensions
+    # the Python-visible entry: a PyMethodDef no table owns
+    assert facts["cython_functions"][0] in named, in_extensions
+    # SeedSequence.__init__ twice: the type's tp_init slot (CPython's tables name it) and
+    # the implementation it calls, which no table points to
+    assert in_extensions.count("numpy.random.bit_generator.SeedSequence.__init__") == 2, in_extensions
+    assert facts["cython_functions"][0] in report.signature.text
+
+
 def _cycle(functions, reps=1000):
     return Cycle(tuple(functions), len(functions), reps, 128 * len(functions), 0, reps * len(functions), 0)
 
