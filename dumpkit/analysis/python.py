@@ -210,7 +210,51 @@ def _through_library(functions: Sequence[str]) -> Optional[Tuple[str, str, str]]
             + "), which Python code called and which called Python code again"
         )
         return library, words, said
-    return None
+    return _through_python_names(functions)
+
+
+# A compiled module's Python names start with its package: the library it belongs to
+PACKAGES = {
+    "numpy": "NumPy",
+    "tensorflow": "TensorFlow",
+    "torch": "PyTorch",
+    "sklearn": "scikit-learn",
+    "scipy": "SciPy",
+    "pyarrow": "PyArrow",
+}
+
+
+def _through_python_names(functions: Sequence[str]) -> Optional[Tuple[str, str, str]]:
+    """(library, words, evidence) when a cycle of Python calls passes through extension
+    modules that are not a known library's, by the Python names their frames carry
+    (`numpy.random._generator.default_rng`, from CPython's tables or Cython's own name):
+    the library is the names' top package."""
+    named: List[str] = []
+    modules: List[str] = []
+    # in call order (a cycle lists callees first), from where Python code called in: the
+    # frame after the cycle's eval-loop frame
+    members = [split_name(f) for f in reversed(functions)]
+    loops = [i for i, (_, n) in enumerate(members) if n in EVAL_LOOP]
+    if loops:
+        members = members[loops[-1] + 1 :] + members[: loops[-1] + 1]
+    for module, name in members:
+        if module is None or not module.lower().endswith(".pyd") or "." not in name or UNNAMED.match(name):
+            continue
+        named.append(name)
+        modules.append(module)
+    if not named:
+        return None
+    top = named[0].split(".", 1)[0]
+    library = PACKAGES.get(top, top)
+    names = list(dict.fromkeys(named))
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    distinct = list(dict.fromkeys(modules))
+    said = (
+        f"the calls pass through {library}'s compiled code ({', '.join(distinct)}: {', '.join(names)}), "
+        "which Python code called and which called Python code again"
+    )
+    where = distinct[0] if len(distinct) == 1 else f"{len(distinct)} extension modules"
+    return library, f"{library}'s {shown} ({where})", said
 
 
 def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> RecursionKind:

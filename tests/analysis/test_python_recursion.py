@@ -64,6 +64,27 @@ def test_cython_functions_in_the_cycle_have_their_traceback_names(facts, python_
     # the implementation it calls, which no table points to
     assert in_extensions.count("numpy.random.bit_generator.SeedSequence.__init__") == 2, in_extensions
     assert facts["cython_functions"][0] in report.signature.text
+    # the headline says where Python code called in: the first Cython function in call order
+    assert f"recursed through NumPy's {facts['cython_functions'][0]}," in report.verdict.headline
+
+
+def test_python_recursion_through_named_extension_code_lists_it_in_call_order():
+    # callee first, as a cycle lists its frames: Python calls pkg.a.f, which calls pkg.b.g,
+    # which calls Python again
+    cycle = _cycle(
+        [
+            "python311.dll!_PyEval_EvalFrameDefault",
+            "python311.dll!slot_sq_length",
+            "b.cp311-win_amd64.pyd!pkg.b.g",
+            "b.cp311-win_amd64.pyd!func_1d00",
+            "a.cp311-win_amd64.pyd!pkg.a.f",
+            "python311.dll!func_52750",
+        ]
+    )
+    kind = classify_recursion(cycle, {})
+    assert kind.kind == "python" and kind.library == "pkg"
+    assert kind.what.endswith("through pkg's pkg.a.f, pkg.b.g (2 extension modules)"), kind.what
+    assert any("a.cp311-win_amd64.pyd, b.cp311-win_amd64.pyd: pkg.a.f, pkg.b.g" in e for e in kind.evidence)
 
 
 def _cycle(functions, reps=1000):
