@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 10 (RULES):
+Rules, version 12 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
@@ -74,6 +74,11 @@ Rules, version 10 (RULES):
    recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
 
+Version 11 had the same rules over other names: a function of a Cython extension module
+that no CPython table holds was `func_<rva>` where the traceback name its code loads now
+names it (`_generator.cp38-win_amd64.pyd!func_2c600` is
+`_generator.cp38-win_amd64.pyd!numpy.random._generator.default_rng`, pe/cython.py).
+
 Version 10 gave a snapshot whose waits have no names (the system DLLs' images not here) no
 signature: a folder of them made one group, whatever each process was doing.
 
@@ -132,7 +137,7 @@ from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 11
+RULES = 12
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.
