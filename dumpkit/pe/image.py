@@ -22,7 +22,7 @@ import re
 import struct
 from typing import Callable, Dict, List, Optional, Tuple
 
-from dumpkit.pe import coff, cython, debug, exports, imports, resources
+from dumpkit.pe import coff, debug, exports, imports, resources
 from dumpkit.pe.backing import Backing, BytesBacking, FileBacking, ReadVA
 from dumpkit.pe.errors import PEError
 from dumpkit.pe.pynames import PythonNames, python_names
@@ -334,6 +334,8 @@ class PEImage(UnwindReader):
         (pe/cython.py), or None; worked out once per function."""
         if rva in self._cython_names:
             return self._cython_names[rva]
+        from dumpkit.pe import cython  # only where a .pyd's function is named: not at start-up
+
         name: Optional[str] = None
         if not self._cython_checked:
             self._cython_checked = True
@@ -347,19 +349,22 @@ class PEImage(UnwindReader):
                 function = self.lookup_function(rva)
                 if function is not None and function.begin_rva == rva:
                     code = self.read_rva(rva, min(function.end_rva - rva, cython.MAX_CODE))
-                    name = cython.traceback_name(code, rva, self._constant_string, self._cython_pattern)
+                    name = cython.traceback_name(
+                        code, rva, lambda at: self._constant_string(at, cython.MAX_NAME), self._cython_pattern
+                    )
             except (PEError, MemoryNotInDump):
                 name = None
         self._cython_names[rva] = name
         return name
 
-    def _constant_string(self, rva: int) -> Optional[str]:
-        """The ASCII string at `rva` in a read-only data section, up to its NUL."""
+    def _constant_string(self, rva: int, limit: int) -> Optional[str]:
+        """The ASCII string at `rva` in a read-only data section, up to its NUL (within
+        `limit` bytes)."""
         section = self.section_for_rva(rva)
         if section is None or section.is_executable or section.characteristics & IMAGE_SCN_MEM_WRITE:
             return None
         try:
-            raw = self.read_rva(rva, min(cython.MAX_NAME, section.end_rva - rva, self.size_of_image - rva))
+            raw = self.read_rva(rva, min(limit, section.end_rva - rva, self.size_of_image - rva))
         except (PEError, MemoryNotInDump):
             return None
         end = raw.find(b"\0")
