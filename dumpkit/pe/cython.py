@@ -20,7 +20,9 @@ Only images that import what `__Pyx_AddTraceback` calls are scanned (`builds_tra
 hand-written C extensions (NumPy's core) and pybind11 ones are left as they were.
 
 Bounded: MAX_CODE bytes of a function and MAX_LOADS of its LEAs are looked at, and
-MAX_NAME bytes of each string they load."""
+MAX_NAME bytes of each string they load; an image's functions are scanned until CODE_BUDGET
+bytes of its code have been (a hostile image's overlapping .pdata entries could otherwise
+make every distinct frame of a long stack cost MAX_CODE)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from dumpkit.pe.imports import ImportTable
 MAX_CODE = 256 << 10  # bytes of one function read (pandas' largest is ~60 KiB)
 MAX_LOADS = 512  # RIP-relative LEAs of one function whose target is read
 MAX_NAME = 200  # bytes read of a loaded string
+CODE_BUDGET = 32 << 20  # bytes of one image's code scanned in all (pandas' largest .pyd: 1.7 MiB)
 # lea r64, [rip+disp32]: REX.W (R for r8-r15), 8D, ModRM with mod 00 and r/m 101
 _LEA_RIP = re.compile(rb"[\x48\x4c]\x8d[\x05\x0d\x15\x1d\x25\x2d\x35\x3d]")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"

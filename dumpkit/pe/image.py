@@ -80,6 +80,7 @@ class PEImage(UnwindReader):
         self._python_names_done = False
         self._cython_pattern: Optional["re.Pattern[str]"] = None  # see cython_name
         self._cython_checked = False
+        self._cython_scanned = 0  # bytes of code read for cython_name, within cython.CODE_BUDGET
         self._cython_names: Dict[int, Optional[str]] = {}
         self._take_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
@@ -344,11 +345,13 @@ class PEImage(UnwindReader):
             if cython.builds_tracebacks(self.imports()):
                 modules = cython.extension_modules(n for _, n in self.exports())
                 self._cython_pattern = cython.traceback_pattern(modules) if modules else None
-        if self._cython_pattern is not None:
+        if self._cython_pattern is not None and self._cython_scanned < cython.CODE_BUDGET:
             try:
                 function = self.lookup_function(rva)
                 if function is not None and function.begin_rva == rva:
-                    code = self.read_rva(rva, min(function.end_rva - rva, cython.MAX_CODE))
+                    size = min(function.end_rva - rva, cython.MAX_CODE)
+                    self._cython_scanned += max(size, 0)
+                    code = self.read_rva(rva, size)
                     name = cython.traceback_name(
                         code, rva, lambda at: self._constant_string(at, cython.MAX_NAME), self._cython_pattern
                     )
