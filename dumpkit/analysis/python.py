@@ -14,6 +14,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from dumpkit.analysis.codefacts import CodeFacts
 from dumpkit.analysis.model import PYTHON_CALLS, Cycle, RecursionKind, Recursing
+from dumpkit.analysis.recursion import call_order
 from dumpkit.cpython.interpreter import interpreter_minor
 from dumpkit.unwind.frames import without_offset
 
@@ -210,7 +211,7 @@ def _through_library(functions: Sequence[str]) -> Optional[Tuple[str, str, str]]
             + "), which Python code called and which called Python code again"
         )
         return library, words, said
-    return _through_python_names(functions)
+    return None
 
 
 # A compiled module's Python names start with its package: the library it belongs to
@@ -224,20 +225,14 @@ PACKAGES = {
 }
 
 
-def _through_python_names(functions: Sequence[str]) -> Optional[Tuple[str, str, str]]:
+def _through_python_names(in_call_order: Sequence[str]) -> Optional[Tuple[str, str, str]]:
     """(library, words, evidence) when a cycle of Python calls passes through extension
     modules that are not a known library's, by the Python names their frames carry
-    (`numpy.random._generator.default_rng`, from CPython's tables or Cython's own name):
-    the library is the names' top package."""
+    (`numpy.random._generator.default_rng`, from CPython's tables or Cython's own name),
+    in call order (recursion.call_order): the library is the names' top package."""
     named: List[str] = []
     modules: List[str] = []
-    # in call order (a cycle lists callees first), from where Python code called in: the
-    # frame after the cycle's eval-loop frame
-    members = [split_name(f) for f in reversed(functions)]
-    loops = [i for i, (_, n) in enumerate(members) if n in EVAL_LOOP]
-    if loops:
-        members = members[loops[-1] + 1 :] + members[: loops[-1] + 1]
-    for module, name in members:
+    for module, name in (split_name(f) for f in in_call_order):
         if module is None or not module.lower().endswith(".pyd") or "." not in name or UNNAMED.match(name):
             continue
         named.append(name)
@@ -298,7 +293,7 @@ def classify_recursion(cycle: Cycle, facts: Mapping[str, CodeFacts]) -> Recursio
                 depth,
                 protocol=via[0],
             )
-        through = _through_library(cycle.functions)
+        through = _through_library(cycle.functions) or _through_python_names(call_order(cycle))
         if through is not None:
             library, words, said = through
             evidence.append(said)
