@@ -81,6 +81,15 @@ class ImportedDll:
     ordinals: Tuple[int, ...]  # imports by ordinal only
     delayed: bool  # from the delay-load directory: loaded on first call, not at start
     complete: bool  # the name table was read to its end (False: see the image's problems)
+    # the rva of each name's address-table entry, the pointer a `call [rip+x]` to that
+    # import reads (parallel to `names`; empty where the table's place is not known)
+    slots: Tuple[int, ...] = ()
+
+    def slot(self, name: str) -> Optional[int]:
+        """The address-table entry of the imported `name`, or None."""
+        if len(self.slots) != len(self.names) or name not in self.names:
+            return None
+        return self.slots[self.names.index(name)]
 
 
 @record
@@ -98,6 +107,17 @@ class ImportTable:
 
     def imports(self, dll: str, name: str) -> bool:
         return any(name in d.names for d in self.from_dll(dll))
+
+    def slots_of(self, name: str, dll_prefix: str) -> Tuple[int, ...]:
+        """The address-table entries through which the image calls `name` imported from
+        the DLLs whose names start with `dll_prefix` (lower case: "python")."""
+        found = []
+        for d in self.dlls:
+            if d.dll.lower().startswith(dll_prefix):
+                at = d.slot(name)
+                if at is not None:
+                    found.append(at)
+        return tuple(found)
 
 
 class _Budget:
@@ -172,22 +192,22 @@ def _plain(image: "PEImage", fields: Sequence[int], budget: _Budget) -> Optional
     if dll is None:
         return None
     if name_table:
-        return _thunks(image, dll, name_table, False, False, budget)
+        return _thunks(image, dll, name_table, False, False, budget, address_table)
     # No name table: the address table holds the names in a file, unless the image was bound
     # (nonzero TimeDateStamp) or the loader has filled it in (memory).
     if image.source == "memory" or stamp:
         image.problems.append(f"import table: {dll} has no name table; its imported names are not known")
         return ImportedDll(dll, (), (), False, False)
-    return _thunks(image, dll, address_table, False, False, budget)
+    return _thunks(image, dll, address_table, False, False, budget, address_table)
 
 
 def _delayed(image: "PEImage", fields: Sequence[int], budget: _Budget) -> Optional[ImportedDll]:
-    attributes, name_rva, _handle, _iat, name_table = fields[:5]
+    attributes, name_rva, _handle, iat, name_table = fields[:5]
     vas = not attributes & DELAYLOAD_RVA_BASED  # Visual C++ 6 wrote addresses, not RVAs
     dll = _dll_name(image, _rva(image, name_rva, vas), "delay-load import table")
     if dll is None:
         return None
-    return _thunks(image, dll, _rva(image, name_table, vas), True, vas, budget)
+    return _thunks(image, dll, _rva(image, name_table, vas), True, vas, budget, _rva(image, iat, vas))
 
 
 def _rva(image: "PEImage", value: int, va: bool) -> int:
@@ -204,9 +224,12 @@ def _dll_name(image: "PEImage", rva: int, what: str) -> Optional[str]:
         return None
 
 
-def _thunks(image: "PEImage", dll: str, table: int, delayed: bool, vas: bool, budget: _Budget) -> Optional[ImportedDll]:
+def _thunks(
+    image: "PEImage", dll: str, table: int, delayed: bool, vas: bool, budget: _Budget, address_table: int
+) -> Optional[ImportedDll]:
     """The name table at `table` read to its zero thunk, its names then read in one block
-    when they lie together (linkers put them in one run)."""
+    when they lie together (linkers put them in one run). `address_table`: the rva of the
+    address table whose entries match the name table's one for one."""
     size = 8 if image.is_pe32plus else 4
     flag = IMAGE_ORDINAL_FLAG64 if image.is_pe32plus else IMAGE_ORDINAL_FLAG32
     fmt = "<Q" if image.is_pe32plus else "<I"
@@ -228,25 +251,30 @@ def _thunks(image: "PEImage", dll: str, table: int, delayed: bool, vas: bool, bu
         why = "is unreadable" if len(values) < limit else "has no end"
         image.problems.append(f"import table: {dll}'s name table {why} after {len(values)} entries")
     ordinals = tuple(v & 0xFFFF for v in values if v & flag)
-    name_rvas = [_rva(image, v, vas) + 2 for v in values if not v & flag]  # past the Hint
-    names, all_read = _names(image, name_rvas, budget)
+    by_name = [i for i, v in enumerate(values) if not v & flag]
+    name_rvas = [_rva(image, values[i], vas) + 2 for i in by_name]  # past the Hint
+    names, read, all_read = _names(image, name_rvas, budget)
     if not all_read:
         image.problems.append(f"import table: {len(name_rvas) - len(names)} names imported from {dll} unreadable")
-    return ImportedDll(dll, tuple(names), ordinals, delayed, ended and all_read)
+    slots = tuple(address_table + by_name[k] * size for k in read) if address_table else ()
+    return ImportedDll(dll, tuple(names), ordinals, delayed, ended and all_read, slots)
 
 
-def _names(image: "PEImage", rvas: Sequence[int], budget: _Budget) -> Tuple[List[str], bool]:
-    """The names at `rvas`, within the budget; (names read, whether all were)."""
+def _names(image: "PEImage", rvas: Sequence[int], budget: _Budget) -> Tuple[List[str], List[int], bool]:
+    """The names at `rvas`, within the budget; (names read, the index in `rvas` of each,
+    whether all were)."""
     block_at, block = _name_block(image, rvas)
     out: List[str] = []
-    for raw in cut_cstrings(image, block_at, block, rvas, MAX_IMPORT_NAME):
+    read: List[int] = []
+    for k, raw in enumerate(cut_cstrings(image, block_at, block, rvas, MAX_IMPORT_NAME)):
         if raw is None:
             continue
         budget.name_bytes -= len(raw)
         if budget.name_bytes < 0:
-            return out, False
+            return out, read, False
         out.append(raw.decode("ascii", "replace"))
-    return out, len(out) == len(rvas)
+        read.append(k)
+    return out, read, len(out) == len(rvas)
 
 
 def _name_block(image: "PEImage", rvas: Sequence[int]) -> Tuple[int, bytes]:
