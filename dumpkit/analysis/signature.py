@@ -1,7 +1,7 @@
 """A crash signature: one line naming a crash the same way on every run and every machine,
 so that dumps of one bug group together (`dumpkit triage` will group by it).
 
-Rules, version 12 (RULES):
+Rules, version 13 (RULES):
 1. The kind first: the exception code's name without STATUS_/EXCEPTION_ (STACK_OVERFLOW,
    ACCESS_VIOLATION), the fail-fast subcode's name for 0xC0000409
    (FAST_FAIL_INVALID_ARG), the thrown type for an MSVC C++ exception
@@ -74,6 +74,11 @@ Rules, version 12 (RULES):
    recursion); they would split one bug by the user's Python and call path.
 Elements are joined with " | ".
 
+Version 12 had the same rules over other names: a function a pybind11 module binds at
+module level (`m.def("Flatten", ...)`) was `func_<rva>` where that definition now names it
+(`_pywrap_utils.pyd!func_195d0` is `_pywrap_utils.pyd!_pywrap_utils.Flatten`,
+pe/pybind11.py).
+
 Version 11 had the same rules over other names: a function of a Cython extension module
 that no CPython table holds was `func_<rva>` where the traceback name its code loads now
 names it (`_generator.cp38-win_amd64.pyd!func_2c600` is
@@ -137,7 +142,7 @@ from dumpkit.analysis.pyentry import is_interpreter
 from dumpkit.analysis.recursion import call_order
 from dumpkit.unwind.frames import Trust
 
-RULES = 12
+RULES = 13
 MAX_ELEMENTS = 3
 MAX_REASON = 60  # characters of a reason kept in the kind (rule 8)
 # Rule 6: the share of the used stack a recursion must fill to be the overflow's cause.

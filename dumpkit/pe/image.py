@@ -82,6 +82,7 @@ class PEImage(UnwindReader):
         self._cython_checked = False
         self._cython_scanned = 0  # bytes of code read for cython_name, within cython.CODE_BUDGET
         self._cython_names: Dict[int, Optional[str]] = {}
+        self._pybind11_names: Optional[Dict[int, str]] = None  # see pybind11_name
         self._take_headers(header_reader)
         self._section_starts = [s.rva for s in self.sections]
         exc = self.directory(DIR_EXCEPTION)
@@ -359,6 +360,50 @@ class PEImage(UnwindReader):
                 name = None
         self._cython_names[rva] = name
         return name
+
+    def pybind11_name(self, rva: int) -> Optional[str]:
+        """The name a pybind11 module-level definition gives the function at `rva`
+        (`_pywrap_utils.Flatten`: pe/pybind11.py), or None; the image's definitions are
+        read at the first question, once."""
+        if self._pybind11_names is None:
+            from dumpkit.pe import pybind11  # only where a .pyd's function is named
+
+            self._pybind11_names = {}
+            try:
+                if pybind11.may_bind(self.imports()):
+                    exported = self.exports()
+                    module = pybind11.extension_module([n for _, n in exported])
+                    init = next((r for r, n in exported if n == pybind11.INIT_PREFIX + str(module)), None)
+                    if module is not None and init is not None:
+                        self._pybind11_names = pybind11.bindings(
+                            module,
+                            init,
+                            self.imports(),
+                            self._function_extent,
+                            self._code_or_nothing,
+                            lambda at: self._constant_string(at, pybind11.MAX_NAME),
+                        )
+            except (PEError, MemoryNotInDump):
+                pass  # the headers or tables the rules start from cannot be read: no names
+        return self._pybind11_names.get(rva)
+
+    def _code_or_nothing(self, rva: int, size: int) -> bytes:
+        """The code at `rva`, or nothing where it cannot be read (a dump's missing page): a
+        function not read is one whose calls and loads name nothing."""
+        try:
+            return self.read_rva(rva, size)
+        except (PEError, MemoryNotInDump):
+            return b""
+
+    def _function_extent(self, rva: int) -> Optional[Tuple[int, int]]:
+        """(begin, end) of the function whose .pdata entry begins at `rva`, else None."""
+        try:
+            function = self.lookup_function(rva)
+        except (PEError, MemoryNotInDump):
+            return None
+        if function is None or function.begin_rva != rva or function.indirect_from is not None:
+            return None
+        return function.begin_rva, function.end_rva
 
     def _constant_string(self, rva: int, limit: int) -> Optional[str]:
         """The ASCII string at `rva` in a read-only data section, up to its NUL (within

@@ -85,6 +85,8 @@ def symbol_for(
             python = image.python_name(start)
             if python is None and module.name.lower().endswith(".pyd"):
                 python = image.cython_name(start)  # most of a Cython module's functions
+                if python is None:
+                    python = image.pybind11_name(start)  # a pybind11 module's m.def bindings
             if python is not None:
                 return f"{module.name}!{python}{_offset(rva - start)}"
         return f"{module.name}!func_{start:x}{_offset(rva - start)}"

@@ -68,6 +68,25 @@ def test_cython_functions_in_the_cycle_have_their_traceback_names(facts, python_
     assert f"recursed through NumPy's {facts['cython_functions'][0]}," in report.verdict.headline
 
 
+BOUND = [d for d in python_manifest() if d.get("python_binding")]
+
+
+@pytest.mark.parametrize("facts", BOUND, ids=[d["file"] for d in BOUND])
+@pytest.mark.slow
+def test_the_pybind11_function_python_called_is_named_by_its_definition(facts, python_report):
+    """tf.nest.flatten calls TensorFlow's pybind11 function `_pywrap_utils.Flatten`: no
+    table or export names it (pybind11 builds its method table on the heap), and its
+    `m.def("Flatten", ...)` does (pe/pybind11.py)."""
+    report = python_report(facts)
+    crash = next(t for t in report.threads if t.is_crashing)
+    binding = facts["python_binding"]
+    module = binding.split(".", 1)[0] + ".pyd"
+    assert f"{module}!{binding}" in crash.cycles[0].entry_path, crash.cycles[0].entry_path
+    # the one name given in that module is the function the program called
+    named = {f.split("!", 1)[1].split("+", 1)[0] for f in crash.cycles[0].entry_path if f.startswith(f"{module}!")}
+    assert {n for n in named if not n.startswith("func_")} == {binding}, named
+
+
 def test_python_recursion_through_named_extension_code_lists_it_in_call_order():
     # callee first, as a cycle lists its frames: Python calls pkg.a.f, which calls pkg.b.g,
     # which calls Python again

@@ -232,3 +232,8 @@ def test_tensorflow_on_311_names_tf_nest_flatten():
     assert verdict.kind == "recursion" and verdict.confidence == "high"
     assert "recursion inside TensorFlow: tf.nest.flatten" in verdict.headline
     assert any("tensorflow::swig::Flatten" in e for e in verdict.evidence)
+    # the pybind11 function Python called, named by its m.def (pe/pybind11.py: this build
+    # inlines the binding into the module's definition, where 2.13's calls it)
+    binding = facts["python_binding"]
+    module = binding.split(".", 1)[0] + ".pyd"
+    assert f"{module}!{binding}" in report.signature.frames, report.signature.frames

@@ -70,6 +70,9 @@ PROGRAMS: Dict[str, dict] = {
         "extension": "tensorflow",
         "extension_module": "_pywrap_tensorflow_internal.pyd",
         "python_api": "tf.nest.flatten",
+        # the pybind11 function tf.nest.flatten calls (TF 2.13's
+        # tensorflow/python/util/nest_util.py: `return _pywrap_utils.Flatten(structure, expand_composites)`)
+        "python_binding": "_pywrap_utils.Flatten",
     },
     "numpy_strided_av": {"expected_class": "access_violation"},
     "faulthandler_null": {"expected_class": "access_violation"},

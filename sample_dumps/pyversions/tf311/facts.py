@@ -361,6 +361,9 @@ def main(argv: List[str]) -> int:
         "extension": "tensorflow",
         "extension_module": "_pywrap_tensorflow_internal.pyd",
         "python_api": "tf.nest.flatten",
+        # the pybind11 function tf.nest.flatten calls (tensorflow/python/util/nest_util.py:
+        # `return _pywrap_utils.Flatten(structure, expand_composites)`, in 2.13 and 2.18)
+        "python_binding": "_pywrap_utils.Flatten",
         "depth_built": marker.get("depth"),
         "numpy_version": marker.get("numpy"),
         "tensorflow_version": marker.get("tensorflow"),
