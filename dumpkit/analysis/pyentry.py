@@ -58,6 +58,9 @@ class PythonEntry:
     python_frame: Optional[str] = None
     interpreter: Optional[str] = None
     python_frame_index: int = 0  # the python_frame's index in the thread's Python stack (0 = innermost)
+    # EXTENSION: the extension's function Python called, by its Python name, when a frame
+    # carries one (`_pywrap_utils.Flatten`, `numpy.random._generator.default_rng`)
+    function: Optional[str] = None
 
     @property
     def evidence(self) -> str:
@@ -71,7 +74,8 @@ class PythonEntry:
             what = "a ctypes call (libffi, _ctypes.pyd)" if self.via == CTYPES else f"in {self.module}"
             text = f"{span} {'is' if a == b else 'are'} {what} and {below}"
         elif self.via == EXTENSION:
-            text = f"{below}, which called {self.module}"
+            called = f"{self.function} in {self.module}" if self.function else self.module
+            text = f"{below}, which called {called}"
         else:
             text = below
         if self.python_frame:
@@ -258,9 +262,13 @@ def python_entry(
         )
     extension = next((m for m in reversed(between) if m and re.search(_EXTENSION, m)), None)
     if extension is not None:
-        return PythonEntry(
-            EXTENSION, f"through the extension module {extension}", extension, (), below, python_frame, interpreter, at
+        called = next(
+            (n for n in (_python_name(frames[i], extension) for i in range(below - 1, start - 1, -1)) if n), None
         )
+        how = f"through the extension module {extension}"
+        if called is not None:
+            how = f"through {called} (the extension module {extension})"
+        return PythonEntry(EXTENSION, how, extension, (), below, python_frame, interpreter, at, called)
     if below == start:
         how = f"in the interpreter's own C code ({interpreter})"
         return PythonEntry(INTERPRETER, how, interpreter, (), below, python_frame, interpreter, at)
@@ -282,6 +290,20 @@ def python_entry(
         interpreter,
         at,
     )
+
+
+def _python_name(frame: _Framed, extension: str) -> Optional[str]:
+    """The Python name a frame of `extension` carries (pe/cython.py's, pe/pybind11.py's:
+    a dotted name with the module's own name among its parts), else None."""
+    symbol = getattr(frame, "symbol", None)
+    if frame.module != extension or not isinstance(symbol, str) or not symbol.startswith(f"{extension}!"):
+        return None
+    name = re.split(r"[+-]0x", symbol[len(extension) + 1 :], maxsplit=1)[0]
+    parts = name.split(".")
+    stem = extension.split(".", 1)[0]
+    if len(parts) < 2 or stem not in parts or not all(p.isidentifier() for p in parts):
+        return None
+    return name
 
 
 def _stale(frame: _Framed) -> bool:

@@ -85,6 +85,7 @@ def test_the_pybind11_function_python_called_is_named_by_its_definition(facts, p
     # the one name given in that module is the function the program called
     named = {f.split("!", 1)[1].split("+", 1)[0] for f in crash.cycles[0].entry_path if f.startswith(f"{module}!")}
     assert {n for n in named if not n.startswith("func_")} == {binding}, named
+    assert report.blame is not None and report.blame.python_via == f"through {binding} (the extension module {module})"
 
 
 def test_python_recursion_through_named_extension_code_lists_it_in_call_order():

@@ -62,3 +62,33 @@ def test_the_embeddable_distributions_relative_stdlib_paths_are_library_code():
         ("_wait_for_tstate_lock", "threading.py", 1139), ("join", "threading.py", 1119), ("<module>", "job.py", 20)
     )
     assert user_python(thread) == (2, "<module> (job.py:20), calling threading.join")
+
+
+def test_python_entered_an_extension_through_the_function_its_python_name_says():
+    from types import SimpleNamespace
+
+    from dumpkit.analysis.pyentry import EXTENSION, python_entry
+
+    def stack(*symbols: str):
+        return [SimpleNamespace(module=s.split("!")[0], symbol=s) for s in symbols]
+
+    # the outermost frame of the extension that carries a Python name of that module: the
+    # function Python called (pybind11's impl; the C++ above it is not a Python name)
+    entry = python_entry(
+        stack(
+            "_pywrap_tensorflow_internal.pyd!tensorflow::swig::Flatten",
+            "_pywrap_utils.pyd!func_9450+0x54",
+            "_pywrap_utils.pyd!_pywrap_utils.Flatten+0x16",
+            "_pywrap_utils.pyd!func_cc40+0x14ad",
+            "python38.dll!func_52750",
+        )
+    )
+    assert entry is not None and entry.via == EXTENSION and entry.function == "_pywrap_utils.Flatten"
+    assert entry.how == "through _pywrap_utils.Flatten (the extension module _pywrap_utils.pyd)"
+    assert entry.evidence.startswith("frame 4 is the interpreter (python38.dll), which called _pywrap_utils.Flatten in")
+    # a type's slot from CPython's tables is a Python name too, but not one of the module's
+    # own functions; a C++ name is none: the module alone is said
+    for symbol in ("_multiarray_umath.cp38-win_amd64.pyd!numpy.ndarray.__repr__", "my_ops.pyd!ops::run"):
+        entry = python_entry(stack(symbol, "python38.dll!func_52750"))
+        assert entry is not None and entry.function is None
+        assert entry.how == f"through the extension module {symbol.split('!')[0]}"

@@ -237,3 +237,4 @@ def test_tensorflow_on_311_names_tf_nest_flatten():
     binding = facts["python_binding"]
     module = binding.split(".", 1)[0] + ".pyd"
     assert f"{module}!{binding}" in report.signature.frames, report.signature.frames
+    assert report.blame is not None and report.blame.python_via == f"through {binding} (the extension module {module})"
