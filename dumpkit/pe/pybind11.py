@@ -27,8 +27,10 @@ Instructions are matched as bytes (`lea r64, [rip+d]`, `call rel32`, `call [rip+
 what it must be (an identifier in read-only data, a function's entry, an import's
 address-table entry), so bytes that only look like one do not name anything.
 
-Bounded: MAX_DEFINERS functions read for definitions, MAX_CODE bytes of any function,
-MAX_CALLEES callees of a wrapper classified, and CODE_BUDGET bytes of one image's code."""
+Bounded: MAX_DEFINERS functions read for definitions, MAX_CODE bytes and MAX_EVENTS
+matched instructions of any function, MAX_CALLEES callees of a wrapper classified, and
+MAX_FUNCTIONS functions and CODE_BUDGET bytes of one image's code (each ~20 times what
+TensorFlow's largest module needs): a hostile image costs seconds at most, never more."""
 
 from __future__ import annotations
 
@@ -39,8 +41,10 @@ from dumpkit.pe.imports import ImportTable
 
 MAX_DEFINERS = 64  # PyInit_ and the functions it calls directly
 MAX_CODE = 256 << 10  # bytes of one function read (TensorFlow's largest module body: ~70 KiB)
+MAX_EVENTS = 1 << 14  # matched instructions kept of one function (TensorFlow's most: 2,176)
 MAX_CALLEES = 32  # direct callees of a wrapper looked at (module_::def<F> calls ~5)
-CODE_BUDGET = 16 << 20  # bytes of code read per image
+MAX_FUNCTIONS = 1 << 13  # functions read per image (TensorFlow 2.13/2.18's most: 440)
+CODE_BUDGET = 4 << 20  # bytes of code read per image (TensorFlow's most: 190 KiB)
 MAX_NAME = 200  # bytes of a loaded string read
 
 INIT_PREFIX = "PyInit_"
@@ -75,6 +79,8 @@ def events(code: bytes, start: int) -> List[Event]:
     """The instructions of these forms in `code` (at rva `start`), in address order."""
     out: List[Event] = []
     for m in _FORMS.finditer(code):
+        if len(out) >= MAX_EVENTS:
+            break
         at = m.start()
         kind = m.lastgroup
         if kind == "lea":
@@ -138,7 +144,7 @@ class _Module:
         found = self._events.get(rva)
         if found is None:
             found = []
-            extent = self.function_at(rva)
+            extent = self.function_at(rva) if len(self._events) < MAX_FUNCTIONS else None
             if extent is not None and self.left > 0:
                 size = max(0, min(extent[1] - rva, MAX_CODE, self.left))
                 self.left -= size

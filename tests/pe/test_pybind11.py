@@ -210,3 +210,17 @@ def test_one_module_per_image():
     )
     assert pybind11.extension_module(["PyInit_a", "PyInit_b"]) is None
     assert pybind11.extension_module(["PyInit_"]) is None
+
+
+def test_a_hostile_image_is_read_within_the_bounds():
+    # a "module definition" that calls 20,000 distinct functions: read until MAX_FUNCTIONS
+    image = Image()
+    callees = [image.function(0x100000 + 16 * i) for i in range(20_000)]
+    image.function(0x1000, *(call(c) for c in callees))
+    reads: List[int] = []
+    read = image.read
+    image.read = lambda rva, size: reads.append(rva) or read(rva, size)  # type: ignore[method-assign]
+    assert image.names() == {}
+    assert len(reads) <= pybind11.MAX_FUNCTIONS
+    # one function's matched instructions stop at MAX_EVENTS
+    assert len(pybind11.events(b"\xe8" * (pybind11.MAX_EVENTS * 8), 0)) == pybind11.MAX_EVENTS
