@@ -45,6 +45,9 @@ MAX_EVENTS = 1 << 14  # matched instructions kept of one function (TensorFlow's 
 MAX_CALLEES = 32  # direct callees of a wrapper looked at (module_::def<F> calls ~5)
 MAX_FUNCTIONS = 1 << 13  # functions read per image (TensorFlow 2.13/2.18's most: 440)
 CODE_BUDGET = 4 << 20  # bytes of code read per image (TensorFlow's most: 190 KiB)
+MIN_DISPATCHER = 1 << 10  # bytes: pybind11's dispatcher is 9-12 KiB, what else
+# initialize_generic stores a few bytes (the capsule's destructor thunk: 51)
+DISPATCHER = "pybind11::cpp_function::dispatcher"
 MAX_NAME = 200  # bytes of a loaded string read
 
 INIT_PREFIX = "PyInit_"
@@ -169,6 +172,7 @@ class _Kinds:
         self.module = module
         self.add_slots = frozenset(add_slots)
         self._kinds: Dict[int, Optional[Tuple[str, int]]] = {}
+        self.generics: Set[int] = set()  # where binders pass their templates: initialize_generic
 
     def impl_of(self, rva: int) -> Optional[int]:
         """The impl a binder at `rva` stores: the first function entry its code loads, when
@@ -177,6 +181,9 @@ class _Kinds:
         signatures = {t for _, form, _, t in code if form == LEA and _is_signature(self.module.string(t))}
         if len(signatures) != 1:
             return None
+        generic = _called_after_signature(code, self.module)
+        if generic is not None:
+            self.generics.add(generic)
         for _, form, _, target in code:
             if form == LEA and target != rva and self.module.is_function(target):
                 return target
@@ -231,11 +238,43 @@ def bindings(
     sites: Dict[int, int] = {}
     for definer in list(dict.fromkeys(t for t in definers if module.is_function(t)))[:MAX_DEFINERS]:
         _definitions(module.events(definer), kinds, module, getattr_slots, import_slots, names, sites)
-    return {
+    named = {
         impl: f"{module_name}.{next(iter(found))}"
         for impl, found in names.items()
         if len(found) == 1 and sites.get(impl) == 1
     }
+    dispatcher = _dispatcher(kinds.generics, module) if named else None
+    if dispatcher is not None and dispatcher not in named:
+        named[dispatcher] = DISPATCHER
+    return named
+
+
+def _called_after_signature(code: List[Event], module: _Module) -> Optional[int]:
+    """The function a binder's code calls first after loading its signature template:
+    `initialize_generic`, which every binding of the module calls with it."""
+    seen = False
+    for _, form, _, target in code:
+        if form == LEA and not seen:
+            seen = _is_signature(module.string(target))
+        elif form == CALL and seen and module.is_function(target):
+            return target
+    return None
+
+
+def _dispatcher(generics: Set[int], module: _Module) -> Optional[int]:
+    """pybind11's one dispatcher, which every Python call of a binding enters: the function
+    `initialize_generic` stores as the method table's `ml_meth`, told from the capsule
+    destructor thunk it also stores by size. None unless every binding passed its template
+    to one function and that function loads exactly one entry of a large function."""
+    if len(generics) != 1:
+        return None
+    (generic,) = generics
+    large = set()
+    for _, form, _, target in module.events(generic):
+        extent = module.function_at(target) if form == LEA and target != generic else None
+        if extent is not None and extent[1] - extent[0] >= MIN_DISPATCHER:
+            large.add(target)
+    return large.pop() if len(large) == 1 else None
 
 
 class _Span:
@@ -248,6 +287,7 @@ class _Span:
         self.binders: List[int] = []
         self.entries: List[int] = []
         self.signatures = 0
+        self.template_passed = False  # a template was loaded: the next call is initialize_generic
 
     def impl(self) -> Optional[int]:
         """The one impl this definition stores, or None when it is not one."""
@@ -284,6 +324,7 @@ def _definitions(
                 if span is not None:
                     if _is_signature(text):
                         span.signatures += 1
+                        span.template_passed = True
                         for entry in span.entries:
                             sites[entry] = sites.get(entry, 0) + 1
                     elif text is None and module.is_function(target):
@@ -298,6 +339,9 @@ def _definitions(
         # function or import, and change nothing
         if not (target in import_slots if form == ICALL else module.is_function(target)):
             continue
+        if form == CALL and span is not None and span.template_passed:
+            kinds.generics.add(target)
+            span.template_passed = False
         kind: Optional[Tuple[str, int]] = None
         if form == ICALL:
             if target in getattr_slots:

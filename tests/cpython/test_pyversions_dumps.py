@@ -237,4 +237,6 @@ def test_tensorflow_on_311_names_tf_nest_flatten():
     binding = facts["python_binding"]
     module = binding.split(".", 1)[0] + ".pyd"
     assert f"{module}!{binding}" in report.signature.frames, report.signature.frames
+    path = list(next(t for t in report.threads if t.is_crashing).cycles[0].entry_path)
+    assert path[path.index(f"{module}!{binding}") + 1] == f"{module}!pybind11::cpp_function::dispatcher", path
     assert report.blame is not None and report.blame.python_via == f"through {binding} (the extension module {module})"
