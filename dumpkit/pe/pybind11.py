@@ -1,31 +1,37 @@
 """Names for the functions a pybind11 extension module binds at module level: the name
-`m.def("Flatten", ...)` gives the function Python calls (`_pywrap_utils.Flatten`).
+`m.def("Flatten", ...)` gives the function Python calls (`_pywrap_utils.Flatten`), and
+pybind11's one dispatcher, which every such call enters first.
 
 Why: TensorFlow's `_pywrap_*` modules (and most C++ extensions) are pybind11, which builds
 its method tables on the heap when the module is imported: no static table (pe/pynames.py)
 and no export names the function a Python call enters, so a frame of TensorFlow's Python
 boundary read `_pywrap_utils.pyd!func_1120`.
 
-How, from the code alone (MSVC, pybind11 2.x; what TensorFlow 2.13's 62 modules show):
+How, from the code alone (MSVC, pybind11 2.x; what TensorFlow 2.13's and 2.18's modules
+show):
 - a binding's `cpp_function::initialize<...>` instantiation (the *binder*) loads, with
   RIP-relative LEAs, the binding's signature template (`({%}, {bool}) -> %`) and the entry
   of the binding's dispatcher thunk (the *impl*, which `rec->impl` holds and pybind11's
-  generic dispatcher calls for every Python call of this binding);
+  dispatcher calls for every Python call of this binding), then passes the template to
+  `initialize_generic`;
 - `m.def(name, ...)` either calls a `module_::def<...>` instantiation with the name in RDX
   (a *wrapper*: it calls one binder and `PyModule_AddObject`), or is inlined where the
   module is defined: the name is passed to `PyObject_GetAttrString` (pybind11 looks up a
-  sibling overload), the binder is called, then `add_object` with the same name, which
-  calls `PyModule_AddObject`. A method of a class ends in `add_class_method` instead, and
-  is left unnamed: its class is not in the code around it.
+  sibling overload), the binder is called (2.13) or inlined there (2.18: the impl's entry
+  and the template loaded in the definition itself), then `add_object` with the same name,
+  which calls `PyModule_AddObject`. A method of a class ends in `add_class_method` instead,
+  and is left unnamed: its class is not in the code around it;
+- `initialize_generic` stores the dispatcher's entry (the method table's `ml_meth`) beside
+  a small capsule destructor thunk: the one large function whose entry it loads.
 The module is defined in its `PyInit_` export or in a function it calls directly; those are
 the only functions read for definitions. An impl that more than one definition reaches
 (bindings of plain function pointers of one type share one) is left unnamed, and so is one
 that two names reach: no name is guessed.
 
-Instructions are matched as bytes (`lea r64, [rip+d]`, `call rel32`, `call [rip+d]` (or its tail call `jmp [rip+d]`),
-`mov rdx, r64`), as pe/cython.py does: each match is taken only when what it points at is
-what it must be (an identifier in read-only data, a function's entry, an import's
-address-table entry), so bytes that only look like one do not name anything.
+Instructions are matched as bytes (`lea r64, [rip+d]`, `call rel32`, `call [rip+d]` or its
+tail call `jmp [rip+d]`, `mov rdx, r64`), as pe/cython.py does: each match is taken only
+when what it points at is what it must be (an identifier in read-only data, a function's
+entry, an import's address-table entry), so bytes that only look like one name nothing.
 
 Bounded: MAX_DEFINERS functions read for definitions, MAX_CODE bytes and MAX_EVENTS
 matched instructions of any function, MAX_CALLEES callees of a wrapper classified, and
@@ -45,8 +51,9 @@ MAX_EVENTS = 1 << 14  # matched instructions kept of one function (TensorFlow's 
 MAX_CALLEES = 32  # direct callees of a wrapper looked at (module_::def<F> calls ~5)
 MAX_FUNCTIONS = 1 << 13  # functions read per image (TensorFlow 2.13/2.18's most: 440)
 CODE_BUDGET = 4 << 20  # bytes of code read per image (TensorFlow's most: 190 KiB)
-MIN_DISPATCHER = 1 << 10  # bytes: pybind11's dispatcher is 9-12 KiB, what else
-# initialize_generic stores a few bytes (the capsule's destructor thunk: 51)
+# bytes: pybind11's dispatcher is 9-12 KiB, the other function initialize_generic stores
+# (the capsule's destructor thunk) 51
+MIN_DISPATCHER = 1 << 10
 DISPATCHER = "pybind11::cpp_function::dispatcher"
 MAX_NAME = 200  # bytes of a loaded string read
 
