@@ -363,8 +363,9 @@ class PEImage(UnwindReader):
 
     def pybind11_name(self, rva: int) -> Optional[str]:
         """The name a pybind11 module-level definition gives the function at `rva`
-        (`_pywrap_utils.Flatten`: pe/pybind11.py), or None; the image's definitions are
-        read at the first question, once."""
+        (`_pywrap_utils.Flatten`), or `pybind11::cpp_function::dispatcher` for the function
+        every such call enters (pe/pybind11.py), or None; the image's definitions are read
+        at the first question, once."""
         if self._pybind11_names is None:
             from dumpkit.pe import pybind11  # only where a .pyd's function is named
 
