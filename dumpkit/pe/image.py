@@ -348,9 +348,9 @@ class PEImage(UnwindReader):
                 self._cython_pattern = cython.traceback_pattern(modules) if modules else None
         if self._cython_pattern is not None and self._cython_scanned < cython.CODE_BUDGET:
             try:
-                function = self.lookup_function(rva)
-                if function is not None and function.begin_rva == rva:
-                    size = min(function.end_rva - rva, cython.MAX_CODE)
+                extent = self._function_extent(rva)
+                if extent is not None:
+                    size = min(extent[1] - rva, cython.MAX_CODE)
                     self._cython_scanned += max(size, 0)
                     code = self.read_rva(rva, size)
                     name = cython.traceback_name(
@@ -371,19 +371,16 @@ class PEImage(UnwindReader):
 
             self._pybind11_names = {}
             try:
-                if pybind11.may_bind(self.imports()):
-                    exported = self.exports()
-                    module = pybind11.extension_module([n for _, n in exported])
-                    init = next((r for r, n in exported if n == pybind11.INIT_PREFIX + str(module)), None)
-                    if module is not None and init is not None:
-                        self._pybind11_names = pybind11.bindings(
-                            module,
-                            init,
-                            self.imports(),
-                            self._function_extent,
-                            self._code_or_nothing,
-                            lambda at: self._constant_string(at, pybind11.MAX_NAME),
-                        )
+                init = pybind11.extension_init(self.exports()) if pybind11.may_bind(self.imports()) else None
+                if init is not None:
+                    self._pybind11_names = pybind11.bindings(
+                        init[0],
+                        init[1],
+                        self.imports(),
+                        self._function_extent,
+                        self._code_or_nothing,
+                        lambda at: self._constant_string(at, pybind11.MAX_NAME),
+                    )
             except (PEError, MemoryNotInDump):
                 pass  # the headers or tables the rules start from cannot be read: no names
         return self._pybind11_names.get(rva)

@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
+from dumpkit.pe.cython import INIT_PREFIX, extension_modules
 from dumpkit.pe.imports import ImportTable
 
 MAX_DEFINERS = 64  # PyInit_ and the functions it calls directly
@@ -57,7 +58,6 @@ MIN_DISPATCHER = 1 << 10
 DISPATCHER = "pybind11::cpp_function::dispatcher"
 MAX_NAME = 200  # bytes of a loaded string read
 
-INIT_PREFIX = "PyInit_"
 # the signature template pybind11 compiles into each binding: "({%}, {bool}) -> %", "() -> None"
 _SIGNATURE = re.compile(r"\((?:\{[^{}]*\}(?:, \{[^{}]*\})*)?\) -> \S.*")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -118,10 +118,14 @@ def events(code: bytes, start: int) -> List[Event]:
     return out
 
 
-def extension_module(export_names: Sequence[str]) -> Optional[str]:
-    """The one module an image's `PyInit_` export initialises, or None."""
-    found = [n[len(INIT_PREFIX) :] for n in export_names if n.startswith(INIT_PREFIX) and len(n) > len(INIT_PREFIX)]
-    return found[0] if len(found) == 1 else None
+def extension_init(exported: Sequence[Tuple[int, str]]) -> Optional[Tuple[str, int]]:
+    """(module, rva of its `PyInit_` function) for an image that initialises exactly one
+    extension module, from its (rva, name) exports; else None."""
+    modules = extension_modules(name for _, name in exported)
+    if len(modules) != 1:
+        return None
+    init = INIT_PREFIX + modules[0]
+    return next(((modules[0], rva) for rva, name in exported if name == init), None)
 
 
 def may_bind(imports: ImportTable) -> bool:
@@ -179,11 +183,18 @@ class _Kinds:
         self.module = module
         self.add_slots = frozenset(add_slots)
         self._kinds: Dict[int, Optional[Tuple[str, int]]] = {}
+        self._impls: Dict[int, Optional[int]] = {}
         self.generics: Set[int] = set()  # where binders pass their templates: initialize_generic
 
     def impl_of(self, rva: int) -> Optional[int]:
         """The impl a binder at `rva` stores: the first function entry its code loads, when
-        it loads exactly one signature template."""
+        it loads exactly one signature template; worked out once per function (every
+        wrapper's callees include the same add_object)."""
+        if rva not in self._impls:
+            self._impls[rva] = self._impl_of(rva)
+        return self._impls[rva]
+
+    def _impl_of(self, rva: int) -> Optional[int]:
         code = self.module.events(rva)
         signatures = {t for _, form, _, t in code if form == LEA and _is_signature(self.module.string(t))}
         if len(signatures) != 1:
