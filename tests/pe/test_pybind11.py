@@ -209,3 +209,45 @@ def test_one_module_per_image():
     assert pybind11.extension_init(exported) == ("_pywrap_utils", 0x14C40)
     assert pybind11.extension_init([(0x10, "PyInit_a"), (0x20, "PyInit_b")]) is None
     assert pybind11.extension_init([(0x10, "PyInit_")]) is None
+
+
+def test_a_hostile_image_is_read_within_the_bounds():
+    # a "module definition" that calls 20,000 distinct functions: read until MAX_FUNCTIONS
+    image = Image()
+    callees = [image.function(0x100000 + 16 * i) for i in range(20_000)]
+    image.function(0x1000, *(call(c) for c in callees))
+    reads: List[int] = []
+    read = image.read
+    image.read = lambda rva, size: reads.append(rva) or read(rva, size)  # type: ignore[method-assign]
+    assert image.names() == {}
+    assert len(reads) <= pybind11.MAX_FUNCTIONS
+    # one function's matched instructions stop at MAX_EVENTS
+    assert len(pybind11.events(b"\xe8" * (pybind11.MAX_EVENTS * 8), 0)) == pybind11.MAX_EVENTS
+
+
+def _with_generic(dispatcher_sizes: Tuple[int, ...]) -> Image:
+    """A module whose binder passes its template to initialize_generic, which loads the
+    entries of functions of these sizes (pybind11: the dispatcher and a small thunk)."""
+    image = Image()
+    image.function(IMPL)
+    entries = []
+    for i, size in enumerate(dispatcher_sizes):
+        entries.append(image.function(0x6000 + 0x1000 * i, *([raw(b"\x90" * size)] if size else [])))
+    generic = image.function(0x4000, *(lea(RAX, e) for e in entries))
+    binder = image.function(0x3000, lea(RCX, IMPL), lea(R8, image.string("({%}, {bool}) -> %")), call(generic))
+    add_object = image.function(0x3200, icall(ADD_OBJECT))
+    image.function(0x1000, *_inline(image, "Flatten", binder, add_object))
+    return image
+
+
+def test_the_dispatcher_is_the_large_function_initialize_generic_stores():
+    # pybind11's dispatcher (9-12 KiB in TensorFlow) beside the capsule's destructor thunk
+    image = _with_generic((pybind11.MIN_DISPATCHER + 100, 50))
+    assert image.names() == {IMPL: "_mod.Flatten", 0x6000: pybind11.DISPATCHER}
+    # two large candidates, or none: no dispatcher named
+    assert image_names(_with_generic((pybind11.MIN_DISPATCHER, pybind11.MIN_DISPATCHER + 1))) == ["_mod.Flatten"]
+    assert image_names(_with_generic((50,))) == ["_mod.Flatten"]
+
+
+def image_names(image: Image) -> List[str]:
+    return sorted(image.names().values())
